@@ -1,0 +1,6 @@
+//! `portico`: the gateway binary.
+
+fn main() -> anyhow::Result<()> {
+    println!("portico {}", env!("CARGO_PKG_VERSION"));
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! Per-core connection tracking (stub, being written).

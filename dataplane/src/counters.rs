@@ -1,0 +1,315 @@
+//! Per-core counters and the stable [`DropReason`] catalogue.
+//!
+//! Every packet ends in a verdict; a dropped packet is counted under exactly
+//! one reason. Reason names are part of the operator interface (metrics,
+//! `portico stats`): they are append-only and never renamed.
+//!
+//! Workers count into a plain, core-local [`Counters`] (no atomics, no sharing
+//! on the packet path) and copy it into their [`SharedCounters`] once per poll
+//! loop; readers sum the shared copies of all cores off the hot path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! drop_reasons {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
+        /// Why a packet was dropped. Stable names, see the module docs.
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+        #[repr(u8)]
+        pub enum DropReason {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl DropReason {
+            /// Every reason, in counter order.
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)*];
+            /// Number of reasons.
+            pub const COUNT: usize = Self::ALL.len();
+
+            /// The stable snake_case name used in metrics and CLI output.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(DropReason::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+drop_reasons! {
+    /// Shorter than an Ethernet header.
+    EthTruncated => "eth_truncated",
+    /// 802.1Q tag cut off, or more than one stacked tag.
+    VlanMalformed => "vlan_malformed",
+    /// An EtherType the gateway does not handle (LLDP, MPLS, ...).
+    UnsupportedEthertype => "unsupported_ethertype",
+    /// IPv6 is recognised but not supported yet.
+    Ipv6Unsupported => "ipv6_unsupported",
+    /// ARP shorter than its fixed size or not Ethernet/IPv4.
+    ArpMalformed => "arp_malformed",
+    /// ARP request for an address the gateway does not own, or an ARP reply
+    /// the dataplane has no use for.
+    ArpNotOwned => "arp_not_owned",
+    /// Shorter than a 20-byte IPv4 header.
+    Ipv4Truncated => "ipv4_truncated",
+    /// Version field is not 4.
+    Ipv4BadVersion => "ipv4_bad_version",
+    /// IHL below 5 or beyond the frame.
+    Ipv4BadIhl => "ipv4_bad_ihl",
+    /// Total length below the header length or beyond the frame.
+    Ipv4BadLength => "ipv4_bad_length",
+    /// Header checksum does not verify.
+    Ipv4BadChecksum => "ipv4_bad_checksum",
+    /// A fragment (MF set or non-zero offset): reassembly is not supported.
+    Ipv4Fragment => "ipv4_fragment",
+    /// TTL would reach zero on forwarding.
+    Ipv4TtlExpired => "ipv4_ttl_expired",
+    /// Source address is multicast, broadcast, loopback or unspecified.
+    Ipv4BadSource => "ipv4_bad_source",
+    /// An IP protocol other than TCP, UDP or ICMP.
+    UnsupportedProtocol => "unsupported_protocol",
+    /// TCP header cut off, or data offset below 5 / beyond the packet.
+    TcpMalformed => "tcp_malformed",
+    /// TCP flag combination no stack sends (SYN+FIN, SYN+RST, none, ...).
+    TcpBadFlags => "tcp_bad_flags",
+    /// TCP checksum does not verify.
+    TcpBadChecksum => "tcp_bad_checksum",
+    /// UDP header cut off or its length field disagrees with IPv4.
+    UdpMalformed => "udp_malformed",
+    /// UDP checksum does not verify.
+    UdpBadChecksum => "udp_bad_checksum",
+    /// ICMP header cut off, or an error message without its inner header.
+    IcmpMalformed => "icmp_malformed",
+    /// ICMP checksum does not verify.
+    IcmpBadChecksum => "icmp_bad_checksum",
+    /// ICMP type the gateway neither answers nor translates.
+    IcmpUnsupported => "icmp_unsupported",
+    /// ICMP error whose inner packet matches no tracked flow.
+    IcmpErrorNoFlow => "icmp_error_no_flow",
+    /// Destination is not an address the gateway owns and matches no flow.
+    NotOwned => "not_owned",
+    /// Owned address, but no listener on that protocol and port.
+    NoListener => "no_listener",
+    /// Service has no ready and no serving endpoint.
+    NoBackend => "no_backend",
+    /// Non-SYN TCP (or a reply) without a tracked flow.
+    NoFlow => "no_flow",
+    /// Conntrack full and nothing could be early-dropped.
+    ConntrackFull => "conntrack_full",
+    /// No free SNAT tuple towards the chosen backend.
+    SnatExhausted => "snat_exhausted",
+    /// The flow's backend left the service (TCP, policy drop).
+    BackendGone => "backend_gone",
+    /// No port/neighbour to reach the next hop.
+    NoRoute => "no_route",
+    /// Packet larger than the egress MTU.
+    TooBig => "too_big",
+    /// Handoff ring to the owning worker is full.
+    HandoffFull => "handoff_full",
+    /// Driver TX ring full.
+    TxFull => "tx_full",
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Core-local counters, plain integers: only the owning worker writes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub drops: [u64; DropReason::COUNT],
+    /// Packets handed to another worker.
+    pub handoff_out: u64,
+    /// ARP replies and ICMP echo replies sent.
+    pub local_replies: u64,
+    /// ICMP errors translated back to the other side of a flow.
+    pub icmp_errors_translated: u64,
+    /// TCP RSTs generated for flows whose backend was removed.
+    pub resets_sent: u64,
+    pub flows_created: u64,
+    pub flows_expired: u64,
+    pub flows_early_dropped: u64,
+    /// SYN met a TIME_WAIT/CLOSE entry and started a fresh flow.
+    pub flows_recycled: u64,
+    /// Existing UDP flows moved to a new backend after their backend left.
+    pub flows_reselected: u64,
+    pub affinity_hits: u64,
+    pub snat_allocations: u64,
+    /// SNAT tuples reused while still inside the quarantine period.
+    pub snat_quarantine_reuses: u64,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters::from_scalars([0; SCALARS], [0; DropReason::COUNT])
+    }
+}
+
+impl Counters {
+    #[inline]
+    pub fn drop(&mut self, reason: DropReason) {
+        self.drops[reason as usize] += 1;
+    }
+
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.drops[reason as usize]
+    }
+
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Field-wise sum, for aggregating several cores.
+    pub fn accumulate(&mut self, other: &Counters) {
+        let mut scalars = self.scalars();
+        for (a, b) in scalars.iter_mut().zip(other.scalars()) {
+            *a += b;
+        }
+        let mut drops = self.drops;
+        for (a, b) in drops.iter_mut().zip(other.drops) {
+            *a += b;
+        }
+        *self = Counters::from_scalars(scalars, drops);
+    }
+}
+
+/// Number of scalar (non-drop) counters in [`Counters`], in `scalars()` order.
+const SCALARS: usize = 16;
+
+impl Counters {
+    fn scalars(&self) -> [u64; SCALARS] {
+        [
+            self.rx_packets,
+            self.rx_bytes,
+            self.tx_packets,
+            self.tx_bytes,
+            self.handoff_out,
+            self.local_replies,
+            self.icmp_errors_translated,
+            self.resets_sent,
+            self.flows_created,
+            self.flows_expired,
+            self.flows_early_dropped,
+            self.flows_recycled,
+            self.flows_reselected,
+            self.affinity_hits,
+            self.snat_allocations,
+            self.snat_quarantine_reuses,
+        ]
+    }
+
+    fn from_scalars(s: [u64; SCALARS], drops: [u64; DropReason::COUNT]) -> Self {
+        Counters {
+            rx_packets: s[0],
+            rx_bytes: s[1],
+            tx_packets: s[2],
+            tx_bytes: s[3],
+            handoff_out: s[4],
+            local_replies: s[5],
+            icmp_errors_translated: s[6],
+            resets_sent: s[7],
+            flows_created: s[8],
+            flows_expired: s[9],
+            flows_early_dropped: s[10],
+            flows_recycled: s[11],
+            flows_reselected: s[12],
+            affinity_hits: s[13],
+            snat_allocations: s[14],
+            snat_quarantine_reuses: s[15],
+            drops,
+        }
+    }
+}
+
+/// A worker's published copy of its counters, read by other threads.
+///
+/// Single writer (the owning worker, with relaxed stores once per poll loop),
+/// any number of readers. Aligned to its own cache lines so that cores never
+/// write to a shared line.
+#[derive(Debug)]
+#[repr(align(128))]
+pub struct SharedCounters {
+    scalars: [AtomicU64; SCALARS],
+    drops: [AtomicU64; DropReason::COUNT],
+    /// Live flows in the worker's conntrack table.
+    live_flows: AtomicU64,
+    /// SNAT tuples in use by the worker.
+    snat_in_use: AtomicU64,
+}
+
+impl Default for SharedCounters {
+    fn default() -> Self {
+        SharedCounters {
+            scalars: std::array::from_fn(|_| AtomicU64::new(0)),
+            drops: std::array::from_fn(|_| AtomicU64::new(0)),
+            live_flows: AtomicU64::new(0),
+            snat_in_use: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Gauges a worker publishes next to its counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    pub live_flows: u64,
+    pub snat_in_use: u64,
+}
+
+impl SharedCounters {
+    /// Copy the worker's local counters out (owner only).
+    pub fn publish(&self, local: &Counters, gauges: Gauges) {
+        for (cell, v) in self.scalars.iter().zip(local.scalars()) {
+            cell.store(v, Ordering::Relaxed);
+        }
+        for (cell, v) in self.drops.iter().zip(local.drops) {
+            cell.store(v, Ordering::Relaxed);
+        }
+        self.live_flows.store(gauges.live_flows, Ordering::Relaxed);
+        self.snat_in_use.store(gauges.snat_in_use, Ordering::Relaxed);
+    }
+
+    /// A consistent-enough copy for reporting.
+    pub fn read(&self) -> (Counters, Gauges) {
+        let s = std::array::from_fn(|i| self.scalars[i].load(Ordering::Relaxed));
+        let d = std::array::from_fn(|i| self.drops[i].load(Ordering::Relaxed));
+        (
+            Counters::from_scalars(s, d),
+            Gauges {
+                live_flows: self.live_flows.load(Ordering::Relaxed),
+                snat_in_use: self.snat_in_use.load(Ordering::Relaxed),
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_snake_case() {
+        let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
+        assert!(names.iter().all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())));
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), DropReason::COUNT);
+    }
+
+    #[test]
+    fn publish_then_read_round_trips() {
+        let mut c = Counters::default();
+        c.rx_packets = 7;
+        c.snat_quarantine_reuses = 3;
+        c.drop(DropReason::NoFlow);
+        c.drop(DropReason::NoFlow);
+        let shared = SharedCounters::default();
+        let g = Gauges { live_flows: 5, snat_in_use: 2 };
+        shared.publish(&c, g);
+        assert_eq!(shared.read(), (c, g));
+    }
+}

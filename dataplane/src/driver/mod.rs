@@ -1,0 +1,43 @@
+//! The driver interface: bursts of frames in and out of the gateway's ports,
+//! over buffers the driver owns.
+//!
+//! One driver instance serves one worker (its queue on every port). The
+//! pipeline rewrites frames in place and hands them back to `tx_burst` on
+//! the port of their verdict; frames it drops go back with `release`. No
+//! call allocates per packet: buffers come from the driver's pool.
+
+pub mod mem;
+
+use crate::packet::PortId;
+
+/// A frame in a driver-owned buffer.
+pub trait Frame {
+    /// The frame bytes, from the Ethernet header on.
+    fn data(&self) -> &[u8];
+    fn data_mut(&mut self) -> &mut [u8];
+    /// Shorten the frame (strip Ethernet padding, drop a payload).
+    fn truncate(&mut self, len: usize);
+    /// The driver (NIC or kernel) already verified the L3/L4 checksums.
+    fn checksum_verified(&self) -> bool {
+        false
+    }
+}
+
+/// A set of ports as seen by one worker.
+pub trait Driver {
+    type Frame: Frame;
+
+    /// Number of ports; port ids are `0..port_count()`.
+    fn port_count(&self) -> usize;
+
+    /// Append up to `max` received frames of `port` to `out`; returns how many.
+    fn rx_burst(&mut self, port: PortId, out: &mut Vec<Self::Frame>, max: usize) -> usize;
+
+    /// Send frames from the front of `frames` out of `port`, removing the ones
+    /// it took; returns how many. Frames left over did not fit (TX ring full):
+    /// the caller counts and releases them.
+    fn tx_burst(&mut self, port: PortId, frames: &mut Vec<Self::Frame>) -> usize;
+
+    /// Give a frame the pipeline dropped back to the driver's pool.
+    fn release(&mut self, frame: Self::Frame);
+}

@@ -1,0 +1,1 @@
+//! Maglev consistent hashing (stub, being written).

@@ -1,0 +1,125 @@
+//! Per-packet metadata, filled once by the parse stage and read by every later
+//! stage (no stage re-parses the frame), and the verdict each packet ends in.
+
+use crate::counters::DropReason;
+use crate::flow::{FlowKey, Proto};
+use std::net::Ipv4Addr;
+
+/// Index of a port (interface) of the gateway, as in the plan's port list.
+pub type PortId = u8;
+/// Index of a worker (core).
+pub type WorkerId = u8;
+
+/// What the parse stage recognised.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PacketKind {
+    /// ARP over Ethernet/IPv4 (request or reply).
+    Arp,
+    /// TCP over IPv4; `key` and `tcp_flags` are valid.
+    Tcp,
+    /// UDP over IPv4; `key` is valid.
+    Udp,
+    /// ICMP echo request or reply; `key` carries the identifier as both ports.
+    IcmpEcho,
+    /// ICMP error (destination unreachable, time exceeded, parameter problem)
+    /// with a complete inner IPv4 header and at least 8 bytes of its payload;
+    /// `key` is the *inner* packet's 5-tuple, `inner_l3_offset` is valid.
+    IcmpError,
+}
+
+/// Where a packet goes. Every packet of a batch ends in exactly one of these.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Verdict {
+    /// Not decided yet (only while the batch is in flight).
+    Pending,
+    /// Send out of this port.
+    Forward(PortId),
+    /// Answered locally (ARP reply, ICMP echo reply, TCP RST): send back out of
+    /// the port it came in on.
+    Reply,
+    /// Belongs to a flow owned by another worker: hand it over.
+    Handoff(WorkerId),
+    /// Dropped and counted under this reason.
+    Drop(DropReason),
+}
+
+/// Parsed metadata of one frame. Offsets are from the start of the frame.
+#[derive(Clone, Copy, Debug)]
+pub struct PacketMeta {
+    pub in_port: PortId,
+    pub kind: PacketKind,
+    /// 802.1Q VLAN id if the frame carried one tag.
+    pub vlan: Option<u16>,
+    /// Start of the ARP or IPv4 header.
+    pub l3_offset: u16,
+    /// Start of the TCP/UDP/ICMP header (IPv4 only).
+    pub l4_offset: u16,
+    /// End of the IPv4 packet (`l3_offset + total length`); bytes after it are
+    /// Ethernet padding and are not forwarded.
+    pub l3_end: u16,
+    /// For [`PacketKind::IcmpError`]: start of the inner IPv4 header.
+    pub inner_l3_offset: u16,
+    /// For [`PacketKind::IcmpError`]: start of the inner L4 header.
+    pub inner_l4_offset: u16,
+    /// TCP flags byte (CWR ECE URG ACK PSH RST SYN FIN), 0 for other kinds.
+    pub tcp_flags: u8,
+    /// ICMP type and code, 0 for other kinds.
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    /// The 5-tuple (inner tuple for ICMP errors). Unspecified for ARP.
+    pub key: FlowKey,
+    /// `key.stable_hash()`, computed once here and reused by conntrack and
+    /// Maglev.
+    pub hash: u64,
+    pub verdict: Verdict,
+}
+
+impl PacketMeta {
+    /// Metadata of a packet that has not been parsed yet.
+    pub const fn empty(in_port: PortId) -> Self {
+        PacketMeta {
+            in_port,
+            kind: PacketKind::Arp,
+            vlan: None,
+            l3_offset: 0,
+            l4_offset: 0,
+            l3_end: 0,
+            inner_l3_offset: 0,
+            inner_l4_offset: 0,
+            tcp_flags: 0,
+            icmp_type: 0,
+            icmp_code: 0,
+            key: FlowKey::new(
+                Proto::Udp,
+                Ipv4Addr::UNSPECIFIED,
+                0,
+                Ipv4Addr::UNSPECIFIED,
+                0,
+            ),
+            hash: 0,
+            verdict: Verdict::Pending,
+        }
+    }
+
+    #[inline]
+    pub fn is_pending(&self) -> bool {
+        matches!(self.verdict, Verdict::Pending)
+    }
+
+    #[inline]
+    pub fn drop(&mut self, reason: DropReason) {
+        self.verdict = Verdict::Drop(reason);
+    }
+}
+
+/// TCP flag bits as they sit in the flags byte of the header.
+pub mod tcp_flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+}

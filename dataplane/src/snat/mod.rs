@@ -1,0 +1,1 @@
+//! SNAT tuple allocation (stub, being written).

@@ -1,0 +1,1 @@
+//! Zero-copy header views and checksums (stub, being written).
