@@ -1,1 +1,237 @@
-//! Shared fixtures of the benches (frame builders, flow populations).
+//! Fixtures shared by Portico's benches and the instruction-count probe: a
+//! single-core gateway on the mem driver with a population of live flows,
+//! and pre-built 64-byte frames for every traffic kind.
+//!
+//! Topology (same as the dataplane's pipeline fixtures): clients behind a
+//! router on port 0, `backends` backends on 10.1.0.0/16 behind port 1, full
+//! NAT to `snat_addrs` SNAT addresses.
+
+use dataplane::clock::ManualClock;
+use dataplane::conntrack::{ConntrackConfig, Timeouts};
+use dataplane::counters::SharedCounters;
+use dataplane::driver::mem::{MemConfig, MemDriver};
+use dataplane::flow::{FlowKey, Proto};
+use dataplane::packet::tcp_flags as F;
+use dataplane::snapshot::{
+    AddrRole, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec, SnapshotBuilder, SnapshotSpec,
+};
+use dataplane::snat::SnatConfig;
+use dataplane::stage::PipelineConfig;
+use dataplane::wire::{MacAddr, build};
+use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+
+pub const OUTSIDE: u8 = 0;
+pub const INSIDE: u8 = 1;
+pub const OUT_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
+pub const IN_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
+pub const ROUTER_MAC: MacAddr = MacAddr([0x02, 0xaa, 0, 0, 0, 0x01]);
+pub const VIP: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
+/// Ethernet frame length without FCS of a minimum-size (64-byte) frame.
+pub const MIN_FRAME: usize = 60;
+
+pub fn backend_ip(i: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 1, 1, 0)) + i)
+}
+
+pub fn backend_mac(i: u32) -> MacAddr {
+    let b = i.to_be_bytes();
+    MacAddr([0x02, 0xbb, b[0], b[1], b[2], b[3]])
+}
+
+/// The i-th distinct client 5-tuple's source (address, port).
+pub fn client(i: u32) -> (Ipv4Addr, u16) {
+    let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(100, 64, 0, 0)) + i / 50_000);
+    (ip, 10_000 + (i % 50_000) as u16)
+}
+
+fn pad(mut f: Vec<u8>) -> Vec<u8> {
+    if f.len() < MIN_FRAME {
+        f.resize(MIN_FRAME, 0);
+    }
+    f
+}
+
+/// Client → VIP TCP segment of flow `i`, padded to 60 bytes.
+pub fn client_tcp(i: u32, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
+    let (ip, port) = client(i);
+    pad(build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, ip, port, VIP, 80, flags, seq, ack, b""))
+}
+
+/// Client → VIP UDP datagram of flow `i` (18-byte payload: a 64-byte frame).
+pub fn client_udp(i: u32) -> Vec<u8> {
+    let (ip, port) = client(i);
+    pad(build::eth_ipv4_udp(ROUTER_MAC, OUT_MAC, ip, port, VIP, 53, &[0u8; 18]))
+}
+
+/// Shape of a bench gateway.
+#[derive(Clone, Copy, Debug)]
+pub struct RigConfig {
+    pub backends: u32,
+    pub snat_addrs: u8,
+    pub conntrack_capacity: u32,
+    pub maglev_table_size: u32,
+}
+
+impl Default for RigConfig {
+    fn default() -> Self {
+        RigConfig {
+            backends: 32,
+            snat_addrs: 4,
+            conntrack_capacity: 1 << 20,
+            maglev_table_size: 16381,
+        }
+    }
+}
+
+pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
+    let snat: Vec<Ipv4Addr> = (0..cfg.snat_addrs).map(|i| Ipv4Addr::new(10, 1, 0, 1 + i)).collect();
+    let mut web = ServiceSpec::new("web", Proto::Tcp, VIP, 80);
+    let mut dns = ServiceSpec::new("dns", Proto::Udp, VIP, 53);
+    for b in 0..cfg.backends {
+        web = web.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
+        dns = dns.endpoint(SocketAddrV4::new(backend_ip(b), 5353));
+    }
+    SnapshotSpec {
+        ports: vec![
+            PortSpec { mac: OUT_MAC.0, mtu: 1500 },
+            PortSpec { mac: IN_MAC.0, mtu: 1500 },
+        ],
+        vip_port: OUTSIDE,
+        addresses: snat.iter().map(|&a| (a, INSIDE, AddrRole::Snat)).collect(),
+        routes: vec![Route {
+            dest: Ipv4Addr::new(10, 1, 0, 0),
+            prefix_len: 16,
+            port: INSIDE,
+            via: None,
+        }],
+        neighbours: (0..cfg.backends)
+            .map(|b| NeighbourSpec { addr: backend_ip(b), mac: backend_mac(b).0 })
+            .collect(),
+        services: vec![web, dns],
+        maglev_table_size: cfg.maglev_table_size,
+    }
+}
+
+/// A single-core gateway on the mem driver.
+pub struct Rig {
+    pub worker: Worker<MemDriver, ManualClock>,
+    pub clock: ManualClock,
+    pub publisher: Publisher,
+    pub config: RigConfig,
+}
+
+impl Rig {
+    pub fn new(cfg: RigConfig) -> Self {
+        let spec = snapshot_spec(&cfg);
+        let snapshot = SnapshotBuilder::new().build(&spec).expect("bench spec is valid");
+        let publisher = Publisher::new(snapshot);
+        let clock = ManualClock::new(1);
+        let snat_addrs = spec.addresses.iter().map(|a| a.0).collect();
+        let worker = Worker::new(
+            &WorkerConfig {
+                pipeline: PipelineConfig {
+                    worker: 0,
+                    workers: 1,
+                    conntrack: ConntrackConfig {
+                        capacity: cfg.conntrack_capacity,
+                        timeouts: Timeouts::default(),
+                        expiry_scan_per_poll: 64,
+                        early_drop_scan: 64,
+                    },
+                    snat: SnatConfig { addrs: snat_addrs, ..SnatConfig::default() },
+                    affinity_capacity: 1024,
+                    seed: 42,
+                },
+                batch_size: 64,
+                expiry_scan_per_poll: 64,
+                idle: IdlePolicy::Spin,
+            },
+            MemDriver::new(MemConfig { ports: 2, pool_frames: 1024, ring_frames: 512 }),
+            clock.clone(),
+            publisher.reader(),
+            Arc::new(SharedCounters::default()),
+            None,
+        )
+        .expect("bench pipeline config is valid");
+        Rig { worker, clock, publisher, config: cfg }
+    }
+
+    /// Inject `frames` (at most one ring) on `port`, poll until drained, and
+    /// throw the transmitted frames away. Returns frames transmitted.
+    pub fn run(&mut self, port: u8, frames: &[Vec<u8>]) -> usize {
+        let d = self.worker.driver_mut();
+        for f in frames {
+            d.inject(port, f).expect("ring has room");
+        }
+        while self.worker.driver_mut().rx_pending(port) > 0 {
+            self.worker.poll();
+        }
+        let d = self.worker.driver_mut();
+        d.discard_tx(OUTSIDE) + d.discard_tx(INSIDE)
+    }
+
+    /// Reply key (backend → SNAT) of client flow `i`.
+    pub fn reply_key(&self, proto: Proto, i: u32) -> FlowKey {
+        let (ip, port) = client(i);
+        let dport = if proto == Proto::Tcp { 80 } else { 53 };
+        let key = FlowKey::new(proto, ip, port, VIP, dport);
+        let ct = &self.worker.pipeline().ct;
+        let (id, _) = ct.lookup(&key, key.stable_hash()).expect("flow is tracked");
+        ct.flow(id).reply
+    }
+
+    /// Establish `n` TCP flows (SYN, SYN-ACK, ACK) and return the frames
+    /// of their established data direction (client ACKs) and of their
+    /// reply direction (backend ACKs).
+    pub fn establish_tcp(&mut self, n: u32) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let mut client_acks = Vec::with_capacity(n as usize);
+        let mut backend_acks = Vec::with_capacity(n as usize);
+        let chunk = 256u32;
+        let mut start = 0;
+        while start < n {
+            let end = (start + chunk).min(n);
+            let syns: Vec<_> = (start..end).map(|i| client_tcp(i, F::SYN, 1, 0)).collect();
+            assert_eq!(self.run(OUTSIDE, &syns), syns.len(), "every SYN forwarded");
+            let synacks: Vec<_> = (start..end)
+                .map(|i| backend_frame(&self.reply_key(Proto::Tcp, i), F::SYN | F::ACK))
+                .collect();
+            assert_eq!(self.run(INSIDE, &synacks), synacks.len());
+            let acks: Vec<_> = (start..end).map(|i| client_tcp(i, F::ACK, 2, 2)).collect();
+            assert_eq!(self.run(OUTSIDE, &acks), acks.len());
+            for i in start..end {
+                backend_acks.push(backend_frame(&self.reply_key(Proto::Tcp, i), F::ACK));
+            }
+            client_acks.extend(acks);
+            start = end;
+        }
+        (client_acks, backend_acks)
+    }
+
+    /// Create `n` UDP flows; returns their client datagrams.
+    pub fn establish_udp(&mut self, n: u32) -> Vec<Vec<u8>> {
+        let frames: Vec<_> = (0..n).map(client_udp).collect();
+        for chunk in frames.chunks(256) {
+            assert_eq!(self.run(OUTSIDE, chunk), chunk.len());
+        }
+        frames
+    }
+}
+
+/// Backend → SNAT TCP segment for a flow's reply key.
+pub fn backend_frame(reply: &FlowKey, flags: u8) -> Vec<u8> {
+    let mac = backend_mac(u32::from(reply.src_ip) - u32::from(backend_ip(0)));
+    pad(build::eth_ipv4_tcp(
+        mac,
+        IN_MAC,
+        reply.src_ip,
+        reply.src_port,
+        reply.dst_ip,
+        reply.dst_port,
+        flags,
+        2,
+        2,
+        b"",
+    ))
+}

@@ -93,6 +93,9 @@ drop_reasons! {
     NoBackend => "no_backend",
     /// Non-SYN TCP (or a reply) without a tracked flow.
     NoFlow => "no_flow",
+    /// The new flow's reply tuple is already tracked (a client reusing its
+    /// source port towards a second service without SNAT).
+    TupleInUse => "tuple_in_use",
     /// Conntrack full and nothing could be early-dropped.
     ConntrackFull => "conntrack_full",
     /// No free SNAT tuple towards the chosen backend.

@@ -1,1 +1,266 @@
-//! Worker (stub).
+//! One worker core: the run-to-completion poll loop.
+//!
+//! Each poll: for every port, receive a burst, load the current snapshot
+//! once, run the pipeline over the batch, send every frame to its verdict's
+//! port (or hand it to its owning worker, or release it and count the drop
+//! reason); then drain frames other workers handed over; then bounded
+//! housekeeping (conntrack and affinity expiry). Counters are core-local and
+//! published to [`SharedCounters`] at most once per millisecond.
+
+use crate::clock::Clock;
+use crate::counters::{DropReason, Gauges, SharedCounters};
+use crate::driver::{Driver, Frame};
+use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
+use crate::packet::{PortId, Verdict};
+use crate::snapshot::SnapshotReader;
+use crate::stage::{MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// What a worker does when a poll found no packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum IdlePolicy {
+    /// Busy-poll: lowest latency, one full core per worker.
+    Spin,
+    /// Spin briefly, then back off to short sleeps (shared machines, CI).
+    #[default]
+    Adaptive,
+}
+
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    pub pipeline: PipelineConfig,
+    /// Frames per rx burst, at most [`MAX_BATCH`].
+    pub batch_size: usize,
+    /// Conntrack slots examined for expiry per poll.
+    pub expiry_scan_per_poll: u32,
+    pub idle: IdlePolicy,
+}
+
+/// A worker: its driver queues, its pipeline, its counters.
+#[derive(Debug)]
+pub struct Worker<D: Driver, C: Clock> {
+    driver: D,
+    clock: C,
+    snapshots: SnapshotReader,
+    pipeline: Pipeline,
+    /// Rings to every other worker, indexed by worker id.
+    handoff_tx: Vec<Option<HandoffTx>>,
+    /// Rings from every other worker.
+    handoff_rx: Vec<HandoffRx>,
+    shared: Arc<SharedCounters>,
+    batch_size: usize,
+    expiry_scan_per_poll: u32,
+    idle: IdlePolicy,
+    rx: Vec<D::Frame>,
+    tx: Vec<Vec<D::Frame>>,
+    last_publish_ms: u64,
+}
+
+impl<D: Driver, C: Clock> Worker<D, C> {
+    pub fn new(
+        config: &WorkerConfig,
+        driver: D,
+        clock: C,
+        snapshots: SnapshotReader,
+        shared: Arc<SharedCounters>,
+        handoff: Option<WorkerHandoff>,
+    ) -> Result<Self, PipelineError> {
+        let batch_size = config.batch_size.clamp(1, MAX_BATCH);
+        let ports = driver.port_count();
+        let (handoff_tx, handoff_rx) = handoff.map_or((Vec::new(), Vec::new()), |h| (h.tx, h.rx));
+        Ok(Worker {
+            pipeline: Pipeline::new(&config.pipeline)?,
+            driver,
+            clock,
+            snapshots,
+            handoff_tx,
+            handoff_rx,
+            shared,
+            batch_size,
+            expiry_scan_per_poll: config.expiry_scan_per_poll,
+            idle: config.idle,
+            rx: Vec::with_capacity(MAX_BATCH),
+            tx: (0..ports).map(|_| Vec::with_capacity(MAX_BATCH)).collect(),
+            last_publish_ms: u64::MAX,
+        })
+    }
+
+    pub fn driver_mut(&mut self) -> &mut D {
+        &mut self.driver
+    }
+
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    pub fn pipeline_mut(&mut self) -> &mut Pipeline {
+        &mut self.pipeline
+    }
+
+    /// One poll over every port and the handoff rings; returns the number of
+    /// frames processed.
+    pub fn poll(&mut self) -> usize {
+        let now_ms = self.clock.now_ms();
+        let mut work = 0;
+        for port in 0..self.driver.port_count() {
+            let port = port as PortId;
+            self.rx.clear();
+            let n = self.driver.rx_burst(port, &mut self.rx, self.batch_size);
+            if n > 0 {
+                work += n;
+                self.run_batch(port, now_ms);
+            }
+        }
+        work += self.drain_handoff(now_ms);
+        self.pipeline.housekeeping(now_ms, self.expiry_scan_per_poll);
+        if now_ms != self.last_publish_ms {
+            self.publish_counters();
+            self.last_publish_ms = now_ms;
+        }
+        work
+    }
+
+    /// Poll until `stop` is set, idling per the configured policy.
+    pub fn run(&mut self, stop: &AtomicBool) {
+        let mut idle_polls: u32 = 0;
+        while !stop.load(Ordering::Relaxed) {
+            if self.poll() > 0 {
+                idle_polls = 0;
+                continue;
+            }
+            idle_polls = idle_polls.saturating_add(1);
+            match self.idle {
+                IdlePolicy::Spin => std::hint::spin_loop(),
+                IdlePolicy::Adaptive if idle_polls < 1024 => std::hint::spin_loop(),
+                IdlePolicy::Adaptive => {
+                    let us = if idle_polls < 4096 { 50 } else { 500 };
+                    std::thread::sleep(Duration::from_micros(us));
+                }
+            }
+        }
+        self.publish_counters();
+    }
+
+    /// Copy the core-local counters and gauges out for readers.
+    pub fn publish_counters(&self) {
+        self.shared.publish(
+            &self.pipeline.counters,
+            Gauges {
+                live_flows: self.pipeline.ct.len() as u64,
+                snat_in_use: self.pipeline.snat.stats().in_use,
+            },
+        );
+    }
+
+    fn run_batch(&mut self, in_port: PortId, now_ms: u64) {
+        let snap = self.snapshots.load();
+        self.pipeline.process(&snap, in_port, &mut self.rx, now_ms);
+        drop(snap);
+        self.dispatch(in_port);
+    }
+
+    /// Send each frame of the last batch where its verdict says.
+    fn dispatch(&mut self, in_port: PortId) {
+        for (i, frame) in self.rx.drain(..).enumerate() {
+            let verdict = self.pipeline.metas()[i].verdict;
+            let counters = &mut self.pipeline.counters;
+            let out = match verdict {
+                Verdict::Forward(port) => port,
+                Verdict::Reply => in_port,
+                Verdict::Handoff(owner) => {
+                    let pushed = self
+                        .handoff_tx
+                        .get_mut(owner as usize)
+                        .and_then(Option::as_mut)
+                        .map(|tx| tx.push(in_port, frame.data()).is_ok());
+                    if pushed == Some(true) {
+                        counters.handoff_out += 1;
+                    } else {
+                        counters.drop(DropReason::HandoffFull);
+                    }
+                    self.driver.release(frame);
+                    continue;
+                }
+                Verdict::Drop(reason) => {
+                    counters.drop(reason);
+                    self.driver.release(frame);
+                    continue;
+                }
+                Verdict::Pending => {
+                    debug_assert!(false, "packet left the pipeline without a verdict");
+                    counters.drop(DropReason::NotOwned);
+                    self.driver.release(frame);
+                    continue;
+                }
+            };
+            match self.tx.get_mut(out as usize) {
+                Some(q) => q.push(frame),
+                None => {
+                    counters.drop(DropReason::NoRoute);
+                    self.driver.release(frame);
+                }
+            }
+        }
+        self.flush_tx();
+    }
+
+    fn flush_tx(&mut self) {
+        for (port, queue) in self.tx.iter_mut().enumerate() {
+            if queue.is_empty() {
+                continue;
+            }
+            let queued_bytes: u64 = queue.iter().map(|f| f.data().len() as u64).sum();
+            let sent = self.driver.tx_burst(port as PortId, queue);
+            let counters = &mut self.pipeline.counters;
+            let left_bytes: u64 = queue.iter().map(|f| f.data().len() as u64).sum();
+            counters.tx_packets += sent as u64;
+            counters.tx_bytes += queued_bytes - left_bytes;
+            for frame in queue.drain(..) {
+                counters.drop(DropReason::TxFull);
+                self.driver.release(frame);
+            }
+        }
+    }
+
+    /// Process frames other workers handed over, in batches per ingress port.
+    fn drain_handoff(&mut self, now_ms: u64) -> usize {
+        if self.handoff_rx.is_empty() {
+            return 0;
+        }
+        // Taking the Vec moves three words; no allocation.
+        let mut rings = std::mem::take(&mut self.handoff_rx);
+        let mut work = 0;
+        for ring in rings.iter_mut() {
+            let mut batch_port: Option<PortId> = None;
+            while work < 4 * MAX_BATCH {
+                let driver = &mut self.driver;
+                let Some((port, frame)) =
+                    ring.pop_with(|port, bytes| (port, driver.frame_from(bytes)))
+                else {
+                    break;
+                };
+                work += 1;
+                let Some(frame) = frame else {
+                    self.pipeline.counters.drop(DropReason::HandoffFull);
+                    continue;
+                };
+                if let Some(p) = batch_port
+                    && (p != port || self.rx.len() >= self.batch_size)
+                {
+                    self.run_batch(p, now_ms);
+                }
+                batch_port = Some(port);
+                self.rx.push(frame);
+            }
+            if let Some(p) = batch_port
+                && !self.rx.is_empty()
+            {
+                self.run_batch(p, now_ms);
+            }
+        }
+        self.handoff_rx = rings;
+        work
+    }
+}

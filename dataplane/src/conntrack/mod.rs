@@ -1,1 +1,2 @@
 //! Per-core connection tracking (stub, being written).
+pub mod affinity;

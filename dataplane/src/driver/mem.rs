@@ -192,6 +192,17 @@ impl Driver for MemDriver {
     fn release(&mut self, frame: MemFrame) {
         self.pool.push(frame);
     }
+
+    fn frame_from(&mut self, bytes: &[u8]) -> Option<MemFrame> {
+        if bytes.len() > MEM_FRAME_CAPACITY {
+            return None;
+        }
+        let mut frame = self.pool.pop()?;
+        frame.buf[..bytes.len()].copy_from_slice(bytes);
+        frame.len = bytes.len();
+        frame.checksum_verified = false;
+        Some(frame)
+    }
 }
 
 #[cfg(test)]

@@ -40,4 +40,8 @@ pub trait Driver {
 
     /// Give a frame the pipeline dropped back to the driver's pool.
     fn release(&mut self, frame: Self::Frame);
+
+    /// A pool buffer holding a copy of `bytes` (frames handed over from
+    /// another worker), or `None` if the pool is empty or `bytes` too long.
+    fn frame_from(&mut self, bytes: &[u8]) -> Option<Self::Frame>;
 }

@@ -1,1 +1,222 @@
-//! Snapshot (stub).
+//! The immutable tables the dataplane forwards with.
+//!
+//! The control plane describes what it wants in a [`SnapshotSpec`] (plain
+//! data), a [`SnapshotBuilder`] turns it into a complete [`Snapshot`] off the
+//! hot path, and the [`Publisher`] swaps it in with `arc-swap`. Workers load
+//! the current snapshot once per batch; they never lock and never see a
+//! half-built table.
+//!
+//! Invariants of a built snapshot:
+//! * every listener points to a service of the snapshot, every service's
+//!   backend sets point to backends of the snapshot of that service;
+//! * service and backend ids are stable across snapshots built by the same
+//!   builder for as long as the service (by name) and the endpoint (by service
+//!   and address) exist, so conntrack entries keep referring to the right
+//!   backend after a swap. An id freed by a removal may be reused later, so
+//!   the dataplane checks a flow's backend address against the backend
+//!   record, not only its id;
+//! * a service's `ready` set holds its ready endpoints; `serving` holds
+//!   endpoints that are terminating but still serving and is only consulted
+//!   when there is no ready endpoint (KEP-1669).
+
+mod build;
+mod publish;
+
+pub use build::{
+    AddrRole, BuildError, EndpointSpec, NeighbourSpec, PortSpec, Problem, Route, ServiceSpec,
+    SnapshotBuilder, SnapshotSpec,
+};
+pub use publish::{Publisher, SnapshotReader};
+
+use crate::flow::Proto;
+use crate::maglev::MaglevTable;
+use crate::packet::PortId;
+use hashbrown::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+
+/// Stable id of a service (by name) across snapshots.
+pub type ServiceId = u32;
+/// Stable id of a (service, endpoint address) across snapshots.
+pub type BackendId = u32;
+
+/// What a listener is, for reporting.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub enum ListenerKind {
+    /// A LoadBalancer VIP.
+    Vip,
+    /// A ClusterIP Service's externalIP.
+    ExternalIp,
+    /// A NodePort on one of the gateway's node addresses.
+    NodePort,
+}
+
+/// `(protocol, destination address, destination port)` of traffic a service
+/// accepts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub struct ListenerKey {
+    pub proto: Proto,
+    pub addr: Ipv4Addr,
+    pub port: u16,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Listener {
+    pub service: ServiceId,
+    pub kind: ListenerKind,
+}
+
+/// EndpointSlice conditions that matter for forwarding. Endpoints that are
+/// neither ready nor serving are not part of a snapshot at all.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub enum EndpointCondition {
+    Ready,
+    /// `serving: true, terminating: true`: used only when nothing is ready.
+    ServingTerminating,
+}
+
+/// Where to send frames for an address: out of `port` to `mac`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct NextHop {
+    pub port: PortId,
+    pub mac: [u8; 6],
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Backend {
+    pub id: BackendId,
+    pub service: ServiceId,
+    pub addr: SocketAddrV4,
+    pub weight: u32,
+    pub condition: EndpointCondition,
+    /// Resolved next hop; `None` until the neighbour is known.
+    pub next_hop: Option<NextHop>,
+}
+
+/// A Maglev table and the backends its slots index into.
+#[derive(Debug)]
+pub struct BackendSet {
+    pub table: MaglevTable,
+    /// `table` slot value `i` means `backends[i]`.
+    pub backends: Box<[BackendId]>,
+}
+
+impl BackendSet {
+    /// The backend for a flow hash.
+    #[inline]
+    pub fn pick(&self, hash: u64) -> Option<BackendId> {
+        let slot = self.table.lookup(hash)?;
+        self.backends.get(slot as usize).copied()
+    }
+}
+
+/// What to do with a TCP flow whose backend left its service.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum BackendGonePolicy {
+    /// Drop the client's packets (the client times out or retries).
+    #[default]
+    Drop,
+    /// Answer the client's next packet with a TCP RST.
+    Reset,
+}
+
+#[derive(Debug)]
+pub struct Service {
+    pub id: ServiceId,
+    pub name: Arc<str>,
+    pub proto: Proto,
+    /// Full NAT (SNAT to a gateway address). `false` preserves the client
+    /// address; the gateway must then be on the backends' return path.
+    pub snat: bool,
+    /// ClientIP session affinity timeout.
+    pub affinity_timeout_ms: Option<u64>,
+    pub tcp_backend_gone: BackendGonePolicy,
+    /// Ready endpoints (`None` if there are none).
+    pub ready: Option<Arc<BackendSet>>,
+    /// Serving-but-terminating endpoints (`None` if there are none).
+    pub serving: Option<Arc<BackendSet>>,
+}
+
+impl Service {
+    /// The set new flows choose from: ready endpoints, else serving ones.
+    #[inline]
+    pub fn active_set(&self) -> Option<&BackendSet> {
+        self.ready.as_deref().or(self.serving.as_deref())
+    }
+
+    /// Whether `backend` may take new flows (it is in the active set).
+    pub fn accepts_new_flows(&self, backend: &Backend) -> bool {
+        match backend.condition {
+            EndpointCondition::Ready => self.ready.is_some(),
+            EndpointCondition::ServingTerminating => self.ready.is_none(),
+        }
+    }
+}
+
+/// Roles of an address the gateway owns (answers ARP and ICMP echo for).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct OwnedAddr {
+    /// The port the address lives on (ARP is answered only there).
+    pub port: PortId,
+    pub vip: bool,
+    pub node: bool,
+    pub snat: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PortInfo {
+    pub mac: [u8; 6],
+    pub mtu: u16,
+}
+
+/// A complete, immutable set of forwarding tables.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub generation: u64,
+    pub ports: Vec<PortInfo>,
+    pub owned: HashMap<Ipv4Addr, OwnedAddr>,
+    pub listeners: HashMap<ListenerKey, Listener>,
+    /// Indexed by [`ServiceId`]; `None` for ids not in use.
+    pub services: Vec<Option<Service>>,
+    /// Indexed by [`BackendId`]; `None` for ids not in use.
+    pub backends: Vec<Option<Backend>>,
+}
+
+impl Snapshot {
+    /// A snapshot that owns nothing and forwards nothing.
+    pub fn empty(ports: Vec<PortInfo>) -> Self {
+        Snapshot {
+            generation: 0,
+            ports,
+            owned: HashMap::new(),
+            listeners: HashMap::new(),
+            services: Vec::new(),
+            backends: Vec::new(),
+        }
+    }
+
+    #[inline]
+    pub fn service(&self, id: ServiceId) -> Option<&Service> {
+        self.services.get(id as usize)?.as_ref()
+    }
+
+    #[inline]
+    pub fn backend(&self, id: BackendId) -> Option<&Backend> {
+        self.backends.get(id as usize)?.as_ref()
+    }
+
+    #[inline]
+    pub fn listener(&self, proto: Proto, addr: Ipv4Addr, port: u16) -> Option<&Listener> {
+        self.listeners.get(&ListenerKey { proto, addr, port })
+    }
+
+    #[inline]
+    pub fn owned(&self, addr: Ipv4Addr) -> Option<&OwnedAddr> {
+        self.owned.get(&addr)
+    }
+
+    /// The service with this name (cold path: linear).
+    pub fn service_by_name(&self, name: &str) -> Option<&Service> {
+        self.services.iter().flatten().find(|s| &*s.name == name)
+    }
+}

@@ -1,0 +1,256 @@
+//! The flow stage: conntrack lookup, classification of new flows, backend
+//! selection, SNAT allocation, flow creation and TCP/UDP state tracking.
+//!
+//! Sub-passes over the batch, in order:
+//! 1. **lookup** every TCP/UDP packet in conntrack (by the hash the parse
+//!    stage computed). An expired entry is removed and counts as a miss. A
+//!    SYN from the client that meets a TIME_WAIT/CLOSE entry removes it and
+//!    starts a fresh flow with a fresh backend choice (no IPVS-style reuse of
+//!    a connection to a backend that may be gone). A client packet whose
+//!    backend has left its service: UDP flows are removed and re-selected
+//!    (no stale black hole); TCP flows are removed and the packet dropped or
+//!    answered with a RST, per the service's policy.
+//! 2. **classify** misses: `(proto, dst, dport)` listener → new flow (TCP only
+//!    on a SYN); owned address without listener → `no_listener`; SNAT address
+//!    → `no_flow`; anything else → `not_owned`.
+//! 3. **select + create**: ClientIP affinity entry, else Maglev (on the
+//!    5-tuple, or on the client address for affinity services) over the
+//!    service's ready endpoints, or its serving-terminating endpoints when
+//!    none is ready; SNAT tuple; conntrack insert (early drop when full).
+//! 4. **track**: advance the TCP state machine / UDP replied state of every
+//!    packet of an existing flow.
+
+use super::FlowSlot;
+use crate::conntrack::affinity::AffinityTable;
+use crate::conntrack::{Conntrack, Dir, FlowInit, InsertError};
+use crate::counters::{Counters, DropReason};
+use crate::driver::Frame;
+use crate::flow::{FlowKey, Proto, stable_addr_hash};
+use crate::packet::{PacketKind, PacketMeta, tcp_flags};
+use crate::snapshot::{BackendGonePolicy, Snapshot};
+use crate::snat::SnatAllocator;
+use crate::wire::ethernet;
+use std::net::SocketAddrV4;
+
+/// The worker state the flow, ICMP-error and NAT stages share.
+#[derive(Debug)]
+pub struct FlowCtx<'a> {
+    pub ct: &'a mut Conntrack,
+    pub snat: &'a mut SnatAllocator,
+    pub affinity: &'a mut AffinityTable,
+    pub counters: &'a mut Counters,
+    pub now_ms: u64,
+}
+
+impl FlowCtx<'_> {
+    /// Remove a flow and give its SNAT tuple back.
+    pub fn remove_flow(&mut self, id: crate::conntrack::FlowId) {
+        let flow = self.ct.remove(id);
+        if flow.snat() {
+            self.snat.release(&flow.reply, self.now_ms);
+        }
+    }
+}
+
+#[inline]
+fn is_syn(flags: u8) -> bool {
+    flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST) == tcp_flags::SYN
+}
+
+pub fn run<F: Frame>(
+    ctx: &mut FlowCtx<'_>,
+    snap: &Snapshot,
+    frames: &mut [F],
+    metas: &mut [PacketMeta],
+    flows: &mut [FlowSlot],
+) {
+    // 1. lookup
+    for ((frame, meta), slot) in frames.iter_mut().zip(metas.iter_mut()).zip(flows.iter_mut()) {
+        if !meta.is_pending() || !matches!(meta.kind, PacketKind::Tcp | PacketKind::Udp) {
+            continue;
+        }
+        let Some((id, dir)) = ctx.ct.lookup(&meta.key, meta.hash) else {
+            continue;
+        };
+        let flow = ctx.ct.flow(id);
+        if flow.is_expired(ctx.now_ms) {
+            ctx.remove_flow(id);
+            ctx.counters.flows_expired += 1;
+            continue;
+        }
+        if dir == Dir::Original {
+            if meta.kind == PacketKind::Tcp && is_syn(meta.tcp_flags) && flow.accepts_new_syn() {
+                ctx.remove_flow(id);
+                ctx.counters.flows_recycled += 1;
+                continue;
+            }
+            let backend_alive = snap.backend(flow.backend).is_some_and(|b| {
+                b.addr == SocketAddrV4::new(flow.reply.src_ip, flow.reply.src_port)
+            });
+            if !backend_alive {
+                let policy = snap
+                    .service(flow.service)
+                    .map_or(BackendGonePolicy::Drop, |s| s.tcp_backend_gone);
+                ctx.remove_flow(id);
+                if meta.kind == PacketKind::Udp {
+                    ctx.counters.flows_reselected += 1;
+                    continue;
+                }
+                match policy {
+                    BackendGonePolicy::Drop => meta.drop(DropReason::BackendGone),
+                    BackendGonePolicy::Reset => {
+                        if super::nat::reset_in_place(snap, frame, meta) {
+                            ctx.counters.resets_sent += 1;
+                        } else {
+                            meta.drop(DropReason::BackendGone);
+                        }
+                    }
+                }
+                continue;
+            }
+        }
+        *slot = FlowSlot::Hit(id, dir);
+    }
+
+    // 2 + 3. classify misses and create flows
+    for ((frame, meta), slot) in frames.iter().zip(metas.iter_mut()).zip(flows.iter_mut()) {
+        if !meta.is_pending()
+            || *slot != FlowSlot::None
+            || !matches!(meta.kind, PacketKind::Tcp | PacketKind::Udp)
+        {
+            continue;
+        }
+        *slot = create(ctx, snap, frame.data(), meta);
+    }
+
+    // 4. track
+    for (meta, slot) in metas.iter().zip(flows.iter()) {
+        if let (true, FlowSlot::Hit(id, dir)) = (meta.is_pending(), *slot) {
+            ctx.ct.track(id, dir, meta.tcp_flags, ctx.now_ms);
+        }
+    }
+}
+
+/// Classify a packet without a flow and, for a listener, create its flow.
+fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut PacketMeta) -> FlowSlot {
+    let key = meta.key;
+    let Some(listener) = snap.listener(key.proto, key.dst_ip, key.dst_port) else {
+        let reason = match snap.owned(key.dst_ip) {
+            Some(o) if o.snat && !o.vip && !o.node => DropReason::NoFlow,
+            Some(_) => DropReason::NoListener,
+            None => DropReason::NotOwned,
+        };
+        meta.drop(reason);
+        return FlowSlot::None;
+    };
+    if key.proto == Proto::Tcp && !is_syn(meta.tcp_flags) {
+        meta.drop(DropReason::NoFlow);
+        return FlowSlot::None;
+    }
+    // A second packet of a flow created earlier in this same batch.
+    if let Some((id, dir)) = ctx.ct.lookup(&key, meta.hash) {
+        return FlowSlot::Hit(id, dir);
+    }
+    let Some(service) = snap.service(listener.service) else {
+        meta.drop(DropReason::NoListener);
+        return FlowSlot::None;
+    };
+    let Some(set) = service.active_set() else {
+        meta.drop(DropReason::NoBackend);
+        return FlowSlot::None;
+    };
+
+    // Affinity first, then Maglev.
+    let backend_id = match service.affinity_timeout_ms {
+        Some(timeout_ms) => {
+            let pinned = ctx
+                .affinity
+                .lookup(service.id, key.src_ip, ctx.now_ms)
+                .filter(|&id| {
+                    snap.backend(id)
+                        .is_some_and(|b| b.service == service.id && service.accepts_new_flows(b))
+                });
+            if pinned.is_some() {
+                ctx.counters.affinity_hits += 1;
+            }
+            let chosen = pinned.or_else(|| set.pick(stable_addr_hash(key.src_ip)));
+            if let Some(b) = chosen {
+                ctx.affinity
+                    .upsert(service.id, key.src_ip, b, timeout_ms, ctx.now_ms);
+            }
+            chosen
+        }
+        None => set.pick(meta.hash),
+    };
+    let Some(backend) = backend_id.and_then(|id| snap.backend(id)) else {
+        meta.drop(DropReason::NoBackend);
+        return FlowSlot::None;
+    };
+    if backend.next_hop.is_none() {
+        meta.drop(DropReason::NoRoute);
+        return FlowSlot::None;
+    }
+
+    let reply = if service.snat {
+        let ct = &*ctx.ct;
+        match ctx.snat.alloc(key.proto, backend.addr, ctx.now_ms, |k| {
+            ct.contains(k, k.stable_hash())
+        }) {
+            Ok(t) => {
+                ctx.counters.snat_allocations += 1;
+                if t.reused_in_quarantine {
+                    ctx.counters.snat_quarantine_reuses += 1;
+                }
+                FlowKey::new(key.proto, *backend.addr.ip(), backend.addr.port(), t.addr, t.port)
+            }
+            Err(_) => {
+                meta.drop(DropReason::SnatExhausted);
+                return FlowSlot::None;
+            }
+        }
+    } else {
+        FlowKey::new(
+            key.proto,
+            *backend.addr.ip(),
+            backend.addr.port(),
+            key.src_ip,
+            key.src_port,
+        )
+    };
+
+    let client_mac = ethernet::Packet::new_unchecked(frame).src_addr().0;
+    let init = FlowInit {
+        orig: key,
+        reply,
+        service: service.id,
+        backend: backend.id,
+        client_mac,
+        client_port: meta.in_port,
+        snat: service.snat,
+    };
+    match ctx
+        .ct
+        .insert(init, meta.hash, reply.stable_hash(), meta.tcp_flags, ctx.now_ms)
+    {
+        Ok(inserted) => {
+            if let Some(victim) = inserted.evicted {
+                ctx.counters.flows_early_dropped += 1;
+                if victim.snat() {
+                    ctx.snat.release(&victim.reply, ctx.now_ms);
+                }
+            }
+            ctx.counters.flows_created += 1;
+            FlowSlot::Created(inserted.id)
+        }
+        Err(e) => {
+            if service.snat {
+                ctx.snat.release(&reply, ctx.now_ms);
+            }
+            meta.drop(match e {
+                InsertError::Full => DropReason::ConntrackFull,
+                InsertError::KeyExists => DropReason::TupleInUse,
+            });
+            FlowSlot::None
+        }
+    }
+}

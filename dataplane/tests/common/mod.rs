@@ -1,0 +1,233 @@
+//! Shared fixture of the pipeline tests: a two-port gateway on the mem
+//! driver with a manual clock.
+//!
+//! ```text
+//! client 198.51.100.7 -- router (ROUTER_MAC) -- port 0 [gateway] port 1 -- 10.1.0.0/24 backends
+//! VIP 203.0.113.10 (tcp 80 "web", udp 53 "dns"), externalIP 203.0.113.20:443 -> web,
+//! node address 192.0.2.1 (NodePort 30080 -> web), SNAT 10.1.0.1 on port 1.
+//! ```
+#![allow(dead_code)]
+
+use dataplane::clock::ManualClock;
+use dataplane::conntrack::{ConntrackConfig, Timeouts};
+use dataplane::counters::SharedCounters;
+use dataplane::driver::mem::{MemConfig, MemDriver};
+use dataplane::flow::Proto;
+use dataplane::packet::Verdict;
+use dataplane::snapshot::{
+    AddrRole, EndpointCondition, EndpointSpec, ListenerKind, NeighbourSpec, PortSpec, Publisher,
+    Route, ServiceSpec, SnapshotBuilder, SnapshotSpec,
+};
+use dataplane::snat::SnatConfig;
+use dataplane::stage::PipelineConfig;
+use dataplane::wire::{MacAddr, checksum, ipv4};
+use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+
+pub const OUTSIDE: u8 = 0;
+pub const INSIDE: u8 = 1;
+pub const OUT_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
+pub const IN_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
+pub const ROUTER_MAC: MacAddr = MacAddr([0x02, 0xaa, 0, 0, 0, 0x01]);
+pub const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
+pub const VIP: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
+pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 20);
+pub const NODE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+pub const SNAT: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
+pub const NODE_PORT: u16 = 30080;
+
+pub fn backend_ip(i: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 1, 0, 10 + i)
+}
+
+pub fn backend_mac(ip: Ipv4Addr) -> MacAddr {
+    MacAddr([0x02, 0xbb, 0, 0, 0, ip.octets()[3]])
+}
+
+pub fn web(backends: &[u8]) -> ServiceSpec {
+    let mut s = ServiceSpec::new("web", Proto::Tcp, VIP, 80);
+    s.listeners.push((NODE, NODE_PORT, ListenerKind::NodePort));
+    s.listeners.push((EXTERNAL_IP, 443, ListenerKind::ExternalIp));
+    for &b in backends {
+        s = s.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
+    }
+    s
+}
+
+pub fn dns(backends: &[u8]) -> ServiceSpec {
+    let mut s = ServiceSpec::new("dns", Proto::Udp, VIP, 53);
+    for &b in backends {
+        s = s.endpoint(SocketAddrV4::new(backend_ip(b), 5353));
+    }
+    s
+}
+
+pub fn terminating(mut s: ServiceSpec, which: &[usize]) -> ServiceSpec {
+    for &i in which {
+        s.endpoints[i] = EndpointSpec {
+            condition: EndpointCondition::ServingTerminating,
+            ..s.endpoints[i]
+        };
+    }
+    s
+}
+
+pub fn spec(services: Vec<ServiceSpec>) -> SnapshotSpec {
+    SnapshotSpec {
+        ports: vec![
+            PortSpec {
+                mac: OUT_MAC.0,
+                mtu: 1500,
+            },
+            PortSpec {
+                mac: IN_MAC.0,
+                mtu: 1500,
+            },
+        ],
+        vip_port: OUTSIDE,
+        addresses: vec![
+            (NODE, OUTSIDE, AddrRole::Node),
+            (SNAT, INSIDE, AddrRole::Snat),
+        ],
+        routes: vec![Route {
+            dest: Ipv4Addr::new(10, 1, 0, 0),
+            prefix_len: 24,
+            port: INSIDE,
+            via: None,
+        }],
+        neighbours: (0..20)
+            .map(|i| NeighbourSpec {
+                addr: backend_ip(i),
+                mac: backend_mac(backend_ip(i)).0,
+            })
+            .collect(),
+        services,
+        maglev_table_size: 251,
+    }
+}
+
+pub fn pipeline_config(worker: u8, workers: u8) -> PipelineConfig {
+    PipelineConfig {
+        worker,
+        workers,
+        conntrack: ConntrackConfig {
+            capacity: 1024,
+            timeouts: Timeouts::default(),
+            expiry_scan_per_poll: 64,
+            early_drop_scan: 64,
+        },
+        snat: SnatConfig {
+            addrs: vec![SNAT],
+            ..SnatConfig::default()
+        },
+        affinity_capacity: 1024,
+        seed: 0x5eed + u64::from(worker),
+    }
+}
+
+pub struct Gateway {
+    pub worker: Worker<MemDriver, ManualClock>,
+    pub clock: ManualClock,
+    pub builder: SnapshotBuilder,
+    pub publisher: Publisher,
+    pub shared: Arc<SharedCounters>,
+}
+
+impl Gateway {
+    pub fn new(services: Vec<ServiceSpec>) -> Self {
+        Self::with_config(services, pipeline_config(0, 1))
+    }
+
+    pub fn with_config(services: Vec<ServiceSpec>, pipeline: PipelineConfig) -> Self {
+        let mut builder = SnapshotBuilder::new();
+        let snapshot = builder.build(&spec(services)).expect("valid fixture spec");
+        let publisher = Publisher::new(snapshot);
+        let clock = ManualClock::new(1_000);
+        let shared = Arc::new(SharedCounters::default());
+        let worker = Worker::new(
+            &WorkerConfig {
+                pipeline,
+                batch_size: 64,
+                expiry_scan_per_poll: 64,
+                idle: IdlePolicy::Adaptive,
+            },
+            MemDriver::new(MemConfig::default()),
+            clock.clone(),
+            publisher.reader(),
+            Arc::clone(&shared),
+            None,
+        )
+        .expect("valid pipeline config");
+        Gateway {
+            worker,
+            clock,
+            builder,
+            publisher,
+            shared,
+        }
+    }
+
+    /// Publish a new snapshot with these services.
+    pub fn swap(&mut self, services: Vec<ServiceSpec>) {
+        let s = self.builder.build(&spec(services)).expect("valid spec");
+        self.publisher.publish(s);
+    }
+
+    /// Inject one frame, poll once, return the verdict and every frame sent
+    /// (port, bytes).
+    pub fn send(&mut self, port: u8, frame: &[u8]) -> (Verdict, Vec<(u8, Vec<u8>)>) {
+        self.worker.driver_mut().inject(port, frame).expect("inject");
+        self.worker.poll();
+        let verdict = self.worker.pipeline().metas()[0].verdict;
+        let mut out = Vec::new();
+        for p in [OUTSIDE, INSIDE] {
+            for f in self.worker.driver_mut().take_tx(p) {
+                out.push((p, f));
+            }
+        }
+        (verdict, out)
+    }
+
+    pub fn counters(&self) -> dataplane::counters::Counters {
+        self.worker.pipeline().counters.clone()
+    }
+}
+
+/// `frame` with its IPv4 TTL set (and the header checksum recomputed from
+/// scratch): expected frames are built independently of the dataplane's
+/// incremental updates.
+pub fn with_ttl(mut frame: Vec<u8>, ttl: u8) -> Vec<u8> {
+    let mut ip = ipv4::Packet::new_unchecked(&mut frame[14..]);
+    ip.set_ttl(ttl);
+    ip.fill_checksum();
+    frame
+}
+
+/// Verify IPv4 and L4 checksums of an Ethernet/IPv4 frame from scratch.
+pub fn checksums_valid(frame: &[u8]) -> bool {
+    let ip = ipv4::Packet::new_unchecked(&frame[14..]);
+    if !ip.verify_checksum() {
+        return false;
+    }
+    let hl = ip.header_len();
+    let total = usize::from(ip.total_len());
+    let seg = &frame[14 + hl..14 + total];
+    match ip.protocol() {
+        6 | 17 => {
+            if ip.protocol() == 17 && seg[6] == 0 && seg[7] == 0 {
+                return true;
+            }
+            checksum::verify_l4(ip.src_addr(), ip.dst_addr(), ip.protocol(), seg)
+        }
+        1 => checksum::checksum(seg) == 0,
+        _ => true,
+    }
+}
+
+impl Gateway {
+    pub fn clock_now(&self) -> u64 {
+        use dataplane::clock::Clock;
+        self.clock.now_ms()
+    }
+}
