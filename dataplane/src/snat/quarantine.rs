@@ -264,6 +264,7 @@ mod tests {
     #[test]
     fn churn_far_beyond_capacity_keeps_index_consistent() {
         let mut q = Quarantine::new(16);
+        let index_bytes = q.index.allocation_size();
         for i in 0..10_000u32 {
             let p = (i % 37) as u16;
             q.push(key(p), u64::from(i));
@@ -274,6 +275,7 @@ mod tests {
             }
             assert!(q.live() <= 16);
             assert_eq!(q.index.len(), q.live());
+            assert_eq!(q.index.allocation_size(), index_bytes);
         }
         // Exactly the live ring entries are findable.
         let live_in_ring = q.ring.iter().filter(|e| e.live).count();
@@ -281,5 +283,31 @@ mod tests {
         for e in q.ring.iter().filter(|e| e.live) {
             assert_eq!(q.find(&e.key).map(|f| f.released_ms), Some(e.released_ms));
         }
+    }
+
+    #[test]
+    fn index_never_reallocates_at_full_occupancy() {
+        // A full ring under churn: every push evicts the front, so the index
+        // sits at `capacity` items while deleted markers pile up. They must be
+        // reclaimed in place, never by growing the table.
+        let capacity = 1000;
+        let mut q = Quarantine::new(capacity);
+        let index_bytes = q.index.allocation_size();
+        for i in 0..200_000u32 {
+            let k = FlowKey::new(
+                Proto::Tcp,
+                Ipv4Addr::from(0x0a00_0000 + (i % 50_000)),
+                8080,
+                Ipv4Addr::new(192, 0, 2, 1),
+                (i % 60_000) as u16,
+            );
+            q.push(k, u64::from(i));
+            assert_eq!(
+                q.index.allocation_size(),
+                index_bytes,
+                "index grew at push {i}"
+            );
+        }
+        assert_eq!(q.live(), capacity);
     }
 }
