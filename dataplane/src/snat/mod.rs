@@ -27,15 +27,16 @@
 //! * **Quarantine (TCP only).** Released ports are reused oldest-released first
 //!   and, while the port space allows, not within the quarantine period towards
 //!   the same backend. Precisely: a released TCP tuple is quarantined for
-//!   `quarantine_ms` (default 60 000 ms, the Linux TIME_WAIT length, 2 x MSL of
-//!   RFC 9293 section 3.4.2 as Linux sets it). Probing skips quarantined tuples.
+//!   `quarantine_ms` (default 60 000 ms, Linux's `TCP_TIMEWAIT_LEN`, its value
+//!   for the 2 x MSL TIME-WAIT wait of RFC 9293). Probing skips quarantined
+//!   tuples.
 //!   When probing over all SNAT IPs finds no tuple that is neither in use nor
 //!   quarantined, the quarantined candidate with the oldest release time among
 //!   those probed is handed out instead, flagged
 //!   [`SnatTuple::reused_in_quarantine`] and counted in
 //!   [`SnatStats::quarantine_reuses`]. Without this a new SYN can reach a
-//!   backend socket still in TIME_WAIT, which answers with a challenge ACK or
-//!   rejects the segment under PAWS (RFC 7323 section 5), the SYN
+//!   backend socket still in TIME_WAIT, which answers it with an ACK of the old
+//!   connection or drops it under PAWS (RFC 7323 section 5): the SYN
 //!   retransmissions kernel NAT shows under connection churn. UDP and ICMP
 //!   tuples are free again as soon as they are released.
 //! * **Bounded quarantine memory.** The quarantine is a fixed-capacity FIFO
