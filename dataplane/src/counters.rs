@@ -273,7 +273,8 @@ impl SharedCounters {
             cell.store(v, Ordering::Relaxed);
         }
         self.live_flows.store(gauges.live_flows, Ordering::Relaxed);
-        self.snat_in_use.store(gauges.snat_in_use, Ordering::Relaxed);
+        self.snat_in_use
+            .store(gauges.snat_in_use, Ordering::Relaxed);
     }
 
     /// A consistent-enough copy for reporting.
@@ -297,7 +298,10 @@ mod tests {
     #[test]
     fn names_are_unique_and_snake_case() {
         let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
-        assert!(names.iter().all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())));
+        assert!(names.iter().all(|n| {
+            n.chars()
+                .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
+        }));
         names.sort();
         names.dedup();
         assert_eq!(names.len(), DropReason::COUNT);
@@ -311,7 +315,10 @@ mod tests {
         c.drop(DropReason::NoFlow);
         c.drop(DropReason::NoFlow);
         let shared = SharedCounters::default();
-        let g = Gauges { live_flows: 5, snat_in_use: 2 };
+        let g = Gauges {
+            live_flows: 5,
+            snat_in_use: 2,
+        };
         shared.publish(&c, g);
         assert_eq!(shared.read(), (c, g));
     }

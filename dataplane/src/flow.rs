@@ -177,7 +177,9 @@ mod tests {
             53,
         );
         let expected = xxhash_rust::xxh3::xxh3_64_with_seed(
-            &[198, 51, 100, 7, 203, 0, 113, 10, 0x9c, 0x40, 0, 53, 17, 0, 0, 0],
+            &[
+                198, 51, 100, 7, 203, 0, 113, 10, 0x9c, 0x40, 0, 53, 17, 0, 0, 0,
+            ],
             STABLE_HASH_SEED,
         );
         assert_eq!(k.stable_hash(), expected);

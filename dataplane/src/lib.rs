@@ -21,6 +21,7 @@ pub mod conntrack;
 pub mod counters;
 pub mod driver;
 pub mod flow;
+pub mod handoff;
 pub mod maglev;
 pub mod packet;
 pub mod snapshot;
