@@ -110,7 +110,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             let n = self.driver.rx_burst(port, &mut self.rx, self.batch_size);
             if n > 0 {
                 work += n;
-                self.run_batch(port, now_ms);
+                self.run_batch(port, now_ms, true);
             }
         }
         work += self.drain_handoff(now_ms);
@@ -154,9 +154,10 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         );
     }
 
-    fn run_batch(&mut self, in_port: PortId, now_ms: u64) {
+    fn run_batch(&mut self, in_port: PortId, now_ms: u64, may_hand_off: bool) {
         let snap = self.snapshots.load();
-        self.pipeline.process(&snap, in_port, &mut self.rx, now_ms);
+        self.pipeline
+            .process(&snap, in_port, &mut self.rx, now_ms, may_hand_off);
         drop(snap);
         self.dispatch(in_port);
     }
@@ -249,7 +250,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                 if let Some(p) = batch_port
                     && (p != port || self.rx.len() >= self.batch_size)
                 {
-                    self.run_batch(p, now_ms);
+                    self.run_batch(p, now_ms, false);
                 }
                 batch_port = Some(port);
                 self.rx.push(frame);
@@ -257,7 +258,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             if let Some(p) = batch_port
                 && !self.rx.is_empty()
             {
-                self.run_batch(p, now_ms);
+                self.run_batch(p, now_ms, false);
             }
         }
         self.handoff_rx = rings;

@@ -149,7 +149,19 @@ impl Pipeline {
     /// Run every stage over `frames` (at most [`MAX_BATCH`]) received on
     /// `in_port`. Frames are rewritten in place; the verdict of frame `i` is
     /// `self.metas()[i].verdict` afterwards.
-    pub fn process<F: Frame>(&mut self, snap: &Snapshot, in_port: PortId, frames: &mut [F], now_ms: u64) {
+    ///
+    /// `may_hand_off` is false for frames another worker already handed to
+    /// this one: they are processed here whatever the steering says, so a
+    /// frame never bounces between workers that momentarily disagree (two
+    /// snapshots in flight).
+    pub fn process<F: Frame>(
+        &mut self,
+        snap: &Snapshot,
+        in_port: PortId,
+        frames: &mut [F],
+        now_ms: u64,
+        may_hand_off: bool,
+    ) {
         let n = frames.len().min(MAX_BATCH);
         let frames = &mut frames[..n];
         let metas = &mut self.metas[..n];
@@ -157,7 +169,7 @@ impl Pipeline {
         self.counters.rx_packets += n as u64;
         self.counters.rx_bytes += frames.iter().map(|f| f.data().len() as u64).sum::<u64>();
         local::run(snap, frames, metas, &mut self.counters);
-        if self.steering.workers > 1 {
+        if may_hand_off && self.steering.workers > 1 {
             for m in metas.iter_mut().filter(|m| m.is_pending()) {
                 let owner = match m.kind {
                     PacketKind::Tcp | PacketKind::Udp => self.steering.owner(&m.key, snap),
@@ -195,5 +207,6 @@ impl Pipeline {
         });
         self.counters.flows_expired += u64::from(expired);
         self.affinity.expire(now_ms, max_scan as usize / 4 + 1);
+        self.snat.expire(now_ms, 8);
     }
 }
