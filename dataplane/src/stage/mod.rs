@@ -1,1 +1,3 @@
-//! Pipeline stages (stub).
+//! Pipeline stages.
+
+pub mod parse;
