@@ -1,0 +1,293 @@
+//! Frame builders for tests, benches and the packet generator.
+//!
+//! They allocate a fresh `Vec` per frame and are not for the packet path.
+//! Every builder fills all checksums (IPv4 header, TCP/UDP over the
+//! pseudo-header, ICMP over the message). IPv4 headers have no options, TTL
+//! [`DEFAULT_TTL`], identification 0 and DF set; TCP headers have no options
+//! and window [`DEFAULT_WINDOW`]. Frames are untagged; [`with_vlan`] adds a
+//! tag. Lengths beyond what IPv4 can carry are the caller's bug: the builders
+//! truncate length fields to 16 bits.
+
+use super::ethernet::{self, MacAddr, ethertype};
+use super::ipv4::{self, protocol};
+use super::{arp, icmp, tcp, udp};
+use std::net::Ipv4Addr;
+
+/// TTL of built IPv4 packets.
+pub const DEFAULT_TTL: u8 = 64;
+/// Window of built TCP segments.
+pub const DEFAULT_WINDOW: u16 = 64240;
+
+/// An IPv4 packet (20-byte header, checksum filled) around `l4`.
+pub fn ipv4_packet(src_ip: Ipv4Addr, dst_ip: Ipv4Addr, proto: u8, l4: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; ipv4::HEADER_LEN];
+    buf.extend_from_slice(l4);
+    let total = buf.len() as u16;
+    let mut p = ipv4::Packet::new_unchecked(&mut buf[..]);
+    p.set_version_ihl(5);
+    p.set_total_len(total);
+    p.set_flags_frag(true, false, 0);
+    p.set_ttl(DEFAULT_TTL);
+    p.set_protocol(proto);
+    p.set_src_addr(src_ip);
+    p.set_dst_addr(dst_ip);
+    p.fill_checksum();
+    buf
+}
+
+/// An Ethernet II frame around `payload`.
+pub fn ethernet_frame(
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    ethertype: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut buf = vec![0u8; ethernet::HEADER_LEN];
+    let mut p = ethernet::Packet::new_unchecked(&mut buf[..]);
+    p.set_dst_addr(dst_mac);
+    p.set_src_addr(src_mac);
+    p.set_ethertype(ethertype);
+    buf.extend_from_slice(payload);
+    buf
+}
+
+/// Insert one 802.1Q tag (priority 0) with `vlan_id` into an untagged frame.
+/// Frames shorter than an Ethernet header are returned unchanged.
+pub fn with_vlan(frame: &[u8], vlan_id: u16) -> Vec<u8> {
+    let (Some(addrs), Some(rest)) = (frame.get(..12), frame.get(12..)) else {
+        return frame.to_vec();
+    };
+    let mut buf = Vec::with_capacity(frame.len() + ethernet::VLAN_TAG_LEN);
+    buf.extend_from_slice(addrs);
+    buf.extend_from_slice(&ethertype::VLAN.to_be_bytes());
+    buf.extend_from_slice(&(vlan_id & ethernet::VLAN_ID_MASK).to_be_bytes());
+    buf.extend_from_slice(rest);
+    buf
+}
+
+/// A TCP segment with checksum filled for the given addresses.
+#[allow(clippy::too_many_arguments)]
+pub fn tcp_segment(
+    src_ip: Ipv4Addr,
+    sport: u16,
+    dst_ip: Ipv4Addr,
+    dport: u16,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut buf = vec![0u8; tcp::HEADER_LEN];
+    buf.extend_from_slice(payload);
+    let mut p = tcp::Packet::new_unchecked(&mut buf[..]);
+    p.set_src_port(sport);
+    p.set_dst_port(dport);
+    p.set_seq_number(seq);
+    p.set_ack_number(ack);
+    p.set_data_offset_words(5);
+    p.set_flags(flags);
+    p.set_window(DEFAULT_WINDOW);
+    p.fill_checksum(src_ip, dst_ip);
+    buf
+}
+
+/// A UDP datagram with checksum filled for the given addresses.
+pub fn udp_datagram(
+    src_ip: Ipv4Addr,
+    sport: u16,
+    dst_ip: Ipv4Addr,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut buf = vec![0u8; udp::HEADER_LEN];
+    buf.extend_from_slice(payload);
+    let len = buf.len() as u16;
+    let mut p = udp::Packet::new_unchecked(&mut buf[..]);
+    p.set_src_port(sport);
+    p.set_dst_port(dport);
+    p.set_len(len);
+    p.fill_checksum(src_ip, dst_ip);
+    buf
+}
+
+/// IPv4 + TCP, no Ethernet header.
+#[allow(clippy::too_many_arguments)]
+pub fn ipv4_tcp(
+    src_ip: Ipv4Addr,
+    sport: u16,
+    dst_ip: Ipv4Addr,
+    dport: u16,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let seg = tcp_segment(src_ip, sport, dst_ip, dport, flags, seq, ack, payload);
+    ipv4_packet(src_ip, dst_ip, protocol::TCP, &seg)
+}
+
+/// IPv4 + UDP, no Ethernet header.
+pub fn ipv4_udp(
+    src_ip: Ipv4Addr,
+    sport: u16,
+    dst_ip: Ipv4Addr,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let seg = udp_datagram(src_ip, sport, dst_ip, dport, payload);
+    ipv4_packet(src_ip, dst_ip, protocol::UDP, &seg)
+}
+
+/// IPv4 + ICMP echo (`icmp_type` [`icmp::kind::ECHO_REQUEST`] or
+/// [`icmp::kind::ECHO_REPLY`]), no Ethernet header.
+pub fn ipv4_icmp_echo(
+    src_ip: Ipv4Addr,
+    dst_ip: Ipv4Addr,
+    icmp_type: u8,
+    ident: u16,
+    seq: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut msg = vec![0u8; icmp::HEADER_LEN];
+    msg.extend_from_slice(payload);
+    let mut p = icmp::Packet::new_unchecked(&mut msg[..]);
+    p.set_msg_type(icmp_type);
+    p.set_msg_code(0);
+    p.set_echo_ident(ident);
+    p.set_echo_seq(seq);
+    p.fill_checksum();
+    ipv4_packet(src_ip, dst_ip, protocol::ICMP, &msg)
+}
+
+/// IPv4 + ICMP error (`icmp_type` 3, 11 or 12) embedding `inner` (an IPv4
+/// packet, possibly truncated by the caller) verbatim; no Ethernet header.
+/// For "fragmentation needed" set the MTU with [`icmp::Packet::set_next_hop_mtu`]
+/// and refill the checksum.
+pub fn ipv4_icmp_error(
+    src_ip: Ipv4Addr,
+    dst_ip: Ipv4Addr,
+    icmp_type: u8,
+    code: u8,
+    inner: &[u8],
+) -> Vec<u8> {
+    let mut msg = vec![0u8; icmp::HEADER_LEN];
+    msg.extend_from_slice(inner);
+    let mut p = icmp::Packet::new_unchecked(&mut msg[..]);
+    p.set_msg_type(icmp_type);
+    p.set_msg_code(code);
+    p.fill_checksum();
+    ipv4_packet(src_ip, dst_ip, protocol::ICMP, &msg)
+}
+
+/// Ethernet + IPv4 + TCP.
+#[allow(clippy::too_many_arguments)]
+pub fn eth_ipv4_tcp(
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    src_ip: Ipv4Addr,
+    sport: u16,
+    dst_ip: Ipv4Addr,
+    dport: u16,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let ip = ipv4_tcp(src_ip, sport, dst_ip, dport, flags, seq, ack, payload);
+    ethernet_frame(src_mac, dst_mac, ethertype::IPV4, &ip)
+}
+
+/// Ethernet + IPv4 + UDP.
+#[allow(clippy::too_many_arguments)]
+pub fn eth_ipv4_udp(
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    src_ip: Ipv4Addr,
+    sport: u16,
+    dst_ip: Ipv4Addr,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let ip = ipv4_udp(src_ip, sport, dst_ip, dport, payload);
+    ethernet_frame(src_mac, dst_mac, ethertype::IPV4, &ip)
+}
+
+/// Ethernet + IPv4 + ICMP echo request/reply.
+#[allow(clippy::too_many_arguments)]
+pub fn eth_ipv4_icmp_echo(
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    src_ip: Ipv4Addr,
+    dst_ip: Ipv4Addr,
+    icmp_type: u8,
+    ident: u16,
+    seq: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let ip = ipv4_icmp_echo(src_ip, dst_ip, icmp_type, ident, seq, payload);
+    ethernet_frame(src_mac, dst_mac, ethertype::IPV4, &ip)
+}
+
+/// Ethernet + IPv4 + ICMP error wrapping the IPv4 packet `inner`.
+#[allow(clippy::too_many_arguments)]
+pub fn eth_ipv4_icmp_error(
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    src_ip: Ipv4Addr,
+    dst_ip: Ipv4Addr,
+    icmp_type: u8,
+    code: u8,
+    inner: &[u8],
+) -> Vec<u8> {
+    let ip = ipv4_icmp_error(src_ip, dst_ip, icmp_type, code, inner);
+    ethernet_frame(src_mac, dst_mac, ethertype::IPV4, &ip)
+}
+
+fn arp_frame(
+    op: u16,
+    eth_dst: MacAddr,
+    sender_mac: MacAddr,
+    sender_ip: Ipv4Addr,
+    target_mac: MacAddr,
+    target_ip: Ipv4Addr,
+) -> Vec<u8> {
+    let mut body = vec![0u8; arp::PACKET_LEN];
+    let mut p = arp::Packet::new_unchecked(&mut body[..]);
+    p.set_ethernet_ipv4();
+    p.set_operation(op);
+    p.set_sender_hw_addr(sender_mac);
+    p.set_sender_proto_addr(sender_ip);
+    p.set_target_hw_addr(target_mac);
+    p.set_target_proto_addr(target_ip);
+    ethernet_frame(sender_mac, eth_dst, ethertype::ARP, &body)
+}
+
+/// Broadcast "who has `target_ip`? tell `sender_ip`" from `sender_mac`
+/// (target hardware address zero).
+pub fn arp_request(sender_mac: MacAddr, sender_ip: Ipv4Addr, target_ip: Ipv4Addr) -> Vec<u8> {
+    arp_frame(
+        arp::op::REQUEST,
+        MacAddr::BROADCAST,
+        sender_mac,
+        sender_ip,
+        MacAddr::ZERO,
+        target_ip,
+    )
+}
+
+/// Unicast "`sender_ip` is at `sender_mac`" to `target_mac`/`target_ip`.
+pub fn arp_reply(
+    sender_mac: MacAddr,
+    sender_ip: Ipv4Addr,
+    target_mac: MacAddr,
+    target_ip: Ipv4Addr,
+) -> Vec<u8> {
+    arp_frame(
+        arp::op::REPLY,
+        target_mac,
+        sender_mac,
+        sender_ip,
+        target_mac,
+        target_ip,
+    )
+}

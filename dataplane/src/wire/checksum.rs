@@ -1,0 +1,253 @@
+//! The Internet checksum (RFC 1071) and its incremental update (RFC 1624).
+//!
+//! Terms used here:
+//!
+//! * a *sum* is the 16-bit one's-complement sum of a byte string taken as
+//!   big-endian 16-bit words (an odd last byte is padded with a zero byte),
+//!   folded but not complemented; it is never 0 for data that has a non-zero
+//!   byte;
+//! * a *checksum* is the complemented sum, the value stored in a header.
+//!
+//! A header (or pseudo-header + segment) verifies when the sum over it,
+//! checksum field included, is `0xffff`.
+//!
+//! [`sum`] adds 64-bit native-endian words with end-around carry and folds at
+//! the end; RFC 1071 §2(A,B) shows this equals the 16-bit big-endian sum up to
+//! one final byte swap, because 2^16 ≡ 1 (mod 2^16 − 1).
+//!
+//! [`update_u16`] and [`update_u32`] are RFC 1624 equation 3,
+//! `HC' = ~(~HC + ~m + m')`, which (unlike equation 2) never produces the
+//! `-0` checksum `0xffff` for data whose recomputed checksum would be `0x0000`.
+//! The result equals a full recomputation bit for bit whenever neither the
+//! old nor the new data is all zeros (always true for IPv4 headers, whose
+//! version nibble is 4, and for TCP/UDP, whose pseudo-header carries the
+//! protocol number).
+//! UDP over IPv4 reserves the checksum 0 for "no checksum" (RFC 768): use
+//! [`update_udp_u16`]/[`update_udp_u32`], which keep 0 as 0 and send a
+//! computed 0 as `0xffff`.
+
+use std::net::Ipv4Addr;
+
+/// Fold a 64-bit one's-complement accumulator to 16 bits.
+#[inline(always)]
+fn fold64(mut acc: u64) -> u16 {
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
+    let mut s = acc as u32;
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s as u16
+}
+
+/// Fold a 32-bit accumulator of 16-bit words to 16 bits.
+#[inline(always)]
+fn fold32(mut acc: u32) -> u16 {
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc as u16
+}
+
+/// One's-complement sum of `data` (RFC 1071), folded, not complemented.
+#[inline]
+pub fn sum(data: &[u8]) -> u16 {
+    let mut acc: u64 = 0;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let (s, carry) = acc.overflowing_add(u64::from_ne_bytes(w));
+        acc = s + u64::from(carry);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        // Zero-padding on the right keeps every 16-bit word aligned, and pads
+        // an odd last byte as the high byte of its word.
+        let mut w = [0u8; 8];
+        if let Some(dst) = w.get_mut(..rest.len()) {
+            dst.copy_from_slice(rest);
+        }
+        let (s, carry) = acc.overflowing_add(u64::from_ne_bytes(w));
+        acc = s + u64::from(carry);
+    }
+    // Native-endian folding gives the byte-swapped sum on little-endian
+    // machines; from_be undoes that (and is a no-op on big-endian ones).
+    u16::from_be(fold64(acc))
+}
+
+/// One's-complement addition of two sums (the first must cover an even
+/// number of bytes for the result to be the sum of the concatenation).
+#[inline(always)]
+pub fn add(a: u16, b: u16) -> u16 {
+    fold32(u32::from(a) + u32::from(b))
+}
+
+/// The checksum to store for `data`: the complement of its sum.
+#[inline]
+pub fn checksum(data: &[u8]) -> u16 {
+    !sum(data)
+}
+
+/// Sum of the IPv4 pseudo-header of TCP and UDP (RFC 793 §3.1, RFC 768):
+/// source, destination, zero + protocol, and the L4 length in bytes.
+#[inline]
+pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, l4_len_bytes: u16) -> u16 {
+    let s = u32::from(src);
+    let d = u32::from(dst);
+    fold32(
+        (s >> 16)
+            + (s & 0xffff)
+            + (d >> 16)
+            + (d & 0xffff)
+            + u32::from(protocol)
+            + u32::from(l4_len_bytes),
+    )
+}
+
+/// Whether a TCP/UDP segment over IPv4 (checksum field included) verifies.
+#[inline]
+pub fn verify_l4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, segment: &[u8]) -> bool {
+    let Ok(len) = u16::try_from(segment.len()) else {
+        return false;
+    };
+    add(pseudo_header_sum(src, dst, protocol, len), sum(segment)) == 0xffff
+}
+
+/// The checksum to store in a TCP/UDP segment over IPv4 whose checksum field
+/// is zero (UDP callers map a result of 0 to `0xffff`). Segments longer than
+/// 65535 bytes cannot exist over IPv4; their length is taken modulo 2^16.
+#[inline]
+pub fn l4_checksum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, segment: &[u8]) -> u16 {
+    let len = segment.len() as u16;
+    !add(pseudo_header_sum(src, dst, protocol, len), sum(segment))
+}
+
+/// RFC 1624 eq. 3: the checksum after one 16-bit word changed from `old` to
+/// `new`.
+#[inline(always)]
+pub fn update_u16(csum: u16, old: u16, new: u16) -> u16 {
+    !fold32(u32::from(!csum) + u32::from(!old) + u32::from(new))
+}
+
+/// RFC 1624 eq. 3 for a 32-bit field (an IPv4 address, or two adjacent
+/// 16-bit words), as two word updates.
+#[inline(always)]
+pub fn update_u32(csum: u16, old: u32, new: u32) -> u16 {
+    !fold32(
+        u32::from(!csum)
+            + u32::from(!(old >> 16) as u16)
+            + u32::from(!(old as u16))
+            + (new >> 16)
+            + (new & 0xffff),
+    )
+}
+
+/// [`update_u16`] for a UDP checksum: 0 ("no checksum", RFC 768) stays 0,
+/// and a result of 0 is sent as `0xffff`.
+#[inline(always)]
+pub fn update_udp_u16(csum: u16, old: u16, new: u16) -> u16 {
+    if csum == 0 {
+        return 0;
+    }
+    match update_u16(csum, old, new) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+/// [`update_u32`] for a UDP checksum, with the rules of [`update_udp_u16`].
+#[inline(always)]
+pub fn update_udp_u32(csum: u16, old: u32, new: u32) -> u16 {
+    if csum == 0 {
+        return 0;
+    }
+    match update_u32(csum, old, new) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The textbook RFC 1071 loop over big-endian 16-bit words.
+    fn reference_sum(data: &[u8]) -> u16 {
+        let mut acc: u32 = 0;
+        for pair in data.chunks(2) {
+            let hi = u32::from(pair[0]) << 8;
+            let lo = pair.get(1).map_or(0, |&b| u32::from(b));
+            acc += hi | lo;
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 §3: 00 01 f2 03 f4 f5 f6 f7 sums to 0xddf2.
+        assert_eq!(
+            sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0xddf2
+        );
+        // The same bytes plus an odd byte.
+        assert_eq!(
+            sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7, 0x01]),
+            0xdef2
+        );
+    }
+
+    #[test]
+    fn known_ipv4_header() {
+        // A classic example header with checksum 0xb861.
+        let hdr = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(checksum(&hdr), 0xb861);
+    }
+
+    proptest! {
+        #[test]
+        fn fast_sum_matches_reference(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            prop_assert_eq!(sum(&data), reference_sum(&data));
+        }
+
+        #[test]
+        fn filled_checksum_verifies(mut data in proptest::collection::vec(any::<u8>(), 2..200)) {
+            data[0] = 0;
+            data[1] = 0;
+            let c = checksum(&data);
+            data[0..2].copy_from_slice(&c.to_be_bytes());
+            prop_assert_eq!(sum(&data), 0xffff);
+        }
+
+        #[test]
+        fn update_u16_matches_recompute(
+            mut data in proptest::collection::vec(any::<u8>(), 8..64),
+            word in 2usize..4,
+            new in any::<u16>(),
+        ) {
+            // Checksum field at 0..2, a fixed non-zero word at 2..4 (so no
+            // sum is ever the all-zero one), the changed word at 4..8.
+            data[0..4].copy_from_slice(&[0, 0, 0x45, 0]);
+            let c = checksum(&data);
+            let off = word * 2;
+            let old = u16::from_be_bytes([data[off], data[off + 1]]);
+            data[off..off + 2].copy_from_slice(&new.to_be_bytes());
+            prop_assert_eq!(update_u16(c, old, new), checksum(&data));
+        }
+
+        #[test]
+        fn update_u32_matches_recompute(
+            mut data in proptest::collection::vec(any::<u8>(), 8..64),
+            new in any::<u32>(),
+        ) {
+            data[0..4].copy_from_slice(&[0, 0, 0x45, 0]);
+            let c = checksum(&data);
+            let old = u32::from_be_bytes([data[4], data[5], data[6], data[7]]);
+            data[4..8].copy_from_slice(&new.to_be_bytes());
+            prop_assert_eq!(update_u32(c, old, new), checksum(&data));
+        }
+    }
+}
