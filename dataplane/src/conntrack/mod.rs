@@ -1,2 +1,865 @@
-//! Per-core connection tracking (stub, being written).
+//! Per-core connection tracking: one flow record per connection, found by
+//! either of its two directional keys.
+//!
+//! A [`Flow`] is reachable by its *original* key (client -> service address,
+//! as the client sent it) and its *reply* key (backend -> gateway SNAT address,
+//! or backend -> client when SNAT is off, as the backend will send it). Each
+//! worker core owns one [`Conntrack`]; it is single-threaded and lock-free by
+//! construction.
+//!
+//! # Storage
+//! * **Slab**: `Vec<Flow>` of exactly `capacity` records, allocated in
+//!   [`Conntrack::new`]. A [`FlowId`] is a slot index. Free slots hold a record
+//!   whose `LIVE` flag is clear.
+//! * **Free list**: `Vec<u32>` stack of free slots, capacity `capacity`.
+//!   Invariant: `free.len() + live flows == capacity`, so pushes never
+//!   reallocate.
+//! * **Index**: one `hashbrown::HashTable<u32>` whose entries are
+//!   `slot << 1 | dir` (`dir` 0 = original, 1 = reply). A lookup compares the
+//!   probe key with the slab record's orig or reply key. Every live flow has
+//!   exactly two entries; nothing else is in the index.
+//!
+//! # Why the index never resizes
+//! hashbrown inserts into an EMPTY bucket only while `growth_left > 0`;
+//! removals leave either EMPTY (growth restored) or DELETED tombstones (not
+//! restored). When `growth_left` hits 0, `reserve_rehash(1)` runs, and it
+//! rehashes *in place, without allocating* if `items + 1 <= full_capacity / 2`
+//! (`full_capacity` = 7/8 of the buckets); otherwise it reallocates. The index
+//! never holds more than `2 * capacity` entries, so the insert that triggers
+//! the rehash has `items + 1 <= 2 * capacity`. Reserving `4 * capacity`
+//! entries makes `full_capacity >= 4 * capacity`, hence `items + 1 <=
+//! full_capacity / 2` always holds: tombstones are reclaimed by an in-place
+//! rehash and the allocation never changes (checked in [`Conntrack::new`]
+//! and by the churn test). At 25% (or lower) load hashbrown mostly erases to
+//! EMPTY, so in-place rehashes are rare. The rehash hasher recomputes
+//! [`FlowKey::stable_hash`] from the slab, which is why callers must pass
+//! exactly `key.stable_hash()` as the hash.
+//!
+//! Memory at capacity 2^20: 56 B slab + 4 B free list + 40 B index (2^23
+//! buckets of 4 B + 1 control byte) = ~100 B per flow.
+//!
+//! # Time and expiry
+//! Every accepted packet moves a flow's deadline to `now + timeout(state)`
+//! (see [`Timeouts`]); a flow is expired once `now_ms >= expires_ms`. Lookups
+//! are pure: they return expired flows too, and the caller decides (the
+//! worker treats an expired flow as absent). [`Conntrack::expire`] removes
+//! expired flows with bounded work per call from a persistent cursor that
+//! wraps around the slab.
+//!
+//! # Early drop
+//! When the table is full, [`Conntrack::insert`] scans up to
+//! `early_drop_scan` slots from the sweep cursor (like Linux `early_drop`)
+//! and evicts the first expired flow, else the first flow that never saw a
+//! reply (not assured). A replied, unexpired flow is never evicted. The victim
+//! is returned so the caller can release its SNAT tuple.
+//!
+//! TCP state tracking is in [`tcp`] (simplified Linux
+//! `nf_conntrack_proto_tcp.c`, RFC 9293 states).
+//!
+//! # Panics
+//! None on the packet path: slots are reached with `get`, the free list and
+//! the index never grow past their reservations, deadlines saturate.
+
 pub mod affinity;
+mod tcp;
+mod timeouts;
+
+pub use tcp::TcpState;
+pub use timeouts::Timeouts;
+
+use crate::flow::{FlowKey, Proto};
+use hashbrown::HashTable;
+use std::net::Ipv4Addr;
+
+/// Largest configurable capacity (`slot << 1 | dir` must fit in a `u32`).
+pub const MAX_CAPACITY: u32 = 1 << 30;
+/// Default slots examined by one expiry sweep in the poll loop.
+pub const DEFAULT_EXPIRY_SCAN_PER_POLL: u32 = 64;
+/// Default slots examined when looking for an early-drop victim.
+pub const DEFAULT_EARLY_DROP_SCAN: u32 = 64;
+/// Index entries reserved per flow slot; see the module docs.
+const INDEX_RESERVE_PER_FLOW: usize = 4;
+
+/// Configuration of one core's table.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ConntrackConfig {
+    /// Maximum number of live flows, `1..=MAX_CAPACITY`.
+    pub capacity: u32,
+    pub timeouts: Timeouts,
+    /// Slots examined per call of [`Conntrack::poll_expire`]; non-zero.
+    pub expiry_scan_per_poll: u32,
+    /// Slots examined for an early-drop victim when full; 0 disables early
+    /// drop.
+    pub early_drop_scan: u32,
+}
+
+impl ConntrackConfig {
+    /// Default timeouts and scan lengths with the given capacity.
+    pub fn with_capacity(capacity: u32) -> Self {
+        ConntrackConfig {
+            capacity,
+            timeouts: Timeouts::default(),
+            expiry_scan_per_poll: DEFAULT_EXPIRY_SCAN_PER_POLL,
+            early_drop_scan: DEFAULT_EARLY_DROP_SCAN,
+        }
+    }
+}
+
+/// Invalid configuration or allocation failure when building a table.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum ConntrackError {
+    #[error("conntrack capacity {capacity} is out of range 1..={max}")]
+    InvalidCapacity { capacity: u32, max: u32 },
+    #[error("conntrack timeout {name} is zero")]
+    ZeroTimeout { name: &'static str },
+    #[error("conntrack expiry_scan_per_poll is zero: flows would never expire")]
+    ZeroExpiryScan,
+    #[error("cannot allocate the conntrack {part} for {capacity} flows")]
+    Alloc { part: &'static str, capacity: u32 },
+    #[error("conntrack index holds {full_capacity} entries but needs {needed} to never reallocate")]
+    IndexHeadroom { full_capacity: usize, needed: usize },
+}
+
+/// Why [`Conntrack::insert`] (or [`Conntrack::rekey_reply`]) refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum InsertError {
+    #[error("conntrack table is full and no flow could be early-dropped")]
+    Full,
+    #[error("the original or reply key is already tracked (or both keys are equal)")]
+    KeyExists,
+    #[error("the flow id does not name a live flow")]
+    UnknownFlow,
+}
+
+/// Which way a packet travels within its flow.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[repr(u8)]
+pub enum Dir {
+    /// Client -> service, as the client sent it.
+    Original = 0,
+    /// Backend -> gateway (or client, without SNAT), as the backend sends it.
+    Reply = 1,
+}
+
+impl Dir {
+    #[inline]
+    fn from_bit(bit: u32) -> Self {
+        if bit & 1 == 0 {
+            Dir::Original
+        } else {
+            Dir::Reply
+        }
+    }
+
+    /// The other direction.
+    #[inline]
+    pub fn reverse(self) -> Self {
+        match self {
+            Dir::Original => Dir::Reply,
+            Dir::Reply => Dir::Original,
+        }
+    }
+}
+
+/// Protocol state of a flow.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum FlowState {
+    Tcp(TcpState),
+    Udp,
+    Icmp,
+}
+
+impl FlowState {
+    /// Number of distinct states (8 TCP + UDP + ICMP).
+    pub const COUNT: usize = 10;
+    /// Every state, in [`FlowState::ordinal`] order.
+    pub const ALL: [FlowState; Self::COUNT] = [
+        FlowState::Tcp(TcpState::SynSent),
+        FlowState::Tcp(TcpState::SynRecv),
+        FlowState::Tcp(TcpState::Established),
+        FlowState::Tcp(TcpState::FinWait),
+        FlowState::Tcp(TcpState::CloseWait),
+        FlowState::Tcp(TcpState::LastAck),
+        FlowState::Tcp(TcpState::TimeWait),
+        FlowState::Tcp(TcpState::Close),
+        FlowState::Udp,
+        FlowState::Icmp,
+    ];
+
+    /// Dense index `0..COUNT` (for per-state counters).
+    #[inline]
+    pub const fn ordinal(self) -> usize {
+        match self {
+            FlowState::Tcp(s) => s as usize,
+            FlowState::Udp => 8,
+            FlowState::Icmp => 9,
+        }
+    }
+
+    /// Upper-case name: the TCP state name, `UDP` or `ICMP`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FlowState::Tcp(s) => s.name(),
+            FlowState::Udp => "UDP",
+            FlowState::Icmp => "ICMP",
+        }
+    }
+}
+
+impl std::fmt::Display for FlowState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A slot of the table: stable for the flow's lifetime, reused after
+/// removal.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct FlowId(u32);
+
+impl FlowId {
+    /// The slot index.
+    #[inline]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Flag bits of [`Flow::flags`].
+mod flag {
+    /// The slot holds a flow.
+    pub const LIVE: u8 = 1 << 0;
+    /// A reply-direction packet was seen (assured).
+    pub const REPLIED: u8 = 1 << 1;
+    /// Replies are addressed to a gateway SNAT address.
+    pub const SNAT: u8 = 1 << 2;
+    /// The first FIN came from the reply side (TCP closing states).
+    pub const FIN_FIRST_REPLY: u8 = 1 << 3;
+}
+
+/// One tracked connection.
+///
+/// The keys are read-only (`orig()`, `reply()`): the index is keyed on them,
+/// so changing them through [`Conntrack::flow_mut`] would orphan index
+/// entries. Use [`Conntrack::rekey_reply`] to move a flow to a new backend.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Flow {
+    orig: FlowKey,
+    reply: FlowKey,
+    /// Stable service id from the snapshot.
+    pub service: u32,
+    /// Stable backend id from the snapshot.
+    pub backend: u32,
+    /// Deadline on the dataplane clock; expired once `now_ms >= expires_ms`.
+    pub expires_ms: u64,
+    /// Source MAC of the client's packets (L2 return path).
+    pub client_mac: [u8; 6],
+    /// Port the client's packets arrived on.
+    pub client_port: u8,
+    state: FlowState,
+    flags: u8,
+}
+
+const UNSPECIFIED_KEY: FlowKey = FlowKey::new(
+    Proto::Tcp,
+    Ipv4Addr::UNSPECIFIED,
+    0,
+    Ipv4Addr::UNSPECIFIED,
+    0,
+);
+
+/// Contents of a free slot; reads as a CLOSE flow that is not live.
+const FREE_FLOW: Flow = Flow {
+    orig: UNSPECIFIED_KEY,
+    reply: UNSPECIFIED_KEY,
+    service: 0,
+    backend: 0,
+    expires_ms: 0,
+    client_mac: [0; 6],
+    client_port: 0,
+    state: FlowState::Tcp(TcpState::Close),
+    flags: 0,
+};
+
+impl Flow {
+    /// Key of the client's packets (client -> service address).
+    #[inline]
+    pub fn orig(&self) -> &FlowKey {
+        &self.orig
+    }
+
+    /// Key of the backend's packets (backend -> SNAT address or client).
+    #[inline]
+    pub fn reply(&self) -> &FlowKey {
+        &self.reply
+    }
+
+    /// The key of packets travelling in `dir`.
+    #[inline]
+    pub fn key(&self, dir: Dir) -> &FlowKey {
+        match dir {
+            Dir::Original => &self.orig,
+            Dir::Reply => &self.reply,
+        }
+    }
+
+    #[inline]
+    pub fn state(&self) -> FlowState {
+        self.state
+    }
+
+    #[inline]
+    pub fn tcp_state(&self) -> Option<TcpState> {
+        match self.state {
+            FlowState::Tcp(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A reply-direction packet was accepted (Linux's assured/seen-reply).
+    #[inline]
+    pub fn replied(&self) -> bool {
+        self.flags & flag::REPLIED != 0
+    }
+
+    /// Replies come back to a gateway SNAT address.
+    #[inline]
+    pub fn snat(&self) -> bool {
+        self.flags & flag::SNAT != 0
+    }
+
+    /// The slot holds a tracked flow (false for a removed flow's id).
+    #[inline]
+    pub fn is_live(&self) -> bool {
+        self.flags & flag::LIVE != 0
+    }
+
+    #[inline]
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        now_ms >= self.expires_ms
+    }
+
+    /// A new SYN on this tuple starts a new connection (TIME_WAIT or CLOSE),
+    /// so the caller may recycle the tuple with a fresh backend choice.
+    #[inline]
+    pub fn accepts_new_syn(&self) -> bool {
+        matches!(
+            self.state,
+            FlowState::Tcp(TcpState::TimeWait | TcpState::Close)
+        )
+    }
+
+    /// The side that sent the first FIN (TCP closing states only).
+    #[inline]
+    pub fn first_fin(&self) -> Dir {
+        if self.flags & flag::FIN_FIRST_REPLY != 0 {
+            Dir::Reply
+        } else {
+            Dir::Original
+        }
+    }
+
+    #[inline]
+    fn key_of_entry(&self, entry: u32) -> &FlowKey {
+        self.key(Dir::from_bit(entry))
+    }
+}
+
+/// What a new flow is made of.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct FlowInit {
+    pub orig: FlowKey,
+    pub reply: FlowKey,
+    pub service: u32,
+    pub backend: u32,
+    pub client_mac: [u8; 6],
+    pub client_port: u8,
+    pub snat: bool,
+}
+
+/// A successful insert.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Inserted {
+    pub id: FlowId,
+    /// The flow early-dropped to make room, copied out so the caller can
+    /// release its SNAT tuple.
+    pub evicted: Option<Flow>,
+}
+
+/// Result of [`Conntrack::track_checked`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Tracked {
+    /// The flow's state after the packet.
+    pub state: FlowState,
+    /// False when the packet is invalid in the flow's state (or the id is not
+    /// live): nothing changed, the deadline was not refreshed.
+    pub valid: bool,
+}
+
+/// One core's flow table. See the module docs for the layout and invariants.
+pub struct Conntrack {
+    slab: Vec<Flow>,
+    free: Vec<u32>,
+    index: HashTable<u32>,
+    /// Next slot the expiry sweep (and early drop) looks at.
+    cursor: u32,
+    timeouts: Timeouts,
+    expiry_scan_per_poll: u32,
+    early_drop_scan: u32,
+    /// Live flows per [`FlowState::ordinal`].
+    state_counts: [u32; FlowState::COUNT],
+    /// Target of [`Conntrack::flow_mut`] for an id from another table.
+    scratch: Flow,
+}
+
+impl std::fmt::Debug for Conntrack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conntrack")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .field("cursor", &self.cursor)
+            .field("memory_bytes", &self.memory_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Hash of an index entry, recomputed from the slab (used by in-place
+/// rehashes only).
+fn entry_hash(slab: &[Flow], entry: u32) -> u64 {
+    slab.get((entry >> 1) as usize)
+        .map_or(0, |f| f.key_of_entry(entry).stable_hash())
+}
+
+impl Conntrack {
+    /// Validates `config` and allocates the slab, free list and index.
+    pub fn new(config: ConntrackConfig) -> Result<Self, ConntrackError> {
+        let cap = config.capacity;
+        if cap == 0 || cap > MAX_CAPACITY {
+            return Err(ConntrackError::InvalidCapacity {
+                capacity: cap,
+                max: MAX_CAPACITY,
+            });
+        }
+        if let Some(name) = config.timeouts.first_zero() {
+            return Err(ConntrackError::ZeroTimeout { name });
+        }
+        if config.expiry_scan_per_poll == 0 {
+            return Err(ConntrackError::ZeroExpiryScan);
+        }
+        let alloc = |part| ConntrackError::Alloc {
+            part,
+            capacity: cap,
+        };
+        let n = cap as usize;
+
+        let mut slab = Vec::new();
+        slab.try_reserve_exact(n).map_err(|_| alloc("slab"))?;
+        slab.resize(n, FREE_FLOW);
+
+        let mut free = Vec::new();
+        free.try_reserve_exact(n).map_err(|_| alloc("free list"))?;
+        // Pop order 0, 1, 2, ...: flows fill the slab from the front.
+        free.extend((0..cap).rev());
+
+        let needed = n * INDEX_RESERVE_PER_FLOW;
+        let mut index = HashTable::new();
+        index
+            .try_reserve(needed, |&e| entry_hash(&slab, e))
+            .map_err(|_| alloc("index"))?;
+        // Empty table: capacity() is the full capacity (7/8 of the buckets).
+        let full_capacity = index.capacity();
+        if full_capacity < needed {
+            return Err(ConntrackError::IndexHeadroom {
+                full_capacity,
+                needed,
+            });
+        }
+
+        Ok(Conntrack {
+            slab,
+            free,
+            index,
+            cursor: 0,
+            timeouts: config.timeouts,
+            expiry_scan_per_poll: config.expiry_scan_per_poll,
+            early_drop_scan: config.early_drop_scan,
+            state_counts: [0; FlowState::COUNT],
+            scratch: FREE_FLOW,
+        })
+    }
+
+    /// The flow and direction `key` belongs to. `hash` must be
+    /// `key.stable_hash()`. Pure: expired flows are returned too.
+    #[inline]
+    pub fn lookup(&self, key: &FlowKey, hash: u64) -> Option<(FlowId, Dir)> {
+        let slab = &self.slab;
+        self.index
+            .find(hash, |&e| {
+                slab.get((e >> 1) as usize)
+                    .is_some_and(|f| f.key_of_entry(e) == key)
+            })
+            .map(|&e| (FlowId(e >> 1), Dir::from_bit(e)))
+    }
+
+    /// Whether `key` (with `hash = key.stable_hash()`) is tracked.
+    #[inline]
+    pub fn contains(&self, key: &FlowKey, hash: u64) -> bool {
+        self.lookup(key, hash).is_some()
+    }
+
+    /// The record in slot `id`. For an id that was removed this is a record
+    /// that is not [`Flow::is_live`]; an id from another, larger table reads
+    /// as an empty record. Never panics.
+    #[inline]
+    pub fn flow(&self, id: FlowId) -> &Flow {
+        self.slab.get(id.index()).unwrap_or(&FREE_FLOW)
+    }
+
+    /// Mutable access to the record in slot `id` (see [`Conntrack::flow`]).
+    #[inline]
+    pub fn flow_mut(&mut self, id: FlowId) -> &mut Flow {
+        match self.slab.get_mut(id.index()) {
+            Some(f) => f,
+            None => {
+                self.scratch = FREE_FLOW;
+                &mut self.scratch
+            }
+        }
+    }
+
+    /// Tracks a new flow created by a packet with `tcp_flags` (0 for UDP and
+    /// ICMP) at `now_ms`. `orig_hash`/`reply_hash` must be the keys'
+    /// `stable_hash()`.
+    ///
+    /// TCP flows start in SYN_SENT on a SYN (see [`tcp`] for mid-stream
+    /// pickup); UDP and ICMP flows start unreplied. When the table is full an
+    /// early-drop victim is evicted and returned, else `Err(Full)`. A key
+    /// already tracked, or `orig == reply`, gives `Err(KeyExists)`; on any
+    /// error nothing is modified except the early-drop scan position.
+    pub fn insert(
+        &mut self,
+        init: FlowInit,
+        orig_hash: u64,
+        reply_hash: u64,
+        tcp_flags: u8,
+        now_ms: u64,
+    ) -> Result<Inserted, InsertError> {
+        debug_assert_eq!(orig_hash, init.orig.stable_hash(), "orig_hash");
+        debug_assert_eq!(reply_hash, init.reply.stable_hash(), "reply_hash");
+        if init.orig == init.reply
+            || self.contains(&init.orig, orig_hash)
+            || self.contains(&init.reply, reply_hash)
+        {
+            return Err(InsertError::KeyExists);
+        }
+
+        let mut evicted = None;
+        if self.free.is_empty() {
+            let victim = self.early_drop_victim(now_ms).ok_or(InsertError::Full)?;
+            evicted = self.unlink(victim);
+        }
+        let slot = self.free.pop().ok_or(InsertError::Full)?;
+
+        let (state, first_fin) = match init.orig.proto {
+            Proto::Tcp => {
+                let (s, fin) = tcp::initial_state(tcp_flags);
+                (FlowState::Tcp(s), fin)
+            }
+            Proto::Udp => (FlowState::Udp, Dir::Original),
+            Proto::Icmp => (FlowState::Icmp, Dir::Original),
+        };
+        let mut flags = flag::LIVE;
+        if init.snat {
+            flags |= flag::SNAT;
+        }
+        if first_fin == Dir::Reply {
+            flags |= flag::FIN_FIRST_REPLY;
+        }
+        let flow = Flow {
+            orig: init.orig,
+            reply: init.reply,
+            service: init.service,
+            backend: init.backend,
+            expires_ms: now_ms.saturating_add(self.timeouts.for_state(state, false)),
+            client_mac: init.client_mac,
+            client_port: init.client_port,
+            state,
+            flags,
+        };
+        match self.slab.get_mut(slot as usize) {
+            Some(rec) => *rec = flow,
+            None => {
+                // Unreachable: the free list only holds slab indices.
+                self.free.push(slot);
+                return Err(InsertError::Full);
+            }
+        }
+        let slab = &self.slab;
+        self.index
+            .insert_unique(orig_hash, slot << 1, |&e| entry_hash(slab, e));
+        self.index
+            .insert_unique(reply_hash, slot << 1 | 1, |&e| entry_hash(slab, e));
+        self.count(state, true);
+        Ok(Inserted {
+            id: FlowId(slot),
+            evicted,
+        })
+    }
+
+    /// Advances flow `id` by one packet travelling in `dir` at `now_ms`
+    /// (`tcp_flags` 0 for UDP/ICMP) and returns its new state. Invalid TCP
+    /// segments leave the flow untouched; see [`Conntrack::track_checked`].
+    #[inline]
+    pub fn track(&mut self, id: FlowId, dir: Dir, tcp_flags: u8, now_ms: u64) -> FlowState {
+        self.track_checked(id, dir, tcp_flags, now_ms).state
+    }
+
+    /// [`Conntrack::track`], also telling whether the packet was valid in
+    /// the flow's state (kube-proxy drops conntrack-INVALID packets).
+    ///
+    /// A valid packet moves the state, marks the flow replied if `dir` is
+    /// [`Dir::Reply`], and sets `expires_ms = now_ms + timeout(new state)`.
+    pub fn track_checked(&mut self, id: FlowId, dir: Dir, tcp_flags: u8, now_ms: u64) -> Tracked {
+        let Some(flow) = self.slab.get_mut(id.index()) else {
+            return Tracked {
+                state: FREE_FLOW.state,
+                valid: false,
+            };
+        };
+        let old = flow.state;
+        if !flow.is_live() {
+            return Tracked {
+                state: old,
+                valid: false,
+            };
+        }
+        let new = match old {
+            FlowState::Tcp(s) => match tcp::step(s, flow.first_fin(), dir, tcp_flags) {
+                None => {
+                    return Tracked {
+                        state: old,
+                        valid: false,
+                    };
+                }
+                Some(next) => {
+                    if next.reopened {
+                        flow.flags &= !(flag::REPLIED | flag::FIN_FIRST_REPLY);
+                    }
+                    if next.first_fin == Dir::Reply {
+                        flow.flags |= flag::FIN_FIRST_REPLY;
+                    } else {
+                        flow.flags &= !flag::FIN_FIRST_REPLY;
+                    }
+                    FlowState::Tcp(next.state)
+                }
+            },
+            other => other,
+        };
+        if dir == Dir::Reply {
+            flow.flags |= flag::REPLIED;
+        }
+        flow.state = new;
+        flow.expires_ms = now_ms.saturating_add(self.timeouts.for_state(new, flow.replied()));
+        if old != new {
+            self.count(old, false);
+            self.count(new, true);
+        }
+        Tracked {
+            state: new,
+            valid: true,
+        }
+    }
+
+    /// Removes flow `id` and returns its record, or `None` if `id` is not
+    /// live (already removed, expired or evicted): a double remove cannot
+    /// release a SNAT tuple twice.
+    pub fn remove(&mut self, id: FlowId) -> Option<Flow> {
+        self.unlink(id.0)
+    }
+
+    /// Points the reply key of flow `id` at a new backend (e.g. re-selecting
+    /// a UDP flow whose backend disappeared). `reply_hash` must be
+    /// `reply.stable_hash()`. Fails with `KeyExists` if another flow (or this
+    /// flow's original direction) uses `reply`; nothing changes on error.
+    pub fn rekey_reply(
+        &mut self,
+        id: FlowId,
+        reply: FlowKey,
+        reply_hash: u64,
+    ) -> Result<(), InsertError> {
+        debug_assert_eq!(reply_hash, reply.stable_hash(), "reply_hash");
+        let slot = id.0;
+        let Some(flow) = self.slab.get(id.index()).filter(|f| f.is_live()) else {
+            return Err(InsertError::UnknownFlow);
+        };
+        let (old_reply, orig) = (flow.reply, flow.orig);
+        if old_reply == reply {
+            return Ok(());
+        }
+        if orig == reply || self.contains(&reply, reply_hash) {
+            return Err(InsertError::KeyExists);
+        }
+        self.unindex(slot << 1 | 1, old_reply.stable_hash());
+        if let Some(rec) = self.slab.get_mut(id.index()) {
+            rec.reply = reply;
+        }
+        let slab = &self.slab;
+        self.index
+            .insert_unique(reply_hash, slot << 1 | 1, |&e| entry_hash(slab, e));
+        Ok(())
+    }
+
+    /// Examines up to `max_scan` slots from the persistent cursor (wrapping
+    /// around), removes the expired flows and calls `on_expired` with each
+    /// removed record. Returns how many were removed.
+    pub fn expire(&mut self, now_ms: u64, max_scan: u32, mut on_expired: impl FnMut(&Flow)) -> u32 {
+        let scan = max_scan.min(self.slab.len() as u32);
+        let mut removed = 0;
+        for _ in 0..scan {
+            let slot = self.cursor;
+            self.advance_cursor();
+            let expired = self
+                .slab
+                .get(slot as usize)
+                .is_some_and(|f| f.is_live() && f.is_expired(now_ms));
+            if expired {
+                if let Some(flow) = self.unlink(slot) {
+                    on_expired(&flow);
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
+    /// [`Conntrack::expire`] with the configured `expiry_scan_per_poll`.
+    #[inline]
+    pub fn poll_expire(&mut self, now_ms: u64, on_expired: impl FnMut(&Flow)) -> u32 {
+        self.expire(now_ms, self.expiry_scan_per_poll, on_expired)
+    }
+
+    /// Live flows.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.slab.len() - self.free.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Maximum number of live flows.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// Live flows, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (FlowId, &Flow)> + '_ {
+        self.slab
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.is_live())
+            .map(|(i, f)| (FlowId(i as u32), f))
+    }
+
+    /// Bytes allocated by the table: slab + free list + index.
+    pub fn memory_bytes(&self) -> usize {
+        self.slab.capacity() * std::mem::size_of::<Flow>()
+            + self.free.capacity() * std::mem::size_of::<u32>()
+            + self.index.allocation_size()
+    }
+
+    /// Live flows in `state`.
+    #[inline]
+    pub fn count_in_state(&self, state: FlowState) -> u32 {
+        self.state_counts.get(state.ordinal()).copied().unwrap_or(0)
+    }
+
+    /// Live flows per state, in [`FlowState::ALL`] order (kept up to date on
+    /// every change, so reading it costs nothing on the worker).
+    pub fn count_by_state(&self) -> [(FlowState, u32); FlowState::COUNT] {
+        FlowState::ALL.map(|s| (s, self.count_in_state(s)))
+    }
+
+    /// The configured timeouts.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    #[inline]
+    fn advance_cursor(&mut self) {
+        let next = self.cursor.wrapping_add(1);
+        self.cursor = if next as usize >= self.slab.len() {
+            0
+        } else {
+            next
+        };
+    }
+
+    fn count(&mut self, state: FlowState, add: bool) {
+        if let Some(c) = self.state_counts.get_mut(state.ordinal()) {
+            *c = if add {
+                c.saturating_add(1)
+            } else {
+                c.saturating_sub(1)
+            };
+        }
+    }
+
+    /// Linux-style early drop: scan up to `early_drop_scan` slots from the
+    /// cursor; the first expired flow wins, else the first unreplied one. The
+    /// cursor moves past the victim (or past the scanned window), so the
+    /// flow about to take the victim's slot is examined last.
+    fn early_drop_victim(&mut self, now_ms: u64) -> Option<u32> {
+        let scan = self.early_drop_scan.min(self.slab.len() as u32);
+        let mut unreplied: Option<(u32, u32)> = None;
+        for _ in 0..scan {
+            let slot = self.cursor;
+            self.advance_cursor();
+            let Some(f) = self.slab.get(slot as usize) else {
+                continue;
+            };
+            if !f.is_live() {
+                continue;
+            }
+            if f.is_expired(now_ms) {
+                return Some(slot);
+            }
+            if unreplied.is_none() && !f.replied() {
+                unreplied = Some((slot, self.cursor));
+            }
+        }
+        let (slot, after) = unreplied?;
+        self.cursor = after;
+        Some(slot)
+    }
+
+    /// Removes the live flow in `slot` from the index and the slab.
+    fn unlink(&mut self, slot: u32) -> Option<Flow> {
+        let flow = *self.slab.get(slot as usize).filter(|f| f.is_live())?;
+        self.unindex(slot << 1, flow.orig.stable_hash());
+        self.unindex(slot << 1 | 1, flow.reply.stable_hash());
+        if let Some(rec) = self.slab.get_mut(slot as usize) {
+            *rec = FREE_FLOW;
+        }
+        // Cannot reallocate: the slot was live, so free.len() < capacity.
+        self.free.push(slot);
+        self.count(flow.state, false);
+        Some(flow)
+    }
+
+    /// Removes exactly the index entry `entry` (compared by identity, not by
+    /// key).
+    fn unindex(&mut self, entry: u32, hash: u64) {
+        let found = self.index.find_entry(hash, |&e| e == entry);
+        debug_assert!(found.is_ok(), "index entry {entry} missing");
+        if let Ok(occupied) = found {
+            occupied.remove();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
