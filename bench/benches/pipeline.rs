@@ -9,8 +9,8 @@
 //! transmitted buffers to the pool.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use portico_bench::{INSIDE, OUTSIDE, Rig, RigConfig, client_tcp};
 use dataplane::packet::tcp_flags as F;
+use portico_bench::{INSIDE, OUTSIDE, Rig, RigConfig, client_tcp};
 use std::time::{Duration, Instant};
 
 const BATCH: usize = 64;
@@ -23,7 +23,13 @@ fn flow_counts() -> Vec<u32> {
 }
 
 /// Time `poll` over successive batches of `frames` (cycled).
-fn timed_batches(rig: &mut Rig, port: u8, frames: &[Vec<u8>], iters: u64, cursor: &mut usize) -> Duration {
+fn timed_batches(
+    rig: &mut Rig,
+    port: u8,
+    frames: &[Vec<u8>],
+    iters: u64,
+    cursor: &mut usize,
+) -> Duration {
     let mut total = Duration::ZERO;
     for _ in 0..iters {
         let d = rig.worker.driver_mut();
@@ -58,21 +64,31 @@ fn bench_established(c: &mut Criterion) {
     g.throughput(Throughput::Elements(BATCH as u64));
     g.sample_size(20);
     for flows in flow_counts() {
-        let mut rig = Rig::new(RigConfig { conntrack_capacity: flows.max(1024) + 4096, ..RigConfig::default() });
+        let mut rig = Rig::new(RigConfig {
+            conntrack_capacity: flows.max(1024) + 4096,
+            ..RigConfig::default()
+        });
         let (client_acks, backend_acks) = rig.establish_tcp(flows);
         let client_acks = shuffled(client_acks);
         let backend_acks = shuffled(backend_acks);
         let mut cursor = 0;
         g.bench_function(BenchmarkId::new("tcp_established", flows), |b| {
-            b.iter_custom(|iters| timed_batches(&mut rig, OUTSIDE, &client_acks, iters, &mut cursor))
+            b.iter_custom(|iters| {
+                timed_batches(&mut rig, OUTSIDE, &client_acks, iters, &mut cursor)
+            })
         });
         let mut cursor = 0;
         g.bench_function(BenchmarkId::new("tcp_reply", flows), |b| {
-            b.iter_custom(|iters| timed_batches(&mut rig, INSIDE, &backend_acks, iters, &mut cursor))
+            b.iter_custom(|iters| {
+                timed_batches(&mut rig, INSIDE, &backend_acks, iters, &mut cursor)
+            })
         });
         drop(rig);
 
-        let mut rig = Rig::new(RigConfig { conntrack_capacity: flows.max(1024) + 4096, ..RigConfig::default() });
+        let mut rig = Rig::new(RigConfig {
+            conntrack_capacity: flows.max(1024) + 4096,
+            ..RigConfig::default()
+        });
         let datagrams = shuffled(rig.establish_udp(flows));
         let mut cursor = 0;
         g.bench_function(BenchmarkId::new("udp_established", flows), |b| {
@@ -91,7 +107,10 @@ fn bench_new_flows(c: &mut Criterion) {
         // new flow. The table is sized so that it never fills during a run;
         // the rig is rebuilt when it would.
         let cap = flows + 2_000_000;
-        let mut rig = Rig::new(RigConfig { conntrack_capacity: cap, ..RigConfig::default() });
+        let mut rig = Rig::new(RigConfig {
+            conntrack_capacity: cap,
+            ..RigConfig::default()
+        });
         rig.establish_tcp(flows);
         let mut next = flows;
         g.bench_function(BenchmarkId::new("tcp_new_flow", flows), |b| {
@@ -99,13 +118,17 @@ fn bench_new_flows(c: &mut Criterion) {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
                     if next + BATCH as u32 >= cap - 1024 {
-                        rig = Rig::new(RigConfig { conntrack_capacity: cap, ..RigConfig::default() });
+                        rig = Rig::new(RigConfig {
+                            conntrack_capacity: cap,
+                            ..RigConfig::default()
+                        });
                         rig.establish_tcp(flows);
                         next = flows;
                     }
                     let d = rig.worker.driver_mut();
                     for _ in 0..BATCH {
-                        d.inject(OUTSIDE, &client_tcp(next, F::SYN, 1, 0)).expect("room");
+                        d.inject(OUTSIDE, &client_tcp(next, F::SYN, 1, 0))
+                            .expect("room");
                         next += 1;
                     }
                     let t = Instant::now();

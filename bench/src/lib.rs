@@ -56,13 +56,17 @@ fn pad(mut f: Vec<u8>) -> Vec<u8> {
 /// Client → VIP TCP segment of flow `i`, padded to 60 bytes.
 pub fn client_tcp(i: u32, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
     let (ip, port) = client(i);
-    pad(build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, ip, port, VIP, 80, flags, seq, ack, b""))
+    pad(build::eth_ipv4_tcp(
+        ROUTER_MAC, OUT_MAC, ip, port, VIP, 80, flags, seq, ack, b"",
+    ))
 }
 
 /// Client → VIP UDP datagram of flow `i` (18-byte payload: a 64-byte frame).
 pub fn client_udp(i: u32) -> Vec<u8> {
     let (ip, port) = client(i);
-    pad(build::eth_ipv4_udp(ROUTER_MAC, OUT_MAC, ip, port, VIP, 53, &[0u8; 18]))
+    pad(build::eth_ipv4_udp(
+        ROUTER_MAC, OUT_MAC, ip, port, VIP, 53, &[0u8; 18],
+    ))
 }
 
 /// Shape of a bench gateway.
@@ -86,7 +90,9 @@ impl Default for RigConfig {
 }
 
 pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
-    let snat: Vec<Ipv4Addr> = (0..cfg.snat_addrs).map(|i| Ipv4Addr::new(10, 1, 0, 1 + i)).collect();
+    let snat: Vec<Ipv4Addr> = (0..cfg.snat_addrs)
+        .map(|i| Ipv4Addr::new(10, 1, 0, 1 + i))
+        .collect();
     let mut web = ServiceSpec::new("web", Proto::Tcp, VIP, 80);
     let mut dns = ServiceSpec::new("dns", Proto::Udp, VIP, 53);
     for b in 0..cfg.backends {
@@ -95,8 +101,14 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
     }
     SnapshotSpec {
         ports: vec![
-            PortSpec { mac: OUT_MAC.0, mtu: 1500 },
-            PortSpec { mac: IN_MAC.0, mtu: 1500 },
+            PortSpec {
+                mac: OUT_MAC.0,
+                mtu: 1500,
+            },
+            PortSpec {
+                mac: IN_MAC.0,
+                mtu: 1500,
+            },
         ],
         vip_port: OUTSIDE,
         addresses: snat.iter().map(|&a| (a, INSIDE, AddrRole::Snat)).collect(),
@@ -107,7 +119,10 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
             via: None,
         }],
         neighbours: (0..cfg.backends)
-            .map(|b| NeighbourSpec { addr: backend_ip(b), mac: backend_mac(b).0 })
+            .map(|b| NeighbourSpec {
+                addr: backend_ip(b),
+                mac: backend_mac(b).0,
+            })
             .collect(),
         services: vec![web, dns],
         maglev_table_size: cfg.maglev_table_size,
@@ -125,7 +140,9 @@ pub struct Rig {
 impl Rig {
     pub fn new(cfg: RigConfig) -> Self {
         let spec = snapshot_spec(&cfg);
-        let snapshot = SnapshotBuilder::new().build(&spec).expect("bench spec is valid");
+        let snapshot = SnapshotBuilder::new()
+            .build(&spec)
+            .expect("bench spec is valid");
         let publisher = Publisher::new(snapshot);
         let clock = ManualClock::new(1);
         let snat_addrs = spec.addresses.iter().map(|a| a.0).collect();
@@ -140,7 +157,10 @@ impl Rig {
                         expiry_scan_per_poll: 64,
                         early_drop_scan: 64,
                     },
-                    snat: SnatConfig { addrs: snat_addrs, ..SnatConfig::default() },
+                    snat: SnatConfig {
+                        addrs: snat_addrs,
+                        ..SnatConfig::default()
+                    },
                     affinity_capacity: 1024,
                     seed: 42,
                 },
@@ -148,14 +168,23 @@ impl Rig {
                 expiry_scan_per_poll: 64,
                 idle: IdlePolicy::Spin,
             },
-            MemDriver::new(MemConfig { ports: 2, pool_frames: 1024, ring_frames: 512 }),
+            MemDriver::new(MemConfig {
+                ports: 2,
+                pool_frames: 1024,
+                ring_frames: 512,
+            }),
             clock.clone(),
             publisher.reader(),
             Arc::new(SharedCounters::default()),
             None,
         )
         .expect("bench pipeline config is valid");
-        Rig { worker, clock, publisher, config: cfg }
+        Rig {
+            worker,
+            clock,
+            publisher,
+            config: cfg,
+        }
     }
 
     /// Inject `frames` (at most one ring) on `port`, poll until drained, and

@@ -114,7 +114,8 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             }
         }
         work += self.drain_handoff(now_ms);
-        self.pipeline.housekeeping(now_ms, self.expiry_scan_per_poll);
+        self.pipeline
+            .housekeeping(now_ms, self.expiry_scan_per_poll);
         if now_ms != self.last_publish_ms {
             self.publish_counters();
             self.last_publish_ms = now_ms;

@@ -15,20 +15,51 @@ fn mixed_traffic(round: u16) -> Vec<(u8, Vec<u8>)> {
         let sport = 1024 + round.wrapping_mul(16).wrapping_add(i) % 60_000;
         frames.push((
             OUTSIDE,
-            build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, sport, VIP, 80, F::SYN, 1, 0, b""),
+            build::eth_ipv4_tcp(
+                ROUTER_MAC,
+                OUT_MAC,
+                CLIENT,
+                sport,
+                VIP,
+                80,
+                F::SYN,
+                1,
+                0,
+                b"",
+            ),
         ));
         frames.push((
             OUTSIDE,
-            build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, sport, VIP, 80, F::ACK, 2, 1, b"data"),
+            build::eth_ipv4_tcp(
+                ROUTER_MAC,
+                OUT_MAC,
+                CLIENT,
+                sport,
+                VIP,
+                80,
+                F::ACK,
+                2,
+                1,
+                b"data",
+            ),
         ));
         frames.push((
             OUTSIDE,
             build::eth_ipv4_udp(ROUTER_MAC, OUT_MAC, CLIENT, sport, VIP, 53, b"q"),
         ));
     }
-    frames.push((OUTSIDE, build::eth_ipv4_icmp_echo(ROUTER_MAC, OUT_MAC, CLIENT, VIP, 8, 1, round, b"")));
-    frames.push((OUTSIDE, build::arp_request(ROUTER_MAC, Ipv4Addr::new(203, 0, 113, 1), VIP)));
-    frames.push((OUTSIDE, build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, 1, VIP, 9, F::SYN, 1, 0, b"")));
+    frames.push((
+        OUTSIDE,
+        build::eth_ipv4_icmp_echo(ROUTER_MAC, OUT_MAC, CLIENT, VIP, 8, 1, round, b""),
+    ));
+    frames.push((
+        OUTSIDE,
+        build::arp_request(ROUTER_MAC, Ipv4Addr::new(203, 0, 113, 1), VIP),
+    ));
+    frames.push((
+        OUTSIDE,
+        build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, 1, VIP, 9, F::SYN, 1, 0, b""),
+    ));
     frames.push((OUTSIDE, vec![0u8; 12]));
     frames
 }
@@ -44,7 +75,7 @@ fn poll_loops_allocate_nothing_after_warm_up() {
         gw.worker.poll();
         gw.worker.poll();
         // Flows expire (UDP 30 s, SYN_SENT 120 s) while traffic goes on.
-        gw.clock.advance_ms(500);
+        gw.clock.advance_ms(5_000);
         for p in [OUTSIDE, INSIDE] {
             gw.worker.driver_mut().discard_tx(p);
         }

@@ -18,7 +18,9 @@ use std::net::Ipv4Addr;
 const CPORT: u16 = 40_000;
 
 fn client_tcp(dst: Ipv4Addr, dport: u16, flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
-    build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, CPORT, dst, dport, flags, seq, ack, payload)
+    build::eth_ipv4_tcp(
+        ROUTER_MAC, OUT_MAC, CLIENT, CPORT, dst, dport, flags, seq, ack, payload,
+    )
 }
 
 fn client_udp(sport: u16, payload: &[u8]) -> Vec<u8> {
@@ -26,7 +28,13 @@ fn client_udp(sport: u16, payload: &[u8]) -> Vec<u8> {
 }
 
 /// The flow the gateway tracks for the client's `sport -> dst:dport`.
-fn flow_of(gw: &Gateway, proto: Proto, sport: u16, dst: Ipv4Addr, dport: u16) -> dataplane::conntrack::Flow {
+fn flow_of(
+    gw: &Gateway,
+    proto: Proto,
+    sport: u16,
+    dst: Ipv4Addr,
+    dport: u16,
+) -> dataplane::conntrack::Flow {
     let key = FlowKey::new(proto, CLIENT, sport, dst, dport);
     let ct = &gw.worker.pipeline().ct;
     let (id, dir) = ct.lookup(&key, key.stable_hash()).expect("flow tracked");
@@ -35,8 +43,14 @@ fn flow_of(gw: &Gateway, proto: Proto, sport: u16, dst: Ipv4Addr, dport: u16) ->
 }
 
 /// Expected frame the gateway sends to the backend for a client TCP segment.
-fn to_backend_tcp(flow: &dataplane::conntrack::Flow, flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
-    let r = flow.reply;
+fn to_backend_tcp(
+    flow: &dataplane::conntrack::Flow,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let r = *flow.reply();
     with_ttl(
         build::eth_ipv4_tcp(
             IN_MAC,
@@ -58,7 +72,7 @@ fn open_tcp(gw: &mut Gateway, dst: Ipv4Addr, dport: u16) -> dataplane::conntrack
     let (v, _) = gw.send(OUTSIDE, &client_tcp(dst, dport, F::SYN, 100, 0, b""));
     assert_eq!(v, Verdict::Forward(INSIDE));
     let flow = flow_of(gw, Proto::Tcp, CPORT, dst, dport);
-    let r = flow.reply;
+    let r = *flow.reply();
     let synack = build::eth_ipv4_tcp(
         backend_mac(r.src_ip),
         IN_MAC,
@@ -92,9 +106,12 @@ fn every_listener_kind_forwards_a_syn_with_full_nat_and_exact_checksums() {
         let (v, out) = gw.send(OUTSIDE, &client_tcp(dst, dport, F::SYN, 100, 0, b""));
         assert_eq!(v, Verdict::Forward(INSIDE), "{dst}:{dport}");
         let flow = flow_of(&gw, Proto::Tcp, CPORT, dst, dport);
-        assert_eq!(flow.reply.dst_ip, SNAT);
-        assert_eq!(flow.reply.src_port, 8080);
-        assert_eq!(out, vec![(INSIDE, to_backend_tcp(&flow, F::SYN, 100, 0, b""))]);
+        assert_eq!(flow.reply().dst_ip, SNAT);
+        assert_eq!(flow.reply().src_port, 8080);
+        assert_eq!(
+            out,
+            vec![(INSIDE, to_backend_tcp(&flow, F::SYN, 100, 0, b""))]
+        );
         assert!(checksums_valid(&out[0].1));
     }
 }
@@ -104,7 +121,7 @@ fn reply_direction_is_translated_back_to_the_client() {
     let mut gw = Gateway::new(vec![web(&[0, 1, 2])]);
     gw.send(OUTSIDE, &client_tcp(VIP, 80, F::SYN, 100, 0, b""));
     let flow = flow_of(&gw, Proto::Tcp, CPORT, VIP, 80);
-    let r = flow.reply;
+    let r = *flow.reply();
     let synack = build::eth_ipv4_tcp(
         backend_mac(r.src_ip),
         IN_MAC,
@@ -120,7 +137,18 @@ fn reply_direction_is_translated_back_to_the_client() {
     let (v, out) = gw.send(INSIDE, &synack);
     assert_eq!(v, Verdict::Forward(OUTSIDE));
     let expected = with_ttl(
-        build::eth_ipv4_tcp(OUT_MAC, ROUTER_MAC, VIP, 80, CLIENT, CPORT, F::SYN | F::ACK, 900, 101, b""),
+        build::eth_ipv4_tcp(
+            OUT_MAC,
+            ROUTER_MAC,
+            VIP,
+            80,
+            CLIENT,
+            CPORT,
+            F::SYN | F::ACK,
+            900,
+            101,
+            b"",
+        ),
         63,
     );
     assert_eq!(out, vec![(OUTSIDE, expected)]);
@@ -133,13 +161,29 @@ fn udp_request_and_reply_round_trip_with_payload() {
     let (v, out) = gw.send(OUTSIDE, &client_udp(5000, b"query"));
     assert_eq!(v, Verdict::Forward(INSIDE));
     let flow = flow_of(&gw, Proto::Udp, 5000, VIP, 53);
-    let r = flow.reply;
+    let r = *flow.reply();
     let expected = with_ttl(
-        build::eth_ipv4_udp(IN_MAC, backend_mac(r.src_ip), SNAT, r.dst_port, r.src_ip, 5353, b"query"),
+        build::eth_ipv4_udp(
+            IN_MAC,
+            backend_mac(r.src_ip),
+            SNAT,
+            r.dst_port,
+            r.src_ip,
+            5353,
+            b"query",
+        ),
         63,
     );
     assert_eq!(out, vec![(INSIDE, expected)]);
-    let answer = build::eth_ipv4_udp(backend_mac(r.src_ip), IN_MAC, r.src_ip, 5353, SNAT, r.dst_port, b"answer");
+    let answer = build::eth_ipv4_udp(
+        backend_mac(r.src_ip),
+        IN_MAC,
+        r.src_ip,
+        5353,
+        SNAT,
+        r.dst_port,
+        b"answer",
+    );
     let (v, out) = gw.send(INSIDE, &answer);
     assert_eq!(v, Verdict::Forward(OUTSIDE));
     let expected = with_ttl(
@@ -168,10 +212,17 @@ fn arp_requests_are_answered_only_for_owned_addresses_on_their_port() {
         match answer {
             Some(mac) => {
                 assert_eq!(v, Verdict::Reply, "{target} on {port}");
-                assert_eq!(out, vec![(port, build::arp_reply(mac, target, asker, asker_ip))]);
+                assert_eq!(
+                    out,
+                    vec![(port, build::arp_reply(mac, target, asker, asker_ip))]
+                );
             }
             None => {
-                assert_eq!(v, Verdict::Drop(DropReason::ArpNotOwned), "{target} on {port}");
+                assert_eq!(
+                    v,
+                    Verdict::Drop(DropReason::ArpNotOwned),
+                    "{target} on {port}"
+                );
                 assert!(out.is_empty());
             }
         }
@@ -182,14 +233,28 @@ fn arp_requests_are_answered_only_for_owned_addresses_on_their_port() {
 fn icmp_echo_to_owned_addresses_is_answered() {
     let mut gw = Gateway::new(vec![web(&[0])]);
     for dst in [VIP, NODE] {
-        let ping = build::eth_ipv4_icmp_echo(ROUTER_MAC, OUT_MAC, CLIENT, dst, 8, 77, 3, b"abcdefgh");
+        let ping =
+            build::eth_ipv4_icmp_echo(ROUTER_MAC, OUT_MAC, CLIENT, dst, 8, 77, 3, b"abcdefgh");
         let (v, out) = gw.send(OUTSIDE, &ping);
         assert_eq!(v, Verdict::Reply);
-        let pong = build::eth_ipv4_icmp_echo(OUT_MAC, ROUTER_MAC, dst, CLIENT, 0, 77, 3, b"abcdefgh");
+        let pong =
+            build::eth_ipv4_icmp_echo(OUT_MAC, ROUTER_MAC, dst, CLIENT, 0, 77, 3, b"abcdefgh");
         assert_eq!(out, vec![(OUTSIDE, pong)]);
     }
-    let stray = build::eth_ipv4_icmp_echo(ROUTER_MAC, OUT_MAC, CLIENT, Ipv4Addr::new(8, 8, 8, 8), 8, 1, 1, b"");
-    assert_eq!(gw.send(OUTSIDE, &stray).0, Verdict::Drop(DropReason::NotOwned));
+    let stray = build::eth_ipv4_icmp_echo(
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        Ipv4Addr::new(8, 8, 8, 8),
+        8,
+        1,
+        1,
+        b"",
+    );
+    assert_eq!(
+        gw.send(OUTSIDE, &stray).0,
+        Verdict::Drop(DropReason::NotOwned)
+    );
     assert_eq!(gw.counters().local_replies, 2);
 }
 
@@ -198,13 +263,21 @@ fn icmp_errors_about_a_flow_are_translated_to_the_client() {
     let mut gw = Gateway::new(vec![dns(&[0])]);
     gw.send(OUTSIDE, &client_udp(5000, b"query"));
     let flow = flow_of(&gw, Proto::Udp, 5000, VIP, 53);
-    let r = flow.reply;
+    let r = *flow.reply();
     // The backend answers the datagram the gateway sent it with
     // "port unreachable", and a router with "fragmentation needed".
     let sent_inner = build::ipv4_udp(SNAT, r.dst_port, r.src_ip, 5353, b"query");
     let client_inner = build::ipv4_udp(CLIENT, 5000, VIP, 53, b"query");
     for (ty, code) in [(3u8, 3u8), (3, 4), (11, 0)] {
-        let err = build::eth_ipv4_icmp_error(backend_mac(r.src_ip), IN_MAC, r.src_ip, SNAT, ty, code, &sent_inner);
+        let err = build::eth_ipv4_icmp_error(
+            backend_mac(r.src_ip),
+            IN_MAC,
+            r.src_ip,
+            SNAT,
+            ty,
+            code,
+            &sent_inner,
+        );
         let (v, out) = gw.send(INSIDE, &err);
         assert_eq!(v, Verdict::Forward(OUTSIDE), "type {ty} code {code}");
         let expected = with_ttl(
@@ -216,8 +289,19 @@ fn icmp_errors_about_a_flow_are_translated_to_the_client() {
     }
     // An error quoting a packet of no tracked flow is dropped.
     let unknown = build::ipv4_udp(SNAT, 1, r.src_ip, 5353, b"x");
-    let err = build::eth_ipv4_icmp_error(backend_mac(r.src_ip), IN_MAC, r.src_ip, SNAT, 3, 3, &unknown);
-    assert_eq!(gw.send(INSIDE, &err).0, Verdict::Drop(DropReason::IcmpErrorNoFlow));
+    let err = build::eth_ipv4_icmp_error(
+        backend_mac(r.src_ip),
+        IN_MAC,
+        r.src_ip,
+        SNAT,
+        3,
+        3,
+        &unknown,
+    );
+    assert_eq!(
+        gw.send(INSIDE, &err).0,
+        Verdict::Drop(DropReason::IcmpErrorNoFlow)
+    );
     assert_eq!(gw.counters().icmp_errors_translated, 3);
 }
 
@@ -225,15 +309,42 @@ fn icmp_errors_about_a_flow_are_translated_to_the_client() {
 fn traffic_without_a_listener_or_flow_is_dropped_with_its_reason() {
     let mut gw = Gateway::new(vec![web(&[0])]);
     let cases: Vec<(u8, Vec<u8>, DropReason)> = vec![
-        (OUTSIDE, client_tcp(VIP, 81, F::SYN, 1, 0, b""), DropReason::NoListener),
-        (OUTSIDE, client_tcp(Ipv4Addr::new(8, 8, 8, 8), 80, F::SYN, 1, 0, b""), DropReason::NotOwned),
-        (OUTSIDE, client_tcp(VIP, 80, F::ACK, 1, 1, b""), DropReason::NoFlow),
         (
-            INSIDE,
-            build::eth_ipv4_tcp(backend_mac(backend_ip(0)), IN_MAC, backend_ip(0), 8080, SNAT, 5555, F::ACK, 1, 1, b""),
+            OUTSIDE,
+            client_tcp(VIP, 81, F::SYN, 1, 0, b""),
+            DropReason::NoListener,
+        ),
+        (
+            OUTSIDE,
+            client_tcp(Ipv4Addr::new(8, 8, 8, 8), 80, F::SYN, 1, 0, b""),
+            DropReason::NotOwned,
+        ),
+        (
+            OUTSIDE,
+            client_tcp(VIP, 80, F::ACK, 1, 1, b""),
             DropReason::NoFlow,
         ),
-        (OUTSIDE, build::eth_ipv4_udp(ROUTER_MAC, OUT_MAC, CLIENT, 1, VIP, 53, b""), DropReason::NoListener),
+        (
+            INSIDE,
+            build::eth_ipv4_tcp(
+                backend_mac(backend_ip(0)),
+                IN_MAC,
+                backend_ip(0),
+                8080,
+                SNAT,
+                5555,
+                F::ACK,
+                1,
+                1,
+                b"",
+            ),
+            DropReason::NoFlow,
+        ),
+        (
+            OUTSIDE,
+            build::eth_ipv4_udp(ROUTER_MAC, OUT_MAC, CLIENT, 1, VIP, 53, b""),
+            DropReason::NoListener,
+        ),
     ];
     for (port, frame, reason) in cases {
         let (v, out) = gw.send(port, &frame);
@@ -244,7 +355,11 @@ fn traffic_without_a_listener_or_flow_is_dropped_with_its_reason() {
     assert_eq!(c.dropped(DropReason::NoListener), 2);
     assert_eq!(c.dropped(DropReason::NoFlow), 2);
     assert_eq!(c.dropped(DropReason::NotOwned), 1);
-    assert_eq!(gw.worker.driver_mut().pool_free(), 4096, "dropped buffers return to the pool");
+    assert_eq!(
+        gw.worker.driver_mut().pool_free(),
+        4096,
+        "dropped buffers return to the pool"
+    );
 }
 
 #[test]
@@ -259,12 +374,26 @@ fn tcp_states_follow_the_connection_and_closed_flows_expire() {
     let mut gw = Gateway::new(vec![web(&[0, 1])]);
     let flow = open_tcp(&mut gw, VIP, 80);
     assert_eq!(tcp_state(&gw, VIP, 80), Some(TcpState::Established));
-    let r = flow.reply;
+    let r = *flow.reply();
     let from_backend = |flags: u8| {
-        build::eth_ipv4_tcp(backend_mac(r.src_ip), IN_MAC, r.src_ip, r.src_port, SNAT, r.dst_port, flags, 901, 102, b"")
+        build::eth_ipv4_tcp(
+            backend_mac(r.src_ip),
+            IN_MAC,
+            r.src_ip,
+            r.src_port,
+            SNAT,
+            r.dst_port,
+            flags,
+            901,
+            102,
+            b"",
+        )
     };
     // Client closes first.
-    gw.send(OUTSIDE, &client_tcp(VIP, 80, F::FIN | F::ACK, 101, 901, b""));
+    gw.send(
+        OUTSIDE,
+        &client_tcp(VIP, 80, F::FIN | F::ACK, 101, 901, b""),
+    );
     assert_eq!(tcp_state(&gw, VIP, 80), Some(TcpState::FinWait));
     gw.send(INSIDE, &from_backend(F::ACK));
     assert_eq!(tcp_state(&gw, VIP, 80), Some(TcpState::CloseWait));
@@ -281,7 +410,11 @@ fn tcp_states_follow_the_connection_and_closed_flows_expire() {
         gw.worker.poll();
     }
     assert_eq!(tcp_state(&gw, VIP, 80), None);
-    assert_eq!(gw.worker.pipeline().snat.stats().in_use, 0, "SNAT tuple released");
+    assert_eq!(
+        gw.worker.pipeline().snat.stats().in_use,
+        0,
+        "SNAT tuple released"
+    );
 }
 
 #[test]
@@ -289,11 +422,22 @@ fn rst_closes_and_established_flows_live_24_hours() {
     let mut gw = Gateway::new(vec![web(&[0])]);
     open_tcp(&mut gw, VIP, 80);
     gw.clock.advance_ms(24 * 3_600_000 - 1_000);
-    let (v, _) = gw.send(OUTSIDE, &client_tcp(VIP, 80, F::ACK | F::PSH, 101, 901, b"GET /"));
-    assert_eq!(v, Verdict::Forward(INSIDE), "established flow alive before 24 h idle");
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &client_tcp(VIP, 80, F::ACK | F::PSH, 101, 901, b"GET /"),
+    );
+    assert_eq!(
+        v,
+        Verdict::Forward(INSIDE),
+        "established flow alive before 24 h idle"
+    );
     gw.clock.advance_ms(24 * 3_600_000 + 1);
     let (v, _) = gw.send(OUTSIDE, &client_tcp(VIP, 80, F::ACK, 106, 901, b""));
-    assert_eq!(v, Verdict::Drop(DropReason::NoFlow), "expired after 24 h idle");
+    assert_eq!(
+        v,
+        Verdict::Drop(DropReason::NoFlow),
+        "expired after 24 h idle"
+    );
 
     let mut gw = Gateway::new(vec![web(&[0])]);
     open_tcp(&mut gw, VIP, 80);
@@ -321,8 +465,19 @@ fn udp_flow_lives_30_s_unreplied_and_120_s_once_replied() {
     // A new datagram after expiry starts a new flow.
     gw.send(OUTSIDE, &client_udp(5000, b"q"));
     let flow = flow_of(&gw, Proto::Udp, 5000, VIP, 53);
-    let r = flow.reply;
-    gw.send(INSIDE, &build::eth_ipv4_udp(backend_mac(r.src_ip), IN_MAC, r.src_ip, 5353, SNAT, r.dst_port, b"a"));
+    let r = *flow.reply();
+    gw.send(
+        INSIDE,
+        &build::eth_ipv4_udp(
+            backend_mac(r.src_ip),
+            IN_MAC,
+            r.src_ip,
+            5353,
+            SNAT,
+            r.dst_port,
+            b"a",
+        ),
+    );
     gw.clock.advance_ms(119_000);
     assert!(!flow_of(&gw, Proto::Udp, 5000, VIP, 53).is_expired(gw.clock_now()));
     gw.clock.advance_ms(2_000);
@@ -337,13 +492,13 @@ fn syn_meeting_time_wait_starts_a_fresh_flow_with_a_fresh_backend_choice() {
     assert_eq!(tcp_state(&gw, VIP, 80), Some(TcpState::Close));
     // The old backend leaves; a new SYN on the same client tuple must not be
     // sent to it.
-    let old = first.reply.src_ip.octets()[3] - 10;
+    let old = first.reply().src_ip.octets()[3] - 10;
     let remaining: Vec<u8> = [0u8, 1, 2].into_iter().filter(|&b| b != old).collect();
     gw.swap(vec![web(&remaining)]);
     let (v, _) = gw.send(OUTSIDE, &client_tcp(VIP, 80, F::SYN, 5_000, 0, b""));
     assert_eq!(v, Verdict::Forward(INSIDE));
     let second = flow_of(&gw, Proto::Tcp, CPORT, VIP, 80);
-    assert_ne!(second.reply.src_ip, first.reply.src_ip);
+    assert_ne!(second.reply().src_ip, first.reply().src_ip);
     assert_eq!(second.tcp_state(), Some(TcpState::SynSent));
     assert_eq!(gw.counters().flows_recycled, 1);
 }
@@ -379,9 +534,23 @@ fn removed_backend_drops_or_resets_tcp_and_reselects_udp() {
     let mut moved = web(&[1]);
     moved.tcp_backend_gone = BackendGonePolicy::Reset;
     gw.swap(vec![moved]);
-    let (v, out) = gw.send(OUTSIDE, &client_tcp(VIP, 80, F::ACK | F::PSH, 101, 901, b"GET /"));
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &client_tcp(VIP, 80, F::ACK | F::PSH, 101, 901, b"GET /"),
+    );
     assert_eq!(v, Verdict::Reply);
-    let rst = build::eth_ipv4_tcp(OUT_MAC, ROUTER_MAC, VIP, 80, CLIENT, CPORT, F::RST, 901, 0, b"");
+    let rst = build::eth_ipv4_tcp(
+        OUT_MAC,
+        ROUTER_MAC,
+        VIP,
+        80,
+        CLIENT,
+        CPORT,
+        F::RST,
+        901,
+        0,
+        b"",
+    );
     let mut rst = rst;
     dataplane::wire::tcp::Packet::new_unchecked(&mut rst[34..]).set_window(0);
     let (c, s) = (VIP, CLIENT);
@@ -396,7 +565,7 @@ fn removed_backend_drops_or_resets_tcp_and_reselects_udp() {
     let (v, out) = gw.send(OUTSIDE, &client_udp(5000, b"q2"));
     assert_eq!(v, Verdict::Forward(INSIDE));
     let flow = flow_of(&gw, Proto::Udp, 5000, VIP, 53);
-    assert_eq!(flow.reply.src_ip, backend_ip(1));
+    assert_eq!(flow.reply().src_ip, backend_ip(1));
     assert!(checksums_valid(&out[0].1));
     assert_eq!(gw.counters().flows_reselected, 1);
 }
@@ -405,18 +574,47 @@ fn removed_backend_drops_or_resets_tcp_and_reselects_udp() {
 fn terminating_endpoints_serve_only_when_nothing_is_ready() {
     let mut gw = Gateway::new(vec![terminating(web(&[0, 1]), &[0])]);
     for sport in 0..50u16 {
-        let f = build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, 20_000 + sport, VIP, 80, F::SYN, 1, 0, b"");
+        let f = build::eth_ipv4_tcp(
+            ROUTER_MAC,
+            OUT_MAC,
+            CLIENT,
+            20_000 + sport,
+            VIP,
+            80,
+            F::SYN,
+            1,
+            0,
+            b"",
+        );
         gw.send(OUTSIDE, &f);
-        assert_eq!(flow_of_port(&gw, 20_000 + sport).reply.src_ip, backend_ip(1));
+        assert_eq!(
+            flow_of_port(&gw, 20_000 + sport).reply().src_ip,
+            backend_ip(1)
+        );
     }
     let mut gw = Gateway::new(vec![terminating(web(&[0, 1]), &[0, 1])]);
     let mut seen = std::collections::HashSet::new();
     for sport in 0..50u16 {
-        let f = build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, 20_000 + sport, VIP, 80, F::SYN, 1, 0, b"");
+        let f = build::eth_ipv4_tcp(
+            ROUTER_MAC,
+            OUT_MAC,
+            CLIENT,
+            20_000 + sport,
+            VIP,
+            80,
+            F::SYN,
+            1,
+            0,
+            b"",
+        );
         assert_eq!(gw.send(OUTSIDE, &f).0, Verdict::Forward(INSIDE));
-        seen.insert(flow_of_port(&gw, 20_000 + sport).reply.src_ip);
+        seen.insert(flow_of_port(&gw, 20_000 + sport).reply().src_ip);
     }
-    assert_eq!(seen.len(), 2, "all serving endpoints are used when none is ready");
+    assert_eq!(
+        seen.len(),
+        2,
+        "all serving endpoints are used when none is ready"
+    );
 }
 
 fn flow_of_port(gw: &Gateway, sport: u16) -> dataplane::conntrack::Flow {
@@ -433,9 +631,20 @@ fn client_ip_affinity_pins_all_connections_of_a_client() {
     let mut gw = Gateway::new(vec![svc]);
     let mut backends = std::collections::HashSet::new();
     for sport in 0..40u16 {
-        let f = build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, 30_000 + sport, VIP, 80, F::SYN, 1, 0, b"");
+        let f = build::eth_ipv4_tcp(
+            ROUTER_MAC,
+            OUT_MAC,
+            CLIENT,
+            30_000 + sport,
+            VIP,
+            80,
+            F::SYN,
+            1,
+            0,
+            b"",
+        );
         gw.send(OUTSIDE, &f);
-        backends.insert(flow_of_port(&gw, 30_000 + sport).reply.src_ip);
+        backends.insert(flow_of_port(&gw, 30_000 + sport).reply().src_ip);
     }
     assert_eq!(backends.len(), 1, "one client, one backend");
     assert_eq!(gw.counters().affinity_hits, 39);
@@ -443,9 +652,20 @@ fn client_ip_affinity_pins_all_connections_of_a_client() {
     let mut gw = Gateway::new(vec![web(&[0, 1, 2, 3])]);
     let mut backends = std::collections::HashSet::new();
     for sport in 0..40u16 {
-        let f = build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, 30_000 + sport, VIP, 80, F::SYN, 1, 0, b"");
+        let f = build::eth_ipv4_tcp(
+            ROUTER_MAC,
+            OUT_MAC,
+            CLIENT,
+            30_000 + sport,
+            VIP,
+            80,
+            F::SYN,
+            1,
+            0,
+            b"",
+        );
         gw.send(OUTSIDE, &f);
-        backends.insert(flow_of_port(&gw, 30_000 + sport).reply.src_ip);
+        backends.insert(flow_of_port(&gw, 30_000 + sport).reply().src_ip);
     }
     assert!(backends.len() >= 3);
 }
@@ -455,23 +675,36 @@ fn affinity_survives_backend_set_changes_until_its_backend_leaves() {
     let mut svc = web(&[0, 1, 2]);
     svc.affinity_timeout_ms = Some(60_000);
     let mut gw = Gateway::new(vec![svc.clone()]);
-    let syn = |sport: u16| build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, sport, VIP, 80, F::SYN, 1, 0, b"");
+    let syn = |sport: u16| {
+        build::eth_ipv4_tcp(
+            ROUTER_MAC,
+            OUT_MAC,
+            CLIENT,
+            sport,
+            VIP,
+            80,
+            F::SYN,
+            1,
+            0,
+            b"",
+        )
+    };
     gw.send(OUTSIDE, &syn(1000));
-    let pinned = flow_of_port(&gw, 1000).reply.src_ip;
+    let pinned = flow_of_port(&gw, 1000).reply().src_ip;
     let pinned_idx = pinned.octets()[3] - 10;
     // Add backends: the client stays pinned.
     let mut bigger = web(&[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     bigger.affinity_timeout_ms = Some(60_000);
     gw.swap(vec![bigger]);
     gw.send(OUTSIDE, &syn(1001));
-    assert_eq!(flow_of_port(&gw, 1001).reply.src_ip, pinned);
+    assert_eq!(flow_of_port(&gw, 1001).reply().src_ip, pinned);
     // Remove the pinned backend: the client moves.
     let others: Vec<u8> = (0..10).filter(|&b| b != pinned_idx).collect();
     let mut smaller = web(&others);
     smaller.affinity_timeout_ms = Some(60_000);
     gw.swap(vec![smaller]);
     gw.send(OUTSIDE, &syn(1002));
-    assert_ne!(flow_of_port(&gw, 1002).reply.src_ip, pinned);
+    assert_ne!(flow_of_port(&gw, 1002).reply().src_ip, pinned);
 }
 
 #[test]
@@ -496,7 +729,10 @@ fn malformed_frames_are_dropped_by_reason_through_the_worker() {
         (bad_ip_csum, DropReason::Ipv4BadChecksum),
         (bad_tcp_csum, DropReason::TcpBadChecksum),
         (frag, DropReason::Ipv4Fragment),
-        (client_tcp(VIP, 80, F::SYN | F::FIN, 1, 0, b""), DropReason::TcpBadFlags),
+        (
+            client_tcp(VIP, 80, F::SYN | F::FIN, 1, 0, b""),
+            DropReason::TcpBadFlags,
+        ),
     ];
     for (frame, reason) in cases {
         assert_eq!(gw.send(OUTSIDE, &frame).0, Verdict::Drop(reason));
@@ -510,7 +746,10 @@ fn malformed_frames_are_dropped_by_reason_through_the_worker() {
 fn ttl_expiring_on_forward_is_dropped() {
     let mut gw = Gateway::new(vec![web(&[0])]);
     let f = with_ttl(client_tcp(VIP, 80, F::SYN, 1, 0, b""), 1);
-    assert_eq!(gw.send(OUTSIDE, &f).0, Verdict::Drop(DropReason::Ipv4TtlExpired));
+    assert_eq!(
+        gw.send(OUTSIDE, &f).0,
+        Verdict::Drop(DropReason::Ipv4TtlExpired)
+    );
 }
 
 #[test]

@@ -20,7 +20,9 @@ use std::sync::Arc;
 #[test]
 fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
     const WORKERS: u8 = 2;
-    let snapshot = SnapshotBuilder::new().build(&spec(vec![web(&[0, 1, 2])])).unwrap();
+    let snapshot = SnapshotBuilder::new()
+        .build(&spec(vec![web(&[0, 1, 2])]))
+        .unwrap();
     let publisher = Publisher::new(snapshot);
     let clock = ManualClock::new(1_000);
     let mut meshes = HandoffMesh::new(WORKERS as usize, 256, 2048).into_iter();
@@ -46,7 +48,18 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
     // All client SYNs arrive on worker 0's queue (no steering by the driver).
     let n = 200u16;
     for i in 0..n {
-        let syn = build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, 20_000 + i, VIP, 80, F::SYN, 1, 0, b"");
+        let syn = build::eth_ipv4_tcp(
+            ROUTER_MAC,
+            OUT_MAC,
+            CLIENT,
+            20_000 + i,
+            VIP,
+            80,
+            F::SYN,
+            1,
+            0,
+            b"",
+        );
         workers[0].driver_mut().inject(OUTSIDE, &syn).unwrap();
     }
     let mut sent = 0;
@@ -58,7 +71,10 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
     }
     assert_eq!(sent, n as usize, "every SYN forwarded exactly once");
     let handed = workers[0].pipeline().counters.handoff_out;
-    assert!(handed > 40 && handed < 160, "about half handed over: {handed}");
+    assert!(
+        handed > 40 && handed < 160,
+        "about half handed over: {handed}"
+    );
 
     // Each flow lives in exactly one table; its SNAT port is in its owner's slice.
     let range = pipeline_config(0, WORKERS).snat.port_range;
@@ -66,12 +82,18 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
     for i in 0..n {
         let key = FlowKey::new(Proto::Tcp, CLIENT, 20_000 + i, VIP, 80);
         let owners: Vec<usize> = (0..WORKERS as usize)
-            .filter(|&w| workers[w].pipeline().ct.lookup(&key, key.stable_hash()).is_some())
+            .filter(|&w| {
+                workers[w]
+                    .pipeline()
+                    .ct
+                    .lookup(&key, key.stable_hash())
+                    .is_some()
+            })
             .collect();
         assert_eq!(owners.len(), 1, "flow {i} in exactly one table");
         let ct = &workers[owners[0]].pipeline().ct;
         let (id, _) = ct.lookup(&key, key.stable_hash()).unwrap();
-        let r = ct.flow(id).reply;
+        let r = *ct.flow(id).reply();
         assert!(port_slice(range.clone(), owners[0], WORKERS as usize).contains(&r.dst_port));
         replies.push(build::eth_ipv4_tcp(
             backend_mac(r.src_ip),
@@ -99,6 +121,9 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
         }
     }
     assert_eq!(back, n as usize, "every reply translated exactly once");
-    let dropped: u64 = workers.iter().map(|w| w.pipeline().counters.total_drops()).sum();
+    let dropped: u64 = workers
+        .iter()
+        .map(|w| w.pipeline().counters.total_drops())
+        .sum();
     assert_eq!(dropped, 0);
 }

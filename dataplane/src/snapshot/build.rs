@@ -129,7 +129,9 @@ pub enum Problem {
     },
     #[error("service {0:?} is defined twice")]
     DuplicateService(String),
-    #[error("service {service:?}: listener {proto} {addr}:{port} is already used by service {other:?}")]
+    #[error(
+        "service {service:?}: listener {proto} {addr}:{port} is already used by service {other:?}"
+    )]
     DuplicateListener {
         service: String,
         other: String,
@@ -139,7 +141,9 @@ pub enum Problem {
     },
     #[error("service {service:?}: NodePort listener on {addr}, which is not a node address")]
     NodePortOffNode { service: String, addr: Ipv4Addr },
-    #[error("service {service:?}: listener on {addr}, which is a node or SNAT address of the gateway")]
+    #[error(
+        "service {service:?}: listener on {addr}, which is a node or SNAT address of the gateway"
+    )]
     VipIsGatewayAddress { service: String, addr: Ipv4Addr },
     #[error("service {service:?}: endpoint {addr} is listed twice")]
     DuplicateEndpoint { service: String, addr: SocketAddrV4 },
@@ -599,7 +603,9 @@ mod tests {
             .id;
         let dns = ServiceSpec::new("dns", Proto::Udp, Ipv4Addr::new(203, 0, 113, 11), 53)
             .endpoint(ep(13, 53));
-        let s2 = b.build(&spec(vec![web(&[10, 11, 12]), dns.clone()])).unwrap();
+        let s2 = b
+            .build(&spec(vec![web(&[10, 11, 12]), dns.clone()]))
+            .unwrap();
         assert_eq!(s2.generation, s1.generation + 1);
         assert_eq!(b.stats.maglev_tables_reused, 1, "web's table is reused");
         assert_eq!(s2.backend(id11).unwrap().addr, ep(11, 8080));
@@ -649,7 +655,11 @@ mod tests {
         let mut b = SnapshotBuilder::new();
         let good = b.build(&spec(vec![web(&[10])])).unwrap();
         let mut dup = web(&[10, 10]);
-        dup.listeners.push((Ipv4Addr::new(198, 51, 100, 1), 30080, ListenerKind::NodePort));
+        dup.listeners.push((
+            Ipv4Addr::new(198, 51, 100, 1),
+            30080,
+            ListenerKind::NodePort,
+        ));
         let mut bad = spec(vec![dup, web(&[11])]);
         bad.maglev_table_size = 250;
         let err = b.build(&bad).unwrap_err();
@@ -658,10 +668,25 @@ mod tests {
             .iter()
             .map(|p| std::mem::discriminant(p))
             .collect();
-        assert!(err.problems.contains(&Problem::DuplicateService("web".into())));
-        assert!(err.problems.iter().any(|p| matches!(p, Problem::DuplicateEndpoint { .. })));
-        assert!(err.problems.iter().any(|p| matches!(p, Problem::NodePortOffNode { .. })));
-        assert!(err.problems.iter().any(|p| matches!(p, Problem::Maglev { .. })));
+        assert!(
+            err.problems
+                .contains(&Problem::DuplicateService("web".into()))
+        );
+        assert!(
+            err.problems
+                .iter()
+                .any(|p| matches!(p, Problem::DuplicateEndpoint { .. }))
+        );
+        assert!(
+            err.problems
+                .iter()
+                .any(|p| matches!(p, Problem::NodePortOffNode { .. }))
+        );
+        assert!(
+            err.problems
+                .iter()
+                .any(|p| matches!(p, Problem::Maglev { .. }))
+        );
         assert!(kinds.len() >= 4);
         assert_eq!(b.generation(), good.generation);
     }

@@ -45,9 +45,10 @@ pub struct FlowCtx<'a> {
 impl FlowCtx<'_> {
     /// Remove a flow and give its SNAT tuple back.
     pub fn remove_flow(&mut self, id: crate::conntrack::FlowId) {
-        let flow = self.ct.remove(id);
-        if flow.snat() {
-            self.snat.release(&flow.reply, self.now_ms);
+        if let Some(flow) = self.ct.remove(id)
+            && flow.snat()
+        {
+            self.snat.release(flow.reply(), self.now_ms);
         }
     }
 }
@@ -65,7 +66,11 @@ pub fn run<F: Frame>(
     flows: &mut [FlowSlot],
 ) {
     // 1. lookup
-    for ((frame, meta), slot) in frames.iter_mut().zip(metas.iter_mut()).zip(flows.iter_mut()) {
+    for ((frame, meta), slot) in frames
+        .iter_mut()
+        .zip(metas.iter_mut())
+        .zip(flows.iter_mut())
+    {
         if !meta.is_pending() || !matches!(meta.kind, PacketKind::Tcp | PacketKind::Udp) {
             continue;
         }
@@ -85,7 +90,7 @@ pub fn run<F: Frame>(
                 continue;
             }
             let backend_alive = snap.backend(flow.backend).is_some_and(|b| {
-                b.addr == SocketAddrV4::new(flow.reply.src_ip, flow.reply.src_port)
+                b.addr == SocketAddrV4::new(flow.reply().src_ip, flow.reply().src_port)
             });
             if !backend_alive {
                 let policy = snap
@@ -201,7 +206,13 @@ fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut Packe
                 if t.reused_in_quarantine {
                     ctx.counters.snat_quarantine_reuses += 1;
                 }
-                FlowKey::new(key.proto, *backend.addr.ip(), backend.addr.port(), t.addr, t.port)
+                FlowKey::new(
+                    key.proto,
+                    *backend.addr.ip(),
+                    backend.addr.port(),
+                    t.addr,
+                    t.port,
+                )
             }
             Err(_) => {
                 meta.drop(DropReason::SnatExhausted);
@@ -228,15 +239,18 @@ fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut Packe
         client_port: meta.in_port,
         snat: service.snat,
     };
-    match ctx
-        .ct
-        .insert(init, meta.hash, reply.stable_hash(), meta.tcp_flags, ctx.now_ms)
-    {
+    match ctx.ct.insert(
+        init,
+        meta.hash,
+        reply.stable_hash(),
+        meta.tcp_flags,
+        ctx.now_ms,
+    ) {
         Ok(inserted) => {
             if let Some(victim) = inserted.evicted {
                 ctx.counters.flows_early_dropped += 1;
                 if victim.snat() {
-                    ctx.snat.release(&victim.reply, ctx.now_ms);
+                    ctx.snat.release(victim.reply(), ctx.now_ms);
                 }
             }
             ctx.counters.flows_created += 1;
@@ -248,7 +262,7 @@ fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut Packe
             }
             meta.drop(match e {
                 InsertError::Full => DropReason::ConntrackFull,
-                InsertError::KeyExists => DropReason::TupleInUse,
+                InsertError::KeyExists | InsertError::UnknownFlow => DropReason::TupleInUse,
             });
             FlowSlot::None
         }

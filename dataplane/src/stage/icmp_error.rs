@@ -28,7 +28,12 @@ use crate::packet::{PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
 use crate::wire::{checksum, icmp, ipv4};
 
-pub fn run<F: Frame>(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frames: &mut [F], metas: &mut [PacketMeta]) {
+pub fn run<F: Frame>(
+    ctx: &mut FlowCtx<'_>,
+    snap: &Snapshot,
+    frames: &mut [F],
+    metas: &mut [PacketMeta],
+) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if !meta.is_pending() || meta.kind != PacketKind::IcmpError {
             continue;
@@ -41,9 +46,9 @@ pub fn run<F: Frame>(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frames: &mut [F], m
         let flow = ctx.ct.flow(id);
         // `inner_new`: the quoted packet as the receiver of the error sent it.
         let (inner_new, hop) = match dir {
-            Dir::Reply => (flow.orig, Some((flow.client_port, flow.client_mac))),
+            Dir::Reply => (*flow.orig(), Some((flow.client_port, flow.client_mac))),
             Dir::Original => (
-                flow.reply,
+                *flow.reply(),
                 snap.backend(flow.backend)
                     .and_then(|b| b.next_hop)
                     .map(|h| (h.port, h.mac)),
@@ -60,7 +65,14 @@ pub fn run<F: Frame>(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frames: &mut [F], m
         // Outer: from the address the receiver talks to, to the receiver.
         let outer_src = inner_new.dst_ip;
         let outer_dst = inner_new.src_ip;
-        match translate(frame.data_mut(), meta, &meta.key, &inner_new, outer_src, outer_dst) {
+        match translate(
+            frame.data_mut(),
+            meta,
+            &meta.key,
+            &inner_new,
+            outer_src,
+            outer_dst,
+        ) {
             Ok(()) => {
                 set_l2(frame.data_mut(), port.mac, next_mac);
                 meta.verdict = Verdict::Forward(out_port);
@@ -114,7 +126,11 @@ fn translate(
         }
         let proto = outer.protocol();
         let mut c = outer.checksum();
-        c = checksum::update_u16(c, u16::from_be_bytes([ttl, proto]), u16::from_be_bytes([ttl - 1, proto]));
+        c = checksum::update_u16(
+            c,
+            u16::from_be_bytes([ttl, proto]),
+            u16::from_be_bytes([ttl - 1, proto]),
+        );
         c = checksum::update_u32(c, u32::from(outer.src_addr()), u32::from(outer_src));
         c = checksum::update_u32(c, u32::from(outer.dst_addr()), u32::from(outer_dst));
         outer.set_ttl(ttl - 1);

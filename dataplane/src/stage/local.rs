@@ -16,7 +16,12 @@ const ICMP_ECHO_REQUEST: u8 = 8;
 /// TTL of packets the gateway originates.
 pub const LOCAL_TTL: u8 = 64;
 
-pub fn run<F: Frame>(snap: &Snapshot, frames: &mut [F], metas: &mut [PacketMeta], counters: &mut Counters) {
+pub fn run<F: Frame>(
+    snap: &Snapshot,
+    frames: &mut [F],
+    metas: &mut [PacketMeta],
+    counters: &mut Counters,
+) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if !meta.is_pending() {
             continue;
@@ -43,9 +48,7 @@ fn answer_arp(snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) {
     };
     let mut pkt = arp::Packet::new_unchecked(arp_bytes);
     let target = pkt.target_proto_addr();
-    let ours = snap
-        .owned(target)
-        .is_some_and(|o| o.port == meta.in_port);
+    let ours = snap.owned(target).is_some_and(|o| o.port == meta.in_port);
     if pkt.operation() != ARP_OP_REQUEST || !ours {
         return meta.drop(DropReason::ArpNotOwned);
     }

@@ -57,7 +57,7 @@ pub enum PipelineError {
 
 /// A packet's flow, once the flow stage found or created it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FlowSlot {
+pub enum FlowSlot {
     None,
     /// Found in conntrack (existing flow), in this direction.
     Hit(FlowId, Dir),
@@ -86,8 +86,12 @@ impl Steering {
         }
         match snap.owned(key.dst_ip) {
             Some(o) if o.snat && self.snat_ports.contains(&key.dst_port) => {
-                crate::snat::owner_of_port(self.snat_ports.clone(), key.dst_port, self.workers as usize)
-                    .map_or(self.worker, |w| w as WorkerId)
+                crate::snat::owner_of_port(
+                    self.snat_ports.clone(),
+                    key.dst_port,
+                    self.workers as usize,
+                )
+                .map_or(self.worker, |w| w as WorkerId)
             }
             Some(_) => client_hash(key.src_ip, key.src_port, self.workers),
             None => client_hash(key.dst_ip, key.dst_port, self.workers),
@@ -202,7 +206,7 @@ impl Pipeline {
         let snat = &mut self.snat;
         let expired = self.ct.expire(now_ms, max_scan, |flow| {
             if flow.snat() {
-                snat.release(&flow.reply, now_ms);
+                snat.release(flow.reply(), now_ms);
             }
         });
         self.counters.flows_expired += u64::from(expired);

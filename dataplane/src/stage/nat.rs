@@ -50,10 +50,10 @@ pub fn run<F: Frame>(
         let (new_key, hop) = match dir {
             Dir::Original => {
                 let hop = snap.backend(flow.backend).and_then(|b| b.next_hop);
-                (flow.reply.reversed(), hop.map(|h| (h.port, h.mac)))
+                (flow.reply().reversed(), hop.map(|h| (h.port, h.mac)))
             }
             Dir::Reply => (
-                flow.orig.reversed(),
+                flow.orig().reversed(),
                 Some((flow.client_port, flow.client_mac)),
             ),
         };
@@ -152,13 +152,21 @@ pub(crate) fn rewrite_l4(
         Proto::Icmp => return Ok(()),
     };
     if seg.len() < 4 {
-        return Err(if udp { DropReason::UdpMalformed } else { DropReason::TcpMalformed });
+        return Err(if udp {
+            DropReason::UdpMalformed
+        } else {
+            DropReason::TcpMalformed
+        });
     }
     seg[0..2].copy_from_slice(&new.src_port.to_be_bytes());
     seg[2..4].copy_from_slice(&new.dst_port.to_be_bytes());
     let Some(field) = seg.get_mut(csum_off..csum_off + 2) else {
         return if full_header {
-            Err(if udp { DropReason::UdpMalformed } else { DropReason::TcpMalformed })
+            Err(if udp {
+                DropReason::UdpMalformed
+            } else {
+                DropReason::TcpMalformed
+            })
         } else {
             Ok(())
         };
@@ -189,7 +197,11 @@ pub(crate) fn rewrite_l4(
 /// client (RFC 9293 §3.10.7.1: seq from the segment's ACK if it has one,
 /// else seq 0 and ACK covering the segment). Returns false if the frame is
 /// not a TCP segment this can answer (another RST, say).
-pub(crate) fn reset_in_place<F: Frame>(snap: &Snapshot, frame: &mut F, meta: &mut PacketMeta) -> bool {
+pub(crate) fn reset_in_place<F: Frame>(
+    snap: &Snapshot,
+    frame: &mut F,
+    meta: &mut PacketMeta,
+) -> bool {
     if meta.kind != PacketKind::Tcp || meta.tcp_flags & tcp_flags::RST != 0 {
         return false;
     }
@@ -229,10 +241,10 @@ pub(crate) fn reset_in_place<F: Frame>(snap: &Snapshot, frame: &mut F, meta: &mu
         out.set_dst_port(key.dst_port);
         out.set_seq_number(seq);
         out.set_ack_number(ack);
-        out.set_header_len(tcp::HEADER_LEN as u8);
+        out.set_data_offset_words(5);
         out.set_flags(flags);
         out.set_window(0);
-        out.set_urgent(0);
+        out.set_urgent_pointer(0);
         out.set_checksum(0);
         let csum = checksum::l4_checksum(key.src_ip, key.dst_ip, 6, out.into_inner());
         tcp::Packet::new_unchecked(&mut buf[l4..l4 + tcp::HEADER_LEN]).set_checksum(csum);

@@ -48,7 +48,8 @@ pub fn backend_mac(ip: Ipv4Addr) -> MacAddr {
 pub fn web(backends: &[u8]) -> ServiceSpec {
     let mut s = ServiceSpec::new("web", Proto::Tcp, VIP, 80);
     s.listeners.push((NODE, NODE_PORT, ListenerKind::NodePort));
-    s.listeners.push((EXTERNAL_IP, 443, ListenerKind::ExternalIp));
+    s.listeners
+        .push((EXTERNAL_IP, 443, ListenerKind::ExternalIp));
     for &b in backends {
         s = s.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
     }
@@ -177,7 +178,10 @@ impl Gateway {
     /// Inject one frame, poll once, return the verdict and every frame sent
     /// (port, bytes).
     pub fn send(&mut self, port: u8, frame: &[u8]) -> (Verdict, Vec<(u8, Vec<u8>)>) {
-        self.worker.driver_mut().inject(port, frame).expect("inject");
+        self.worker
+            .driver_mut()
+            .inject(port, frame)
+            .expect("inject");
         self.worker.poll();
         let verdict = self.worker.pipeline().metas()[0].verdict;
         let mut out = Vec::new();
