@@ -309,9 +309,11 @@ mod tests {
 
     #[test]
     fn publish_then_read_round_trips() {
-        let mut c = Counters::default();
-        c.rx_packets = 7;
-        c.snat_quarantine_reuses = 3;
+        let mut c = Counters {
+            rx_packets: 7,
+            snat_quarantine_reuses: 3,
+            ..Counters::default()
+        };
         c.drop(DropReason::NoFlow);
         c.drop(DropReason::NoFlow);
         let shared = SharedCounters::default();

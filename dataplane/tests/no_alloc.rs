@@ -68,7 +68,7 @@ fn mixed_traffic(round: u16) -> Vec<(u8, Vec<u8>)> {
 fn poll_loops_allocate_nothing_after_warm_up() {
     let mut gw = Gateway::new(vec![web(&[0, 1, 2]), dns(&[0, 1])]);
     let rounds: Vec<Vec<(u8, Vec<u8>)>> = (0..400).map(mixed_traffic).collect();
-    let mut run = |gw: &mut Gateway, frames: &[(u8, Vec<u8>)]| {
+    let run = |gw: &mut Gateway, frames: &[(u8, Vec<u8>)]| {
         for (port, f) in frames {
             gw.worker.driver_mut().inject(*port, f).expect("room");
         }

@@ -39,7 +39,7 @@ fn flow_of(
     let ct = &gw.worker.pipeline().ct;
     let (id, dir) = ct.lookup(&key, key.stable_hash()).expect("flow tracked");
     assert_eq!(dir, Dir::Original);
-    ct.flow(id).clone()
+    *ct.flow(id)
 }
 
 /// Expected frame the gateway sends to the backend for a client TCP segment.
@@ -621,7 +621,7 @@ fn flow_of_port(gw: &Gateway, sport: u16) -> dataplane::conntrack::Flow {
     let key = FlowKey::new(Proto::Tcp, CLIENT, sport, VIP, 80);
     let ct = &gw.worker.pipeline().ct;
     let (id, _) = ct.lookup(&key, key.stable_hash()).expect("tracked");
-    ct.flow(id).clone()
+    *ct.flow(id)
 }
 
 #[test]

@@ -663,11 +663,7 @@ mod tests {
         let mut bad = spec(vec![dup, web(&[11])]);
         bad.maglev_table_size = 250;
         let err = b.build(&bad).unwrap_err();
-        let kinds: Vec<_> = err
-            .problems
-            .iter()
-            .map(|p| std::mem::discriminant(p))
-            .collect();
+        let kinds: Vec<_> = err.problems.iter().map(std::mem::discriminant).collect();
         assert!(
             err.problems
                 .contains(&Problem::DuplicateService("web".into()))

@@ -126,7 +126,7 @@ impl Pipeline {
             });
         }
         Ok(Pipeline {
-            ct: Conntrack::new(config.conntrack.clone())?,
+            ct: Conntrack::new(config.conntrack)?,
             snat: SnatAllocator::new(
                 &config.snat,
                 config.worker as usize,
