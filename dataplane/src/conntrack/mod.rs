@@ -60,8 +60,8 @@
 //! None on the packet path: slots are reached with `get`, the free list and
 //! the index never grow past their reservations, deadlines saturate.
 
-mod tcp;
-mod timeouts;
+pub mod tcp;
+pub mod timeouts;
 
 pub use tcp::TcpState;
 pub use timeouts::Timeouts;
