@@ -208,7 +208,7 @@ impl Rig {
         let key = FlowKey::new(proto, ip, port, VIP, dport);
         let ct = &self.worker.pipeline().ct;
         let (id, _) = ct.lookup(&key, key.stable_hash()).expect("flow is tracked");
-        ct.flow(id).reply
+        *ct.flow(id).reply()
     }
 
     /// Establish `n` TCP flows (SYN, SYN-ACK, ACK) and return the frames

@@ -61,8 +61,8 @@
 //! the index never grow past their reservations, deadlines saturate.
 
 pub mod affinity;
-mod tcp;
-mod timeouts;
+pub mod tcp;
+pub mod timeouts;
 
 pub use tcp::TcpState;
 pub use timeouts::Timeouts;

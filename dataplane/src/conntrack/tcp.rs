@@ -45,7 +45,7 @@
 //! Y) to LAST_ACK(X), and X's ACK of Y's FIN to TIME_WAIT. Y's ACK in LAST_ACK
 //! keeps the state, so the order the two ACKs arrive in does not matter.
 //!
-//! The first segment of a flow ([`initial_state`]) is normally a SYN
+//! The first segment of a flow is normally a SYN
 //! (SYN_SENT). A flow picked up mid-stream (Linux `nf_conntrack_tcp_loose`,
 //! needed when ECMP moves an existing connection to this gateway) starts in
 //! ESTABLISHED on an ACK, FIN_WAIT(O) on a FIN, CLOSE on a RST.
