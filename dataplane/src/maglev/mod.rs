@@ -1,1 +1,414 @@
-//! Maglev consistent hashing (stub, being written).
+//! Maglev consistent hashing: the per-service lookup table that maps a flow
+//! hash to a backend.
+//!
+//! The algorithm is the one of Eisenbud et al., "Maglev: A Fast and Reliable
+//! Software Network Load Balancer", NSDI 2016, section 3.4 ("Consistent
+//! Hashing"), with the weighted variant the paper sketches (a backend's *turns*
+//! come at a frequency proportional to its weight).
+//!
+//! # Building a table
+//!
+//! Every backend `i` has a preference list over the `M` slots (`M` prime):
+//! `permutation[i][j] = (offset_i + j * skip_i) mod M` with
+//! `offset_i = h1(i) mod M` and `skip_i = h2(i) mod (M - 1) + 1`. Because `M` is
+//! prime and `1 <= skip_i < M`, every list is a permutation of `0..M`. The
+//! backends then take turns, round after round; on its turn a backend walks its
+//! list to the first slot nobody owns yet and claims it. The table is complete
+//! when all `M` slots are claimed.
+//!
+//! * **Stable identity hash.** `h1`/`h2` are xxh3-64 over the backend's
+//!   identity bytes (4 IPv4 address bytes then 2 port bytes, big-endian) with
+//!   the fixed seeds [`OFFSET_SEED`] and [`SKIP_SEED`]. Two gateways (or two
+//!   builds on different machines) therefore build identical tables from the
+//!   same backend set, which is what lets several Portico instances behind ECMP
+//!   send one flow to one backend without sharing state.
+//! * **Order independence.** Turns are taken in ascending `(address, port)`
+//!   order, not in the caller's order, so the table content (as backend
+//!   addresses) does not depend on how the caller listed the backends. The
+//!   slots nevertheless hold indices into the caller's own slice.
+//! * **Weights.** Each round a backend earns credit `w_i * N` (N = backends
+//!   with weight > 0) and claims one slot per `T` of credit it holds, where
+//!   `T = min(w_max * N, HEAVY_WEIGHT_FACTOR * W)` (`W` = sum of weights).
+//!   When no weight exceeds [`HEAVY_WEIGHT_FACTOR`] times the mean weight,
+//!   `T = w_max * N`: the heaviest backend claims one slot every round and a
+//!   backend of weight `w` claims `floor(r * w / w_max)` slots in `r` rounds,
+//!   which is the per-round rule of Envoy's and Cilium's weighted Maglev. With
+//!   all weights equal this is exactly the paper's unweighted algorithm (one
+//!   claim per backend per round). The cap on `T` bounds the number of rounds
+//!   (at most `HEAVY_WEIGHT_FACTOR * M / N + 1`) when one weight dwarfs the
+//!   others: such a backend then claims several slots per turn. The share of
+//!   backend `i` is within `N * w_i / W + w_i * N / T + 1` slots of the ideal
+//!   `M * w_i / W` (proof at the weight tests in `tests.rs`); `w_i * N / T` is
+//!   at most 1 unless `w_i` exceeds `HEAVY_WEIGHT_FACTOR` times the mean, and
+//!   `N * w_i / W` (the last, partial round) is `w_i` over the mean weight, so
+//!   the relative error is about `2 N / M` at most. With equal weights shares
+//!   differ by at most one slot. A backend of weight 0 gets no slot.
+//! * **Incremental permutations.** A backend's list is never materialised: its
+//!   cursor advances by `skip` and wraps with one subtraction. Building
+//!   allocates the output table and one scratch vector of per-backend cursors.
+//!
+//! # Invariants
+//!
+//! * `size()` is prime, `2 <= size() <= MAX_TABLE_SIZE`.
+//! * If at least one backend has weight > 0, `slots().len() == size()`, every
+//!   slot holds the index of a backend with weight > 0 in the slice the table
+//!   was built from, and [`MaglevTable::lookup`] never returns `None`.
+//!   Otherwise the table is empty (`slots()` is empty, `lookup` returns `None`).
+//! * The same backend set (same addresses and weights, in any order) and the
+//!   same size give the same table on every machine and in every process.
+//!
+//! # Disruption
+//!
+//! Maglev trades perfect minimal disruption for balance: when a backend goes
+//! away, its slots are redistributed and, in addition, a small fraction of the
+//! other slots change owner (the paper's figure 12). The unit tests measure
+//! and bound this; conntrack keeps established flows on their backend anyway.
+//!
+//! # Lookup
+//!
+//! [`MaglevTable::lookup`] returns `slots[hash mod M]`. The modulo is computed
+//! with a precomputed reciprocal (Barrett reduction: one 64x64->128 multiply,
+//! one multiply, one conditional subtract) instead of a 64-bit division; the
+//! result is exactly `hash % M`.
+
+use std::net::SocketAddrV4;
+
+#[cfg(test)]
+mod tests;
+
+/// The default table size: prime, about 160 slots per backend for 100
+/// backends (the paper recommends `M` > 100 × N).
+pub const DEFAULT_TABLE_SIZE: u32 = 16381;
+
+/// Largest accepted table size (2^24 slots, 32 MiB of `u16`).
+pub const MAX_TABLE_SIZE: u32 = 1 << 24;
+
+/// Largest number of backends one table can index (`u16` slots, `u16::MAX`
+/// itself is reserved as the "unclaimed" marker while building).
+pub const MAX_BACKENDS: usize = u16::MAX as usize;
+
+/// Seed of `h1`, the hash giving a backend's first preferred slot. Changing it
+/// changes every table: never change it in a running fleet.
+pub const OFFSET_SEED: u64 = 0x6d61_676c_6576_6f66; // "maglevof"
+
+/// Seed of `h2`, the hash giving a backend's stride. Must differ from
+/// [`OFFSET_SEED`]. Never change it in a running fleet.
+pub const SKIP_SEED: u64 = 0x6d61_676c_6576_736b; // "maglevsk"
+
+/// A backend of weight up to this many times the mean weight claims at most
+/// one slot per round; heavier ones claim several (see the module docs).
+pub const HEAVY_WEIGHT_FACTOR: u64 = 16;
+
+/// Slot value of a not-yet-claimed slot while building.
+const UNCLAIMED: u16 = u16::MAX;
+
+/// One backend as the table builder sees it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct MaglevBackend {
+    /// Identity of the backend; unique within one table.
+    pub addr: SocketAddrV4,
+    /// Relative weight; 0 excludes the backend from the table.
+    pub weight: u32,
+}
+
+impl MaglevBackend {
+    /// A backend of the given address and weight.
+    pub const fn new(addr: SocketAddrV4, weight: u32) -> Self {
+        MaglevBackend { addr, weight }
+    }
+
+    /// The bytes the permutation hashes are computed over: the 4 IPv4 address
+    /// bytes then the 2 port bytes, big-endian.
+    #[inline]
+    pub fn identity_bytes(&self) -> [u8; 6] {
+        let ip = self.addr.ip().octets();
+        let port = self.addr.port().to_be_bytes();
+        [ip[0], ip[1], ip[2], ip[3], port[0], port[1]]
+    }
+
+    /// `(offset, skip)` of this backend's preference list in a table of
+    /// `table_size` slots (`table_size >= 2`).
+    pub fn permutation(&self, table_size: u32) -> (u32, u32) {
+        let bytes = self.identity_bytes();
+        let m = u64::from(table_size.max(2));
+        let h1 = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, OFFSET_SEED);
+        let h2 = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, SKIP_SEED);
+        // Both results are < m <= u32::MAX, so the narrowing is lossless.
+        let offset = (h1 % m) as u32;
+        let skip = (h2 % (m - 1) + 1) as u32;
+        (offset, skip)
+    }
+}
+
+/// Why a table could not be built.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum MaglevError {
+    /// Maglev needs a prime table size for every preference list to be a
+    /// permutation.
+    #[error("maglev table size {0} is not prime")]
+    TableSizeNotPrime(u32),
+    /// Fewer slots than backends of weight > 0.
+    #[error("maglev table size {size} is smaller than the {backends} backends with weight > 0")]
+    TableTooSmall { size: u32, backends: usize },
+    /// Above [`MAX_TABLE_SIZE`].
+    #[error("maglev table size {size} exceeds the maximum of {max}")]
+    TableTooLarge { size: u32, max: u32 },
+    /// More than [`MAX_BACKENDS`] backends.
+    #[error("{0} backends exceed the maglev maximum of {MAX_BACKENDS}")]
+    TooManyBackends(usize),
+    /// The same address:port is listed twice.
+    #[error("backend {0} is listed more than once")]
+    DuplicateBackend(SocketAddrV4),
+}
+
+/// A built Maglev lookup table. Immutable; rebuild it when the backend set
+/// changes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MaglevTable {
+    /// `M`, prime.
+    size: u32,
+    /// `floor((2^64 - 1) / M)`, for [`Self::reduce`].
+    reciprocal: u64,
+    /// Length of the backend slice the table was built from.
+    backend_count: usize,
+    /// `M` indices into that slice, or empty if no backend has weight > 0.
+    slots: Box<[u16]>,
+}
+
+impl std::fmt::Debug for MaglevTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MaglevTable")
+            .field("size", &self.size)
+            .field("backend_count", &self.backend_count)
+            .field("empty", &self.slots.is_empty())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builder state of one backend: its place in its preference list and its
+/// weight credit.
+#[derive(Clone, Copy)]
+struct Cursor {
+    /// Sort key: address then port.
+    key: u64,
+    /// Index in the caller's slice.
+    index: u16,
+    /// Next slot of its preference list to try.
+    next: u32,
+    /// Stride of its preference list.
+    skip: u32,
+    /// Credit earned per round: `weight * N`.
+    step: u64,
+    /// Credit not yet spent on claims.
+    credit: u64,
+}
+
+impl MaglevTable {
+    /// A table of `size` slots with no backend of weight > 0.
+    fn empty(size: u32, backend_count: usize) -> MaglevTable {
+        MaglevTable {
+            size,
+            reciprocal: u64::MAX / u64::from(size.max(1)),
+            backend_count,
+            slots: Box::default(),
+        }
+    }
+
+    /// Builds the table of `table_size` slots for `backends`.
+    ///
+    /// The slots hold indices into `backends`. Backends of weight 0 get no
+    /// slot; if all have weight 0 the table is empty (every lookup misses).
+    ///
+    /// Errors: more than [`MAX_BACKENDS`] backends, a size that is not prime
+    /// or above [`MAX_TABLE_SIZE`], a duplicate address, or fewer slots than
+    /// backends of weight > 0.
+    pub fn build(backends: &[MaglevBackend], table_size: u32) -> Result<MaglevTable, MaglevError> {
+        if backends.len() > MAX_BACKENDS {
+            return Err(MaglevError::TooManyBackends(backends.len()));
+        }
+        if !is_prime(table_size) {
+            return Err(MaglevError::TableSizeNotPrime(table_size));
+        }
+        if table_size > MAX_TABLE_SIZE {
+            return Err(MaglevError::TableTooLarge {
+                size: table_size,
+                max: MAX_TABLE_SIZE,
+            });
+        }
+        let m = table_size;
+
+        // The one scratch vector: a cursor per backend, in identity order.
+        let mut cursors: Vec<Cursor> = Vec::with_capacity(backends.len());
+        // Zipped this way round so the u16 counter never steps past the last index.
+        for (backend, index) in backends.iter().zip(0u16..) {
+            cursors.push(Cursor {
+                key: (u64::from(backend.addr.ip().to_bits()) << 16)
+                    | u64::from(backend.addr.port()),
+                index,
+                next: 0,
+                skip: 0,
+                step: u64::from(backend.weight),
+                credit: 0,
+            });
+        }
+        cursors.sort_unstable_by_key(|c| c.key);
+        if let Some(pair) = cursors.windows(2).find(|pair| pair[0].key == pair[1].key) {
+            let addr = backends
+                .get(usize::from(pair[0].index))
+                .map_or(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0), |b| {
+                    b.addr
+                });
+            return Err(MaglevError::DuplicateBackend(addr));
+        }
+        cursors.retain(|c| c.step > 0);
+
+        let active = cursors.len();
+        let empty = MaglevTable::empty(m, backends.len());
+        if active == 0 {
+            return Ok(empty);
+        }
+        if (m as usize) < active {
+            return Err(MaglevError::TableTooSmall {
+                size: m,
+                backends: active,
+            });
+        }
+
+        // Weights are u32 and N <= 65535, so every product below is < 2^53.
+        let n = active as u64;
+        let weight_sum: u64 = cursors.iter().map(|c| c.step).sum();
+        let weight_max: u64 = cursors.iter().map(|c| c.step).max().unwrap_or(1);
+        let threshold = (weight_max * n).min(HEAVY_WEIGHT_FACTOR * weight_sum);
+        for c in &mut cursors {
+            let backend = backends.get(usize::from(c.index)).copied();
+            let (offset, skip) = backend.map_or((0, 1), |b| b.permutation(m));
+            c.next = offset;
+            c.skip = skip;
+            c.step *= n;
+        }
+
+        let mut slots = vec![UNCLAIMED; m as usize].into_boxed_slice();
+        let mut claimed: u32 = 0;
+        // Terminates: every round the heaviest backend earns
+        // `weight_max * n >= threshold` credit and so claims at least one slot;
+        // each claim finds an unclaimed slot because a preference list visits
+        // every slot and fewer than `m` are claimed.
+        'fill: loop {
+            for c in &mut cursors {
+                c.credit += c.step;
+                while c.credit >= threshold {
+                    c.credit -= threshold;
+                    loop {
+                        let slot = c.next as usize;
+                        c.next += c.skip;
+                        if c.next >= m {
+                            c.next -= m;
+                        }
+                        // `slot < m` by construction (offset < m, skip < m,
+                        // and the wrap above), so this never goes out of range.
+                        if slots[slot] == UNCLAIMED {
+                            slots[slot] = c.index;
+                            break;
+                        }
+                    }
+                    claimed += 1;
+                    if claimed == m {
+                        break 'fill;
+                    }
+                }
+            }
+        }
+        Ok(MaglevTable { slots, ..empty })
+    }
+
+    /// The backend index (into the slice the table was built from) for a flow
+    /// hash: `slots[hash % size]`. `None` only for an empty table.
+    #[inline]
+    pub fn lookup(&self, hash: u64) -> Option<u16> {
+        self.slots.get(self.reduce(hash)).copied()
+    }
+
+    /// `hash % size` by Barrett reduction with the precomputed
+    /// `reciprocal = floor((2^64 - 1) / M)`: the quotient estimate
+    /// `floor(hash * reciprocal / 2^64)` is the true quotient or one less, so
+    /// one conditional subtraction gives the exact remainder.
+    #[inline]
+    fn reduce(&self, hash: u64) -> usize {
+        let m = u64::from(self.size);
+        let quotient = ((u128::from(hash) * u128::from(self.reciprocal)) >> 64) as u64;
+        // quotient * m <= hash, so neither operation wraps.
+        let mut rest = hash - quotient * m;
+        if rest >= m {
+            rest -= m;
+        }
+        rest as usize
+    }
+
+    /// `M`, the number of slots (also for an empty table).
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The slots: `size()` backend indices, or empty if no backend has
+    /// weight > 0.
+    pub fn slots(&self) -> &[u16] {
+        &self.slots
+    }
+
+    /// Whether no backend has weight > 0 (every lookup misses).
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Length of the backend slice the table was built from.
+    pub fn backend_count(&self) -> usize {
+        self.backend_count
+    }
+
+    /// Slots owned by each backend, indexed like the slice the table was
+    /// built from.
+    pub fn shares(&self) -> Vec<u32> {
+        let mut shares = vec![0u32; self.backend_count];
+        for &slot in self.slots.iter() {
+            if let Some(share) = shares.get_mut(usize::from(slot)) {
+                *share += 1;
+            }
+        }
+        shares
+    }
+}
+
+/// Whether `n` is prime (deterministic trial division by 2, 3 and `6k ± 1`;
+/// at most about 22 000 divisions for any `u32`).
+pub fn is_prime(n: u32) -> bool {
+    if n < 4 {
+        return n >= 2;
+    }
+    if n % 2 == 0 || n % 3 == 0 {
+        return false;
+    }
+    let n = u64::from(n);
+    let mut d: u64 = 5;
+    while d * d <= n {
+        if n % d == 0 || n % (d + 2) == 0 {
+            return false;
+        }
+        d += 6;
+    }
+    true
+}
+
+/// The largest prime representable as `u32`.
+pub const LARGEST_U32_PRIME: u32 = 4_294_967_291;
+
+/// The smallest prime `>= n`. Above [`LARGEST_U32_PRIME`] there is none in
+/// `u32`; the function then returns [`LARGEST_U32_PRIME`] (use
+/// [`checked_next_prime`] to tell).
+pub fn next_prime(n: u32) -> u32 {
+    checked_next_prime(n).unwrap_or(LARGEST_U32_PRIME)
+}
+
+/// The smallest prime `>= n`, or `None` if it does not fit in `u32`.
+pub fn checked_next_prime(n: u32) -> Option<u32> {
+    (n..=u32::MAX).find(|&candidate| is_prime(candidate))
+}
