@@ -130,6 +130,7 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
 }
 
 /// A single-core gateway on the mem driver.
+#[derive(Debug)]
 pub struct Rig {
     pub worker: Worker<MemDriver, ManualClock>,
     pub clock: ManualClock,
