@@ -35,7 +35,7 @@
 //!   which is the per-round rule of Envoy's and Cilium's weighted Maglev. With
 //!   all weights equal this is exactly the paper's unweighted algorithm (one
 //!   claim per backend per round). The cap on `T` bounds the number of rounds
-//!   (at most `HEAVY_WEIGHT_FACTOR * M / N + 1`) when one weight dwarfs the
+//!   (fewer than `HEAVY_WEIGHT_FACTOR * (M + N) / N + 1`) when one weight dwarfs the
 //!   others: such a backend then claims several slots per turn. The share of
 //!   backend `i` is within `N * w_i / W + w_i * N / T + 1` slots of the ideal
 //!   `M * w_i / W` (proof at the weight tests in `tests.rs`); `w_i * N / T` is
