@@ -766,3 +766,128 @@ fn counters_are_published_for_other_threads() {
     assert_eq!(g.live_flows, 1);
     assert_eq!(g.snat_in_use, 1);
 }
+
+#[test]
+fn snat_off_preserves_the_client_address_and_matches_replies_by_conntrack() {
+    let mut svc = web(&[0]);
+    svc.snat = false;
+    let mut gw = Gateway::new(vec![svc]);
+    let (v, out) = gw.send(OUTSIDE, &client_tcp(VIP, 80, F::SYN, 100, 0, b""));
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    let be = backend_ip(0);
+    let expected = with_ttl(
+        build::eth_ipv4_tcp(
+            IN_MAC,
+            backend_mac(be),
+            CLIENT,
+            CPORT,
+            be,
+            8080,
+            F::SYN,
+            100,
+            0,
+            b"",
+        ),
+        63,
+    );
+    assert_eq!(
+        out,
+        vec![(INSIDE, expected)],
+        "only the destination changes"
+    );
+    // The backend answers the client directly (the gateway is its route).
+    let reply = build::eth_ipv4_tcp(
+        backend_mac(be),
+        IN_MAC,
+        be,
+        8080,
+        CLIENT,
+        CPORT,
+        F::SYN | F::ACK,
+        7,
+        101,
+        b"",
+    );
+    let (v, out) = gw.send(INSIDE, &reply);
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    let expected = with_ttl(
+        build::eth_ipv4_tcp(
+            OUT_MAC,
+            ROUTER_MAC,
+            VIP,
+            80,
+            CLIENT,
+            CPORT,
+            F::SYN | F::ACK,
+            7,
+            101,
+            b"",
+        ),
+        63,
+    );
+    assert_eq!(out, vec![(OUTSIDE, expected)]);
+    assert_eq!(
+        gw.worker.pipeline().snat.stats().in_use,
+        0,
+        "no SNAT tuple used"
+    );
+}
+
+#[test]
+fn icmp_errors_from_the_client_side_are_translated_to_the_backend() {
+    let mut gw = Gateway::new(vec![dns(&[0])]);
+    gw.send(OUTSIDE, &client_udp(5000, b"query"));
+    let flow = flow_of(&gw, Proto::Udp, 5000, VIP, 53);
+    let r = *flow.reply();
+    // The client's host rejects the answer the gateway sent it (VIP -> client).
+    let answer_as_sent = build::ipv4_udp(VIP, 53, CLIENT, 5000, b"answer");
+    let err = build::eth_ipv4_icmp_error(ROUTER_MAC, OUT_MAC, CLIENT, VIP, 3, 3, &answer_as_sent);
+    let (v, out) = gw.send(OUTSIDE, &err);
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    // The backend sees an error about the datagram it sent (backend -> SNAT),
+    // from the SNAT address.
+    let answer_as_backend_sent = build::ipv4_udp(r.src_ip, r.src_port, SNAT, r.dst_port, b"answer");
+    let expected = with_ttl(
+        build::eth_ipv4_icmp_error(
+            IN_MAC,
+            backend_mac(r.src_ip),
+            SNAT,
+            r.src_ip,
+            3,
+            3,
+            &answer_as_backend_sent,
+        ),
+        63,
+    );
+    assert_eq!(out, vec![(INSIDE, expected)]);
+}
+
+#[test]
+fn independently_built_gateways_pick_the_same_backend_for_the_same_flow() {
+    let mut a = Gateway::new(vec![web(&[0, 1, 2, 3, 4, 5])]);
+    let mut b = Gateway::new(vec![web(&[5, 3, 1, 0, 2, 4])]);
+    let mut spread = std::collections::HashSet::new();
+    for sport in 0..200u16 {
+        let syn = build::eth_ipv4_tcp(
+            ROUTER_MAC,
+            OUT_MAC,
+            CLIENT,
+            50_000 + sport,
+            VIP,
+            80,
+            F::SYN,
+            1,
+            0,
+            b"",
+        );
+        a.send(OUTSIDE, &syn);
+        b.send(OUTSIDE, &syn);
+        let (fa, fb) = (
+            flow_of_port(&a, 50_000 + sport),
+            flow_of_port(&b, 50_000 + sport),
+        );
+        assert_eq!(fa.reply().src_ip, fb.reply().src_ip, "sport {sport}");
+        spread.insert(fa.reply().src_ip);
+    }
+    assert_eq!(spread.len(), 6);
+}
