@@ -357,6 +357,7 @@ impl SnapshotBuilder {
                         EndpointCondition::ServingTerminating => {
                             serving.push((ep.addr, ep.weight, bid))
                         }
+                        EndpointCondition::Draining => {}
                     }
                 }
             }

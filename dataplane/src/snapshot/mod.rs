@@ -17,7 +17,8 @@
 //!   record, not only its id;
 //! * a service's `ready` set holds its ready endpoints; `serving` holds
 //!   endpoints that are terminating but still serving and is only consulted
-//!   when there is no ready endpoint (KEP-1669).
+//!   when there is no ready endpoint (KEP-1669); draining endpoints are in
+//!   `backends` (their flows continue) but in neither set.
 
 mod build;
 mod publish;
@@ -66,13 +67,17 @@ pub struct Listener {
     pub kind: ListenerKind,
 }
 
-/// EndpointSlice conditions that matter for forwarding. Endpoints that are
-/// neither ready nor serving are not part of a snapshot at all.
+/// EndpointSlice conditions that matter for forwarding.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
 pub enum EndpointCondition {
     Ready,
     /// `serving: true, terminating: true`: used only when nothing is ready.
     ServingTerminating,
+    /// Neither ready nor serving (failing readiness, or terminating and no
+    /// longer serving) but still listed: takes no new flows, keeps its
+    /// established ones, as kube-proxy keeps their conntrack entries. Only an
+    /// endpoint that leaves the EndpointSlice is "gone" for its flows.
+    Draining,
 }
 
 /// Where to send frames for an address: out of `port` to `mac`.
@@ -149,6 +154,7 @@ impl Service {
         match backend.condition {
             EndpointCondition::Ready => self.ready.is_some(),
             EndpointCondition::ServingTerminating => self.ready.is_none(),
+            EndpointCondition::Draining => false,
         }
     }
 }

@@ -23,7 +23,10 @@
 //!   start port in the slice from a per-worker xorshift64* generator (no
 //!   syscalls), then probes up to `probe_limit` ports linearly from it,
 //!   wrapping inside the slice, for each SNAT IP in configuration order. The
-//!   first IP is used until its candidates are exhausted, then the next one.
+//!   first IP is used until its candidates are exhausted, then the next one;
+//!   when no IP had a free tuple in its window, up to four rounds retry from
+//!   fresh random starts before a quarantined tuple is reused or the
+//!   allocation fails.
 //! * **Quarantine (TCP only).** Released ports are reused oldest-released first
 //!   and, while the port space allows, not within the quarantine period towards
 //!   the same backend. Precisely: a released TCP tuple is quarantined for
@@ -63,12 +66,18 @@ use quarantine::Quarantine;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
 
+/// Probing rounds (each from a fresh random start, over every SNAT address)
+/// before an allocation settles for a quarantined tuple or fails.
+const PROBE_ROUNDS: u32 = 4;
 /// Front entries examined for expiry on each `alloc`/`release`.
 const EXPIRE_PER_CALL: usize = 8;
 
 /// The Linux TIME_WAIT length (`TCP_TIMEWAIT_LEN`).
 pub const DEFAULT_QUARANTINE_MS: u64 = 60_000;
-pub const DEFAULT_QUARANTINE_CAPACITY: usize = 65_536;
+/// Quarantine entries per worker: 60 s of churn at about 4,400 closed TCP
+/// connections per second per worker before the oldest are forgotten early
+/// (counted as overflows). About 12 MiB per worker.
+pub const DEFAULT_QUARANTINE_CAPACITY: usize = 262_144;
 pub const DEFAULT_PROBE_LIMIT: u32 = 256;
 pub const DEFAULT_PORT_RANGE: RangeInclusive<u16> = 1024..=65535;
 
@@ -374,8 +383,19 @@ impl SnatAllocator {
         let now_ms = self.tick(now_ms);
         let quarantines = proto == Proto::Tcp && self.quarantine_ms > 0;
         let probes = self.probe_limit.min(self.slice_len);
+        // A window that covers the slice needs no second look; otherwise
+        // retry from fresh random starts (as Linux's nf_nat_l4proto does)
+        // before settling for a quarantined tuple or giving up, so free
+        // tuples elsewhere in the slice are found.
+        let rounds = if probes >= self.slice_len {
+            1
+        } else {
+            PROBE_ROUNDS
+        };
         let mut oldest: Option<Candidate> = None;
-        for &addr in self.addrs.iter() {
+        let addrs = self.addrs.len();
+        for attempt in 0..rounds as usize * addrs {
+            let addr = self.addrs[attempt % addrs];
             let start = self.rng.below(self.slice_len);
             for i in 0..probes {
                 let offset = (start + i) % self.slice_len;
