@@ -166,7 +166,6 @@ impl Rig {
                     seed: 42,
                 },
                 batch_size: 64,
-                expiry_scan_per_poll: 64,
                 idle: IdlePolicy::Spin,
             },
             MemDriver::new(MemConfig {

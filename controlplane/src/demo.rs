@@ -219,7 +219,6 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
                 seed: 7,
             },
             batch_size: 64,
-            expiry_scan_per_poll: 64,
             idle: IdlePolicy::Adaptive,
         },
         MemDriver::new(MemConfig {

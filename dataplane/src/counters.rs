@@ -110,6 +110,16 @@ drop_reasons! {
     HandoffFull => "handoff_full",
     /// Driver TX ring full.
     TxFull => "tx_full",
+    /// The driver's buffer pool was empty when a handed-over frame arrived.
+    PoolExhausted => "pool_exhausted",
+    /// A TCP segment the state machine rejects (conntrack INVALID, which
+    /// kube-proxy drops too): e.g. a SYN/ACK from the client side.
+    TcpInvalid => "tcp_invalid",
+    /// An 802.1Q-tagged frame that would leave on another port (VLAN
+    /// tagging per port is not configured).
+    VlanMismatch => "vlan_mismatch",
+    /// A packet ended the pipeline without a verdict (a bug; never expected).
+    Internal => "internal",
 }
 
 impl std::fmt::Display for DropReason {
@@ -128,6 +138,8 @@ pub struct Counters {
     pub drops: [u64; DropReason::COUNT],
     /// Packets handed to another worker.
     pub handoff_out: u64,
+    /// Packets another worker handed to this one (not counted in rx).
+    pub handoff_in: u64,
     /// ARP replies and ICMP echo replies sent.
     pub local_replies: u64,
     /// ICMP errors translated back to the other side of a flow.
@@ -182,7 +194,7 @@ impl Counters {
 }
 
 /// Number of scalar (non-drop) counters in [`Counters`], in `scalars()` order.
-const SCALARS: usize = 16;
+const SCALARS: usize = 17;
 
 impl Counters {
     fn scalars(&self) -> [u64; SCALARS] {
@@ -192,6 +204,7 @@ impl Counters {
             self.tx_packets,
             self.tx_bytes,
             self.handoff_out,
+            self.handoff_in,
             self.local_replies,
             self.icmp_errors_translated,
             self.resets_sent,
@@ -213,17 +226,18 @@ impl Counters {
             tx_packets: s[2],
             tx_bytes: s[3],
             handoff_out: s[4],
-            local_replies: s[5],
-            icmp_errors_translated: s[6],
-            resets_sent: s[7],
-            flows_created: s[8],
-            flows_expired: s[9],
-            flows_early_dropped: s[10],
-            flows_recycled: s[11],
-            flows_reselected: s[12],
-            affinity_hits: s[13],
-            snat_allocations: s[14],
-            snat_quarantine_reuses: s[15],
+            handoff_in: s[5],
+            local_replies: s[6],
+            icmp_errors_translated: s[7],
+            resets_sent: s[8],
+            flows_created: s[9],
+            flows_expired: s[10],
+            flows_early_dropped: s[11],
+            flows_recycled: s[12],
+            flows_reselected: s[13],
+            affinity_hits: s[14],
+            snat_allocations: s[15],
+            snat_quarantine_reuses: s[16],
             drops,
         }
     }
@@ -305,6 +319,15 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), DropReason::COUNT);
+    }
+
+    #[test]
+    fn every_scalar_has_its_own_slot() {
+        let distinct: [u64; SCALARS] = std::array::from_fn(|i| i as u64 + 1);
+        assert_eq!(
+            Counters::from_scalars(distinct, [0; DropReason::COUNT]).scalars(),
+            distinct
+        );
     }
 
     #[test]

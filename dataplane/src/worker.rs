@@ -33,8 +33,6 @@ pub struct WorkerConfig {
     pub pipeline: PipelineConfig,
     /// Frames per rx burst, at most [`MAX_BATCH`].
     pub batch_size: usize,
-    /// Conntrack slots examined for expiry per poll.
-    pub expiry_scan_per_poll: u32,
     pub idle: IdlePolicy,
 }
 
@@ -51,8 +49,9 @@ pub struct Worker<D: Driver, C: Clock> {
     handoff_rx: Vec<HandoffRx>,
     shared: Arc<SharedCounters>,
     batch_size: usize,
-    expiry_scan_per_poll: u32,
     idle: IdlePolicy,
+    /// Handoff ring drained first next time (rotates for fairness).
+    handoff_first: usize,
     rx: Vec<D::Frame>,
     tx: Vec<Vec<D::Frame>>,
     last_publish_ms: u64,
@@ -79,8 +78,8 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             handoff_rx,
             shared,
             batch_size,
-            expiry_scan_per_poll: config.expiry_scan_per_poll,
             idle: config.idle,
+            handoff_first: 0,
             rx: Vec::with_capacity(MAX_BATCH),
             tx: (0..ports).map(|_| Vec::with_capacity(MAX_BATCH)).collect(),
             last_publish_ms: u64::MAX,
@@ -114,8 +113,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             }
         }
         work += self.drain_handoff(now_ms);
-        self.pipeline
-            .housekeeping(now_ms, self.expiry_scan_per_poll);
+        self.pipeline.housekeeping(now_ms);
         if now_ms != self.last_publish_ms {
             self.publish_counters();
             self.last_publish_ms = now_ms;
@@ -166,7 +164,13 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     /// Send each frame of the last batch where its verdict says.
     fn dispatch(&mut self, in_port: PortId) {
         for (i, frame) in self.rx.drain(..).enumerate() {
-            let verdict = self.pipeline.metas()[i].verdict;
+            // A driver that returned more frames than a batch holds gets the
+            // extras dropped, never a stale verdict.
+            let verdict = self
+                .pipeline
+                .metas()
+                .get(i)
+                .map_or(Verdict::Drop(DropReason::Internal), |m| m.verdict);
             let counters = &mut self.pipeline.counters;
             let out = match verdict {
                 Verdict::Forward(port) => port,
@@ -192,7 +196,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                 }
                 Verdict::Pending => {
                     debug_assert!(false, "packet left the pipeline without a verdict");
-                    counters.drop(DropReason::NotOwned);
+                    counters.drop(DropReason::Internal);
                     self.driver.release(frame);
                     continue;
                 }
@@ -226,17 +230,25 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         }
     }
 
-    /// Process frames other workers handed over, in batches per ingress port.
+    /// Process frames other workers handed over, in batches per ingress
+    /// port. Each ring gets its own budget per poll and the first ring
+    /// rotates, so no producer starves another.
     fn drain_handoff(&mut self, now_ms: u64) -> usize {
-        if self.handoff_rx.is_empty() {
+        let rings_len = self.handoff_rx.len();
+        if rings_len == 0 {
             return 0;
         }
         // Taking the Vec moves three words; no allocation.
         let mut rings = std::mem::take(&mut self.handoff_rx);
+        let first = self.handoff_first % rings_len;
+        self.handoff_first = first + 1;
         let mut work = 0;
-        for ring in rings.iter_mut() {
+        for r in 0..rings_len {
+            let Some(ring) = rings.get_mut((first + r) % rings_len) else {
+                continue;
+            };
             let mut batch_port: Option<PortId> = None;
-            while work < 4 * MAX_BATCH {
+            for _ in 0..2 * MAX_BATCH {
                 let driver = &mut self.driver;
                 let Some((port, frame)) =
                     ring.pop_with(|port, bytes| (port, driver.frame_from(bytes)))
@@ -244,8 +256,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                     break;
                 };
                 work += 1;
+                self.pipeline.counters.handoff_in += 1;
                 let Some(frame) = frame else {
-                    self.pipeline.counters.drop(DropReason::HandoffFull);
+                    self.pipeline.counters.drop(DropReason::PoolExhausted);
                     continue;
                 };
                 if let Some(p) = batch_port

@@ -32,7 +32,6 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
                 &WorkerConfig {
                     pipeline: pipeline_config(w, WORKERS),
                     batch_size: 64,
-                    expiry_scan_per_poll: 64,
                     idle: IdlePolicy::Adaptive,
                 },
                 MemDriver::new(MemConfig::default()),

@@ -113,6 +113,7 @@ pub struct Pipeline {
     pub affinity: AffinityTable,
     pub counters: Counters,
     pub steering: Steering,
+    expiry_scan_per_poll: u32,
     metas: Box<[PacketMeta; MAX_BATCH]>,
     flows: Box<[FlowSlot; MAX_BATCH]>,
 }
@@ -140,6 +141,7 @@ impl Pipeline {
                 workers: config.workers.max(1),
                 snat_ports: config.snat.port_range.clone(),
             },
+            expiry_scan_per_poll: config.conntrack.expiry_scan_per_poll,
             metas: Box::new([PacketMeta::empty(0); MAX_BATCH]),
             flows: Box::new([FlowSlot::None; MAX_BATCH]),
         })
@@ -170,8 +172,12 @@ impl Pipeline {
         let frames = &mut frames[..n];
         let metas = &mut self.metas[..n];
         parse::parse_batch(frames, in_port, metas);
-        self.counters.rx_packets += n as u64;
-        self.counters.rx_bytes += frames.iter().map(|f| f.data().len() as u64).sum::<u64>();
+        if may_hand_off {
+            // Frames from the driver; handed-over ones were counted as rx by
+            // the worker that received them (and as handoff_in here).
+            self.counters.rx_packets += n as u64;
+            self.counters.rx_bytes += frames.iter().map(|f| f.data().len() as u64).sum::<u64>();
+        }
         local::run(snap, frames, metas, &mut self.counters);
         if may_hand_off && self.steering.workers > 1 {
             for m in metas.iter_mut().filter(|m| m.is_pending()) {
@@ -199,11 +205,13 @@ impl Pipeline {
         nat::run(&mut ctx, snap, frames, metas, flows);
     }
 
-    /// Bounded housekeeping for one poll loop: expire up to
-    /// `conntrack.expiry_scan_per_poll` flow slots (releasing their SNAT
-    /// tuples) and a few affinity entries.
-    pub fn housekeeping(&mut self, now_ms: u64, max_scan: u32) {
+    /// Bounded housekeeping for one poll loop: examine
+    /// `ConntrackConfig::expiry_scan_per_poll` flow slots for expiry
+    /// (releasing their SNAT tuples), a few affinity entries and a few
+    /// quarantine entries.
+    pub fn housekeeping(&mut self, now_ms: u64) {
         let snat = &mut self.snat;
+        let max_scan = self.expiry_scan_per_poll;
         let expired = self.ct.expire(now_ms, max_scan, |flow| {
             if flow.snat() {
                 snat.release(flow.reply(), now_ms);
