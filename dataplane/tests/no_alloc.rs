@@ -66,7 +66,14 @@ fn mixed_traffic(round: u16) -> Vec<(u8, Vec<u8>)> {
 
 #[test]
 fn poll_loops_allocate_nothing_after_warm_up() {
-    let mut gw = Gateway::new(vec![web(&[0, 1, 2]), dns(&[0, 1])]);
+    // Affinity on, RST policy on, and a table small enough to be full (early
+    // drop and refusals are on the measured path too).
+    let mut svc = web(&[0, 1, 2]);
+    svc.affinity_timeout_ms = Some(60_000);
+    svc.tcp_backend_gone = dataplane::snapshot::BackendGonePolicy::Reset;
+    let mut cfg = pipeline_config(0, 1);
+    cfg.conntrack.capacity = 256;
+    let mut gw = Gateway::with_config(vec![svc, dns(&[0, 1])], cfg);
     let rounds: Vec<Vec<(u8, Vec<u8>)>> = (0..400).map(mixed_traffic).collect();
     let run = |gw: &mut Gateway, frames: &[(u8, Vec<u8>)]| {
         for (port, f) in frames {
@@ -89,6 +96,10 @@ fn poll_loops_allocate_nothing_after_warm_up() {
         }
     });
     let c = gw.counters();
-    assert!(c.flows_created > 5_000 && c.flows_expired > 1_000, "{c:?}");
+    assert!(
+        c.flows_created > 5_000 && c.flows_early_dropped > 1_000,
+        "{c:?}"
+    );
+    assert!(c.affinity_hits > 1_000 && c.resets_sent > 1_000, "{c:?}");
     assert_eq!(info.count_total, 0, "hot path allocated: {info:?}");
 }

@@ -891,3 +891,80 @@ fn independently_built_gateways_pick_the_same_backend_for_the_same_flow() {
     }
     assert_eq!(spread.len(), 6);
 }
+
+#[test]
+fn segments_conntrack_calls_invalid_are_dropped_and_do_not_advance_state() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    open_tcp(&mut gw, VIP, 80);
+    // A SYN/ACK from the client side of an established connection.
+    let (v, out) = gw.send(OUTSIDE, &client_tcp(VIP, 80, F::SYN | F::ACK, 5, 5, b""));
+    assert_eq!(v, Verdict::Drop(DropReason::TcpInvalid));
+    assert!(out.is_empty());
+    assert_eq!(tcp_state(&gw, VIP, 80), Some(TcpState::Established));
+}
+
+#[test]
+fn reset_policy_answers_every_retransmission_after_the_backend_left() {
+    let mut svc = web(&[0]);
+    svc.tcp_backend_gone = BackendGonePolicy::Reset;
+    let mut gw = Gateway::new(vec![svc]);
+    open_tcp(&mut gw, VIP, 80);
+    let mut moved = web(&[1]);
+    moved.tcp_backend_gone = BackendGonePolicy::Reset;
+    gw.swap(vec![moved]);
+    for _ in 0..3 {
+        let (v, out) = gw.send(
+            OUTSIDE,
+            &client_tcp(VIP, 80, F::ACK | F::PSH, 101, 901, b"GET /"),
+        );
+        assert_eq!(v, Verdict::Reply, "each retransmission gets its RST");
+        assert_eq!(out[0].1[47], F::RST);
+    }
+    assert_eq!(gw.counters().resets_sent, 3);
+}
+
+#[test]
+fn draining_endpoints_keep_their_flows_but_take_no_new_ones() {
+    use dataplane::snapshot::EndpointCondition;
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let flow = open_tcp(&mut gw, VIP, 80);
+    let mut draining = web(&[0, 1]);
+    draining.endpoints[0].condition = EndpointCondition::Draining;
+    gw.swap(vec![draining]);
+    let (v, out) = gw.send(OUTSIDE, &client_tcp(VIP, 80, F::ACK, 101, 901, b""));
+    assert_eq!(v, Verdict::Forward(INSIDE), "established flow continues");
+    assert_eq!(out[0].1, to_backend_tcp(&flow, F::ACK, 101, 901, b""));
+    for sport in 0..20u16 {
+        let syn = build::eth_ipv4_tcp(
+            ROUTER_MAC,
+            OUT_MAC,
+            CLIENT,
+            60_000 + sport,
+            VIP,
+            80,
+            F::SYN,
+            1,
+            0,
+            b"",
+        );
+        gw.send(OUTSIDE, &syn);
+        assert_eq!(
+            flow_of_port(&gw, 60_000 + sport).reply().src_ip,
+            backend_ip(1)
+        );
+    }
+}
+
+#[test]
+fn oversize_and_vlan_crossing_packets_are_dropped_before_creating_a_flow() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let big = client_tcp(VIP, 80, F::SYN, 1, 0, &[0u8; 1600]);
+    assert_eq!(gw.send(OUTSIDE, &big).0, Verdict::Drop(DropReason::TooBig));
+    let tagged = build::with_vlan(&client_tcp(VIP, 80, F::SYN, 1, 0, b""), 42);
+    assert_eq!(
+        gw.send(OUTSIDE, &tagged).0,
+        Verdict::Drop(DropReason::VlanMismatch)
+    );
+    assert_eq!(gw.counters().flows_created, 0);
+    assert_eq!(gw.worker.pipeline().snat.stats().in_use, 0);
+}

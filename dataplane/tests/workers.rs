@@ -46,11 +46,12 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
 
     // All client SYNs arrive on worker 0's queue (no steering by the driver).
     let n = 200u16;
+    let client = |i: u16| std::net::Ipv4Addr::new(198, 51, 100, 1 + (i % 100) as u8);
     for i in 0..n {
         let syn = build::eth_ipv4_tcp(
             ROUTER_MAC,
             OUT_MAC,
-            CLIENT,
+            client(i),
             20_000 + i,
             VIP,
             80,
@@ -75,11 +76,13 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
         "about half handed over: {handed}"
     );
 
-    // Each flow lives in exactly one table; its SNAT port is in its owner's slice.
+    // Each flow lives in exactly one table, all of a client's flows in the
+    // same one; its SNAT port is in its owner's slice.
+    let mut owner_of_client = std::collections::HashMap::new();
     let range = pipeline_config(0, WORKERS).snat.port_range;
     let mut replies = Vec::new();
     for i in 0..n {
-        let key = FlowKey::new(Proto::Tcp, CLIENT, 20_000 + i, VIP, 80);
+        let key = FlowKey::new(Proto::Tcp, client(i), 20_000 + i, VIP, 80);
         let owners: Vec<usize> = (0..WORKERS as usize)
             .filter(|&w| {
                 workers[w]
@@ -90,6 +93,11 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
             })
             .collect();
         assert_eq!(owners.len(), 1, "flow {i} in exactly one table");
+        assert_eq!(
+            *owner_of_client.entry(client(i)).or_insert(owners[0]),
+            owners[0],
+            "one core per client"
+        );
         let ct = &workers[owners[0]].pipeline().ct;
         let (id, _) = ct.lookup(&key, key.stable_hash()).unwrap();
         let r = *ct.flow(id).reply();

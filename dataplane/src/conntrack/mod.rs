@@ -316,10 +316,26 @@ impl Flow {
         }
     }
 
-    /// A reply-direction packet was accepted (Linux's assured/seen-reply).
+    /// A reply-direction packet was accepted (Linux's seen-reply).
     #[inline]
     pub fn replied(&self) -> bool {
         self.flags & flag::REPLIED != 0
+    }
+
+    /// May early drop evict this flow to make room? As Linux's `ASSURED`
+    /// bit: a TCP flow is protected once its handshake completed and until
+    /// it is closing (SYN_SENT and SYN_RECV flows, and TIME_WAIT/CLOSE ones,
+    /// are fair game: a SYN flood the backends answer must not fill the table
+    /// with flows nobody can evict); a UDP/ICMP flow once it was replied.
+    #[inline]
+    pub fn evictable(&self) -> bool {
+        match self.tcp_state() {
+            Some(s) => matches!(
+                s,
+                TcpState::SynSent | TcpState::SynRecv | TcpState::TimeWait | TcpState::Close
+            ),
+            None => !self.replied(),
+        }
     }
 
     /// Replies come back to a gateway SNAT address.
@@ -814,7 +830,7 @@ impl Conntrack {
     /// flow about to take the victim's slot is examined last.
     fn early_drop_victim(&mut self, now_ms: u64) -> Option<u32> {
         let scan = self.early_drop_scan.min(self.slab.len() as u32);
-        let mut unreplied: Option<(u32, u32)> = None;
+        let mut evictable: Option<(u32, u32)> = None;
         for _ in 0..scan {
             let slot = self.cursor;
             self.advance_cursor();
@@ -827,11 +843,11 @@ impl Conntrack {
             if f.is_expired(now_ms) {
                 return Some(slot);
             }
-            if unreplied.is_none() && !f.replied() {
-                unreplied = Some((slot, self.cursor));
+            if evictable.is_none() && f.evictable() {
+                evictable = Some((slot, self.cursor));
             }
         }
-        let (slot, after) = unreplied?;
+        let (slot, after) = evictable?;
         self.cursor = after;
         Some(slot)
     }

@@ -796,7 +796,7 @@ proptest! {
                             if early_drop_scan >= capacity {
                                 // Nothing evictable anywhere.
                                 for (_, f) in ct.iter() {
-                                    prop_assert!(f.replied() && !f.is_expired(now));
+                                    prop_assert!(!f.evictable() && !f.is_expired(now));
                                 }
                             }
                         }
@@ -807,7 +807,7 @@ proptest! {
                                 None => prop_assert!(model.len() < capacity as usize),
                                 Some(v) => {
                                     prop_assert_eq!(model.len(), capacity as usize);
-                                    prop_assert!(v.is_expired(now) || !v.replied());
+                                    prop_assert!(v.is_expired(now) || v.evictable());
                                     let victim = model.iter()
                                         .find(|(_, (mo, _))| mo == v.orig())
                                         .map(|(&id, _)| id);

@@ -7,32 +7,43 @@
 //!    SYN from the client that meets a TIME_WAIT/CLOSE entry removes it and
 //!    starts a fresh flow with a fresh backend choice (no IPVS-style reuse of
 //!    a connection to a backend that may be gone). A client packet whose
-//!    backend has left its service: UDP flows are removed and re-selected
-//!    (no stale black hole); TCP flows are removed and the packet dropped or
-//!    answered with a RST, per the service's policy.
+//!    backend has left its service (the endpoint is no longer listed; a
+//!    draining endpoint keeps its flows): UDP flows are removed and
+//!    re-selected (no stale black hole); TCP flows are removed and the packet
+//!    dropped or answered with a RST, per the service's policy. A packet of a
+//!    live flow gets its [`NatPlan`] here.
 //! 2. **classify** misses: `(proto, dst, dport)` listener → new flow (TCP only
-//!    on a SYN); owned address without listener → `no_listener`; SNAT address
-//!    → `no_flow`; anything else → `not_owned`.
+//!    on a SYN; other TCP segments are answered with a RST when the service's
+//!    policy is `Reset`, so a client whose flow was reset keeps getting RSTs,
+//!    else dropped as `no_flow`); owned address without listener →
+//!    `no_listener`; SNAT address → `no_flow`; anything else → `not_owned`.
 //! 3. **select + create**: ClientIP affinity entry, else Maglev (on the
 //!    5-tuple, or on the client address for affinity services) over the
 //!    service's ready endpoints, or its serving-terminating endpoints when
-//!    none is ready; SNAT tuple; conntrack insert (early drop when full).
+//!    none is ready; egress checks (route, MTU, VLAN); SNAT tuple; conntrack
+//!    insert (early drop when full); only then the affinity pin.
 //! 4. **track**: advance the TCP state machine / UDP replied state of every
-//!    packet of an existing flow.
+//!    packet of an existing flow, if its flow is still the one it found
+//!    (a later packet of the batch may have removed it). Segments the TCP
+//!    state machine calls invalid are dropped (`tcp_invalid`), as kube-proxy
+//!    drops conntrack INVALID.
+//!
+//! Every check that can drop a packet runs before the packet changes any
+//! flow state, so a dropped packet never advances a connection.
 
-use super::FlowSlot;
+use super::{FlowSlot, NatPlan};
 use crate::conntrack::affinity::AffinityTable;
-use crate::conntrack::{Conntrack, Dir, FlowInit, InsertError};
+use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError};
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto, stable_addr_hash};
-use crate::packet::{PacketKind, PacketMeta, tcp_flags};
+use crate::packet::{PacketKind, PacketMeta, PortId, tcp_flags};
 use crate::snapshot::{BackendGonePolicy, Snapshot};
 use crate::snat::SnatAllocator;
 use crate::wire::ethernet;
 use std::net::SocketAddrV4;
 
-/// The worker state the flow, ICMP-error and NAT stages share.
+/// The worker state the flow and ICMP-error stages share.
 #[derive(Debug)]
 pub struct FlowCtx<'a> {
     pub ct: &'a mut Conntrack,
@@ -43,11 +54,17 @@ pub struct FlowCtx<'a> {
 }
 
 impl FlowCtx<'_> {
-    /// Remove a flow and give its SNAT tuple back.
-    pub fn remove_flow(&mut self, id: crate::conntrack::FlowId) {
-        if let Some(flow) = self.ct.remove(id)
-            && flow.snat()
-        {
+    /// Remove a flow and give its SNAT tuple back (exactly once: a flow
+    /// already removed is not released again).
+    pub fn remove_flow(&mut self, id: FlowId) {
+        if let Some(flow) = self.ct.remove(id) {
+            self.release_tuple(&flow);
+        }
+    }
+
+    /// Give back the SNAT tuple of a flow that left the table.
+    fn release_tuple(&mut self, flow: &Flow) {
+        if flow.snat() {
             self.snat.release(flow.reply(), self.now_ms);
         }
     }
@@ -56,6 +73,51 @@ impl FlowCtx<'_> {
 #[inline]
 fn is_syn(flags: u8) -> bool {
     flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST) == tcp_flags::SYN
+}
+
+/// Where a packet of `flow` travelling in `dir` goes, or why it cannot.
+#[inline]
+pub(crate) fn plan_for(
+    snap: &Snapshot,
+    flow: &Flow,
+    dir: Dir,
+    meta: &PacketMeta,
+) -> Result<NatPlan, DropReason> {
+    let (key, hop) = match dir {
+        Dir::Original => (
+            flow.reply().reversed(),
+            snap.backend(flow.backend)
+                .and_then(|b| b.next_hop)
+                .map(|h| (h.port, h.mac)),
+        ),
+        Dir::Reply => (
+            flow.orig().reversed(),
+            Some((flow.client_port, flow.client_mac)),
+        ),
+    };
+    let (out_port, next_mac) = hop.ok_or(DropReason::NoRoute)?;
+    egress_check(snap, meta, out_port)?;
+    Ok(NatPlan {
+        key,
+        out_port,
+        next_mac,
+    })
+}
+
+/// Checks of the egress port a packet would leave on.
+#[inline]
+fn egress_check(snap: &Snapshot, meta: &PacketMeta, out_port: PortId) -> Result<(), DropReason> {
+    let port = snap
+        .ports
+        .get(out_port as usize)
+        .ok_or(DropReason::NoRoute)?;
+    if meta.l3_end.saturating_sub(meta.l3_offset) > port.mtu {
+        return Err(DropReason::TooBig);
+    }
+    if meta.vlan.is_some() && out_port != meta.in_port {
+        return Err(DropReason::VlanMismatch);
+    }
+    Ok(())
 }
 
 pub fn run<F: Frame>(
@@ -77,7 +139,7 @@ pub fn run<F: Frame>(
         let Some((id, dir)) = ctx.ct.lookup(&meta.key, meta.hash) else {
             continue;
         };
-        let flow = ctx.ct.flow(id);
+        let flow = *ctx.ct.flow(id);
         if flow.is_expired(ctx.now_ms) {
             ctx.remove_flow(id);
             ctx.counters.flows_expired += 1;
@@ -89,10 +151,11 @@ pub fn run<F: Frame>(
                 ctx.counters.flows_recycled += 1;
                 continue;
             }
-            let backend_alive = snap.backend(flow.backend).is_some_and(|b| {
-                b.addr == SocketAddrV4::new(flow.reply().src_ip, flow.reply().src_port)
+            let backend_listed = snap.backend(flow.backend).is_some_and(|b| {
+                b.service == flow.service
+                    && b.addr == SocketAddrV4::new(flow.reply().src_ip, flow.reply().src_port)
             });
-            if !backend_alive {
+            if !backend_listed {
                 let policy = snap
                     .service(flow.service)
                     .map_or(BackendGonePolicy::Drop, |s| s.tcp_backend_gone);
@@ -101,43 +164,80 @@ pub fn run<F: Frame>(
                     ctx.counters.flows_reselected += 1;
                     continue;
                 }
-                match policy {
-                    BackendGonePolicy::Drop => meta.drop(DropReason::BackendGone),
-                    BackendGonePolicy::Reset => {
-                        if super::nat::reset_in_place(snap, frame, meta) {
-                            ctx.counters.resets_sent += 1;
-                        } else {
-                            meta.drop(DropReason::BackendGone);
-                        }
-                    }
-                }
+                answer_gone_tcp(ctx, snap, frame, meta, policy, DropReason::BackendGone);
                 continue;
             }
         }
-        *slot = FlowSlot::Hit(id, dir);
+        match plan_for(snap, &flow, dir, meta) {
+            Ok(plan) => *slot = FlowSlot::Hit { id, dir, plan },
+            Err(reason) => meta.drop(reason),
+        }
     }
 
     // 2 + 3. classify misses and create flows
-    for ((frame, meta), slot) in frames.iter().zip(metas.iter_mut()).zip(flows.iter_mut()) {
+    for ((frame, meta), slot) in frames
+        .iter_mut()
+        .zip(metas.iter_mut())
+        .zip(flows.iter_mut())
+    {
         if !meta.is_pending()
             || *slot != FlowSlot::None
             || !matches!(meta.kind, PacketKind::Tcp | PacketKind::Udp)
         {
             continue;
         }
-        *slot = create(ctx, snap, frame.data(), meta);
+        *slot = create(ctx, snap, frame, meta);
     }
 
     // 4. track
-    for (meta, slot) in metas.iter().zip(flows.iter()) {
-        if let (true, FlowSlot::Hit(id, dir)) = (meta.is_pending(), *slot) {
-            ctx.ct.track(id, dir, meta.tcp_flags, ctx.now_ms);
+    for (meta, slot) in metas.iter_mut().zip(flows.iter_mut()) {
+        let FlowSlot::Hit { id, dir, .. } = *slot else {
+            continue;
+        };
+        if !meta.is_pending() {
+            continue;
+        }
+        // The slot may have been freed (and reused) by a later packet of
+        // this batch; such a packet still leaves per its plan, untracked.
+        let flow = ctx.ct.flow(id);
+        if !flow.is_live() || flow.key(dir) != &meta.key {
+            continue;
+        }
+        if !ctx
+            .ct
+            .track_checked(id, dir, meta.tcp_flags, ctx.now_ms)
+            .valid
+        {
+            meta.drop(DropReason::TcpInvalid);
+            *slot = FlowSlot::None;
         }
     }
 }
 
+/// A TCP segment for a service whose flow cannot continue: a RST back to the
+/// client under the `Reset` policy, else dropped with `reason`.
+fn answer_gone_tcp<F: Frame>(
+    ctx: &mut FlowCtx<'_>,
+    snap: &Snapshot,
+    frame: &mut F,
+    meta: &mut PacketMeta,
+    policy: BackendGonePolicy,
+    reason: DropReason,
+) {
+    if policy == BackendGonePolicy::Reset && super::nat::reset_in_place(snap, frame, meta) {
+        ctx.counters.resets_sent += 1;
+    } else {
+        meta.drop(reason);
+    }
+}
+
 /// Classify a packet without a flow and, for a listener, create its flow.
-fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut PacketMeta) -> FlowSlot {
+fn create<F: Frame>(
+    ctx: &mut FlowCtx<'_>,
+    snap: &Snapshot,
+    frame: &mut F,
+    meta: &mut PacketMeta,
+) -> FlowSlot {
     let key = meta.key;
     let Some(listener) = snap.listener(key.proto, key.dst_ip, key.dst_port) else {
         let reason = match snap.owned(key.dst_ip) {
@@ -148,51 +248,61 @@ fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut Packe
         meta.drop(reason);
         return FlowSlot::None;
     };
-    if key.proto == Proto::Tcp && !is_syn(meta.tcp_flags) {
-        meta.drop(DropReason::NoFlow);
-        return FlowSlot::None;
-    }
-    // A second packet of a flow created earlier in this same batch.
-    if let Some((id, dir)) = ctx.ct.lookup(&key, meta.hash) {
-        return FlowSlot::Hit(id, dir);
-    }
     let Some(service) = snap.service(listener.service) else {
         meta.drop(DropReason::NoListener);
         return FlowSlot::None;
     };
+    if key.proto == Proto::Tcp && !is_syn(meta.tcp_flags) {
+        answer_gone_tcp(
+            ctx,
+            snap,
+            frame,
+            meta,
+            service.tcp_backend_gone,
+            DropReason::NoFlow,
+        );
+        return FlowSlot::None;
+    }
+    // A second packet of a flow created earlier in this same batch.
+    if let Some((id, dir)) = ctx.ct.lookup(&key, meta.hash) {
+        let flow = *ctx.ct.flow(id);
+        return match plan_for(snap, &flow, dir, meta) {
+            Ok(plan) => FlowSlot::Hit { id, dir, plan },
+            Err(reason) => {
+                meta.drop(reason);
+                FlowSlot::None
+            }
+        };
+    }
     let Some(set) = service.active_set() else {
         meta.drop(DropReason::NoBackend);
         return FlowSlot::None;
     };
 
     // Affinity first, then Maglev.
-    let backend_id = match service.affinity_timeout_ms {
-        Some(timeout_ms) => {
-            let pinned = ctx
-                .affinity
-                .lookup(service.id, key.src_ip, ctx.now_ms)
-                .filter(|&id| {
-                    snap.backend(id)
-                        .is_some_and(|b| b.service == service.id && service.accepts_new_flows(b))
-                });
-            if pinned.is_some() {
-                ctx.counters.affinity_hits += 1;
-            }
-            let chosen = pinned.or_else(|| set.pick(stable_addr_hash(key.src_ip)));
-            if let Some(b) = chosen {
-                ctx.affinity
-                    .upsert(service.id, key.src_ip, b, timeout_ms, ctx.now_ms);
-            }
-            chosen
-        }
-        None => set.pick(meta.hash),
+    let pinned = service.affinity_timeout_ms.and_then(|_| {
+        ctx.affinity
+            .lookup(service.id, key.src_ip, ctx.now_ms)
+            .filter(|&id| {
+                snap.backend(id)
+                    .is_some_and(|b| b.service == service.id && service.accepts_new_flows(b))
+            })
+    });
+    let backend_id = match (pinned, service.affinity_timeout_ms) {
+        (Some(id), _) => Some(id),
+        (None, Some(_)) => set.pick(stable_addr_hash(key.src_ip)),
+        (None, None) => set.pick(meta.hash),
     };
     let Some(backend) = backend_id.and_then(|id| snap.backend(id)) else {
         meta.drop(DropReason::NoBackend);
         return FlowSlot::None;
     };
-    if backend.next_hop.is_none() {
+    let Some(hop) = backend.next_hop else {
         meta.drop(DropReason::NoRoute);
+        return FlowSlot::None;
+    };
+    if let Err(reason) = egress_check(snap, meta, hop.port) {
+        meta.drop(reason);
         return FlowSlot::None;
     }
 
@@ -229,7 +339,7 @@ fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut Packe
         )
     };
 
-    let client_mac = ethernet::Packet::new_unchecked(frame).src_addr().0;
+    let client_mac = ethernet::Packet::new_unchecked(frame.data()).src_addr().0;
     let init = FlowInit {
         orig: key,
         reply,
@@ -249,12 +359,24 @@ fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut Packe
         Ok(inserted) => {
             if let Some(victim) = inserted.evicted {
                 ctx.counters.flows_early_dropped += 1;
-                if victim.snat() {
-                    ctx.snat.release(victim.reply(), ctx.now_ms);
-                }
+                ctx.release_tuple(&victim);
             }
             ctx.counters.flows_created += 1;
-            FlowSlot::Created(inserted.id)
+            if let Some(timeout_ms) = service.affinity_timeout_ms {
+                if pinned.is_some() {
+                    ctx.counters.affinity_hits += 1;
+                }
+                ctx.affinity
+                    .upsert(service.id, key.src_ip, backend.id, timeout_ms, ctx.now_ms);
+            }
+            FlowSlot::Created {
+                id: inserted.id,
+                plan: NatPlan {
+                    key: reply.reversed(),
+                    out_port: hop.port,
+                    next_mac: hop.mac,
+                },
+            }
         }
         Err(e) => {
             if service.snat {

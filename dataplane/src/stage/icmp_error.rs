@@ -44,6 +44,10 @@ pub fn run<F: Frame>(
             continue;
         };
         let flow = ctx.ct.flow(id);
+        if flow.is_expired(ctx.now_ms) {
+            meta.drop(DropReason::IcmpErrorNoFlow);
+            continue;
+        }
         // `inner_new`: the quoted packet as the receiver of the error sent it.
         let (inner_new, hop) = match dir {
             Dir::Reply => (*flow.orig(), Some((flow.client_port, flow.client_mac))),

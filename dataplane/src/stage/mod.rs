@@ -55,14 +55,45 @@ pub enum PipelineError {
     WorkerOutOfRange { worker: WorkerId, workers: u8 },
 }
 
+/// Where a tracked packet goes: its new 4-tuple and its next hop, decided
+/// when the packet found (or created) its flow.
+///
+/// The packet keeps its own copy, as a Linux skb keeps its conntrack
+/// reference: if a later packet of the same batch removes or early-drops the
+/// flow (and its slot is reused), this packet is still sent exactly as its
+/// flow said when it was classified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NatPlan {
+    /// The packet's 5-tuple after translation.
+    pub key: FlowKey,
+    pub out_port: PortId,
+    pub next_mac: [u8; 6],
+}
+
 /// A packet's flow, once the flow stage found or created it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlowSlot {
     None,
     /// Found in conntrack (existing flow), in this direction.
-    Hit(FlowId, Dir),
-    /// Created by this packet.
-    Created(FlowId),
+    Hit {
+        id: FlowId,
+        dir: Dir,
+        plan: NatPlan,
+    },
+    /// Created by this packet (original direction).
+    Created {
+        id: FlowId,
+        plan: NatPlan,
+    },
+}
+
+impl FlowSlot {
+    pub fn plan(&self) -> Option<&NatPlan> {
+        match self {
+            FlowSlot::None => None,
+            FlowSlot::Hit { plan, .. } | FlowSlot::Created { plan, .. } => Some(plan),
+        }
+    }
 }
 
 /// Which worker owns a packet's flow.
@@ -76,10 +107,11 @@ pub struct Steering {
 impl Steering {
     /// Owner of a TCP/UDP packet with this (outer or inner-reversed) key.
     ///
-    /// Client-side packets are owned by the hash of the client address and
-    /// port; replies to an SNAT address by the worker owning the SNAT port's
-    /// slice; replies straight to a client (no SNAT) by the client's hash,
-    /// which is the same worker that owns the client's original direction.
+    /// Client-side packets are owned by the hash of the client address;
+    /// replies to an SNAT address by the worker owning the SNAT port's slice
+    /// (the allocator of that worker handed the port out); replies straight
+    /// to a client (no SNAT) by the client's hash, the same worker that owns
+    /// the client's original direction.
     pub fn owner(&self, key: &FlowKey, snap: &Snapshot) -> WorkerId {
         if self.workers <= 1 {
             return self.worker;
@@ -93,15 +125,18 @@ impl Steering {
                 )
                 .map_or(self.worker, |w| w as WorkerId)
             }
-            Some(_) => client_hash(key.src_ip, key.src_port, self.workers),
-            None => client_hash(key.dst_ip, key.dst_port, self.workers),
+            Some(_) => client_hash(key.src_ip, self.workers),
+            None => client_hash(key.dst_ip, self.workers),
         }
     }
 }
 
+/// The worker owning a client: by its address alone, so every connection of
+/// a client lives on one core and ClientIP affinity is exact (drivers that
+/// steer in hardware hash on addresses only, e.g. RSS without L4 ports).
 #[inline]
-fn client_hash(ip: Ipv4Addr, port: u16, workers: u8) -> WorkerId {
-    let x = (u64::from(u32::from(ip)) << 16 | u64::from(port)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+fn client_hash(ip: Ipv4Addr, workers: u8) -> WorkerId {
+    let x = u64::from(u32::from(ip)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     ((x >> 32) % u64::from(workers.max(1))) as WorkerId
 }
 
@@ -202,7 +237,7 @@ impl Pipeline {
         };
         flow::run(&mut ctx, snap, frames, metas, flows);
         icmp_error::run(&mut ctx, snap, frames, metas);
-        nat::run(&mut ctx, snap, frames, metas, flows);
+        nat::run(snap, frames, metas, flows);
     }
 
     /// Bounded housekeeping for one poll loop: examine

@@ -17,8 +17,6 @@
 //! does (RFC 1812 §5.3.1); a packet that would leave with TTL 0 is dropped.
 
 use super::FlowSlot;
-use super::flow::FlowCtx;
-use crate::conntrack::Dir;
 use crate::counters::DropReason;
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto};
@@ -31,7 +29,6 @@ const TCP_CHECKSUM_OFFSET: usize = 16;
 const UDP_CHECKSUM_OFFSET: usize = 6;
 
 pub fn run<F: Frame>(
-    ctx: &mut FlowCtx<'_>,
     snap: &Snapshot,
     frames: &mut [F],
     metas: &mut [PacketMeta],
@@ -41,42 +38,20 @@ pub fn run<F: Frame>(
         if !meta.is_pending() {
             continue;
         }
-        let (id, dir) = match *slot {
-            FlowSlot::Hit(id, dir) => (id, dir),
-            FlowSlot::Created(id) => (id, Dir::Original),
-            FlowSlot::None => continue,
+        let Some(plan) = slot.plan() else {
+            continue;
         };
-        let flow = ctx.ct.flow(id);
-        let (new_key, hop) = match dir {
-            Dir::Original => {
-                let hop = snap.backend(flow.backend).and_then(|b| b.next_hop);
-                (flow.reply().reversed(), hop.map(|h| (h.port, h.mac)))
-            }
-            Dir::Reply => (
-                flow.orig().reversed(),
-                Some((flow.client_port, flow.client_mac)),
-            ),
-        };
-        let Some((out_port, next_mac)) = hop else {
+        let Some(port) = snap.ports.get(plan.out_port as usize) else {
             meta.drop(DropReason::NoRoute);
             continue;
         };
-        let Some(port) = snap.ports.get(out_port as usize) else {
-            meta.drop(DropReason::NoRoute);
-            continue;
-        };
-        let l3_len = usize::from(meta.l3_end - meta.l3_offset);
-        if l3_len > usize::from(port.mtu) {
-            meta.drop(DropReason::TooBig);
-            continue;
-        }
         let buf = frame.data_mut();
-        if let Err(reason) = rewrite_packet(buf, meta, &meta.key, &new_key, true) {
+        if let Err(reason) = rewrite_packet(buf, meta, &meta.key, &plan.key, true) {
             meta.drop(reason);
             continue;
         }
-        set_l2(buf, port.mac, next_mac);
-        meta.verdict = Verdict::Forward(out_port);
+        set_l2(buf, port.mac, plan.next_mac);
+        meta.verdict = Verdict::Forward(plan.out_port);
     }
 }
 

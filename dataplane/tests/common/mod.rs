@@ -150,7 +150,6 @@ impl Gateway {
             &WorkerConfig {
                 pipeline,
                 batch_size: 64,
-                expiry_scan_per_poll: 64,
                 idle: IdlePolicy::Adaptive,
             },
             MemDriver::new(MemConfig::default()),
@@ -233,5 +232,57 @@ impl Gateway {
     pub fn clock_now(&self) -> u64 {
         use dataplane::clock::Clock;
         self.clock.now_ms()
+    }
+}
+
+impl Gateway {
+    /// Inject several frames on one port, poll once (one batch), return the
+    /// verdicts in order and every frame sent.
+    pub fn send_batch(
+        &mut self,
+        port: u8,
+        frames: &[Vec<u8>],
+    ) -> (Vec<Verdict>, Vec<(u8, Vec<u8>)>) {
+        for f in frames {
+            self.worker.driver_mut().inject(port, f).expect("inject");
+        }
+        self.worker.poll();
+        let verdicts = self.worker.pipeline().metas()[..frames.len()]
+            .iter()
+            .map(|m| m.verdict)
+            .collect();
+        let mut out = Vec::new();
+        for p in [OUTSIDE, INSIDE] {
+            for f in self.worker.driver_mut().take_tx(p) {
+                out.push((p, f));
+            }
+        }
+        (verdicts, out)
+    }
+
+    /// The tracked flow of a client tuple, if any.
+    pub fn flow(
+        &self,
+        proto: dataplane::flow::Proto,
+        client: Ipv4Addr,
+        sport: u16,
+        dst: Ipv4Addr,
+        dport: u16,
+    ) -> Option<dataplane::conntrack::Flow> {
+        let key = dataplane::flow::FlowKey::new(proto, client, sport, dst, dport);
+        let ct = &self.worker.pipeline().ct;
+        ct.lookup(&key, key.stable_hash())
+            .map(|(id, _)| *ct.flow(id))
+    }
+
+    /// SNAT tuples in use must equal live flows that hold one.
+    pub fn assert_snat_accounting(&self) {
+        let p = self.worker.pipeline();
+        let live_snat = p.ct.iter().filter(|(_, f)| f.snat()).count() as u64;
+        assert_eq!(
+            p.snat.stats().in_use,
+            live_snat,
+            "SNAT tuples leaked or double-released"
+        );
     }
 }
