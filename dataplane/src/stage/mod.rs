@@ -117,7 +117,15 @@ impl Steering {
             return self.worker;
         }
         match snap.owned(key.dst_ip) {
-            Some(o) if o.snat && self.snat_ports.contains(&key.dst_port) => {
+            // A reply to an SNAT tuple: the worker whose slice holds the port.
+            // (An address that is also a node or VIP address carries client
+            // traffic too: that is recognised by its listener.)
+            Some(o)
+                if o.snat
+                    && self.snat_ports.contains(&key.dst_port)
+                    && !((o.node || o.vip)
+                        && snap.listener(key.proto, key.dst_ip, key.dst_port).is_some()) =>
+            {
                 crate::snat::owner_of_port(
                     self.snat_ports.clone(),
                     key.dst_port,
@@ -255,5 +263,60 @@ impl Pipeline {
         self.counters.flows_expired += u64::from(expired);
         self.affinity.expire(now_ms, max_scan as usize / 4 + 1);
         self.snat.expire(now_ms, 8);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::Proto;
+    use crate::snapshot::{
+        AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
+    };
+
+    #[test]
+    fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() {
+        let node = Ipv4Addr::new(192, 0, 2, 1);
+        let mut svc = ServiceSpec::new("web", Proto::Tcp, Ipv4Addr::new(203, 0, 113, 10), 80);
+        svc.listeners.push((node, 30080, ListenerKind::NodePort));
+        let snap = SnapshotBuilder::new()
+            .build(&SnapshotSpec {
+                ports: vec![PortSpec {
+                    mac: [2, 0, 0, 0, 0, 1],
+                    mtu: 1500,
+                }],
+                vip_port: 0,
+                addresses: vec![(node, 0, AddrRole::Node), (node, 0, AddrRole::Snat)],
+                routes: Vec::new(),
+                neighbours: Vec::new(),
+                services: vec![svc],
+                maglev_table_size: 251,
+            })
+            .unwrap();
+        let steer = |worker| Steering {
+            worker,
+            workers: 4,
+            snat_ports: 1024..=65535,
+        };
+        // Clients of the NodePort spread over workers by client address.
+        let owners: std::collections::HashSet<_> = (1..=64u8)
+            .map(|c| {
+                let k = FlowKey::new(
+                    Proto::Tcp,
+                    Ipv4Addr::new(198, 51, 100, c),
+                    40000,
+                    node,
+                    30080,
+                );
+                steer(0).owner(&k, &snap)
+            })
+            .collect();
+        assert_eq!(owners.len(), 4);
+        // A backend's reply to an SNAT port goes to the port's slice owner.
+        for port in [1024u16, 20000, 40000, 65535] {
+            let k = FlowKey::new(Proto::Tcp, Ipv4Addr::new(10, 1, 0, 10), 8080, node, port);
+            let expected = crate::snat::owner_of_port(1024..=65535, port, 4).unwrap() as WorkerId;
+            assert_eq!(steer(1).owner(&k, &snap), expected);
+        }
     }
 }
