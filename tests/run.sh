@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_pkgs=()
-# (the end-to-end suites add nginx, iproute2 tools, etc. here)
+# End-to-end suites: real nginx in backend namespaces, curl as the client.
+command -v nginx >/dev/null 2>&1 || need_pkgs+=(nginx-light)
+command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
+command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 if ((${#need_pkgs[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
