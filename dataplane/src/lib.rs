@@ -23,6 +23,7 @@ pub mod driver;
 pub mod flow;
 pub mod handoff;
 pub mod maglev;
+pub mod neighbour;
 pub mod packet;
 pub mod snapshot;
 pub mod snat;
