@@ -65,7 +65,6 @@ struct Validator {
 /// Where an owned address was first declared.
 struct Owner {
     port: PortIndex,
-    role: AddressRole,
     path: String,
 }
 
@@ -210,17 +209,18 @@ impl Validator {
             .enumerate()
             .max_by_key(|(_, s)| s.backends.len());
         let maglev = dp.maglev_table_size;
-        if !is_prime(maglev) {
+        // Bound first: primality by trial division is only cheap up to it.
+        if maglev > MAX_MAGLEV_TABLE_SIZE {
+            self.problem(
+                "dataplane.maglev_table_size",
+                format!("{maglev} exceeds the maximum of {MAX_MAGLEV_TABLE_SIZE}"),
+            );
+        } else if !is_prime(maglev) {
             self.problem(
                 "dataplane.maglev_table_size",
                 format!(
                     "{maglev} is not prime (Maglev needs a prime table size, e.g. 16381, 65537)"
                 ),
-            );
-        } else if maglev > MAX_MAGLEV_TABLE_SIZE {
-            self.problem(
-                "dataplane.maglev_table_size",
-                format!("{maglev} exceeds the maximum of {MAX_MAGLEV_TABLE_SIZE}"),
             );
         } else if let Some((i, s)) = largest
             && (s.backends.len() as u64) > maglev
@@ -281,6 +281,10 @@ impl Validator {
         let mut owners: HashMap<Ipv4Addr, Owner> = HashMap::new();
         let mut addresses = Vec::new();
         let mut connected: Vec<(Ipv4Prefix, PortIndex, String)> = Vec::new();
+        let mut roles_seen: HashSet<(Ipv4Addr, AddressRole)> = HashSet::new();
+        // Ports with an address that did not parse: their connected subnets
+        // are unknown, so "not in a connected subnet" is not reported there.
+        let mut broken_ports: HashSet<PortIndex> = HashSet::new();
         if file.ports.is_empty() {
             self.problem("port", "no [[port]] is configured");
         }
@@ -334,13 +338,14 @@ impl Validator {
                 for (j, text) in texts.iter().enumerate() {
                     let path = format!("{at}.{key}[{j}]");
                     let Some(prefix) = self.owned_prefix(&path, text) else {
+                        broken_ports.insert(i);
                         continue;
                     };
                     let addr = prefix.address;
                     if let Some(owner) = owners.get(&addr) {
                         // The same address as node and SNAT address of one
                         // port is the one allowed repetition.
-                        if owner.port != i || owner.role == *role {
+                        if owner.port != i || !roles_seen.insert((addr, *role)) {
                             self.problem(
                                 &path,
                                 format!("{addr} is already owned at {}", owner.path),
@@ -348,11 +353,11 @@ impl Validator {
                             continue;
                         }
                     } else {
+                        roles_seen.insert((addr, *role));
                         owners.insert(
                             addr,
                             Owner {
                                 port: i,
-                                role: *role,
                                 path: path.clone(),
                             },
                         );
@@ -473,7 +478,7 @@ impl Validator {
                 }
                 (false, _, Some(Some(p))) => Some(p),
                 (true, Some(via), Some(port)) => {
-                    self.next_hop_port(&at, via, port, &connected, &owners)
+                    self.next_hop_port(&at, via, port, &connected, &owners, &broken_ports)
                 }
                 _ => None,
             };
@@ -504,10 +509,12 @@ impl Validator {
                         format!("{addr} is the gateway's own address ({})", owner.path),
                     );
                 } else if !connected.iter().any(|(net, _, _)| net.contains(addr)) {
-                    self.problem(
-                        format!("{at}.address"),
-                        format!("{addr} is not inside any connected subnet"),
-                    );
+                    if broken_ports.is_empty() {
+                        self.problem(
+                            format!("{at}.address"),
+                            format!("{addr} is not inside any connected subnet"),
+                        );
+                    }
                 } else {
                     neighbour_at.insert(addr, i);
                 }
@@ -919,6 +926,7 @@ impl Validator {
         port: Option<PortIndex>,
         connected: &[(Ipv4Prefix, PortIndex, String)],
         owners: &HashMap<Ipv4Addr, Owner>,
+        broken_ports: &HashSet<PortIndex>,
     ) -> Option<PortIndex> {
         let path = format!("{at}.via");
         if let Some(owner) = owners.get(&via) {
@@ -934,6 +942,9 @@ impl Validator {
             .max_by_key(|(net, _, _)| net.prefix_len);
         match (best, port) {
             (Some((_, p, _)), _) => Some(*p),
+            // The subnet may be the one whose address did not parse.
+            (None, Some(p)) if broken_ports.contains(&p) => None,
+            (None, None) if !broken_ports.is_empty() => None,
             (None, Some(p)) => {
                 self.problem(
                     path,
