@@ -1,7 +1,7 @@
 //! Portico's configuration file (`portico.toml`) and its validated [`Plan`].
 //!
 //! [`parse`] (or [`load`] for a file) reads the TOML text into the schema of
-//! [`schema`] — every table rejects unknown keys — and [`validate`]s it into
+//! [`schema`] — every table rejects unknown keys — and [`validate()`]s it into
 //! a [`Plan`]: ports with their resolved addresses, the VIP port, connected
 //! and static routes resolved to ports, static neighbours, and services with
 //! their listeners and backends, with every duration in milliseconds.
@@ -16,7 +16,7 @@
 //! The plan uses plain types (std::net, this crate's enums); the control
 //! plane maps it to the dataplane's types. This crate does not depend on the
 //! dataplane; where the dataplane has limits (batch size, Maglev table size,
-//! conntrack capacity), they are restated as constants in [`validate`] and
+//! conntrack capacity), they are restated as constants in [`mod@validate`] and
 //! checked here, so a plan always builds.
 //!
 //! ```

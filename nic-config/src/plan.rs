@@ -1,6 +1,6 @@
 //! The validated plan: what the file means, resolved and typed.
 //!
-//! Invariants of a [`Plan`] (established by [`validate`](crate::validate)):
+//! Invariants of a [`Plan`] (established by [`validate`](crate::validate())):
 //! * every [`PortIndex`] is an index into [`Plan::ports`];
 //! * [`Plan::vip_port`] is the outside port (or the single port of role
 //!   both);

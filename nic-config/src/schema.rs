@@ -7,7 +7,7 @@
 //!
 //! Values that need checking against each other (addresses, prefixes, MACs,
 //! port numbers, ranges) are kept loose here (strings, `u64`) so that
-//! [`validate`](crate::validate) can report every problem of a file at once,
+//! [`validate`](crate::validate()) can report every problem of a file at once,
 //! each with its field path, instead of stopping at the first bad value.
 
 use serde::Deserialize;
