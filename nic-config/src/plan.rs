@@ -1,0 +1,444 @@
+//! The validated plan: what the file means, resolved and typed.
+//!
+//! Invariants of a [`Plan`] (established by [`validate`](crate::validate())):
+//! * every [`PortIndex`] is an index into [`Plan::ports`];
+//! * [`Plan::vip_port`] is the outside port (or the single port of role
+//!   both);
+//! * an address is owned on one port only; it is listed once per role it
+//!   has (node, SNAT);
+//! * [`Plan::routes`] holds the connected subnets of the port addresses
+//!   (`via: None`) first, then the static routes in file order; destinations
+//!   have no host bits and are unique;
+//! * every service has at least one listener, listeners are unique per
+//!   `(protocol, address, port)` over all services, backends are unique per
+//!   service;
+//! * durations are in milliseconds and non-zero where the dataplane
+//!   requires it.
+
+use crate::addr::{Ipv4Prefix, MacAddr};
+pub use crate::schema::{
+    BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol,
+};
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::ops::RangeInclusive;
+
+/// Index of a port in [`Plan::ports`] (the dataplane's port id).
+pub type PortIndex = usize;
+
+/// A validated configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub dataplane: DataplanePlan,
+    pub ports: Vec<PortPlan>,
+    /// Port on which VIPs and external IPs are answered: the outside port.
+    pub vip_port: PortIndex,
+    /// Every node and SNAT address with its port; an address with both
+    /// roles appears twice.
+    pub addresses: Vec<OwnedAddress>,
+    pub routes: Vec<RoutePlan>,
+    pub neighbours: Vec<NeighbourPlan>,
+    pub services: Vec<ServicePlan>,
+}
+
+/// Worker and table settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataplanePlan {
+    /// Worker threads, `1..=64`.
+    pub workers: usize,
+    /// Core of each worker (`cores.len() == workers`), or empty: unpinned.
+    pub cores: Vec<usize>,
+    /// Frames per receive burst, `1..=64`.
+    pub batch_size: usize,
+    pub idle: IdlePolicy,
+    /// Prime, at least the largest backend count.
+    pub maglev_table_size: u32,
+    pub conntrack: ConntrackPlan,
+    pub snat: SnatPlan,
+    /// ClientIP affinity entries per worker.
+    pub affinity_capacity: u32,
+}
+
+/// Per-worker flow table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConntrackPlan {
+    /// `1..=2^30` flows per worker.
+    pub capacity: u32,
+    /// Non-zero.
+    pub expiry_scan_per_poll: u32,
+    /// 0 disables early drop.
+    pub early_drop_scan: u32,
+    pub timeouts: TimeoutsMs,
+}
+
+/// Idle timeouts per flow state in milliseconds, all non-zero (the same
+/// fields as the dataplane's `conntrack::Timeouts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeoutsMs {
+    pub tcp_syn_sent_ms: u64,
+    pub tcp_syn_recv_ms: u64,
+    pub tcp_established_ms: u64,
+    pub tcp_fin_wait_ms: u64,
+    pub tcp_close_wait_ms: u64,
+    pub tcp_last_ack_ms: u64,
+    pub tcp_time_wait_ms: u64,
+    pub tcp_close_ms: u64,
+    pub udp_ms: u64,
+    pub udp_stream_ms: u64,
+    pub icmp_ms: u64,
+}
+
+/// Full-NAT source addresses and ports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnatPlan {
+    /// Every SNAT address, in file order (port by port).
+    pub addresses: Vec<Ipv4Addr>,
+    /// At least 64 ports per worker.
+    pub port_range: RangeInclusive<u16>,
+    pub quarantine_ms: u64,
+}
+
+/// One port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortPlan {
+    pub name: String,
+    pub driver: DriverKind,
+    pub interface: String,
+    pub role: PortRole,
+    pub node_addresses: Vec<Ipv4Prefix>,
+    pub snat_addresses: Vec<Ipv4Prefix>,
+    /// `None`: read from the interface at run time.
+    pub mac: Option<MacAddr>,
+    /// `None`: the interface's.
+    pub mtu: Option<u16>,
+}
+
+/// Why the gateway owns an address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AddressRole {
+    /// NodePorts listen here.
+    Node,
+    /// Full-NAT source address.
+    Snat,
+}
+
+/// An address the gateway owns (answers ARP and ICMP echo for) on a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnedAddress {
+    pub address: Ipv4Addr,
+    pub port: PortIndex,
+    pub role: AddressRole,
+}
+
+/// A connected subnet (`via: None`, from a port address or an on-link
+/// static route) or a route through a next hop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoutePlan {
+    /// No host bits set.
+    pub destination: Ipv4Prefix,
+    pub port: PortIndex,
+    pub via: Option<Ipv4Addr>,
+}
+
+/// A static neighbour entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeighbourPlan {
+    pub address: Ipv4Addr,
+    pub mac: MacAddr,
+}
+
+/// What kind of address a listener is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ListenerKind {
+    /// The service's `vip` (a LoadBalancer IP).
+    Vip,
+    /// One of the service's `external_ips`.
+    ExternalIp,
+    /// The service's `node_port` on a node address.
+    NodePort,
+}
+
+/// Traffic a service accepts: its protocol to `address:port`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenerPlan {
+    pub address: Ipv4Addr,
+    pub port: u16,
+    pub kind: ListenerKind,
+}
+
+/// A backend of a service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackendPlan {
+    pub address: SocketAddrV4,
+    /// `0..=65535`; 0 takes no new flows.
+    pub weight: u32,
+    pub condition: EndpointCondition,
+}
+
+/// A standalone service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServicePlan {
+    pub name: String,
+    pub protocol: Protocol,
+    /// VIP first, then external IPs, then the NodePort on every node
+    /// address.
+    pub listeners: Vec<ListenerPlan>,
+    pub backends: Vec<BackendPlan>,
+    /// Full NAT.
+    pub snat: bool,
+    /// ClientIP affinity timeout; `None`: no affinity.
+    pub affinity_timeout_ms: Option<u64>,
+    pub tcp_backend_gone: BackendGone,
+}
+
+impl Plan {
+    /// Index of the port called `name`.
+    pub fn port_index(&self, name: &str) -> Option<PortIndex> {
+        self.ports.iter().position(|p| p.name == name)
+    }
+
+    /// The service called `name`.
+    pub fn service(&self, name: &str) -> Option<&ServicePlan> {
+        self.services.iter().find(|s| s.name == name)
+    }
+
+    /// Name of port `index` (or `?` when out of range).
+    fn port_name(&self, index: PortIndex) -> &str {
+        self.ports.get(index).map_or("?", |p| p.name.as_str())
+    }
+}
+
+impl TimeoutsMs {
+    /// Every timeout with its field name.
+    pub fn named(&self) -> [(&'static str, u64); 11] {
+        [
+            ("tcp_syn_sent_ms", self.tcp_syn_sent_ms),
+            ("tcp_syn_recv_ms", self.tcp_syn_recv_ms),
+            ("tcp_established_ms", self.tcp_established_ms),
+            ("tcp_fin_wait_ms", self.tcp_fin_wait_ms),
+            ("tcp_close_wait_ms", self.tcp_close_wait_ms),
+            ("tcp_last_ack_ms", self.tcp_last_ack_ms),
+            ("tcp_time_wait_ms", self.tcp_time_wait_ms),
+            ("tcp_close_ms", self.tcp_close_ms),
+            ("udp_ms", self.udp_ms),
+            ("udp_stream_ms", self.udp_stream_ms),
+            ("icmp_ms", self.icmp_ms),
+        ]
+    }
+}
+
+impl fmt::Display for DriverKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DriverKind::Afpacket => "afpacket",
+            DriverKind::Afxdp => "afxdp",
+            DriverKind::Dpdk => "dpdk",
+            DriverKind::Mem => "mem",
+        })
+    }
+}
+
+impl fmt::Display for PortRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PortRole::Outside => "outside",
+            PortRole::Inside => "inside",
+            PortRole::Both => "both",
+        })
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        })
+    }
+}
+
+impl fmt::Display for IdlePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IdlePolicy::Spin => "spin",
+            IdlePolicy::Adaptive => "adaptive",
+        })
+    }
+}
+
+impl fmt::Display for BackendGone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendGone::Drop => "drop",
+            BackendGone::Reset => "reset",
+        })
+    }
+}
+
+impl fmt::Display for EndpointCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EndpointCondition::Ready => "ready",
+            EndpointCondition::ServingTerminating => "serving_terminating",
+            EndpointCondition::Draining => "draining",
+        })
+    }
+}
+
+impl fmt::Display for ListenerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ListenerKind::Vip => "vip",
+            ListenerKind::ExternalIp => "external_ip",
+            ListenerKind::NodePort => "node_port",
+        })
+    }
+}
+
+/// Seconds when `ms` is a whole number of seconds, else milliseconds.
+struct Duration(u64);
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 % 1000 == 0 {
+            write!(f, "{} s", self.0 / 1000)
+        } else {
+            write!(f, "{} ms", self.0)
+        }
+    }
+}
+
+/// What `portico check` prints.
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = &self.dataplane;
+        write!(f, "dataplane: {} worker(s)", d.workers)?;
+        if d.cores.is_empty() {
+            write!(f, " (unpinned)")?;
+        } else {
+            let cores: Vec<String> = d.cores.iter().map(usize::to_string).collect();
+            write!(f, " on cores {}", cores.join(", "))?;
+        }
+        writeln!(
+            f,
+            ", batch {}, idle {}, maglev table {} slots",
+            d.batch_size, d.idle, d.maglev_table_size
+        )?;
+        let c = &d.conntrack;
+        writeln!(
+            f,
+            "  conntrack: {} flows per worker, expiry scan {} per poll, early-drop scan {}",
+            c.capacity, c.expiry_scan_per_poll, c.early_drop_scan
+        )?;
+        let timeouts: Vec<String> = c
+            .timeouts
+            .named()
+            .iter()
+            .map(|(name, ms)| format!("{} {}", name.trim_end_matches("_ms"), Duration(*ms)))
+            .collect();
+        writeln!(f, "  timeouts: {}", timeouts.join(", "))?;
+        let s = &d.snat;
+        let snat_addrs: Vec<String> = s.addresses.iter().map(Ipv4Addr::to_string).collect();
+        writeln!(
+            f,
+            "  snat: ports {}-{}, quarantine {}, addresses {}",
+            s.port_range.start(),
+            s.port_range.end(),
+            Duration(s.quarantine_ms),
+            if snat_addrs.is_empty() {
+                "none".to_owned()
+            } else {
+                snat_addrs.join(", ")
+            }
+        )?;
+        writeln!(f, "  affinity: {} entries per worker", d.affinity_capacity)?;
+
+        writeln!(f, "ports:")?;
+        for (i, p) in self.ports.iter().enumerate() {
+            write!(
+                f,
+                "  [{i}] {} ({}, {} {}): mac {}, mtu ",
+                p.name,
+                p.role,
+                p.driver,
+                p.interface,
+                p.mac
+                    .map_or_else(|| "from interface".to_owned(), |m| m.to_string()),
+            )?;
+            match p.mtu {
+                Some(mtu) => write!(f, "{mtu}")?,
+                None => write!(f, "from interface")?,
+            }
+            if i == self.vip_port {
+                write!(f, "; VIPs announced here")?;
+            }
+            writeln!(f)?;
+            for a in &p.node_addresses {
+                writeln!(f, "      node {a}")?;
+            }
+            for a in &p.snat_addresses {
+                writeln!(f, "      snat {a}")?;
+            }
+        }
+
+        writeln!(f, "routes:")?;
+        for r in &self.routes {
+            match r.via {
+                Some(via) => writeln!(
+                    f,
+                    "  {} via {via} on {}",
+                    r.destination,
+                    self.port_name(r.port)
+                )?,
+                None => writeln!(
+                    f,
+                    "  {} connected on {}",
+                    r.destination,
+                    self.port_name(r.port)
+                )?,
+            }
+        }
+
+        if !self.neighbours.is_empty() {
+            writeln!(f, "neighbours:")?;
+            for n in &self.neighbours {
+                writeln!(f, "  {} is {}", n.address, n.mac)?;
+            }
+        }
+
+        writeln!(f, "services:")?;
+        if self.services.is_empty() {
+            writeln!(f, "  none")?;
+        }
+        for s in &self.services {
+            write!(
+                f,
+                "  {} ({}): {}",
+                s.name,
+                s.protocol,
+                if s.snat { "full NAT" } else { "client IP kept" }
+            )?;
+            if let Some(ms) = s.affinity_timeout_ms {
+                write!(f, ", client_ip affinity {}", Duration(ms))?;
+            }
+            if s.protocol == Protocol::Tcp {
+                write!(f, ", backend gone: {}", s.tcp_backend_gone)?;
+            }
+            writeln!(f)?;
+            for l in &s.listeners {
+                writeln!(f, "      listen {}:{} ({})", l.address, l.port, l.kind)?;
+            }
+            if s.backends.is_empty() {
+                writeln!(f, "      no backends")?;
+            }
+            for b in &s.backends {
+                writeln!(
+                    f,
+                    "      backend {} weight {} {}",
+                    b.address, b.weight, b.condition
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,501 @@
+//! The file as written: `portico.toml`, section by section.
+//!
+//! These structs are the reference for the file format; every field's doc
+//! comment says what it means, its unit and its default. Every table rejects
+//! unknown keys (`deny_unknown_fields`), so a misspelt key is an error, never
+//! silently ignored.
+//!
+//! Values that need checking against each other (addresses, prefixes, MACs,
+//! port numbers, ranges) are kept loose here (strings, `u64`) so that
+//! [`validate`](crate::validate()) can report every problem of a file at once,
+//! each with its field path, instead of stopping at the first bad value.
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `[dataplane]`: workers, batching, tables. Every key has a default.
+    #[serde(default)]
+    pub dataplane: DataplaneSection,
+    /// `[[port]]`: the network ports the gateway owns, in order (the first
+    /// is port index 0).
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortSection>,
+    /// `[[route]]`: static routes. Directly connected subnets come from the
+    /// port addresses and need no entry.
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteSection>,
+    /// `[[neighbour]]`: static IPv4 → MAC entries. Optional: ARP resolves
+    /// every other next hop and backend.
+    #[serde(default, rename = "neighbour")]
+    pub neighbours: Vec<NeighbourSection>,
+    /// `[[service]]`: the standalone services (no Kubernetes).
+    #[serde(default, rename = "service")]
+    pub services: Vec<ServiceSection>,
+}
+
+/// `[dataplane]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataplaneSection {
+    /// Number of worker threads, `1..=64`. Default: the number of `cores`
+    /// when `cores` is given, else 1. When both are given they must agree.
+    #[serde(default)]
+    pub workers: Option<u64>,
+    /// CPU cores to pin the workers to, one per worker, all different.
+    /// Default: unpinned.
+    #[serde(default)]
+    pub cores: Option<Vec<u64>>,
+    /// Frames per receive burst, `1..=64`. Default 64.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: u64,
+    /// What a worker does when a poll finds nothing: `"adaptive"` (spin
+    /// briefly, then short sleeps; for shared machines and CI) or `"spin"`
+    /// (busy-poll; one dedicated core per worker). Default `"adaptive"`.
+    #[serde(default)]
+    pub idle: IdlePolicy,
+    /// Slots of every service's Maglev lookup table: a prime, at least the
+    /// largest backend count of any service, at most 2^24. Larger tables
+    /// spread load more evenly and disrupt fewer flows when backends change.
+    /// Default 16381.
+    #[serde(default = "default_maglev_table_size")]
+    pub maglev_table_size: u64,
+    /// `[dataplane.conntrack]`.
+    #[serde(default)]
+    pub conntrack: ConntrackSection,
+    /// `[dataplane.snat]`.
+    #[serde(default)]
+    pub snat: SnatSection,
+    /// `[dataplane.affinity]`.
+    #[serde(default)]
+    pub affinity: AffinitySection,
+}
+
+impl Default for DataplaneSection {
+    fn default() -> Self {
+        DataplaneSection {
+            workers: None,
+            cores: None,
+            batch_size: default_batch_size(),
+            idle: IdlePolicy::default(),
+            maglev_table_size: default_maglev_table_size(),
+            conntrack: ConntrackSection::default(),
+            snat: SnatSection::default(),
+            affinity: AffinitySection::default(),
+        }
+    }
+}
+
+/// `[dataplane.conntrack]`: the per-worker flow table.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConntrackSection {
+    /// Most live flows per worker, `1..=2^30`. When full, unassured flows
+    /// (no reply seen) are dropped early to make room. Default 262144.
+    #[serde(default = "default_conntrack_capacity")]
+    pub capacity: u64,
+    /// Flow slots examined for expiry per poll loop, at least 1 (bounded
+    /// work per loop). Default 64.
+    #[serde(default = "default_scan")]
+    pub expiry_scan_per_poll: u64,
+    /// Flow slots examined for an early-drop victim when the table is
+    /// full; 0 disables early drop. Default 64.
+    #[serde(default = "default_scan")]
+    pub early_drop_scan: u64,
+    /// `[dataplane.conntrack.timeouts]`.
+    #[serde(default)]
+    pub timeouts: TimeoutsSection,
+}
+
+impl Default for ConntrackSection {
+    fn default() -> Self {
+        ConntrackSection {
+            capacity: default_conntrack_capacity(),
+            expiry_scan_per_poll: default_scan(),
+            early_drop_scan: default_scan(),
+            timeouts: TimeoutsSection::default(),
+        }
+    }
+}
+
+/// `[dataplane.conntrack.timeouts]`: idle timeouts per flow state, in
+/// seconds, each at least 1. The defaults are Linux's `nf_conntrack`
+/// timeouts with kube-proxy's overrides (established 24 h, close-wait 1 h),
+/// so flows are forgotten when a kube-proxy node would forget them.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeoutsSection {
+    /// TCP, SYN seen, no reply yet. Default 120.
+    #[serde(default = "s120")]
+    pub tcp_syn_sent_s: u64,
+    /// TCP, SYN-ACK seen. Default 60.
+    #[serde(default = "s60")]
+    pub tcp_syn_recv_s: u64,
+    /// TCP, established. Default 86400 (kube-proxy's 24 h).
+    #[serde(default = "s86400")]
+    pub tcp_established_s: u64,
+    /// TCP, first FIN seen. Default 120.
+    #[serde(default = "s120")]
+    pub tcp_fin_wait_s: u64,
+    /// TCP, FIN answered by ACK only. Default 3600 (kube-proxy's 1 h).
+    #[serde(default = "s3600")]
+    pub tcp_close_wait_s: u64,
+    /// TCP, both FINs seen, last ACK pending. Default 30.
+    #[serde(default = "s30")]
+    pub tcp_last_ack_s: u64,
+    /// TCP, closed by FINs. Default 120.
+    #[serde(default = "s120")]
+    pub tcp_time_wait_s: u64,
+    /// TCP, closed by RST. Default 10.
+    #[serde(default = "s10")]
+    pub tcp_close_s: u64,
+    /// UDP, no reply seen yet. Default 30.
+    #[serde(default = "s30")]
+    pub udp_s: u64,
+    /// UDP, a reply was seen (Linux's `udp_timeout_stream`). Default 120.
+    #[serde(default = "s120")]
+    pub udp_stream_s: u64,
+    /// ICMP echo. Default 30.
+    #[serde(default = "s30")]
+    pub icmp_s: u64,
+}
+
+impl Default for TimeoutsSection {
+    fn default() -> Self {
+        TimeoutsSection {
+            tcp_syn_sent_s: 120,
+            tcp_syn_recv_s: 60,
+            tcp_established_s: 86_400,
+            tcp_fin_wait_s: 120,
+            tcp_close_wait_s: 3_600,
+            tcp_last_ack_s: 30,
+            tcp_time_wait_s: 120,
+            tcp_close_s: 10,
+            udp_s: 30,
+            udp_stream_s: 120,
+            icmp_s: 30,
+        }
+    }
+}
+
+impl TimeoutsSection {
+    /// Every timeout with its key name, in file order.
+    pub fn named(&self) -> [(&'static str, u64); 11] {
+        [
+            ("tcp_syn_sent_s", self.tcp_syn_sent_s),
+            ("tcp_syn_recv_s", self.tcp_syn_recv_s),
+            ("tcp_established_s", self.tcp_established_s),
+            ("tcp_fin_wait_s", self.tcp_fin_wait_s),
+            ("tcp_close_wait_s", self.tcp_close_wait_s),
+            ("tcp_last_ack_s", self.tcp_last_ack_s),
+            ("tcp_time_wait_s", self.tcp_time_wait_s),
+            ("tcp_close_s", self.tcp_close_s),
+            ("udp_s", self.udp_s),
+            ("udp_stream_s", self.udp_stream_s),
+            ("icmp_s", self.icmp_s),
+        ]
+    }
+}
+
+/// `[dataplane.snat]`: source ports for full NAT. The addresses are the
+/// ports' `snat_addresses`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnatSection {
+    /// Source ports handed out, `"first-last"` (inclusive, `1..=65535`).
+    /// Each worker owns a disjoint slice of at least 64 ports. Must not
+    /// contain a NodePort when an address is both a node and a SNAT
+    /// address. Default `"1024-65535"`.
+    #[serde(default = "default_port_range")]
+    pub port_range: String,
+    /// Seconds a released TCP source port stays unused towards the same
+    /// backend (so a new connection never meets the old one's TIME_WAIT);
+    /// 0 disables. Default 60.
+    #[serde(default = "s60")]
+    pub quarantine_s: u64,
+}
+
+impl Default for SnatSection {
+    fn default() -> Self {
+        SnatSection {
+            port_range: default_port_range(),
+            quarantine_s: 60,
+        }
+    }
+}
+
+/// `[dataplane.affinity]`: the ClientIP session-affinity table.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AffinitySection {
+    /// Entries (client, service) per worker, `1..=2^30`. Default 65536.
+    #[serde(default = "default_affinity_capacity")]
+    pub capacity: u64,
+}
+
+impl Default for AffinitySection {
+    fn default() -> Self {
+        AffinitySection {
+            capacity: default_affinity_capacity(),
+        }
+    }
+}
+
+/// `[[port]]`: one network port of the gateway.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortSection {
+    /// Unique, non-empty name used by routes (`port = "..."`) and in
+    /// messages.
+    pub name: String,
+    /// How frames are sent and received: `"afpacket"`; `"mem"` (in-memory,
+    /// for tests); `"afxdp"` and `"dpdk"` are recognised but not available
+    /// in this build.
+    pub driver: DriverKind,
+    /// Kernel interface name, 1 to 15 bytes (IFNAMSIZ), no `/` or
+    /// whitespace; each interface belongs to one port. For the `mem`
+    /// driver, a label.
+    pub interface: String,
+    /// `"outside"` (faces clients; VIPs are announced here), `"inside"`
+    /// (faces backends), or `"both"` (a one-arm gateway with a single
+    /// port). A gateway has exactly one outside port and at least one inside
+    /// port, or exactly one port, of role both.
+    pub role: PortRole,
+    /// Node addresses with their prefix (`"192.0.2.1/24"`): NodePorts listen
+    /// on them, and the prefix is a directly connected subnet. Default none.
+    #[serde(default)]
+    pub node_addresses: Vec<String>,
+    /// Source addresses for full NAT, with their prefix. An address may be
+    /// both a node and a SNAT address of the same port. Default none.
+    #[serde(default)]
+    pub snat_addresses: Vec<String>,
+    /// The port's MAC (`"02:00:00:00:00:01"`), unicast. Default: read from
+    /// the interface at run time.
+    #[serde(default)]
+    pub mac: Option<String>,
+    /// Largest IP packet sent or received, in bytes, `68..=9216`. Default:
+    /// the interface's.
+    #[serde(default)]
+    pub mtu: Option<u64>,
+}
+
+/// `[[route]]`: a static route.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSection {
+    /// Destination prefix (`"0.0.0.0/0"`, `"198.51.100.0/24"`), without
+    /// host bits; unique among the routes.
+    pub destination: String,
+    /// Next hop, inside a directly connected subnet. Without it the
+    /// destination is reached directly on `port` (an on-link route).
+    #[serde(default)]
+    pub via: Option<String>,
+    /// Name of the port to send on. Default: the port whose connected
+    /// subnet contains `via` (longest prefix). Required without `via`.
+    #[serde(default)]
+    pub port: Option<String>,
+}
+
+/// `[[neighbour]]`: a static neighbour entry.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighbourSection {
+    /// IPv4 address inside a directly connected subnet, unique among the
+    /// neighbours, not an address of the gateway.
+    pub address: String,
+    /// Its MAC, unicast.
+    pub mac: String,
+}
+
+/// `[[service]]`: a standalone service.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSection {
+    /// Unique, non-empty name.
+    pub name: String,
+    /// `"tcp"` or `"udp"`.
+    pub protocol: Protocol,
+    /// LoadBalancer IP answered on the outside port; not a node or SNAT
+    /// address. Optional, but a service needs at least one of `vip`,
+    /// `node_port`, `external_ips`.
+    #[serde(default)]
+    pub vip: Option<String>,
+    /// Service port on `vip` and `external_ips`, `1..=65535`.
+    pub port: u64,
+    /// NodePort, `1..=65535`, served on every node address; needs at least
+    /// one node address. Optional.
+    #[serde(default)]
+    pub node_port: Option<u64>,
+    /// Further addresses served on `port` (Kubernetes externalIPs),
+    /// announced on the outside port. Default none.
+    #[serde(default)]
+    pub external_ips: Vec<String>,
+    /// Full NAT: rewrite the client source to a SNAT address, so backends
+    /// on any network reply through the gateway. `false` keeps the client
+    /// address (the gateway must be on the backends' return path). Needs at
+    /// least one SNAT address. Default true.
+    #[serde(default = "yes")]
+    pub snat: bool,
+    /// `"none"` or `"client_ip"` (a client keeps its backend for
+    /// `affinity_timeout_s` after its last packet). Default `"none"`.
+    #[serde(default)]
+    pub session_affinity: SessionAffinity,
+    /// Affinity timeout in seconds, `1..=86400` like Kubernetes'
+    /// `timeoutSeconds`; only with `session_affinity = "client_ip"`.
+    /// Default 10800 (Kubernetes' default).
+    #[serde(default)]
+    pub affinity_timeout_s: Option<u64>,
+    /// What happens to an established TCP flow whose backend left the
+    /// service: `"drop"` its packets (the client times out) or `"reset"`
+    /// (answer with a TCP RST). TCP services only. Default `"drop"`. UDP
+    /// flows always move to another backend.
+    #[serde(default)]
+    pub tcp_backend_gone: Option<BackendGone>,
+    /// The backends, e.g. `[{ address = "10.1.0.10", port = 8080 }]`.
+    /// Default none (traffic is dropped).
+    #[serde(default)]
+    pub backends: Vec<BackendSection>,
+}
+
+/// One backend of a service.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSection {
+    /// IPv4 address (a unicast host).
+    pub address: String,
+    /// Port, `1..=65535`. Each `address:port` appears once per service.
+    pub port: u64,
+    /// Relative share of new flows, `0..=65535`; 0 takes no new flows but
+    /// keeps its established ones. Default 1.
+    #[serde(default = "one")]
+    pub weight: u64,
+    /// `"ready"` (takes new flows), `"serving_terminating"` (takes new
+    /// flows only when no backend is ready) or `"draining"` (keeps its
+    /// flows, takes no new ones). Default `"ready"`.
+    #[serde(default)]
+    pub condition: EndpointCondition,
+}
+
+/// Worker idle policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdlePolicy {
+    /// Busy-poll.
+    Spin,
+    /// Spin briefly, then back off to short sleeps.
+    #[default]
+    Adaptive,
+}
+
+/// Packet I/O driver of a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriverKind {
+    /// Linux `AF_PACKET` (TPACKET_V3 rings).
+    Afpacket,
+    /// Linux `AF_XDP` sockets (not available in this build).
+    Afxdp,
+    /// DPDK poll-mode drivers (not available in this build).
+    Dpdk,
+    /// In-memory rings, for tests.
+    Mem,
+}
+
+/// What a port faces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PortRole {
+    /// Clients (and routers towards them); VIPs are announced here.
+    Outside,
+    /// Backends.
+    Inside,
+    /// Both, on a single port (one-arm gateway).
+    Both,
+}
+
+/// Transport protocol of a service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    Tcp,
+    Udp,
+}
+
+/// Session affinity of a service.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionAffinity {
+    #[default]
+    None,
+    ClientIp,
+}
+
+/// Fate of an established TCP flow whose backend was removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendGone {
+    #[default]
+    Drop,
+    Reset,
+}
+
+/// Condition of a backend (Kubernetes EndpointSlice conditions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointCondition {
+    /// Ready: takes new flows.
+    #[default]
+    Ready,
+    /// Serving but terminating: takes new flows only when none is ready.
+    ServingTerminating,
+    /// Neither: keeps its flows, takes no new ones.
+    Draining,
+}
+
+/// Kubernetes' default ClientIP affinity timeout, in seconds.
+pub const DEFAULT_AFFINITY_TIMEOUT_S: u64 = 10_800;
+
+fn default_batch_size() -> u64 {
+    64
+}
+fn default_maglev_table_size() -> u64 {
+    16_381
+}
+fn default_conntrack_capacity() -> u64 {
+    262_144
+}
+fn default_scan() -> u64 {
+    64
+}
+fn default_affinity_capacity() -> u64 {
+    65_536
+}
+fn default_port_range() -> String {
+    "1024-65535".to_owned()
+}
+fn s10() -> u64 {
+    10
+}
+fn s30() -> u64 {
+    30
+}
+fn s60() -> u64 {
+    60
+}
+fn s120() -> u64 {
+    120
+}
+fn s3600() -> u64 {
+    3_600
+}
+fn s86400() -> u64 {
+    86_400
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> u64 {
+    1
+}

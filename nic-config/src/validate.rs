@@ -1,0 +1,961 @@
+//! From the file as written ([`ConfigFile`]) to a [`Plan`], or every
+//! [`Problem`] of the file at once.
+//!
+//! Each problem names the key it is about with a path in the file's own
+//! terms: tables by key (`dataplane.conntrack.capacity`), arrays of tables
+//! and arrays by index in file order (`port[1].snat_addresses[0]`,
+//! `service[0].backends[2].port`). A problem is reported where it can be
+//! fixed (a duplicate at its second occurrence) and only once: a value that
+//! failed to parse is left out of later cross-checks, so one mistake does
+//! not cascade into several problems.
+
+use crate::Problem;
+use crate::addr::{Ipv4Prefix, MacAddr, is_host_address};
+use crate::plan::{
+    AddressRole, BackendPlan, ConntrackPlan, DataplanePlan, ListenerKind, ListenerPlan,
+    NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan,
+    TimeoutsMs,
+};
+use crate::schema::{
+    ConfigFile, DEFAULT_AFFINITY_TIMEOUT_S, DriverKind, PortRole, Protocol, SessionAffinity,
+    TimeoutsSection,
+};
+use std::collections::{HashMap, HashSet};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::ops::RangeInclusive;
+
+/// Most workers (and pinned cores).
+pub const MAX_WORKERS: u64 = 64;
+/// Largest receive burst (the dataplane's `MAX_BATCH`).
+pub const MAX_BATCH_SIZE: u64 = 64;
+/// Largest Maglev table (the dataplane's `maglev::MAX_TABLE_SIZE`).
+pub const MAX_MAGLEV_TABLE_SIZE: u64 = 1 << 24;
+/// Most backends per service (the dataplane's `maglev::MAX_BACKENDS`).
+pub const MAX_BACKENDS: usize = 65_535;
+/// Largest conntrack or affinity table per worker (the dataplane's
+/// `conntrack::MAX_CAPACITY`).
+pub const MAX_TABLE_CAPACITY: u64 = 1 << 30;
+/// SNAT ports each worker needs at least.
+pub const MIN_SNAT_PORTS_PER_WORKER: u64 = 64;
+/// Longest Linux interface name in bytes (`IFNAMSIZ` - 1).
+pub const MAX_INTERFACE_NAME_BYTES: usize = 15;
+/// MTU bounds: IPv4's minimum (RFC 791: 68) to the usual jumbo limit.
+pub const MTU_RANGE: RangeInclusive<u64> = 68..=9216;
+/// Kubernetes' bound on `sessionAffinityConfig.clientIP.timeoutSeconds`.
+pub const MAX_AFFINITY_TIMEOUT_S: u64 = 86_400;
+/// Largest backend weight.
+pub const MAX_WEIGHT: u64 = 65_535;
+
+/// Validate a parsed file into a plan.
+pub fn validate(file: &ConfigFile) -> Result<Plan, Vec<Problem>> {
+    let mut v = Validator::default();
+    let plan = v.run(file);
+    if v.problems.is_empty() {
+        Ok(plan)
+    } else {
+        Err(v.problems)
+    }
+}
+
+#[derive(Default)]
+struct Validator {
+    problems: Vec<Problem>,
+}
+
+/// Where an owned address was first declared.
+struct Owner {
+    port: PortIndex,
+    path: String,
+}
+
+fn is_prime(n: u64) -> bool {
+    if n < 2 {
+        return false;
+    }
+    let mut d = 2u64;
+    while d * d <= n {
+        if n % d == 0 {
+            return false;
+        }
+        d += 1;
+    }
+    true
+}
+
+impl Validator {
+    fn problem(&mut self, path: impl Into<String>, reason: impl Into<String>) {
+        self.problems.push(Problem {
+            path: path.into(),
+            reason: reason.into(),
+        });
+    }
+
+    /// `value` if inside `range`, else a problem.
+    fn ranged(&mut self, path: &str, value: u64, range: RangeInclusive<u64>) -> Option<u64> {
+        if range.contains(&value) {
+            Some(value)
+        } else {
+            self.problem(
+                path,
+                format!(
+                    "{value} is out of range {}..={}",
+                    range.start(),
+                    range.end()
+                ),
+            );
+            None
+        }
+    }
+
+    /// A unicast host address.
+    fn host(&mut self, path: &str, text: &str) -> Option<Ipv4Addr> {
+        match text.parse::<Ipv4Addr>() {
+            Ok(addr) if is_host_address(addr) => Some(addr),
+            Ok(addr) => {
+                self.problem(path, format!("{addr} is not a unicast host address"));
+                None
+            }
+            Err(_) => {
+                self.problem(path, format!("{text:?} is not an IPv4 address"));
+                None
+            }
+        }
+    }
+
+    fn mac(&mut self, path: &str, text: &str) -> Option<MacAddr> {
+        match text.parse::<MacAddr>() {
+            Ok(mac) if mac.is_unicast() => Some(mac),
+            Ok(mac) => {
+                self.problem(path, format!("{mac} is not a unicast MAC address"));
+                None
+            }
+            Err(e) => {
+                self.problem(path, e.to_string());
+                None
+            }
+        }
+    }
+
+    /// Seconds to milliseconds, at least `min_s` seconds.
+    fn seconds_ms(&mut self, path: &str, seconds: u64, min_s: u64) -> Option<u64> {
+        if seconds < min_s {
+            self.problem(
+                path,
+                format!("{seconds} s is below the minimum of {min_s} s"),
+            );
+            return None;
+        }
+        let ms = seconds.checked_mul(1000);
+        if ms.is_none() {
+            self.problem(path, format!("{seconds} s is too large"));
+        }
+        ms
+    }
+
+    fn run(&mut self, file: &ConfigFile) -> Plan {
+        let dp = &file.dataplane;
+
+        // --- workers and cores
+        let mut cores = Vec::new();
+        if let Some(list) = &dp.cores {
+            if list.is_empty() {
+                self.problem(
+                    "dataplane.cores",
+                    "is empty; leave it out to run the workers unpinned",
+                );
+            } else if list.len() as u64 > MAX_WORKERS {
+                self.problem(
+                    "dataplane.cores",
+                    format!("lists {} cores; at most {MAX_WORKERS} workers", list.len()),
+                );
+            }
+            let mut seen = HashSet::new();
+            for (i, &core) in list.iter().enumerate() {
+                if !seen.insert(core) {
+                    self.problem(
+                        format!("dataplane.cores[{i}]"),
+                        format!("core {core} is listed twice"),
+                    );
+                }
+                cores.push(usize::try_from(core).unwrap_or(usize::MAX));
+            }
+        }
+        let workers = match (dp.workers, &dp.cores) {
+            (Some(w), cores_given) => {
+                let w = self.ranged("dataplane.workers", w, 1..=MAX_WORKERS);
+                match (w, cores_given) {
+                    (Some(w), Some(list)) if !list.is_empty() && list.len() as u64 != w => {
+                        self.problem(
+                            "dataplane.workers",
+                            format!(
+                                "is {w} but cores lists {} cores (one per worker)",
+                                list.len()
+                            ),
+                        );
+                        None
+                    }
+                    (w, _) => w,
+                }
+            }
+            (None, Some(list)) => Some(list.len() as u64).filter(|n| (1..=MAX_WORKERS).contains(n)),
+            (None, None) => Some(1),
+        };
+
+        let batch_size = self.ranged("dataplane.batch_size", dp.batch_size, 1..=MAX_BATCH_SIZE);
+
+        let largest = file
+            .services
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, s)| s.backends.len());
+        let maglev = dp.maglev_table_size;
+        // Bound first: primality by trial division is only cheap up to it.
+        if maglev > MAX_MAGLEV_TABLE_SIZE {
+            self.problem(
+                "dataplane.maglev_table_size",
+                format!("{maglev} exceeds the maximum of {MAX_MAGLEV_TABLE_SIZE}"),
+            );
+        } else if !is_prime(maglev) {
+            self.problem(
+                "dataplane.maglev_table_size",
+                format!(
+                    "{maglev} is not prime (Maglev needs a prime table size, e.g. 16381, 65537)"
+                ),
+            );
+        } else if let Some((i, s)) = largest
+            && (s.backends.len() as u64) > maglev
+        {
+            self.problem(
+                "dataplane.maglev_table_size",
+                format!(
+                    "{maglev} slots are fewer than the {} backends of service[{i}] ({:?})",
+                    s.backends.len(),
+                    s.name
+                ),
+            );
+        }
+
+        // --- conntrack
+        let ct = &dp.conntrack;
+        let ct_capacity = self.ranged(
+            "dataplane.conntrack.capacity",
+            ct.capacity,
+            1..=MAX_TABLE_CAPACITY,
+        );
+        let expiry_scan = self.ranged(
+            "dataplane.conntrack.expiry_scan_per_poll",
+            ct.expiry_scan_per_poll,
+            1..=u64::from(u32::MAX),
+        );
+        let early_drop_scan = self.ranged(
+            "dataplane.conntrack.early_drop_scan",
+            ct.early_drop_scan,
+            0..=u64::from(u32::MAX),
+        );
+        let timeouts = self.timeouts(&ct.timeouts);
+
+        // --- SNAT ports
+        let port_range = self.port_range(&dp.snat.port_range);
+        if let (Some(range), Some(w)) = (&port_range, workers) {
+            let width = u64::from(*range.end()) - u64::from(*range.start()) + 1;
+            if width < w * MIN_SNAT_PORTS_PER_WORKER {
+                self.problem(
+                    "dataplane.snat.port_range",
+                    format!(
+                        "{width} ports are too few for {w} workers (each needs at least {MIN_SNAT_PORTS_PER_WORKER})"
+                    ),
+                );
+            }
+        }
+        let quarantine_ms = self.seconds_ms("dataplane.snat.quarantine_s", dp.snat.quarantine_s, 0);
+        let affinity_capacity = self.ranged(
+            "dataplane.affinity.capacity",
+            dp.affinity.capacity,
+            1..=MAX_TABLE_CAPACITY,
+        );
+
+        // --- ports
+        let mut ports = Vec::new();
+        let mut port_by_name: HashMap<&str, PortIndex> = HashMap::new();
+        let mut interfaces: HashMap<&str, usize> = HashMap::new();
+        let mut owners: HashMap<Ipv4Addr, Owner> = HashMap::new();
+        let mut addresses = Vec::new();
+        let mut connected: Vec<(Ipv4Prefix, PortIndex, String)> = Vec::new();
+        let mut roles_seen: HashSet<(Ipv4Addr, AddressRole)> = HashSet::new();
+        // Ports with an address that did not parse: their connected subnets
+        // are unknown, so "not in a connected subnet" is not reported there.
+        let mut broken_ports: HashSet<PortIndex> = HashSet::new();
+        if file.ports.is_empty() {
+            self.problem("port", "no [[port]] is configured");
+        }
+        for (i, p) in file.ports.iter().enumerate() {
+            let at = format!("port[{i}]");
+            if p.name.is_empty() {
+                self.problem(format!("{at}.name"), "is empty");
+            } else if let Some(first) = port_by_name.get(p.name.as_str()) {
+                self.problem(
+                    format!("{at}.name"),
+                    format!("{:?} is already the name of port[{first}]", p.name),
+                );
+            } else {
+                port_by_name.insert(&p.name, i);
+            }
+            self.interface(&at, &p.interface);
+            if !p.interface.is_empty() {
+                if let Some(first) = interfaces.get(p.interface.as_str()) {
+                    self.problem(
+                        format!("{at}.interface"),
+                        format!("{:?} is already used by port[{first}]", p.interface),
+                    );
+                } else {
+                    interfaces.insert(&p.interface, i);
+                }
+            }
+            if matches!(p.driver, DriverKind::Afxdp | DriverKind::Dpdk) {
+                self.problem(
+                    format!("{at}.driver"),
+                    format!("the {} driver is not available in this build", p.driver),
+                );
+            }
+            let mac = p
+                .mac
+                .as_deref()
+                .and_then(|m| self.mac(&format!("{at}.mac"), m));
+            let mtu = p
+                .mtu
+                .and_then(|m| self.ranged(&format!("{at}.mtu"), m, MTU_RANGE))
+                .and_then(|m| u16::try_from(m).ok());
+
+            let mut lists: [(AddressRole, &str, Vec<Ipv4Prefix>); 2] = [
+                (AddressRole::Node, "node_addresses", Vec::new()),
+                (AddressRole::Snat, "snat_addresses", Vec::new()),
+            ];
+            for (role, key, parsed) in &mut lists {
+                let texts = match role {
+                    AddressRole::Node => &p.node_addresses,
+                    AddressRole::Snat => &p.snat_addresses,
+                };
+                for (j, text) in texts.iter().enumerate() {
+                    let path = format!("{at}.{key}[{j}]");
+                    let Some(prefix) = self.owned_prefix(&path, text) else {
+                        broken_ports.insert(i);
+                        continue;
+                    };
+                    let addr = prefix.address;
+                    if let Some(owner) = owners.get(&addr) {
+                        // The same address as node and SNAT address of one
+                        // port is the one allowed repetition.
+                        if owner.port != i || !roles_seen.insert((addr, *role)) {
+                            self.problem(
+                                &path,
+                                format!("{addr} is already owned at {}", owner.path),
+                            );
+                            continue;
+                        }
+                    } else {
+                        roles_seen.insert((addr, *role));
+                        owners.insert(
+                            addr,
+                            Owner {
+                                port: i,
+                                path: path.clone(),
+                            },
+                        );
+                    }
+                    let net = prefix.network();
+                    if prefix.prefix_len < 32 {
+                        match connected.iter().find(|(n, _, _)| *n == net) {
+                            Some((_, other, first)) if *other != i => {
+                                self.problem(
+                                    &path,
+                                    format!(
+                                        "subnet {net} is already connected on port[{other}] (by {first})"
+                                    ),
+                                );
+                                continue;
+                            }
+                            Some(_) => {}
+                            None => connected.push((net, i, path.clone())),
+                        }
+                    }
+                    addresses.push(OwnedAddress {
+                        address: addr,
+                        port: i,
+                        role: *role,
+                    });
+                    parsed.push(prefix);
+                }
+            }
+            let [(_, _, node_addresses), (_, _, snat_addresses)] = lists;
+            ports.push(PortPlan {
+                name: p.name.clone(),
+                driver: p.driver,
+                interface: p.interface.clone(),
+                role: p.role,
+                node_addresses,
+                snat_addresses,
+                mac,
+                mtu,
+            });
+        }
+        let vip_port = self.roles(file);
+
+        let node_addrs: Vec<Ipv4Addr> = addresses
+            .iter()
+            .filter(|a| a.role == AddressRole::Node)
+            .map(|a| a.address)
+            .collect();
+        let snat_addrs: Vec<Ipv4Addr> = addresses
+            .iter()
+            .filter(|a| a.role == AddressRole::Snat)
+            .map(|a| a.address)
+            .collect();
+        let dual: Vec<Ipv4Addr> = node_addrs
+            .iter()
+            .copied()
+            .filter(|a| snat_addrs.contains(a))
+            .collect();
+        let any_node_addresses = file.ports.iter().any(|p| !p.node_addresses.is_empty());
+        let any_snat_addresses = file.ports.iter().any(|p| !p.snat_addresses.is_empty());
+
+        // --- routes
+        let mut routes: Vec<RoutePlan> = connected
+            .iter()
+            .map(|&(destination, port, _)| RoutePlan {
+                destination,
+                port,
+                via: None,
+            })
+            .collect();
+        let mut destinations: HashMap<Ipv4Prefix, usize> = HashMap::new();
+        for (i, r) in file.routes.iter().enumerate() {
+            let at = format!("route[{i}]");
+            let destination = match r.destination.parse::<Ipv4Prefix>() {
+                Ok(d) if !d.is_network() => {
+                    self.problem(
+                        format!("{at}.destination"),
+                        format!("{d} has host bits set; did you mean {}?", d.network()),
+                    );
+                    None
+                }
+                Ok(d) => Some(d),
+                Err(e) => {
+                    self.problem(format!("{at}.destination"), e.to_string());
+                    None
+                }
+            };
+            if let Some(d) = destination {
+                if let Some(first) = destinations.get(&d) {
+                    self.problem(
+                        format!("{at}.destination"),
+                        format!("{d} is already routed by route[{first}]"),
+                    );
+                } else {
+                    destinations.insert(d, i);
+                }
+            }
+            let port = match &r.port {
+                Some(name) => match port_by_name.get(name.as_str()) {
+                    Some(&p) => Some(Some(p)),
+                    None => {
+                        self.problem(format!("{at}.port"), format!("no port is named {name:?}"));
+                        None
+                    }
+                },
+                None => Some(None),
+            };
+            let via = r
+                .via
+                .as_deref()
+                .and_then(|text| self.host(&format!("{at}.via"), text));
+            let resolved = match (r.via.is_some(), via, port) {
+                (false, _, Some(None)) => {
+                    self.problem(
+                        at.clone(),
+                        "a route without via needs port (the port the destination is on)",
+                    );
+                    None
+                }
+                (false, _, Some(Some(p))) => Some(p),
+                (true, Some(via), Some(port)) => {
+                    self.next_hop_port(&at, via, port, &connected, &owners, &broken_ports)
+                }
+                _ => None,
+            };
+            if let (Some(destination), Some(port)) = (destination, resolved) {
+                routes.push(RoutePlan {
+                    destination,
+                    port,
+                    via,
+                });
+            }
+        }
+
+        // --- neighbours
+        let mut neighbours = Vec::new();
+        let mut neighbour_at: HashMap<Ipv4Addr, usize> = HashMap::new();
+        for (i, n) in file.neighbours.iter().enumerate() {
+            let at = format!("neighbour[{i}]");
+            let address = self.host(&format!("{at}.address"), &n.address);
+            if let Some(addr) = address {
+                if let Some(first) = neighbour_at.get(&addr) {
+                    self.problem(
+                        format!("{at}.address"),
+                        format!("{addr} is already listed at neighbour[{first}]"),
+                    );
+                } else if let Some(owner) = owners.get(&addr) {
+                    self.problem(
+                        format!("{at}.address"),
+                        format!("{addr} is the gateway's own address ({})", owner.path),
+                    );
+                } else if !connected.iter().any(|(net, _, _)| net.contains(addr)) {
+                    if broken_ports.is_empty() {
+                        self.problem(
+                            format!("{at}.address"),
+                            format!("{addr} is not inside any connected subnet"),
+                        );
+                    }
+                } else {
+                    neighbour_at.insert(addr, i);
+                }
+            }
+            let mac = self.mac(&format!("{at}.mac"), &n.mac);
+            if let (Some(address), Some(mac)) = (address, mac) {
+                neighbours.push(NeighbourPlan { address, mac });
+            }
+        }
+
+        // --- services
+        let mut services = Vec::new();
+        let mut service_names: HashMap<&str, usize> = HashMap::new();
+        // (protocol, address, port) → (service index, path) of its first use
+        let mut listeners_taken: HashMap<(Protocol, Ipv4Addr, u16), (usize, String)> =
+            HashMap::new();
+        let mut snat_wanted_at: Option<usize> = None;
+        for (i, s) in file.services.iter().enumerate() {
+            let at = format!("service[{i}]");
+            if s.name.is_empty() {
+                self.problem(format!("{at}.name"), "is empty");
+            } else if let Some(first) = service_names.get(s.name.as_str()) {
+                self.problem(
+                    format!("{at}.name"),
+                    format!("{:?} is already the name of service[{first}]", s.name),
+                );
+            } else {
+                service_names.insert(&s.name, i);
+            }
+            if s.vip.is_none() && s.node_port.is_none() && s.external_ips.is_empty() {
+                self.problem(
+                    at.clone(),
+                    "has nowhere to listen: give at least one of vip, node_port, external_ips",
+                );
+            }
+            let port = self
+                .ranged(&format!("{at}.port"), s.port, 1..=65_535)
+                .and_then(|p| u16::try_from(p).ok());
+
+            let mut listeners = Vec::new();
+            let mut candidates: Vec<(String, Ipv4Addr, Option<u16>, ListenerKind)> = Vec::new();
+            if let Some(text) = &s.vip {
+                let path = format!("{at}.vip");
+                if let Some(addr) = self.host(&path, text) {
+                    candidates.push((path, addr, port, ListenerKind::Vip));
+                }
+            }
+            for (j, text) in s.external_ips.iter().enumerate() {
+                let path = format!("{at}.external_ips[{j}]");
+                if let Some(addr) = self.host(&path, text) {
+                    candidates.push((path, addr, port, ListenerKind::ExternalIp));
+                }
+            }
+            if let Some(np) = s.node_port {
+                let path = format!("{at}.node_port");
+                let np = self
+                    .ranged(&path, np, 1..=65_535)
+                    .and_then(|p| u16::try_from(p).ok());
+                if !any_node_addresses {
+                    self.problem(
+                        &path,
+                        "needs a node address, but no port has node_addresses",
+                    );
+                } else if let Some(np) = np {
+                    if let Some(range) = &port_range
+                        && range.contains(&np)
+                        && let Some(addr) = dual.first()
+                    {
+                        self.problem(
+                            &path,
+                            format!(
+                                "{np} is inside the SNAT port range {}-{}, and {addr} is both a node and a SNAT address",
+                                range.start(),
+                                range.end()
+                            ),
+                        );
+                    }
+                    for &addr in &node_addrs {
+                        candidates.push((path.clone(), addr, Some(np), ListenerKind::NodePort));
+                    }
+                }
+            }
+            let mut reported: HashSet<String> = HashSet::new();
+            for (path, addr, lport, kind) in candidates {
+                if kind != ListenerKind::NodePort
+                    && let Some(owner) = owners.get(&addr)
+                {
+                    self.problem(
+                        &path,
+                        format!("{addr} is the gateway's own address ({})", owner.path),
+                    );
+                    continue;
+                }
+                let Some(lport) = lport else { continue };
+                let key = (s.protocol, addr, lport);
+                if let Some((other, first)) = listeners_taken.get(&key) {
+                    if reported.insert(path.clone()) {
+                        let whose = if *other == i {
+                            "this service".to_owned()
+                        } else {
+                            format!("service[{other}] ({:?})", file.services[*other].name)
+                        };
+                        self.problem(
+                            &path,
+                            format!(
+                                "{} {addr}:{lport} is already served by {whose} at {first}",
+                                s.protocol
+                            ),
+                        );
+                    }
+                    continue;
+                }
+                listeners_taken.insert(key, (i, path));
+                listeners.push(ListenerPlan {
+                    address: addr,
+                    port: lport,
+                    kind,
+                });
+            }
+
+            if s.snat && snat_wanted_at.is_none() {
+                snat_wanted_at = Some(i);
+            }
+            let affinity_timeout_ms = match (s.session_affinity, s.affinity_timeout_s) {
+                (SessionAffinity::None, None) => None,
+                (SessionAffinity::None, Some(_)) => {
+                    self.problem(
+                        format!("{at}.affinity_timeout_s"),
+                        "only applies with session_affinity = \"client_ip\"",
+                    );
+                    None
+                }
+                (SessionAffinity::ClientIp, t) => {
+                    let t = t.unwrap_or(DEFAULT_AFFINITY_TIMEOUT_S);
+                    self.ranged(
+                        &format!("{at}.affinity_timeout_s"),
+                        t,
+                        1..=MAX_AFFINITY_TIMEOUT_S,
+                    )
+                    .map(|t| t * 1000)
+                }
+            };
+            if s.protocol == Protocol::Udp && s.tcp_backend_gone.is_some() {
+                self.problem(
+                    format!("{at}.tcp_backend_gone"),
+                    "only applies to tcp services (udp flows move to another backend)",
+                );
+            }
+
+            if s.backends.len() > MAX_BACKENDS {
+                self.problem(
+                    format!("{at}.backends"),
+                    format!(
+                        "{} backends exceed the maximum of {MAX_BACKENDS}",
+                        s.backends.len()
+                    ),
+                );
+            }
+            let mut backends = Vec::new();
+            let mut backend_at: HashMap<SocketAddrV4, usize> = HashMap::new();
+            for (j, b) in s.backends.iter().enumerate() {
+                let bat = format!("{at}.backends[{j}]");
+                let addr = self.host(&format!("{bat}.address"), &b.address);
+                let bport = self
+                    .ranged(&format!("{bat}.port"), b.port, 1..=65_535)
+                    .and_then(|p| u16::try_from(p).ok());
+                let weight = self
+                    .ranged(&format!("{bat}.weight"), b.weight, 0..=MAX_WEIGHT)
+                    .and_then(|w| u32::try_from(w).ok());
+                let (Some(addr), Some(bport), Some(weight)) = (addr, bport, weight) else {
+                    continue;
+                };
+                let sa = SocketAddrV4::new(addr, bport);
+                if let Some(first) = backend_at.get(&sa) {
+                    self.problem(
+                        bat,
+                        format!("backend {sa} is already listed at {at}.backends[{first}]"),
+                    );
+                    continue;
+                }
+                backend_at.insert(sa, j);
+                backends.push(BackendPlan {
+                    address: sa,
+                    weight,
+                    condition: b.condition,
+                });
+            }
+            services.push(ServicePlan {
+                name: s.name.clone(),
+                protocol: s.protocol,
+                listeners,
+                backends,
+                snat: s.snat,
+                affinity_timeout_ms,
+                tcp_backend_gone: s.tcp_backend_gone.unwrap_or_default(),
+            });
+        }
+        if let Some(i) = snat_wanted_at
+            && !any_snat_addresses
+        {
+            self.problem(
+                format!("service[{i}].snat"),
+                "full NAT needs a SNAT address, but no port has snat_addresses (or set snat = false)",
+            );
+        }
+
+        Plan {
+            dataplane: DataplanePlan {
+                workers: workers.unwrap_or(1) as usize,
+                cores,
+                batch_size: batch_size.unwrap_or(1) as usize,
+                idle: dp.idle,
+                maglev_table_size: u32::try_from(maglev).unwrap_or(0),
+                conntrack: ConntrackPlan {
+                    capacity: ct_capacity.and_then(|c| u32::try_from(c).ok()).unwrap_or(0),
+                    expiry_scan_per_poll: expiry_scan
+                        .and_then(|c| u32::try_from(c).ok())
+                        .unwrap_or(0),
+                    early_drop_scan: early_drop_scan
+                        .and_then(|c| u32::try_from(c).ok())
+                        .unwrap_or(0),
+                    timeouts,
+                },
+                snat: SnatPlan {
+                    addresses: snat_addrs,
+                    port_range: port_range.unwrap_or(1..=1),
+                    quarantine_ms: quarantine_ms.unwrap_or(0),
+                },
+                affinity_capacity: affinity_capacity
+                    .and_then(|c| u32::try_from(c).ok())
+                    .unwrap_or(0),
+            },
+            ports,
+            vip_port,
+            addresses,
+            routes,
+            neighbours,
+            services,
+        }
+    }
+
+    fn timeouts(&mut self, t: &TimeoutsSection) -> TimeoutsMs {
+        let mut ms = [0u64; 11];
+        for (slot, (name, seconds)) in ms.iter_mut().zip(t.named()) {
+            let path = format!("dataplane.conntrack.timeouts.{name}");
+            *slot = self.seconds_ms(&path, seconds, 1).unwrap_or(0);
+        }
+        let [
+            tcp_syn_sent_ms,
+            tcp_syn_recv_ms,
+            tcp_established_ms,
+            tcp_fin_wait_ms,
+            tcp_close_wait_ms,
+            tcp_last_ack_ms,
+            tcp_time_wait_ms,
+            tcp_close_ms,
+            udp_ms,
+            udp_stream_ms,
+            icmp_ms,
+        ] = ms;
+        TimeoutsMs {
+            tcp_syn_sent_ms,
+            tcp_syn_recv_ms,
+            tcp_established_ms,
+            tcp_fin_wait_ms,
+            tcp_close_wait_ms,
+            tcp_last_ack_ms,
+            tcp_time_wait_ms,
+            tcp_close_ms,
+            udp_ms,
+            udp_stream_ms,
+            icmp_ms,
+        }
+    }
+
+    /// `"first-last"`, both in `1..=65535`, `first <= last`.
+    fn port_range(&mut self, text: &str) -> Option<RangeInclusive<u16>> {
+        let path = "dataplane.snat.port_range";
+        let parsed = text.split_once('-').and_then(|(a, b)| {
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+            if digits(a) && digits(b) {
+                Some((a.parse::<u16>().ok()?, b.parse::<u16>().ok()?))
+            } else {
+                None
+            }
+        });
+        match parsed {
+            None => {
+                self.problem(
+                    path,
+                    format!("{text:?} is not a port range like \"1024-65535\""),
+                );
+                None
+            }
+            Some((0, _)) => {
+                self.problem(path, "port 0 cannot be a source port");
+                None
+            }
+            Some((a, b)) if a > b => {
+                self.problem(path, format!("{a}-{b} is empty (first > last)"));
+                None
+            }
+            Some((a, b)) => Some(a..=b),
+        }
+    }
+
+    /// Linux's rules for an interface name (`dev_valid_name`).
+    fn interface(&mut self, at: &str, name: &str) {
+        let path = format!("{at}.interface");
+        if name.is_empty() {
+            self.problem(path, "is empty");
+        } else if name.len() > MAX_INTERFACE_NAME_BYTES {
+            self.problem(
+                path,
+                format!(
+                    "{name:?} is {} bytes; Linux interface names have at most {MAX_INTERFACE_NAME_BYTES}",
+                    name.len()
+                ),
+            );
+        } else if name == "."
+            || name == ".."
+            || name.contains(['/', ':'])
+            || name.contains(char::is_whitespace)
+        {
+            self.problem(path, format!("{name:?} is not a valid interface name"));
+        }
+    }
+
+    /// An address the gateway owns, with its prefix.
+    fn owned_prefix(&mut self, path: &str, text: &str) -> Option<Ipv4Prefix> {
+        match text.parse::<Ipv4Prefix>() {
+            Ok(p) if !is_host_address(p.address) => {
+                self.problem(path, format!("{} is not a unicast host address", p.address));
+                None
+            }
+            Ok(p) if p.prefix_len == 0 => {
+                self.problem(
+                    path,
+                    format!("{p}: a /0 prefix would put every address on this port"),
+                );
+                None
+            }
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.problem(path, e.to_string());
+                None
+            }
+        }
+    }
+
+    /// Exactly one outside and at least one inside port, or a single port
+    /// of role both. Returns the VIP port.
+    fn roles(&mut self, file: &ConfigFile) -> PortIndex {
+        let ports = &file.ports;
+        if ports.is_empty() {
+            return 0;
+        }
+        let with = |role: PortRole| -> Vec<usize> {
+            ports
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.role == role)
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let (outside, inside, both) = (
+            with(PortRole::Outside),
+            with(PortRole::Inside),
+            with(PortRole::Both),
+        );
+        if !both.is_empty() {
+            if ports.len() > 1 {
+                for &i in &both {
+                    self.problem(
+                        format!("port[{i}].role"),
+                        format!(
+                            "role both is for a gateway with a single port, but there are {} ports",
+                            ports.len()
+                        ),
+                    );
+                }
+            }
+            return both[0];
+        }
+        if outside.is_empty() {
+            self.problem("port", "no port has role outside (facing clients)");
+        }
+        for &i in outside.iter().skip(1) {
+            self.problem(
+                format!("port[{i}].role"),
+                format!(
+                    "a second outside port; VIPs are announced on exactly one (port[{}])",
+                    outside[0]
+                ),
+            );
+        }
+        if inside.is_empty() {
+            self.problem("port", "no port has role inside (facing backends)");
+        }
+        outside.first().copied().unwrap_or(0)
+    }
+
+    /// The port a next hop is reached on: the longest connected subnet
+    /// containing it (on `port` when given).
+    fn next_hop_port(
+        &mut self,
+        at: &str,
+        via: Ipv4Addr,
+        port: Option<PortIndex>,
+        connected: &[(Ipv4Prefix, PortIndex, String)],
+        owners: &HashMap<Ipv4Addr, Owner>,
+        broken_ports: &HashSet<PortIndex>,
+    ) -> Option<PortIndex> {
+        let path = format!("{at}.via");
+        if let Some(owner) = owners.get(&via) {
+            self.problem(
+                path,
+                format!("{via} is the gateway's own address ({})", owner.path),
+            );
+            return None;
+        }
+        let best = connected
+            .iter()
+            .filter(|(net, p, _)| net.contains(via) && port.is_none_or(|want| want == *p))
+            .max_by_key(|(net, _, _)| net.prefix_len);
+        match (best, port) {
+            (Some((_, p, _)), _) => Some(*p),
+            // The subnet may be the one whose address did not parse.
+            (None, Some(p)) if broken_ports.contains(&p) => None,
+            (None, None) if !broken_ports.is_empty() => None,
+            (None, Some(p)) => {
+                self.problem(
+                    path,
+                    format!("{via} is not inside a connected subnet of port[{p}]"),
+                );
+                None
+            }
+            (None, None) => {
+                self.problem(path, format!("{via} is not inside any connected subnet"));
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,954 @@
+//! Validation rules, one at a time and all at once.
+//!
+//! `BASE` is a valid file that exercises every feature. Each rule case edits
+//! it (plain text replacements) so that exactly one rule is broken, and
+//! expects exactly one problem, at the given path, whose reason contains the
+//! given words.
+
+use nic_config::{ConfigError, ListenerKind, Problem, parse};
+use proptest::prelude::*;
+use std::net::Ipv4Addr;
+
+const BASE: &str = r#"
+[dataplane]
+workers = 2
+batch_size = 32
+maglev_table_size = 251
+
+[dataplane.conntrack]
+capacity = 1024
+expiry_scan_per_poll = 16
+early_drop_scan = 8
+
+[dataplane.conntrack.timeouts]
+udp_s = 31
+
+[dataplane.snat]
+port_range = "20000-29999"
+quarantine_s = 60
+
+[dataplane.affinity]
+capacity = 1024
+
+[[port]]
+name = "outside"
+driver = "afpacket"
+interface = "out0"
+role = "outside"
+node_addresses = ["192.0.2.1/24"]
+mac = "02:00:00:00:00:01"
+mtu = 1500
+
+[[port]]
+name = "inside"
+driver = "mem"
+interface = "in0"
+role = "inside"
+node_addresses = ["10.1.0.1/24"]
+snat_addresses = ["10.1.0.1/24", "10.1.0.2/24"]
+
+[[route]]
+destination = "198.51.100.0/24"
+via = "192.0.2.254"
+
+[[route]]
+destination = "10.2.0.0/16"
+via = "10.1.0.254"
+port = "inside"
+
+[[route]]
+destination = "10.3.0.0/16"
+port = "inside"
+
+[[neighbour]]
+address = "10.1.0.10"
+mac = "02:00:00:00:01:10"
+
+[[service]]
+name = "web"
+protocol = "tcp"
+vip = "203.0.113.10"
+port = 80
+node_port = 30080
+external_ips = ["203.0.113.20"]
+session_affinity = "client_ip"
+affinity_timeout_s = 600
+tcp_backend_gone = "reset"
+backends = [
+  { address = "10.1.0.10", port = 8080, weight = 3 },
+  { address = "10.1.0.11", port = 8080, condition = "draining" },
+]
+
+[[service]]
+name = "dns"
+protocol = "udp"
+vip = "203.0.113.10"
+port = 53
+snat = false
+backends = [{ address = "10.1.0.12", port = 53 }]
+"#;
+
+/// `BASE` with each `(from, to)` applied once; every `from` must occur.
+fn edit(edits: &[(&str, &str)]) -> String {
+    let mut text = BASE.to_owned();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from:?} not in the config");
+        text = text.replacen(from, to, 1);
+    }
+    text
+}
+
+fn problems(text: &str) -> Vec<Problem> {
+    match parse(text) {
+        Err(ConfigError::Invalid(problems)) => problems,
+        Err(other) => panic!("expected validation problems, got: {other}"),
+        Ok(plan) => panic!("expected validation problems, got a plan:\n{plan}"),
+    }
+}
+
+struct Case {
+    edits: &'static [(&'static str, &'static str)],
+    path: &'static str,
+    reason: &'static str,
+}
+
+const fn case(
+    edits: &'static [(&'static str, &'static str)],
+    path: &'static str,
+    reason: &'static str,
+) -> Case {
+    Case {
+        edits,
+        path,
+        reason,
+    }
+}
+
+const CASES: &[Case] = &[
+    // --- dataplane
+    case(
+        &[("workers = 2", "workers = 0")],
+        "dataplane.workers",
+        "out of range 1..=64",
+    ),
+    case(
+        &[("workers = 2", "workers = 65")],
+        "dataplane.workers",
+        "out of range 1..=64",
+    ),
+    case(
+        &[("workers = 2", "workers = 2\ncores = [4, 5, 6]")],
+        "dataplane.workers",
+        "cores lists 3",
+    ),
+    case(
+        &[("workers = 2", "cores = [4, 4]")],
+        "dataplane.cores[1]",
+        "core 4 is listed twice",
+    ),
+    case(
+        &[("workers = 2", "cores = []")],
+        "dataplane.cores",
+        "is empty",
+    ),
+    case(
+        &[("batch_size = 32", "batch_size = 0")],
+        "dataplane.batch_size",
+        "out of range 1..=64",
+    ),
+    case(
+        &[("batch_size = 32", "batch_size = 65")],
+        "dataplane.batch_size",
+        "out of range 1..=64",
+    ),
+    case(
+        &[("maglev_table_size = 251", "maglev_table_size = 250")],
+        "dataplane.maglev_table_size",
+        "not prime",
+    ),
+    case(
+        &[("maglev_table_size = 251", "maglev_table_size = 16777259")],
+        "dataplane.maglev_table_size",
+        "exceeds the maximum",
+    ),
+    case(
+        &[
+            ("maglev_table_size = 251", "maglev_table_size = 2"),
+            (
+                "condition = \"draining\" },",
+                "condition = \"draining\" },\n  { address = \"10.1.0.13\", port = 8080 },",
+            ),
+        ],
+        "dataplane.maglev_table_size",
+        "fewer than the 3 backends of service[0]",
+    ),
+    case(
+        &[("capacity = 1024\nexpiry", "capacity = 0\nexpiry")],
+        "dataplane.conntrack.capacity",
+        "out of range",
+    ),
+    case(
+        &[("capacity = 1024\nexpiry", "capacity = 1073741825\nexpiry")],
+        "dataplane.conntrack.capacity",
+        "out of range",
+    ),
+    case(
+        &[("expiry_scan_per_poll = 16", "expiry_scan_per_poll = 0")],
+        "dataplane.conntrack.expiry_scan_per_poll",
+        "out of range",
+    ),
+    case(
+        &[("udp_s = 31", "udp_s = 0")],
+        "dataplane.conntrack.timeouts.udp_s",
+        "below the minimum of 1 s",
+    ),
+    case(
+        &[("udp_s = 31", "udp_s = 31\ntcp_close_s = 0")],
+        "dataplane.conntrack.timeouts.tcp_close_s",
+        "below the minimum",
+    ),
+    case(
+        &[("udp_s = 31", "udp_s = 9223372036854775807")],
+        "dataplane.conntrack.timeouts.udp_s",
+        "too large",
+    ),
+    case(
+        &[("\"20000-29999\"", "\"abc\"")],
+        "dataplane.snat.port_range",
+        "not a port range",
+    ),
+    case(
+        &[("\"20000-29999\"", "\"20000-70000\"")],
+        "dataplane.snat.port_range",
+        "not a port range",
+    ),
+    case(
+        &[("\"20000-29999\"", "\"0-1000\"")],
+        "dataplane.snat.port_range",
+        "port 0",
+    ),
+    case(
+        &[("\"20000-29999\"", "\"29999-20000\"")],
+        "dataplane.snat.port_range",
+        "is empty",
+    ),
+    case(
+        &[("\"20000-29999\"", "\"20000-20126\"")],
+        "dataplane.snat.port_range",
+        "127 ports are too few for 2 workers",
+    ),
+    case(
+        &[("quarantine_s = 60", "quarantine_s = 9223372036854775807")],
+        "dataplane.snat.quarantine_s",
+        "too large",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]\ncapacity = 1024",
+            "[dataplane.affinity]\ncapacity = 0",
+        )],
+        "dataplane.affinity.capacity",
+        "out of range",
+    ),
+    // --- ports
+    case(
+        &[("name = \"outside\"\ndriver", "name = \"\"\ndriver")],
+        "port[0].name",
+        "is empty",
+    ),
+    case(
+        &[(
+            "[[route]]",
+            "[[port]]\nname = \"inside\"\ndriver = \"mem\"\ninterface = \"in1\"\nrole = \"inside\"\n\n[[route]]",
+        )],
+        "port[2].name",
+        "already the name of port[1]",
+    ),
+    case(
+        &[("interface = \"in0\"", "interface = \"\"")],
+        "port[1].interface",
+        "is empty",
+    ),
+    case(
+        &[("interface = \"in0\"", "interface = \"a-very-long-name\"")],
+        "port[1].interface",
+        "16 bytes",
+    ),
+    case(
+        &[("interface = \"in0\"", "interface = \"in/0\"")],
+        "port[1].interface",
+        "not a valid interface name",
+    ),
+    case(
+        &[("interface = \"in0\"", "interface = \"out0\"")],
+        "port[1].interface",
+        "already used by port[0]",
+    ),
+    case(
+        &[("driver = \"mem\"", "driver = \"afxdp\"")],
+        "port[1].driver",
+        "afxdp driver is not available in this build",
+    ),
+    case(
+        &[("driver = \"mem\"", "driver = \"dpdk\"")],
+        "port[1].driver",
+        "dpdk driver is not available in this build",
+    ),
+    case(
+        &[("mac = \"02:00:00:00:00:01\"", "mac = \"02:00:00:00:01\"")],
+        "port[0].mac",
+        "not a MAC address",
+    ),
+    case(
+        &[("mac = \"02:00:00:00:00:01\"", "mac = \"03:00:00:00:00:01\"")],
+        "port[0].mac",
+        "not a unicast MAC",
+    ),
+    case(
+        &[("mtu = 1500", "mtu = 67")],
+        "port[0].mtu",
+        "out of range 68..=9216",
+    ),
+    case(
+        &[("role = \"inside\"", "role = \"both\"")],
+        "port[1].role",
+        "single port",
+    ),
+    case(
+        &[("role = \"outside\"", "role = \"inside\"")],
+        "port",
+        "no port has role outside",
+    ),
+    case(
+        &[(
+            "[[route]]",
+            "[[port]]\nname = \"dmz\"\ndriver = \"mem\"\ninterface = \"dmz0\"\nrole = \"outside\"\n\n[[route]]",
+        )],
+        "port[2].role",
+        "a second outside port",
+    ),
+    case(
+        &[("[\"192.0.2.1/24\"]", "[\"192.0.2.1\"]")],
+        "port[0].node_addresses[0]",
+        "with a prefix length",
+    ),
+    case(
+        &[("[\"192.0.2.1/24\"]", "[\"192.0.2.1/33\"]")],
+        "port[0].node_addresses[0]",
+        "prefix length",
+    ),
+    case(
+        &[("[\"192.0.2.1/24\"]", "[\"192.0.2.300/24\"]")],
+        "port[0].node_addresses[0]",
+        "not an IPv4 address",
+    ),
+    case(
+        &[("[\"192.0.2.1/24\"]", "[\"224.0.0.1/24\"]")],
+        "port[0].node_addresses[0]",
+        "not a unicast host address",
+    ),
+    case(
+        &[("[\"192.0.2.1/24\"]", "[\"192.0.2.1/0\"]")],
+        "port[0].node_addresses[0]",
+        "/0",
+    ),
+    case(
+        &[("\"10.1.0.2/24\"]", "\"192.0.2.1/24\"]")],
+        "port[1].snat_addresses[1]",
+        "already owned at port[0].node_addresses[0]",
+    ),
+    case(
+        &[("\"10.1.0.2/24\"]", "\"10.1.0.1/24\"]")],
+        "port[1].snat_addresses[1]",
+        "already owned at port[1].node_addresses[0]",
+    ),
+    case(
+        &[("[\"192.0.2.1/24\"]", "[\"192.0.2.1/24\", \"192.0.2.1/24\"]")],
+        "port[0].node_addresses[1]",
+        "already owned",
+    ),
+    case(
+        &[("\"10.1.0.2/24\"]", "\"192.0.2.2/24\"]")],
+        "port[1].snat_addresses[1]",
+        "subnet 192.0.2.0/24 is already connected on port[0]",
+    ),
+    // --- routes
+    case(
+        &[("\"198.51.100.0/24\"", "\"198.51.100.1/24\"")],
+        "route[0].destination",
+        "host bits",
+    ),
+    case(
+        &[("\"198.51.100.0/24\"", "\"198.51.100.0\"")],
+        "route[0].destination",
+        "prefix length",
+    ),
+    case(
+        &[("\"10.3.0.0/16\"", "\"10.2.0.0/16\"")],
+        "route[2].destination",
+        "already routed by route[1]",
+    ),
+    case(
+        &[("via = \"192.0.2.254\"", "via = \"192.0.9.254\"")],
+        "route[0].via",
+        "not inside any connected subnet",
+    ),
+    case(
+        &[("via = \"192.0.2.254\"", "via = \"192.0.2.1\"")],
+        "route[0].via",
+        "own address",
+    ),
+    case(
+        &[("via = \"192.0.2.254\"", "via = \"gateway\"")],
+        "route[0].via",
+        "not an IPv4 address",
+    ),
+    case(
+        &[(
+            "via = \"10.1.0.254\"\nport = \"inside\"",
+            "via = \"10.1.0.254\"\nport = \"outside\"",
+        )],
+        "route[1].via",
+        "not inside a connected subnet of port[0]",
+    ),
+    case(
+        &[(
+            "via = \"10.1.0.254\"\nport = \"inside\"",
+            "via = \"10.1.0.254\"\nport = \"elsewhere\"",
+        )],
+        "route[1].port",
+        "no port is named \"elsewhere\"",
+    ),
+    case(
+        &[("\"10.3.0.0/16\"\nport = \"inside\"", "\"10.3.0.0/16\"")],
+        "route[2]",
+        "needs port",
+    ),
+    // --- neighbours
+    case(
+        &[(
+            "[[service]]",
+            "[[neighbour]]\naddress = \"10.1.0.10\"\nmac = \"02:00:00:00:01:11\"\n\n[[service]]",
+        )],
+        "neighbour[1].address",
+        "already listed at neighbour[0]",
+    ),
+    case(
+        &[(
+            "address = \"10.1.0.10\"\nmac",
+            "address = \"10.9.0.10\"\nmac",
+        )],
+        "neighbour[0].address",
+        "not inside any connected subnet",
+    ),
+    case(
+        &[(
+            "address = \"10.1.0.10\"\nmac",
+            "address = \"10.1.0.2\"\nmac",
+        )],
+        "neighbour[0].address",
+        "own address",
+    ),
+    case(
+        &[("mac = \"02:00:00:00:01:10\"", "mac = \"ff:ff:ff:ff:ff:ff\"")],
+        "neighbour[0].mac",
+        "not a unicast MAC",
+    ),
+    // --- services
+    case(
+        &[("name = \"dns\"", "name = \"\"")],
+        "service[1].name",
+        "is empty",
+    ),
+    case(
+        &[("name = \"dns\"", "name = \"web\"")],
+        "service[1].name",
+        "already the name of service[0]",
+    ),
+    case(
+        &[("vip = \"203.0.113.10\"\nport = 53", "port = 53")],
+        "service[1]",
+        "at least one of vip, node_port, external_ips",
+    ),
+    case(
+        &[("port = 53\n", "port = 0\n")],
+        "service[1].port",
+        "out of range 1..=65535",
+    ),
+    case(
+        &[("port = 53\n", "port = 65536\n")],
+        "service[1].port",
+        "out of range 1..=65535",
+    ),
+    case(
+        &[("node_port = 30080", "node_port = 0")],
+        "service[0].node_port",
+        "out of range",
+    ),
+    case(
+        &[("node_port = 30080", "node_port = 70000")],
+        "service[0].node_port",
+        "out of range",
+    ),
+    case(
+        &[
+            (
+                "node_addresses = [\"192.0.2.1/24\"]",
+                "snat_addresses = [\"192.0.2.1/24\"]",
+            ),
+            ("node_addresses = [\"10.1.0.1/24\"]\n", ""),
+        ],
+        "service[0].node_port",
+        "no port has node_addresses",
+    ),
+    case(
+        &[("\"20000-29999\"", "\"20000-39999\"")],
+        "service[0].node_port",
+        "30080 is inside the SNAT port range 20000-39999, and 10.1.0.1 is both",
+    ),
+    case(
+        &[(
+            "protocol = \"udp\"\nvip = \"203.0.113.10\"\nport = 53",
+            "protocol = \"tcp\"\nvip = \"203.0.113.10\"\nport = 80",
+        )],
+        "service[1].vip",
+        "tcp 203.0.113.10:80 is already served by service[0] (\"web\") at service[0].vip",
+    ),
+    case(
+        &[("[\"203.0.113.20\"]", "[\"203.0.113.10\"]")],
+        "service[0].external_ips[0]",
+        "already served by this service",
+    ),
+    case(
+        &[(
+            "protocol = \"udp\"\nvip = \"203.0.113.10\"\nport = 53",
+            "protocol = \"tcp\"\nvip = \"203.0.113.10\"\nport = 53\nnode_port = 30080",
+        )],
+        "service[1].node_port",
+        "already served by service[0]",
+    ),
+    case(
+        &[(
+            "vip = \"203.0.113.10\"\nport = 80",
+            "vip = \"192.0.2.1\"\nport = 80",
+        )],
+        "service[0].vip",
+        "gateway's own address (port[0].node_addresses[0])",
+    ),
+    case(
+        &[("[\"203.0.113.20\"]", "[\"10.1.0.2\"]")],
+        "service[0].external_ips[0]",
+        "gateway's own address (port[1].snat_addresses[1])",
+    ),
+    case(
+        &[(
+            "vip = \"203.0.113.10\"\nport = 80",
+            "vip = \"203.0.113\"\nport = 80",
+        )],
+        "service[0].vip",
+        "not an IPv4 address",
+    ),
+    case(
+        &[("snat_addresses = [\"10.1.0.1/24\", \"10.1.0.2/24\"]\n", "")],
+        "service[0].snat",
+        "needs a SNAT address",
+    ),
+    case(
+        &[(
+            "session_affinity = \"client_ip\"",
+            "session_affinity = \"none\"",
+        )],
+        "service[0].affinity_timeout_s",
+        "only applies with session_affinity",
+    ),
+    case(
+        &[("affinity_timeout_s = 600", "affinity_timeout_s = 0")],
+        "service[0].affinity_timeout_s",
+        "out of range 1..=86400",
+    ),
+    case(
+        &[("affinity_timeout_s = 600", "affinity_timeout_s = 86401")],
+        "service[0].affinity_timeout_s",
+        "out of range 1..=86400",
+    ),
+    case(
+        &[("snat = false", "snat = false\ntcp_backend_gone = \"drop\"")],
+        "service[1].tcp_backend_gone",
+        "only applies to tcp",
+    ),
+    case(
+        &[("port = 8080, weight = 3", "port = 0, weight = 3")],
+        "service[0].backends[0].port",
+        "out of range 1..=65535",
+    ),
+    case(
+        &[("port = 8080, weight = 3", "port = 8080, weight = 65536")],
+        "service[0].backends[0].weight",
+        "out of range 0..=65535",
+    ),
+    case(
+        &[("\"10.1.0.11\", port = 8080", "\"10.1.0.10\", port = 8080")],
+        "service[0].backends[1]",
+        "10.1.0.10:8080 is already listed at service[0].backends[0]",
+    ),
+    case(
+        &[("\"10.1.0.11\", port = 8080", "\"10.1.0\", port = 8080")],
+        "service[0].backends[1].address",
+        "not an IPv4 address",
+    ),
+    case(
+        &[("\"10.1.0.11\", port = 8080", "\"0.0.0.0\", port = 8080")],
+        "service[0].backends[1].address",
+        "not a unicast host address",
+    ),
+];
+
+#[test]
+fn base_is_valid_and_resolved() {
+    let plan = parse(BASE).unwrap_or_else(|e| panic!("{e}"));
+    let d = &plan.dataplane;
+    assert_eq!((d.workers, d.batch_size, d.maglev_table_size), (2, 32, 251));
+    assert_eq!(d.conntrack.capacity, 1024);
+    assert_eq!(d.conntrack.timeouts.udp_ms, 31_000);
+    // Unset timeouts keep kube-proxy's defaults.
+    assert_eq!(d.conntrack.timeouts.tcp_established_ms, 86_400_000);
+    assert_eq!(d.conntrack.timeouts.tcp_close_wait_ms, 3_600_000);
+    assert_eq!(d.snat.port_range, 20000..=29999);
+    assert_eq!(d.snat.quarantine_ms, 60_000);
+    assert_eq!(
+        d.snat.addresses,
+        vec![Ipv4Addr::new(10, 1, 0, 1), Ipv4Addr::new(10, 1, 0, 2)]
+    );
+    assert_eq!(plan.vip_port, 0);
+    assert_eq!(plan.ports[0].mtu, Some(1500));
+    assert_eq!(plan.ports[0].mac.map(|m| m.0), Some([2, 0, 0, 0, 0, 1]));
+
+    // Connected subnets first (once per subnet), then static routes with
+    // their resolved ports.
+    let routes: Vec<String> = plan
+        .routes
+        .iter()
+        .map(|r| format!("{} {:?} {}", r.destination, r.via, r.port))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            "192.0.2.0/24 None 0",
+            "10.1.0.0/24 None 1",
+            "198.51.100.0/24 Some(192.0.2.254) 0",
+            "10.2.0.0/16 Some(10.1.0.254) 1",
+            "10.3.0.0/16 None 1",
+        ]
+    );
+
+    let web = plan.service("web").unwrap();
+    assert_eq!(web.affinity_timeout_ms, Some(600_000));
+    let listeners: Vec<String> = web
+        .listeners
+        .iter()
+        .map(|l| format!("{}:{} {}", l.address, l.port, l.kind))
+        .collect();
+    assert_eq!(
+        listeners,
+        [
+            "203.0.113.10:80 vip",
+            "203.0.113.20:80 external_ip",
+            "192.0.2.1:30080 node_port",
+            "10.1.0.1:30080 node_port",
+        ]
+    );
+    let dns = plan.service("dns").unwrap();
+    assert!(!dns.snat);
+    assert_eq!(dns.listeners[0].kind, ListenerKind::Vip);
+    assert_eq!(dns.affinity_timeout_ms, None);
+}
+
+#[test]
+fn defaults_fill_everything_left_out() {
+    let plan = parse(
+        "[[port]]\nname = \"lan\"\ndriver = \"afpacket\"\ninterface = \"eth0\"\nrole = \"both\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let d = &plan.dataplane;
+    assert_eq!((d.workers, d.cores.len(), d.batch_size), (1, 0, 64));
+    assert_eq!(d.idle, nic_config::IdlePolicy::Adaptive);
+    assert_eq!(d.maglev_table_size, 16381);
+    assert_eq!(
+        (
+            d.conntrack.capacity,
+            d.conntrack.expiry_scan_per_poll,
+            d.conntrack.early_drop_scan
+        ),
+        (262_144, 64, 64)
+    );
+    // Linux's conntrack timeouts with kube-proxy's overrides.
+    let t = d.conntrack.timeouts;
+    assert_eq!(
+        t.named().map(|(_, ms)| ms / 1000),
+        [120, 60, 86_400, 120, 3_600, 30, 120, 10, 30, 120, 30]
+    );
+    assert_eq!(d.snat.port_range, 1024..=65535);
+    assert_eq!(d.snat.quarantine_ms, 60_000);
+    assert!(d.snat.addresses.is_empty());
+    assert_eq!(d.affinity_capacity, 65_536);
+    assert_eq!((plan.ports[0].mac, plan.ports[0].mtu), (None, None));
+    assert!(plan.routes.is_empty() && plan.services.is_empty());
+}
+
+#[test]
+fn huge_maglev_size_is_rejected_quickly() {
+    let got = problems(&edit(&[(
+        "maglev_table_size = 251",
+        "maglev_table_size = 9223372036854775783",
+    )]));
+    assert_eq!(got.len(), 1);
+    assert!(got[0].reason.contains("exceeds the maximum"), "{got:?}");
+}
+
+#[test]
+fn client_ip_affinity_defaults_to_kubernetes_timeout() {
+    let plan = parse(&edit(&[("affinity_timeout_s = 600\n", "")])).unwrap();
+    assert_eq!(plan.services[0].affinity_timeout_ms, Some(10_800_000));
+}
+
+#[test]
+fn cores_imply_workers() {
+    let plan = parse(&edit(&[("workers = 2", "cores = [3, 1]")])).unwrap();
+    assert_eq!(plan.dataplane.workers, 2);
+    assert_eq!(plan.dataplane.cores, vec![3, 1]);
+}
+
+#[test]
+fn each_rule_alone_yields_exactly_its_problem() {
+    let mut failures = Vec::new();
+    for (i, c) in CASES.iter().enumerate() {
+        let text = edit(c.edits);
+        let got = problems(&text);
+        let ok = got.len() == 1 && got[0].path == c.path && got[0].reason.contains(c.reason);
+        if !ok {
+            failures.push(format!(
+                "case {i} ({} / {:?}): got {:?}",
+                c.path, c.reason, got
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn several_problems_are_all_reported_in_file_order() {
+    let text = edit(&[
+        ("workers = 2", "workers = 0"),
+        ("mtu = 1500", "mtu = 20"),
+        ("via = \"192.0.2.254\"", "via = \"192.0.9.254\""),
+        ("port = 53\n", "port = 0\n"),
+        ("role = \"inside\"", "role = \"outside\""),
+    ]);
+    let paths: Vec<String> = problems(&text).into_iter().map(|p| p.path).collect();
+    assert_eq!(
+        paths,
+        [
+            "dataplane.workers",
+            "port[0].mtu",
+            "port[1].role",
+            "port",
+            "route[0].via",
+            "service[1].port",
+        ]
+    );
+    // Display: one `path: reason` line per problem.
+    let printed = parse(&text).unwrap_err().to_string();
+    assert_eq!(printed.lines().count(), 6);
+    assert!(printed.lines().all(|l| l.contains(": ")));
+    assert!(printed.starts_with("dataplane.workers: 0 is out of range 1..=64\n"));
+}
+
+#[test]
+fn a_gateway_needs_an_inside_port() {
+    let got = problems(
+        "[[port]]\nname = \"out\"\ndriver = \"afpacket\"\ninterface = \"eth0\"\nrole = \"outside\"\n",
+    );
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].path, "port");
+    assert!(got[0].reason.contains("no port has role inside"), "{got:?}");
+}
+
+#[test]
+fn no_ports_is_a_problem() {
+    let got = problems("[dataplane]\nworkers = 1\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].path, "port");
+}
+
+#[test]
+fn unknown_fields_are_rejected_by_name() {
+    for (from, to, key_path, field) in [
+        (
+            "[dataplane]",
+            "[dataplane]\nthreads = 4",
+            "dataplane.threads",
+            "threads",
+        ),
+        (
+            "role = \"inside\"",
+            "role = \"inside\"\nvlan = 3",
+            "port[1].vlan",
+            "vlan",
+        ),
+        (
+            "udp_s = 31",
+            "udp_s = 31\nsctp_s = 3",
+            "dataplane.conntrack.timeouts.sctp_s",
+            "sctp_s",
+        ),
+        (
+            "port = 8080, weight = 3",
+            "port = 8080, wieght = 3",
+            "service[0].backends[0].wieght",
+            "wieght",
+        ),
+        ("\n[dataplane]", "\n[extra]\n[dataplane]", "extra", "extra"),
+    ] {
+        let text = edit(&[(from, to)]);
+        let at = text
+            .find(&format!("{field} ="))
+            .or_else(|| text.find(&format!("[{field}]")))
+            .unwrap();
+        let line = text[..at].matches('\n').count() + 1;
+        match parse(&text) {
+            Err(ConfigError::Syntax {
+                line: l,
+                key_path: k,
+                message,
+                ..
+            }) => {
+                assert_eq!(k, key_path);
+                assert!(
+                    message.contains(&format!("unknown field `{field}`")),
+                    "{message}"
+                );
+                assert_eq!(l, line, "{key_path}");
+            }
+            other => panic!("{key_path}: expected an unknown-field error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn shape_errors_carry_position_and_path() {
+    let err = parse(&edit(&[("role = \"inside\"", "role = \"middle\"")])).unwrap_err();
+    let ConfigError::Syntax {
+        line,
+        column,
+        key_path,
+        message,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!((*line, *column), (35, 8));
+    assert_eq!(key_path, "port[1].role");
+    assert!(message.contains("unknown variant `middle`"));
+    assert!(
+        err.to_string()
+            .starts_with("line 35, column 8: port[1].role: ")
+    );
+    assert!(err.problems().is_empty());
+
+    let err = parse("[dataplane\n").unwrap_err();
+    assert!(
+        matches!(err, ConfigError::Syntax { line: 1, .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn load_reports_unreadable_files() {
+    let err = nic_config::load("/nonexistent/portico.toml").unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }));
+    assert!(err.to_string().contains("/nonexistent/portico.toml"));
+}
+
+/// Edits that break independent rules on different lines.
+const INDEPENDENT: &[(&str, &str, &str)] = &[
+    ("batch_size = 32", "batch_size = 99", "dataplane.batch_size"),
+    (
+        "expiry_scan_per_poll = 16",
+        "expiry_scan_per_poll = 0",
+        "dataplane.conntrack.expiry_scan_per_poll",
+    ),
+    (
+        "udp_s = 31",
+        "udp_s = 0",
+        "dataplane.conntrack.timeouts.udp_s",
+    ),
+    ("mtu = 1500", "mtu = 1", "port[0].mtu"),
+    (
+        "interface = \"in0\"",
+        "interface = \"in/0\"",
+        "port[1].interface",
+    ),
+    (
+        "\"198.51.100.0/24\"",
+        "\"198.51.100.1/24\"",
+        "route[0].destination",
+    ),
+    (
+        "mac = \"02:00:00:00:01:10\"",
+        "mac = \"x\"",
+        "neighbour[0].mac",
+    ),
+    (
+        "affinity_timeout_s = 600",
+        "affinity_timeout_s = 0",
+        "service[0].affinity_timeout_s",
+    ),
+    (
+        "port = 8080, weight = 3",
+        "port = 8080, weight = 70000",
+        "service[0].backends[0].weight",
+    ),
+    ("port = 53\n", "port = 0\n", "service[1].port"),
+];
+
+proptest! {
+    /// Any combination of independent mistakes is reported in full: one
+    /// problem per mistake, nothing else.
+    #[test]
+    fn every_problem_is_reported(mask in 1u32..(1 << INDEPENDENT.len())) {
+        let chosen: Vec<_> = INDEPENDENT
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, c)| *c)
+            .collect();
+        let edits: Vec<(&str, &str)> = chosen.iter().map(|&(f, t, _)| (f, t)).collect();
+        let mut got: Vec<String> = problems(&edit(&edits)).into_iter().map(|p| p.path).collect();
+        let mut want: Vec<String> = chosen.iter().map(|c| c.2.to_owned()).collect();
+        got.sort();
+        want.sort();
+        prop_assert_eq!(got, want);
+    }
+
+    /// The SNAT port range is accepted exactly when every worker gets at
+    /// least 64 ports.
+    #[test]
+    fn port_range_must_cover_the_workers(workers in 1u32..=64, first in 1u16..=65535, len in 1u32..=5000) {
+        let last = (u32::from(first) + len - 1).min(65535);
+        let width = last - u32::from(first) + 1;
+        let text = edit(&[
+            ("workers = 2", &format!("workers = {workers}")),
+            ("\"20000-29999\"", &format!("\"{first}-{last}\"")),
+            // No dual-role address, so NodePorts may fall in the range.
+            ("node_addresses = [\"10.1.0.1/24\"]\n", ""),
+        ]);
+        let result = parse(&text);
+        if width >= 64 * workers {
+            prop_assert!(result.is_ok(), "{:?}", result.err().map(|e| e.to_string()));
+        } else {
+            let got = result.err().map(|e| e.problems().to_vec()).unwrap_or_default();
+            prop_assert_eq!(got.len(), 1);
+            prop_assert_eq!(got[0].path.as_str(), "dataplane.snat.port_range");
+        }
+    }
+}
