@@ -1,16 +1,13 @@
 //! `portico`: the gateway binary.
 //!
-//! Subcommands so far:
-//! * `demo` — the pipeline on the in-memory driver: simulated clients open
-//!   TCP connections and send UDP queries to a VIP and a NodePort, simulated
-//!   backends answer, and the demo prints where connections landed, what the
-//!   pipeline cost per packet, and the gateway's counters. (The
-//!   network-namespace demo with real servers arrives with the af_packet
-//!   driver.)
-
-mod demo;
+//! * `check --config FILE` — validate a configuration and print the plan, or
+//!   every problem with its field path.
+//! * `demo` — the pipeline on the in-memory driver against simulated clients
+//!   and backends.
 
 use clap::{Parser, Subcommand};
+use portico::demo;
+use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,6 +22,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Validate a configuration file and print the resulting plan.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
     /// Run the packet pipeline on the in-memory driver against simulated
     /// clients and backends, and print what happened.
     Demo(demo::DemoArgs),
@@ -32,6 +34,16 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Check { config } => match nic_config::load(&config) {
+            Ok(plan) => {
+                print!("{plan}");
+                Ok(())
+            }
+            Err(e) => {
+                eprintln!("{}: invalid configuration:\n{e}", config.display());
+                std::process::exit(2);
+            }
+        },
         Command::Demo(args) => demo::run(&args),
     }
 }

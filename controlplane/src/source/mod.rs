@@ -1,0 +1,4 @@
+//! Sources of the desired model: the static TOML file now, Kubernetes
+//! (Services + EndpointSlices) with the control-plane issue.
+
+pub mod static_file;

@@ -1,0 +1,230 @@
+//! The standalone services of `portico.toml`: a validated
+//! [`nic_config::Plan`] mapped onto the dataplane's [`SnapshotSpec`] and
+//! worker configuration.
+//!
+//! Port MACs and MTUs not given in the file are read from the interfaces
+//! when the gateway starts; callers pass what they found as [`PortFacts`].
+
+use dataplane::conntrack::{ConntrackConfig, Timeouts};
+use dataplane::flow::Proto;
+use dataplane::snapshot::{
+    AddrRole, BackendGonePolicy, EndpointCondition, EndpointSpec, ListenerKind, NeighbourSpec,
+    PortSpec, Route, ServiceSpec, SnapshotSpec,
+};
+use dataplane::snat::{DEFAULT_PROBE_LIMIT, DEFAULT_QUARANTINE_CAPACITY, SnatConfig};
+use dataplane::stage::PipelineConfig;
+use dataplane::worker::{IdlePolicy, WorkerConfig};
+use nic_config::Plan;
+
+/// What the running system says about a port (the file may override it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortFacts {
+    pub mac: [u8; 6],
+    pub mtu: u16,
+}
+
+/// The snapshot spec of a plan.
+pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
+    let ports = plan
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let found = facts.get(i).copied().unwrap_or(PortFacts {
+                mac: [0; 6],
+                mtu: 1500,
+            });
+            PortSpec {
+                mac: p.mac.map_or(found.mac, |m| m.0),
+                mtu: p.mtu.unwrap_or(found.mtu),
+            }
+        })
+        .collect();
+    let addresses = plan
+        .addresses
+        .iter()
+        .map(|a| {
+            let role = match a.role {
+                nic_config::AddressRole::Node => AddrRole::Node,
+                nic_config::AddressRole::Snat => AddrRole::Snat,
+            };
+            (a.address, a.port as u8, role)
+        })
+        .collect();
+    let routes = plan
+        .routes
+        .iter()
+        .map(|r| Route {
+            dest: r.destination.network().address,
+            prefix_len: r.destination.prefix_len,
+            port: r.port as u8,
+            via: r.via,
+        })
+        .collect();
+    let neighbours = plan
+        .neighbours
+        .iter()
+        .map(|n| NeighbourSpec {
+            addr: n.address,
+            mac: n.mac.0,
+        })
+        .collect();
+    let services = plan.services.iter().map(service_spec).collect();
+    SnapshotSpec {
+        ports,
+        vip_port: plan.vip_port as u8,
+        addresses,
+        routes,
+        neighbours,
+        services,
+        maglev_table_size: plan.dataplane.maglev_table_size,
+    }
+}
+
+fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
+    let proto = match s.protocol {
+        nic_config::Protocol::Tcp => Proto::Tcp,
+        nic_config::Protocol::Udp => Proto::Udp,
+    };
+    ServiceSpec {
+        name: s.name.clone(),
+        proto,
+        listeners: s
+            .listeners
+            .iter()
+            .map(|l| {
+                let kind = match l.kind {
+                    nic_config::ListenerKind::Vip => ListenerKind::Vip,
+                    nic_config::ListenerKind::ExternalIp => ListenerKind::ExternalIp,
+                    nic_config::ListenerKind::NodePort => ListenerKind::NodePort,
+                };
+                (l.address, l.port, kind)
+            })
+            .collect(),
+        endpoints: s
+            .backends
+            .iter()
+            .map(|b| EndpointSpec {
+                addr: b.address,
+                weight: b.weight,
+                condition: match b.condition {
+                    nic_config::EndpointCondition::Ready => EndpointCondition::Ready,
+                    nic_config::EndpointCondition::ServingTerminating => {
+                        EndpointCondition::ServingTerminating
+                    }
+                    nic_config::EndpointCondition::Draining => EndpointCondition::Draining,
+                },
+            })
+            .collect(),
+        snat: s.snat,
+        affinity_timeout_ms: s.affinity_timeout_ms,
+        tcp_backend_gone: match s.tcp_backend_gone {
+            nic_config::BackendGone::Drop => BackendGonePolicy::Drop,
+            nic_config::BackendGone::Reset => BackendGonePolicy::Reset,
+        },
+    }
+}
+
+/// The configuration of worker `worker` of the plan.
+pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
+    let d = &plan.dataplane;
+    let t = &d.conntrack.timeouts;
+    WorkerConfig {
+        pipeline: PipelineConfig {
+            worker: worker as u8,
+            workers: d.workers as u8,
+            conntrack: ConntrackConfig {
+                capacity: d.conntrack.capacity,
+                timeouts: Timeouts {
+                    tcp_syn_sent_ms: t.tcp_syn_sent_ms,
+                    tcp_syn_recv_ms: t.tcp_syn_recv_ms,
+                    tcp_established_ms: t.tcp_established_ms,
+                    tcp_fin_wait_ms: t.tcp_fin_wait_ms,
+                    tcp_close_wait_ms: t.tcp_close_wait_ms,
+                    tcp_last_ack_ms: t.tcp_last_ack_ms,
+                    tcp_time_wait_ms: t.tcp_time_wait_ms,
+                    tcp_close_ms: t.tcp_close_ms,
+                    udp_ms: t.udp_ms,
+                    udp_stream_ms: t.udp_stream_ms,
+                    icmp_ms: t.icmp_ms,
+                },
+                expiry_scan_per_poll: d.conntrack.expiry_scan_per_poll,
+                early_drop_scan: d.conntrack.early_drop_scan,
+            },
+            snat: SnatConfig {
+                addrs: d.snat.addresses.clone(),
+                port_range: d.snat.port_range.clone(),
+                quarantine_ms: d.snat.quarantine_ms,
+                quarantine_capacity: DEFAULT_QUARANTINE_CAPACITY,
+                probe_limit: DEFAULT_PROBE_LIMIT,
+            },
+            affinity_capacity: d.affinity_capacity,
+            seed: 0x7061_7274_6963_6f00 ^ worker as u64,
+        },
+        batch_size: d.batch_size,
+        idle: match d.idle {
+            nic_config::IdlePolicy::Spin => IdlePolicy::Spin,
+            nic_config::IdlePolicy::Adaptive => IdlePolicy::Adaptive,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dataplane::snapshot::SnapshotBuilder;
+    use dataplane::stage::Pipeline;
+
+    fn example(name: &str) -> Plan {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(name);
+        nic_config::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    #[test]
+    fn every_example_maps_to_a_snapshot_and_workers_that_build() {
+        for name in ["standalone-two-port.toml", "one-arm.toml"] {
+            let plan = example(name);
+            let facts = vec![
+                PortFacts {
+                    mac: [2, 0, 0, 0, 0, 9],
+                    mtu: 1500
+                };
+                plan.ports.len()
+            ];
+            let spec = snapshot_spec(&plan, &facts);
+            let snap = SnapshotBuilder::new()
+                .build(&spec)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(snap.services.iter().flatten().count(), plan.services.len());
+            for l in plan.services.iter().flat_map(|s| &s.listeners) {
+                assert!(
+                    snap.owned(l.address).is_some(),
+                    "{name}: listener address {} owned",
+                    l.address
+                );
+            }
+            for w in 0..plan.dataplane.workers {
+                Pipeline::new(&worker_config(&plan, w).pipeline)
+                    .unwrap_or_else(|e| panic!("{name} worker {w}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn file_values_override_interface_facts() {
+        let plan = example("standalone-two-port.toml");
+        let spec = snapshot_spec(
+            &plan,
+            &[PortFacts {
+                mac: [2, 9, 9, 9, 9, 9],
+                mtu: 9000,
+            }; 2],
+        );
+        for (p, s) in plan.ports.iter().zip(&spec.ports) {
+            assert_eq!(s.mac, p.mac.map_or([2, 9, 9, 9, 9, 9], |m| m.0));
+            assert_eq!(s.mtu, p.mtu.unwrap_or(9000));
+        }
+    }
+}
