@@ -250,6 +250,32 @@ impl Region {
         Ok(Region { ptr, len })
     }
 
+    /// An anonymous shared mapping standing in for a ring (unit tests of
+    /// the ring walks).
+    #[cfg(test)]
+    pub(super) fn anonymous(len: usize) -> io::Result<Region> {
+        if len == 0 {
+            return Err(einval("empty mapping"));
+        }
+        // SAFETY: a fresh anonymous mapping at an address the kernel chooses;
+        // no existing memory is affected. The result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| einval("mmap returned NULL"))?;
+        Ok(Region { ptr, len })
+    }
+
     #[inline]
     fn in_bounds(&self, off: usize, len: usize) -> bool {
         off.checked_add(len).is_some_and(|end| end <= self.len)
@@ -307,6 +333,12 @@ impl Region {
                 .write_unaligned(value)
         };
         true
+    }
+
+    /// Store a native-endian u16 at `off` (unit tests fake kernel headers).
+    #[cfg(test)]
+    pub(super) fn write_u16(&mut self, off: usize, value: u16) -> bool {
+        self.copy_in(off, &value.to_ne_bytes())
     }
 
     /// Copy `dst.len()` bytes starting at `off` out of the mapping.
