@@ -177,6 +177,7 @@ impl Rig {
             publisher.reader(),
             Arc::new(SharedCounters::default()),
             None,
+            Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default())),
         )
         .expect("bench pipeline config is valid");
         Rig {

@@ -230,6 +230,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         publisher.reader(),
         Arc::clone(&shared),
         None,
+        Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default())),
     )
     .context("starting the worker")?;
     let mut demo = Demo {

@@ -120,6 +120,13 @@ drop_reasons! {
     VlanMismatch => "vlan_mismatch",
     /// A packet ended the pipeline without a verdict (a bug; never expected).
     Internal => "internal",
+    /// The next hop's ARP resolution failed recently, or the neighbour
+    /// table is full.
+    NeighbourUnresolved => "neighbour_unresolved",
+    /// Held for ARP resolution and the neighbour never answered.
+    NeighbourTimeout => "neighbour_timeout",
+    /// The queue of packets waiting for ARP resolution is full.
+    NeighbourQueueFull => "neighbour_queue_full",
 }
 
 impl std::fmt::Display for DropReason {
@@ -140,6 +147,14 @@ pub struct Counters {
     pub handoff_out: u64,
     /// Packets another worker handed to this one (not counted in rx).
     pub handoff_in: u64,
+    /// ARP replies (and requests) the neighbour table learned from.
+    pub arp_learned: u64,
+    /// ARP requests sent to resolve next hops.
+    pub arp_requests_sent: u64,
+    /// Gratuitous ARPs sent for owned addresses.
+    pub garp_sent: u64,
+    /// Packets that waited for ARP resolution and were then sent.
+    pub neighbour_held_sent: u64,
     /// ARP replies and ICMP echo replies sent.
     pub local_replies: u64,
     /// ICMP errors translated back to the other side of a flow.
@@ -194,7 +209,7 @@ impl Counters {
 }
 
 /// Number of scalar (non-drop) counters in [`Counters`], in `scalars()` order.
-const SCALARS: usize = 17;
+const SCALARS: usize = 21;
 
 impl Counters {
     fn scalars(&self) -> [u64; SCALARS] {
@@ -205,6 +220,10 @@ impl Counters {
             self.tx_bytes,
             self.handoff_out,
             self.handoff_in,
+            self.arp_learned,
+            self.arp_requests_sent,
+            self.garp_sent,
+            self.neighbour_held_sent,
             self.local_replies,
             self.icmp_errors_translated,
             self.resets_sent,
@@ -227,17 +246,21 @@ impl Counters {
             tx_bytes: s[3],
             handoff_out: s[4],
             handoff_in: s[5],
-            local_replies: s[6],
-            icmp_errors_translated: s[7],
-            resets_sent: s[8],
-            flows_created: s[9],
-            flows_expired: s[10],
-            flows_early_dropped: s[11],
-            flows_recycled: s[12],
-            flows_reselected: s[13],
-            affinity_hits: s[14],
-            snat_allocations: s[15],
-            snat_quarantine_reuses: s[16],
+            arp_learned: s[6],
+            arp_requests_sent: s[7],
+            garp_sent: s[8],
+            neighbour_held_sent: s[9],
+            local_replies: s[10],
+            icmp_errors_translated: s[11],
+            resets_sent: s[12],
+            flows_created: s[13],
+            flows_expired: s[14],
+            flows_early_dropped: s[15],
+            flows_recycled: s[16],
+            flows_reselected: s[17],
+            affinity_hits: s[18],
+            snat_allocations: s[19],
+            snat_quarantine_reuses: s[20],
             drops,
         }
     }

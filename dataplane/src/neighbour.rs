@@ -119,6 +119,12 @@ fn mac_of(bits: u64) -> [u8; 6] {
     [b[2], b[3], b[4], b[5], b[6], b[7]]
 }
 
+impl Default for NeighbourTable {
+    fn default() -> Self {
+        Self::new(NeighbourConfig::default())
+    }
+}
+
 impl NeighbourTable {
     pub fn new(config: NeighbourConfig) -> Self {
         let n = config.capacity.max(16).next_power_of_two() as usize;

@@ -41,6 +41,12 @@ pub enum Verdict {
     Handoff(WorkerId),
     /// Dropped and counted under this reason.
     Drop(DropReason),
+    /// Absorbed by the gateway (an ARP reply it learned from): released, not
+    /// a drop.
+    Consumed,
+    /// Translated and ready for `port`, but the next hop's MAC is being
+    /// resolved: the worker holds it until the neighbour answers.
+    AwaitNeighbour(PortId),
 }
 
 /// Parsed metadata of one frame. Offsets are from the start of the frame.

@@ -3,17 +3,29 @@
 //! Each poll: for every port, receive a burst, load the current snapshot
 //! once, run the pipeline over the batch, send every frame to its verdict's
 //! port (or hand it to its owning worker, or release it and count the drop
-//! reason); then drain frames other workers handed over; then bounded
-//! housekeeping (conntrack and affinity expiry). Counters are core-local and
-//! published to [`SharedCounters`] at most once per millisecond.
+//! reason); then drain frames other workers handed over; then send the
+//! frames held for ARP resolution whose neighbour answered (or drop them when
+//! it did not in time) and the ARP requests the batches asked for; then
+//! bounded housekeeping (conntrack and affinity expiry). Counters are
+//! core-local and published to [`SharedCounters`] at most once per
+//! millisecond.
+//!
+//! When a new snapshot generation appears, the worker loads its static
+//! neighbours into the shared neighbour table, and worker 0 announces every
+//! owned address it has not announced yet with a gratuitous ARP (RFC 5227
+//! §3 "ARP Announcement"), so VIPs move to this gateway at start and when
+//! they are added.
 
 use crate::clock::Clock;
 use crate::counters::{DropReason, Gauges, SharedCounters};
 use crate::driver::{Driver, Frame};
 use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
+use crate::neighbour::{NeighbourTable, Resolution};
 use crate::packet::{PortId, Verdict};
-use crate::snapshot::SnapshotReader;
+use crate::snapshot::{Snapshot, SnapshotReader};
 use crate::stage::{MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
+use crate::wire::{MacAddr, arp, ethernet};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -55,7 +67,27 @@ pub struct Worker<D: Driver, C: Clock> {
     rx: Vec<D::Frame>,
     tx: Vec<Vec<D::Frame>>,
     last_publish_ms: u64,
+    /// Frames translated and waiting for their next hop's MAC.
+    held: Vec<Held<D::Frame>>,
+    /// Second buffer for `held` (swapped each poll; no allocation).
+    held_spare: Vec<Held<D::Frame>>,
+    /// Snapshot generation whose neighbours/announcements were applied.
+    seen_generation: u64,
+    /// Owned addresses already announced with a gratuitous ARP (worker 0).
+    announced: Vec<Ipv4Addr>,
 }
+
+/// A frame waiting for ARP resolution of `addr` on `port`.
+#[derive(Debug)]
+struct Held<F> {
+    frame: F,
+    port: PortId,
+    addr: Ipv4Addr,
+    deadline_ms: u64,
+}
+
+/// Frames a worker holds for ARP resolution at most.
+pub const HELD_FRAMES: usize = 256;
 
 impl<D: Driver, C: Clock> Worker<D, C> {
     pub fn new(
@@ -65,12 +97,13 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         snapshots: SnapshotReader,
         shared: Arc<SharedCounters>,
         handoff: Option<WorkerHandoff>,
+        neighbours: Arc<NeighbourTable>,
     ) -> Result<Self, PipelineError> {
         let batch_size = config.batch_size.clamp(1, MAX_BATCH);
         let ports = driver.port_count();
         let (handoff_tx, handoff_rx) = handoff.map_or((Vec::new(), Vec::new()), |h| (h.tx, h.rx));
         Ok(Worker {
-            pipeline: Pipeline::new(&config.pipeline)?,
+            pipeline: Pipeline::new(&config.pipeline, neighbours)?,
             driver,
             clock,
             snapshots,
@@ -83,6 +116,10 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             rx: Vec::with_capacity(MAX_BATCH),
             tx: (0..ports).map(|_| Vec::with_capacity(MAX_BATCH)).collect(),
             last_publish_ms: u64::MAX,
+            held: Vec::with_capacity(HELD_FRAMES),
+            held_spare: Vec::with_capacity(HELD_FRAMES),
+            seen_generation: u64::MAX,
+            announced: Vec::new(),
         })
     }
 
@@ -102,6 +139,11 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     /// frames processed.
     pub fn poll(&mut self) -> usize {
         let now_ms = self.clock.now_ms();
+        let snap = self.snapshots.load();
+        if snap.generation != self.seen_generation {
+            self.on_new_snapshot(&snap);
+        }
+        drop(snap);
         let mut work = 0;
         for port in 0..self.driver.port_count() {
             let port = port as PortId;
@@ -113,6 +155,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             }
         }
         work += self.drain_handoff(now_ms);
+        self.release_held(now_ms);
+        self.send_arp_requests();
+        self.flush_tx();
         self.pipeline.housekeeping(now_ms);
         if now_ms != self.last_publish_ms {
             self.publish_counters();
@@ -158,11 +203,12 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.pipeline
             .process(&snap, in_port, &mut self.rx, now_ms, may_hand_off);
         drop(snap);
-        self.dispatch(in_port);
+        self.dispatch(in_port, now_ms);
     }
 
     /// Send each frame of the last batch where its verdict says.
-    fn dispatch(&mut self, in_port: PortId) {
+    fn dispatch(&mut self, in_port: PortId, now_ms: u64) {
+        let hold_deadline_ms = now_ms.saturating_add(self.hold_ms());
         for (i, frame) in self.rx.drain(..).enumerate() {
             // A driver that returned more frames than a batch holds gets the
             // extras dropped, never a stale verdict.
@@ -194,6 +240,25 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                     self.driver.release(frame);
                     continue;
                 }
+                Verdict::Consumed => {
+                    self.driver.release(frame);
+                    continue;
+                }
+                Verdict::AwaitNeighbour(port) => {
+                    if self.held.len() < HELD_FRAMES {
+                        let addr = self.pipeline.awaited_neighbour(i);
+                        self.held.push(Held {
+                            frame,
+                            port,
+                            addr,
+                            deadline_ms: hold_deadline_ms,
+                        });
+                    } else {
+                        self.pipeline.counters.drop(DropReason::NeighbourQueueFull);
+                        self.driver.release(frame);
+                    }
+                    continue;
+                }
                 Verdict::Pending => {
                     debug_assert!(false, "packet left the pipeline without a verdict");
                     counters.drop(DropReason::Internal);
@@ -207,6 +272,170 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                     counters.drop(DropReason::NoRoute);
                     self.driver.release(frame);
                 }
+            }
+        }
+        self.flush_tx();
+    }
+
+    /// How long a frame waits for its neighbour: every probe of one
+    /// resolution round.
+    fn hold_ms(&self) -> u64 {
+        let c = self.pipeline.neighbours.config();
+        c.retrans_ms.saturating_mul(u64::from(c.max_probes.max(1)))
+    }
+
+    /// Send held frames whose neighbour is now known; drop the ones whose
+    /// time is up. Order among the frames kept is preserved.
+    fn release_held(&mut self, now_ms: u64) {
+        if self.held.is_empty() {
+            return;
+        }
+        let snap = self.snapshots.load();
+        std::mem::swap(&mut self.held, &mut self.held_spare);
+        for h in self.held_spare.drain(..) {
+            let Held {
+                mut frame,
+                port,
+                addr,
+                deadline_ms,
+            } = h;
+            let port_mac = snap.ports.get(port as usize).map(|p| p.mac);
+            // Resolving again (not just peeking) re-sends the request once
+            // per retrans period while packets wait, as Linux does.
+            let resolution = self.pipeline.neighbours.resolve(port, addr, now_ms);
+            let mac = match resolution {
+                Resolution::Known { mac, .. } => Some(mac),
+                Resolution::Pending { probe: true } => {
+                    let requests = self.pipeline.arp_requests_mut();
+                    if requests.len() < requests.capacity() {
+                        requests.push((port, addr));
+                    }
+                    None
+                }
+                _ => None,
+            };
+            let failed = matches!(resolution, Resolution::Failed | Resolution::TableFull);
+            match (mac, port_mac) {
+                (Some(mac), Some(port_mac)) => {
+                    let mut eth = ethernet::Packet::new_unchecked(frame.data_mut());
+                    eth.set_dst_addr(MacAddr(mac));
+                    eth.set_src_addr(MacAddr(port_mac));
+                    self.pipeline.counters.neighbour_held_sent += 1;
+                    match self.tx.get_mut(port as usize) {
+                        Some(q) if q.len() < q.capacity() => q.push(frame),
+                        _ => {
+                            self.pipeline.counters.drop(DropReason::TxFull);
+                            self.driver.release(frame);
+                        }
+                    }
+                }
+                _ if failed || now_ms >= deadline_ms => {
+                    self.pipeline.counters.drop(DropReason::NeighbourTimeout);
+                    self.driver.release(frame);
+                }
+                _ => self.held.push(Held {
+                    frame,
+                    port,
+                    addr,
+                    deadline_ms,
+                }),
+            }
+        }
+    }
+
+    /// Queue the ARP requests the pipeline asked for.
+    fn send_arp_requests(&mut self) {
+        if self.pipeline.arp_requests_mut().is_empty() {
+            return;
+        }
+        let snap = self.snapshots.load();
+        // Swap the request list out and back: its capacity is kept, nothing
+        // is allocated.
+        let mut requests = std::mem::take(self.pipeline.arp_requests_mut());
+        for &(port, addr) in &requests {
+            let source = snap.arp_source.get(port as usize).copied().flatten();
+            if self.queue_arp(&snap, port, source.unwrap_or(Ipv4Addr::UNSPECIFIED), addr) {
+                self.pipeline.counters.arp_requests_sent += 1;
+            }
+        }
+        requests.clear();
+        *self.pipeline.arp_requests_mut() = requests;
+    }
+
+    /// Build an ARP request (`sender` asks for `target`) on `port` into a
+    /// driver buffer and queue it for tx. A gratuitous ARP has
+    /// `sender == target`.
+    fn queue_arp(
+        &mut self,
+        snap: &Snapshot,
+        port: PortId,
+        sender: Ipv4Addr,
+        target: Ipv4Addr,
+    ) -> bool {
+        let Some(info) = snap.ports.get(port as usize) else {
+            return false;
+        };
+        let mut buf = [0u8; 60];
+        {
+            let mut eth = ethernet::Packet::new_unchecked(&mut buf[..]);
+            eth.set_dst_addr(MacAddr::BROADCAST);
+            eth.set_src_addr(MacAddr(info.mac));
+            eth.set_ethertype(ethernet::ethertype::ARP);
+        }
+        {
+            let mut a = arp::Packet::new_unchecked(&mut buf[ethernet::HEADER_LEN..]);
+            a.set_ethernet_ipv4();
+            a.set_operation(arp::op::REQUEST);
+            a.set_sender_hw_addr(MacAddr(info.mac));
+            a.set_sender_proto_addr(sender);
+            a.set_target_hw_addr(MacAddr::ZERO);
+            a.set_target_proto_addr(target);
+        }
+        let Some(frame) = self.driver.frame_from(&buf) else {
+            self.pipeline.counters.drop(DropReason::PoolExhausted);
+            return false;
+        };
+        match self.tx.get_mut(port as usize) {
+            Some(q) if q.len() < q.capacity() => {
+                q.push(frame);
+                true
+            }
+            _ => {
+                self.pipeline.counters.drop(DropReason::TxFull);
+                self.driver.release(frame);
+                false
+            }
+        }
+    }
+
+    /// Apply a new snapshot generation: static neighbours, and (worker 0)
+    /// gratuitous ARP for owned addresses not announced yet. Cold path.
+    fn on_new_snapshot(&mut self, snap: &Snapshot) {
+        self.seen_generation = snap.generation;
+        for &(port, addr, mac) in &snap.static_neighbours {
+            self.pipeline.neighbours.set_static(port, addr, mac);
+        }
+        if self.pipeline.steering.worker != 0 {
+            return;
+        }
+        let mut fresh: Vec<(PortId, Ipv4Addr)> = snap
+            .owned
+            .iter()
+            .filter(|(addr, _)| !self.announced.contains(addr))
+            .map(|(addr, o)| (o.port, *addr))
+            .collect();
+        fresh.sort_unstable();
+        self.announced = snap.owned.keys().copied().collect();
+        for (port, addr) in fresh {
+            if self.queue_arp(snap, port, addr, addr) {
+                self.pipeline.counters.garp_sent += 1;
+            }
+            if self
+                .tx
+                .get(port as usize)
+                .is_some_and(|q| q.len() == q.capacity())
+            {
+                self.flush_tx();
             }
         }
         self.flush_tx();

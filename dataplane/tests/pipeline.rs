@@ -761,7 +761,11 @@ fn counters_are_published_for_other_threads() {
     gw.worker.poll();
     let (c, g) = gw.shared.read();
     assert_eq!(c.rx_packets, 2);
-    assert_eq!(c.tx_packets, 1);
+    assert_eq!(
+        c.garp_sent, 4,
+        "VIP, externalIP, node and SNAT addresses announced at start"
+    );
+    assert_eq!(c.tx_packets, 1 + c.garp_sent);
     assert_eq!(c.dropped(DropReason::NoListener), 1);
     assert_eq!(g.live_flows, 1);
     assert_eq!(g.snat_in_use, 1);

@@ -25,6 +25,7 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
         .unwrap();
     let publisher = Publisher::new(snapshot);
     let clock = ManualClock::new(1_000);
+    let neighbours = Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default()));
     let mut meshes = HandoffMesh::new(WORKERS as usize, 256, 2048).into_iter();
     let mut workers: Vec<_> = (0..WORKERS)
         .map(|w| {
@@ -39,6 +40,7 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
                 publisher.reader(),
                 Arc::new(SharedCounters::default()),
                 meshes.next(),
+                neighbours.clone(),
             )
             .unwrap()
         })
@@ -66,7 +68,13 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
     for _ in 0..8 {
         for w in workers.iter_mut() {
             w.poll();
-            sent += w.driver_mut().take_tx(INSIDE).len();
+            // IPv4 only: worker 0 also announces the SNAT address (ARP).
+            sent += w
+                .driver_mut()
+                .take_tx(INSIDE)
+                .iter()
+                .filter(|f| f[12..14] == [0x08, 0x00])
+                .count();
         }
     }
     assert_eq!(sent, n as usize, "every SYN forwarded exactly once");
@@ -124,7 +132,12 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
     for _ in 0..8 {
         for w in workers.iter_mut() {
             w.poll();
-            back += w.driver_mut().take_tx(OUTSIDE).len();
+            back += w
+                .driver_mut()
+                .take_tx(OUTSIDE)
+                .iter()
+                .filter(|f| f[12..14] == [0x08, 0x00])
+                .count();
         }
     }
     assert_eq!(back, n as usize, "every reply translated exactly once");

@@ -206,7 +206,7 @@ mod tests {
                 );
             }
             for w in 0..plan.dataplane.workers {
-                Pipeline::new(&worker_config(&plan, w).pipeline)
+                Pipeline::new(&worker_config(&plan, w).pipeline, Default::default())
                     .unwrap_or_else(|e| panic!("{name} worker {w}: {e}"));
             }
         }

@@ -459,6 +459,19 @@ impl SnapshotBuilder {
             listeners,
             services,
             backends,
+            static_neighbours: spec
+                .neighbours
+                .iter()
+                .filter_map(|n| Some((resolve_next_hop(spec, n.addr)?.port, n.addr, n.mac)))
+                .collect(),
+            arp_source: (0..spec.ports.len())
+                .map(|p| {
+                    spec.addresses
+                        .iter()
+                        .find(|a| usize::from(a.1) == p)
+                        .map(|a| a.0)
+                })
+                .collect(),
         })
     }
 }
@@ -523,18 +536,16 @@ fn owned_addresses(spec: &SnapshotSpec) -> HashMap<Ipv4Addr, OwnedAddr> {
     owned
 }
 
-/// Longest-prefix route to `addr`, then the neighbour of its next hop.
+/// Longest-prefix route to `addr`: its port and the neighbour to send to.
 fn resolve_next_hop(spec: &SnapshotSpec, addr: Ipv4Addr) -> Option<NextHop> {
     let route = spec
         .routes
         .iter()
         .filter(|r| r.contains(addr))
         .max_by_key(|r| r.prefix_len)?;
-    let hop = route.via.unwrap_or(addr);
-    let n = spec.neighbours.iter().find(|n| n.addr == hop)?;
     Some(NextHop {
         port: route.port,
-        mac: n.mac,
+        addr: route.via.unwrap_or(addr),
     })
 }
 
@@ -628,8 +639,20 @@ mod tests {
             be.next_hop,
             Some(NextHop {
                 port: 1,
-                mac: [2, 0, 0, 1, 0, 10]
+                addr: Ipv4Addr::new(10, 1, 0, 10)
             })
+        );
+        assert!(s.static_neighbours.contains(&(
+            1,
+            Ipv4Addr::new(10, 1, 0, 10),
+            [2, 0, 0, 1, 0, 10]
+        )));
+        assert_eq!(
+            s.arp_source,
+            vec![
+                Some(Ipv4Addr::new(192, 0, 2, 1)),
+                Some(Ipv4Addr::new(10, 1, 0, 1))
+            ]
         );
     }
 

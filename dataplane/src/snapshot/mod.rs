@@ -80,11 +80,13 @@ pub enum EndpointCondition {
     Draining,
 }
 
-/// Where to send frames for an address: out of `port` to `mac`.
+/// Where to send frames for an address: out of `port` to the neighbour
+/// `addr` (the address itself when directly connected, else the route's
+/// gateway), whose MAC the neighbour table resolves.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct NextHop {
     pub port: PortId,
-    pub mac: [u8; 6],
+    pub addr: Ipv4Addr,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -94,7 +96,7 @@ pub struct Backend {
     pub addr: SocketAddrV4,
     pub weight: u32,
     pub condition: EndpointCondition,
-    /// Resolved next hop; `None` until the neighbour is known.
+    /// Next hop by route; `None` when no route covers the backend.
     pub next_hop: Option<NextHop>,
 }
 
@@ -186,6 +188,12 @@ pub struct Snapshot {
     pub services: Vec<Option<Service>>,
     /// Indexed by [`BackendId`]; `None` for ids not in use.
     pub backends: Vec<Option<Backend>>,
+    /// Configured neighbours `(port, address, MAC)`, loaded into the
+    /// neighbour table as static entries.
+    pub static_neighbours: Vec<(PortId, Ipv4Addr, [u8; 6])>,
+    /// Per port, the gateway address ARP requests are sent from (the first
+    /// node or SNAT address on that port; `None`: 0.0.0.0, an ARP probe).
+    pub arp_source: Vec<Option<Ipv4Addr>>,
 }
 
 impl Snapshot {
@@ -198,6 +206,8 @@ impl Snapshot {
             listeners: HashMap::new(),
             services: Vec::new(),
             backends: Vec::new(),
+            static_neighbours: Vec::new(),
+            arp_source: Vec::new(),
         }
     }
 

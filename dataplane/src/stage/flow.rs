@@ -31,7 +31,7 @@
 //! Every check that can drop a packet runs before the packet changes any
 //! flow state, so a dropped packet never advances a connection.
 
-use super::{FlowSlot, NatPlan};
+use super::{FlowSlot, L2Next, NatPlan};
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError};
 use crate::counters::{Counters, DropReason};
@@ -88,19 +88,19 @@ pub(crate) fn plan_for(
             flow.reply().reversed(),
             snap.backend(flow.backend)
                 .and_then(|b| b.next_hop)
-                .map(|h| (h.port, h.mac)),
+                .map(|h| (h.port, L2Next::Neighbour(h.addr))),
         ),
         Dir::Reply => (
             flow.orig().reversed(),
-            Some((flow.client_port, flow.client_mac)),
+            Some((flow.client_port, L2Next::Mac(flow.client_mac))),
         ),
     };
-    let (out_port, next_mac) = hop.ok_or(DropReason::NoRoute)?;
+    let (out_port, next) = hop.ok_or(DropReason::NoRoute)?;
     egress_check(snap, meta, out_port)?;
     Ok(NatPlan {
         key,
         out_port,
-        next_mac,
+        next,
     })
 }
 
@@ -374,7 +374,7 @@ fn create<F: Frame>(
                 plan: NatPlan {
                     key: reply.reversed(),
                     out_port: hop.port,
-                    next_mac: hop.mac,
+                    next: L2Next::Neighbour(hop.addr),
                 },
             }
         }

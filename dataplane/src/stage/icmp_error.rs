@@ -20,6 +20,7 @@
 
 use super::flow::FlowCtx;
 use super::nat::{rewrite_l4, set_l2};
+use super::{L2Next, NeighbourCtx};
 use crate::conntrack::Dir;
 use crate::counters::DropReason;
 use crate::driver::Frame;
@@ -33,8 +34,9 @@ pub fn run<F: Frame>(
     snap: &Snapshot,
     frames: &mut [F],
     metas: &mut [PacketMeta],
+    neighbours: &mut NeighbourCtx<'_>,
 ) {
-    for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
+    for (i, (frame, meta)) in frames.iter_mut().zip(metas.iter_mut()).enumerate() {
         if !meta.is_pending() || meta.kind != PacketKind::IcmpError {
             continue;
         }
@@ -50,15 +52,18 @@ pub fn run<F: Frame>(
         }
         // `inner_new`: the quoted packet as the receiver of the error sent it.
         let (inner_new, hop) = match dir {
-            Dir::Reply => (*flow.orig(), Some((flow.client_port, flow.client_mac))),
+            Dir::Reply => (
+                *flow.orig(),
+                Some((flow.client_port, L2Next::Mac(flow.client_mac))),
+            ),
             Dir::Original => (
                 *flow.reply(),
                 snap.backend(flow.backend)
                     .and_then(|b| b.next_hop)
-                    .map(|h| (h.port, h.mac)),
+                    .map(|h| (h.port, L2Next::Neighbour(h.addr))),
             ),
         };
-        let Some((out_port, next_mac)) = hop else {
+        let Some((out_port, next)) = hop else {
             meta.drop(DropReason::NoRoute);
             continue;
         };
@@ -78,9 +83,14 @@ pub fn run<F: Frame>(
             outer_dst,
         ) {
             Ok(()) => {
-                set_l2(frame.data_mut(), port.mac, next_mac);
-                meta.verdict = Verdict::Forward(out_port);
                 ctx.counters.icmp_errors_translated += 1;
+                match neighbours.resolve(out_port, next, i) {
+                    Ok(mac) => {
+                        set_l2(frame.data_mut(), port.mac, mac);
+                        meta.verdict = Verdict::Forward(out_port);
+                    }
+                    Err(verdict) => meta.verdict = verdict,
+                }
             }
             Err(reason) => meta.drop(reason),
         }

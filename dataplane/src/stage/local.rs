@@ -6,6 +6,7 @@
 
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
+use crate::neighbour::NeighbourTable;
 use crate::packet::{PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
 use crate::wire::{MacAddr, arp, checksum, ethernet, icmp, ipv4};
@@ -21,13 +22,19 @@ pub fn run<F: Frame>(
     frames: &mut [F],
     metas: &mut [PacketMeta],
     counters: &mut Counters,
+    neighbours: &NeighbourTable,
+    now_ms: u64,
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if !meta.is_pending() {
             continue;
         }
         match meta.kind {
-            PacketKind::Arp => answer_arp(snap, frame.data_mut(), meta),
+            PacketKind::Arp => {
+                if answer_arp(snap, frame.data_mut(), meta, neighbours, now_ms) {
+                    counters.arp_learned += 1;
+                }
+            }
             PacketKind::IcmpEcho => answer_echo(snap, frame.data_mut(), meta),
             _ => continue,
         }
@@ -37,27 +44,46 @@ pub fn run<F: Frame>(
     }
 }
 
-fn answer_arp(snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) {
+/// Answer a request for an owned address; learn the sender's MAC from
+/// replies to our requests and from requests of neighbours already in the
+/// table (never from strangers: the table is not theirs to fill). Returns
+/// whether the neighbour table learned something.
+fn answer_arp(
+    snap: &Snapshot,
+    frame: &mut [u8],
+    meta: &mut PacketMeta,
+    neighbours: &NeighbourTable,
+    now_ms: u64,
+) -> bool {
     let Some(port) = snap.ports.get(meta.in_port as usize) else {
-        return meta.drop(DropReason::NoRoute);
+        meta.drop(DropReason::NoRoute);
+        return false;
     };
     let our_mac = MacAddr(port.mac);
     let l3 = meta.l3_offset as usize;
     let Some(arp_bytes) = frame.get_mut(l3..) else {
-        return meta.drop(DropReason::ArpMalformed);
+        meta.drop(DropReason::ArpMalformed);
+        return false;
     };
     let mut pkt = arp::Packet::new_unchecked(arp_bytes);
+    let (sender_ip, sender_mac) = (pkt.sender_proto_addr(), pkt.sender_hw_addr());
     let target = pkt.target_proto_addr();
     let ours = snap.owned(target).is_some_and(|o| o.port == meta.in_port);
-    if pkt.operation() != ARP_OP_REQUEST || !ours {
-        return meta.drop(DropReason::ArpNotOwned);
+    let learned = (ours || sender_ip == target)
+        && !sender_ip.is_unspecified()
+        && neighbours.learn(meta.in_port, sender_ip, sender_mac.0, now_ms, true);
+    match pkt.operation() {
+        ARP_OP_REQUEST if ours => {
+            pkt.make_reply(our_mac);
+            let mut eth = ethernet::Packet::new_unchecked(&mut frame[..]);
+            eth.set_dst_addr(sender_mac);
+            eth.set_src_addr(our_mac);
+            meta.verdict = Verdict::Reply;
+        }
+        _ if learned => meta.verdict = Verdict::Consumed,
+        _ => meta.drop(DropReason::ArpNotOwned),
     }
-    let requester = pkt.sender_hw_addr();
-    pkt.make_reply(our_mac);
-    let mut eth = ethernet::Packet::new_unchecked(&mut frame[..]);
-    eth.set_dst_addr(requester);
-    eth.set_src_addr(our_mac);
-    meta.verdict = Verdict::Reply;
+    learned
 }
 
 fn answer_echo(snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) {

@@ -19,14 +19,16 @@ pub mod parse;
 
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::{Conntrack, ConntrackConfig, ConntrackError, Dir, FlowId};
-use crate::counters::Counters;
+use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
 use crate::flow::FlowKey;
+use crate::neighbour::{NeighbourTable, Resolution};
 use crate::packet::{PacketKind, PacketMeta, PortId, Verdict, WorkerId};
 use crate::snapshot::Snapshot;
 use crate::snat::{SnatAllocator, SnatConfig, SnatError};
 use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 
 /// Largest batch the pipeline processes at once.
 pub const MAX_BATCH: usize = 64;
@@ -67,7 +69,16 @@ pub struct NatPlan {
     /// The packet's 5-tuple after translation.
     pub key: FlowKey,
     pub out_port: PortId,
-    pub next_mac: [u8; 6],
+    pub next: L2Next,
+}
+
+/// The Ethernet destination of a translated packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L2Next {
+    /// Known: the MAC the client's packets came from.
+    Mac([u8; 6]),
+    /// A next-hop address the neighbour table resolves.
+    Neighbour(Ipv4Addr),
 }
 
 /// A packet's flow, once the flow stage found or created it.
@@ -93,6 +104,44 @@ impl FlowSlot {
             FlowSlot::None => None,
             FlowSlot::Hit { plan, .. } | FlowSlot::Created { plan, .. } => Some(plan),
         }
+    }
+}
+
+/// Neighbour resolution state the NAT and ICMP-error stages share.
+#[derive(Debug)]
+pub struct NeighbourCtx<'a> {
+    pub table: &'a NeighbourTable,
+    pub now_ms: u64,
+    /// ARP requests to send: `(port, address)`; bounded by its capacity.
+    pub arp_requests: &'a mut Vec<(PortId, Ipv4Addr)>,
+    pub await_addr: &'a mut [Ipv4Addr],
+}
+
+impl NeighbourCtx<'_> {
+    /// The MAC for `next` on `port`, or the verdict for the packet when it
+    /// has none (held, or dropped).
+    #[inline]
+    pub fn resolve(&mut self, port: PortId, next: L2Next, i: usize) -> Result<[u8; 6], Verdict> {
+        let addr = match next {
+            L2Next::Mac(mac) => return Ok(mac),
+            L2Next::Neighbour(addr) => addr,
+        };
+        let (result, probe) = match self.table.resolve(port, addr, self.now_ms) {
+            Resolution::Known { mac, probe } => (Ok(mac), probe),
+            Resolution::Pending { probe } => {
+                if let Some(slot) = self.await_addr.get_mut(i) {
+                    *slot = addr;
+                }
+                (Err(Verdict::AwaitNeighbour(port)), probe)
+            }
+            Resolution::Failed | Resolution::TableFull => {
+                (Err(Verdict::Drop(DropReason::NeighbourUnresolved)), false)
+            }
+        };
+        if probe && self.arp_requests.len() < self.arp_requests.capacity() {
+            self.arp_requests.push((port, addr));
+        }
+        result
     }
 }
 
@@ -156,13 +205,22 @@ pub struct Pipeline {
     pub affinity: AffinityTable,
     pub counters: Counters,
     pub steering: Steering,
+    /// The neighbour table shared by all workers.
+    pub neighbours: Arc<NeighbourTable>,
     expiry_scan_per_poll: u32,
     metas: Box<[PacketMeta; MAX_BATCH]>,
     flows: Box<[FlowSlot; MAX_BATCH]>,
+    /// For a packet with verdict `AwaitNeighbour`: the address it waits for.
+    await_addr: Box<[Ipv4Addr; MAX_BATCH]>,
+    /// ARP requests the last batch asked for: `(port, address)`.
+    arp_requests: Vec<(PortId, Ipv4Addr)>,
 }
 
 impl Pipeline {
-    pub fn new(config: &PipelineConfig) -> Result<Self, PipelineError> {
+    pub fn new(
+        config: &PipelineConfig,
+        neighbours: Arc<NeighbourTable>,
+    ) -> Result<Self, PipelineError> {
         if config.worker >= config.workers.max(1) {
             return Err(PipelineError::WorkerOutOfRange {
                 worker: config.worker,
@@ -184,15 +242,33 @@ impl Pipeline {
                 workers: config.workers.max(1),
                 snat_ports: config.snat.port_range.clone(),
             },
+            neighbours,
             expiry_scan_per_poll: config.conntrack.expiry_scan_per_poll,
             metas: Box::new([PacketMeta::empty(0); MAX_BATCH]),
             flows: Box::new([FlowSlot::None; MAX_BATCH]),
+            await_addr: Box::new([Ipv4Addr::UNSPECIFIED; MAX_BATCH]),
+            arp_requests: Vec::with_capacity(2 * MAX_BATCH),
         })
     }
 
     /// Verdicts of the last batch, one per frame.
     pub fn metas(&self) -> &[PacketMeta] {
         &self.metas[..]
+    }
+
+    /// The next-hop address packet `i` of the last batch waits for (valid
+    /// when its verdict is `AwaitNeighbour`).
+    pub fn awaited_neighbour(&self, i: usize) -> Ipv4Addr {
+        self.await_addr
+            .get(i)
+            .copied()
+            .unwrap_or(Ipv4Addr::UNSPECIFIED)
+    }
+
+    /// ARP requests `(port, address)` the batches since the last flush
+    /// asked for; the worker sends and clears them.
+    pub fn arp_requests_mut(&mut self) -> &mut Vec<(PortId, Ipv4Addr)> {
+        &mut self.arp_requests
     }
 
     /// Run every stage over `frames` (at most [`MAX_BATCH`]) received on
@@ -221,7 +297,14 @@ impl Pipeline {
             self.counters.rx_packets += n as u64;
             self.counters.rx_bytes += frames.iter().map(|f| f.data().len() as u64).sum::<u64>();
         }
-        local::run(snap, frames, metas, &mut self.counters);
+        local::run(
+            snap,
+            frames,
+            metas,
+            &mut self.counters,
+            &self.neighbours,
+            now_ms,
+        );
         if may_hand_off && self.steering.workers > 1 {
             for m in metas.iter_mut().filter(|m| m.is_pending()) {
                 let owner = match m.kind {
@@ -244,8 +327,15 @@ impl Pipeline {
             now_ms,
         };
         flow::run(&mut ctx, snap, frames, metas, flows);
-        icmp_error::run(&mut ctx, snap, frames, metas);
-        nat::run(snap, frames, metas, flows);
+        let neighbours = NeighbourCtx {
+            table: &self.neighbours,
+            now_ms,
+            arp_requests: &mut self.arp_requests,
+            await_addr: &mut self.await_addr[..n],
+        };
+        let mut neighbours = neighbours;
+        icmp_error::run(&mut ctx, snap, frames, metas, &mut neighbours);
+        nat::run(snap, frames, metas, flows, &mut neighbours);
     }
 
     /// Bounded housekeeping for one poll loop: examine

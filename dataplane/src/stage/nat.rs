@@ -16,7 +16,7 @@
 //! checksum of 0 ("none", RFC 768) stays 0. TTL is decremented as a router
 //! does (RFC 1812 §5.3.1); a packet that would leave with TTL 0 is dropped.
 
-use super::FlowSlot;
+use super::{FlowSlot, NeighbourCtx};
 use crate::counters::DropReason;
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto};
@@ -33,8 +33,14 @@ pub fn run<F: Frame>(
     frames: &mut [F],
     metas: &mut [PacketMeta],
     flows: &[FlowSlot],
+    neighbours: &mut NeighbourCtx<'_>,
 ) {
-    for ((frame, meta), slot) in frames.iter_mut().zip(metas.iter_mut()).zip(flows.iter()) {
+    for (i, ((frame, meta), slot)) in frames
+        .iter_mut()
+        .zip(metas.iter_mut())
+        .zip(flows.iter())
+        .enumerate()
+    {
         if !meta.is_pending() {
             continue;
         }
@@ -50,8 +56,14 @@ pub fn run<F: Frame>(
             meta.drop(reason);
             continue;
         }
-        set_l2(buf, port.mac, plan.next_mac);
-        meta.verdict = Verdict::Forward(plan.out_port);
+        match neighbours.resolve(plan.out_port, plan.next, i) {
+            Ok(mac) => {
+                set_l2(buf, port.mac, mac);
+                meta.verdict = Verdict::Forward(plan.out_port);
+            }
+            // Translated already; the worker sets L2 once the MAC is known.
+            Err(verdict) => meta.verdict = verdict,
+        }
     }
 }
 

@@ -128,6 +128,8 @@ pub fn pipeline_config(worker: u8, workers: u8) -> PipelineConfig {
 }
 
 pub struct Gateway {
+    /// Frames the gateway sent at start (gratuitous ARPs), per port.
+    pub announcements: Vec<(u8, Vec<u8>)>,
     pub worker: Worker<MemDriver, ManualClock>,
     pub clock: ManualClock,
     pub builder: SnapshotBuilder,
@@ -141,8 +143,12 @@ impl Gateway {
     }
 
     pub fn with_config(services: Vec<ServiceSpec>, pipeline: PipelineConfig) -> Self {
+        Self::with_spec(spec(services), pipeline)
+    }
+
+    pub fn with_spec(spec: SnapshotSpec, pipeline: PipelineConfig) -> Self {
         let mut builder = SnapshotBuilder::new();
-        let snapshot = builder.build(&spec(services)).expect("valid fixture spec");
+        let snapshot = builder.build(&spec).expect("valid fixture spec");
         let publisher = Publisher::new(snapshot);
         let clock = ManualClock::new(1_000);
         let shared = Arc::new(SharedCounters::default());
@@ -157,15 +163,24 @@ impl Gateway {
             publisher.reader(),
             Arc::clone(&shared),
             None,
+            Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default())),
         )
         .expect("valid pipeline config");
-        Gateway {
+        let mut gw = Gateway {
+            announcements: Vec::new(),
             worker,
             clock,
             builder,
             publisher,
             shared,
+        };
+        gw.worker.poll();
+        for p in [OUTSIDE, INSIDE] {
+            for f in gw.worker.driver_mut().take_tx(p) {
+                gw.announcements.push((p, f));
+            }
         }
+        gw
     }
 
     /// Publish a new snapshot with these services.

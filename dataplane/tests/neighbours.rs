@@ -1,0 +1,168 @@
+//! ARP on the forwarding path: next hops without a known MAC are resolved
+//! with ARP requests while their packets wait in a bounded queue; replies
+//! are learned; unanswered resolution drops the waiting packets; owned
+//! addresses are announced with gratuitous ARP at start and when added.
+
+mod common;
+
+use common::*;
+use dataplane::counters::DropReason;
+use dataplane::packet::{Verdict, tcp_flags as F};
+use dataplane::wire::{MacAddr, build};
+use std::net::Ipv4Addr;
+
+/// The fixture topology without a static neighbour for backend 5.
+fn gateway_without_neighbour_5() -> Gateway {
+    let mut s = spec(vec![web(&[5])]);
+    s.neighbours.retain(|n| n.addr != backend_ip(5));
+    Gateway::with_spec(s, pipeline_config(0, 1))
+}
+
+fn arp_request_from(sender_mac: MacAddr, sender: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+    let mut f = build::arp_request(sender_mac, sender, target);
+    f.resize(60, 0);
+    f
+}
+
+fn syn(sport: u16) -> Vec<u8> {
+    build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        sport,
+        VIP,
+        80,
+        F::SYN,
+        1,
+        0,
+        b"",
+    )
+}
+
+#[test]
+fn packets_wait_for_arp_and_leave_once_the_neighbour_answers() {
+    let mut gw = gateway_without_neighbour_5();
+    let be = backend_ip(5);
+    let (v, out) = gw.send(OUTSIDE, &syn(40_000));
+    assert_eq!(v, Verdict::AwaitNeighbour(INSIDE));
+    assert_eq!(
+        out,
+        vec![(INSIDE, arp_request_from(IN_MAC, SNAT, be))],
+        "one ARP request, from the SNAT address"
+    );
+    // More packets for the same neighbour wait too, without a second request.
+    let (v, out) = gw.send(OUTSIDE, &syn(40_001));
+    assert_eq!(v, Verdict::AwaitNeighbour(INSIDE));
+    assert!(out.is_empty());
+    // The backend answers; both held SYNs leave, exactly translated.
+    let reply = build::arp_reply(backend_mac(be), be, IN_MAC, SNAT);
+    let (v, out) = gw.send(INSIDE, &reply);
+    assert_eq!(v, Verdict::Consumed);
+    assert_eq!(out.len(), 2);
+    for (sport, (port, frame)) in [40_000u16, 40_001].into_iter().zip(&out) {
+        let flow = gw
+            .flow(dataplane::flow::Proto::Tcp, CLIENT, sport, VIP, 80)
+            .unwrap();
+        let r = *flow.reply();
+        let expected = with_ttl(
+            build::eth_ipv4_tcp(
+                IN_MAC,
+                backend_mac(be),
+                r.dst_ip,
+                r.dst_port,
+                be,
+                8080,
+                F::SYN,
+                1,
+                0,
+                b"",
+            ),
+            63,
+        );
+        assert_eq!((*port, frame), (INSIDE, &expected));
+    }
+    let c = gw.counters();
+    assert_eq!(
+        (c.arp_learned, c.arp_requests_sent, c.neighbour_held_sent),
+        (1, 1, 2)
+    );
+    // Later packets go straight out.
+    assert_eq!(gw.send(OUTSIDE, &syn(40_002)).0, Verdict::Forward(INSIDE));
+}
+
+#[test]
+fn unanswered_resolution_retries_then_drops_the_waiting_packets() {
+    let mut gw = gateway_without_neighbour_5();
+    gw.send(OUTSIDE, &syn(40_000));
+    let mut requests = 1;
+    for _ in 0..40 {
+        gw.clock.advance_ms(100);
+        gw.worker.poll();
+        requests += gw.worker.driver_mut().take_tx(INSIDE).len();
+    }
+    let c = gw.counters();
+    assert_eq!(c.dropped(DropReason::NeighbourTimeout), 1);
+    assert_eq!(requests as u64, c.arp_requests_sent);
+    assert_eq!(
+        c.arp_requests_sent, 3,
+        "retried once a second while the packet waits, max_probes in all"
+    );
+    // The entry is failed now: new packets are dropped at once, not held.
+    gw.clock.advance_ms(100);
+    let (v, _) = gw.send(OUTSIDE, &syn(40_001));
+    assert!(
+        matches!(
+            v,
+            Verdict::AwaitNeighbour(_) | Verdict::Drop(DropReason::NeighbourUnresolved)
+        ),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn the_hold_queue_is_bounded() {
+    let mut gw = gateway_without_neighbour_5();
+    let mut held = 0;
+    let mut full = 0;
+    for i in 0..300u16 {
+        match gw.send(OUTSIDE, &syn(20_000 + i)).0 {
+            Verdict::AwaitNeighbour(_) => held += 1,
+            v => panic!("{v:?}"),
+        }
+        if gw.counters().dropped(DropReason::NeighbourQueueFull) > full {
+            full += 1;
+        }
+    }
+    assert_eq!(held, 300);
+    assert_eq!(
+        gw.counters().dropped(DropReason::NeighbourQueueFull),
+        300 - 256
+    );
+}
+
+#[test]
+fn owned_addresses_are_announced_at_start_and_new_vips_when_added() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let garp = |mac: MacAddr, addr: Ipv4Addr| arp_request_from(mac, addr, addr);
+    let mut got = gw.announcements.clone();
+    got.sort();
+    let mut want = vec![
+        (OUTSIDE, garp(OUT_MAC, VIP)),
+        (OUTSIDE, garp(OUT_MAC, EXTERNAL_IP)),
+        (OUTSIDE, garp(OUT_MAC, NODE)),
+        (INSIDE, garp(IN_MAC, SNAT)),
+    ];
+    want.sort();
+    assert_eq!(got, want);
+    // A new service with a new VIP: only that one is announced.
+    let new_vip = Ipv4Addr::new(203, 0, 113, 77);
+    let extra =
+        dataplane::snapshot::ServiceSpec::new("extra", dataplane::flow::Proto::Tcp, new_vip, 80);
+    gw.swap(vec![web(&[0]), extra]);
+    gw.worker.poll();
+    assert_eq!(
+        gw.worker.driver_mut().take_tx(OUTSIDE),
+        vec![garp(OUT_MAC, new_vip)]
+    );
+    assert!(gw.worker.driver_mut().take_tx(INSIDE).is_empty());
+}
