@@ -6,6 +6,8 @@
 //! the port of their verdict; frames it drops go back with `release`. No
 //! call allocates per packet: buffers come from the driver's pool.
 
+#[cfg(target_os = "linux")]
+pub mod afpacket;
 pub mod mem;
 
 use crate::packet::PortId;

@@ -1,0 +1,679 @@
+//! The af_packet driver: Linux packet sockets with memory-mapped rings, so
+//! Portico runs on any interface (veth, bridges, plain NICs) without
+//! special hardware.
+//!
+//! One [`AfPacketDriver`] serves one worker and holds one socket per port
+//! ([`AfPacketPort`]). When several workers share a port, their sockets join
+//! the same `PACKET_FANOUT` group (hash by default: the kernel's symmetric
+//! flow hash, so both directions of a flow reach the same worker).
+//!
+//! Design (see `port.rs` for the ring protocol):
+//!
+//! * **RX**: a `TPACKET_V3` ring of `rx_block_count` blocks of
+//!   `rx_block_size` bytes. The kernel packs variable-size frames into a
+//!   block and hands it over when it is full or `rx_block_timeout_ms` after
+//!   its first frame. `rx_burst` walks the ring without any syscall, copies
+//!   each frame into a preallocated pool buffer, and returns each block as
+//!   soon as it is walked. The V3 block timeout bounds the latency a lone
+//!   packet sees (1 ms by default).
+//! * **TX**: the same socket's `PACKET_TX_RING`, also `TPACKET_V3` (a socket
+//!   has one `PACKET_VERSION` for both rings, and V3 TX works since Linux
+//!   4.11): fixed slots of `tx_frame_size` bytes, data at offset 48.
+//!   `tx_burst` copies frames into free slots, marks them
+//!   `TP_STATUS_SEND_REQUEST`, then makes exactly one
+//!   `send(fd, NULL, 0, MSG_DONTWAIT)`. `PACKET_QDISC_BYPASS` (on by default)
+//!   hands frames straight to the device; `PACKET_LOSS` makes the kernel
+//!   skip a malformed slot instead of stalling the ring.
+//! * **Own traffic**: `PACKET_IGNORE_OUTGOING` keeps a socket from receiving
+//!   frames sent on its interface (the other workers' TX, kernel output).
+//! * **Checks on RX**, counted per port in [`PortStats`]: frames longer than
+//!   MTU + 14 (+4 with one VLAN tag) are dropped (`rx_too_big`; GRO/LRO on the
+//!   port or TSO on a veth peer produce such super-frames); frames the ring
+//!   truncated are dropped (`rx_truncated`); a VLAN tag the kernel moved to
+//!   `tp_vlan_tci` is put back in the frame; `TP_STATUS_CSUMNOTREADY` frames
+//!   get their TCP/UDP checksum completed (see `fixup.rs`) and
+//!   `TP_STATUS_CSUM_VALID` marks a frame checksum-verified.
+//! * **Promiscuous mode** is a `PACKET_ADD_MEMBERSHIP` of each socket (the
+//!   kernel reference-counts it and drops it when the socket closes), so it
+//!   is part of opening a port, not of [`prepare`].
+//!
+//! Invariants: everything (pool, poll set, rings) is allocated in
+//! [`AfPacketDriver::open`]; `rx_burst`, `tx_burst`, `release` and
+//! `frame_from` never allocate (beyond the caller's `Vec` capacity), lock or
+//! panic, `rx_burst` makes no syscall and `tx_burst` at most one. Pool buffers
+//! hold the largest frame any port accepts, and TX slots hold a pool buffer.
+//!
+//! All `unsafe` code lives in `sys.rs` (and the namespace tests).
+
+pub mod prepare;
+
+mod fixup;
+mod port;
+mod sys;
+#[cfg(test)]
+mod tests;
+
+use super::{Driver, Frame};
+use crate::packet::PortId;
+use crate::wire::MacAddr;
+use port::{RxContext, RxRing, TxRing};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// Why opening or preparing an interface failed. Every variant names the
+/// interface and carries the OS error.
+#[derive(Debug, thiserror::Error)]
+pub enum AfPacketError {
+    #[error("interface {ifname}: not found: {source}")]
+    NoSuchInterface { ifname: String, source: io::Error },
+    #[error("interface {ifname}: {request} failed: {source}")]
+    Ioctl {
+        ifname: String,
+        request: &'static str,
+        source: io::Error,
+    },
+    #[error("interface {ifname}: opening a socket failed: {source}")]
+    Socket { ifname: String, source: io::Error },
+    #[error("interface {ifname}: socket option {option} failed: {source}")]
+    SocketOption {
+        ifname: String,
+        option: &'static str,
+        source: io::Error,
+    },
+    #[error("interface {ifname}: mapping the {len_bytes}-byte rings failed: {source}")]
+    Mmap {
+        ifname: String,
+        len_bytes: usize,
+        source: io::Error,
+    },
+    #[error("interface {ifname}: bind failed: {source}")]
+    Bind { ifname: String, source: io::Error },
+    #[error("interface {ifname}: invalid ring configuration: {reason} ({source})")]
+    InvalidConfig {
+        ifname: String,
+        reason: String,
+        source: io::Error,
+    },
+    #[error("interface {ifname}: listing its addresses failed: {source}")]
+    ListAddresses { ifname: String, source: io::Error },
+}
+
+impl AfPacketError {
+    fn invalid(ifname: &str, reason: String) -> Self {
+        AfPacketError::InvalidConfig {
+            ifname: ifname.to_string(),
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+            reason,
+        }
+    }
+}
+
+/// How the kernel spreads a port's frames over the workers' sockets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FanoutMode {
+    /// `PACKET_FANOUT_HASH`: by the symmetric flow hash (both directions of
+    /// a flow land on the same socket).
+    #[default]
+    Hash,
+    /// `PACKET_FANOUT_CPU`: by the CPU that received the frame (pairs with
+    /// RSS and IRQ affinity).
+    Cpu,
+    /// `PACKET_FANOUT_LB`: round robin.
+    Lb,
+}
+
+impl FanoutMode {
+    fn raw(self) -> u32 {
+        match self {
+            FanoutMode::Hash => libc::PACKET_FANOUT_HASH,
+            FanoutMode::Cpu => libc::PACKET_FANOUT_CPU,
+            FanoutMode::Lb => libc::PACKET_FANOUT_LB,
+        }
+    }
+}
+
+/// One port of a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AfPacketPortConfig {
+    /// Kernel interface name (in the caller's network namespace).
+    pub ifname: String,
+    /// Join this `PACKET_FANOUT` group: every worker's socket on the port
+    /// uses the same id; different ports need different ids.
+    pub fanout_group_id: Option<u16>,
+}
+
+/// Ring sizes of every socket of a driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Bytes per RX block: a multiple of the page size that holds the
+    /// largest frame plus ring headers.
+    pub rx_block_size: usize,
+    pub rx_block_count: usize,
+    /// The kernel hands over a partly filled RX block after this long.
+    pub rx_block_timeout_ms: u32,
+    /// Bytes per TX slot, header (48) included; a multiple of 16.
+    pub tx_frame_size: usize,
+    /// TX slots; rounded up to whole blocks (a block is `tx_frame_size`
+    /// rounded up to the page size).
+    pub tx_frame_count: usize,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig {
+            rx_block_size: 1 << 18,
+            rx_block_count: 16,
+            rx_block_timeout_ms: 1,
+            tx_frame_size: 2048,
+            tx_frame_count: 1024,
+        }
+    }
+}
+
+/// Everything one worker's driver needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AfPacketConfig {
+    /// Ports in `PortId` order.
+    pub ports: Vec<AfPacketPortConfig>,
+    pub ring: RingConfig,
+    pub fanout_mode: FanoutMode,
+    /// `PACKET_QDISC_BYPASS`: TX skips the qdisc layer.
+    pub qdisc_bypass: bool,
+    /// Receive frames for any destination MAC (`PACKET_MR_PROMISC`).
+    pub promiscuous: bool,
+    /// What [`AfPacketDriver::wait_idle`] sleeps at most.
+    pub poll_timeout_ms: u32,
+    /// Buffers in the worker's frame pool.
+    pub pool_frames: usize,
+}
+
+impl AfPacketConfig {
+    /// Defaults for the given interfaces: no fanout, bypass and promiscuous
+    /// on, 10 ms idle poll, 4096 pool buffers.
+    pub fn new(ifnames: &[&str]) -> Self {
+        AfPacketConfig {
+            ports: ifnames
+                .iter()
+                .map(|n| AfPacketPortConfig {
+                    ifname: (*n).to_string(),
+                    fanout_group_id: None,
+                })
+                .collect(),
+            ring: RingConfig::default(),
+            fanout_mode: FanoutMode::Hash,
+            qdisc_bypass: true,
+            promiscuous: true,
+            poll_timeout_ms: 10,
+            pool_frames: 4096,
+        }
+    }
+}
+
+/// Per-port counters kept by the driver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    /// Frames above MTU + Ethernet header (+ one tag), dropped.
+    pub rx_too_big: u64,
+    /// Frames the ring truncated (snaplen < len), dropped.
+    pub rx_truncated: u64,
+    /// `TP_STATUS_CSUMNOTREADY` frames whose L4 checksum we completed.
+    pub rx_csum_completed: u64,
+    /// `TP_STATUS_CSUMNOTREADY` frames that are not IPv4 TCP/UDP (left as is).
+    pub rx_csum_partial_left: u64,
+    /// Frames whose VLAN tag was put back from ring metadata.
+    pub rx_vlan_restored: u64,
+    /// Bursts cut short because the pool was empty (frames stay in the ring).
+    pub rx_pool_empty: u64,
+    /// Ring metadata that pointed outside its block (should never happen).
+    pub rx_ring_errors: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Frames above the port's limit handed to `tx_burst`, dropped.
+    pub tx_too_big: u64,
+    /// Frames `tx_burst` left with the caller because the ring was full.
+    pub tx_ring_full: u64,
+    /// `send` calls that failed (the frames stay queued and are retried).
+    pub tx_send_errors: u64,
+    /// Socket errors (e.g. `ENETDOWN`) cleared while waiting.
+    pub socket_errors: u64,
+}
+
+/// The kernel's counters of one socket since the previous read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    pub packets: u32,
+    /// Frames dropped because the RX ring was full.
+    pub drops: u32,
+    /// Times the ring froze (all blocks owned by user space).
+    pub freeze_count: u32,
+}
+
+/// A frame in a pooled buffer.
+#[derive(Debug)]
+pub struct AfPacketFrame {
+    buf: Box<[u8]>,
+    len: usize,
+    checksum_verified: bool,
+}
+
+impl Frame for AfPacketFrame {
+    #[inline]
+    fn data(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or(&[])
+    }
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        let len = self.len.min(self.buf.len());
+        &mut self.buf[..len]
+    }
+    #[inline]
+    fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+    fn checksum_verified(&self) -> bool {
+        self.checksum_verified
+    }
+}
+
+/// One socket on one interface.
+#[derive(Debug)]
+pub struct AfPacketPort {
+    ifname: String,
+    ifindex: u32,
+    mac: MacAddr,
+    mtu: u32,
+    // Field order matters for drop: unmap before closing the socket.
+    region: sys::Region,
+    fd: OwnedFd,
+    rx: RxRing,
+    tx: TxRing,
+    stats: PortStats,
+}
+
+impl AfPacketPort {
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+    pub fn mac(&self) -> MacAddr {
+        self.mac
+    }
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+    pub fn stats(&self) -> &PortStats {
+        &self.stats
+    }
+    /// TX slots in the ring (after rounding up to whole blocks).
+    pub fn tx_ring_frames(&self) -> usize {
+        self.tx.frame_count()
+    }
+
+    /// The kernel's counters since the last call (a syscall; reading resets
+    /// them in the kernel).
+    pub fn kernel_stats(&self) -> Result<KernelStats, AfPacketError> {
+        let s = sys::packet_statistics(&self.fd).map_err(|source| AfPacketError::SocketOption {
+            ifname: self.ifname.clone(),
+            option: "PACKET_STATISTICS",
+            source,
+        })?;
+        Ok(KernelStats {
+            packets: s.tp_packets,
+            drops: s.tp_drops,
+            freeze_count: s.tp_freeze_q_cnt,
+        })
+    }
+
+    fn open(
+        cfg: &AfPacketPortConfig,
+        config: &AfPacketConfig,
+        frame_capacity: usize,
+    ) -> Result<Self, AfPacketError> {
+        let ifname = cfg.ifname.as_str();
+        let info = prepare::interface_info(ifname)?;
+        let ring = &config.ring;
+        let page = sys::page_size();
+        let invalid = |reason: String| AfPacketError::invalid(ifname, reason);
+
+        // RX geometry. V3 ignores the frame size except for sanity checks:
+        // it must be a multiple of 16 dividing the block evenly enough.
+        const RX_REQ_FRAME_SIZE: usize = 2048;
+        let max_frame = fixup::max_frame_len(info.mtu, true);
+        if ring.rx_block_size == 0 || ring.rx_block_size % page != 0 {
+            return Err(invalid(format!(
+                "rx_block_size {} is not a multiple of the page size {page}",
+                ring.rx_block_size
+            )));
+        }
+        // Block header (48) + frame header (48) + alignment slack.
+        if ring.rx_block_size < max_frame + 256 || ring.rx_block_size < RX_REQ_FRAME_SIZE {
+            return Err(invalid(format!(
+                "rx_block_size {} cannot hold a {max_frame}-byte frame",
+                ring.rx_block_size
+            )));
+        }
+        if ring.rx_block_count == 0 {
+            return Err(invalid("rx_block_count is 0".into()));
+        }
+        // TX geometry.
+        if ring.tx_frame_size % libc::TPACKET_ALIGNMENT != 0
+            || ring.tx_frame_size < port::TX_DATA_OFFSET + frame_capacity
+        {
+            return Err(invalid(format!(
+                "tx_frame_size {} must be a multiple of 16 and at least {}",
+                ring.tx_frame_size,
+                port::TX_DATA_OFFSET + frame_capacity
+            )));
+        }
+        if ring.tx_frame_count == 0 {
+            return Err(invalid("tx_frame_count is 0".into()));
+        }
+        let tx_block_size = ring.tx_frame_size.div_ceil(page) * page;
+        let tx_fpb = tx_block_size / ring.tx_frame_size;
+        let tx_block_count = ring.tx_frame_count.div_ceil(tx_fpb);
+
+        let u = |v: usize, what: &str| {
+            u32::try_from(v)
+                .map_err(|_| AfPacketError::invalid(ifname, format!("{what} too large")))
+        };
+        let rx_req = libc::tpacket_req3 {
+            tp_block_size: u(ring.rx_block_size, "rx_block_size")?,
+            tp_block_nr: u(ring.rx_block_count, "rx_block_count")?,
+            tp_frame_size: RX_REQ_FRAME_SIZE as u32,
+            tp_frame_nr: u(
+                (ring.rx_block_size / RX_REQ_FRAME_SIZE) * ring.rx_block_count,
+                "rx ring",
+            )?,
+            tp_retire_blk_tov: ring.rx_block_timeout_ms.max(1),
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        let tx_req = libc::tpacket_req3 {
+            tp_block_size: u(tx_block_size, "tx block")?,
+            tp_block_nr: u(tx_block_count, "tx_frame_count")?,
+            tp_frame_size: u(ring.tx_frame_size, "tx_frame_size")?,
+            tp_frame_nr: u(tx_fpb * tx_block_count, "tx_frame_count")?,
+            tp_retire_blk_tov: 0,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+
+        let fd = sys::packet_socket().map_err(|source| AfPacketError::Socket {
+            ifname: ifname.to_string(),
+            source,
+        })?;
+        let opt = |option: &'static str| {
+            move |source| AfPacketError::SocketOption {
+                ifname: ifname.to_string(),
+                option,
+                source,
+            }
+        };
+        let one: libc::c_int = 1;
+        let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &v3)
+            .map_err(opt("PACKET_VERSION"))?;
+        if config.qdisc_bypass {
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &one)
+                .map_err(opt("PACKET_QDISC_BYPASS"))?;
+        }
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_LOSS, &one)
+            .map_err(opt("PACKET_LOSS"))?;
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req)
+            .map_err(opt("PACKET_RX_RING"))?;
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx_req)
+            .map_err(opt("PACKET_TX_RING"))?;
+
+        let rx = RxRing::new(ring.rx_block_size, ring.rx_block_count);
+        let tx = TxRing::new(
+            rx.len_bytes(),
+            tx_block_size,
+            tx_block_count,
+            ring.tx_frame_size,
+        );
+        let len_bytes = rx.len_bytes() + tx.len_bytes();
+        let region = sys::Region::map(&fd, len_bytes).map_err(|source| AfPacketError::Mmap {
+            ifname: ifname.to_string(),
+            len_bytes,
+            source,
+        })?;
+
+        sys::bind_packet(&fd, info.ifindex, sys::ETH_P_ALL_BE).map_err(|source| {
+            AfPacketError::Bind {
+                ifname: ifname.to_string(),
+                source,
+            }
+        })?;
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one)
+            .map_err(opt("PACKET_IGNORE_OUTGOING"))?;
+        if config.promiscuous {
+            let mreq = libc::packet_mreq {
+                mr_ifindex: info.ifindex as libc::c_int,
+                mr_type: libc::PACKET_MR_PROMISC as libc::c_ushort,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+                .map_err(opt("PACKET_ADD_MEMBERSHIP"))?;
+        }
+        if let Some(group) = cfg.fanout_group_id {
+            // Joining needs a bound socket; the value is id | mode << 16.
+            let arg = (u32::from(group) | (config.fanout_mode.raw() << 16)) as libc::c_int;
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+                .map_err(opt("PACKET_FANOUT"))?;
+        }
+        Ok(AfPacketPort {
+            ifname: ifname.to_string(),
+            ifindex: info.ifindex,
+            mac: info.mac,
+            mtu: info.mtu,
+            region,
+            fd,
+            rx,
+            tx,
+            stats: PortStats::default(),
+        })
+    }
+}
+
+/// The `pollfd` set of a driver's sockets, built once.
+struct PollSet(Vec<libc::pollfd>);
+
+impl std::fmt::Debug for PollSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|p| p.fd)).finish()
+    }
+}
+
+/// One worker's af_packet ports.
+#[derive(Debug)]
+pub struct AfPacketDriver {
+    ports: Vec<AfPacketPort>,
+    pool: Vec<AfPacketFrame>,
+    frame_capacity: usize,
+    poll_set: PollSet,
+    poll_timeout_ms: u32,
+}
+
+impl AfPacketDriver {
+    /// Open every port's socket and allocate the pool. Must run in the
+    /// network namespace of the interfaces. Does not change the interfaces
+    /// beyond promiscuous membership (see [`prepare`]).
+    pub fn open(config: &AfPacketConfig) -> Result<Self, AfPacketError> {
+        // Buffers hold the largest frame of any port: MTU + header + one tag
+        // (and at least a minimum Ethernet frame).
+        let mut frame_capacity = 64;
+        for p in &config.ports {
+            let info = prepare::interface_info(&p.ifname)?;
+            frame_capacity = frame_capacity.max(fixup::max_frame_len(info.mtu, true));
+        }
+        let ports = config
+            .ports
+            .iter()
+            .map(|p| AfPacketPort::open(p, config, frame_capacity))
+            .collect::<Result<Vec<_>, _>>()?;
+        let pool = (0..config.pool_frames)
+            .map(|_| AfPacketFrame {
+                buf: vec![0u8; frame_capacity].into_boxed_slice(),
+                len: 0,
+                checksum_verified: false,
+            })
+            .collect();
+        let poll_set = PollSet(
+            ports
+                .iter()
+                .map(|p| libc::pollfd {
+                    fd: p.fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect(),
+        );
+        Ok(AfPacketDriver {
+            ports,
+            pool,
+            frame_capacity,
+            poll_set,
+            poll_timeout_ms: config.poll_timeout_ms,
+        })
+    }
+
+    pub fn port(&self, port: PortId) -> Option<&AfPacketPort> {
+        self.ports.get(usize::from(port))
+    }
+
+    pub fn ports(&self) -> &[AfPacketPort] {
+        &self.ports
+    }
+
+    /// Counters summed over all ports.
+    pub fn total_stats(&self) -> PortStats {
+        let mut t = PortStats::default();
+        for p in &self.ports {
+            let s = &p.stats;
+            t.rx_frames += s.rx_frames;
+            t.rx_bytes += s.rx_bytes;
+            t.rx_too_big += s.rx_too_big;
+            t.rx_truncated += s.rx_truncated;
+            t.rx_csum_completed += s.rx_csum_completed;
+            t.rx_csum_partial_left += s.rx_csum_partial_left;
+            t.rx_vlan_restored += s.rx_vlan_restored;
+            t.rx_pool_empty += s.rx_pool_empty;
+            t.rx_ring_errors += s.rx_ring_errors;
+            t.tx_frames += s.tx_frames;
+            t.tx_bytes += s.tx_bytes;
+            t.tx_too_big += s.tx_too_big;
+            t.tx_ring_full += s.tx_ring_full;
+            t.tx_send_errors += s.tx_send_errors;
+            t.socket_errors += s.socket_errors;
+        }
+        t
+    }
+
+    /// Free buffers in the pool (leak checks).
+    pub fn pool_free(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// Bytes each pool buffer holds.
+    pub fn frame_capacity(&self) -> usize {
+        self.frame_capacity
+    }
+
+    /// Sleep in `poll(2)` until a port has frames or `timeout_ms` passes;
+    /// returns whether frames are (probably) waiting. Returns at once if a
+    /// burst stopped inside a block. For the worker's idle policy; a signal
+    /// or a poll error counts as "nothing yet".
+    pub fn wait(&mut self, timeout_ms: u32) -> bool {
+        if self.ports.iter().any(|p| p.rx.has_open_frames()) {
+            return true;
+        }
+        for p in &mut self.poll_set.0 {
+            p.revents = 0;
+        }
+        let timeout = i32::try_from(timeout_ms).unwrap_or(i32::MAX);
+        match sys::poll(&mut self.poll_set.0, timeout) {
+            Ok(0) | Err(_) => false,
+            Ok(_) => {
+                let mut readable = false;
+                for (pfd, port) in self.poll_set.0.iter().zip(&mut self.ports) {
+                    if pfd.revents & libc::POLLERR != 0 {
+                        port.stats.socket_errors += 1;
+                        let _ = sys::take_socket_error(&port.fd);
+                    }
+                    readable |= pfd.revents & libc::POLLIN != 0;
+                }
+                readable
+            }
+        }
+    }
+
+    /// [`Self::wait`] with the configured `poll_timeout_ms`.
+    pub fn wait_idle(&mut self) -> bool {
+        self.wait(self.poll_timeout_ms)
+    }
+}
+
+impl Driver for AfPacketDriver {
+    type Frame = AfPacketFrame;
+
+    fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+
+    fn rx_burst(&mut self, port: PortId, out: &mut Vec<AfPacketFrame>, max: usize) -> usize {
+        let Some(p) = self.ports.get_mut(usize::from(port)) else {
+            return 0;
+        };
+        let ctx = RxContext {
+            mtu: p.mtu,
+            stats: &mut p.stats,
+        };
+        port::rx_walk(&mut p.region, &mut p.rx, ctx, &mut self.pool, out, max)
+    }
+
+    fn tx_burst(&mut self, port: PortId, frames: &mut Vec<AfPacketFrame>) -> usize {
+        let Some(p) = self.ports.get_mut(usize::from(port)) else {
+            return 0;
+        };
+        let (taken, queued) = port::tx_fill(
+            &mut p.region,
+            &mut p.tx,
+            p.mtu,
+            &mut p.stats,
+            &mut self.pool,
+            frames,
+        );
+        p.stats.tx_ring_full += frames.len() as u64;
+        if queued > 0 || p.tx.kick_pending {
+            match sys::kick_tx(&p.fd) {
+                Ok(()) => p.tx.kick_pending = false,
+                Err(_) => {
+                    p.stats.tx_send_errors += 1;
+                    p.tx.kick_pending = true;
+                }
+            }
+        }
+        taken
+    }
+
+    fn release(&mut self, frame: AfPacketFrame) {
+        self.pool.push(frame);
+    }
+
+    fn frame_from(&mut self, bytes: &[u8]) -> Option<AfPacketFrame> {
+        let mut frame = self.pool.pop()?;
+        let Some(dst) = frame.buf.get_mut(..bytes.len()) else {
+            self.pool.push(frame);
+            return None;
+        };
+        dst.copy_from_slice(bytes);
+        frame.len = bytes.len();
+        frame.checksum_verified = false;
+        Some(frame)
+    }
+}

@@ -1,0 +1,599 @@
+//! The driver on real veth pairs in throw-away network namespaces.
+//!
+//! Each test builds its own topology: namespaces `ptc-afp-<pid>-<n>-a` and
+//! `-b` with a veth pair `pa` (in a) — `pb` (in b); the driver runs on `pb`,
+//! a plain `AF_PACKET` socket (or a local TCP/UDP socket) plays the peer on
+//! `pa`. Sockets are opened from a thread that entered the namespace with
+//! `setns(2)`; a socket stays in its namespace wherever it is used later.
+//! The [`Topology`] guard deletes both namespaces by name on drop (which
+//! also destroys the veth pair), on success and on panic alike.
+//!
+//! They need root and `ip netns`; without them they print a loud SKIPPED
+//! line to stderr and return (CI runs them as root).
+#![allow(unsafe_code)]
+
+use super::*;
+use crate::wire::{MacAddr, build, ethernet, ipv4, tcp, udp};
+use std::fs::File;
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream, UdpSocket};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static TOPOLOGY_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+const MAC_A: MacAddr = MacAddr([0x02, 0x50, 0x54, 0, 0, 0xa]);
+const MAC_B: MacAddr = MacAddr([0x02, 0x50, 0x54, 0, 0, 0xb]);
+const IP_A: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+/// UDP destination port of every test frame (filters out the IPv6
+/// neighbour discovery / MLD chatter the namespaces produce on link-up).
+const TEST_PORT: u16 = 9999;
+const DEADLINE: Duration = Duration::from_secs(10);
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn skip(why: &str) {
+    eprintln!("SKIPPED: needs root and network namespaces ({why})");
+    eprintln!("SKIPPED: ============ af_packet namespace test NOT RUN ============");
+}
+
+/// Two namespaces joined by a veth pair; deleted on drop.
+struct Topology {
+    ns_a: String,
+    ns_b: String,
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        for ns in [&self.ns_a, &self.ns_b] {
+            if let Err(e) = ip(&["netns", "del", ns]) {
+                eprintln!("cleanup: {e}");
+            }
+        }
+    }
+}
+
+impl Topology {
+    /// `None` (after a SKIPPED line) when not root or `ip netns` fails.
+    /// `mtu_a`/`mtu_b` set the two ends' MTUs.
+    fn new(mtu_a: u32, mtu_b: u32) -> Option<Topology> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            skip("not running as root");
+            return None;
+        }
+        let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let base = format!("ptc-afp-{}-{n}", std::process::id());
+        let ns_a = format!("{base}-a");
+        let ns_b = format!("{base}-b");
+        if let Err(e) = ip(&["netns", "add", &ns_a]) {
+            skip(&e);
+            return None;
+        }
+        // From here on the guard removes whatever exists.
+        let topo = Topology {
+            ns_a: ns_a.clone(),
+            ns_b: ns_b.clone(),
+        };
+        let (mac_a, mac_b) = (MAC_A.to_string(), MAC_B.to_string());
+        let (mtu_a, mtu_b) = (mtu_a.to_string(), mtu_b.to_string());
+        let steps: [&[&str]; 6] = [
+            &["netns", "add", &ns_b],
+            &[
+                "-n", &ns_a, "link", "add", "pa", "address", &mac_a, "mtu", &mtu_a, "type", "veth",
+                "peer", "name", "pb", "address", &mac_b, "mtu", &mtu_b, "netns", &ns_b,
+            ],
+            &["-n", &ns_a, "link", "set", "pa", "up"],
+            &["-n", &ns_b, "link", "set", "pb", "up"],
+            &["-n", &ns_a, "link", "set", "lo", "up"],
+            &["-n", &ns_b, "link", "set", "lo", "up"],
+        ];
+        for step in steps {
+            if let Err(e) = ip(step) {
+                panic!("building the test topology: {e}");
+            }
+        }
+        Some(topo)
+    }
+}
+
+/// Run `f` on a thread that entered network namespace `ns`.
+fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::scope(|s| {
+        let handle = s.spawn(move || {
+            let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            // SAFETY: `file` is an open netns file descriptor; setns only
+            // changes this thread's network namespace.
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {path}: {}", io::Error::last_os_error());
+            f()
+        });
+        match handle.join() {
+            Ok(v) => v,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// A plain `AF_PACKET`/`SOCK_RAW` socket: the peer end.
+struct RawSocket(OwnedFd);
+
+impl RawSocket {
+    /// Open on `ifname` in the calling thread's namespace.
+    fn open(ifname: &str) -> RawSocket {
+        let proto_be = sys::ETH_P_ALL_BE;
+        // SAFETY: plain syscall with constant arguments.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::c_int::from(proto_be),
+            )
+        };
+        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+        // SAFETY: fd is a fresh socket nothing else owns.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let ifindex = sys::if_index(ifname).expect("peer ifindex");
+        sys::bind_packet(&fd, ifindex, proto_be).expect("bind peer socket");
+        let one: libc::c_int = 1;
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one)
+            .expect("PACKET_IGNORE_OUTGOING");
+        let tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).expect("SO_RCVTIMEO");
+        RawSocket(fd)
+    }
+
+    fn send(&self, frame: &[u8]) {
+        // SAFETY: `frame` is a live buffer of `frame.len()` bytes the kernel
+        // only reads.
+        let rc = unsafe {
+            libc::send(
+                self.0.as_raw_fd(),
+                frame.as_ptr().cast::<libc::c_void>(),
+                frame.len(),
+                0,
+            )
+        };
+        assert_eq!(
+            rc,
+            frame.len() as isize,
+            "peer send of {} bytes: {}",
+            frame.len(),
+            io::Error::last_os_error()
+        );
+    }
+
+    /// One frame, or `None` after the 100 ms receive timeout.
+    fn recv(&self) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; 65536];
+        // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
+        let rc = unsafe {
+            libc::recv(
+                self.0.as_raw_fd(),
+                buf.as_mut_ptr().cast::<libc::c_void>(),
+                buf.len(),
+                0,
+            )
+        };
+        let n = usize::try_from(rc).ok()?;
+        buf.truncate(n);
+        Some(buf)
+    }
+
+    /// Frames addressed to [`TEST_PORT`] until `count` arrived or the deadline.
+    fn recv_test_frames(&self, count: usize) -> Vec<Vec<u8>> {
+        let end = Instant::now() + DEADLINE;
+        let mut got = Vec::new();
+        while got.len() < count && Instant::now() < end {
+            if let Some(f) = self.recv() {
+                if is_test_frame(&f) {
+                    got.push(f);
+                }
+            }
+        }
+        got
+    }
+}
+
+/// A UDP frame to [`TEST_PORT`] (tagged or not).
+fn is_test_frame(frame: &[u8]) -> bool {
+    let Ok(l3) = ethernet::Packet::new_unchecked(frame).l3_info() else {
+        return false;
+    };
+    let Some(ip_bytes) = frame.get(l3.offset..) else {
+        return false;
+    };
+    let Ok(ip) = ipv4::Packet::new_checked(ip_bytes) else {
+        return false;
+    };
+    l3.ethertype == ethernet::ethertype::IPV4
+        && ip.protocol() == ipv4::protocol::UDP
+        && udp::Packet::new_checked(ip.payload()).is_ok_and(|u| u.dst_port() == TEST_PORT)
+}
+
+/// A test frame from a to b, `len` bytes long in total (>= 42), tagging
+/// source port `sport` and carrying `id` in its payload.
+fn test_frame(len: usize, sport: u16, id: u32) -> Vec<u8> {
+    let mut payload = vec![0u8; len.saturating_sub(42).max(4)];
+    payload[..4].copy_from_slice(&id.to_be_bytes());
+    for (i, b) in payload.iter_mut().enumerate().skip(4) {
+        *b = (i as u32 ^ id) as u8;
+    }
+    let f = build::eth_ipv4_udp(MAC_A, MAC_B, IP_A, sport, IP_B, TEST_PORT, &payload);
+    assert_eq!(f.len(), len.max(46));
+    f
+}
+
+fn config(ring: RingConfig) -> AfPacketConfig {
+    let mut c = AfPacketConfig::new(&["pb"]);
+    c.ring = ring;
+    c.pool_frames = 512;
+    c
+}
+
+/// Receive from port 0 until `count` test frames arrived or the deadline.
+fn rx_test_frames(driver: &mut AfPacketDriver, count: usize) -> Vec<(Vec<u8>, bool)> {
+    let end = Instant::now() + DEADLINE;
+    let mut batch = Vec::with_capacity(64);
+    let mut got = Vec::new();
+    while got.len() < count && Instant::now() < end {
+        driver.wait(50);
+        driver.rx_burst(0, &mut batch, 64);
+        for f in batch.drain(..) {
+            if is_test_frame(f.data()) {
+                got.push((f.data().to_vec(), f.checksum_verified()));
+            }
+            driver.release(f);
+        }
+    }
+    got
+}
+
+#[test]
+fn frames_sent_into_the_peer_arrive_intact_through_rx_burst() {
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let mut driver = in_netns(&topo.ns_b, || {
+        AfPacketDriver::open(&config(RingConfig::default()))
+    })
+    .expect("open driver");
+    let port = driver.port(0).expect("port 0");
+    assert_eq!((port.mac(), port.mtu(), port.ifname()), (MAC_B, 1500, "pb"));
+
+    let mut sent: Vec<Vec<u8>> = (0..40u32)
+        .map(|i| test_frame(46 + (i as usize * 37) % 1468, 1000 + i as u16, i))
+        .collect();
+    sent.push(test_frame(1514, 2000, 40));
+    // A tagged frame: the kernel moves the tag to ring metadata; the driver
+    // must put it back.
+    sent.push(build::with_vlan(&test_frame(300, 2001, 41), 42));
+    for f in &sent {
+        peer.send(f);
+    }
+    let got = rx_test_frames(&mut driver, sent.len());
+    // Frames from a raw socket are CHECKSUM_NONE on veth: nobody verified
+    // them, so the driver must not claim it did.
+    assert!(got.iter().all(|(_, verified)| !verified));
+    let got_frames: Vec<Vec<u8>> = got.iter().map(|(f, _)| f.clone()).collect();
+    assert_eq!(got_frames, sent, "frames arrive intact and in order");
+    let stats = driver.total_stats();
+    assert_eq!(stats.rx_vlan_restored, 1);
+    assert_eq!((stats.rx_too_big, stats.rx_truncated), (0, 0));
+    assert_eq!(driver.pool_free(), 512, "every buffer back in the pool");
+}
+
+#[test]
+fn tx_burst_frames_arrive_on_the_peer() {
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let mut driver = in_netns(&topo.ns_b, || {
+        AfPacketDriver::open(&config(RingConfig::default()))
+    })
+    .expect("open driver");
+    let sent: Vec<Vec<u8>> = (0..32u32)
+        .map(|i| test_frame(60 + i as usize * 41, 3000 + i as u16, i))
+        .collect();
+    let mut batch: Vec<AfPacketFrame> = sent
+        .iter()
+        .map(|f| driver.frame_from(f).expect("pool buffer"))
+        .collect();
+    assert_eq!(driver.tx_burst(0, &mut batch), sent.len());
+    assert!(batch.is_empty());
+    let got = peer.recv_test_frames(sent.len());
+    assert_eq!(got, sent);
+    let stats = driver.total_stats();
+    assert_eq!(stats.tx_frames, sent.len() as u64);
+    assert_eq!(stats.tx_send_errors, 0);
+    assert_eq!(driver.pool_free(), 512);
+}
+
+#[test]
+fn a_burst_larger_than_the_tx_ring_leaves_the_excess_with_the_caller() {
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let ring = RingConfig {
+        tx_frame_size: 2048,
+        tx_frame_count: 4,
+        ..RingConfig::default()
+    };
+    let mut driver =
+        in_netns(&topo.ns_b, || AfPacketDriver::open(&config(ring))).expect("open driver");
+    let slots = driver.port(0).expect("port").tx_ring_frames();
+    assert!(
+        (4..10).contains(&slots),
+        "ring of {slots} slots is smaller than the burst"
+    );
+    let sent: Vec<Vec<u8>> = (0..10u32)
+        .map(|i| test_frame(200, 4000 + i as u16, i))
+        .collect();
+    let mut batch: Vec<AfPacketFrame> = sent
+        .iter()
+        .map(|f| driver.frame_from(f).expect("pool buffer"))
+        .collect();
+    let taken = driver.tx_burst(0, &mut batch);
+    assert_eq!(taken, slots, "an empty ring takes exactly its size");
+    assert_eq!(
+        batch.len(),
+        sent.len() - slots,
+        "the rest stays with the caller"
+    );
+    assert_eq!(
+        batch[0].data(),
+        &sent[slots][..],
+        "from the front, in order"
+    );
+    assert_eq!(
+        driver.total_stats().tx_ring_full,
+        (sent.len() - slots) as u64
+    );
+    // The kernel frees slots as the peer consumes; the rest goes out later.
+    let end = Instant::now() + DEADLINE;
+    while !batch.is_empty() && Instant::now() < end {
+        driver.tx_burst(0, &mut batch);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(batch.is_empty(), "ring never drained");
+    assert_eq!(peer.recv_test_frames(sent.len()), sent);
+    assert_eq!(driver.pool_free(), 512);
+}
+
+#[test]
+fn two_workers_with_fanout_share_a_port_and_together_see_everything() {
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let mut cfg = config(RingConfig::default());
+    cfg.ports[0].fanout_group_id = Some(0x77);
+    cfg.fanout_mode = FanoutMode::Hash;
+    let (mut w0, mut w1) = in_netns(&topo.ns_b, || {
+        (
+            AfPacketDriver::open(&cfg).expect("worker 0"),
+            AfPacketDriver::open(&cfg).expect("worker 1"),
+        )
+    });
+    const FLOWS: u32 = 200;
+    for i in 0..FLOWS {
+        peer.send(&test_frame(100, 10_000 + i as u16, i));
+    }
+    let end = Instant::now() + DEADLINE;
+    let mut seen: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    let mut batch = Vec::with_capacity(64);
+    while seen[0].len() + seen[1].len() < FLOWS as usize && Instant::now() < end {
+        for (w, ids) in [&mut w0, &mut w1].into_iter().zip(seen.iter_mut()) {
+            w.wait(10);
+            w.rx_burst(0, &mut batch, 64);
+            for f in batch.drain(..) {
+                if is_test_frame(f.data()) {
+                    let id = f.data().get(42..46).expect("id");
+                    ids.push(u32::from_be_bytes([id[0], id[1], id[2], id[3]]));
+                }
+                w.release(f);
+            }
+        }
+    }
+    assert!(
+        !seen[0].is_empty() && !seen[1].is_empty(),
+        "each worker gets a share: {} / {}",
+        seen[0].len(),
+        seen[1].len()
+    );
+    let mut all: Vec<u32> = seen.concat();
+    all.sort_unstable();
+    assert_eq!(all, (0..FLOWS).collect::<Vec<_>>(), "together all, once");
+}
+
+#[test]
+fn frames_above_the_mtu_are_counted_and_dropped() {
+    // pa may send up to 1600; veth lets frames up to pb's MTU + 18 through,
+    // so untagged frames of 1515..=1518 bytes reach pb's driver.
+    let Some(topo) = Topology::new(1600, 1500) else {
+        return;
+    };
+    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let mut driver = in_netns(&topo.ns_b, || {
+        AfPacketDriver::open(&config(RingConfig::default()))
+    })
+    .expect("open driver");
+    let fits = test_frame(1514, 5000, 1);
+    let tagged_fits = build::with_vlan(&test_frame(1514, 5001, 2), 7);
+    assert_eq!(tagged_fits.len(), 1518);
+    for f in [
+        test_frame(1515, 5002, 3),
+        fits.clone(),
+        test_frame(1518, 5003, 4),
+        tagged_fits.clone(),
+    ] {
+        peer.send(&f);
+    }
+    let got: Vec<Vec<u8>> = rx_test_frames(&mut driver, 2)
+        .into_iter()
+        .map(|(f, _)| f)
+        .collect();
+    assert_eq!(got, vec![fits, tagged_fits]);
+    // The oversized ones were walked before the last good frame.
+    assert_eq!(driver.total_stats().rx_too_big, 2);
+}
+
+#[test]
+fn preparation_turns_offloads_off_and_reports_kernel_addresses() {
+    let Some(topo) = Topology::new(1500, 1400) else {
+        return;
+    };
+    ip(&["-n", &topo.ns_b, "addr", "add", "10.77.0.2/24", "dev", "pb"]).expect("addr add");
+    let (before, prepared, after, conflicts) = in_netns(&topo.ns_b, || {
+        let before = prepare::set_gro("pb", true).expect("GRO on");
+        let prepared = prepare::prepare_interface("pb").expect("prepare");
+        let after = prepare::offload_state("pb").expect("read back");
+        let conflicts = prepare::kernel_owned_conflicts("pb", &[IP_A, IP_B]).expect("conflicts");
+        (before, prepared, after, conflicts)
+    });
+    assert!(before.gro, "GRO could be turned on first");
+    assert!(before.tso, "veth starts with TSO on");
+    assert_eq!(prepared.offloads, after);
+    assert!(
+        !after.gro && !after.tso && !after.gso && !after.lro,
+        "{after:?}"
+    );
+    assert!(after.all_off());
+    assert_eq!(prepared.info.mac, MAC_B);
+    assert_eq!(prepared.info.mtu, 1400);
+    assert!(prepared.info.ifindex > 0);
+    assert_eq!(prepared.kernel_ipv4_addrs, vec![IP_B]);
+    assert_eq!(conflicts, vec![IP_B]);
+
+    let missing = in_netns(&topo.ns_b, || prepare::interface_info("nope0"));
+    match missing {
+        Err(AfPacketError::NoSuchInterface { ifname, source }) => {
+            assert_eq!(ifname, "nope0");
+            assert_eq!(source.raw_os_error(), Some(libc::ENODEV));
+        }
+        other => panic!("expected NoSuchInterface, got {other:?}"),
+    }
+}
+
+#[test]
+fn locally_sent_tcp_and_udp_arrive_with_completed_checksums() {
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    let ns_a = topo.ns_a.clone();
+    ip(&["-n", &ns_a, "addr", "add", "10.77.0.1/24", "dev", "pa"]).expect("addr");
+    ip(&[
+        "-n",
+        &ns_a,
+        "neigh",
+        "add",
+        "10.77.0.2",
+        "lladdr",
+        &MAC_B.to_string(),
+        "dev",
+        "pa",
+        "nud",
+        "permanent",
+    ])
+    .expect("neigh");
+    let mut driver = in_netns(&topo.ns_b, || {
+        AfPacketDriver::open(&config(RingConfig::default()))
+    })
+    .expect("open driver");
+
+    // Local senders with checksum offload: veth's skbs stay CHECKSUM_PARTIAL.
+    in_netns(&ns_a, || {
+        let s = UdpSocket::bind(SocketAddrV4::new(IP_A, 0)).expect("udp bind");
+        s.send_to(b"partial please", SocketAddrV4::new(IP_B, TEST_PORT))
+            .expect("udp send");
+    });
+    // Nobody answers the SYN (b has no address): connect times out, but the
+    // SYN has gone out by then.
+    let connector = std::thread::spawn(move || {
+        in_netns(&ns_a, || {
+            let _ = TcpStream::connect_timeout(
+                &SocketAddrV4::new(IP_B, 80).into(),
+                Duration::from_millis(1500),
+            );
+        })
+    });
+
+    let end = Instant::now() + DEADLINE;
+    let (mut udp_ok, mut syn_ok) = (false, false);
+    let mut batch = Vec::with_capacity(64);
+    while !(udp_ok && syn_ok) && Instant::now() < end {
+        driver.wait(50);
+        driver.rx_burst(0, &mut batch, 64);
+        for f in batch.drain(..) {
+            let data = f.data();
+            if let Ok(ip_pkt) = ipv4::Packet::new_checked(data.get(14..).unwrap_or(&[])) {
+                let (src, dst) = (ip_pkt.src_addr(), ip_pkt.dst_addr());
+                if (src, dst) == (IP_A, IP_B) {
+                    match ip_pkt.protocol() {
+                        ipv4::protocol::UDP => {
+                            let u = udp::Packet::new_checked(ip_pkt.payload()).expect("udp");
+                            assert!(u.verify_checksum(src, dst), "UDP checksum completed");
+                            assert_eq!(u.payload(), b"partial please");
+                            assert!(f.checksum_verified());
+                            udp_ok = true;
+                        }
+                        ipv4::protocol::TCP => {
+                            let t = tcp::Packet::new_checked(ip_pkt.payload()).expect("tcp");
+                            assert_eq!(t.dst_port(), 80);
+                            assert!(t.verify_checksum(src, dst), "TCP checksum completed");
+                            assert!(f.checksum_verified());
+                            syn_ok = true;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            driver.release(f);
+        }
+    }
+    connector.join().expect("connector thread");
+    assert!(udp_ok && syn_ok, "udp {udp_ok} syn {syn_ok}");
+    let stats = driver.total_stats();
+    assert!(
+        stats.rx_csum_completed >= 2,
+        "the kernel left them partial (CSUMNOTREADY): {stats:?}"
+    );
+}
+
+#[test]
+fn invalid_ring_configuration_is_refused_with_the_interface_name() {
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    let ring = RingConfig {
+        tx_frame_size: 1000,
+        ..RingConfig::default()
+    };
+    let err = in_netns(&topo.ns_b, || AfPacketDriver::open(&config(ring))).expect_err("refused");
+    match err {
+        AfPacketError::InvalidConfig { ifname, .. } => assert_eq!(ifname, "pb"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+}
