@@ -12,7 +12,9 @@
 //!
 //! The gateway namespace has no addresses and no forwarding: only Portico
 //! can answer ARP for the VIP and carry the connection to the backend. The
-//! backend is a static `[[neighbour]]` of the configuration.
+//! backend is a static `[[neighbour]]` of the configuration. The kernel is
+//! given the node address on the outside interface, which `portico run`
+//! must warn about.
 
 use portico_tests::{Netns, Process, TempDir, have, nginx, require_root, unique_name, veth};
 use serde_json::Value;
@@ -289,6 +291,11 @@ fn run_serves_reloads_on_sighup_and_stops_on_sigterm() {
     let good = config(&t.outside, &t.inside, &backend_mac, WEB, 4096);
     write_config(&config_path, &good);
 
+    // An owned address the kernel also has: logged as a warning at start.
+    t.gateway
+        .exec("ip", &["addr", "add", "192.0.2.1/32", "dev", &t.outside])
+        .expect("kernel address");
+
     let command = format!(
         "exec {BIN} run --config {} --admin-socket {} --log-format json 2>{}",
         config_path.display(),
@@ -301,6 +308,10 @@ fn run_serves_reloads_on_sighup_and_stops_on_sigterm() {
     wait_until("the admin socket answers", &log, || {
         stats(&socket).is_some()
     });
+    assert!(
+        logged(&log, "WARN", "address", "192.0.2.1"),
+        "kernel/Portico address clash warned about"
+    );
     let before = stats(&socket).expect("stats");
     let generation = number(&before, "/snapshot/generation");
     assert_eq!(number(&before, "/workers/1/worker"), 1, "two workers");
