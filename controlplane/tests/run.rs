@@ -228,6 +228,16 @@ fn wait_until(what: &str, log: &Path, f: impl FnMut() -> bool) {
     );
 }
 
+/// Stops a process with SIGTERM (then the guard's SIGKILL): nginx's master
+/// stops its workers on SIGTERM, while a SIGKILL would orphan them.
+struct StopGracefully(Process);
+
+impl Drop for StopGracefully {
+    fn drop(&mut self) {
+        let _ = self.0.terminate(Duration::from_secs(5));
+    }
+}
+
 struct Topology {
     client: Netns,
     gateway: Netns,
@@ -282,7 +292,8 @@ fn run_serves_reloads_on_sighup_and_stops_on_sigterm() {
     );
     let t = topology();
     let backend_mac = mac_of(&t.backend, &t.backend_if);
-    let (_nginx, _nginx_dir) = nginx(&t.backend, "one", "10.1.0.10:8080").expect("nginx");
+    let (nginx_proc, _nginx_dir) = nginx(&t.backend, "one", "10.1.0.10:8080").expect("nginx");
+    let _nginx = StopGracefully(nginx_proc);
 
     let dir = TempDir::new("prun").expect("temp dir");
     let config_path = dir.path.join("portico.toml");
