@@ -1,0 +1,582 @@
+//! The admin endpoint: live counters of a running gateway over a unix
+//! socket, and the `portico stats` client.
+//!
+//! Protocol: a client connects; the server writes one JSON document (a
+//! [`StatsReport`]) followed by a newline and closes the connection. Nothing
+//! is read from the client, so a client cannot stall or steer the server.
+//!
+//! Invariants:
+//! * the report is assembled from the workers' published copies of their
+//!   counters ([`dataplane::counters::SharedCounters`]) and the driver stats
+//!   the worker threads publish ([`PortStatsCell`]); the admin thread never
+//!   touches a worker's state;
+//! * every [`DropReason`] appears in every report under its stable name,
+//!   zero or not, so scripts can rely on the keys;
+//! * `total` is the field-wise sum of `workers`, and `ports[i]` the sum over
+//!   workers of their driver's stats for port `i`.
+
+mod socket;
+
+pub use socket::{AdminError, AdminServer, ClientError, DEFAULT_SOCKET, fetch};
+
+use dataplane::counters::{Counters, DropReason, Gauges};
+use dataplane::driver::afpacket::{KernelStats, PortStats};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Everything `portico stats` shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsReport {
+    pub pid: u32,
+    pub uptime_ms: u64,
+    /// The configuration file the gateway runs from.
+    pub config: String,
+    pub snapshot: SnapshotReport,
+    /// Sum over all workers.
+    pub total: CounterReport,
+    pub workers: Vec<WorkerReport>,
+    pub ports: Vec<PortReport>,
+}
+
+/// The forwarding tables in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotReport {
+    /// Increases by one with every published snapshot (start and each
+    /// applied reload).
+    pub generation: u64,
+    /// Time since it was published.
+    pub age_ms: u64,
+}
+
+/// The dataplane counters of one worker, or of all of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CounterReport {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Sum of `drops`.
+    pub dropped: u64,
+    /// Every drop reason by its stable name.
+    pub drops: BTreeMap<String, u64>,
+    pub flows_created: u64,
+    pub flows_expired: u64,
+    pub flows_early_dropped: u64,
+    pub flows_recycled: u64,
+    pub flows_reselected: u64,
+    /// Flows in the conntrack tables now.
+    pub live_flows: u64,
+    /// SNAT tuples in use now.
+    pub snat_in_use: u64,
+    pub snat_allocations: u64,
+    pub snat_quarantine_reuses: u64,
+    pub affinity_hits: u64,
+    pub handoff_out: u64,
+    pub handoff_in: u64,
+    /// ARP and ICMP echo replies sent.
+    pub local_replies: u64,
+    pub icmp_errors_translated: u64,
+    pub resets_sent: u64,
+}
+
+impl CounterReport {
+    pub fn new(c: &Counters, g: Gauges) -> Self {
+        CounterReport {
+            rx_packets: c.rx_packets,
+            rx_bytes: c.rx_bytes,
+            tx_packets: c.tx_packets,
+            tx_bytes: c.tx_bytes,
+            dropped: c.total_drops(),
+            drops: DropReason::ALL
+                .iter()
+                .map(|r| (r.name().to_owned(), c.dropped(*r)))
+                .collect(),
+            flows_created: c.flows_created,
+            flows_expired: c.flows_expired,
+            flows_early_dropped: c.flows_early_dropped,
+            flows_recycled: c.flows_recycled,
+            flows_reselected: c.flows_reselected,
+            live_flows: g.live_flows,
+            snat_in_use: g.snat_in_use,
+            snat_allocations: c.snat_allocations,
+            snat_quarantine_reuses: c.snat_quarantine_reuses,
+            affinity_hits: c.affinity_hits,
+            handoff_out: c.handoff_out,
+            handoff_in: c.handoff_in,
+            local_replies: c.local_replies,
+            icmp_errors_translated: c.icmp_errors_translated,
+            resets_sent: c.resets_sent,
+        }
+    }
+}
+
+/// One worker thread.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerReport {
+    pub worker: usize,
+    /// The core it is pinned to, if any.
+    pub core: Option<usize>,
+    #[serde(flatten)]
+    pub counters: CounterReport,
+}
+
+/// One port's driver counters, summed over the workers' sockets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortReport {
+    pub port: usize,
+    pub name: String,
+    pub interface: String,
+    #[serde(flatten)]
+    pub stats: PortCounters,
+}
+
+macro_rules! port_counters {
+    ($($(#[$doc:meta])* $field:ident,)*) => {
+        /// Driver counters of a port (af_packet [`PortStats`] plus the
+        /// kernel's socket counters, accumulated).
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct PortCounters {
+            $($(#[$doc])* pub $field: u64,)*
+        }
+
+        impl PortCounters {
+            /// Number of fields.
+            pub const FIELDS: usize = [$(stringify!($field),)*].len();
+
+            fn to_array(self) -> [u64; Self::FIELDS] {
+                [$(self.$field,)*]
+            }
+
+            fn from_array(a: [u64; Self::FIELDS]) -> Self {
+                let mut it = a.into_iter();
+                PortCounters { $($field: it.next().unwrap_or(0),)* }
+            }
+        }
+    };
+}
+
+port_counters! {
+    rx_frames,
+    rx_bytes,
+    tx_frames,
+    tx_bytes,
+    /// Frames above MTU + Ethernet header, dropped on receive.
+    rx_too_big,
+    /// Frames the ring truncated, dropped.
+    rx_truncated,
+    /// Bursts cut short by an empty frame pool.
+    rx_pool_empty,
+    rx_ring_errors,
+    rx_csum_completed,
+    rx_csum_partial_left,
+    rx_vlan_restored,
+    tx_too_big,
+    /// Frames left unsent because the TX ring was full.
+    tx_ring_full,
+    tx_send_errors,
+    socket_errors,
+    /// Frames the kernel dropped because the RX ring was full.
+    kernel_rx_drops,
+    /// Times the RX ring froze.
+    kernel_freezes,
+}
+
+impl PortCounters {
+    /// The driver's counters plus the kernel's accumulated ones.
+    pub fn new(s: &PortStats, kernel: KernelTotals) -> Self {
+        PortCounters {
+            rx_frames: s.rx_frames,
+            rx_bytes: s.rx_bytes,
+            tx_frames: s.tx_frames,
+            tx_bytes: s.tx_bytes,
+            rx_too_big: s.rx_too_big,
+            rx_truncated: s.rx_truncated,
+            rx_pool_empty: s.rx_pool_empty,
+            rx_ring_errors: s.rx_ring_errors,
+            rx_csum_completed: s.rx_csum_completed,
+            rx_csum_partial_left: s.rx_csum_partial_left,
+            rx_vlan_restored: s.rx_vlan_restored,
+            tx_too_big: s.tx_too_big,
+            tx_ring_full: s.tx_ring_full,
+            tx_send_errors: s.tx_send_errors,
+            socket_errors: s.socket_errors,
+            kernel_rx_drops: kernel.drops,
+            kernel_freezes: kernel.freezes,
+        }
+    }
+
+    /// Every frame this port lost, for whatever reason.
+    pub fn dropped(&self) -> u64 {
+        self.rx_too_big
+            + self.rx_truncated
+            + self.tx_too_big
+            + self.tx_ring_full
+            + self.kernel_rx_drops
+    }
+
+    /// Field-wise sum.
+    pub fn accumulate(&mut self, other: &PortCounters) {
+        let mut a = self.to_array();
+        for (x, y) in a.iter_mut().zip(other.to_array()) {
+            *x += y;
+        }
+        *self = PortCounters::from_array(a);
+    }
+}
+
+/// The kernel's socket counters accumulated over reads (each read of
+/// `PACKET_STATISTICS` resets them in the kernel).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelTotals {
+    pub drops: u64,
+    pub freezes: u64,
+}
+
+impl KernelTotals {
+    pub fn add(&mut self, read: KernelStats) {
+        self.drops += u64::from(read.drops);
+        self.freezes += u64::from(read.freeze_count);
+    }
+}
+
+/// One worker's published copy of one port's driver counters: written by
+/// the worker thread (relaxed stores, a few times a second), read by the
+/// admin thread.
+#[derive(Debug)]
+pub struct PortStatsCell {
+    values: [AtomicU64; PortCounters::FIELDS],
+}
+
+impl Default for PortStatsCell {
+    fn default() -> Self {
+        PortStatsCell {
+            values: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl PortStatsCell {
+    pub fn store(&self, c: PortCounters) {
+        for (cell, v) in self.values.iter().zip(c.to_array()) {
+            cell.store(v, Ordering::Relaxed);
+        }
+    }
+
+    pub fn load(&self) -> PortCounters {
+        PortCounters::from_array(std::array::from_fn(|i| {
+            self.values[i].load(Ordering::Relaxed)
+        }))
+    }
+}
+
+/// Aggregate per-worker counters into `total`.
+pub fn sum_workers(workers: &[WorkerReport]) -> CounterReport {
+    let mut counters = Counters::default();
+    let mut gauges = Gauges::default();
+    for w in workers {
+        let c = &w.counters;
+        let one = Counters {
+            rx_packets: c.rx_packets,
+            rx_bytes: c.rx_bytes,
+            tx_packets: c.tx_packets,
+            tx_bytes: c.tx_bytes,
+            drops: std::array::from_fn(|i| {
+                DropReason::ALL
+                    .get(i)
+                    .and_then(|r| c.drops.get(r.name()))
+                    .copied()
+                    .unwrap_or(0)
+            }),
+            handoff_out: c.handoff_out,
+            handoff_in: c.handoff_in,
+            local_replies: c.local_replies,
+            icmp_errors_translated: c.icmp_errors_translated,
+            resets_sent: c.resets_sent,
+            flows_created: c.flows_created,
+            flows_expired: c.flows_expired,
+            flows_early_dropped: c.flows_early_dropped,
+            flows_recycled: c.flows_recycled,
+            flows_reselected: c.flows_reselected,
+            affinity_hits: c.affinity_hits,
+            snat_allocations: c.snat_allocations,
+            snat_quarantine_reuses: c.snat_quarantine_reuses,
+        };
+        counters.accumulate(&one);
+        gauges.live_flows += c.live_flows;
+        gauges.snat_in_use += c.snat_in_use;
+    }
+    CounterReport::new(&counters, gauges)
+}
+
+/// Milliseconds as `1h02m03s`, `4.5s` or `12ms`.
+fn fmt_duration_ms(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let s = ms / 1000;
+    if s < 60 {
+        return format!("{}.{}s", s, (ms % 1000) / 100);
+    }
+    let (h, m, s) = (s / 3600, (s / 60) % 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m{s:02}s")
+    } else {
+        format!("{m}m{s:02}s")
+    }
+}
+
+/// What `portico stats` prints.
+impl fmt::Display for StatsReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "portico pid {}, up {}, config {}",
+            self.pid,
+            fmt_duration_ms(self.uptime_ms),
+            self.config
+        )?;
+        writeln!(
+            f,
+            "snapshot generation {}, published {} ago",
+            self.snapshot.generation,
+            fmt_duration_ms(self.snapshot.age_ms)
+        )?;
+
+        writeln!(f, "\nports:")?;
+        writeln!(
+            f,
+            "  {:<12} {:<16} {:>12} {:>14} {:>12} {:>14} {:>10}",
+            "port", "interface", "rx frames", "rx bytes", "tx frames", "tx bytes", "dropped"
+        )?;
+        for p in &self.ports {
+            let s = &p.stats;
+            writeln!(
+                f,
+                "  {:<12} {:<16} {:>12} {:>14} {:>12} {:>14} {:>10}",
+                p.name,
+                p.interface,
+                s.rx_frames,
+                s.rx_bytes,
+                s.tx_frames,
+                s.tx_bytes,
+                s.dropped()
+            )?;
+            let mut details = String::new();
+            for (name, v) in [
+                ("rx_too_big", s.rx_too_big),
+                ("rx_truncated", s.rx_truncated),
+                ("tx_too_big", s.tx_too_big),
+                ("tx_ring_full", s.tx_ring_full),
+                ("kernel_rx_drops", s.kernel_rx_drops),
+                ("rx_pool_empty", s.rx_pool_empty),
+                ("tx_send_errors", s.tx_send_errors),
+                ("socket_errors", s.socket_errors),
+            ] {
+                if v > 0 {
+                    let _ = write!(details, " {name}={v}");
+                }
+            }
+            if !details.is_empty() {
+                writeln!(f, "    {}", details.trim_start())?;
+            }
+        }
+
+        writeln!(f, "\nworkers:")?;
+        writeln!(
+            f,
+            "  {:<8} {:>6} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+            "worker", "core", "rx pkts", "tx pkts", "dropped", "flows", "snat", "handoff"
+        )?;
+        let rows = self
+            .workers
+            .iter()
+            .map(|w| (w.worker.to_string(), w.core, &w.counters))
+            .chain(std::iter::once(("total".to_owned(), None, &self.total)));
+        for (name, core, c) in rows {
+            writeln!(
+                f,
+                "  {:<8} {:>6} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+                name,
+                core.map_or_else(|| "-".to_owned(), |c| c.to_string()),
+                c.rx_packets,
+                c.tx_packets,
+                c.dropped,
+                c.live_flows,
+                c.snat_in_use,
+                c.handoff_out,
+            )?;
+        }
+
+        let t = &self.total;
+        writeln!(f, "\nflows:")?;
+        writeln!(
+            f,
+            "  live {}, created {}, expired {}, early-dropped {}, recycled {}, reselected {}",
+            t.live_flows,
+            t.flows_created,
+            t.flows_expired,
+            t.flows_early_dropped,
+            t.flows_recycled,
+            t.flows_reselected
+        )?;
+        writeln!(
+            f,
+            "  snat tuples in use {}, allocations {}, quarantine reuses {}; affinity hits {}",
+            t.snat_in_use, t.snat_allocations, t.snat_quarantine_reuses, t.affinity_hits
+        )?;
+        writeln!(
+            f,
+            "  local replies {}, icmp errors translated {}, resets sent {}, handoff out {} / in {}",
+            t.local_replies, t.icmp_errors_translated, t.resets_sent, t.handoff_out, t.handoff_in
+        )?;
+
+        writeln!(f, "\ndrops ({} total):", t.dropped)?;
+        let mut any = false;
+        for r in DropReason::ALL {
+            let v = t.drops.get(r.name()).copied().unwrap_or(0);
+            if v > 0 {
+                any = true;
+                writeln!(f, "  {:<24} {v:>12}", r.name())?;
+            }
+        }
+        if !any {
+            writeln!(f, "  none")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker(i: usize, rx: u64, drops: &[(DropReason, u64)], flows: u64) -> WorkerReport {
+        let mut c = Counters {
+            rx_packets: rx,
+            tx_packets: rx / 2,
+            ..Counters::default()
+        };
+        for (r, n) in drops {
+            for _ in 0..*n {
+                c.drop(*r);
+            }
+        }
+        WorkerReport {
+            worker: i,
+            core: Some(i),
+            counters: CounterReport::new(
+                &c,
+                Gauges {
+                    live_flows: flows,
+                    snat_in_use: flows,
+                },
+            ),
+        }
+    }
+
+    #[test]
+    fn every_drop_reason_is_reported_by_name() {
+        let w = worker(0, 10, &[(DropReason::NoFlow, 3)], 1);
+        assert_eq!(w.counters.drops.len(), DropReason::COUNT);
+        for r in DropReason::ALL {
+            assert!(w.counters.drops.contains_key(r.name()), "{r}");
+        }
+        assert_eq!(w.counters.drops["no_flow"], 3);
+        assert_eq!(w.counters.dropped, 3);
+    }
+
+    #[test]
+    fn total_is_the_sum_of_the_workers() {
+        let workers = vec![
+            worker(0, 10, &[(DropReason::NoFlow, 3)], 4),
+            worker(1, 7, &[(DropReason::NoFlow, 1), (DropReason::TxFull, 2)], 5),
+        ];
+        let t = sum_workers(&workers);
+        assert_eq!(t.rx_packets, 17);
+        assert_eq!(t.tx_packets, 5 + 3);
+        assert_eq!(t.drops["no_flow"], 4);
+        assert_eq!(t.drops["tx_full"], 2);
+        assert_eq!(t.dropped, 6);
+        assert_eq!(t.live_flows, 9);
+        assert_eq!(t.snat_in_use, 9);
+    }
+
+    #[test]
+    fn port_cells_round_trip_and_sum() {
+        let stats = PortStats {
+            rx_frames: 5,
+            rx_bytes: 500,
+            tx_ring_full: 2,
+            socket_errors: 1,
+            ..PortStats::default()
+        };
+        let mut kernel = KernelTotals::default();
+        kernel.add(KernelStats {
+            packets: 9,
+            drops: 4,
+            freeze_count: 1,
+        });
+        kernel.add(KernelStats {
+            packets: 1,
+            drops: 1,
+            freeze_count: 0,
+        });
+        let c = PortCounters::new(&stats, kernel);
+        let cell = PortStatsCell::default();
+        cell.store(c);
+        assert_eq!(cell.load(), c);
+        assert_eq!(c.kernel_rx_drops, 5);
+        assert_eq!(c.dropped(), 2 + 5);
+        let mut sum = c;
+        sum.accumulate(&c);
+        assert_eq!(sum.rx_bytes, 1000);
+        assert_eq!(sum.kernel_freezes, 2);
+        assert_eq!(sum.socket_errors, 2);
+    }
+
+    #[test]
+    fn report_survives_json_and_renders() {
+        let workers = vec![worker(0, 10, &[(DropReason::NotOwned, 2)], 1)];
+        let report = StatsReport {
+            pid: 42,
+            uptime_ms: 65_000,
+            config: "/etc/portico.toml".into(),
+            snapshot: SnapshotReport {
+                generation: 3,
+                age_ms: 1500,
+            },
+            total: sum_workers(&workers),
+            workers,
+            ports: vec![PortReport {
+                port: 0,
+                name: "outside".into(),
+                interface: "veth0".into(),
+                stats: PortCounters {
+                    rx_frames: 11,
+                    ..PortCounters::default()
+                },
+            }],
+        };
+        let json = serde_json::to_string(&report).expect("serializes");
+        let value: serde_json::Value = serde_json::from_str(&json).expect("json");
+        assert_eq!(value["workers"][0]["rx_packets"], 10, "flattened");
+        assert_eq!(value["ports"][0]["rx_frames"], 11, "flattened");
+        assert_eq!(value["total"]["drops"]["not_owned"], 2);
+        let back: StatsReport = serde_json::from_str(&json).expect("parses back");
+        assert_eq!(back, report);
+        let text = report.to_string();
+        assert!(text.contains("generation 3"), "{text}");
+        assert!(text.contains("not_owned"), "{text}");
+        assert!(text.contains("outside"), "{text}");
+        assert!(text.contains("1m05s"), "{text}");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(fmt_duration_ms(12), "12ms");
+        assert_eq!(fmt_duration_ms(4_500), "4.5s");
+        assert_eq!(fmt_duration_ms(3_723_000), "1h02m03s");
+    }
+}

@@ -1,0 +1,295 @@
+//! The unix socket: a plain std thread accepting connections, and the client
+//! side `portico stats` uses.
+//!
+//! The server owns its socket file: a stale file from a gateway that died is
+//! removed at start (a live one — something accepts connections on it — is
+//! an error, so two gateways never share a socket), and the file is removed
+//! when the server stops.
+
+use super::StatsReport;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Where `portico run` listens and `portico stats` connects by default.
+pub const DEFAULT_SOCKET: &str = "/run/portico/portico.sock";
+
+/// How long the accept loop sleeps when no client is waiting (also bounds
+/// how long stopping the server takes).
+const ACCEPT_IDLE_MS: u64 = 50;
+/// A client that does not read its report within this time is dropped.
+const CLIENT_TIMEOUT_MS: u64 = 2000;
+
+/// Why the admin socket could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("creating the directory {}: {source}", path.display())]
+    CreateDir { path: PathBuf, source: io::Error },
+    #[error("{} is in use by a running gateway", path.display())]
+    InUse { path: PathBuf },
+    #[error("{} exists and is not a socket; refusing to remove it", path.display())]
+    NotASocket { path: PathBuf },
+    #[error("removing the stale socket {}: {source}", path.display())]
+    RemoveStale { path: PathBuf, source: io::Error },
+    #[error("listening on {}: {source}", path.display())]
+    Bind { path: PathBuf, source: io::Error },
+    #[error("starting the admin thread: {0}")]
+    Thread(io::Error),
+}
+
+/// Why `portico stats` could not get a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("the gateway is not running (no admin socket at {})", path.display())]
+    NotRunning { path: PathBuf },
+    #[error("permission denied on {} (run as root or as the gateway's user)", path.display())]
+    PermissionDenied { path: PathBuf },
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}: the gateway sent an unreadable report: {source}", path.display())]
+    BadReport {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+/// The running admin endpoint; stops and removes its socket on drop.
+#[derive(Debug)]
+pub struct AdminServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl AdminServer {
+    /// Listen on `path` and answer every connection with `report()`.
+    pub fn start(
+        path: &Path,
+        report: impl Fn() -> StatsReport + Send + 'static,
+    ) -> Result<Self, AdminError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| AdminError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        remove_stale(path)?;
+        let listener = UnixListener::bind(path).map_err(|source| AdminError::Bind {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        // Counters are not secret, but the socket is the gateway's: owner
+        // and group only.
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660));
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| AdminError::Bind {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("portico-admin".into())
+                .spawn(move || serve(&listener, &stop, &report))
+                .map_err(AdminError::Thread)?
+        };
+        Ok(AdminServer {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stop accepting, join the thread, remove the socket file.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for AdminServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Remove `path` if it is a socket nobody listens on.
+fn remove_stale(path: &Path) -> Result<(), AdminError> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !meta.file_type().is_socket() {
+        return Err(AdminError::NotASocket {
+            path: path.to_path_buf(),
+        });
+    }
+    if UnixStream::connect(path).is_ok() {
+        return Err(AdminError::InUse {
+            path: path.to_path_buf(),
+        });
+    }
+    tracing::info!(path = %path.display(), "removing stale admin socket");
+    std::fs::remove_file(path).map_err(|source| AdminError::RemoveStale {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn serve(listener: &UnixListener, stop: &AtomicBool, report: &dyn Fn() -> StatsReport) {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Err(e) = answer(stream, report) {
+                    tracing::debug!(error = %e, "admin client went away");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(ACCEPT_IDLE_MS));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "admin socket accept failed");
+                std::thread::sleep(Duration::from_millis(ACCEPT_IDLE_MS));
+            }
+        }
+    }
+}
+
+fn answer(mut stream: UnixStream, report: &dyn Fn() -> StatsReport) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_write_timeout(Some(Duration::from_millis(CLIENT_TIMEOUT_MS)))?;
+    let mut body = serde_json::to_vec(&report()).map_err(io::Error::other)?;
+    body.push(b'\n');
+    stream.write_all(&body)?;
+    stream.flush()
+}
+
+/// Fetch the raw JSON report from the gateway listening on `path`.
+pub fn fetch(path: &Path) -> Result<(String, StatsReport), ClientError> {
+    let mut stream = UnixStream::connect(path).map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => ClientError::NotRunning {
+            path: path.to_path_buf(),
+        },
+        io::ErrorKind::PermissionDenied => ClientError::PermissionDenied {
+            path: path.to_path_buf(),
+        },
+        _ => ClientError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
+    let io_err = |source| ClientError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_millis(CLIENT_TIMEOUT_MS * 2)))
+        .map_err(io_err)?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).map_err(io_err)?;
+    let report = serde_json::from_str(&raw).map_err(|source| ClientError::BadReport {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok((raw, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::{CounterReport, SnapshotReport};
+    use std::sync::atomic::AtomicU64;
+
+    fn temp_socket(name: &str) -> PathBuf {
+        std::env::temp_dir()
+            .join(format!("portico-admin-{}-{name}", std::process::id()))
+            .join("nested")
+            .join("portico.sock")
+    }
+
+    fn report(generation: u64) -> StatsReport {
+        StatsReport {
+            pid: std::process::id(),
+            uptime_ms: 1,
+            config: "test.toml".into(),
+            snapshot: SnapshotReport {
+                generation,
+                age_ms: 0,
+            },
+            total: CounterReport::default(),
+            workers: Vec::new(),
+            ports: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn serves_fresh_reports_and_removes_its_socket() {
+        let path = temp_socket("serve");
+        let generation = Arc::new(AtomicU64::new(1));
+        let server = {
+            let generation = Arc::clone(&generation);
+            AdminServer::start(&path, move || {
+                report(generation.fetch_add(1, Ordering::Relaxed))
+            })
+            .expect("starts")
+        };
+        let (raw, first) = fetch(&path).expect("first report");
+        assert!(raw.ends_with('\n'));
+        let (_, second) = fetch(&path).expect("second report");
+        assert_eq!(first.snapshot.generation, 1);
+        assert_eq!(second.snapshot.generation, 2, "built per connection");
+        assert!(
+            matches!(
+                AdminServer::start(&path, || report(0)),
+                Err(AdminError::InUse { .. })
+            ),
+            "a live socket is not taken over"
+        );
+        server.stop();
+        assert!(!path.exists(), "socket removed at stop");
+        assert!(matches!(fetch(&path), Err(ClientError::NotRunning { .. })));
+        let _ = std::fs::remove_dir_all(path.parent().and_then(Path::parent).unwrap_or(&path));
+    }
+
+    #[test]
+    fn a_stale_socket_is_replaced_and_other_files_are_kept() {
+        let path = temp_socket("stale");
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+        drop(UnixListener::bind(&path).expect("stale socket"));
+        assert!(path.exists());
+        assert!(
+            matches!(fetch(&path), Err(ClientError::NotRunning { .. })),
+            "nobody listens on a stale socket"
+        );
+        let server = AdminServer::start(&path, || report(7)).expect("replaces stale socket");
+        assert_eq!(fetch(&path).expect("report").1.snapshot.generation, 7);
+        drop(server);
+        assert!(!path.exists());
+
+        std::fs::write(&path, b"not a socket").expect("regular file");
+        assert!(matches!(
+            AdminServer::start(&path, || report(0)),
+            Err(AdminError::NotASocket { .. })
+        ));
+        assert!(path.exists(), "a regular file is never removed");
+        let _ = std::fs::remove_dir_all(path.parent().and_then(Path::parent).unwrap_or(&path));
+    }
+}

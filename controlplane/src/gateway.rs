@@ -1,0 +1,887 @@
+//! `portico run`: the dataplane on real interfaces (af_packet), fed from a
+//! `portico.toml`, with reloads on SIGHUP and a clean stop on SIGTERM/SIGINT.
+//!
+//! Start-up, in order: every port's interface is prepared (offloads off) and
+//! its MAC and MTU read; the kernel's addresses on the owned interfaces are
+//! checked against the addresses Portico owns (a clash is logged as a
+//! warning: the kernel would answer ARP and connections for them too); the
+//! first snapshot is built and published; the worker threads start (each
+//! pinned to its core when `cores` is set, each opening its own af_packet
+//! sockets, joined in one fanout group per port when there are several
+//! workers, connected by a handoff mesh); then the admin socket.
+//!
+//! Invariants:
+//! * one [`SnapshotBuilder`] lives as long as the gateway, so service and
+//!   backend ids stay stable across reloads and established flows keep their
+//!   backends;
+//! * a reload either publishes a complete new snapshot or changes nothing:
+//!   an invalid file, a spec the builder rejects, or a change only a restart
+//!   can apply ([`restart_required`]) leaves the running configuration as it
+//!   was, and every problem is logged;
+//! * the workers own their drivers and pipelines; other threads see only
+//!   what the workers publish (counters, driver stats) and the snapshots the
+//!   control thread publishes.
+
+use crate::admin::{
+    AdminError, AdminServer, CounterReport, KernelTotals, PortCounters, PortReport, PortStatsCell,
+    SnapshotReport, StatsReport, WorkerReport, sum_workers,
+};
+use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
+use dataplane::clock::MonotonicClock;
+use dataplane::counters::SharedCounters;
+use dataplane::driver::afpacket::prepare::{kernel_owned_conflicts, prepare_interface};
+use dataplane::driver::afpacket::{
+    AfPacketConfig, AfPacketDriver, AfPacketError, AfPacketPortConfig,
+};
+use dataplane::handoff::{HandoffMesh, WorkerHandoff};
+use dataplane::snapshot::{BuildError, Publisher, SnapshotBuilder, SnapshotReader};
+use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
+use nic_config::{ConfigError, DriverKind, ListenerKind, Plan};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tracing::{error, info, warn};
+
+/// Frames each handoff ring between two workers holds.
+const HANDOFF_RING_FRAMES: usize = 1024;
+/// How often a worker copies its driver's port stats out.
+const DRIVER_STATS_INTERVAL_MS: u64 = 100;
+/// Polls between two clock reads for the driver stats timer while busy.
+const POLLS_PER_STATS_CHECK: u32 = 64;
+/// Idle polls an adaptive worker spins before it sleeps in `poll(2)`.
+const ADAPTIVE_SPIN_POLLS: u32 = 1024;
+/// How long the control thread sleeps between looks at signals and workers.
+const CONTROL_TICK_MS: u64 = 50;
+/// How long a worker may take to open its sockets and allocate its tables.
+const WORKER_START_TIMEOUT_MS: u64 = 60_000;
+
+/// What `portico run` was asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// The configuration file (re-read on SIGHUP).
+    pub config_path: PathBuf,
+    pub admin_socket: PathBuf,
+}
+
+/// Why the gateway could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("port {port:?}: driver {driver} is not supported by `portico run` (use afpacket)")]
+    UnsupportedDriver { port: String, driver: DriverKind },
+    #[error("port {port:?}: preparing the interface failed: {source}")]
+    Prepare { port: String, source: AfPacketError },
+    #[error("the configuration does not build into forwarding tables: {0}")]
+    Build(#[from] BuildError),
+    #[error("admin socket: {0}")]
+    Admin(#[from] AdminError),
+    #[error("installing signal handlers: {0}")]
+    Signals(std::io::Error),
+    #[error("starting worker {worker}: {reason}")]
+    WorkerStart { worker: usize, reason: String },
+    #[error("worker {worker} stopped unexpectedly")]
+    WorkerDied { worker: usize },
+}
+
+/// What a reload did.
+#[derive(Debug)]
+pub enum ReloadOutcome {
+    /// A new snapshot is in force.
+    Applied { generation: u64 },
+    /// The file describes the running configuration; nothing published.
+    Unchanged,
+    /// The file does not load; the old configuration stays.
+    Invalid(ConfigError),
+    /// The file changes settings only a restart applies; the old
+    /// configuration stays.
+    NeedsRestart(Vec<String>),
+    /// The snapshot builder rejected the new spec; the old one stays.
+    Rejected(BuildError),
+}
+
+/// Settings of `new` that differ from `old` and cannot change while the
+/// gateway runs (ports, workers and everything the workers were built
+/// with), each as `path (old -> new)`. Empty: `new` can be applied live.
+pub fn restart_required(old: &Plan, new: &Plan) -> Vec<String> {
+    let mut changed = Vec::new();
+    let mut check = |path: &str, a: String, b: String| {
+        if a != b {
+            changed.push(format!("{path} ({a} -> {b})"));
+        }
+    };
+    let (a, b) = (&old.dataplane, &new.dataplane);
+    check(
+        "dataplane.workers",
+        a.workers.to_string(),
+        b.workers.to_string(),
+    );
+    check(
+        "dataplane.cores",
+        format!("{:?}", a.cores),
+        format!("{:?}", b.cores),
+    );
+    check(
+        "dataplane.batch_size",
+        a.batch_size.to_string(),
+        b.batch_size.to_string(),
+    );
+    check("dataplane.idle", a.idle.to_string(), b.idle.to_string());
+    check(
+        "dataplane.conntrack.capacity",
+        a.conntrack.capacity.to_string(),
+        b.conntrack.capacity.to_string(),
+    );
+    check(
+        "dataplane.conntrack.expiry_scan_per_poll",
+        a.conntrack.expiry_scan_per_poll.to_string(),
+        b.conntrack.expiry_scan_per_poll.to_string(),
+    );
+    check(
+        "dataplane.conntrack.early_drop_scan",
+        a.conntrack.early_drop_scan.to_string(),
+        b.conntrack.early_drop_scan.to_string(),
+    );
+    for ((name, x), (_, y)) in a
+        .conntrack
+        .timeouts
+        .named()
+        .iter()
+        .zip(b.conntrack.timeouts.named().iter())
+    {
+        check(
+            &format!("dataplane.conntrack.timeouts.{name}"),
+            x.to_string(),
+            y.to_string(),
+        );
+    }
+    check(
+        "SNAT addresses",
+        format!("{:?}", a.snat.addresses),
+        format!("{:?}", b.snat.addresses),
+    );
+    check(
+        "dataplane.snat.port_range",
+        format!("{:?}", a.snat.port_range),
+        format!("{:?}", b.snat.port_range),
+    );
+    check(
+        "dataplane.snat.quarantine_ms",
+        a.snat.quarantine_ms.to_string(),
+        b.snat.quarantine_ms.to_string(),
+    );
+    check(
+        "dataplane.affinity.capacity",
+        a.affinity_capacity.to_string(),
+        b.affinity_capacity.to_string(),
+    );
+    if old.ports.len() != new.ports.len() {
+        check(
+            "number of ports",
+            old.ports.len().to_string(),
+            new.ports.len().to_string(),
+        );
+    } else {
+        for (i, (p, q)) in old.ports.iter().zip(&new.ports).enumerate() {
+            check(&format!("port[{i}].name"), p.name.clone(), q.name.clone());
+            check(
+                &format!("port[{i}].driver"),
+                p.driver.to_string(),
+                q.driver.to_string(),
+            );
+            check(
+                &format!("port[{i}].interface"),
+                p.interface.clone(),
+                q.interface.clone(),
+            );
+            check(
+                &format!("port[{i}].role"),
+                p.role.to_string(),
+                q.role.to_string(),
+            );
+            check(
+                &format!("port[{i}].mac"),
+                format!("{:?}", p.mac.map(|m| m.to_string())),
+                format!("{:?}", q.mac.map(|m| m.to_string())),
+            );
+            check(
+                &format!("port[{i}].mtu"),
+                format!("{:?}", p.mtu),
+                format!("{:?}", q.mtu),
+            );
+        }
+    }
+    changed
+}
+
+/// Every address Portico answers for: node and SNAT addresses, VIPs and
+/// external IPs.
+pub fn owned_addresses(plan: &Plan) -> Vec<Ipv4Addr> {
+    let mut owned: Vec<Ipv4Addr> = plan.addresses.iter().map(|a| a.address).collect();
+    owned.extend(
+        plan.services
+            .iter()
+            .flat_map(|s| &s.listeners)
+            .filter(|l| matches!(l.kind, ListenerKind::Vip | ListenerKind::ExternalIp))
+            .map(|l| l.address),
+    );
+    owned.sort_unstable();
+    owned.dedup();
+    owned
+}
+
+/// Warn about every owned address the kernel also has on a port's
+/// interface.
+fn warn_kernel_conflicts(plan: &Plan) {
+    let owned = owned_addresses(plan);
+    for port in &plan.ports {
+        match kernel_owned_conflicts(&port.interface, &owned) {
+            Ok(conflicts) => {
+                for address in conflicts {
+                    warn!(
+                        %address,
+                        interface = %port.interface,
+                        "the kernel also has this Portico-owned address on the interface and \
+                         will answer ARP and connections for it; remove it (ip addr del)"
+                    );
+                }
+            }
+            Err(e) => warn!(interface = %port.interface, error = %e,
+                "cannot list the kernel's addresses of the interface"),
+        }
+    }
+}
+
+/// What one worker publishes for the admin thread.
+#[derive(Debug)]
+struct WorkerCells {
+    /// The core the worker is pinned to, if any.
+    core: Option<usize>,
+    counters: Arc<SharedCounters>,
+    /// One per port.
+    ports: Vec<PortStatsCell>,
+}
+
+/// What the admin thread builds reports from.
+#[derive(Debug)]
+struct StatsSource {
+    started: Instant,
+    config: String,
+    publisher: Publisher,
+    /// Milliseconds after `started` the current snapshot was published.
+    published_at_ms: Arc<AtomicU64>,
+    workers: Vec<Arc<WorkerCells>>,
+    /// `(name, interface)` per port.
+    ports: Vec<(String, String)>,
+}
+
+impl StatsSource {
+    fn report(&self) -> StatsReport {
+        let uptime_ms = self.started.elapsed().as_millis() as u64;
+        let workers: Vec<WorkerReport> = self
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, cells)| {
+                let (c, g) = cells.counters.read();
+                WorkerReport {
+                    worker: i,
+                    core: cells.core,
+                    counters: CounterReport::new(&c, g),
+                }
+            })
+            .collect();
+        let ports = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, (name, interface))| {
+                let mut stats = PortCounters::default();
+                for cells in &self.workers {
+                    if let Some(cell) = cells.ports.get(i) {
+                        stats.accumulate(&cell.load());
+                    }
+                }
+                PortReport {
+                    port: i,
+                    name: name.clone(),
+                    interface: interface.clone(),
+                    stats,
+                }
+            })
+            .collect();
+        StatsReport {
+            pid: std::process::id(),
+            uptime_ms,
+            config: self.config.clone(),
+            snapshot: SnapshotReport {
+                generation: self.publisher.current().generation,
+                age_ms: uptime_ms.saturating_sub(self.published_at_ms.load(Ordering::Relaxed)),
+            },
+            total: sum_workers(&workers),
+            workers,
+            ports,
+        }
+    }
+}
+
+/// A running gateway.
+#[derive(Debug)]
+pub struct Gateway {
+    plan: Plan,
+    config_path: PathBuf,
+    facts: Vec<PortFacts>,
+    builder: SnapshotBuilder,
+    publisher: Publisher,
+    started: Instant,
+    published_at_ms: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    workers: Vec<JoinHandle<()>>,
+    admin: Option<AdminServer>,
+}
+
+impl Gateway {
+    /// Prepare the ports, publish the first snapshot, start the workers and
+    /// the admin socket. Must run in the network namespace of the
+    /// interfaces. On error everything started so far is stopped.
+    pub fn start(
+        plan: Plan,
+        config_path: &Path,
+        admin_socket: &Path,
+    ) -> Result<Self, GatewayError> {
+        let mut facts = Vec::with_capacity(plan.ports.len());
+        for port in &plan.ports {
+            if port.driver != DriverKind::Afpacket {
+                return Err(GatewayError::UnsupportedDriver {
+                    port: port.name.clone(),
+                    driver: port.driver,
+                });
+            }
+            let prepared =
+                prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
+                    port: port.name.clone(),
+                    source,
+                })?;
+            if !prepared.offloads.all_off() {
+                warn!(interface = %port.interface, offloads = ?prepared.offloads,
+                    "some offloads stay on; frames above the MTU will be dropped");
+            }
+            let info = &prepared.info;
+            info!(port = %port.name, interface = %port.interface, mac = %info.mac, mtu = info.mtu,
+                role = %port.role, "port prepared");
+            facts.push(PortFacts {
+                mac: info.mac.0,
+                mtu: u16::try_from(info.mtu).unwrap_or(u16::MAX),
+            });
+        }
+        warn_kernel_conflicts(&plan);
+
+        let started = Instant::now();
+        let mut builder = SnapshotBuilder::new();
+        let snapshot = builder.build(&snapshot_spec(&plan, &facts))?;
+        info!(
+            generation = snapshot.generation,
+            services = plan.services.len(),
+            "forwarding tables published"
+        );
+        let publisher = Publisher::new(snapshot);
+        let published_at_ms = Arc::new(AtomicU64::new(0));
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut gateway = Gateway {
+            plan,
+            config_path: config_path.to_path_buf(),
+            facts,
+            builder,
+            publisher,
+            started,
+            published_at_ms,
+            stop,
+            workers: Vec::new(),
+            admin: None,
+        };
+        let cells = gateway.start_workers()?;
+
+        let source = StatsSource {
+            started,
+            config: config_path.display().to_string(),
+            publisher: gateway.publisher.clone(),
+            published_at_ms: Arc::clone(&gateway.published_at_ms),
+            workers: cells,
+            ports: gateway
+                .plan
+                .ports
+                .iter()
+                .map(|p| (p.name.clone(), p.interface.clone()))
+                .collect(),
+        };
+        let admin = AdminServer::start(admin_socket, move || source.report())?;
+        info!(socket = %admin.path().display(), "admin socket listening");
+        gateway.admin = Some(admin);
+        Ok(gateway)
+    }
+
+    /// Start one thread per worker and wait until each has opened its
+    /// sockets and built its pipeline. `self.workers` holds every thread
+    /// started, so that dropping `self` on error stops them.
+    fn start_workers(&mut self) -> Result<Vec<Arc<WorkerCells>>, GatewayError> {
+        let workers = self.plan.dataplane.workers;
+        let frame_capacity = self
+            .facts
+            .iter()
+            .map(|f| usize::from(f.mtu) + 18)
+            .max()
+            .unwrap_or(1518)
+            .max(64);
+        let mut mesh: Vec<Option<WorkerHandoff>> = if workers > 1 {
+            HandoffMesh::new(workers, HANDOFF_RING_FRAMES, frame_capacity)
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None]
+        };
+        // Fanout group ids are per network namespace: derive them from the
+        // process id so two gateways in one namespace do not join each
+        // other's groups.
+        let fanout_base = std::process::id() as u16;
+        let ifnames: Vec<&str> = self
+            .plan
+            .ports
+            .iter()
+            .map(|p| p.interface.as_str())
+            .collect();
+        let mut driver_config = AfPacketConfig::new(&ifnames);
+        if workers > 1 {
+            driver_config.ports = ifnames
+                .iter()
+                .enumerate()
+                .map(|(i, name)| AfPacketPortConfig {
+                    ifname: (*name).to_string(),
+                    fanout_group_id: Some(fanout_base.wrapping_add(i as u16)),
+                })
+                .collect();
+            // Frames handed over by other workers do not wake `poll(2)`:
+            // sleep in short slices.
+            driver_config.poll_timeout_ms = 1;
+        }
+
+        let clock = MonotonicClock::new();
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), String>)>();
+        let mut cells = Vec::with_capacity(workers);
+        for w in 0..workers {
+            let core = self.plan.dataplane.cores.get(w).copied();
+            let shared = Arc::new(WorkerCells {
+                core,
+                counters: Arc::new(SharedCounters::default()),
+                ports: (0..self.plan.ports.len())
+                    .map(|_| PortStatsCell::default())
+                    .collect(),
+            });
+            cells.push(Arc::clone(&shared));
+            let ctx = WorkerContext {
+                worker: w,
+                core,
+                config: worker_config(&self.plan, w),
+                driver: driver_config.clone(),
+                clock: clock.clone(),
+                snapshots: self.publisher.reader(),
+                cells: shared,
+                handoff: mesh.get_mut(w).and_then(Option::take),
+                stop: Arc::clone(&self.stop),
+            };
+            let ready = ready_tx.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("portico-w{w}"))
+                .spawn(move || worker_main(ctx, &ready))
+                .map_err(|e| GatewayError::WorkerStart {
+                    worker: w,
+                    reason: e.to_string(),
+                })?;
+            self.workers.push(handle);
+        }
+        drop(ready_tx);
+        let deadline = Instant::now() + Duration::from_millis(WORKER_START_TIMEOUT_MS);
+        for _ in 0..workers {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match ready_rx.recv_timeout(left) {
+                Ok((_, Ok(()))) => {}
+                Ok((worker, Err(reason))) => {
+                    return Err(GatewayError::WorkerStart { worker, reason });
+                }
+                Err(_) => {
+                    return Err(GatewayError::WorkerStart {
+                        worker: workers,
+                        reason: "workers did not report ready in time".into(),
+                    });
+                }
+            }
+        }
+        info!(workers, cores = ?self.plan.dataplane.cores, idle = %self.plan.dataplane.idle,
+            "workers running");
+        Ok(cells)
+    }
+
+    /// Generation of the snapshot in force.
+    pub fn generation(&self) -> u64 {
+        self.publisher.current().generation
+    }
+
+    /// Re-read the configuration file and apply it if it can be applied
+    /// live; log what happened.
+    pub fn reload(&mut self) -> ReloadOutcome {
+        info!(config = %self.config_path.display(), "reloading configuration");
+        let outcome = self.try_reload();
+        match &outcome {
+            ReloadOutcome::Applied { generation } => {
+                info!(
+                    generation,
+                    "configuration reloaded; new forwarding tables published"
+                );
+            }
+            ReloadOutcome::Unchanged => {
+                info!(generation = self.generation(), "configuration unchanged");
+            }
+            ReloadOutcome::Invalid(e) => {
+                if e.problems().is_empty() {
+                    error!(error = %e, "reload rejected, the running configuration stays");
+                } else {
+                    for p in e.problems() {
+                        error!(path = %p.path, problem = %p.reason,
+                            "reload rejected: invalid configuration");
+                    }
+                    error!(
+                        problems = e.problems().len(),
+                        "reload rejected, the running configuration stays"
+                    );
+                }
+            }
+            ReloadOutcome::NeedsRestart(changes) => {
+                for c in changes {
+                    error!(change = %c, "reload rejected: this change needs a restart");
+                }
+                error!(
+                    "reload rejected, the running configuration stays; restart portico to apply {}",
+                    changes.join(", ")
+                );
+            }
+            ReloadOutcome::Rejected(e) => {
+                for p in &e.problems {
+                    error!(problem = %p, "reload rejected: forwarding tables do not build");
+                }
+                error!("reload rejected, the running configuration stays");
+            }
+        }
+        outcome
+    }
+
+    fn try_reload(&mut self) -> ReloadOutcome {
+        let plan = match nic_config::load(&self.config_path) {
+            Ok(plan) => plan,
+            Err(e) => return ReloadOutcome::Invalid(e),
+        };
+        let changes = restart_required(&self.plan, &plan);
+        if !changes.is_empty() {
+            return ReloadOutcome::NeedsRestart(changes);
+        }
+        if plan == self.plan {
+            return ReloadOutcome::Unchanged;
+        }
+        let snapshot = match self.builder.build(&snapshot_spec(&plan, &self.facts)) {
+            Ok(s) => s,
+            Err(e) => return ReloadOutcome::Rejected(e),
+        };
+        let generation = snapshot.generation;
+        self.publisher.publish(snapshot);
+        self.published_at_ms
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.plan = plan;
+        warn_kernel_conflicts(&self.plan);
+        ReloadOutcome::Applied { generation }
+    }
+
+    /// Serve until SIGTERM or SIGINT (reloading on SIGHUP), then stop.
+    /// `signals` is registered before [`Gateway::start`] so that a signal
+    /// during start-up is not lost (or fatal, for SIGHUP).
+    pub fn serve(mut self, signals: &mut Signals) -> Result<(), GatewayError> {
+        info!(
+            pid = std::process::id(),
+            "portico running; SIGHUP reloads, SIGTERM stops"
+        );
+        loop {
+            for signal in signals.pending() {
+                match signal {
+                    SIGHUP => {
+                        self.reload();
+                    }
+                    SIGTERM | SIGINT => {
+                        info!(signal, "stopping");
+                        self.shutdown();
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(worker) = self.workers.iter().position(JoinHandle::is_finished) {
+                error!(worker, "a worker stopped unexpectedly; stopping");
+                self.shutdown();
+                return Err(GatewayError::WorkerDied { worker });
+            }
+            std::thread::sleep(Duration::from_millis(CONTROL_TICK_MS));
+        }
+    }
+
+    /// Stop the workers (each publishes its final counters), then the admin
+    /// socket.
+    pub fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for (w, handle) in self.workers.drain(..).enumerate() {
+            if handle.join().is_err() {
+                error!(worker = w, "worker panicked");
+            }
+        }
+        if let Some(admin) = self.admin.take() {
+            admin.stop();
+        }
+        info!("stopped");
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if !self.workers.is_empty() || self.admin.is_some() {
+            self.shutdown();
+        }
+    }
+}
+
+/// Install the handlers `portico run` serves: SIGHUP, SIGTERM, SIGINT.
+pub fn signals() -> Result<Signals, GatewayError> {
+    Signals::new([SIGHUP, SIGTERM, SIGINT]).map_err(GatewayError::Signals)
+}
+
+/// Everything a worker thread starts from.
+struct WorkerContext {
+    worker: usize,
+    core: Option<usize>,
+    config: WorkerConfig,
+    driver: AfPacketConfig,
+    clock: MonotonicClock,
+    snapshots: SnapshotReader,
+    cells: Arc<WorkerCells>,
+    handoff: Option<WorkerHandoff>,
+    stop: Arc<AtomicBool>,
+}
+
+/// A worker thread: pin, open the sockets, build the pipeline (all on the
+/// worker's own core, so its memory is local), report ready, then poll until
+/// stopped.
+fn worker_main(ctx: WorkerContext, ready: &mpsc::Sender<(usize, Result<(), String>)>) {
+    let w = ctx.worker;
+    if let Some(core) = ctx.core {
+        if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+            info!(worker = w, core, "worker pinned");
+        } else {
+            warn!(
+                worker = w,
+                core, "pinning the worker to its core failed; it runs unpinned"
+            );
+        }
+    }
+    let driver = match AfPacketDriver::open(&ctx.driver) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = ready.send((w, Err(e.to_string())));
+            return;
+        }
+    };
+    let mut worker = match Worker::new(
+        &ctx.config,
+        driver,
+        ctx.clock,
+        ctx.snapshots,
+        Arc::clone(&ctx.cells.counters),
+        ctx.handoff,
+    ) {
+        Ok(worker) => worker,
+        Err(e) => {
+            let _ = ready.send((w, Err(e.to_string())));
+            return;
+        }
+    };
+    let _ = ready.send((w, Ok(())));
+    poll_loop(&mut worker, ctx.config.idle, &ctx.cells, &ctx.stop);
+}
+
+/// [`Worker::run`] with the af_packet driver's `poll(2)` as the adaptive
+/// idle sleep and a periodic copy of the driver's port stats.
+fn poll_loop(
+    worker: &mut Worker<AfPacketDriver, MonotonicClock>,
+    idle: IdlePolicy,
+    cells: &WorkerCells,
+    stop: &AtomicBool,
+) {
+    let mut kernel = vec![KernelTotals::default(); cells.ports.len()];
+    let mut idle_polls: u32 = 0;
+    let mut polls_since_check: u32 = 0;
+    let mut last_stats = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let work = worker.poll();
+        polls_since_check += 1;
+        if work == 0 || polls_since_check >= POLLS_PER_STATS_CHECK {
+            polls_since_check = 0;
+            if last_stats.elapsed() >= Duration::from_millis(DRIVER_STATS_INTERVAL_MS) {
+                publish_driver_stats(worker.driver_mut(), &mut kernel, cells);
+                last_stats = Instant::now();
+            }
+        }
+        if work > 0 {
+            idle_polls = 0;
+            continue;
+        }
+        idle_polls = idle_polls.saturating_add(1);
+        match idle {
+            IdlePolicy::Spin => std::hint::spin_loop(),
+            IdlePolicy::Adaptive if idle_polls < ADAPTIVE_SPIN_POLLS => std::hint::spin_loop(),
+            IdlePolicy::Adaptive => {
+                worker.driver_mut().wait_idle();
+            }
+        }
+    }
+    worker.publish_counters();
+    publish_driver_stats(worker.driver_mut(), &mut kernel, cells);
+}
+
+fn publish_driver_stats(driver: &AfPacketDriver, kernel: &mut [KernelTotals], cells: &WorkerCells) {
+    for ((port, totals), cell) in driver
+        .ports()
+        .iter()
+        .zip(kernel.iter_mut())
+        .zip(&cells.ports)
+    {
+        if let Ok(read) = port.kernel_stats() {
+            totals.add(read);
+        }
+        cell.store(PortCounters::new(port.stats(), *totals));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> Plan {
+        nic_config::parse(text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const BASE: &str = r#"
+        [dataplane]
+        workers = 1
+        [[port]]
+        name = "outside"
+        driver = "afpacket"
+        interface = "o0"
+        role = "outside"
+        node_addresses = ["192.0.2.1/24"]
+        [[port]]
+        name = "inside"
+        driver = "afpacket"
+        interface = "i0"
+        role = "inside"
+        snat_addresses = ["10.1.0.1/24"]
+        [[service]]
+        name = "web"
+        protocol = "tcp"
+        vip = "192.0.2.10"
+        port = 80
+        backends = [{ address = "10.1.0.10", port = 8080 }]
+    "#;
+
+    #[test]
+    fn service_and_address_changes_apply_live() {
+        let old = plan(BASE);
+        let new = plan(
+            &BASE
+                .replace("port = 80\n", "port = 8080\n")
+                .replace("192.0.2.1/24", "192.0.2.2/24")
+                .replace(
+                    r#"{ address = "10.1.0.10", port = 8080 }"#,
+                    r#"{ address = "10.1.0.10", port = 8080 }, { address = "10.1.0.11", port = 8080 }"#,
+                ),
+        );
+        assert_ne!(old, new);
+        assert_eq!(restart_required(&old, &new), Vec::<String>::new());
+    }
+
+    #[test]
+    fn worker_and_port_changes_need_a_restart() {
+        let old = plan(BASE);
+        let cases = [
+            ("workers = 1", "workers = 2", "dataplane.workers (1 -> 2)"),
+            (
+                "interface = \"i0\"",
+                "interface = \"i1\"",
+                "port[1].interface (i0 -> i1)",
+            ),
+            (
+                "10.1.0.1/24",
+                "10.1.0.2/24",
+                "SNAT addresses ([10.1.0.1] -> [10.1.0.2])",
+            ),
+            (
+                "workers = 1",
+                "workers = 1\n[dataplane.conntrack]\ncapacity = 4096",
+                "dataplane.conntrack.capacity",
+            ),
+            (
+                "workers = 1",
+                "workers = 1\n[dataplane.snat]\nport_range = \"2000-3000\"",
+                "dataplane.snat.port_range",
+            ),
+        ];
+        for (from, to, expected) in cases {
+            let new = plan(&BASE.replace(from, to));
+            let changes = restart_required(&old, &new);
+            assert_eq!(changes.len(), 1, "{to}: {changes:?}");
+            assert!(changes[0].starts_with(expected), "{to}: {changes:?}");
+        }
+        let one_port = plan(
+            r#"
+            [[port]]
+            name = "lan"
+            driver = "afpacket"
+            interface = "o0"
+            role = "both"
+            node_addresses = ["192.0.2.1/24"]
+            snat_addresses = ["192.0.2.2/24"]
+        "#,
+        );
+        let changes = restart_required(&old, &one_port);
+        assert!(
+            changes
+                .iter()
+                .any(|c| c.starts_with("number of ports (2 -> 1)")),
+            "{changes:?}"
+        );
+    }
+
+    #[test]
+    fn owned_addresses_cover_node_snat_vip_and_external_ips() {
+        let p = plan(&BASE.replace(
+            "vip = \"192.0.2.10\"",
+            "vip = \"192.0.2.10\"\nexternal_ips = [\"192.0.2.11\"]",
+        ));
+        let owned = owned_addresses(&p);
+        for a in ["192.0.2.1", "10.1.0.1", "192.0.2.10", "192.0.2.11"] {
+            assert!(owned.contains(&a.parse().expect("addr")), "{a}: {owned:?}");
+        }
+        assert!(
+            !owned.contains(&"10.1.0.10".parse().expect("addr")),
+            "backends are not owned"
+        );
+    }
+}
