@@ -10,6 +10,7 @@ need_pkgs=()
 command -v nginx >/dev/null 2>&1 || need_pkgs+=(nginx-light)
 command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
 command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
+command -v ping >/dev/null 2>&1 || need_pkgs+=(iputils-ping)
 if ((${#need_pkgs[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"

@@ -34,6 +34,7 @@ use dataplane::driver::afpacket::{
     AfPacketConfig, AfPacketDriver, AfPacketError, AfPacketPortConfig,
 };
 use dataplane::handoff::{HandoffMesh, WorkerHandoff};
+use dataplane::neighbour::NeighbourTable;
 use dataplane::snapshot::{BuildError, Publisher, SnapshotBuilder, SnapshotReader};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use nic_config::{ConfigError, DriverKind, ListenerKind, Plan};
@@ -471,6 +472,9 @@ impl Gateway {
         }
 
         let clock = MonotonicClock::new();
+        // One neighbour table for all workers: whichever worker receives an
+        // ARP reply teaches every other.
+        let neighbours = Arc::new(NeighbourTable::default());
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), String>)>();
         let mut cells = Vec::with_capacity(workers);
         for w in 0..workers {
@@ -492,6 +496,7 @@ impl Gateway {
                 snapshots: self.publisher.reader(),
                 cells: shared,
                 handoff: mesh.get_mut(w).and_then(Option::take),
+                neighbours: Arc::clone(&neighbours),
                 stop: Arc::clone(&self.stop),
             };
             let ready = ready_tx.clone();
@@ -674,6 +679,7 @@ struct WorkerContext {
     snapshots: SnapshotReader,
     cells: Arc<WorkerCells>,
     handoff: Option<WorkerHandoff>,
+    neighbours: Arc<NeighbourTable>,
     stop: Arc<AtomicBool>,
 }
 
@@ -706,6 +712,7 @@ fn worker_main(ctx: WorkerContext, ready: &mpsc::Sender<(usize, Result<(), Strin
         ctx.snapshots,
         Arc::clone(&ctx.cells.counters),
         ctx.handoff,
+        Arc::clone(&ctx.neighbours),
     ) {
         Ok(worker) => worker,
         Err(e) => {

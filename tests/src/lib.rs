@@ -162,7 +162,12 @@ impl Process {
 }
 
 impl Drop for Process {
+    /// SIGTERM first (nginx's master then stops its workers), SIGKILL if it
+    /// is still there after two seconds; always reaped.
     fn drop(&mut self) {
+        if self.child.is_some() && matches!(self.terminate(Duration::from_secs(2)), Ok(Some(_))) {
+            return;
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();

@@ -79,6 +79,10 @@ pub struct CounterReport {
     pub local_replies: u64,
     pub icmp_errors_translated: u64,
     pub resets_sent: u64,
+    pub arp_learned: u64,
+    pub arp_requests_sent: u64,
+    pub garp_sent: u64,
+    pub neighbour_held_sent: u64,
 }
 
 impl CounterReport {
@@ -108,6 +112,10 @@ impl CounterReport {
             local_replies: c.local_replies,
             icmp_errors_translated: c.icmp_errors_translated,
             resets_sent: c.resets_sent,
+            arp_learned: c.arp_learned,
+            arp_requests_sent: c.arp_requests_sent,
+            garp_sent: c.garp_sent,
+            neighbour_held_sent: c.neighbour_held_sent,
         }
     }
 }
@@ -294,6 +302,10 @@ pub fn sum_workers(workers: &[WorkerReport]) -> CounterReport {
             local_replies: c.local_replies,
             icmp_errors_translated: c.icmp_errors_translated,
             resets_sent: c.resets_sent,
+            arp_learned: c.arp_learned,
+            arp_requests_sent: c.arp_requests_sent,
+            garp_sent: c.garp_sent,
+            neighbour_held_sent: c.neighbour_held_sent,
             flows_created: c.flows_created,
             flows_expired: c.flows_expired,
             flows_early_dropped: c.flows_early_dropped,
@@ -430,6 +442,11 @@ impl fmt::Display for StatsReport {
             f,
             "  local replies {}, icmp errors translated {}, resets sent {}, handoff out {} / in {}",
             t.local_replies, t.icmp_errors_translated, t.resets_sent, t.handoff_out, t.handoff_in
+        )?;
+        writeln!(
+            f,
+            "  arp: learned {}, requests {}, gratuitous {}, held packets sent {}",
+            t.arp_learned, t.arp_requests_sent, t.garp_sent, t.neighbour_held_sent
         )?;
 
         writeln!(f, "\ndrops ({} total):", t.dropped)?;
