@@ -1,4 +1,5 @@
-//! `portico demo`: the dataplane pipeline end to end on the in-memory driver.
+//! `portico demo --mem`: the dataplane pipeline end to end on the in-memory
+//! driver (no root, no network namespaces).
 //!
 //! Topology (all simulated in memory, nothing touches the host's network):
 //! ```text
@@ -42,17 +43,15 @@ const NODE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const NODE_PORT: u16 = 30080;
 const SNAT: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
 
-#[derive(clap::Args, Debug)]
-pub struct DemoArgs {
+/// What the in-memory demo pushes through the pipeline.
+#[derive(Clone, Copy, Debug)]
+pub struct MemDemoArgs {
     /// TCP connections to open (half to the VIP, half to the NodePort).
-    #[arg(long, default_value_t = 3000)]
-    connections: u32,
+    pub connections: u32,
     /// UDP queries to send to the VIP.
-    #[arg(long, default_value_t = 3000)]
-    queries: u32,
-    /// Backends behind each service.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=200))]
-    backends: u8,
+    pub queries: u32,
+    /// Backends behind each service, 1..=200.
+    pub backends: u8,
 }
 
 fn backend_ip(i: u8) -> Ipv4Addr {
@@ -198,7 +197,7 @@ fn backends_answer(
         .collect()
 }
 
-pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
+pub fn run(args: &MemDemoArgs) -> anyhow::Result<()> {
     let spec = spec(args.backends);
     let snapshot = SnapshotBuilder::new()
         .build(&spec)

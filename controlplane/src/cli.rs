@@ -1,0 +1,153 @@
+//! The `portico` command line (the binary's `main` calls [`main`]).
+//!
+//! * `check --config FILE` — validate a configuration and print the plan, or
+//!   every problem with its field path.
+//! * `run --config FILE` — run the gateway on the configured interfaces;
+//!   SIGHUP reloads the file, SIGTERM/SIGINT stop.
+//! * `stats` — print the live counters of a running gateway.
+//! * `demo` — as root, a real gateway on veth interfaces between network
+//!   namespaces with real clients and backends; `demo --mem` (or without
+//!   root) the pipeline on the in-memory driver.
+//! * `tool …` (hidden) — helpers run inside namespaces by the demo and the
+//!   end-to-end tests.
+//!
+//! Exit codes: 0 success, 1 runtime failure, 2 invalid configuration.
+
+use crate::{admin, demo, gateway, tool};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "portico",
+    version,
+    about = "Kubernetes north-south load-balancing gateway"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Validate a configuration file and print the resulting plan.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Run the gateway: SIGHUP reloads the configuration file,
+    /// SIGTERM/SIGINT stop it. Logs go to stderr (RUST_LOG filters them).
+    Run {
+        #[arg(long, short)]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: LogFormat,
+        /// Unix socket serving `portico stats`.
+        #[arg(long, default_value = admin::DEFAULT_SOCKET)]
+        admin_socket: PathBuf,
+    },
+    /// Print the live counters of a running gateway.
+    Stats {
+        #[arg(long, default_value = admin::DEFAULT_SOCKET)]
+        admin_socket: PathBuf,
+        /// Print the raw JSON report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build a throw-away network of namespaces (client, gateway, three
+    /// backends), run the gateway on it, send real HTTP and UDP through the
+    /// VIP and the NodePort, print what happened and remove everything.
+    /// Needs root; `--mem` (or no root) runs the pipeline in memory instead.
+    Demo(demo::DemoArgs),
+    /// Helpers for the demo and the end-to-end tests.
+    #[command(subcommand, hide = true)]
+    Tool(tool::ToolCommand),
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_thread_names(true);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn run(config: PathBuf, log_format: LogFormat, admin_socket: PathBuf) -> ExitCode {
+    let plan = match nic_config::load(&config) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("{}: invalid configuration:\n{e}", config.display());
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(log_format);
+    // Before anything starts, so that a signal during start-up is queued
+    // rather than fatal.
+    let mut signals = match gateway::signals() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result =
+        gateway::Gateway::start(plan, &config, &admin_socket).and_then(|gw| gw.serve(&mut signals));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "portico failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Parse the command line and run it.
+pub fn main() -> anyhow::Result<ExitCode> {
+    match Cli::parse().command {
+        Command::Check { config } => match nic_config::load(&config) {
+            Ok(plan) => {
+                print!("{plan}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("{}: invalid configuration:\n{e}", config.display());
+                Ok(ExitCode::from(2))
+            }
+        },
+        Command::Run {
+            config,
+            log_format,
+            admin_socket,
+        } => Ok(run(config, log_format, admin_socket)),
+        Command::Stats { admin_socket, json } => match admin::fetch(&admin_socket) {
+            Ok((raw, report)) => {
+                if json {
+                    print!("{raw}");
+                } else {
+                    print!("{report}");
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("portico stats: {e}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
+        Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Tool(cmd) => tool::run(&cmd).map(|()| ExitCode::SUCCESS),
+    }
+}

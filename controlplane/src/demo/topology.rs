@@ -1,0 +1,513 @@
+//! A throw-away network of namespaces around one Portico gateway, shared by
+//! `portico demo` and the end-to-end tests.
+//!
+//! ```text
+//!  client ns                gateway ns (portico run)                 lan ns           backend ns × N
+//!  192.0.2.100/24 ── veth ── [outside]  node 192.0.2.1, VIP 192.0.2.10
+//!  default via 192.0.2.1     [inside]   SNAT 10.1.0.1   ── veth ── bridge ── veth ── 10.1.0.1x/24
+//!                                                                                  default via 10.1.0.1
+//!                                                                                  HTTP :8080, UDP :5353
+//! ```
+//!
+//! Invariants:
+//! * the gateway namespace has no IPv4 address and kernel forwarding off:
+//!   only Portico answers ARP for its addresses and carries packets between
+//!   the client and the backends (the owned addresses live only in Portico);
+//! * IPv6 is off in every namespace, so no router solicitations or MLD
+//!   reports reach the gateway as noise;
+//! * TSO/GSO/GRO are off on every veth end the gateway's ports talk to, so
+//!   no frame above the MTU reaches an af_packet port;
+//! * the backends' default route points at the SNAT address, so replies to
+//!   un-NATed flows (`snat = false`) also return through the gateway;
+//! * every namespace and process is owned by a guard ([`crate::netns`]):
+//!   dropping the [`Topology`] stops its servers (by PID) and deletes its
+//!   namespaces (by unique name), and with them every veth and the bridge.
+//!   Declare the [`GatewayRun`] after the topology so it is stopped first.
+
+use crate::admin::{self, StatsReport};
+use crate::netns::{Netns, Process, TempDir, have, nginx, run, unique_name, veth, wait_until};
+use std::fmt::Write as _;
+use std::io;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::Duration;
+
+pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 100);
+pub const NODE_ADDR: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+pub const VIP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+/// An address of the client subnet nobody has.
+pub const UNOWNED_ADDR: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 77);
+pub const SNAT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
+pub const HTTP_PORT: u16 = 80;
+pub const NODE_PORT: u16 = 30080;
+pub const DNS_PORT: u16 = 53;
+pub const BACKEND_HTTP_PORT: u16 = 8080;
+pub const BACKEND_UDP_PORT: u16 = 5353;
+
+/// Address of backend `i` (`10.1.0.10` + i).
+pub fn backend_addr(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 1, 0, 10u8.saturating_add(i.min(200) as u8))
+}
+
+/// Name of backend `i` in answers (`b0`, `b1`, …).
+pub fn backend_name(i: usize) -> String {
+    format!("b{i}")
+}
+
+/// What to build.
+#[derive(Clone, Debug)]
+pub struct TopologyConfig {
+    /// Backend namespaces, 1..=32.
+    pub backends: usize,
+    /// The `portico` binary (for `portico tool …` helpers and `portico run`).
+    pub portico: PathBuf,
+    /// Use nginx for HTTP when it is installed (else the built-in server).
+    pub prefer_nginx: bool,
+}
+
+/// Which HTTP server the backends run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpServer {
+    Nginx,
+    BuiltIn,
+}
+
+/// One backend namespace.
+#[derive(Debug)]
+pub struct Backend {
+    pub name: String,
+    pub addr: Ipv4Addr,
+    pub ifname: String,
+    pub ns: Netns,
+}
+
+/// The namespaces, links and backend servers. Field order is drop order:
+/// processes first, then their directories, then the namespaces.
+#[derive(Debug)]
+pub struct Topology {
+    servers: Vec<Process>,
+    _server_dirs: Vec<TempDir>,
+    pub http_server: HttpServer,
+    pub backends: Vec<Backend>,
+    pub lan: Netns,
+    pub client: Netns,
+    pub gateway: Netns,
+    /// The gateway's interface towards the client.
+    pub outside_if: String,
+    /// The gateway's interface towards the backends.
+    pub inside_if: String,
+    /// The client's interface.
+    pub client_if: String,
+    pub portico: PathBuf,
+    /// Configuration, admin socket and logs of the gateway.
+    pub dir: TempDir,
+}
+
+/// The services of the gateway's configuration.
+#[derive(Clone, Debug)]
+pub struct ServiceOptions {
+    /// Full NAT (`snat = true`) or keep the client address.
+    pub snat: bool,
+    /// `session_affinity = "client_ip"`.
+    pub client_ip_affinity: bool,
+    /// Which backends (indices) the services have.
+    pub backends: Vec<usize>,
+    /// Worker threads.
+    pub workers: u32,
+    /// `[dataplane.snat] quarantine_s`; `None` keeps the default.
+    pub quarantine_s: Option<u64>,
+}
+
+impl ServiceOptions {
+    /// Full NAT, no affinity, every backend of `topology`, two workers.
+    pub fn all(topology: &Topology) -> Self {
+        ServiceOptions {
+            snat: true,
+            client_ip_affinity: false,
+            backends: (0..topology.backends.len()).collect(),
+            workers: 2,
+            quarantine_s: None,
+        }
+    }
+}
+
+fn quiet_ipv6(ns: &Netns) -> io::Result<()> {
+    for key in [
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+    ] {
+        ns.exec("sysctl", &["-qw", key])?;
+    }
+    Ok(())
+}
+
+impl Topology {
+    /// Build the namespaces and links and start the backend servers.
+    pub fn build(config: &TopologyConfig) -> io::Result<Topology> {
+        if !(1..=32).contains(&config.backends) {
+            return Err(io::Error::other("backends must be 1..=32"));
+        }
+        let http_server = if config.prefer_nginx && have("nginx") {
+            HttpServer::Nginx
+        } else {
+            HttpServer::BuiltIn
+        };
+        let client = Netns::new("pc")?;
+        let gateway = Netns::new("pg")?;
+        let lan = Netns::new("pl")?;
+        let mut t = Topology {
+            servers: Vec::new(),
+            _server_dirs: Vec::new(),
+            http_server,
+            backends: Vec::new(),
+            lan,
+            client,
+            gateway,
+            outside_if: unique_name("go"),
+            inside_if: unique_name("gi"),
+            client_if: unique_name("co"),
+            portico: config.portico.clone(),
+            dir: TempDir::new("portico-demo")?,
+        };
+        for ns in [&t.client, &t.gateway, &t.lan] {
+            quiet_ipv6(ns)?;
+        }
+        t.gateway
+            .exec("sysctl", &["-qw", "net.ipv4.ip_forward=0"])?;
+
+        let client_cidr = format!("{CLIENT_ADDR}/24");
+        veth(
+            &t.gateway,
+            &t.outside_if,
+            None,
+            &t.client,
+            &t.client_if,
+            Some(&client_cidr),
+        )?;
+        t.client.exec(
+            "ip",
+            &["route", "add", "default", "via", &NODE_ADDR.to_string()],
+        )?;
+        t.offloads_off(&t.client, &t.client_if)?;
+
+        let bridge = "br0";
+        t.lan
+            .exec("ip", &["link", "add", bridge, "type", "bridge"])?;
+        t.lan.exec("ip", &["link", "set", bridge, "up"])?;
+        let lan_gw = unique_name("lg");
+        veth(&t.gateway, &t.inside_if, None, &t.lan, &lan_gw, None)?;
+        t.lan
+            .exec("ip", &["link", "set", &lan_gw, "master", bridge])?;
+        t.offloads_off(&t.lan, &lan_gw)?;
+
+        for i in 0..config.backends {
+            let ns = Netns::new("pb")?;
+            quiet_ipv6(&ns)?;
+            let (lan_if, ifname) = (unique_name("lb"), unique_name("be"));
+            let addr = backend_addr(i);
+            let cidr = format!("{addr}/24");
+            veth(&t.lan, &lan_if, None, &ns, &ifname, Some(&cidr))?;
+            t.lan
+                .exec("ip", &["link", "set", &lan_if, "master", bridge])?;
+            t.offloads_off(&t.lan, &lan_if)?;
+            t.offloads_off(&ns, &ifname)?;
+            ns.exec(
+                "ip",
+                &["route", "add", "default", "via", &SNAT_ADDR.to_string()],
+            )?;
+            t.backends.push(Backend {
+                name: backend_name(i),
+                addr,
+                ifname,
+                ns,
+            });
+        }
+        t.start_servers()?;
+        Ok(t)
+    }
+
+    fn offloads_off(&self, ns: &Netns, ifname: &str) -> io::Result<()> {
+        let portico = self.portico_str()?;
+        ns.exec(portico, &["tool", "offloads-off", ifname])
+            .map(|_| ())
+    }
+
+    fn portico_str(&self) -> io::Result<&str> {
+        self.portico
+            .to_str()
+            .ok_or_else(|| io::Error::other("the portico path is not UTF-8"))
+    }
+
+    fn start_servers(&mut self) -> io::Result<()> {
+        let portico = self.portico_str()?.to_owned();
+        let mut servers = Vec::new();
+        let mut dirs = Vec::new();
+        for b in &self.backends {
+            let http = format!("{}:{BACKEND_HTTP_PORT}", b.addr);
+            let udp = format!("{}:{BACKEND_UDP_PORT}", b.addr);
+            match self.http_server {
+                HttpServer::Nginx => {
+                    let (p, dir) = nginx(&b.ns, &b.name, &http)?;
+                    servers.push(p);
+                    dirs.push(dir);
+                }
+                HttpServer::BuiltIn => servers.push(b.ns.spawn_logged(
+                    &portico,
+                    &["tool", "http-serve", "--listen", &http, "--name", &b.name],
+                    &self.dir.path.join(format!("{}-http.log", b.name)),
+                )?),
+            }
+            servers.push(b.ns.spawn_logged(
+                &portico,
+                &["tool", "udp-echo", "--listen", &udp, "--name", &b.name],
+                &self.dir.path.join(format!("{}-udp.log", b.name)),
+            )?);
+        }
+        self.servers = servers;
+        self._server_dirs = dirs;
+        let ready = wait_until(Duration::from_secs(20), || {
+            self.backends.iter().all(|b| {
+                listening(&b.ns, "-ltnH", BACKEND_HTTP_PORT)
+                    && listening(&b.ns, "-lunH", BACKEND_UDP_PORT)
+            })
+        });
+        if !ready {
+            return Err(io::Error::other(
+                "backend servers did not start listening within 20 s",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The MAC of `ifname` in `ns`.
+    pub fn mac_of(ns: &Netns, ifname: &str) -> io::Result<String> {
+        let out = ns.exec("ip", &["-o", "link", "show", ifname])?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.split_whitespace()
+            .skip_while(|w| *w != "link/ether")
+            .nth(1)
+            .map(str::to_owned)
+            .ok_or_else(|| io::Error::other(format!("no MAC in {text}")))
+    }
+
+    /// The gateway's configuration file for `options`.
+    pub fn config_toml(&self, options: &ServiceOptions) -> String {
+        let mut http_backends = String::new();
+        let mut udp_backends = String::new();
+        for &i in &options.backends {
+            let addr = backend_addr(i);
+            let _ = write!(
+                http_backends,
+                "\n    {{ address = \"{addr}\", port = {BACKEND_HTTP_PORT} }},"
+            );
+            let _ = write!(
+                udp_backends,
+                "\n    {{ address = \"{addr}\", port = {BACKEND_UDP_PORT} }},"
+            );
+        }
+        let affinity = if options.client_ip_affinity {
+            "session_affinity = \"client_ip\"\naffinity_timeout_s = 600\n"
+        } else {
+            ""
+        };
+        let quarantine = options
+            .quarantine_s
+            .map(|s| format!("[dataplane.snat]\nquarantine_s = {s}\n"))
+            .unwrap_or_default();
+        format!(
+            r#"# Written by portico's namespace topology (demo / end-to-end tests).
+[dataplane]
+workers = {workers}
+idle = "adaptive"
+
+[dataplane.conntrack]
+capacity = 65536
+
+[dataplane.affinity]
+capacity = 4096
+{quarantine}
+[[port]]
+name = "outside"
+driver = "afpacket"
+interface = "{outside}"
+role = "outside"
+node_addresses = ["{NODE_ADDR}/24"]
+
+[[port]]
+name = "inside"
+driver = "afpacket"
+interface = "{inside}"
+role = "inside"
+snat_addresses = ["{SNAT_ADDR}/24"]
+
+[[service]]
+name = "web"
+protocol = "tcp"
+vip = "{VIP}"
+port = {HTTP_PORT}
+node_port = {NODE_PORT}
+snat = {snat}
+{affinity}backends = [{http_backends}
+]
+
+[[service]]
+name = "dns"
+protocol = "udp"
+vip = "{VIP}"
+port = {DNS_PORT}
+snat = {snat}
+backends = [{udp_backends}
+]
+"#,
+            workers = options.workers,
+            outside = self.outside_if,
+            inside = self.inside_if,
+            snat = options.snat,
+        )
+    }
+
+    /// Write `config` and start `portico run` in the gateway namespace; wait
+    /// (up to 30 s) until its admin socket answers.
+    pub fn start_gateway(&self, config: &str) -> io::Result<GatewayRun> {
+        let config_path = self.dir.path.join("portico.toml");
+        write_atomically(&config_path, config)?;
+        let socket = self.dir.path.join("portico.sock");
+        let log = self.dir.path.join("portico.log");
+        let process = self.gateway.spawn_logged(
+            self.portico_str()?,
+            &[
+                "run",
+                "--config",
+                path_str(&config_path)?,
+                "--admin-socket",
+                path_str(&socket)?,
+                "--log-format",
+                "json",
+            ],
+            &log,
+        )?;
+        let mut gw = GatewayRun {
+            process,
+            config_path,
+            socket,
+            log,
+        };
+        let mut exited = false;
+        let up = wait_until(Duration::from_secs(30), || {
+            exited = gw.process.has_exited();
+            exited || gw.stats().is_some()
+        });
+        if exited || !up {
+            return Err(io::Error::other(format!(
+                "portico run did not come up; its log:\n{}",
+                gw.log_text()
+            )));
+        }
+        Ok(gw)
+    }
+
+    /// Run a command in the client namespace (whatever its exit status).
+    pub fn client_exec(&self, cmd: &str, args: &[&str]) -> io::Result<std::process::Output> {
+        self.client.exec_unchecked(cmd, args)
+    }
+
+    /// Run `portico tool …` in the client namespace and return its stdout
+    /// (the tool bounds its own duration).
+    pub fn client_tool(&self, args: &[&str]) -> io::Result<String> {
+        let mut full = vec!["tool"];
+        full.extend_from_slice(args);
+        let out = self.client.exec(self.portico_str()?, &full)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+fn listening(ns: &Netns, flags: &str, port: u16) -> bool {
+    ns.exec("ss", &[flags, "sport", "=", &format!(":{port}")])
+        .is_ok_and(|o| !String::from_utf8_lossy(&o.stdout).trim().is_empty())
+}
+
+fn path_str(path: &Path) -> io::Result<&str> {
+    path.to_str()
+        .ok_or_else(|| io::Error::other(format!("{} is not UTF-8", path.display())))
+}
+
+/// Replace a file in one step, so a reload never reads half of it.
+pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// A running `portico run`, stopped (SIGTERM, then SIGKILL) on drop.
+#[derive(Debug)]
+pub struct GatewayRun {
+    process: Process,
+    pub config_path: PathBuf,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+}
+
+impl GatewayRun {
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// The raw JSON report and its parsed form, or `None` while the admin
+    /// socket does not answer.
+    pub fn stats_raw(&self) -> Option<(String, StatsReport)> {
+        admin::fetch(&self.socket).ok()
+    }
+
+    pub fn stats(&self) -> Option<StatsReport> {
+        self.stats_raw().map(|(_, report)| report)
+    }
+
+    /// Everything the gateway logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Rewrite the configuration file and send SIGHUP.
+    pub fn reload(&self, config: &str) -> io::Result<()> {
+        write_atomically(&self.config_path, config)?;
+        self.process.signal("HUP")
+    }
+
+    /// SIGTERM and wait up to `timeout` for the exit.
+    pub fn stop(mut self, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+        self.process.terminate(timeout)
+    }
+
+    /// User and system CPU time of the gateway process so far, in clock
+    /// ticks (`/proc/PID/stat` fields 14 and 15).
+    pub fn cpu_ticks(&self) -> io::Result<u64> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| io::Error::other("gateway not running"))?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // The command name (field 2) may contain spaces: split after ')'.
+        let rest = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .ok_or_else(|| io::Error::other("bad /proc/PID/stat"))?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // `rest` starts at field 3 (state): utime is field 14, stime 15.
+        let field = |n: usize| -> io::Result<u64> {
+            fields
+                .get(n - 3)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| io::Error::other("bad /proc/PID/stat"))
+        };
+        Ok(field(14)? + field(15)?)
+    }
+}
+
+/// Clock ticks per second for [`GatewayRun::cpu_ticks`] (`getconf CLK_TCK`,
+/// 100 when it cannot be read).
+pub fn clock_ticks_per_s() -> u64 {
+    run("getconf", &["CLK_TCK"])
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100)
+}
