@@ -115,8 +115,9 @@ pub struct ServiceOptions {
     pub backends: Vec<usize>,
     /// Worker threads.
     pub workers: u32,
-    /// `[dataplane.snat] quarantine_s`; `None` keeps the default.
-    pub quarantine_s: Option<u64>,
+    /// Further `[dataplane.*]` tables, as TOML (e.g.
+    /// `"[dataplane.snat]\nquarantine_s = 0\n"`); empty for the defaults.
+    pub dataplane_extra: String,
 }
 
 impl ServiceOptions {
@@ -127,7 +128,7 @@ impl ServiceOptions {
             client_ip_affinity: false,
             backends: (0..topology.backends.len()).collect(),
             workers: 2,
-            quarantine_s: None,
+            dataplane_extra: String::new(),
         }
     }
 }
@@ -311,10 +312,6 @@ impl Topology {
         } else {
             ""
         };
-        let quarantine = options
-            .quarantine_s
-            .map(|s| format!("[dataplane.snat]\nquarantine_s = {s}\n"))
-            .unwrap_or_default();
         format!(
             r#"# Written by portico's namespace topology (demo / end-to-end tests).
 [dataplane]
@@ -326,7 +323,7 @@ capacity = 65536
 
 [dataplane.affinity]
 capacity = 4096
-{quarantine}
+{extra}
 [[port]]
 name = "outside"
 driver = "afpacket"
@@ -364,6 +361,7 @@ backends = [{udp_backends}
             outside = self.outside_if,
             inside = self.inside_if,
             snat = options.snat,
+            extra = options.dataplane_extra,
         )
     }
 
