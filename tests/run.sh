@@ -11,6 +11,8 @@ command -v nginx >/dev/null 2>&1 || need_pkgs+=(nginx-light)
 command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
 command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v ping >/dev/null 2>&1 || need_pkgs+=(iputils-ping)
+# The end-to-end throughput smoke (tests/tests/throughput.rs).
+command -v wrk >/dev/null 2>&1 || need_pkgs+=(wrk)
 if ((${#need_pkgs[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"

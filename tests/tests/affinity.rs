@@ -10,8 +10,10 @@ const CONNECTIONS: usize = 60;
 
 #[test]
 fn client_ip_affinity_keeps_one_client_on_one_backend() {
-    let Some(t) = topology("affinity::client_ip_affinity_keeps_one_client_on_one_backend", 3)
-    else {
+    let Some(t) = topology(
+        "affinity::client_ip_affinity_keeps_one_client_on_one_backend",
+        3,
+    ) else {
         return;
     };
     let options = ServiceOptions {
@@ -46,5 +48,8 @@ fn without_affinity_the_same_client_spreads() {
     let (per_backend, _, failed) = tally(&curl(&t, &format!("http://{VIP}/"), CONNECTIONS, true));
     assert_eq!(failed, 0);
     assert_eq!(per_backend.len(), 3, "{per_backend:?}");
-    assert_eq!(common::number(&common::stats(&gw), "/total/affinity_hits"), 0);
+    assert_eq!(
+        common::number(&common::stats(&gw), "/total/affinity_hits"),
+        0
+    );
 }

@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 
 #[test]
 fn udp_queries_through_the_vip_are_answered_by_every_backend() {
-    let Some(t) = topology("local::udp_queries_through_the_vip_are_answered_by_every_backend", 3)
-    else {
+    let Some(t) = topology(
+        "local::udp_queries_through_the_vip_are_answered_by_every_backend",
+        3,
+    ) else {
         return;
     };
     let gw = gateway(&t, &ServiceOptions::all(&t));
@@ -40,7 +42,11 @@ fn udp_queries_through_the_vip_are_answered_by_every_backend() {
         answered += 1;
     }
     assert_eq!(answered, QUERIES, "every query answered");
-    assert_eq!(per_backend.len(), 3, "a new socket is a new flow: {per_backend:?}");
+    assert_eq!(
+        per_backend.len(),
+        3,
+        "a new socket is a new flow: {per_backend:?}"
+    );
     let s = common::stats(&gw);
     assert_eq!(common::number(&s, "/total/drops/no_backend"), 0, "{s}");
 }
@@ -58,10 +64,12 @@ fn ping_and_arp_for_the_vip_are_answered_by_portico() {
     let Some(t) = topology("local::ping_and_arp_for_the_vip_are_answered_by_portico", 1) else {
         return;
     };
-    assert!(portico_tests::have("ping"), "ping is installed by tests/run.sh");
+    assert!(
+        portico_tests::have("ping"),
+        "ping is installed by tests/run.sh"
+    );
     let gw = gateway(&t, &ServiceOptions::all(&t));
-    let outside_mac =
-        Topology::mac_of(&t.gateway, &t.outside_if).expect("the outside port's MAC");
+    let outside_mac = Topology::mac_of(&t.gateway, &t.outside_if).expect("the outside port's MAC");
     // The gateway's kernel has no address: only Portico can have answered
     // the client's ARP for the VIP (curl already went through).
     let entry = neighbour(&t, &VIP.to_string());
@@ -72,7 +80,10 @@ fn ping_and_arp_for_the_vip_are_answered_by_portico() {
     let before = common::stats(&gw);
     for addr in [VIP, NODE_ADDR] {
         let out = t
-            .client_exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", &addr.to_string()])
+            .client_exec(
+                "ping",
+                &["-c", "3", "-i", "0.2", "-W", "2", &addr.to_string()],
+            )
             .expect("ping runs");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "ping {addr}: {text}");

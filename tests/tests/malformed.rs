@@ -8,7 +8,9 @@
 mod common;
 
 use common::{curl, gateway, number, stats, stats_until, topology};
-use portico::demo::topology::{CLIENT_ADDR, HTTP_PORT, ServiceOptions, Topology, UNOWNED_ADDR, VIP};
+use portico::demo::topology::{
+    CLIENT_ADDR, HTTP_PORT, ServiceOptions, Topology, UNOWNED_ADDR, VIP,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -44,7 +46,10 @@ fn malformed_and_unknown_traffic_is_dropped_and_counted_by_reason() {
         ])
         .expect("send-frames runs");
     let sent: BTreeMap<String, u64> = serde_json::from_str(out.trim()).expect("sent counts");
-    assert!(sent.len() >= 10, "the frame set covers many reasons: {sent:?}");
+    assert!(
+        sent.len() >= 10,
+        "the frame set covers many reasons: {sent:?}"
+    );
     let delta = |s: &Value, reason: &str| {
         number(s, &format!("/total/drops/{reason}"))
             - number(&before, &format!("/total/drops/{reason}"))

@@ -56,7 +56,10 @@ fn removing_a_backend_keeps_the_other_connections_and_steers_new_ones_away() {
 
     // New connections avoid the removed backend.
     let (per_backend, _, failed) = tally(&curl(&t, &format!("http://{VIP}/"), 60, true));
-    assert_eq!(failed, 0, "new connections after the reload: {per_backend:?}");
+    assert_eq!(
+        failed, 0,
+        "new connections after the reload: {per_backend:?}"
+    );
     assert!(!per_backend.contains_key(&removed), "{per_backend:?}");
     assert_eq!(per_backend.len(), 2, "{per_backend:?}");
 
@@ -67,7 +70,12 @@ fn removing_a_backend_keeps_the_other_connections_and_steers_new_ones_away() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("a connection report"))
         .collect();
-    assert_eq!(reports.len(), 24, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        reports.len(),
+        24,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut on_kept = 0;
     for r in &reports {
         let backends: Vec<&String> = r.answers.keys().collect();
@@ -92,7 +100,10 @@ fn removing_a_backend_keeps_the_other_connections_and_steers_new_ones_away() {
             );
         }
     }
-    assert!(on_kept > 0, "some connections were on kept backends: {reports:?}");
+    assert!(
+        on_kept > 0,
+        "some connections were on kept backends: {reports:?}"
+    );
     // The gateway still works and counted nothing unexpected.
     assert!(wait_until(Duration::from_secs(5), || {
         curl(&t, &format!("http://{VIP}/"), 1, true)[0].is_some()

@@ -61,12 +61,22 @@ fn thousands_of_short_connections_cause_no_syn_retransmission() {
             .expect("http-get finishes");
         let text = String::from_utf8_lossy(&out.stdout);
         let ok = text.lines().filter(|l| l.starts_with("ok 200 ")).count() as u64;
-        let failures: Vec<&str> = text.lines().filter(|l| !l.starts_with("ok 200 ")).take(5).collect();
-        assert_eq!(ok, CONNECTIONS / 2, "every connection answered; failures: {failures:?}");
+        let failures: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with("ok 200 "))
+            .take(5)
+            .collect();
+        assert_eq!(
+            ok,
+            CONNECTIONS / 2,
+            "every connection answered; failures: {failures:?}"
+        );
         std::thread::sleep(Duration::from_secs(3));
     }
 
-    let s = stats_until(&gw, |s| number(s, "/total/flows_expired") >= CONNECTIONS / 2);
+    let s = stats_until(&gw, |s| {
+        number(s, "/total/flows_expired") >= CONNECTIONS / 2
+    });
     let syn_delta = syn_retrans(&t) - syn_before;
     let retrans_delta = retrans(&t) - retrans_before;
     assert_eq!(

@@ -1,0 +1,99 @@
+//! Throughput smoke through `portico run` on veth (af_packet): wrk (or,
+//! without wrk, a bounded loop of curl batches) against the VIP for a few
+//! seconds, one backend per core-ish. Prints requests per second and the
+//! gateway's CPU use (from `/proc/PID/stat`); asserts only that every
+//! request succeeded (no timing is asserted — a loaded CI machine is slow).
+//!
+//! Figures: bench/RESULTS.md, "af_packet end-to-end smoke (issue 3)". Run
+//! it alone, optimised, with its output:
+//! `cargo test --release -p portico-tests --test throughput -- --nocapture`.
+
+mod common;
+
+use common::{curl, gateway, number, stats, topology};
+use portico::demo::topology::{ServiceOptions, VIP, clock_ticks_per_s};
+use portico_tests::have;
+use std::time::{Duration, Instant};
+
+const SECONDS: u64 = 5;
+
+#[test]
+fn throughput_smoke_through_the_vip() {
+    let Some(t) = topology("throughput::throughput_smoke_through_the_vip", 3) else {
+        return;
+    };
+    let gw = gateway(&t, &ServiceOptions::all(&t));
+    let url = format!("http://{VIP}/");
+    let ticks_before = gw.cpu_ticks().expect("gateway CPU time");
+    let flows_before = number(&stats(&gw), "/total/flows_created");
+    let start = Instant::now();
+    let (tool, requests, errors, detail) = if have("wrk") {
+        let duration = format!("{SECONDS}s");
+        let out = t
+            .client
+            .spawn(
+                "wrk",
+                &[
+                    "-t",
+                    "2",
+                    "-c",
+                    "32",
+                    "-d",
+                    &duration,
+                    "--timeout",
+                    "2s",
+                    &url,
+                ],
+            )
+            .expect("start wrk")
+            .wait_output(Duration::from_secs(SECONDS + 60))
+            .expect("wrk finishes");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "wrk: {text}");
+        // "12345 requests in 5.00s, ..." and, on errors, "Socket errors: ..."
+        // / "Non-2xx or 3xx responses: N".
+        let requests = text
+            .lines()
+            .find(|l| l.contains(" requests in "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no request count in {text}"));
+        let errors = u64::from(text.contains("Socket errors") || text.contains("Non-2xx"));
+        ("wrk -t 2 -c 32 (keep-alive)", requests, errors, text)
+    } else {
+        let (mut requests, mut errors) = (0u64, 0u64);
+        while start.elapsed() < Duration::from_secs(SECONDS) {
+            let bodies = curl(&t, &url, 50, true);
+            requests += bodies.len() as u64;
+            errors += bodies.iter().filter(|b| b.is_none()).count() as u64;
+        }
+        (
+            "curl, one connection per request",
+            requests,
+            errors,
+            String::new(),
+        )
+    };
+    let wall = start.elapsed().as_secs_f64();
+    let ticks = gw.cpu_ticks().expect("gateway CPU time") - ticks_before;
+    let cpu_s = ticks as f64 / clock_ticks_per_s() as f64;
+    let s = stats(&gw);
+    eprintln!("{detail}");
+    eprintln!(
+        "throughput smoke ({tool}, {}): {requests} requests in {wall:.1} s = {:.0} req/s; \
+         gateway CPU {cpu_s:.2} s = {:.0}% of one core ({} workers, adaptive idle); \
+         flows created {}; drops {}",
+        if cfg!(debug_assertions) {
+            "debug build"
+        } else {
+            "release build"
+        },
+        requests as f64 / wall,
+        cpu_s * 100.0 / wall,
+        2,
+        number(&s, "/total/flows_created") - flows_before,
+        number(&s, "/total/dropped"),
+    );
+    assert!(requests > 0, "{detail}");
+    assert_eq!(errors, 0, "every request answered: {detail}");
+}
