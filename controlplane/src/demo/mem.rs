@@ -141,7 +141,15 @@ impl Demo {
             }
             self.busy += t.elapsed();
             self.packets += chunk.len() as u64;
-            out.extend(self.worker.driver_mut().take_tx(out_port));
+            // The gateway's own ARP (gratuitous announcements of its
+            // addresses at start) is not part of the exchange.
+            out.extend(
+                self.worker
+                    .driver_mut()
+                    .take_tx(out_port)
+                    .into_iter()
+                    .filter(|f| f.get(12..14) != Some(&[0x08, 0x06][..])),
+            );
         }
         Ok(out)
     }
