@@ -193,8 +193,18 @@ impl Topology {
         t.offloads_off(&t.client, &t.client_if)?;
 
         let bridge = "br0";
-        t.lan
-            .exec("ip", &["link", "add", bridge, "type", "bridge"])?;
+        t.lan.exec(
+            "ip",
+            &[
+                "link",
+                "add",
+                bridge,
+                "type",
+                "bridge",
+                "mcast_snooping",
+                "0",
+            ],
+        )?;
         t.lan.exec("ip", &["link", "set", bridge, "up"])?;
         let lan_gw = unique_name("lg");
         veth(&t.gateway, &t.inside_if, None, &t.lan, &lan_gw, None)?;
