@@ -14,29 +14,30 @@
 //! * **Free list**: `Vec<u32>` stack of free slots, capacity `capacity`.
 //!   Invariant: `free.len() + live flows == capacity`, so pushes never
 //!   reallocate.
-//! * **Index**: one `hashbrown::HashTable<u32>` whose entries are
-//!   `slot << 1 | dir` (`dir` 0 = original, 1 = reply). A lookup compares the
+//! * **Index**: an [`index::Index`], a fixed-size open-addressing table
+//!   (linear probing in 64-byte lines, backward-shift deletion, so no
+//!   tombstones) whose entries are `slot << 1 | dir` (`dir` 0 = original,
+//!   1 = reply) tagged with 32 bits of the key's hash. A lookup compares the
 //!   probe key with the slab record's orig or reply key. Every live flow has
-//!   exactly two entries; nothing else is in the index.
+//!   exactly two entries; nothing else is in the index. It is sized for
+//!   `2 * capacity` entries at <= 70% load, allocated once, and never
+//!   resizes (see its module docs). Callers must pass exactly
+//!   `key.stable_hash()` as the hash: the index places entries by it.
 //!
-//! # Why the index never resizes
-//! hashbrown inserts into an EMPTY bucket only while `growth_left > 0`;
-//! removals leave either EMPTY (growth restored) or DELETED tombstones (not
-//! restored). When `growth_left` hits 0, `reserve_rehash(1)` runs, and it
-//! rehashes *in place, without allocating* if `items + 1 <= full_capacity / 2`
-//! (`full_capacity` = 7/8 of the buckets); otherwise it reallocates. The index
-//! never holds more than `2 * capacity` entries, so the insert that triggers
-//! the rehash has `items + 1 <= 2 * capacity`. Reserving `4 * capacity`
-//! entries makes `full_capacity >= 4 * capacity`, hence `items + 1 <=
-//! full_capacity / 2` always holds: tombstones are reclaimed by an in-place
-//! rehash and the allocation never changes (checked in [`Conntrack::new`]
-//! and by the churn test). At 25% (or lower) load hashbrown mostly erases to
-//! EMPTY, so in-place rehashes are rare. The rehash hasher recomputes
-//! [`FlowKey::stable_hash`] from the slab, which is why callers must pass
-//! exactly `key.stable_hash()` as the hash.
+//! Records are 64-byte aligned ([`Flow`] is exactly one cache line), so a
+//! flow costs one cache miss at most.
 //!
-//! Memory at capacity 2^20: 56 B slab + 4 B free list + 40 B index (2^23
-//! buckets of 4 B + 1 control byte) = ~100 B per flow.
+//! Memory at capacity 2^20: 64 B slab + 4 B free list + 32 B index (2^22
+//! entries of 8 B) = 100 B per flow; at most ~114 B for any capacity.
+//!
+//! # Batched lookups (memory-level parallelism)
+//! At a million flows every lookup misses the caches twice (index line,
+//! then record). [`Conntrack::prefetch_index`] and [`Conntrack::prefetch_flow`]
+//! let a batch issue those misses for all its packets first (VPP style):
+//! pass 1 prefetches every packet's index line, pass 2 probes the (now
+//! cached) lines and prefetches the records, pass 3 does the real lookups.
+//! The "prefetch" is a load nobody waits on (see [`index::touch`]): safe
+//! Rust has no prefetch instruction.
 //!
 //! # Time and expiry
 //! Every accepted packet moves a flow's deadline to `now + timeout(state)`
@@ -61,6 +62,7 @@
 //! the index never grow past their reservations, deadlines saturate.
 
 pub mod affinity;
+mod index;
 pub mod tcp;
 pub mod timeouts;
 
@@ -68,7 +70,7 @@ pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
 use crate::flow::{FlowKey, Proto};
-use hashbrown::HashTable;
+use index::Index;
 use std::net::Ipv4Addr;
 
 /// Largest configurable capacity (`slot << 1 | dir` must fit in a `u32`).
@@ -77,8 +79,8 @@ pub const MAX_CAPACITY: u32 = 1 << 30;
 pub const DEFAULT_EXPIRY_SCAN_PER_POLL: u32 = 64;
 /// Default slots examined when looking for an early-drop victim.
 pub const DEFAULT_EARLY_DROP_SCAN: u32 = 64;
-/// Index entries reserved per flow slot; see the module docs.
-const INDEX_RESERVE_PER_FLOW: usize = 4;
+/// Index entries per flow (original and reply key).
+const INDEX_ENTRIES_PER_FLOW: usize = 2;
 
 /// Configuration of one core's table.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -116,8 +118,6 @@ pub enum ConntrackError {
     ZeroExpiryScan,
     #[error("cannot allocate the conntrack {part} for {capacity} flows")]
     Alloc { part: &'static str, capacity: u32 },
-    #[error("conntrack index holds {full_capacity} entries but needs {needed} to never reallocate")]
-    IndexHeadroom { full_capacity: usize, needed: usize },
 }
 
 /// Why [`Conntrack::insert`] (or [`Conntrack::rekey_reply`]) refused.
@@ -243,6 +243,7 @@ mod flag {
 /// so changing them through [`Conntrack::flow_mut`] would orphan index
 /// entries. Use [`Conntrack::rekey_reply`] to move a flow to a new backend.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(align(64))]
 pub struct Flow {
     orig: FlowKey,
     reply: FlowKey,
@@ -400,7 +401,7 @@ pub struct Tracked {
 pub struct Conntrack {
     slab: Vec<Flow>,
     free: Vec<u32>,
-    index: HashTable<u32>,
+    index: Index,
     /// Next slot the expiry sweep (and early drop) looks at.
     cursor: u32,
     timeouts: Timeouts,
@@ -421,13 +422,6 @@ impl std::fmt::Debug for Conntrack {
             .field("memory_bytes", &self.memory_bytes())
             .finish_non_exhaustive()
     }
-}
-
-/// Hash of an index entry, recomputed from the slab (used by in-place
-/// rehashes only).
-fn entry_hash(slab: &[Flow], entry: u32) -> u64 {
-    slab.get((entry >> 1) as usize)
-        .map_or(0, |f| f.key_of_entry(entry).stable_hash())
 }
 
 impl Conntrack {
@@ -461,19 +455,7 @@ impl Conntrack {
         // Pop order 0, 1, 2, ...: flows fill the slab from the front.
         free.extend((0..cap).rev());
 
-        let needed = n * INDEX_RESERVE_PER_FLOW;
-        let mut index = HashTable::new();
-        index
-            .try_reserve(needed, |&e| entry_hash(&slab, e))
-            .map_err(|_| alloc("index"))?;
-        // Empty table: capacity() is the full capacity (7/8 of the buckets).
-        let full_capacity = index.capacity();
-        if full_capacity < needed {
-            return Err(ConntrackError::IndexHeadroom {
-                full_capacity,
-                needed,
-            });
-        }
+        let index = Index::new(n * INDEX_ENTRIES_PER_FLOW).map_err(|_| alloc("index"))?;
 
         Ok(Conntrack {
             slab,
@@ -494,11 +476,32 @@ impl Conntrack {
     pub fn lookup(&self, key: &FlowKey, hash: u64) -> Option<(FlowId, Dir)> {
         let slab = &self.slab;
         self.index
-            .find(hash, |&e| {
+            .find(hash, |e| {
                 slab.get((e >> 1) as usize)
                     .is_some_and(|f| f.key_of_entry(e) == key)
             })
-            .map(|&e| (FlowId(e >> 1), Dir::from_bit(e)))
+            .map(|e| (FlowId(e >> 1), Dir::from_bit(e)))
+    }
+
+    /// Pass 1 of a batched lookup: start loading the index line where the
+    /// lookup of `hash` begins. A hint only; never changes anything.
+    #[inline]
+    pub fn prefetch_index(&self, hash: u64) {
+        self.index.prefetch(hash);
+    }
+
+    /// Pass 2 of a batched lookup: probe the index for `hash` (best after
+    /// [`Conntrack::prefetch_index`]) and start loading the record of the
+    /// first entry whose hash tag matches. A hint only.
+    #[inline]
+    pub fn prefetch_flow(&self, hash: u64) {
+        if let Some(f) = self
+            .index
+            .find(hash, |_| true)
+            .and_then(|e| self.slab.get((e >> 1) as usize))
+        {
+            index::touch(&f.expires_ms);
+        }
     }
 
     /// Whether `key` (with `hash = key.stable_hash()`) is tracked.
@@ -594,11 +597,11 @@ impl Conntrack {
                 return Err(InsertError::Full);
             }
         }
-        let slab = &self.slab;
-        self.index
-            .insert_unique(orig_hash, slot << 1, |&e| entry_hash(slab, e));
-        self.index
-            .insert_unique(reply_hash, slot << 1 | 1, |&e| entry_hash(slab, e));
+        // Cannot fail: at most two entries per flow, which the index is
+        // sized for, and the slot was free.
+        let indexed =
+            self.index.insert(orig_hash, slot << 1) && self.index.insert(reply_hash, slot << 1 | 1);
+        debug_assert!(indexed, "index sized for two entries per flow");
         self.count(state, true);
         Ok(Inserted {
             id: FlowId(slot),
@@ -703,9 +706,9 @@ impl Conntrack {
         if let Some(rec) = self.slab.get_mut(id.index()) {
             rec.reply = reply;
         }
-        let slab = &self.slab;
-        self.index
-            .insert_unique(reply_hash, slot << 1 | 1, |&e| entry_hash(slab, e));
+        // Cannot fail: the flow's old reply entry was just removed.
+        let indexed = self.index.insert(reply_hash, slot << 1 | 1);
+        debug_assert!(indexed, "index sized for two entries per flow");
         Ok(())
     }
 
@@ -769,6 +772,11 @@ impl Conntrack {
         self.slab.capacity() * std::mem::size_of::<Flow>()
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.index.allocation_size()
+    }
+
+    /// Index entries held and allocated (two per live flow; tests, stats).
+    pub fn index_entries(&self) -> (usize, usize) {
+        (self.index.len(), self.index.entries())
     }
 
     /// Live flows in `state`.
@@ -853,11 +861,8 @@ impl Conntrack {
     /// Removes exactly the index entry `entry` (compared by identity, not by
     /// key).
     fn unindex(&mut self, entry: u32, hash: u64) {
-        let found = self.index.find_entry(hash, |&e| e == entry);
-        debug_assert!(found.is_ok(), "index entry {entry} missing");
-        if let Ok(occupied) = found {
-            occupied.remove();
-        }
+        let found = self.index.remove(hash, entry);
+        debug_assert!(found, "index entry {entry} missing");
     }
 }
 

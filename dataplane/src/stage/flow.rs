@@ -65,13 +65,24 @@ pub fn run<F: Frame>(
     metas: &mut [PacketMeta],
     flows: &mut [FlowSlot],
 ) {
+    // 0. Overlap the batch's conntrack cache misses (see the conntrack
+    // module docs): index lines first, then the records they point to.
+    let tracked =
+        |m: &PacketMeta| m.is_pending() && matches!(m.kind, PacketKind::Tcp | PacketKind::Udp);
+    for meta in metas.iter().filter(|m| tracked(m)) {
+        ctx.ct.prefetch_index(meta.hash);
+    }
+    for meta in metas.iter().filter(|m| tracked(m)) {
+        ctx.ct.prefetch_flow(meta.hash);
+    }
+
     // 1. lookup
     for ((frame, meta), slot) in frames
         .iter_mut()
         .zip(metas.iter_mut())
         .zip(flows.iter_mut())
     {
-        if !meta.is_pending() || !matches!(meta.kind, PacketKind::Tcp | PacketKind::Udp) {
+        if !tracked(meta) {
             continue;
         }
         let Some((id, dir)) = ctx.ct.lookup(&meta.key, meta.hash) else {
