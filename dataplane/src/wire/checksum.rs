@@ -58,17 +58,27 @@ pub fn sum(data: &[u8]) -> u16 {
         let (s, carry) = acc.overflowing_add(u64::from_ne_bytes(w));
         acc = s + u64::from(carry);
     }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        // Zero-padding on the right keeps every 16-bit word aligned, and pads
-        // an odd last byte as the high byte of its word.
-        let mut w = [0u8; 8];
-        if let Some(dst) = w.get_mut(..rest.len()) {
-            dst.copy_from_slice(rest);
-        }
-        let (s, carry) = acc.overflowing_add(u64::from_ne_bytes(w));
-        acc = s + u64::from(carry);
+    // The tail (< 8 bytes) as a 4-, a 2- and a 1-byte piece, each added as
+    // its own native-endian value: every piece starts at an even offset, and
+    // a 16-bit word adds the same modulo 2^16 - 1 in any lane of the
+    // accumulator. An odd last byte is padded with a zero byte after it (it
+    // is the high byte of its big-endian word). Fixed-size reads only: no
+    // variable-length copy (which compiles to a memcpy call).
+    let mut rest = chunks.remainder();
+    let mut tail: u64 = 0;
+    if let Some((w, r)) = rest.split_first_chunk::<4>() {
+        tail += u64::from(u32::from_ne_bytes(*w));
+        rest = r;
     }
+    if let Some((w, r)) = rest.split_first_chunk::<2>() {
+        tail += u64::from(u16::from_ne_bytes(*w));
+        rest = r;
+    }
+    if let Some(&b) = rest.first() {
+        tail += u64::from(u16::from_ne_bytes([b, 0]));
+    }
+    let (s, carry) = acc.overflowing_add(tail);
+    acc = s + u64::from(carry);
     // Native-endian folding gives the byte-swapped sum on little-endian
     // machines; from_be undoes that (and is a no-op on big-endian ones).
     u16::from_be(fold64(acc))
