@@ -32,10 +32,11 @@
 //!
 //! # Batched lookups (memory-level parallelism)
 //! At a million flows every lookup misses the caches twice (index line,
-//! then record). [`Conntrack::prefetch_index`] and [`Conntrack::prefetch_flow`]
-//! let a batch issue those misses for all its packets first (VPP style):
-//! pass 1 prefetches every packet's index line, pass 2 probes the (now
-//! cached) lines and prefetches the records, pass 3 does the real lookups.
+//! then record). [`Conntrack::prefetch_index`]
+//! and [`Conntrack::probe`] let a batch issue those misses for all its
+//! packets first (VPP style): pass 1 prefetches every packet's index line,
+//! pass 2 probes the (now cached) lines and prefetches the records, pass 3
+//! confirms each candidate with [`Conntrack::lookup_probed`].
 //! The "prefetch" is a load nobody waits on (see [`index::touch`]): safe
 //! Rust has no prefetch instruction.
 //!
@@ -70,6 +71,7 @@ pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
 use crate::flow::{FlowKey, Proto};
+use crate::packet::tcp_flags as tcp_bits;
 use index::Index;
 use std::net::Ipv4Addr;
 
@@ -366,6 +368,15 @@ impl Flow {
     }
 }
 
+/// A candidate index entry found by [`Conntrack::probe`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Probe(u32);
+
+impl Probe {
+    /// No candidate (answered by a full lookup).
+    pub const NONE: Probe = Probe(u32::MAX);
+}
+
 /// What a new flow is made of.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct FlowInit {
@@ -491,17 +502,32 @@ impl Conntrack {
     }
 
     /// Pass 2 of a batched lookup: probe the index for `hash` (best after
-    /// [`Conntrack::prefetch_index`]) and start loading the record of the
-    /// first entry whose hash tag matches. A hint only.
+    /// [`Conntrack::prefetch_index`]), start loading the record of the first
+    /// entry whose hash tag matches, and remember that entry for
+    /// [`Conntrack::lookup_probed`].
     #[inline]
-    pub fn prefetch_flow(&self, hash: u64) {
-        if let Some(f) = self
-            .index
-            .find(hash, |_| true)
-            .and_then(|e| self.slab.get((e >> 1) as usize))
-        {
+    pub fn probe(&self, hash: u64) -> Probe {
+        let entry = self.index.find(hash, |_| true);
+        if let Some(f) = entry.and_then(|e| self.slab.get((e >> 1) as usize)) {
             index::touch(&f.expires_ms);
         }
+        Probe(entry.unwrap_or(Probe::NONE.0))
+    }
+
+    /// Pass 3 of a batched lookup: [`Conntrack::lookup`], answered from the
+    /// probe's candidate when it is a live flow with exactly this key (no
+    /// second index walk), else by a full lookup. Any probe gives the right
+    /// answer, even one taken before the table changed.
+    #[inline]
+    pub fn lookup_probed(&self, key: &FlowKey, hash: u64, probe: Probe) -> Option<(FlowId, Dir)> {
+        let e = probe.0;
+        if let Some(f) = self.slab.get((e >> 1) as usize)
+            && f.is_live()
+            && f.key_of_entry(e) == key
+        {
+            return Some((FlowId(e >> 1), Dir::from_bit(e)));
+        }
+        self.lookup(key, hash)
     }
 
     /// Whether `key` (with `hash = key.stable_hash()`) is tracked.
@@ -622,6 +648,7 @@ impl Conntrack {
     ///
     /// A valid packet moves the state, marks the flow replied if `dir` is
     /// [`Dir::Reply`], and sets `expires_ms = now_ms + timeout(new state)`.
+    #[inline]
     pub fn track_checked(&mut self, id: FlowId, dir: Dir, tcp_flags: u8, now_ms: u64) -> Tracked {
         let Some(flow) = self.slab.get_mut(id.index()) else {
             return Tracked {
@@ -634,6 +661,22 @@ impl Conntrack {
             return Tracked {
                 state: old,
                 valid: false,
+            };
+        }
+        // Fast path, the bulk of all traffic: an ACK-only segment (no SYN,
+        // FIN or RST) of an ESTABLISHED flow keeps the state and every flag
+        // but REPLIED; exactly what `tcp::step` returns for it ("keep").
+        if old == FlowState::Tcp(TcpState::Established)
+            && tcp_flags & (tcp_bits::SYN | tcp_bits::FIN | tcp_bits::RST | tcp_bits::ACK)
+                == tcp_bits::ACK
+        {
+            if dir == Dir::Reply {
+                flow.flags |= flag::REPLIED;
+            }
+            flow.expires_ms = now_ms.saturating_add(self.timeouts.tcp_established_ms);
+            return Tracked {
+                state: old,
+                valid: true,
             };
         }
         let new = match old {

@@ -20,9 +20,9 @@
 //! 4. **track**: advance the TCP state machine / UDP replied state of every
 //!    packet of an existing flow.
 
-use super::FlowSlot;
+use super::{FlowSlot, MAX_BATCH};
 use crate::conntrack::affinity::AffinityTable;
-use crate::conntrack::{Conntrack, Dir, FlowInit, InsertError};
+use crate::conntrack::{Conntrack, Dir, FlowInit, InsertError, Probe};
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto, stable_addr_hash};
@@ -72,20 +72,24 @@ pub fn run<F: Frame>(
     for meta in metas.iter().filter(|m| tracked(m)) {
         ctx.ct.prefetch_index(meta.hash);
     }
-    for meta in metas.iter().filter(|m| tracked(m)) {
-        ctx.ct.prefetch_flow(meta.hash);
+    let mut probes = [Probe::NONE; MAX_BATCH];
+    for (meta, probe) in metas.iter().zip(probes.iter_mut()) {
+        if tracked(meta) {
+            *probe = ctx.ct.probe(meta.hash);
+        }
     }
 
     // 1. lookup
-    for ((frame, meta), slot) in frames
+    for (((frame, meta), slot), &probe) in frames
         .iter_mut()
         .zip(metas.iter_mut())
         .zip(flows.iter_mut())
+        .zip(probes.iter())
     {
         if !tracked(meta) {
             continue;
         }
-        let Some((id, dir)) = ctx.ct.lookup(&meta.key, meta.hash) else {
+        let Some((id, dir)) = ctx.ct.lookup_probed(&meta.key, meta.hash, probe) else {
             continue;
         };
         let flow = ctx.ct.flow(id);
