@@ -211,11 +211,21 @@ fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut Packe
         return FlowSlot::None;
     }
 
+    // The hash of the last reply key the SNAT probe looked up: the one
+    // handed out, unless a quarantined tuple was reused.
+    let mut probed: Option<(FlowKey, u64)> = None;
     let reply = if service.snat {
         let ct = &*ctx.ct;
-        match ctx.snat.alloc(key.proto, backend.addr, ctx.now_ms, |k| {
-            ct.contains(k, k.stable_hash())
-        }) {
+        match ctx.snat.alloc_hashed(
+            key.proto,
+            backend.addr,
+            ctx.now_ms,
+            |k, hash| {
+                probed = Some((*k, hash));
+                ct.contains(k, hash)
+            },
+            |hash| ct.prefetch_index(hash),
+        ) {
             Ok(t) => {
                 ctx.counters.snat_allocations += 1;
                 if t.reused_in_quarantine {
@@ -243,6 +253,10 @@ fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut Packe
             key.src_port,
         )
     };
+    let reply_hash = match probed {
+        Some((k, hash)) if k == reply => hash,
+        _ => reply.stable_hash(),
+    };
 
     let client_mac = ethernet::Packet::new_unchecked(frame).src_addr().0;
     let init = FlowInit {
@@ -254,13 +268,10 @@ fn create(ctx: &mut FlowCtx<'_>, snap: &Snapshot, frame: &[u8], meta: &mut Packe
         client_port: meta.in_port,
         snat: service.snat,
     };
-    match ctx.ct.insert(
-        init,
-        meta.hash,
-        reply.stable_hash(),
-        meta.tcp_flags,
-        ctx.now_ms,
-    ) {
+    match ctx
+        .ct
+        .insert(init, meta.hash, reply_hash, meta.tcp_flags, ctx.now_ms)
+    {
         Ok(inserted) => {
             if let Some(victim) = inserted.evicted {
                 ctx.counters.flows_early_dropped += 1;
