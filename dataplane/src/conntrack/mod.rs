@@ -368,13 +368,22 @@ impl Flow {
     }
 }
 
-/// A candidate index entry found by [`Conntrack::probe`].
+/// What [`Conntrack::probe`] found: the first index entry with the key's
+/// hash tag, if any, and when.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Probe(u32);
+pub struct Probe {
+    entry: u32,
+    /// [`Conntrack`]'s count of inserts and rekeys at probe time.
+    keys_added: u64,
+}
 
 impl Probe {
-    /// No candidate (answered by a full lookup).
-    pub const NONE: Probe = Probe(u32::MAX);
+    const NO_ENTRY: u32 = u32::MAX;
+    /// A probe that knows nothing (answered by a full lookup).
+    pub const NONE: Probe = Probe {
+        entry: Probe::NO_ENTRY,
+        keys_added: u64::MAX,
+    };
 }
 
 /// What a new flow is made of.
@@ -413,6 +422,9 @@ pub struct Conntrack {
     slab: Vec<Flow>,
     free: Vec<u32>,
     index: Index,
+    /// Inserts and rekeys so far (never wraps: one per packet at most); see
+    /// [`Probe`].
+    keys_added: u64,
     /// Next slot the expiry sweep (and early drop) looks at.
     cursor: u32,
     timeouts: Timeouts,
@@ -472,6 +484,7 @@ impl Conntrack {
             slab,
             free,
             index,
+            keys_added: 0,
             cursor: 0,
             timeouts: config.timeouts,
             expiry_scan_per_poll: config.expiry_scan_per_poll,
@@ -511,17 +524,26 @@ impl Conntrack {
         if let Some(f) = entry.and_then(|e| self.slab.get((e >> 1) as usize)) {
             index::touch(&f.expires_ms);
         }
-        Probe(entry.unwrap_or(Probe::NONE.0))
+        Probe {
+            entry: entry.unwrap_or(Probe::NO_ENTRY),
+            keys_added: self.keys_added,
+        }
     }
 
     /// Pass 3 of a batched lookup: [`Conntrack::lookup`], answered from the
-    /// probe's candidate when it is a live flow with exactly this key (no
-    /// second index walk), else by a full lookup. Any probe gives the right
-    /// answer, even one taken before the table changed.
+    /// probe without a second index walk when possible: a candidate that is
+    /// a live flow with exactly this key is the hit, and "no entry with this
+    /// hash tag" is a miss as long as no key was added since the probe
+    /// (removals never make a key appear). Anything else takes a full
+    /// lookup, so any probe gives the right answer.
     #[inline]
     pub fn lookup_probed(&self, key: &FlowKey, hash: u64, probe: Probe) -> Option<(FlowId, Dir)> {
-        let e = probe.0;
-        if let Some(f) = self.slab.get((e >> 1) as usize)
+        let e = probe.entry;
+        if e == Probe::NO_ENTRY {
+            if probe.keys_added == self.keys_added {
+                return None;
+            }
+        } else if let Some(f) = self.slab.get((e >> 1) as usize)
             && f.is_live()
             && f.key_of_entry(e) == key
         {
@@ -625,6 +647,7 @@ impl Conntrack {
         }
         // Cannot fail: at most two entries per flow, which the index is
         // sized for, and the slot was free.
+        self.keys_added = self.keys_added.wrapping_add(1);
         let indexed =
             self.index.insert(orig_hash, slot << 1) && self.index.insert(reply_hash, slot << 1 | 1);
         debug_assert!(indexed, "index sized for two entries per flow");
@@ -750,6 +773,7 @@ impl Conntrack {
             rec.reply = reply;
         }
         // Cannot fail: the flow's old reply entry was just removed.
+        self.keys_added = self.keys_added.wrapping_add(1);
         let indexed = self.index.insert(reply_hash, slot << 1 | 1);
         debug_assert!(indexed, "index sized for two entries per flow");
         Ok(())

@@ -891,3 +891,45 @@ proptest! {
         prop_assert!(ct.count_by_state().iter().all(|&(_, n)| n == 0));
     }
 }
+
+proptest! {
+    /// A probe taken at any earlier time, however the table changed since
+    /// (inserts, removals that shift index entries, rekeys), answers
+    /// `lookup_probed` exactly like a fresh `lookup`; so does `Probe::NONE`.
+    #[test]
+    fn stale_probes_answer_like_lookup(
+        ops in proptest::collection::vec((0u8..4, 0u32..24), 1..120),
+    ) {
+        let mut ct = table(16);
+        let mut probes: Vec<(FlowKey, Probe)> = Vec::new();
+        for (op, n) in ops {
+            let (o, r) = keys(Proto::Udp, n);
+            match op {
+                0 => {
+                    let _ = ct.insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, 0);
+                }
+                1 => {
+                    if let Some((id, _)) = ct.lookup(&o, o.stable_hash()) {
+                        ct.remove(id);
+                    }
+                }
+                2 => {
+                    if let Some((id, _)) = ct.lookup(&o, o.stable_hash()) {
+                        let (_, fresh) = keys(Proto::Udp, n + 100);
+                        let _ = ct.rekey_reply(id, fresh, fresh.stable_hash());
+                    }
+                }
+                _ => {
+                    for k in [o, r] {
+                        probes.push((k, ct.probe(k.stable_hash())));
+                    }
+                }
+            }
+            for &(k, p) in &probes {
+                let h = k.stable_hash();
+                prop_assert_eq!(ct.lookup_probed(&k, h, p), ct.lookup(&k, h));
+                prop_assert_eq!(ct.lookup_probed(&k, h, Probe::NONE), ct.lookup(&k, h));
+            }
+        }
+    }
+}

@@ -416,7 +416,12 @@ impl SnatAllocator {
                 let mut ports = [0u16; PREFETCH_WINDOW as usize];
                 let mut hashes = [0u64; PREFETCH_WINDOW as usize];
                 for ((port, hash), j) in ports.iter_mut().zip(hashes.iter_mut()).zip(0..window) {
-                    let offset = (start + i + j) % self.slice_len;
+                    // start < slice_len and i + j < probes <= slice_len: one
+                    // conditional subtraction wraps it (no division).
+                    let mut offset = start + i + j;
+                    if offset >= self.slice_len {
+                        offset -= self.slice_len;
+                    }
                     // offset < slice_len, so the port stays inside the slice.
                     *port = self.slice_start.wrapping_add(offset as u16);
                     *hash = reply_key(proto, addr, *port, backend).stable_hash();
