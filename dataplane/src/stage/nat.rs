@@ -110,7 +110,7 @@ const IP_DST: usize = 16;
 /// computed once and shared by the IPv4 header checksum and the TCP/UDP
 /// pseudo-header.
 #[inline]
-pub(crate) fn rewrite_packet(
+pub fn rewrite_packet(
     frame: &mut [u8],
     meta: &PacketMeta,
     old: &FlowKey,
