@@ -180,12 +180,18 @@ impl Rig {
             Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default())),
         )
         .expect("bench pipeline config is valid");
-        Rig {
+        let mut rig = Rig {
             worker,
             clock,
             publisher,
             config: cfg,
-        }
+        };
+        // The first poll announces the owned addresses (gratuitous ARP).
+        rig.worker.poll();
+        let d = rig.worker.driver_mut();
+        d.discard_tx(OUTSIDE);
+        d.discard_tx(INSIDE);
+        rig
     }
 
     /// Inject `frames` (at most one ring) on `port`, poll until drained, and

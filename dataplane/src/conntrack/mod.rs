@@ -14,29 +14,31 @@
 //! * **Free list**: `Vec<u32>` stack of free slots, capacity `capacity`.
 //!   Invariant: `free.len() + live flows == capacity`, so pushes never
 //!   reallocate.
-//! * **Index**: one `hashbrown::HashTable<u32>` whose entries are
-//!   `slot << 1 | dir` (`dir` 0 = original, 1 = reply). A lookup compares the
+//! * **Index**: an [`index::Index`], a fixed-size open-addressing table
+//!   (linear probing in 64-byte lines, backward-shift deletion, so no
+//!   tombstones) whose entries are `slot << 1 | dir` (`dir` 0 = original,
+//!   1 = reply) tagged with 32 bits of the key's hash. A lookup compares the
 //!   probe key with the slab record's orig or reply key. Every live flow has
-//!   exactly two entries; nothing else is in the index.
+//!   exactly two entries; nothing else is in the index. It is sized for
+//!   `2 * capacity` entries at <= 70% load, allocated once, and never
+//!   resizes (see its module docs). Callers must pass exactly
+//!   `key.stable_hash()` as the hash: the index places entries by it.
 //!
-//! # Why the index never resizes
-//! hashbrown inserts into an EMPTY bucket only while `growth_left > 0`;
-//! removals leave either EMPTY (growth restored) or DELETED tombstones (not
-//! restored). When `growth_left` hits 0, `reserve_rehash(1)` runs, and it
-//! rehashes *in place, without allocating* if `items + 1 <= full_capacity / 2`
-//! (`full_capacity` = 7/8 of the buckets); otherwise it reallocates. The index
-//! never holds more than `2 * capacity` entries, so the insert that triggers
-//! the rehash has `items + 1 <= 2 * capacity`. Reserving `4 * capacity`
-//! entries makes `full_capacity >= 4 * capacity`, hence `items + 1 <=
-//! full_capacity / 2` always holds: tombstones are reclaimed by an in-place
-//! rehash and the allocation never changes (checked in [`Conntrack::new`]
-//! and by the churn test). At 25% (or lower) load hashbrown mostly erases to
-//! EMPTY, so in-place rehashes are rare. The rehash hasher recomputes
-//! [`FlowKey::stable_hash`] from the slab, which is why callers must pass
-//! exactly `key.stable_hash()` as the hash.
+//! Records are 64-byte aligned ([`Flow`] is exactly one cache line), so a
+//! flow costs one cache miss at most.
 //!
-//! Memory at capacity 2^20: 56 B slab + 4 B free list + 40 B index (2^23
-//! buckets of 4 B + 1 control byte) = ~100 B per flow.
+//! Memory at capacity 2^20: 64 B slab + 4 B free list + 32 B index (2^22
+//! entries of 8 B) = 100 B per flow; at most ~114 B for any capacity.
+//!
+//! # Batched lookups (memory-level parallelism)
+//! At a million flows every lookup misses the caches twice (index line,
+//! then record). [`Conntrack::prefetch_index`]
+//! and [`Conntrack::probe`] let a batch issue those misses for all its
+//! packets first (VPP style): pass 1 prefetches every packet's index line,
+//! pass 2 probes the (now cached) lines and prefetches the records, pass 3
+//! confirms each candidate with [`Conntrack::lookup_probed`].
+//! The "prefetch" is a load nobody waits on (see [`index::touch`]): safe
+//! Rust has no prefetch instruction.
 //!
 //! # Time and expiry
 //! Every accepted packet moves a flow's deadline to `now + timeout(state)`
@@ -61,6 +63,7 @@
 //! the index never grow past their reservations, deadlines saturate.
 
 pub mod affinity;
+mod index;
 pub mod tcp;
 pub mod timeouts;
 
@@ -68,7 +71,8 @@ pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
 use crate::flow::{FlowKey, Proto};
-use hashbrown::HashTable;
+use crate::packet::tcp_flags as tcp_bits;
+use index::Index;
 use std::net::Ipv4Addr;
 
 /// Largest configurable capacity (`slot << 1 | dir` must fit in a `u32`).
@@ -77,8 +81,8 @@ pub const MAX_CAPACITY: u32 = 1 << 30;
 pub const DEFAULT_EXPIRY_SCAN_PER_POLL: u32 = 64;
 /// Default slots examined when looking for an early-drop victim.
 pub const DEFAULT_EARLY_DROP_SCAN: u32 = 64;
-/// Index entries reserved per flow slot; see the module docs.
-const INDEX_RESERVE_PER_FLOW: usize = 4;
+/// Index entries per flow (original and reply key).
+const INDEX_ENTRIES_PER_FLOW: usize = 2;
 
 /// Configuration of one core's table.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -116,8 +120,6 @@ pub enum ConntrackError {
     ZeroExpiryScan,
     #[error("cannot allocate the conntrack {part} for {capacity} flows")]
     Alloc { part: &'static str, capacity: u32 },
-    #[error("conntrack index holds {full_capacity} entries but needs {needed} to never reallocate")]
-    IndexHeadroom { full_capacity: usize, needed: usize },
 }
 
 /// Why [`Conntrack::insert`] (or [`Conntrack::rekey_reply`]) refused.
@@ -243,6 +245,7 @@ mod flag {
 /// so changing them through [`Conntrack::flow_mut`] would orphan index
 /// entries. Use [`Conntrack::rekey_reply`] to move a flow to a new backend.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(align(64))]
 pub struct Flow {
     orig: FlowKey,
     reply: FlowKey,
@@ -381,6 +384,24 @@ impl Flow {
     }
 }
 
+/// What [`Conntrack::probe`] found: the first index entry with the key's
+/// hash tag, if any, and when.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Probe {
+    entry: u32,
+    /// [`Conntrack`]'s count of inserts and rekeys at probe time.
+    keys_added: u64,
+}
+
+impl Probe {
+    const NO_ENTRY: u32 = u32::MAX;
+    /// A probe that knows nothing (answered by a full lookup).
+    pub const NONE: Probe = Probe {
+        entry: Probe::NO_ENTRY,
+        keys_added: u64::MAX,
+    };
+}
+
 /// What a new flow is made of.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct FlowInit {
@@ -416,7 +437,10 @@ pub struct Tracked {
 pub struct Conntrack {
     slab: Vec<Flow>,
     free: Vec<u32>,
-    index: HashTable<u32>,
+    index: Index,
+    /// Inserts and rekeys so far (never wraps: one per packet at most); see
+    /// [`Probe`].
+    keys_added: u64,
     /// Next slot the expiry sweep (and early drop) looks at.
     cursor: u32,
     timeouts: Timeouts,
@@ -437,13 +461,6 @@ impl std::fmt::Debug for Conntrack {
             .field("memory_bytes", &self.memory_bytes())
             .finish_non_exhaustive()
     }
-}
-
-/// Hash of an index entry, recomputed from the slab (used by in-place
-/// rehashes only).
-fn entry_hash(slab: &[Flow], entry: u32) -> u64 {
-    slab.get((entry >> 1) as usize)
-        .map_or(0, |f| f.key_of_entry(entry).stable_hash())
 }
 
 impl Conntrack {
@@ -477,24 +494,13 @@ impl Conntrack {
         // Pop order 0, 1, 2, ...: flows fill the slab from the front.
         free.extend((0..cap).rev());
 
-        let needed = n * INDEX_RESERVE_PER_FLOW;
-        let mut index = HashTable::new();
-        index
-            .try_reserve(needed, |&e| entry_hash(&slab, e))
-            .map_err(|_| alloc("index"))?;
-        // Empty table: capacity() is the full capacity (7/8 of the buckets).
-        let full_capacity = index.capacity();
-        if full_capacity < needed {
-            return Err(ConntrackError::IndexHeadroom {
-                full_capacity,
-                needed,
-            });
-        }
+        let index = Index::new(n * INDEX_ENTRIES_PER_FLOW).map_err(|_| alloc("index"))?;
 
         Ok(Conntrack {
             slab,
             free,
             index,
+            keys_added: 0,
             cursor: 0,
             timeouts: config.timeouts,
             expiry_scan_per_poll: config.expiry_scan_per_poll,
@@ -510,11 +516,56 @@ impl Conntrack {
     pub fn lookup(&self, key: &FlowKey, hash: u64) -> Option<(FlowId, Dir)> {
         let slab = &self.slab;
         self.index
-            .find(hash, |&e| {
+            .find(hash, |e| {
                 slab.get((e >> 1) as usize)
                     .is_some_and(|f| f.key_of_entry(e) == key)
             })
-            .map(|&e| (FlowId(e >> 1), Dir::from_bit(e)))
+            .map(|e| (FlowId(e >> 1), Dir::from_bit(e)))
+    }
+
+    /// Pass 1 of a batched lookup: start loading the index line where the
+    /// lookup of `hash` begins. A hint only; never changes anything.
+    #[inline]
+    pub fn prefetch_index(&self, hash: u64) {
+        self.index.prefetch(hash);
+    }
+
+    /// Pass 2 of a batched lookup: probe the index for `hash` (best after
+    /// [`Conntrack::prefetch_index`]), start loading the record of the first
+    /// entry whose hash tag matches, and remember that entry for
+    /// [`Conntrack::lookup_probed`].
+    #[inline]
+    pub fn probe(&self, hash: u64) -> Probe {
+        let entry = self.index.find(hash, |_| true);
+        if let Some(f) = entry.and_then(|e| self.slab.get((e >> 1) as usize)) {
+            index::touch(&f.expires_ms);
+        }
+        Probe {
+            entry: entry.unwrap_or(Probe::NO_ENTRY),
+            keys_added: self.keys_added,
+        }
+    }
+
+    /// Pass 3 of a batched lookup: [`Conntrack::lookup`], answered from the
+    /// probe without a second index walk when possible: a candidate that is
+    /// a live flow with exactly this key is the hit, and "no entry with this
+    /// hash tag" is a miss as long as no key was added since the probe
+    /// (removals never make a key appear). Anything else takes a full
+    /// lookup, so any probe gives the right answer.
+    #[inline]
+    pub fn lookup_probed(&self, key: &FlowKey, hash: u64, probe: Probe) -> Option<(FlowId, Dir)> {
+        let e = probe.entry;
+        if e == Probe::NO_ENTRY {
+            if probe.keys_added == self.keys_added {
+                return None;
+            }
+        } else if let Some(f) = self.slab.get((e >> 1) as usize)
+            && f.is_live()
+            && f.key_of_entry(e) == key
+        {
+            return Some((FlowId(e >> 1), Dir::from_bit(e)));
+        }
+        self.lookup(key, hash)
     }
 
     /// Whether `key` (with `hash = key.stable_hash()`) is tracked.
@@ -610,11 +661,12 @@ impl Conntrack {
                 return Err(InsertError::Full);
             }
         }
-        let slab = &self.slab;
-        self.index
-            .insert_unique(orig_hash, slot << 1, |&e| entry_hash(slab, e));
-        self.index
-            .insert_unique(reply_hash, slot << 1 | 1, |&e| entry_hash(slab, e));
+        // Cannot fail: at most two entries per flow, which the index is
+        // sized for, and the slot was free.
+        self.keys_added = self.keys_added.wrapping_add(1);
+        let indexed =
+            self.index.insert(orig_hash, slot << 1) && self.index.insert(reply_hash, slot << 1 | 1);
+        debug_assert!(indexed, "index sized for two entries per flow");
         self.count(state, true);
         Ok(Inserted {
             id: FlowId(slot),
@@ -635,6 +687,7 @@ impl Conntrack {
     ///
     /// A valid packet moves the state, marks the flow replied if `dir` is
     /// [`Dir::Reply`], and sets `expires_ms = now_ms + timeout(new state)`.
+    #[inline]
     pub fn track_checked(&mut self, id: FlowId, dir: Dir, tcp_flags: u8, now_ms: u64) -> Tracked {
         let Some(flow) = self.slab.get_mut(id.index()) else {
             return Tracked {
@@ -647,6 +700,22 @@ impl Conntrack {
             return Tracked {
                 state: old,
                 valid: false,
+            };
+        }
+        // Fast path, the bulk of all traffic: an ACK-only segment (no SYN,
+        // FIN or RST) of an ESTABLISHED flow keeps the state and every flag
+        // but REPLIED; exactly what `tcp::step` returns for it ("keep").
+        if old == FlowState::Tcp(TcpState::Established)
+            && tcp_flags & (tcp_bits::SYN | tcp_bits::FIN | tcp_bits::RST | tcp_bits::ACK)
+                == tcp_bits::ACK
+        {
+            if dir == Dir::Reply {
+                flow.flags |= flag::REPLIED;
+            }
+            flow.expires_ms = now_ms.saturating_add(self.timeouts.tcp_established_ms);
+            return Tracked {
+                state: old,
+                valid: true,
             };
         }
         let new = match old {
@@ -719,9 +788,10 @@ impl Conntrack {
         if let Some(rec) = self.slab.get_mut(id.index()) {
             rec.reply = reply;
         }
-        let slab = &self.slab;
-        self.index
-            .insert_unique(reply_hash, slot << 1 | 1, |&e| entry_hash(slab, e));
+        // Cannot fail: the flow's old reply entry was just removed.
+        self.keys_added = self.keys_added.wrapping_add(1);
+        let indexed = self.index.insert(reply_hash, slot << 1 | 1);
+        debug_assert!(indexed, "index sized for two entries per flow");
         Ok(())
     }
 
@@ -785,6 +855,11 @@ impl Conntrack {
         self.slab.capacity() * std::mem::size_of::<Flow>()
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.index.allocation_size()
+    }
+
+    /// Index entries held and allocated (two per live flow; tests, stats).
+    pub fn index_entries(&self) -> (usize, usize) {
+        (self.index.len(), self.index.entries())
     }
 
     /// Live flows in `state`.
@@ -869,11 +944,8 @@ impl Conntrack {
     /// Removes exactly the index entry `entry` (compared by identity, not by
     /// key).
     fn unindex(&mut self, entry: u32, hash: u64) {
-        let found = self.index.find_entry(hash, |&e| e == entry);
-        debug_assert!(found.is_ok(), "index entry {entry} missing");
-        if let Ok(occupied) = found {
-            occupied.remove();
-        }
+        let found = self.index.remove(hash, entry);
+        debug_assert!(found, "index entry {entry} missing");
     }
 }
 

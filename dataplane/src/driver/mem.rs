@@ -5,10 +5,15 @@
 //! `frame_capacity` bytes); `inject` copies into a pooled buffer and fails
 //! when the pool or the RX ring is exhausted; TX rings are bounded and a full
 //! ring refuses frames the way a NIC ring does.
+//!
+//! Rings are `Vec`s in FIFO order (front = oldest) with capacity
+//! `ring_frames`, which their length never exceeds, so they never grow.
+//! Moving a whole ring (the common case: a burst takes everything pending,
+//! a TX ring accepts the whole queue) is one `Vec::append`, a `memcpy` of
+//! the frame handles; a partial move drains from the front.
 
 use super::{Driver, Frame};
 use crate::packet::PortId;
-use std::collections::VecDeque;
 
 /// Largest frame a pooled buffer holds (jumbo frames are out of scope here).
 pub const MEM_FRAME_CAPACITY: usize = 2048;
@@ -61,8 +66,8 @@ impl Default for MemConfig {
 
 #[derive(Debug)]
 struct MemPort {
-    rx: VecDeque<MemFrame>,
-    tx: VecDeque<MemFrame>,
+    rx: Vec<MemFrame>,
+    tx: Vec<MemFrame>,
 }
 
 /// Why an injection was refused.
@@ -100,8 +105,8 @@ impl MemDriver {
         MemDriver {
             ports: (0..config.ports)
                 .map(|_| MemPort {
-                    rx: VecDeque::with_capacity(config.ring_frames),
-                    tx: VecDeque::with_capacity(config.ring_frames),
+                    rx: Vec::with_capacity(config.ring_frames),
+                    tx: Vec::with_capacity(config.ring_frames),
                 })
                 .collect(),
             pool,
@@ -128,7 +133,7 @@ impl MemDriver {
         frame.buf[..bytes.len()].copy_from_slice(bytes);
         frame.len = bytes.len();
         frame.checksum_verified = verified;
-        self.ports[port as usize].rx.push_back(frame);
+        self.ports[port as usize].rx.push(frame);
         Ok(())
     }
 
@@ -136,7 +141,7 @@ impl MemDriver {
     /// tests). Buffers return to the pool.
     pub fn take_tx(&mut self, port: PortId) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        while let Some(f) = self.ports[port as usize].tx.pop_front() {
+        for f in self.ports[port as usize].tx.drain(..) {
             out.push(f.data().to_vec());
             self.pool.push(f);
         }
@@ -148,7 +153,8 @@ impl MemDriver {
     pub fn discard_tx(&mut self, port: PortId) -> usize {
         let tx = &mut self.ports[port as usize].tx;
         let n = tx.len();
-        self.pool.extend(tx.drain(..));
+        // Cannot grow: every frame came from the pool.
+        self.pool.append(tx);
         n
     }
 
@@ -175,7 +181,11 @@ impl Driver for MemDriver {
             return 0;
         };
         let n = max.min(p.rx.len());
-        out.extend(p.rx.drain(..n));
+        if n == p.rx.len() {
+            out.append(&mut p.rx);
+        } else {
+            out.extend(p.rx.drain(..n));
+        }
         n
     }
 
@@ -185,7 +195,11 @@ impl Driver for MemDriver {
         };
         let room = self.ring_frames.saturating_sub(p.tx.len());
         let n = room.min(frames.len());
-        p.tx.extend(frames.drain(..n));
+        if n == frames.len() {
+            p.tx.append(frames);
+        } else {
+            p.tx.extend(frames.drain(..n));
+        }
         n
     }
 

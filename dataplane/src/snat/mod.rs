@@ -79,6 +79,9 @@ pub const DEFAULT_QUARANTINE_MS: u64 = 60_000;
 /// (counted as overflows). About 12 MiB per worker.
 pub const DEFAULT_QUARANTINE_CAPACITY: usize = 262_144;
 pub const DEFAULT_PROBE_LIMIT: u32 = 256;
+/// Candidates whose lookups [`SnatAllocator::alloc_hashed`] overlaps once
+/// the first candidate was taken.
+const PREFETCH_WINDOW: u32 = 4;
 pub const DEFAULT_PORT_RANGE: RangeInclusive<u16> = 1024..=65535;
 
 /// SNAT configuration, shared by all workers.
@@ -304,6 +307,9 @@ pub struct SnatAllocator {
     rng: XorShift64Star,
     /// Latest time seen (keeps the quarantine FIFO ordered).
     now_ms: u64,
+    /// The last allocation's first candidate was in use (prefetch hint
+    /// only; see [`SnatAllocator::alloc_hashed`]).
+    crowded: bool,
     stats: SnatStats,
 }
 
@@ -367,6 +373,7 @@ impl SnatAllocator {
             quarantine: Quarantine::new(config.quarantine_capacity),
             rng: XorShift64Star::new(seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             now_ms: 0,
+            crowded: false,
             stats: SnatStats::default(),
         })
     }
@@ -379,6 +386,24 @@ impl SnatAllocator {
         backend: SocketAddrV4,
         now_ms: u64,
         mut in_use: impl FnMut(&FlowKey) -> bool,
+    ) -> Result<SnatTuple, SnatExhausted> {
+        self.alloc_hashed(proto, backend, now_ms, |k, _| in_use(k), |_| {})
+    }
+
+    /// [`SnatAllocator::alloc`] for a caller whose table is keyed by
+    /// [`FlowKey::stable_hash`]: `in_use` gets each candidate reply key with
+    /// its hash (computed once, also used for the quarantine), and
+    /// `prefetch` is told the hashes of the next few candidates before they
+    /// are checked, so their cache misses overlap (a hint: it must not
+    /// change anything). Candidates, their order and the outcome are exactly
+    /// those of `alloc`.
+    pub fn alloc_hashed(
+        &mut self,
+        proto: Proto,
+        backend: SocketAddrV4,
+        now_ms: u64,
+        mut in_use: impl FnMut(&FlowKey, u64) -> bool,
+        mut prefetch: impl FnMut(u64),
     ) -> Result<SnatTuple, SnatExhausted> {
         let now_ms = self.tick(now_ms);
         let quarantines = proto == Proto::Tcp && self.quarantine_ms > 0;
@@ -397,35 +422,60 @@ impl SnatAllocator {
         for attempt in 0..rounds as usize * addrs {
             let addr = self.addrs[attempt % addrs];
             let start = self.rng.below(self.slice_len);
-            for i in 0..probes {
-                let offset = (start + i) % self.slice_len;
-                // offset < slice_len, so the port stays inside the slice.
-                let port = self.slice_start.wrapping_add(offset as u16);
-                let key = reply_key(proto, addr, port, backend);
-                if in_use(&key) {
-                    continue;
-                }
-                if !quarantines {
-                    return Ok(self.hand_out(addr, port, false));
-                }
-                match self.quarantine.find(&key) {
-                    Some(found)
-                        if now_ms.saturating_sub(found.released_ms) < self.quarantine_ms =>
-                    {
-                        if oldest.is_none_or(|o| found.released_ms < o.released_ms) {
-                            oldest = Some(Candidate {
-                                addr,
-                                port,
-                                slot: found.slot,
-                                released_ms: found.released_ms,
-                            });
-                        }
+            let mut i = 0;
+            while i < probes {
+                // Windows of PREFETCH_WINDOW candidates whose lookups
+                // overlap; the first candidate alone while the previous
+                // allocation found its first candidate free (low
+                // occupancy: do not hash candidates that are not needed).
+                let window = if i == 0 && !self.crowded {
+                    1
+                } else {
+                    PREFETCH_WINDOW.min(probes - i)
+                };
+                let mut ports = [0u16; PREFETCH_WINDOW as usize];
+                let mut hashes = [0u64; PREFETCH_WINDOW as usize];
+                for ((port, hash), j) in ports.iter_mut().zip(hashes.iter_mut()).zip(0..window) {
+                    // start < slice_len and i + j < probes <= slice_len: one
+                    // conditional subtraction wraps it (no division).
+                    let mut offset = start + i + j;
+                    if offset >= self.slice_len {
+                        offset -= self.slice_len;
                     }
-                    Some(expired) => {
-                        self.quarantine.remove_slot(expired.slot);
+                    // offset < slice_len, so the port stays inside the slice.
+                    *port = self.slice_start.wrapping_add(offset as u16);
+                    *hash = reply_key(proto, addr, *port, backend).stable_hash();
+                    prefetch(*hash);
+                }
+                i += window;
+                for ((&port, &hash), j) in ports.iter().zip(hashes.iter()).zip(0..window) {
+                    let key = reply_key(proto, addr, port, backend);
+                    if in_use(&key, hash) {
+                        continue;
+                    }
+                    self.crowded = i > window || j > 0;
+                    if !quarantines {
                         return Ok(self.hand_out(addr, port, false));
                     }
-                    None => return Ok(self.hand_out(addr, port, false)),
+                    match self.quarantine.find_hashed(&key, hash) {
+                        Some(found)
+                            if now_ms.saturating_sub(found.released_ms) < self.quarantine_ms =>
+                        {
+                            if oldest.is_none_or(|o| found.released_ms < o.released_ms) {
+                                oldest = Some(Candidate {
+                                    addr,
+                                    port,
+                                    slot: found.slot,
+                                    released_ms: found.released_ms,
+                                });
+                            }
+                        }
+                        Some(expired) => {
+                            self.quarantine.remove_slot(expired.slot);
+                            return Ok(self.hand_out(addr, port, false));
+                        }
+                        None => return Ok(self.hand_out(addr, port, false)),
+                    }
                 }
             }
         }

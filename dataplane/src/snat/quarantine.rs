@@ -92,9 +92,22 @@ impl Quarantine {
     /// The live entry for `key`, if any (expired or not: the caller decides).
     #[inline]
     pub(crate) fn find(&self, key: &FlowKey) -> Option<Found> {
+        if self.live == 0 {
+            return None;
+        }
+        self.find_hashed(key, key_hash(key))
+    }
+
+    /// [`Quarantine::find`] with `hash = key.stable_hash()` already known.
+    #[inline]
+    pub(crate) fn find_hashed(&self, key: &FlowKey, hash: u64) -> Option<Found> {
+        if self.live == 0 {
+            return None;
+        }
+        debug_assert_eq!(hash, key_hash(key), "hash");
         let ring = &self.ring;
         self.index
-            .find(key_hash(key), |&slot| {
+            .find(hash, |&slot| {
                 ring.get(slot as usize).is_some_and(|e| e.key == *key)
             })
             .and_then(|&slot| {

@@ -662,3 +662,72 @@ fn fresh_random_starts_find_free_tuples_outside_the_first_window() {
     }
     assert!(found > 150, "found the free port {found} times in 2000");
 }
+
+/// The hashed variant hands out exactly what `alloc` does (same candidates
+/// in the same order, same quarantine decisions), gives `in_use` each
+/// candidate's stable hash, and announces every checked candidate through
+/// `prefetch` before checking it.
+#[test]
+fn alloc_hashed_matches_alloc_and_prefetches_what_it_checks() {
+    let mut cfg = config(&[SNAT_A, SNAT_B], 3000..=3199);
+    cfg.quarantine_ms = 1_000;
+    let (mut plain, mut hashed) = (allocator(&cfg), allocator(&cfg));
+    let (mut live_plain, mut live_hashed) = (Live::default(), Live::default());
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut checked_in_windows = 0;
+    for step in 0..4_000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let now = step / 4;
+        let b = backend((rng % 3) as u8, 80);
+        // Mostly allocate (to well past the first address's 200 ports,
+        // so probing and windows happen), sometimes release.
+        if rng % 5 == 0 && !live_plain.0.is_empty() {
+            let mut keys: Vec<_> = live_plain.0.iter().copied().collect();
+            keys.sort_by_key(|k| (k.dst_ip, k.dst_port, k.src_ip));
+            let key = keys[(rng >> 8) as usize % keys.len()];
+            live_plain.release(&mut plain, &key, now);
+            live_hashed.release(&mut hashed, &key, now);
+            continue;
+        }
+        let want = live_plain
+            .alloc(&mut plain, Proto::Tcp, b, now)
+            .map(|r| r.0);
+        let prefetched: std::cell::RefCell<HashSet<u64>> = Default::default();
+        let mut checks = 0;
+        let got = hashed.alloc_hashed(
+            Proto::Tcp,
+            b,
+            now,
+            |k, hash| {
+                assert_eq!(hash, k.stable_hash());
+                assert!(
+                    prefetched.borrow().contains(&hash),
+                    "checked before prefetch"
+                );
+                checks += 1;
+                live_hashed.0.contains(k)
+            },
+            |hash| {
+                prefetched.borrow_mut().insert(hash);
+            },
+        );
+        assert_eq!(got, want, "step {step}");
+        if let Ok(t) = got {
+            assert!(
+                live_hashed
+                    .0
+                    .insert(reply_key(Proto::Tcp, t.addr, t.port, b))
+            );
+        }
+        if checks > 1 {
+            checked_in_windows += 1;
+        }
+    }
+    assert!(
+        checked_in_windows > 100,
+        "windows exercised {checked_in_windows} times"
+    );
+    assert_eq!(plain.stats(), hashed.stats());
+}

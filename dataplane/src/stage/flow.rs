@@ -31,9 +31,9 @@
 //! Every check that can drop a packet runs before the packet changes any
 //! flow state, so a dropped packet never advances a connection.
 
-use super::{FlowSlot, L2Next, NatPlan};
+use super::{FlowSlot, L2Next, MAX_BATCH, NatPlan};
 use crate::conntrack::affinity::AffinityTable;
-use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError};
+use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe};
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto, stable_addr_hash};
@@ -127,16 +127,31 @@ pub fn run<F: Frame>(
     metas: &mut [PacketMeta],
     flows: &mut [FlowSlot],
 ) {
+    // 0. Overlap the batch's conntrack cache misses (see the conntrack
+    // module docs): index lines first, then the records they point to.
+    let tracked =
+        |m: &PacketMeta| m.is_pending() && matches!(m.kind, PacketKind::Tcp | PacketKind::Udp);
+    for meta in metas.iter().filter(|m| tracked(m)) {
+        ctx.ct.prefetch_index(meta.hash);
+    }
+    let mut probes = [Probe::NONE; MAX_BATCH];
+    for (meta, probe) in metas.iter().zip(probes.iter_mut()) {
+        if tracked(meta) {
+            *probe = ctx.ct.probe(meta.hash);
+        }
+    }
+
     // 1. lookup
-    for ((frame, meta), slot) in frames
+    for (((frame, meta), slot), &probe) in frames
         .iter_mut()
         .zip(metas.iter_mut())
         .zip(flows.iter_mut())
+        .zip(probes.iter())
     {
-        if !meta.is_pending() || !matches!(meta.kind, PacketKind::Tcp | PacketKind::Udp) {
+        if !tracked(meta) {
             continue;
         }
-        let Some((id, dir)) = ctx.ct.lookup(&meta.key, meta.hash) else {
+        let Some((id, dir)) = ctx.ct.lookup_probed(&meta.key, meta.hash, probe) else {
             continue;
         };
         let flow = *ctx.ct.flow(id);
@@ -306,11 +321,21 @@ fn create<F: Frame>(
         return FlowSlot::None;
     }
 
+    // The hash of the last reply key the SNAT probe looked up: the one
+    // handed out, unless a quarantined tuple was reused.
+    let mut probed: Option<(FlowKey, u64)> = None;
     let reply = if service.snat {
         let ct = &*ctx.ct;
-        match ctx.snat.alloc(key.proto, backend.addr, ctx.now_ms, |k| {
-            ct.contains(k, k.stable_hash())
-        }) {
+        match ctx.snat.alloc_hashed(
+            key.proto,
+            backend.addr,
+            ctx.now_ms,
+            |k, hash| {
+                probed = Some((*k, hash));
+                ct.contains(k, hash)
+            },
+            |hash| ct.prefetch_index(hash),
+        ) {
             Ok(t) => {
                 ctx.counters.snat_allocations += 1;
                 if t.reused_in_quarantine {
@@ -338,6 +363,10 @@ fn create<F: Frame>(
             key.src_port,
         )
     };
+    let reply_hash = match probed {
+        Some((k, hash)) if k == reply => hash,
+        _ => reply.stable_hash(),
+    };
 
     let client_mac = ethernet::Packet::new_unchecked(frame.data()).src_addr().0;
     let init = FlowInit {
@@ -349,13 +378,10 @@ fn create<F: Frame>(
         client_port: meta.in_port,
         snat: service.snat,
     };
-    match ctx.ct.insert(
-        init,
-        meta.hash,
-        reply.stable_hash(),
-        meta.tcp_flags,
-        ctx.now_ms,
-    ) {
+    match ctx
+        .ct
+        .insert(init, meta.hash, reply_hash, meta.tcp_flags, ctx.now_ms)
+    {
         Ok(inserted) => {
             if let Some(victim) = inserted.evicted {
                 ctx.counters.flows_early_dropped += 1;

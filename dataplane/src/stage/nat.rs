@@ -75,11 +75,42 @@ pub(crate) fn set_l2(frame: &mut [u8], src: [u8; 6], dst: [u8; 6]) {
     eth.set_src_addr(MacAddr(src));
 }
 
+/// RFC 1624 eq. 3 terms `~m + m'` of a 32-bit field changing from `old` to
+/// `new`, as two 16-bit words, not folded. Adding several fields' terms to
+/// `~HC` and folding once gives bit for bit the checksum of updating field
+/// by field (a fold is 0 only for an all-zero sum either way, and otherwise
+/// the unique representative in `1..=0xffff`).
+#[inline(always)]
+fn delta32(old: u32, new: u32) -> u32 {
+    u32::from(!(old >> 16) as u16) + u32::from(!(old as u16)) + (new >> 16) + (new & 0xffff)
+}
+
+/// `!fold(!csum + delta)`: apply accumulated RFC 1624 terms (`delta` below
+/// 2^31) to a checksum.
+#[inline(always)]
+fn apply_delta(csum: u16, delta: u32) -> u16 {
+    let mut acc = u32::from(!csum) + delta;
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc = (acc & 0xffff) + (acc >> 16);
+    !(acc as u16)
+}
+
+/// Offsets inside the IPv4 header.
+const IP_TTL: usize = 8;
+const IP_PROTOCOL: usize = 9;
+const IP_CHECKSUM: usize = 10;
+const IP_SRC: usize = 12;
+const IP_DST: usize = 16;
+
 /// Rewrite the IPv4 addresses and L4 ports of the packet at `meta`'s
 /// offsets from `old` to `new`, updating checksums incrementally, and
 /// decrement the TTL when `forwarding`.
+///
+/// One length check per header, then fixed offsets; the address terms are
+/// computed once and shared by the IPv4 header checksum and the TCP/UDP
+/// pseudo-header.
 #[inline]
-pub(crate) fn rewrite_packet(
+pub fn rewrite_packet(
     frame: &mut [u8],
     meta: &PacketMeta,
     old: &FlowKey,
@@ -91,36 +122,35 @@ pub(crate) fn rewrite_packet(
         usize::from(meta.l4_offset),
         usize::from(meta.l3_end),
     );
-    let Some(ip_bytes) = frame.get_mut(l3..end) else {
+    if l3 > l4 || l4 > end {
+        return Err(DropReason::Ipv4BadLength);
+    }
+    let Some(packet) = frame.get_mut(l3..end) else {
         return Err(DropReason::Ipv4BadLength);
     };
-    let mut ip = ipv4::Packet::new_unchecked(ip_bytes);
-    let mut ip_csum = ip.checksum();
+    let (ip, seg) = packet.split_at_mut(l4 - l3);
+    let Some(h) = ip.first_chunk_mut::<{ ipv4::HEADER_LEN }>() else {
+        return Err(DropReason::Ipv4BadLength);
+    };
+    let addr_delta = delta32(u32::from(old.src_ip), u32::from(new.src_ip))
+        + delta32(u32::from(old.dst_ip), u32::from(new.dst_ip));
+    let mut ip_delta = addr_delta;
     if forwarding {
-        let ttl = ip.ttl();
+        let ttl = h[IP_TTL];
         if ttl <= 1 {
             return Err(DropReason::Ipv4TtlExpired);
         }
-        let proto = ip.protocol();
-        ip.set_ttl(ttl - 1);
-        ip_csum = checksum::update_u16(
-            ip_csum,
-            u16::from_be_bytes([ttl, proto]),
-            u16::from_be_bytes([ttl - 1, proto]),
-        );
+        let proto = h[IP_PROTOCOL];
+        h[IP_TTL] = ttl - 1;
+        ip_delta += u32::from(!u16::from_be_bytes([ttl, proto]))
+            + u32::from(u16::from_be_bytes([ttl - 1, proto]));
     }
-    let (old_src, new_src) = (u32::from(old.src_ip), u32::from(new.src_ip));
-    let (old_dst, new_dst) = (u32::from(old.dst_ip), u32::from(new.dst_ip));
-    ip_csum = checksum::update_u32(ip_csum, old_src, new_src);
-    ip_csum = checksum::update_u32(ip_csum, old_dst, new_dst);
-    ip.set_src_addr(new.src_ip);
-    ip.set_dst_addr(new.dst_ip);
-    ip.set_checksum(ip_csum);
-
-    let Some(seg) = frame.get_mut(l4..end) else {
-        return Err(DropReason::Ipv4BadLength);
-    };
-    rewrite_l4(seg, old, new, true)
+    let ip_csum = u16::from_be_bytes([h[IP_CHECKSUM], h[IP_CHECKSUM + 1]]);
+    let ip_csum = apply_delta(ip_csum, ip_delta);
+    h[IP_CHECKSUM..IP_CHECKSUM + 2].copy_from_slice(&ip_csum.to_be_bytes());
+    h[IP_SRC..IP_SRC + 4].copy_from_slice(&new.src_ip.octets());
+    h[IP_DST..IP_DST + 4].copy_from_slice(&new.dst_ip.octets());
+    rewrite_ports(seg, old, new, addr_delta, true)
 }
 
 /// Rewrite ports (and fix the checksum for addresses and ports) of a TCP or
@@ -133,50 +163,54 @@ pub(crate) fn rewrite_l4(
     new: &FlowKey,
     full_header: bool,
 ) -> Result<(), DropReason> {
+    let addr_delta = delta32(u32::from(old.src_ip), u32::from(new.src_ip))
+        + delta32(u32::from(old.dst_ip), u32::from(new.dst_ip));
+    rewrite_ports(seg, old, new, addr_delta, full_header)
+}
+
+/// [`rewrite_l4`] with the pseudo-header address terms already computed.
+#[inline(always)]
+fn rewrite_ports(
+    seg: &mut [u8],
+    old: &FlowKey,
+    new: &FlowKey,
+    addr_delta: u32,
+    full_header: bool,
+) -> Result<(), DropReason> {
     let (csum_off, udp) = match old.proto {
         Proto::Tcp => (TCP_CHECKSUM_OFFSET, false),
         Proto::Udp => (UDP_CHECKSUM_OFFSET, true),
         Proto::Icmp => return Ok(()),
     };
-    if seg.len() < 4 {
-        return Err(if udp {
-            DropReason::UdpMalformed
-        } else {
-            DropReason::TcpMalformed
-        });
-    }
-    seg[0..2].copy_from_slice(&new.src_port.to_be_bytes());
-    seg[2..4].copy_from_slice(&new.dst_port.to_be_bytes());
-    let Some(field) = seg.get_mut(csum_off..csum_off + 2) else {
-        return if full_header {
-            Err(if udp {
-                DropReason::UdpMalformed
-            } else {
-                DropReason::TcpMalformed
-            })
-        } else {
-            Ok(())
-        };
+    let malformed = if udp {
+        DropReason::UdpMalformed
+    } else {
+        DropReason::TcpMalformed
     };
-    let mut csum = u16::from_be_bytes([field[0], field[1]]);
+    let Some(ports) = seg.first_chunk_mut::<4>() else {
+        return Err(malformed);
+    };
+    ports[0..2].copy_from_slice(&new.src_port.to_be_bytes());
+    ports[2..4].copy_from_slice(&new.dst_port.to_be_bytes());
+    let Some(field) = seg
+        .get_mut(csum_off..)
+        .and_then(|f| f.first_chunk_mut::<2>())
+    else {
+        return if full_header { Err(malformed) } else { Ok(()) };
+    };
+    let csum = u16::from_be_bytes(*field);
     if udp && csum == 0 {
         return Ok(());
     }
-    let words = [
-        (u32::from(old.src_ip), u32::from(new.src_ip)),
-        (u32::from(old.dst_ip), u32::from(new.dst_ip)),
-        (
-            u32::from(old.src_port) << 16 | u32::from(old.dst_port),
-            u32::from(new.src_port) << 16 | u32::from(new.dst_port),
-        ),
-    ];
-    for (o, n) in words {
-        csum = checksum::update_u32(csum, o, n);
-    }
+    let port_delta = delta32(
+        u32::from(old.src_port) << 16 | u32::from(old.dst_port),
+        u32::from(new.src_port) << 16 | u32::from(new.dst_port),
+    );
+    let mut csum = apply_delta(csum, addr_delta + port_delta);
     if udp && csum == 0 {
         csum = 0xffff;
     }
-    field.copy_from_slice(&csum.to_be_bytes());
+    *field = csum.to_be_bytes();
     Ok(())
 }
 
@@ -250,4 +284,61 @@ pub(crate) fn reset_in_place<F: Frame>(
     meta.l3_end = (l3 + total_len) as u16;
     meta.verdict = Verdict::Reply;
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stage::parse::parse_frame;
+    use crate::wire::build;
+    use proptest::prelude::*;
+    use std::net::Ipv4Addr;
+
+    const A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+    const B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+
+    fn frame(key: &FlowKey, payload: &[u8]) -> Vec<u8> {
+        let (s, sp, d, dp) = (key.src_ip, key.src_port, key.dst_ip, key.dst_port);
+        match key.proto {
+            Proto::Tcp => build::eth_ipv4_tcp(A, B, s, sp, d, dp, tcp_flags::ACK, 7, 9, payload),
+            _ => build::eth_ipv4_udp(A, B, s, sp, d, dp, payload),
+        }
+    }
+
+    fn addr() -> impl Strategy<Value = Ipv4Addr> {
+        // 1.0.0.0 up to (not including) 127.0.0.0: unicast, not loopback,
+        // so the parse stage accepts it as a source.
+        (0x0100_0000u32..0x7f00_0000).prop_map(Ipv4Addr::from)
+    }
+
+    proptest! {
+        /// The incremental rewrite (one accumulated RFC 1624 update for the
+        /// addresses, ports and TTL) equals the frame built from scratch
+        /// for the new tuple, TTL one lower, byte for byte; a UDP checksum
+        /// of 0 ("none") stays 0.
+        #[test]
+        fn rewrite_matches_full_recomputation(
+            udp in any::<bool>(),
+            no_udp_checksum in any::<bool>(),
+            (s, d, ns, nd) in (addr(), addr(), addr(), addr()),
+            (sp, dp, nsp, ndp) in (1u16.., 1u16.., 1u16.., 1u16..),
+            payload in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let proto = if udp { Proto::Udp } else { Proto::Tcp };
+            let old = FlowKey::new(proto, s, sp, d, dp);
+            let new = FlowKey::new(proto, ns, nsp, nd, ndp);
+            let mut got = frame(&old, &payload);
+            let mut want = frame(&new, &payload);
+            if udp && no_udp_checksum {
+                got[40..42].fill(0);
+                want[40..42].fill(0);
+            }
+            let meta = parse_frame(&got, 0, false).expect("valid frame");
+            rewrite_packet(&mut got, &meta, &old, &new, true).expect("rewrite");
+            let mut ip = ipv4::Packet::new_unchecked(&mut want[14..34]);
+            ip.set_ttl(build::DEFAULT_TTL - 1);
+            ip.fill_checksum();
+            prop_assert_eq!(got, want);
+        }
+    }
 }

@@ -1,0 +1,360 @@
+//! The conntrack index: a fixed-size, open-addressing hash table from a
+//! flow key's hash to an index entry (`slot << 1 | dir`).
+//!
+//! # Layout
+//! * `2^k` entries of 8 bytes, `tag << 32 | value`, where `tag` is the low
+//!   32 bits of the key's [`stable_hash`](crate::flow::FlowKey::stable_hash)
+//!   and `value` the index entry. An empty entry is [`EMPTY`] (its value
+//!   `u32::MAX` is never a valid entry: slots are below 2^30).
+//! * Entries are grouped in 64-byte, 64-byte-aligned [`Line`]s, so a probe
+//!   sequence touches as few cache lines as possible and one prefetch brings a
+//!   whole neighbourhood in.
+//! * An entry's *home* is `tag & mask`; it lies at home or after it
+//!   (wrapping), and every entry between its home and it is occupied
+//!   (linear probing). Hence a lookup stops at the first empty entry.
+//!
+//! # Invariants
+//! * The table is allocated once in [`Index::new`] and never grows or
+//!   shrinks: [`Index::insert`] refuses once `len == max_len`, which the
+//!   caller never reaches (it holds at most two entries per flow, and
+//!   `max_len` is sized for that), so at least `entries - max_len` entries
+//!   are always empty and every probe loop terminates.
+//! * Removal uses backward-shift deletion (Knuth, TAOCP vol. 3, 6.4,
+//!   Algorithm R): entries after the hole that may move into it do, so there
+//!   are no tombstones and the probe sequences never degrade under churn.
+//! * Load factor is at most [`MAX_LOAD_PERCENT`]%: an unsuccessful lookup
+//!   reads ~1/(1-load)^2 / 2 entries on average, about one or two lines.
+//!
+//! Nothing here allocates after construction, locks, or panics.
+
+/// A free entry.
+pub(super) const EMPTY: u64 = u64::MAX;
+/// Highest load (live entries / table entries) the table is sized for.
+pub(super) const MAX_LOAD_PERCENT: usize = 70;
+/// Entries per 64-byte line.
+const LINE_ENTRIES: usize = 8;
+
+/// One cache line of entries.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Line([u64; LINE_ENTRIES]);
+
+const EMPTY_LINE: Line = Line([EMPTY; LINE_ENTRIES]);
+
+/// Start pulling the cache line holding `word` towards L1, for later use.
+///
+/// Stable Rust has no safe prefetch instruction (`_mm_prefetch` needs
+/// `unsafe`, `core::hint::prefetch_read` is unstable), so this is a plain
+/// load kept alive by [`std::hint::black_box`]: nothing waits on its value,
+/// so an out-of-order core keeps issuing the next independent loads while
+/// this one misses, and a pass of such loads over a batch overlaps its cache
+/// misses just like a pass of prefetches (bounded by the reorder window
+/// rather than by the line-fill buffers alone).
+#[inline(always)]
+pub(crate) fn touch(word: &u64) {
+    std::hint::black_box(*word);
+}
+
+/// The index table. See the module docs.
+#[derive(Debug)]
+pub(super) struct Index {
+    lines: Vec<Line>,
+    /// `entries - 1`, `entries` a power of two.
+    mask: usize,
+    len: usize,
+    max_len: usize,
+}
+
+#[inline(always)]
+fn tag_of(hash: u64) -> u32 {
+    hash as u32
+}
+
+#[inline(always)]
+fn entry_tag(entry: u64) -> u32 {
+    (entry >> 32) as u32
+}
+
+#[inline(always)]
+fn entry_value(entry: u64) -> u32 {
+    entry as u32
+}
+
+/// Why the table could not be allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct IndexAllocError;
+
+impl Index {
+    /// A table for at most `max_len` entries at no more than
+    /// [`MAX_LOAD_PERCENT`]% load (at least one line).
+    pub(super) fn new(max_len: usize) -> Result<Self, IndexAllocError> {
+        let wanted = max_len
+            .checked_mul(100)
+            .map(|x| x.div_ceil(MAX_LOAD_PERCENT))
+            .and_then(|x| x.max(LINE_ENTRIES).checked_next_power_of_two())
+            .ok_or(IndexAllocError)?;
+        let line_count = wanted / LINE_ENTRIES;
+        let mut lines = Vec::new();
+        lines
+            .try_reserve_exact(line_count)
+            .map_err(|_| IndexAllocError)?;
+        lines.resize(line_count, EMPTY_LINE);
+        Ok(Index {
+            lines,
+            mask: wanted - 1,
+            len: 0,
+            max_len,
+        })
+    }
+
+    /// Entries held.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Entries the table was sized for (`max_len`).
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.max_len
+    }
+
+    /// Total entries (live + empty).
+    #[inline]
+    pub(super) fn entries(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Bytes allocated.
+    #[inline]
+    pub(super) fn allocation_size(&self) -> usize {
+        self.lines.capacity() * std::mem::size_of::<Line>()
+    }
+
+    #[inline(always)]
+    fn home(&self, tag: u32) -> usize {
+        tag as usize & self.mask
+    }
+
+    #[inline(always)]
+    fn get(&self, pos: usize) -> u64 {
+        self.lines
+            .get(pos / LINE_ENTRIES)
+            .map_or(EMPTY, |l| l.0[pos % LINE_ENTRIES])
+    }
+
+    #[inline(always)]
+    fn set(&mut self, pos: usize, entry: u64) {
+        if let Some(l) = self.lines.get_mut(pos / LINE_ENTRIES) {
+            l.0[pos % LINE_ENTRIES] = entry;
+        }
+    }
+
+    /// Prefetch the line where the probe for `hash` starts.
+    #[inline(always)]
+    pub(super) fn prefetch(&self, hash: u64) {
+        if let Some(line) = self.lines.get(self.home(tag_of(hash)) / LINE_ENTRIES) {
+            touch(&line.0[0]);
+        }
+    }
+
+    /// The first entry value with `hash`'s tag for which `eq` holds.
+    #[inline(always)]
+    pub(super) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
+        let tag = tag_of(hash);
+        let mut pos = self.home(tag);
+        // At least one entry is empty, so this ends before wrapping around.
+        for _ in 0..=self.mask {
+            let e = self.get(pos);
+            if e == EMPTY {
+                return None;
+            }
+            if entry_tag(e) == tag && eq(entry_value(e)) {
+                return Some(entry_value(e));
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        None
+    }
+
+    /// Add `value` under `hash`. The caller guarantees the key is not
+    /// present. Returns false (and changes nothing) only when the table
+    /// already holds `max_len` entries.
+    pub(super) fn insert(&mut self, hash: u64, value: u32) -> bool {
+        if self.len >= self.max_len {
+            return false;
+        }
+        let tag = tag_of(hash);
+        let mut pos = self.home(tag);
+        for _ in 0..=self.mask {
+            if self.get(pos) == EMPTY {
+                self.set(pos, u64::from(tag) << 32 | u64::from(value));
+                self.len += 1;
+                return true;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        false
+    }
+
+    /// Remove exactly the entry `value` stored under `hash` (by identity),
+    /// shifting later entries of its cluster back. Returns whether it was
+    /// there.
+    pub(super) fn remove(&mut self, hash: u64, value: u32) -> bool {
+        let tag = tag_of(hash);
+        let mut pos = self.home(tag);
+        let mut found = None;
+        for _ in 0..=self.mask {
+            let e = self.get(pos);
+            if e == EMPTY {
+                break;
+            }
+            if entry_value(e) == value {
+                found = Some(pos);
+                break;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        let Some(mut hole) = found else {
+            return false;
+        };
+        let mut j = hole;
+        for _ in 0..self.mask {
+            j = (j + 1) & self.mask;
+            let e = self.get(j);
+            if e == EMPTY {
+                break;
+            }
+            // `e` may fill the hole if the hole lies on its probe path,
+            // i.e. within [home(e), j) cyclically.
+            let from_home = j.wrapping_sub(self.home(entry_tag(e))) & self.mask;
+            let from_hole = j.wrapping_sub(hole) & self.mask;
+            if from_home >= from_hole {
+                self.set(hole, e);
+                hole = j;
+            }
+        }
+        self.set(hole, EMPTY);
+        self.len -= 1;
+        true
+    }
+
+    /// Every live entry is reachable from its home without crossing an empty
+    /// entry, and `len` counts the live entries (tests).
+    #[cfg(test)]
+    pub(super) fn check_invariants(&self) {
+        let mut live = 0;
+        for pos in 0..self.entries() {
+            let e = self.get(pos);
+            if e == EMPTY {
+                continue;
+            }
+            live += 1;
+            let mut p = self.home(entry_tag(e));
+            while p != pos {
+                assert_ne!(self.get(p), EMPTY, "gap on the probe path of {pos}");
+                p = (p + 1) & self.mask;
+            }
+        }
+        assert_eq!(live, self.len);
+    }
+
+    /// Longest distance of an entry from its home (tests, stats).
+    #[cfg(test)]
+    pub(super) fn max_displacement(&self) -> usize {
+        (0..self.entries())
+            .filter(|&p| self.get(p) != EMPTY)
+            .map(|p| p.wrapping_sub(self.home(entry_tag(self.get(p)))) & self.mask)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn sizing_and_alignment() {
+        let ix = Index::new(2 << 20).expect("alloc");
+        // 2M entries at <= 70% load: 4M entries of 8 bytes.
+        assert_eq!(ix.entries(), 4 << 20);
+        assert_eq!(ix.allocation_size(), 32 << 20);
+        assert_eq!(std::mem::align_of::<Line>(), 64);
+        assert_eq!(std::mem::size_of::<Line>(), 64);
+        assert!(Index::new(usize::MAX).is_err());
+        let tiny = Index::new(1).expect("alloc");
+        assert_eq!(tiny.entries(), LINE_ENTRIES);
+    }
+
+    #[test]
+    fn full_table_refuses_and_colliding_hashes_stay_exact() {
+        // Every hash has the same home and tag: one long cluster.
+        let mut ix = Index::new(5).expect("alloc");
+        for v in 0..5 {
+            assert!(ix.insert(0x1234, v));
+        }
+        assert!(!ix.insert(0x1234, 99));
+        for v in 0..5 {
+            assert_eq!(ix.find(0x1234, |x| x == v), Some(v));
+        }
+        assert!(ix.remove(0x1234, 2));
+        assert!(!ix.remove(0x1234, 2));
+        assert_eq!(ix.find(0x1234, |x| x == 2), None);
+        assert_eq!(ix.find(0x1234, |x| x == 4), Some(4));
+        ix.check_invariants();
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u64),
+        Remove(usize),
+    }
+
+    proptest! {
+        /// Against a model, in a small table where clusters wrap around the
+        /// end: every live value is found under its hash, removed ones are
+        /// not, and no probe path has a gap.
+        #[test]
+        fn model_check(ops in proptest::collection::vec(
+            prop_oneof![
+                // Few distinct hashes and homes: heavy clustering.
+                (0u64..64).prop_map(|h| Op::Insert(h.wrapping_mul(0x9e37_79b9) ^ (h << 3))),
+                (0usize..64).prop_map(Op::Remove),
+            ],
+            1..300,
+        )) {
+            let mut ix = Index::new(11).expect("alloc");
+            let mut model: HashMap<u32, u64> = HashMap::new();
+            let mut next = 0u32;
+            for op in ops {
+                match op {
+                    Op::Insert(h) => {
+                        let ok = ix.insert(h, next);
+                        prop_assert_eq!(ok, model.len() < 11);
+                        if ok {
+                            model.insert(next, h);
+                        }
+                        next += 1;
+                    }
+                    Op::Remove(i) => {
+                        let mut vals: Vec<_> = model.keys().copied().collect();
+                        vals.sort_unstable();
+                        if let Some(&v) = vals.get(i % vals.len().max(1)) {
+                            let h = model.remove(&v).expect("model");
+                            prop_assert!(ix.remove(h, v));
+                            prop_assert_eq!(ix.find(h, |x| x == v), None);
+                        }
+                    }
+                }
+                ix.check_invariants();
+                prop_assert_eq!(ix.len(), model.len());
+                for (&v, &h) in &model {
+                    prop_assert_eq!(ix.find(h, |x| x == v), Some(v));
+                }
+            }
+        }
+    }
+}
