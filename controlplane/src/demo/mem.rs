@@ -261,7 +261,7 @@ pub fn run(args: &MemDemoArgs) -> anyhow::Result<()> {
     // TCP: handshake, request/response, close; half via the VIP, half via the NodePort.
     let mut web_hits = BTreeMap::new();
     let target = |i: u32| {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             (VIP, 80)
         } else {
             (NODE, NODE_PORT)

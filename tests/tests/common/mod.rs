@@ -65,7 +65,11 @@ pub fn curl(t: &Topology, url: &str, count: usize, close: bool) -> Vec<Option<St
     }
     args.extend(std::iter::repeat_n(url, count));
     let out = t.client_exec("curl", &args).expect("curl runs");
-    let text = String::from_utf8_lossy(&out.stdout);
+    parse_curl(&String::from_utf8_lossy(&out.stdout), count)
+}
+
+/// Bodies of a curl run with `-w "\n== %{http_code}\n"`, `count` transfers.
+pub fn parse_curl(text: &str, count: usize) -> Vec<Option<String>> {
     let mut bodies = Vec::new();
     let mut body: Option<String> = None;
     for line in text.lines() {
