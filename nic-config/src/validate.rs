@@ -74,7 +74,7 @@ fn is_prime(n: u64) -> bool {
     }
     let mut d = 2u64;
     while d * d <= n {
-        if n % d == 0 {
+        if n.is_multiple_of(d) {
             return false;
         }
         d += 1;

@@ -808,11 +808,9 @@ impl Conntrack {
                 .slab
                 .get(slot as usize)
                 .is_some_and(|f| f.is_live() && f.is_expired(now_ms));
-            if expired {
-                if let Some(flow) = self.unlink(slot) {
-                    on_expired(&flow);
-                    removed += 1;
-                }
+            if expired && let Some(flow) = self.unlink(slot) {
+                on_expired(&flow);
+                removed += 1;
             }
         }
         removed

@@ -87,7 +87,10 @@ fn extra_moved(before: &[SocketAddrV4], after: &[SocketAddrV4], exempt: SocketAd
 // ---------------------------------------------------------------- primes
 
 fn naive_is_prime(n: u32) -> bool {
-    n >= 2 && (2..n).take_while(|d| d * d <= n).all(|d| n % d != 0)
+    n >= 2
+        && (2..n)
+            .take_while(|d| d * d <= n)
+            .all(|d| !n.is_multiple_of(d))
 }
 
 #[test]

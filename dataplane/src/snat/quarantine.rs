@@ -281,10 +281,10 @@ mod tests {
         for i in 0..10_000u32 {
             let p = (i % 37) as u16;
             q.push(key(p), u64::from(i));
-            if i % 3 == 0 {
-                if let Some(f) = q.find(&key(((i / 3) % 37) as u16)) {
-                    q.remove_slot(f.slot);
-                }
+            if i % 3 == 0
+                && let Some(f) = q.find(&key(((i / 3) % 37) as u16))
+            {
+                q.remove_slot(f.slot);
             }
             assert!(q.live() <= 16);
             assert_eq!(q.index.len(), q.live());

@@ -683,7 +683,7 @@ fn alloc_hashed_matches_alloc_and_prefetches_what_it_checks() {
         let b = backend((rng % 3) as u8, 80);
         // Mostly allocate (to well past the first address's 200 ports,
         // so probing and windows happen), sometimes release.
-        if rng % 5 == 0 && !live_plain.0.is_empty() {
+        if rng.is_multiple_of(5) && !live_plain.0.is_empty() {
             let mut keys: Vec<_> = live_plain.0.iter().copied().collect();
             keys.sort_by_key(|k| (k.dst_ip, k.dst_port, k.src_ip));
             let key = keys[(rng >> 8) as usize % keys.len()];

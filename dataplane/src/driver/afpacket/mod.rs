@@ -343,7 +343,7 @@ impl AfPacketPort {
         // it must be a multiple of 16 dividing the block evenly enough.
         const RX_REQ_FRAME_SIZE: usize = 2048;
         let max_frame = fixup::max_frame_len(info.mtu, true);
-        if ring.rx_block_size == 0 || ring.rx_block_size % page != 0 {
+        if ring.rx_block_size == 0 || !ring.rx_block_size.is_multiple_of(page) {
             return Err(invalid(format!(
                 "rx_block_size {} is not a multiple of the page size {page}",
                 ring.rx_block_size
@@ -360,7 +360,7 @@ impl AfPacketPort {
             return Err(invalid("rx_block_count is 0".into()));
         }
         // TX geometry.
-        if ring.tx_frame_size % libc::TPACKET_ALIGNMENT != 0
+        if !ring.tx_frame_size.is_multiple_of(libc::TPACKET_ALIGNMENT)
             || ring.tx_frame_size < port::TX_DATA_OFFSET + frame_capacity
         {
             return Err(invalid(format!(

@@ -284,7 +284,7 @@ impl Region {
     /// The 32-bit status word at `off`, shared with the kernel.
     #[inline]
     pub(super) fn atomic_u32(&self, off: usize) -> Option<&AtomicU32> {
-        if !self.in_bounds(off, 4) || off % 4 != 0 {
+        if !self.in_bounds(off, 4) || !off.is_multiple_of(4) {
             return None;
         }
         // The mapping is page-aligned, so `off % 4 == 0` means the address is

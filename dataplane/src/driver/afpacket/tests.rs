@@ -210,10 +210,10 @@ impl RawSocket {
         let end = Instant::now() + DEADLINE;
         let mut got = Vec::new();
         while got.len() < count && Instant::now() < end {
-            if let Some(f) = self.recv() {
-                if is_test_frame(&f) {
-                    got.push(f);
-                }
+            if let Some(f) = self.recv()
+                && is_test_frame(&f)
+            {
+                got.push(f);
             }
         }
         got
