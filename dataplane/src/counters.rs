@@ -155,6 +155,9 @@ pub struct Counters {
     pub garp_sent: u64,
     /// Packets that waited for ARP resolution and were then sent.
     pub neighbour_held_sent: u64,
+    /// Flows without SNAT whose client port was remapped to avoid a
+    /// backend-side tuple clash.
+    pub client_ports_remapped: u64,
     /// ARP replies and ICMP echo replies sent.
     pub local_replies: u64,
     /// ICMP errors translated back to the other side of a flow.
@@ -209,7 +212,7 @@ impl Counters {
 }
 
 /// Number of scalar (non-drop) counters in [`Counters`], in `scalars()` order.
-const SCALARS: usize = 21;
+const SCALARS: usize = 22;
 
 impl Counters {
     fn scalars(&self) -> [u64; SCALARS] {
@@ -224,6 +227,7 @@ impl Counters {
             self.arp_requests_sent,
             self.garp_sent,
             self.neighbour_held_sent,
+            self.client_ports_remapped,
             self.local_replies,
             self.icmp_errors_translated,
             self.resets_sent,
@@ -250,17 +254,18 @@ impl Counters {
             arp_requests_sent: s[7],
             garp_sent: s[8],
             neighbour_held_sent: s[9],
-            local_replies: s[10],
-            icmp_errors_translated: s[11],
-            resets_sent: s[12],
-            flows_created: s[13],
-            flows_expired: s[14],
-            flows_early_dropped: s[15],
-            flows_recycled: s[16],
-            flows_reselected: s[17],
-            affinity_hits: s[18],
-            snat_allocations: s[19],
-            snat_quarantine_reuses: s[20],
+            client_ports_remapped: s[10],
+            local_replies: s[11],
+            icmp_errors_translated: s[12],
+            resets_sent: s[13],
+            flows_created: s[14],
+            flows_expired: s[15],
+            flows_early_dropped: s[16],
+            flows_recycled: s[17],
+            flows_reselected: s[18],
+            affinity_hits: s[19],
+            snat_allocations: s[20],
+            snat_quarantine_reuses: s[21],
             drops,
         }
     }

@@ -972,3 +972,84 @@ fn oversize_and_vlan_crossing_packets_are_dropped_before_creating_a_flow() {
     assert_eq!(gw.counters().flows_created, 0);
     assert_eq!(gw.worker.pipeline().snat.stats().in_use, 0);
 }
+
+/// Without SNAT, the same client port towards two services on one backend
+/// gives both flows the same backend-side tuple.
+fn two_services_one_backend_no_snat() -> Gateway {
+    let mut web = web(&[0]);
+    web.snat = false;
+    let mut other = dataplane::snapshot::ServiceSpec::new("other", Proto::Tcp, EXTERNAL_IP, 8443)
+        .endpoint(std::net::SocketAddrV4::new(backend_ip(0), 8080));
+    other.snat = false;
+    web.listeners.retain(|l| l.0 != EXTERNAL_IP);
+    Gateway::new(vec![web, other])
+}
+
+#[test]
+fn without_snat_a_closed_flow_gives_its_backend_tuple_to_a_new_syn() {
+    let mut gw = two_services_one_backend_no_snat();
+    open_tcp(&mut gw, VIP, 80);
+    gw.send(OUTSIDE, &client_tcp(VIP, 80, F::RST, 101, 0, b""));
+    let (v, out) = gw.send(OUTSIDE, &client_tcp(EXTERNAL_IP, 8443, F::SYN, 7, 0, b""));
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    assert_eq!(
+        src_port(&out[0].1),
+        CPORT,
+        "tuple taken over, client port kept"
+    );
+    assert_eq!(gw.counters().flows_recycled, 1);
+}
+
+#[test]
+fn without_snat_a_live_tuple_clash_remaps_the_client_port_and_keeps_the_address() {
+    let mut gw = two_services_one_backend_no_snat();
+    open_tcp(&mut gw, VIP, 80);
+    let (v, out) = gw.send(OUTSIDE, &client_tcp(EXTERNAL_IP, 8443, F::SYN, 7, 0, b""));
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    let remapped = src_port(&out[0].1);
+    assert_ne!(remapped, CPORT);
+    assert_eq!(
+        &out[0].1[26..30],
+        &CLIENT.octets(),
+        "client address preserved"
+    );
+    assert!(checksums_valid(&out[0].1));
+    // The backend's answer to the remapped port reaches the client on its
+    // own port, from the service it called.
+    let be = backend_ip(0);
+    let answer = build::eth_ipv4_tcp(
+        backend_mac(be),
+        IN_MAC,
+        be,
+        8080,
+        CLIENT,
+        remapped,
+        F::SYN | F::ACK,
+        1,
+        8,
+        b"",
+    );
+    let (v, out) = gw.send(INSIDE, &answer);
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    let expected = with_ttl(
+        build::eth_ipv4_tcp(
+            OUT_MAC,
+            ROUTER_MAC,
+            EXTERNAL_IP,
+            8443,
+            CLIENT,
+            CPORT,
+            F::SYN | F::ACK,
+            1,
+            8,
+            b"",
+        ),
+        63,
+    );
+    assert_eq!(out, vec![(OUTSIDE, expected)]);
+    assert_eq!(gw.counters().client_ports_remapped, 1);
+}
+
+fn src_port(frame: &[u8]) -> u16 {
+    u16::from_be_bytes([frame[34], frame[35]])
+}

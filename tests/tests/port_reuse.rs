@@ -3,11 +3,9 @@
 //! service (here the NodePort after the VIP) that maps to the same backend
 //! produces the same reply tuple as the earlier, closed flow.
 //!
-//! KNOWN DATAPLANE BUG (ignored until fixed): the new flow's SYNs are all
-//! dropped as `tuple_in_use` while the old flow sits in conntrack's
-//! TIME_WAIT (120 s by default), so the connection times out. Linux NAT
-//! resolves such a reply-tuple clash by remapping the source port (or a SYN
-//! could reclaim a closed flow's tuple). Run it with `--ignored`.
+//! The new flow must be served: a closing flow gives its tuple to the new
+//! SYN, a live one makes the gateway remap the client's source port (as
+//! Linux NAT picks a unique tuple).
 
 mod common;
 
@@ -15,7 +13,6 @@ use common::{gateway, topology};
 use portico::demo::topology::{NODE_ADDR, NODE_PORT, ServiceOptions, VIP};
 
 #[test]
-#[ignore = "dataplane bug: without SNAT a reply-tuple clash with a closed flow drops the new flow as tuple_in_use for conntrack's TIME_WAIT"]
 fn without_snat_a_client_port_reused_for_another_service_is_served() {
     let Some(t) = topology(
         "port_reuse::without_snat_a_client_port_reused_for_another_service_is_served",

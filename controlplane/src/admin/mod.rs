@@ -83,6 +83,7 @@ pub struct CounterReport {
     pub arp_requests_sent: u64,
     pub garp_sent: u64,
     pub neighbour_held_sent: u64,
+    pub client_ports_remapped: u64,
 }
 
 impl CounterReport {
@@ -116,6 +117,7 @@ impl CounterReport {
             arp_requests_sent: c.arp_requests_sent,
             garp_sent: c.garp_sent,
             neighbour_held_sent: c.neighbour_held_sent,
+            client_ports_remapped: c.client_ports_remapped,
         }
     }
 }
@@ -306,6 +308,7 @@ pub fn sum_workers(workers: &[WorkerReport]) -> CounterReport {
             arp_requests_sent: c.arp_requests_sent,
             garp_sent: c.garp_sent,
             neighbour_held_sent: c.neighbour_held_sent,
+            client_ports_remapped: c.client_ports_remapped,
             flows_created: c.flows_created,
             flows_expired: c.flows_expired,
             flows_early_dropped: c.flows_early_dropped,

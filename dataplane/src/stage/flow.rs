@@ -229,6 +229,41 @@ pub fn run<F: Frame>(
     }
 }
 
+/// The reply tuple of a flow without SNAT: the backend answers the client
+/// directly, so the backend-side tuple is `backend -> client:port` and can
+/// clash with another flow (the same client port used towards a second
+/// service on the same backend). On a clash, like Linux's NAT picking a
+/// unique tuple: a closing TCP flow (TIME_WAIT/CLOSE) gives its tuple to the
+/// new SYN; otherwise the client's source port is remapped to a free one
+/// (its address, which is what `snat = false` preserves, is kept). `None`
+/// when no free port was found in a bounded number of tries.
+fn client_side_tuple(ctx: &mut FlowCtx<'_>, direct: FlowKey, meta: &PacketMeta) -> Option<FlowKey> {
+    const REMAP_TRIES: u32 = 64;
+    let Some((holder, _)) = ctx.ct.lookup(&direct, direct.stable_hash()) else {
+        return Some(direct);
+    };
+    if direct.proto == Proto::Tcp && ctx.ct.flow(holder).accepts_new_syn() {
+        ctx.remove_flow(holder);
+        ctx.counters.flows_recycled += 1;
+        return Some(direct);
+    }
+    // Candidates spread over 1024..=65535 from the packet's hash.
+    let mut x = meta.hash | 1;
+    for _ in 0..REMAP_TRIES {
+        x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        let port = 1024 + (x % (65536 - 1024)) as u16;
+        let candidate = FlowKey {
+            dst_port: port,
+            ..direct
+        };
+        if !ctx.ct.contains(&candidate, candidate.stable_hash()) {
+            ctx.counters.client_ports_remapped += 1;
+            return Some(candidate);
+        }
+    }
+    None
+}
+
 /// A TCP segment for a service whose flow cannot continue: a RST back to the
 /// client under the `Reset` policy, else dropped with `reason`.
 fn answer_gone_tcp<F: Frame>(
@@ -355,13 +390,20 @@ fn create<F: Frame>(
             }
         }
     } else {
-        FlowKey::new(
+        let direct = FlowKey::new(
             key.proto,
             *backend.addr.ip(),
             backend.addr.port(),
             key.src_ip,
             key.src_port,
-        )
+        );
+        match client_side_tuple(ctx, direct, meta) {
+            Some(reply) => reply,
+            None => {
+                meta.drop(DropReason::TupleInUse);
+                return FlowSlot::None;
+            }
+        }
     };
     let reply_hash = match probed {
         Some((k, hash)) if k == reply => hash,
