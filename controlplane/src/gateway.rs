@@ -24,10 +24,11 @@
 
 use crate::admin::{
     AdminError, AdminServer, CounterReport, KernelTotals, PortCounters, PortReport, PortStatsCell,
-    SnapshotReport, StatsReport, WorkerReport, sum_workers,
+    SnapshotReport, StatsReport, WorkerReport, service_reports, sum_workers,
 };
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::clock::MonotonicClock;
+use dataplane::counters::ServiceCounters;
 use dataplane::counters::SharedCounters;
 use dataplane::driver::afpacket::prepare::{kernel_owned_conflicts, prepare_interface};
 use dataplane::driver::afpacket::{
@@ -326,6 +327,13 @@ impl StatsSource {
             total: sum_workers(&workers),
             workers,
             ports,
+            services: {
+                let mut counted = ServiceCounters::default();
+                for cells in &self.workers {
+                    counted.accumulate(&cells.counters.read_services());
+                }
+                service_reports(&self.publisher.current(), &counted)
+            },
         }
     }
 }

@@ -8,6 +8,7 @@
 //! on the packet path) and copy it into their [`SharedCounters`] once per poll
 //! loop; readers sum the shared copies of all cores off the hot path.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 macro_rules! drop_reasons {
@@ -285,6 +286,9 @@ pub struct SharedCounters {
     live_flows: AtomicU64,
     /// SNAT tuples in use by the worker.
     snat_in_use: AtomicU64,
+    /// Per-service/backend counters, copied by the worker at most every
+    /// 100 ms with `try_lock` (the worker never waits for a reader).
+    services: Mutex<ServiceCounters>,
 }
 
 impl Default for SharedCounters {
@@ -294,6 +298,70 @@ impl Default for SharedCounters {
             drops: std::array::from_fn(|_| AtomicU64::new(0)),
             live_flows: AtomicU64::new(0),
             snat_in_use: AtomicU64::new(0),
+            services: Mutex::new(ServiceCounters::default()),
+        }
+    }
+}
+
+/// Packets and bytes forwarded per service and per backend (both
+/// directions), indexed by the snapshot's stable ids. Core-local; the
+/// vectors grow only when a new snapshot generation has more ids (cold
+/// path), never per packet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceCounters {
+    pub service_packets: Vec<u64>,
+    pub service_bytes: Vec<u64>,
+    pub backend_packets: Vec<u64>,
+    pub backend_bytes: Vec<u64>,
+}
+
+impl ServiceCounters {
+    /// Make room for `services` service ids and `backends` backend ids.
+    pub fn ensure(&mut self, services: usize, backends: usize) {
+        for v in [&mut self.service_packets, &mut self.service_bytes] {
+            if v.len() < services {
+                v.resize(services, 0);
+            }
+        }
+        for v in [&mut self.backend_packets, &mut self.backend_bytes] {
+            if v.len() < backends {
+                v.resize(backends, 0);
+            }
+        }
+    }
+
+    #[inline]
+    pub fn count(&mut self, service: u32, backend: u32, bytes: u64) {
+        let (s, b) = (service as usize, backend as usize);
+        if let (Some(p), Some(y)) = (
+            self.service_packets.get_mut(s),
+            self.service_bytes.get_mut(s),
+        ) {
+            *p += 1;
+            *y += bytes;
+        }
+        if let (Some(p), Some(y)) = (
+            self.backend_packets.get_mut(b),
+            self.backend_bytes.get_mut(b),
+        ) {
+            *p += 1;
+            *y += bytes;
+        }
+    }
+
+    /// Element-wise sum, for aggregating several cores.
+    pub fn accumulate(&mut self, other: &ServiceCounters) {
+        self.ensure(other.service_packets.len(), other.backend_packets.len());
+        let pairs = [
+            (&mut self.service_packets, &other.service_packets),
+            (&mut self.service_bytes, &other.service_bytes),
+            (&mut self.backend_packets, &other.backend_packets),
+            (&mut self.backend_bytes, &other.backend_bytes),
+        ];
+        for (mine, theirs) in pairs {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
         }
     }
 }
@@ -317,6 +385,19 @@ impl SharedCounters {
         self.live_flows.store(gauges.live_flows, Ordering::Relaxed);
         self.snat_in_use
             .store(gauges.snat_in_use, Ordering::Relaxed);
+    }
+
+    /// Copy the worker's per-service counters out (owner only). Skipped when
+    /// a reader holds the copy; `clone_from` reuses the copy's storage.
+    pub fn publish_services(&self, local: &ServiceCounters) {
+        if let Ok(mut copy) = self.services.try_lock() {
+            copy.clone_from(local);
+        }
+    }
+
+    /// The last published per-service counters.
+    pub fn read_services(&self) -> ServiceCounters {
+        self.services.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
     /// A consistent-enough copy for reporting.

@@ -160,7 +160,10 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.flush_tx();
         self.pipeline.housekeeping(now_ms);
         if now_ms != self.last_publish_ms {
-            self.publish_counters();
+            self.publish_scalars();
+            if now_ms / 100 != self.last_publish_ms / 100 {
+                self.shared.publish_services(&self.pipeline.services);
+            }
             self.last_publish_ms = now_ms;
         }
         work
@@ -187,8 +190,14 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.publish_counters();
     }
 
-    /// Copy the core-local counters and gauges out for readers.
+    /// Copy every core-local counter (scalars, gauges, per-service and
+    /// per-backend) out for readers.
     pub fn publish_counters(&self) {
+        self.publish_scalars();
+        self.shared.publish_services(&self.pipeline.services);
+    }
+
+    fn publish_scalars(&self) {
         self.shared.publish(
             &self.pipeline.counters,
             Gauges {
@@ -412,6 +421,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     /// gratuitous ARP for owned addresses not announced yet. Cold path.
     fn on_new_snapshot(&mut self, snap: &Snapshot) {
         self.seen_generation = snap.generation;
+        self.pipeline
+            .services
+            .ensure(snap.services.len(), snap.backends.len());
         for &(port, addr, mac) in &snap.static_neighbours {
             self.pipeline.neighbours.set_static(port, addr, mac);
         }

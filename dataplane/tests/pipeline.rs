@@ -1053,3 +1053,22 @@ fn without_snat_a_live_tuple_clash_remaps_the_client_port_and_keeps_the_address(
 fn src_port(frame: &[u8]) -> u16 {
     u16::from_be_bytes([frame[34], frame[35]])
 }
+
+#[test]
+fn packets_and_bytes_are_counted_per_service_and_per_backend() {
+    let mut gw = Gateway::new(vec![web(&[0, 1]), dns(&[0])]);
+    let flow = open_tcp(&mut gw, VIP, 80); // 3 packets, both directions
+    gw.send(OUTSIDE, &client_udp(5000, b"q"));
+    gw.send(OUTSIDE, &client_tcp(VIP, 81, F::SYN, 1, 0, b"")); // no listener: not counted
+    gw.worker.publish_counters();
+    let counted = gw.shared.read_services();
+    let snap = gw.publisher.current();
+    let web_id = snap.service_by_name("web").unwrap().id as usize;
+    let dns_id = snap.service_by_name("dns").unwrap().id as usize;
+    assert_eq!(counted.service_packets[web_id], 3);
+    assert_eq!(counted.service_bytes[web_id], 3 * 40);
+    assert_eq!(counted.service_packets[dns_id], 1);
+    assert_eq!(counted.backend_packets[flow.backend as usize], 3);
+    let total: u64 = counted.backend_packets.iter().sum();
+    assert_eq!(total, 4);
+}

@@ -85,6 +85,43 @@ fn vip_and_node_port_reach_every_backend_from_the_snat_address() {
         common::number(&s, "/total/flows_created") >= 2 * REQUESTS as u64,
         "a flow per connection: {s}"
     );
+    // Per-service and per-backend packets: every connection is at least a
+    // handshake, a request, an answer and a close (8 packets through the
+    // gateway), and the backends' packets add up to the service's.
+    let min_per_backend = (8.0 * MIN_SHARE * 2.0 * REQUESTS as f64) as u64;
+    let s = common::stats_until(&gw, |s| {
+        web_backends(s).iter().all(|(_, p)| *p >= min_per_backend)
+    });
+    let backends = web_backends(&s);
+    assert_eq!(backends.len(), 3, "{s}");
+    let web = s["services"]
+        .as_array()
+        .and_then(|v| v.iter().find(|x| x["name"] == "web"))
+        .expect("web in stats");
+    assert_eq!(
+        backends.iter().map(|(_, p)| p).sum::<u64>(),
+        web["packets"].as_u64().unwrap_or(0),
+        "{s}"
+    );
+}
+
+/// `(address, packets)` of the web service's backends in a stats report.
+fn web_backends(s: &serde_json::Value) -> Vec<(String, u64)> {
+    s["services"]
+        .as_array()
+        .and_then(|v| v.iter().find(|x| x["name"] == "web"))
+        .and_then(|w| w["backends"].as_array())
+        .map(|bs| {
+            bs.iter()
+                .map(|b| {
+                    (
+                        b["address"].as_str().unwrap_or_default().to_owned(),
+                        b["packets"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[test]

@@ -19,8 +19,9 @@ mod socket;
 
 pub use socket::{AdminError, AdminServer, ClientError, DEFAULT_SOCKET, fetch};
 
-use dataplane::counters::{Counters, DropReason, Gauges};
+use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters};
 use dataplane::driver::afpacket::{KernelStats, PortStats};
+use dataplane::snapshot::{EndpointCondition, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -38,6 +39,62 @@ pub struct StatsReport {
     pub total: CounterReport,
     pub workers: Vec<WorkerReport>,
     pub ports: Vec<PortReport>,
+    /// Packets and bytes per service and per backend, summed over workers.
+    #[serde(default)]
+    pub services: Vec<ServiceReport>,
+}
+
+/// Traffic of one service (both directions), with its backends.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceReport {
+    pub name: String,
+    pub protocol: String,
+    pub packets: u64,
+    pub bytes: u64,
+    pub backends: Vec<BackendReport>,
+}
+
+/// Traffic of one backend of a service (both directions).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendReport {
+    pub address: String,
+    /// `ready`, `serving_terminating` or `draining`.
+    pub condition: String,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// Per-service and per-backend traffic of the snapshot in force, from the
+/// workers' summed [`ServiceCounters`] (indexed by the snapshot's ids).
+pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<ServiceReport> {
+    let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
+    snap.services
+        .iter()
+        .flatten()
+        .map(|s| ServiceReport {
+            name: s.name.to_string(),
+            protocol: s.proto.name().to_owned(),
+            packets: at(&counted.service_packets, s.id),
+            bytes: at(&counted.service_bytes, s.id),
+            backends: snap
+                .backends
+                .iter()
+                .flatten()
+                .filter(|b| b.service == s.id)
+                .map(|b| BackendReport {
+                    address: b.addr.to_string(),
+                    condition: match b.condition {
+                        EndpointCondition::Ready => "ready",
+                        EndpointCondition::ServingTerminating => "serving_terminating",
+                        EndpointCondition::Draining => "draining",
+                    }
+                    .to_owned(),
+                    packets: at(&counted.backend_packets, b.id),
+                    bytes: at(&counted.backend_bytes, b.id),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// The forwarding tables in force.
@@ -343,6 +400,37 @@ fn fmt_duration_ms(ms: u64) -> String {
 }
 
 /// What `portico stats` prints.
+fn write_services(f: &mut fmt::Formatter<'_>, services: &[ServiceReport]) -> fmt::Result {
+    if services.is_empty() {
+        return Ok(());
+    }
+    writeln!(f, "\nservices:")?;
+    writeln!(
+        f,
+        "  {:<32} {:>12} {:>14}",
+        "service / backend", "packets", "bytes"
+    )?;
+    for s in services {
+        writeln!(
+            f,
+            "  {:<32} {:>12} {:>14}",
+            format!("{} ({})", s.name, s.protocol),
+            s.packets,
+            s.bytes
+        )?;
+        for b in &s.backends {
+            writeln!(
+                f,
+                "    {:<30} {:>12} {:>14}",
+                format!("{} {}", b.address, b.condition),
+                b.packets,
+                b.bytes
+            )?;
+        }
+    }
+    Ok(())
+}
+
 impl fmt::Display for StatsReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -464,6 +552,7 @@ impl fmt::Display for StatsReport {
         if !any {
             writeln!(f, "  none")?;
         }
+        write_services(f, &self.services)?;
         Ok(())
     }
 }
@@ -578,6 +667,18 @@ mod tests {
                     ..PortCounters::default()
                 },
             }],
+            services: vec![ServiceReport {
+                name: "web".into(),
+                protocol: "tcp".into(),
+                packets: 7,
+                bytes: 700,
+                backends: vec![BackendReport {
+                    address: "10.1.0.10:8080".into(),
+                    condition: "ready".into(),
+                    packets: 7,
+                    bytes: 700,
+                }],
+            }],
         };
         let json = serde_json::to_string(&report).expect("serializes");
         let value: serde_json::Value = serde_json::from_str(&json).expect("json");
@@ -591,6 +692,11 @@ mod tests {
         assert!(text.contains("not_owned"), "{text}");
         assert!(text.contains("outside"), "{text}");
         assert!(text.contains("1m05s"), "{text}");
+        assert!(
+            text.contains("web (tcp)") && text.contains("10.1.0.10:8080 ready"),
+            "{text}"
+        );
+        assert_eq!(value["services"][0]["backends"][0]["packets"], 7);
     }
 
     #[test]

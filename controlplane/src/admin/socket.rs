@@ -237,6 +237,7 @@ mod tests {
             total: CounterReport::default(),
             workers: Vec::new(),
             ports: Vec::new(),
+            services: Vec::new(),
         }
     }
 

@@ -101,6 +101,8 @@ pub(crate) fn plan_for(
         key,
         out_port,
         next,
+        service: flow.service,
+        backend: flow.backend,
     })
 }
 
@@ -443,6 +445,8 @@ fn create<F: Frame>(
                     key: reply.reversed(),
                     out_port: hop.port,
                     next: L2Next::Neighbour(hop.addr),
+                    service: service.id,
+                    backend: backend.id,
                 },
             }
         }

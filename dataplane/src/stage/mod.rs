@@ -19,12 +19,12 @@ pub mod parse;
 
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::{Conntrack, ConntrackConfig, ConntrackError, Dir, FlowId};
-use crate::counters::{Counters, DropReason};
+use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
 use crate::flow::FlowKey;
 use crate::neighbour::{NeighbourTable, Resolution};
 use crate::packet::{PacketKind, PacketMeta, PortId, Verdict, WorkerId};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{BackendId, ServiceId, Snapshot};
 use crate::snat::{SnatAllocator, SnatConfig, SnatError};
 use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
@@ -70,6 +70,9 @@ pub struct NatPlan {
     pub key: FlowKey,
     pub out_port: PortId,
     pub next: L2Next,
+    /// The flow's service and backend (per-service/backend counters).
+    pub service: ServiceId,
+    pub backend: BackendId,
 }
 
 /// The Ethernet destination of a translated packet.
@@ -204,6 +207,8 @@ pub struct Pipeline {
     pub snat: SnatAllocator,
     pub affinity: AffinityTable,
     pub counters: Counters,
+    /// Packets and bytes per service and backend.
+    pub services: ServiceCounters,
     pub steering: Steering,
     /// The neighbour table shared by all workers.
     pub neighbours: Arc<NeighbourTable>,
@@ -237,6 +242,7 @@ impl Pipeline {
             )?,
             affinity: AffinityTable::new(config.affinity_capacity),
             counters: Counters::default(),
+            services: ServiceCounters::default(),
             steering: Steering {
                 worker: config.worker,
                 workers: config.workers.max(1),
@@ -335,7 +341,14 @@ impl Pipeline {
         };
         let mut neighbours = neighbours;
         icmp_error::run(&mut ctx, snap, frames, metas, &mut neighbours);
-        nat::run(snap, frames, metas, flows, &mut neighbours);
+        nat::run(
+            snap,
+            frames,
+            metas,
+            flows,
+            &mut neighbours,
+            &mut self.services,
+        );
     }
 
     /// Bounded housekeeping for one poll loop: examine

@@ -18,6 +18,7 @@
 
 use super::{FlowSlot, NeighbourCtx};
 use crate::counters::DropReason;
+use crate::counters::ServiceCounters;
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto};
 use crate::packet::{PacketKind, PacketMeta, Verdict, tcp_flags};
@@ -34,6 +35,7 @@ pub fn run<F: Frame>(
     metas: &mut [PacketMeta],
     flows: &[FlowSlot],
     neighbours: &mut NeighbourCtx<'_>,
+    services: &mut ServiceCounters,
 ) {
     for (i, ((frame, meta), slot)) in frames
         .iter_mut()
@@ -63,6 +65,13 @@ pub fn run<F: Frame>(
             }
             // Translated already; the worker sets L2 once the MAC is known.
             Err(verdict) => meta.verdict = verdict,
+        }
+        if !matches!(meta.verdict, Verdict::Drop(_)) {
+            services.count(
+                plan.service,
+                plan.backend,
+                u64::from(meta.l3_end - meta.l3_offset),
+            );
         }
     }
 }
