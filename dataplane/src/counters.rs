@@ -307,12 +307,32 @@ impl Default for SharedCounters {
 /// directions), indexed by the snapshot's stable ids. Core-local; the
 /// vectors grow only when a new snapshot generation has more ids (cold
 /// path), never per packet.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct ServiceCounters {
     pub service_packets: Vec<u64>,
     pub service_bytes: Vec<u64>,
     pub backend_packets: Vec<u64>,
     pub backend_bytes: Vec<u64>,
+}
+
+impl Clone for ServiceCounters {
+    fn clone(&self) -> Self {
+        ServiceCounters {
+            service_packets: self.service_packets.clone(),
+            service_bytes: self.service_bytes.clone(),
+            backend_packets: self.backend_packets.clone(),
+            backend_bytes: self.backend_bytes.clone(),
+        }
+    }
+
+    /// Reuses this copy's storage: publishing allocates only when the
+    /// number of ids grew.
+    fn clone_from(&mut self, source: &Self) {
+        self.service_packets.clone_from(&source.service_packets);
+        self.service_bytes.clone_from(&source.service_bytes);
+        self.backend_packets.clone_from(&source.backend_packets);
+        self.backend_bytes.clone_from(&source.backend_bytes);
+    }
 }
 
 impl ServiceCounters {
