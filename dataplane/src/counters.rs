@@ -350,6 +350,24 @@ impl ServiceCounters {
         }
     }
 
+    /// Zero one service id's counters (the id was given to a new service).
+    pub fn reset_service(&mut self, id: usize) {
+        for v in [&mut self.service_packets, &mut self.service_bytes] {
+            if let Some(x) = v.get_mut(id) {
+                *x = 0;
+            }
+        }
+    }
+
+    /// Zero one backend id's counters.
+    pub fn reset_backend(&mut self, id: usize) {
+        for v in [&mut self.backend_packets, &mut self.backend_bytes] {
+            if let Some(x) = v.get_mut(id) {
+                *x = 0;
+            }
+        }
+    }
+
     #[inline]
     pub fn count(&mut self, service: u32, backend: u32, bytes: u64) {
         let (s, b) = (service as usize, backend as usize);

@@ -206,8 +206,12 @@ impl NeighbourTable {
         }
         let probes = slot.probes.load(Ordering::Relaxed);
         if probes >= self.config.max_probes {
-            let last = slot.requested_ms.load(Ordering::Relaxed);
-            if now_ms.saturating_sub(last) < self.config.retrans_ms + self.config.failed_hold_ms {
+            let since_ms = now_ms.saturating_sub(slot.requested_ms.load(Ordering::Relaxed));
+            // The last request gets its full retrans period to be answered.
+            if since_ms < self.config.retrans_ms {
+                return Resolution::Pending { probe: false };
+            }
+            if since_ms < self.config.retrans_ms + self.config.failed_hold_ms {
                 return Resolution::Failed;
             }
             slot.probes.store(0, Ordering::Relaxed);
@@ -260,6 +264,23 @@ impl NeighbourTable {
         slot.mac
             .store(mac_bits(mac) | MAC_VALID | MAC_STATIC, Ordering::Release);
         true
+    }
+
+    /// Turn static entries that `keep` rejects back into ordinary,
+    /// unresolved ones (a reload removed them from the configuration): ARP
+    /// resolves them from now on. Cold path: walks the whole table.
+    pub fn retain_static(&self, mut keep: impl FnMut(PortId, Ipv4Addr) -> bool) {
+        for slot in self.slots.iter() {
+            let key = slot.key.load(Ordering::Acquire);
+            if key == 0 || slot.mac.load(Ordering::Acquire) & MAC_STATIC == 0 {
+                continue;
+            }
+            if !keep((key >> 32 & 0xff) as PortId, Ipv4Addr::from(key as u32)) {
+                slot.probes.store(0, Ordering::Relaxed);
+                slot.requested_ms.store(0, Ordering::Relaxed);
+                slot.mac.store(0, Ordering::Release);
+            }
+        }
     }
 
     /// Every entry, for operators (cold path; allocates).

@@ -22,10 +22,10 @@ use crate::driver::{Driver, Frame};
 use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
 use crate::neighbour::{NeighbourTable, Resolution};
 use crate::packet::{PortId, Verdict};
-use crate::snapshot::{Snapshot, SnapshotReader};
+use crate::snapshot::{ServiceId, Snapshot, SnapshotReader};
 use crate::stage::{MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
 use crate::wire::{MacAddr, arp, ethernet};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -73,8 +73,12 @@ pub struct Worker<D: Driver, C: Clock> {
     held_spare: Vec<Held<D::Frame>>,
     /// Snapshot generation whose neighbours/announcements were applied.
     seen_generation: u64,
-    /// Owned addresses already announced with a gratuitous ARP (worker 0).
-    announced: Vec<Ipv4Addr>,
+    /// Owned addresses already announced with a gratuitous ARP, with their
+    /// port (worker 0).
+    announced: Vec<(PortId, Ipv4Addr)>,
+    /// Who each service / backend id belonged to when last seen.
+    service_identity: Vec<Option<Arc<str>>>,
+    backend_identity: Vec<Option<(ServiceId, SocketAddrV4)>>,
 }
 
 /// A frame waiting for ARP resolution of `addr` on `port`.
@@ -120,6 +124,8 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             held_spare: Vec::with_capacity(HELD_FRAMES),
             seen_generation: u64::MAX,
             announced: Vec::new(),
+            service_identity: Vec::new(),
+            backend_identity: Vec::new(),
         })
     }
 
@@ -212,6 +218,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.pipeline
             .process(&snap, in_port, &mut self.rx, now_ms, may_hand_off);
         drop(snap);
+        // Frames held for a neighbour go before newer frames of their flows
+        // (this batch may have carried the ARP reply).
+        self.release_held(now_ms);
         self.dispatch(in_port, now_ms);
     }
 
@@ -300,8 +309,11 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             return;
         }
         let snap = self.snapshots.load();
+        // Walk last poll's list while new entries go to `held`; both Vecs
+        // keep their capacity (moved, not reallocated).
         std::mem::swap(&mut self.held, &mut self.held_spare);
-        for h in self.held_spare.drain(..) {
+        let mut waiting = std::mem::take(&mut self.held_spare);
+        for h in waiting.drain(..) {
             let Held {
                 mut frame,
                 port,
@@ -312,30 +324,25 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             // Resolving again (not just peeking) re-sends the request once
             // per retrans period while packets wait, as Linux does.
             let resolution = self.pipeline.neighbours.resolve(port, addr, now_ms);
-            let mac = match resolution {
-                Resolution::Known { mac, .. } => Some(mac),
-                Resolution::Pending { probe: true } => {
-                    let requests = self.pipeline.arp_requests_mut();
-                    if requests.len() < requests.capacity() {
-                        requests.push((port, addr));
-                    }
-                    None
-                }
-                _ => None,
+            let (mac, probe) = match resolution {
+                Resolution::Known { mac, probe } => (Some(mac), probe),
+                Resolution::Pending { probe } => (None, probe),
+                Resolution::Failed | Resolution::TableFull => (None, false),
             };
+            if probe {
+                let requests = self.pipeline.arp_requests_mut();
+                if requests.len() < requests.capacity() {
+                    requests.push((port, addr));
+                }
+            }
             let failed = matches!(resolution, Resolution::Failed | Resolution::TableFull);
             match (mac, port_mac) {
                 (Some(mac), Some(port_mac)) => {
                     let mut eth = ethernet::Packet::new_unchecked(frame.data_mut());
                     eth.set_dst_addr(MacAddr(mac));
                     eth.set_src_addr(MacAddr(port_mac));
-                    self.pipeline.counters.neighbour_held_sent += 1;
-                    match self.tx.get_mut(port as usize) {
-                        Some(q) if q.len() < q.capacity() => q.push(frame),
-                        _ => {
-                            self.pipeline.counters.drop(DropReason::TxFull);
-                            self.driver.release(frame);
-                        }
+                    if self.push_tx(port, frame) {
+                        self.pipeline.counters.neighbour_held_sent += 1;
                     }
                 }
                 _ if failed || now_ms >= deadline_ms => {
@@ -348,6 +355,31 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                     addr,
                     deadline_ms,
                 }),
+            }
+        }
+        self.held_spare = waiting;
+    }
+
+    /// Queue a frame for tx on `port`, flushing the port's queue first when
+    /// it is full. Returns false (frame released, counted) only for a port
+    /// that does not exist or a ring that stays full.
+    fn push_tx(&mut self, port: PortId, frame: D::Frame) -> bool {
+        if self
+            .tx
+            .get(port as usize)
+            .is_some_and(|q| q.len() >= q.capacity())
+        {
+            self.flush_tx();
+        }
+        match self.tx.get_mut(port as usize) {
+            Some(q) if q.len() < q.capacity() => {
+                q.push(frame);
+                true
+            }
+            _ => {
+                self.pipeline.counters.drop(DropReason::TxFull);
+                self.driver.release(frame);
+                false
             }
         }
     }
@@ -404,53 +436,68 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             self.pipeline.counters.drop(DropReason::PoolExhausted);
             return false;
         };
-        match self.tx.get_mut(port as usize) {
-            Some(q) if q.len() < q.capacity() => {
-                q.push(frame);
-                true
-            }
-            _ => {
-                self.pipeline.counters.drop(DropReason::TxFull);
-                self.driver.release(frame);
-                false
-            }
-        }
+        self.push_tx(port, frame)
     }
 
     /// Apply a new snapshot generation: static neighbours, and (worker 0)
     /// gratuitous ARP for owned addresses not announced yet. Cold path.
     fn on_new_snapshot(&mut self, snap: &Snapshot) {
         self.seen_generation = snap.generation;
-        self.pipeline
-            .services
-            .ensure(snap.services.len(), snap.backends.len());
+        self.rebind_service_counters(snap);
         for &(port, addr, mac) in &snap.static_neighbours {
             self.pipeline.neighbours.set_static(port, addr, mac);
         }
+        self.pipeline.neighbours.retain_static(|port, addr| {
+            snap.static_neighbours
+                .iter()
+                .any(|&(p, a, _)| p == port && a == addr)
+        });
         if self.pipeline.steering.worker != 0 {
             return;
         }
+        // Announce every owned address not announced yet on its port; an
+        // announcement that could not be sent is retried next generation.
+        self.announced
+            .retain(|&(port, addr)| snap.owned(addr).is_some_and(|o| o.port == port));
         let mut fresh: Vec<(PortId, Ipv4Addr)> = snap
             .owned
             .iter()
-            .filter(|(addr, _)| !self.announced.contains(addr))
             .map(|(addr, o)| (o.port, *addr))
+            .filter(|k| !self.announced.contains(k))
             .collect();
         fresh.sort_unstable();
-        self.announced = snap.owned.keys().copied().collect();
         for (port, addr) in fresh {
             if self.queue_arp(snap, port, addr, addr) {
                 self.pipeline.counters.garp_sent += 1;
-            }
-            if self
-                .tx
-                .get(port as usize)
-                .is_some_and(|q| q.len() == q.capacity())
-            {
-                self.flush_tx();
+                self.announced.push((port, addr));
             }
         }
         self.flush_tx();
+    }
+
+    /// Ids are reused after a service or backend is removed: zero the
+    /// counters of every id whose identity (service name; service and
+    /// address) changed, so a new service never shows an old one's traffic.
+    fn rebind_service_counters(&mut self, snap: &Snapshot) {
+        let services = &mut self.pipeline.services;
+        services.ensure(snap.services.len(), snap.backends.len());
+        self.service_identity.resize(snap.services.len(), None);
+        for (id, s) in snap.services.iter().enumerate() {
+            let Some(s) = s else { continue };
+            if self.service_identity[id].as_deref() != Some(&*s.name) {
+                self.service_identity[id] = Some(s.name.clone());
+                services.reset_service(id);
+            }
+        }
+        self.backend_identity.resize(snap.backends.len(), None);
+        for (id, b) in snap.backends.iter().enumerate() {
+            let Some(b) = b else { continue };
+            let identity = Some((b.service, b.addr));
+            if self.backend_identity[id] != identity {
+                self.backend_identity[id] = identity;
+                services.reset_backend(id);
+            }
+        }
     }
 
     fn flush_tx(&mut self) {

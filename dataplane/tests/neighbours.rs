@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use dataplane::counters::DropReason;
+use dataplane::neighbour::{NeighbourConfig, NeighbourTable, Resolution};
 use dataplane::packet::{Verdict, tcp_flags as F};
 use dataplane::wire::{MacAddr, build};
 use std::net::Ipv4Addr;
@@ -107,30 +108,21 @@ fn unanswered_resolution_retries_then_drops_the_waiting_packets() {
         c.arp_requests_sent, 3,
         "retried once a second while the packet waits, max_probes in all"
     );
-    // The entry is failed now: new packets are dropped at once, not held.
+    // The entry is failed now (for the hold time): new packets are dropped
+    // at once, not held.
     gw.clock.advance_ms(100);
     let (v, _) = gw.send(OUTSIDE, &syn(40_001));
-    assert!(
-        matches!(
-            v,
-            Verdict::AwaitNeighbour(_) | Verdict::Drop(DropReason::NeighbourUnresolved)
-        ),
-        "{v:?}"
-    );
+    assert_eq!(v, Verdict::Drop(DropReason::NeighbourUnresolved));
 }
 
 #[test]
 fn the_hold_queue_is_bounded() {
     let mut gw = gateway_without_neighbour_5();
     let mut held = 0;
-    let mut full = 0;
     for i in 0..300u16 {
         match gw.send(OUTSIDE, &syn(20_000 + i)).0 {
             Verdict::AwaitNeighbour(_) => held += 1,
             v => panic!("{v:?}"),
-        }
-        if gw.counters().dropped(DropReason::NeighbourQueueFull) > full {
-            full += 1;
         }
     }
     assert_eq!(held, 300);
@@ -165,4 +157,84 @@ fn owned_addresses_are_announced_at_start_and_new_vips_when_added() {
         vec![garp(OUT_MAC, new_vip)]
     );
     assert!(gw.worker.driver_mut().take_tx(INSIDE).is_empty());
+}
+
+/// more than MAX_BATCH (64) frames held for one neighbour are released
+/// in one poll; release_held drops everything past the tx queue capacity
+/// as tx_full instead of flushing.
+#[test]
+fn more_held_frames_than_a_batch_all_leave_when_the_neighbour_answers() {
+    let mut gw = gateway_without_neighbour_5();
+    for i in 0..100u16 {
+        assert_eq!(
+            gw.send(OUTSIDE, &syn(30_000 + i)).0,
+            Verdict::AwaitNeighbour(INSIDE)
+        );
+    }
+    let be = backend_ip(5);
+    let reply = build::arp_reply(backend_mac(be), be, IN_MAC, SNAT);
+    let (_, out) = gw.send(INSIDE, &reply);
+    let c = gw.counters();
+    assert_eq!(
+        (out.len(), c.dropped(DropReason::TxFull)),
+        (100, 0),
+        "held frames lost to tx_full"
+    );
+}
+
+/// the entry is Failed the instant the last probe is claimed: a reply
+/// to the max_probes-th request can never save the frames waiting for it.
+#[test]
+fn the_last_probe_gets_its_retrans_period_before_failing() {
+    let a = Ipv4Addr::new(10, 1, 0, 99);
+    let t = NeighbourTable::new(NeighbourConfig::default());
+    for now in [1, 1_001, 2_001] {
+        assert_eq!(t.resolve(0, a, now), Resolution::Pending { probe: true });
+    }
+    assert_eq!(
+        t.resolve(0, a, 2_002),
+        Resolution::Pending { probe: false },
+        "1 ms after the third request was sent"
+    );
+}
+
+/// worker level, max_probes = 1: the held frame is dropped in the
+/// very poll its only ARP request is sent.
+#[test]
+fn frames_held_when_the_last_probe_is_sent_keep_waiting() {
+    let mut gw = gateway_without_neighbour_5();
+    gw.send(OUTSIDE, &syn(40_000));
+    gw.clock.advance_ms(1_000);
+    gw.worker.poll(); // probe 2
+    gw.clock.advance_ms(500);
+    gw.send(OUTSIDE, &syn(40_001)); // held, deadline +3000
+    gw.clock.advance_ms(500);
+    gw.worker.poll(); // probe 3 claimed by the first frame; second sees Failed
+    gw.worker.driver_mut().take_tx(INSIDE);
+    assert_eq!(
+        gw.counters().dropped(DropReason::NeighbourTimeout),
+        0,
+        "frame held 500 ms (deadline 3 s) dropped in the poll that sent the 3rd request"
+    );
+}
+
+/// a static neighbour removed from the configuration stays static:
+/// ARP can never replace it until restart.
+#[test]
+fn a_static_neighbour_removed_on_reload_is_learned_again() {
+    let mut gw = Gateway::new(vec![web(&[5])]);
+    let be = backend_ip(5);
+    let mut s = spec(vec![web(&[5])]);
+    s.neighbours.retain(|n| n.addr != be);
+    let snap = gw.builder.build(&s).unwrap();
+    gw.publisher.publish(snap);
+    gw.worker.poll();
+    let new_mac = dataplane::wire::MacAddr([2, 0xcc, 0, 0, 0, 5]);
+    // gratuitous ARP from the backend with its new MAC
+    let garp = build::arp_request(new_mac, be, be);
+    gw.send(INSIDE, &garp);
+    assert_eq!(
+        gw.worker.pipeline().neighbours.peek(INSIDE, be),
+        Some(new_mac.0)
+    );
 }

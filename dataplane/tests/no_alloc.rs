@@ -103,3 +103,67 @@ fn poll_loops_allocate_nothing_after_warm_up() {
     assert!(c.affinity_hits > 1_000 && c.resets_sent > 1_000, "{c:?}");
     assert_eq!(info.count_total, 0, "hot path allocated: {info:?}");
 }
+
+fn gateway_without_neighbour_5() -> Gateway {
+    let mut s = spec(vec![web(&[5])]);
+    s.neighbours.retain(|n| n.addr != backend_ip(5));
+    Gateway::with_spec(s, pipeline_config(0, 1))
+}
+
+fn syn(sport: u16) -> Vec<u8> {
+    build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        sport,
+        VIP,
+        80,
+        F::SYN,
+        1,
+        0,
+        b"",
+    )
+}
+
+/// the hold/ARP path under the allocation counter (not covered by no_alloc.rs).
+#[test]
+fn the_hold_queue_and_arp_path_allocate_nothing() {
+    let mut gw = gateway_without_neighbour_5();
+    let be = backend_ip(5);
+    let frames: Vec<Vec<u8>> = (0..8000u16).map(|i| syn(1024 + i)).collect();
+    let reply = build::arp_reply(backend_mac(be), be, IN_MAC, SNAT);
+    let round = |gw: &mut Gateway, r: u16| {
+        for i in 0..40u16 {
+            gw.worker
+                .driver_mut()
+                .inject(OUTSIDE, &frames[usize::from(r * 40 + i)])
+                .unwrap();
+        }
+        gw.worker.poll();
+        gw.clock.advance_ms(1_100);
+        gw.worker.poll();
+        if r.is_multiple_of(3) {
+            gw.worker.driver_mut().inject(INSIDE, &reply).unwrap();
+        }
+        gw.worker.poll();
+        gw.clock.advance_ms(40_000);
+        gw.worker.poll();
+        for p in [OUTSIDE, INSIDE] {
+            gw.worker.driver_mut().discard_tx(p);
+        }
+    };
+    for r in 0..20 {
+        round(&mut gw, r);
+    }
+    let info = allocation_counter::measure(|| {
+        for r in 20..200 {
+            round(&mut gw, r);
+        }
+    });
+    let c = gw.counters();
+    assert!(
+        c.arp_requests_sent > 10 && c.neighbour_held_sent >= 40,
+        "{c:?}"
+    );
+    assert_eq!(info.count_total, 0, "{info:?}");
+}

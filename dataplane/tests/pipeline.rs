@@ -1072,3 +1072,47 @@ fn packets_and_bytes_are_counted_per_service_and_per_backend() {
     let total: u64 = counted.backend_packets.iter().sum();
     assert_eq!(total, 4);
 }
+
+/// per-service counters follow ids, and ids are reused: a new service
+/// inherits the totals of a removed one.
+#[test]
+fn a_new_service_does_not_inherit_a_removed_services_counters() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    for i in 0..5u16 {
+        gw.send(
+            OUTSIDE,
+            &build::eth_ipv4_tcp(
+                ROUTER_MAC,
+                OUT_MAC,
+                CLIENT,
+                41_000 + i,
+                VIP,
+                80,
+                F::SYN,
+                1,
+                0,
+                b"",
+            ),
+        );
+    }
+    gw.swap(vec![]);
+    gw.worker.poll();
+    gw.swap(vec![dns(&[1])]);
+    gw.worker.poll();
+    let snap = gw.publisher.current();
+    let dns_id = snap
+        .services
+        .iter()
+        .flatten()
+        .find(|s| &*s.name == "dns")
+        .unwrap()
+        .id;
+    let p = gw
+        .worker
+        .pipeline()
+        .services
+        .service_packets
+        .get(dns_id as usize)
+        .copied();
+    assert_eq!(p.unwrap_or(0), 0, "dns (id {dns_id}) shows web's packets");
+}

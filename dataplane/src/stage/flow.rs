@@ -244,7 +244,8 @@ fn client_side_tuple(ctx: &mut FlowCtx<'_>, direct: FlowKey, meta: &PacketMeta) 
     let Some((holder, _)) = ctx.ct.lookup(&direct, direct.stable_hash()) else {
         return Some(direct);
     };
-    if direct.proto == Proto::Tcp && ctx.ct.flow(holder).accepts_new_syn() {
+    let held = ctx.ct.flow(holder);
+    if held.is_expired(ctx.now_ms) || (direct.proto == Proto::Tcp && held.accepts_new_syn()) {
         ctx.remove_flow(holder);
         ctx.counters.flows_recycled += 1;
         return Some(direct);
