@@ -632,7 +632,10 @@ impl Gateway {
                         self.reload();
                     }
                     SIGTERM | SIGINT => {
-                        info!(signal, "stopping");
+                        info!(signal, "stopping (a second signal exits at once)");
+                        if let Some(armed) = FORCE_EXIT.get() {
+                            armed.store(true, Ordering::Relaxed);
+                        }
                         self.shutdown();
                         return Ok(());
                     }
@@ -672,8 +675,18 @@ impl Drop for Gateway {
     }
 }
 
-/// Install the handlers `portico run` serves: SIGHUP, SIGTERM, SIGINT.
+/// Armed by the first SIGTERM/SIGINT: a second one ends the process at once
+/// (exit status 1) even if a worker does not stop.
+static FORCE_EXIT: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+
+/// Install the handlers `portico run` serves: SIGHUP, SIGTERM, SIGINT (a
+/// second SIGTERM/SIGINT while stopping exits immediately).
 pub fn signals() -> Result<Signals, GatewayError> {
+    let armed = FORCE_EXIT.get_or_init(|| Arc::new(AtomicBool::new(false)));
+    for signal in [SIGTERM, SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(armed))
+            .map_err(GatewayError::Signals)?;
+    }
     Signals::new([SIGHUP, SIGTERM, SIGINT]).map_err(GatewayError::Signals)
 }
 

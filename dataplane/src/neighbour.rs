@@ -14,7 +14,9 @@
 //!   **failed** for `failed_hold_ms`, then probing starts over.
 //! * **reachable**: a MAC confirmed less than `reachable_ms` ago.
 //! * **stale**: a MAC older than that: still used, and re-probed (at most one
-//!   request per `retrans_ms`) until a reply confirms it again.
+//!   request per `retrans_ms`) until a reply confirms it again; after
+//!   `max_probes` unanswered re-probes the MAC is forgotten and the entry is
+//!   failed like an unanswered one.
 //! * **static**: configured; never probed, never replaced by learning.
 //!
 //! Every access is `Relaxed` except the MAC publication: the learner stores
@@ -198,7 +200,26 @@ impl NeighbourTable {
             let stale = mac & MAC_STATIC == 0
                 && now_ms.saturating_sub(slot.confirmed_ms.load(Ordering::Relaxed))
                     >= self.config.reachable_ms;
-            let probe = stale && self.claim_probe(slot, now_ms);
+            if !stale {
+                return Resolution::Known {
+                    mac: mac_of(mac),
+                    probe: false,
+                };
+            }
+            // A stale MAC whose re-probes all went unanswered is forgotten
+            // (Linux PROBE -> FAILED): the neighbour moved or died.
+            let probes = slot.probes.load(Ordering::Relaxed);
+            let since_ms = now_ms.saturating_sub(slot.requested_ms.load(Ordering::Relaxed));
+            if probes >= self.config.max_probes && since_ms >= self.config.retrans_ms {
+                let _ = slot
+                    .mac
+                    .compare_exchange(mac, 0, Ordering::AcqRel, Ordering::Relaxed);
+                return Resolution::Failed;
+            }
+            let probe = self.claim_probe(slot, now_ms);
+            if probe {
+                slot.probes.fetch_add(1, Ordering::Relaxed);
+            }
             return Resolution::Known {
                 mac: mac_of(mac),
                 probe,
@@ -386,6 +407,43 @@ mod tests {
             t.resolve(0, A, 30_700),
             Resolution::Known {
                 mac: new_mac,
+                probe: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_stale_mac_that_stops_answering_is_forgotten() {
+        let t = table();
+        t.learn(0, A, MAC, 0, false);
+        for now in [30_000, 31_000, 32_000] {
+            assert_eq!(
+                t.resolve(0, A, now),
+                Resolution::Known {
+                    mac: MAC,
+                    probe: true
+                }
+            );
+        }
+        assert_eq!(
+            t.resolve(0, A, 32_500),
+            Resolution::Known {
+                mac: MAC,
+                probe: false
+            }
+        );
+        assert_eq!(
+            t.resolve(0, A, 33_000),
+            Resolution::Failed,
+            "three re-probes unanswered"
+        );
+        assert_eq!(t.peek(0, A), None);
+        // A reply brings it back.
+        assert!(t.learn(0, A, MAC, 33_100, true));
+        assert_eq!(
+            t.resolve(0, A, 33_200),
+            Resolution::Known {
+                mac: MAC,
                 probe: false
             }
         );
