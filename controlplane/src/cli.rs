@@ -5,6 +5,11 @@
 //! * `run --config FILE` — run the gateway on the configured interfaces;
 //!   SIGHUP reloads the file, SIGTERM/SIGINT stop.
 //! * `stats` — print the live counters of a running gateway.
+//! * `simulate --config FILE 'tcp A:P -> B:Q' [--json]` — run one packet
+//!   through the dataplane's own pipeline built from the file and print the
+//!   listener, service, affinity, Maglev slot, backend, SNAT tuple and
+//!   verdict (or drop reason). (`--live`, against a running gateway, is not
+//!   implemented.)
 //! * `demo` — as root, a real gateway on veth interfaces between network
 //!   namespaces with real clients and backends; `demo --mem` (or without
 //!   root) the pipeline on the in-memory driver.
@@ -13,7 +18,7 @@
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 invalid configuration.
 
-use crate::{admin, demo, gateway, tool};
+use crate::{admin, demo, gateway, simulate, tool};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -59,6 +64,19 @@ enum Command {
         #[arg(long, default_value = admin::DEFAULT_SOCKET)]
         admin_socket: PathBuf,
         /// Print the raw JSON report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Where would this packet go, and why: runs the first packet of a
+    /// connection through the same pipeline code the dataplane runs, built
+    /// from a configuration file.
+    Simulate {
+        #[arg(long, short)]
+        config: PathBuf,
+        /// The packet: 'tcp 198.51.100.7:40000 -> 203.0.113.10:80' or
+        /// 'udp A:P -> B:Q'.
+        flow: String,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -115,6 +133,41 @@ fn run(config: PathBuf, log_format: LogFormat, admin_socket: PathBuf) -> ExitCod
     }
 }
 
+/// `portico simulate`: exit 2 for a bad flow spec or configuration, 1 when
+/// the simulation itself fails.
+fn run_simulate(config: &std::path::Path, flow: &str, json: bool) -> ExitCode {
+    let result = flow
+        .parse::<simulate::FlowSpec>()
+        .and_then(|spec| Ok((simulate::load_plan(config)?, spec)))
+        .and_then(|(plan, spec)| simulate::simulate(&plan, &spec));
+    match result {
+        Ok(outcome) if json => match serde_json::to_string_pretty(&outcome) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("portico simulate: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Ok(outcome) => {
+            print!("{outcome}");
+            ExitCode::SUCCESS
+        }
+        Err(
+            e @ (simulate::SimulateError::BadSpec { .. } | simulate::SimulateError::Config { .. }),
+        ) => {
+            eprintln!("portico simulate: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("portico simulate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Parse the command line and run it.
 pub fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
@@ -147,6 +200,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::FAILURE)
             }
         },
+        Command::Simulate { config, flow, json } => Ok(run_simulate(&config, &flow, json)),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Tool(cmd) => tool::run(&cmd).map(|()| ExitCode::SUCCESS),
     }
