@@ -29,7 +29,7 @@ use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::driver::Frame;
 use dataplane::flow::{FlowKey, Proto, stable_addr_hash};
 use dataplane::neighbour::NeighbourTable;
-use dataplane::packet::{PortId, Verdict, tcp_flags};
+use dataplane::packet::{PacketMeta, PortId, Verdict, tcp_flags};
 use dataplane::snapshot::{BuildError, EndpointCondition, ListenerKind, Snapshot, SnapshotBuilder};
 use dataplane::stage::{Pipeline, PipelineError, Steering};
 use dataplane::wire::build;
@@ -307,9 +307,13 @@ pub fn simulate(plan: &Plan, flow: &FlowSpec) -> Result<Outcome, SimulateError> 
     };
     let mut frames = [SimFrame(bytes)];
     pipeline.process(&snap, in_port, &mut frames, NOW_MS, true);
-    let Some(meta) = pipeline.metas().first().copied() else {
-        unreachable!("a one-frame batch has one verdict")
-    };
+    // Always present (the batch has one frame); a missing verdict would be
+    // reported as the `internal` drop below.
+    let meta = pipeline
+        .metas()
+        .first()
+        .copied()
+        .unwrap_or(PacketMeta::empty(in_port));
 
     let port_name = |p: PortId| {
         plan.ports

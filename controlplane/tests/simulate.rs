@@ -154,6 +154,37 @@ fn client_ip_affinity_picks_by_client_address_on_the_owning_worker() {
     assert_eq!(workers_seen.len(), plan.dataplane.workers);
 }
 
+#[test]
+fn a_static_neighbour_is_forwarded_without_arp() {
+    let text = std::fs::read_to_string(example_path("standalone-two-port.toml")).unwrap();
+    let dir = std::env::temp_dir().join(format!("portico-simulate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("static.toml");
+    let mut with_neighbours = text.clone();
+    for last in 10..=12 {
+        with_neighbours.push_str(&format!(
+            "\n[[neighbour]]\naddress = \"10.1.0.{last}\"\nmac = \"02:00:00:00:01:{last}\"\n"
+        ));
+    }
+    std::fs::write(&path, with_neighbours).unwrap();
+    let plan = nic_config::load(&path).expect("config with neighbours loads");
+    std::fs::remove_dir_all(&dir).ok();
+    let out = run(&plan, "tcp 198.51.100.7:40000 -> 192.0.2.10:80");
+    let backend = out.backend.as_ref().unwrap().address;
+    let fw = out.forward.as_ref().unwrap();
+    assert_eq!(out.verdict, "forward");
+    assert_eq!(fw.next_hop, Some(*backend.ip()));
+    assert!(fw.next_hop_static);
+    assert!(out.to_string().contains("static neighbour"));
+    // The neighbours change only the L2 step, not the choice.
+    let plain = run(
+        &example("standalone-two-port.toml"),
+        "tcp 198.51.100.7:40000 -> 192.0.2.10:80",
+    );
+    assert_eq!(plain.backend, out.backend);
+    assert!(!plain.forward.unwrap().next_hop_static);
+}
+
 /// A small deterministic generator (splitmix64) for the random 5-tuples.
 struct SplitMix(u64);
 
