@@ -182,10 +182,20 @@ impl Progress {
             last_bytes: 0,
         }
     }
-    fn tick(&mut self, now: Duration, what: &str, frames: u64, bytes: u64, extra: &str) {
+    /// Print a line if a second has passed since the last one; `extra` is
+    /// only built then (no allocation on the other iterations).
+    fn tick(
+        &mut self,
+        now: Duration,
+        what: &str,
+        frames: u64,
+        bytes: u64,
+        extra: impl FnOnce() -> String,
+    ) {
         if now.saturating_sub(self.last_at) < Duration::from_secs(1) {
             return;
         }
+        let extra = extra();
         let dt = (now - self.last_at).as_secs_f64();
         let pps = (frames - self.last_frames) as f64 / dt;
         let bps = (bytes - self.last_bytes) as f64 * 8.0 / dt;
@@ -293,12 +303,13 @@ fn send(args: SendArgs) -> Result<(), String> {
             // Rate-limited and idle: sleep a little (at most 50 µs late).
             std::thread::sleep(Duration::from_micros(50));
         }
-        let extra = if args.expect_echo {
-            format!(", {} echoes", echo.seen.received)
-        } else {
-            String::new()
-        };
-        progress.tick(elapsed, "sent", sent, sent * frame_bytes, &extra);
+        progress.tick(elapsed, "sent", sent, sent * frame_bytes, || {
+            if args.expect_echo {
+                format!(", {} echoes", echo.seen.received)
+            } else {
+                String::new()
+            }
+        });
     }
     let send_elapsed = start.elapsed();
     if args.expect_echo {
@@ -423,8 +434,9 @@ fn sink(args: SinkArgs) -> Result<(), String> {
         if n == 0 {
             driver.wait(10);
         }
-        let extra = format!(", {} lost, {echoed} echoed", seen.lost());
-        progress.tick(now, "received", seen.received, bytes, &extra);
+        progress.tick(now, "received", seen.received, bytes, || {
+            format!(", {} lost, {echoed} echoed", seen.lost())
+        });
     }
     // Rates over the span in which probes arrived (not the idle wait).
     let secs = match first_at {
