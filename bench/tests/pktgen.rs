@@ -27,10 +27,22 @@ fn u64_at(v: &Value, path: &str) -> u64 {
 }
 
 #[test]
-fn send_with_echo_through_a_sink_over_veth() {
-    if !require_root("send_with_echo_through_a_sink_over_veth") {
-        return;
+fn udp_send_with_echo_through_a_sink_over_veth() {
+    if require_root("udp_send_with_echo_through_a_sink_over_veth") {
+        send_with_echo("udp", 64);
     }
+}
+
+#[test]
+fn tcp_syn_send_with_echo_through_a_sink_over_veth() {
+    if require_root("tcp_syn_send_with_echo_through_a_sink_over_veth") {
+        send_with_echo("tcp-syn", 74);
+    }
+}
+
+/// Sink echoes, sender sends `COUNT` probes of `proto` at 20 kpps over 100
+/// flows; `frame_bytes` is the default frame size for `proto`.
+fn send_with_echo(proto: &str, frame_bytes: u64) {
     let client = Netns::new("pgc").expect("netns");
     let server = Netns::new("pgs").expect("netns");
     let (c_if, s_if) = (unique_name("pgc"), unique_name("pgs"));
@@ -75,6 +87,8 @@ fn send_with_echo_through_a_sink_over_veth() {
                 "10.0.0.1",
                 "--dst",
                 "10.9.0.1:9000",
+                "--proto",
+                proto,
                 "--flows",
                 "100",
                 "--count",
@@ -99,8 +113,9 @@ fn send_with_echo_through_a_sink_over_veth() {
     eprintln!("send: {send}\nsink: {sink}");
 
     // Sender: exactly COUNT sent, echoes back ≥ 95 %, loss = sent - echoes.
+    assert_eq!(send.pointer("/proto").and_then(Value::as_str), Some(proto));
     assert_eq!(u64_at(&send, "/sent"), COUNT);
-    assert_eq!(u64_at(&send, "/sent_bytes"), COUNT * 64);
+    assert_eq!(u64_at(&send, "/sent_bytes"), COUNT * frame_bytes);
     let echoes = u64_at(&send, "/echo/received");
     assert!(echoes * 100 >= COUNT * 95, "{echoes} echoes of {COUNT}");
     assert!(echoes <= COUNT);
@@ -125,7 +140,7 @@ fn send_with_echo_through_a_sink_over_veth() {
     // numbers, and echoed what it received.
     let received = u64_at(&sink, "/received");
     assert!(received >= echoes && received <= COUNT);
-    assert_eq!(u64_at(&sink, "/received_bytes"), received * 64);
+    assert_eq!(u64_at(&sink, "/received_bytes"), received * frame_bytes);
     assert_eq!(
         u64_at(&sink, "/lost"),
         u64_at(&sink, "/expected") - received
