@@ -19,6 +19,9 @@
 //! SIGINT/SIGTERM end it early, still with the summary. A progress line per
 //! second goes to stderr; the summary goes to stdout (one JSON object with
 //! `--json`). Bit rates count Ethernet frames without FCS, preamble or gap.
+//! RTTs include the af_packet RX rings' block-retire delay on both sides
+//! (`rx_block_timeout_ms`, 1 ms: a partly filled block is handed over after
+//! it), so at low rates they are dominated by it and are an upper bound.
 //! Not yet: TCP "established-like" streams (handshake then data), AF_XDP.
 
 use clap::{Parser, Subcommand};
