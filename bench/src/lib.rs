@@ -271,3 +271,4 @@ pub fn backend_frame(reply: &FlowKey, flags: u8) -> Vec<u8> {
         b"",
     ))
 }
+pub mod pktgen;
