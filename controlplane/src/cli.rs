@@ -4,7 +4,13 @@
 //!   every problem with its field path.
 //! * `run --config FILE` — run the gateway on the configured interfaces;
 //!   SIGHUP reloads the file, SIGTERM/SIGINT stop.
+//! * `run … --metrics-addr ADDR` — also serve Prometheus metrics at
+//!   `http://ADDR/metrics` (default 127.0.0.1:9464, `off` for none).
 //! * `stats` — print the live counters of a running gateway.
+//! * `services [--json]` — each service with its listeners and backends
+//!   (weight, condition, packets, bytes), like `ipvsadm -Ln`. (`flows`, the
+//!   conntrack listing, is not implemented: the tables belong to the
+//!   workers.)
 //! * `simulate --config FILE 'tcp A:P -> B:Q' [--json]` — run one packet
 //!   through the dataplane's own pipeline built from the file and print the
 //!   listener, service, affinity, Maglev slot, backend, SNAT tuple and
@@ -21,6 +27,7 @@
 use crate::{admin, demo, gateway, simulate, tool};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -58,6 +65,18 @@ enum Command {
         /// Unix socket serving `portico stats`.
         #[arg(long, default_value = admin::DEFAULT_SOCKET)]
         admin_socket: PathBuf,
+        /// Address serving Prometheus metrics at /metrics (`off`: none).
+        #[arg(long, default_value = admin::DEFAULT_METRICS_ADDR, value_parser = parse_metrics_addr)]
+        metrics_addr: MetricsAddr,
+    },
+    /// Each service with its listeners and backends (weight, condition,
+    /// traffic), like `ipvsadm -Ln`.
+    Services {
+        #[arg(long, default_value = admin::DEFAULT_SOCKET)]
+        admin_socket: PathBuf,
+        /// Print the services as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the live counters of a running gateway.
     Stats {
@@ -90,6 +109,19 @@ enum Command {
     Tool(tool::ToolCommand),
 }
 
+/// `--metrics-addr`: an address, or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MetricsAddr(Option<SocketAddr>);
+
+fn parse_metrics_addr(s: &str) -> Result<MetricsAddr, String> {
+    if s == "off" {
+        return Ok(MetricsAddr(None));
+    }
+    s.parse()
+        .map(|a| MetricsAddr(Some(a)))
+        .map_err(|e| format!("{s:?} is not `address:port` or `off`: {e}"))
+}
+
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -104,7 +136,12 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn run(config: PathBuf, log_format: LogFormat, admin_socket: PathBuf) -> ExitCode {
+fn run(
+    config: PathBuf,
+    log_format: LogFormat,
+    admin_socket: PathBuf,
+    metrics_addr: MetricsAddr,
+) -> ExitCode {
     let plan = match nic_config::load(&config) {
         Ok(plan) => plan,
         Err(e) => {
@@ -122,8 +159,8 @@ fn run(config: PathBuf, log_format: LogFormat, admin_socket: PathBuf) -> ExitCod
             return ExitCode::FAILURE;
         }
     };
-    let result =
-        gateway::Gateway::start(plan, &config, &admin_socket).and_then(|gw| gw.serve(&mut signals));
+    let result = gateway::Gateway::start(plan, &config, &admin_socket, metrics_addr.0)
+        .and_then(|gw| gw.serve(&mut signals));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -185,7 +222,28 @@ pub fn main() -> anyhow::Result<ExitCode> {
             config,
             log_format,
             admin_socket,
-        } => Ok(run(config, log_format, admin_socket)),
+            metrics_addr,
+        } => Ok(run(config, log_format, admin_socket, metrics_addr)),
+        Command::Services { admin_socket, json } => match admin::fetch(&admin_socket) {
+            Ok((_, report)) if json => match serde_json::to_string_pretty(&report.services) {
+                Ok(text) => {
+                    println!("{text}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("portico services: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            },
+            Ok((_, report)) => {
+                print!("{}", admin::ServicesTable(&report.services));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("portico services: {e}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
         Command::Stats { admin_socket, json } => match admin::fetch(&admin_socket) {
             Ok((raw, report)) => {
                 if json {

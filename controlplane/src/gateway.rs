@@ -8,7 +8,8 @@
 //! first snapshot is built and published; the worker threads start (each
 //! pinned to its core when `cores` is set, each opening its own af_packet
 //! sockets, joined in one fanout group per port when there are several
-//! workers, connected by a handoff mesh); then the admin socket.
+//! workers, connected by a handoff mesh); then the admin socket and the
+//! Prometheus endpoint (`--metrics-addr`, in the gateway's namespace).
 //!
 //! Invariants:
 //! * one [`SnapshotBuilder`] lives as long as the gateway, so service and
@@ -23,8 +24,9 @@
 //!   control thread publishes.
 
 use crate::admin::{
-    AdminError, AdminServer, CounterReport, KernelTotals, PortCounters, PortReport, PortStatsCell,
-    SnapshotReport, StatsReport, WorkerReport, service_reports, sum_workers,
+    AdminError, AdminServer, CounterReport, KernelTotals, MetricsError, MetricsServer,
+    PortCounters, PortReport, PortStatsCell, SnapshotReport, StatsReport, WorkerReport,
+    service_reports, sum_workers,
 };
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::clock::MonotonicClock;
@@ -41,7 +43,7 @@ use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use nic_config::{ConfigError, DriverKind, ListenerKind, Plan};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -82,6 +84,8 @@ pub enum GatewayError {
     Build(#[from] BuildError),
     #[error("admin socket: {0}")]
     Admin(#[from] AdminError),
+    #[error("metrics endpoint: {0}")]
+    Metrics(#[from] MetricsError),
     #[error("installing signal handlers: {0}")]
     Signals(std::io::Error),
     #[error("starting worker {worker}: {reason}")]
@@ -351,6 +355,7 @@ pub struct Gateway {
     stop: Arc<AtomicBool>,
     workers: Vec<JoinHandle<()>>,
     admin: Option<AdminServer>,
+    metrics: Option<MetricsServer>,
 }
 
 impl Gateway {
@@ -361,6 +366,7 @@ impl Gateway {
         plan: Plan,
         config_path: &Path,
         admin_socket: &Path,
+        metrics_addr: Option<SocketAddr>,
     ) -> Result<Self, GatewayError> {
         let mut facts = Vec::with_capacity(plan.ports.len());
         for port in &plan.ports {
@@ -412,10 +418,11 @@ impl Gateway {
             stop,
             workers: Vec::new(),
             admin: None,
+            metrics: None,
         };
         let cells = gateway.start_workers()?;
 
-        let source = StatsSource {
+        let source = Arc::new(StatsSource {
             started,
             config: config_path.display().to_string(),
             publisher: gateway.publisher.clone(),
@@ -427,10 +434,18 @@ impl Gateway {
                 .iter()
                 .map(|p| (p.name.clone(), p.interface.clone()))
                 .collect(),
+        });
+        let admin = {
+            let source = Arc::clone(&source);
+            AdminServer::start(admin_socket, move || source.report())?
         };
-        let admin = AdminServer::start(admin_socket, move || source.report())?;
         info!(socket = %admin.path().display(), "admin socket listening");
         gateway.admin = Some(admin);
+        if let Some(addr) = metrics_addr {
+            let metrics = MetricsServer::start(addr, move || source.report())?;
+            info!(addr = %metrics.addr(), "metrics listening on /metrics");
+            gateway.metrics = Some(metrics);
+        }
         Ok(gateway)
     }
 
@@ -652,7 +667,7 @@ impl Gateway {
     }
 
     /// Stop the workers (each publishes its final counters), then the admin
-    /// socket.
+    /// socket and the metrics endpoint.
     pub fn shutdown(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         for (w, handle) in self.workers.drain(..).enumerate() {
@@ -663,13 +678,14 @@ impl Gateway {
         if let Some(admin) = self.admin.take() {
             admin.stop();
         }
+        drop(self.metrics.take());
         info!("stopped");
     }
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        if !self.workers.is_empty() || self.admin.is_some() {
+        if !self.workers.is_empty() || self.admin.is_some() || self.metrics.is_some() {
             self.shutdown();
         }
     }

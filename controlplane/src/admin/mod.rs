@@ -15,13 +15,15 @@
 //! * `total` is the field-wise sum of `workers`, and `ports[i]` the sum over
 //!   workers of their driver's stats for port `i`.
 
+mod metrics;
 mod socket;
 
+pub use metrics::{CONTENT_TYPE, DEFAULT_METRICS_ADDR, MetricsError, MetricsServer, encode_report};
 pub use socket::{AdminError, AdminServer, ClientError, DEFAULT_SOCKET, fetch};
 
 use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters};
 use dataplane::driver::afpacket::{KernelStats, PortStats};
-use dataplane::snapshot::{EndpointCondition, Snapshot};
+use dataplane::snapshot::{EndpointCondition, ListenerKind, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -51,7 +53,19 @@ pub struct ServiceReport {
     pub protocol: String,
     pub packets: u64,
     pub bytes: u64,
+    /// Where the service accepts traffic, sorted.
+    #[serde(default)]
+    pub listeners: Vec<ListenerReport>,
     pub backends: Vec<BackendReport>,
+}
+
+/// One `(protocol, address, port)` a service accepts traffic on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ListenerReport {
+    /// `vip`, `external_ip` or `node_port`.
+    pub kind: String,
+    /// `address:port`.
+    pub address: String,
 }
 
 /// Traffic of one backend of a service (both directions).
@@ -60,6 +74,9 @@ pub struct BackendReport {
     pub address: String,
     /// `ready`, `serving_terminating` or `draining`.
     pub condition: String,
+    /// Maglev weight.
+    #[serde(default)]
+    pub weight: u32,
     pub packets: u64,
     pub bytes: u64,
 }
@@ -76,6 +93,24 @@ pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<Servic
             protocol: s.proto.name().to_owned(),
             packets: at(&counted.service_packets, s.id),
             bytes: at(&counted.service_bytes, s.id),
+            listeners: {
+                let mut l: Vec<ListenerReport> = snap
+                    .listeners
+                    .iter()
+                    .filter(|(_, l)| l.service == s.id)
+                    .map(|(k, l)| ListenerReport {
+                        kind: match l.kind {
+                            ListenerKind::Vip => "vip",
+                            ListenerKind::ExternalIp => "external_ip",
+                            ListenerKind::NodePort => "node_port",
+                        }
+                        .to_owned(),
+                        address: format!("{}:{}", k.addr, k.port),
+                    })
+                    .collect();
+                l.sort();
+                l
+            },
             backends: snap
                 .backends
                 .iter()
@@ -89,6 +124,7 @@ pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<Servic
                         EndpointCondition::Draining => "draining",
                     }
                     .to_owned(),
+                    weight: b.weight,
                     packets: at(&counted.backend_packets, b.id),
                     bytes: at(&counted.backend_bytes, b.id),
                 })
@@ -399,6 +435,48 @@ fn fmt_duration_ms(ms: u64) -> String {
     }
 }
 
+/// What `portico services` prints: like `ipvsadm -Ln`, each service with
+/// its listeners, then its backends with weight, condition and traffic.
+#[derive(Debug)]
+pub struct ServicesTable<'a>(pub &'a [ServiceReport]);
+
+impl fmt::Display for ServicesTable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return writeln!(f, "no services");
+        }
+        writeln!(
+            f,
+            "{:<5} {:<28} {:>6} {:<20} {:>12} {:>14}",
+            "Prot", "Service / Listener", "Weight", "Condition", "Packets", "Bytes"
+        )?;
+        writeln!(f, "  -> Backend")?;
+        for s in self.0 {
+            writeln!(
+                f,
+                "{:<5} {:<28} {:>6} {:<20} {:>12} {:>14}",
+                s.protocol.to_uppercase(),
+                s.name,
+                "",
+                "",
+                s.packets,
+                s.bytes
+            )?;
+            for l in &s.listeners {
+                writeln!(f, "      {:<28} ({})", l.address, l.kind)?;
+            }
+            for b in &s.backends {
+                writeln!(
+                    f,
+                    "  -> {:<29} {:>6} {:<20} {:>12} {:>14}",
+                    b.address, b.weight, b.condition, b.packets, b.bytes
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What `portico stats` prints.
 fn write_services(f: &mut fmt::Formatter<'_>, services: &[ServiceReport]) -> fmt::Result {
     if services.is_empty() {
@@ -672,9 +750,14 @@ mod tests {
                 protocol: "tcp".into(),
                 packets: 7,
                 bytes: 700,
+                listeners: vec![ListenerReport {
+                    kind: "vip".into(),
+                    address: "203.0.113.10:80".into(),
+                }],
                 backends: vec![BackendReport {
                     address: "10.1.0.10:8080".into(),
                     condition: "ready".into(),
+                    weight: 3,
                     packets: 7,
                     bytes: 700,
                 }],
@@ -697,6 +780,26 @@ mod tests {
             "{text}"
         );
         assert_eq!(value["services"][0]["backends"][0]["packets"], 7);
+        assert_eq!(value["services"][0]["backends"][0]["weight"], 3);
+        let table = ServicesTable(&report.services).to_string();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("TCP") && l.contains("web") && l.contains(" 7 ")),
+            "{table}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("203.0.113.10:80") && l.contains("(vip)")),
+            "{table}"
+        );
+        assert!(
+            lines.iter().any(|l| l.starts_with("  -> 10.1.0.10:8080")
+                && l.split_whitespace().collect::<Vec<_>>()[2..5] == ["3", "ready", "7"]),
+            "{table}"
+        );
     }
 
     #[test]

@@ -1,0 +1,620 @@
+//! The Prometheus endpoint: `GET /metrics` on a plain TCP listener (a std
+//! thread, no async runtime), in the OpenMetrics text format of the
+//! `prometheus-client` crate.
+//!
+//! Invariants:
+//! * the metrics are built from a [`StatsReport`], the same report
+//!   `portico stats` prints, so the two never disagree; the report is summed
+//!   from the workers' published counters off the hot path;
+//! * names follow OpenMetrics: a `portico_` prefix, the unit as a suffix
+//!   (`_bytes`, `_seconds`) with a `# UNIT` line, counters end in `_total`;
+//! * every [`dataplane::counters::DropReason`] appears as a `reason` label
+//!   of `portico_drops_total` under its stable name, zero or not;
+//! * the server reads at most one request head per connection and answers
+//!   it; anything but `GET /metrics` gets a 404 (or 405 for another method).
+
+use super::StatsReport;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Where `portico run` serves /metrics by default.
+pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9464";
+/// The content type of the OpenMetrics text format.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// How long the accept loop sleeps when no client is waiting (also bounds
+/// how long stopping the server takes).
+const ACCEPT_IDLE_MS: u64 = 50;
+/// A client that does not send its request or read its answer within this
+/// time is dropped.
+const CLIENT_TIMEOUT_MS: u64 = 2000;
+/// Longest request head read.
+const MAX_REQUEST_BYTES: usize = 8192;
+
+/// Why the metrics endpoint could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("listening on {addr} for metrics: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("starting the metrics thread: {0}")]
+    Thread(io::Error),
+    #[error("encoding metrics: {0}")]
+    Encode(#[from] std::fmt::Error),
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+fn counter(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+) -> Family<Labels, Counter> {
+    let family = Family::<Labels, Counter>::default();
+    match unit {
+        Some(u) => registry.register_with_unit(name, help, u, family.clone()),
+        None => registry.register(name, help, family.clone()),
+    }
+    family
+}
+
+/// Register an unlabelled gauge holding `value`.
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let g = Gauge::<u64, AtomicU64>::default();
+    g.set(value);
+    registry.register(name, help, g);
+}
+
+/// The OpenMetrics text for `report`.
+pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
+    let mut r = Registry::with_prefix("portico");
+
+    // Ports.
+    let port_rx_packets = counter(&mut r, "port_rx_packets", "Frames received on a port", None);
+    let port_rx_bytes = counter(
+        &mut r,
+        "port_rx",
+        "Bytes received on a port",
+        Some(Unit::Bytes),
+    );
+    let port_tx_packets = counter(&mut r, "port_tx_packets", "Frames sent on a port", None);
+    let port_tx_bytes = counter(&mut r, "port_tx", "Bytes sent on a port", Some(Unit::Bytes));
+    let port_drops = counter(
+        &mut r,
+        "port_driver_drops",
+        "Frames the driver or the kernel lost on a port (too big, truncated, TX ring full, RX ring full)",
+        None,
+    );
+    for p in &report.ports {
+        let l: Labels = vec![("port", p.name.clone()), ("interface", p.interface.clone())];
+        port_rx_packets.get_or_create(&l).inc_by(p.stats.rx_frames);
+        port_rx_bytes.get_or_create(&l).inc_by(p.stats.rx_bytes);
+        port_tx_packets.get_or_create(&l).inc_by(p.stats.tx_frames);
+        port_tx_bytes.get_or_create(&l).inc_by(p.stats.tx_bytes);
+        port_drops.get_or_create(&l).inc_by(p.stats.dropped());
+    }
+
+    // Dataplane totals.
+    let t = &report.total;
+    let drops = counter(
+        &mut r,
+        "drops",
+        "Packets the dataplane dropped, by reason",
+        None,
+    );
+    for (reason, n) in &t.drops {
+        drops
+            .get_or_create(&vec![("reason", reason.clone())])
+            .inc_by(*n);
+    }
+    for (name, help, value) in [
+        (
+            "flows_created",
+            "Conntrack entries created",
+            t.flows_created,
+        ),
+        (
+            "flows_expired",
+            "Conntrack entries expired",
+            t.flows_expired,
+        ),
+        (
+            "flows_early_dropped",
+            "Conntrack entries evicted early to make room",
+            t.flows_early_dropped,
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(value);
+        r.register(name, help, c);
+    }
+    gauge(&mut r, "flows_live", "Conntrack entries now", t.live_flows);
+    gauge(
+        &mut r,
+        "snat_tuples_in_use",
+        "SNAT tuples allocated now",
+        t.snat_in_use,
+    );
+
+    // Services and backends.
+    let svc_packets = counter(
+        &mut r,
+        "service_packets",
+        "Packets of a service (both directions)",
+        None,
+    );
+    let svc_bytes = counter(
+        &mut r,
+        "service",
+        "Bytes of a service (both directions)",
+        Some(Unit::Bytes),
+    );
+    let be_packets = counter(
+        &mut r,
+        "backend_packets",
+        "Packets of a backend (both directions)",
+        None,
+    );
+    let be_bytes = counter(
+        &mut r,
+        "backend",
+        "Bytes of a backend (both directions)",
+        Some(Unit::Bytes),
+    );
+    for s in &report.services {
+        let l: Labels = vec![
+            ("service", s.name.clone()),
+            ("protocol", s.protocol.clone()),
+        ];
+        svc_packets.get_or_create(&l).inc_by(s.packets);
+        svc_bytes.get_or_create(&l).inc_by(s.bytes);
+        for b in &s.backends {
+            let l: Labels = vec![
+                ("service", s.name.clone()),
+                ("protocol", s.protocol.clone()),
+                ("backend", b.address.clone()),
+            ];
+            be_packets.get_or_create(&l).inc_by(b.packets);
+            be_bytes.get_or_create(&l).inc_by(b.bytes);
+        }
+    }
+
+    // Control plane.
+    gauge(
+        &mut r,
+        "snapshot_generation",
+        "Generation of the forwarding tables in force",
+        report.snapshot.generation,
+    );
+    let age = Gauge::<f64, AtomicU64>::default();
+    age.set(report.snapshot.age_ms as f64 / 1000.0);
+    r.register_with_unit(
+        "snapshot_age",
+        "Time since the forwarding tables in force were published",
+        Unit::Seconds,
+        age.clone(),
+    );
+
+    let mut text = String::new();
+    encode(&mut text, &r)?;
+    Ok(text)
+}
+
+/// The running metrics endpoint; stops on drop.
+#[derive(Debug)]
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Listen on `addr` and answer `GET /metrics` with the metrics of a
+    /// fresh `report()`.
+    pub fn start(
+        addr: SocketAddr,
+        report: impl Fn() -> StatsReport + Send + 'static,
+    ) -> Result<Self, MetricsError> {
+        let bind_err = |source| MetricsError::Bind { addr, source };
+        let listener = TcpListener::bind(addr).map_err(bind_err)?;
+        listener.set_nonblocking(true).map_err(bind_err)?;
+        let addr = listener.local_addr().map_err(bind_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("portico-metrics".into())
+                .spawn(move || serve(&listener, &stop, &report))
+                .map_err(MetricsError::Thread)?
+        };
+        Ok(MetricsServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on (the port resolved if 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(listener: &TcpListener, stop: &AtomicBool, report: &dyn Fn() -> StatsReport) {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Err(e) = answer(stream, report) {
+                    tracing::debug!(error = %e, "metrics client went away");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(ACCEPT_IDLE_MS));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics accept failed");
+                std::thread::sleep(Duration::from_millis(ACCEPT_IDLE_MS));
+            }
+        }
+    }
+}
+
+/// Read the request head (up to the blank line) and answer it.
+fn answer(mut stream: TcpStream, report: &dyn Fn() -> StatsReport) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    let timeout = Some(Duration::from_millis(CLIENT_TIMEOUT_MS));
+    stream.set_read_timeout(timeout)?;
+    stream.set_write_timeout(timeout)?;
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_BYTES {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(buf.get(..n).unwrap_or_default());
+    }
+    let head = String::from_utf8_lossy(&head);
+    let mut words = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, content_type, body) = match (method, path) {
+        ("GET", "/metrics") => match encode_report(&report()) {
+            Ok(text) => ("200 OK", CONTENT_TYPE, text),
+            Err(e) => (
+                "500 Internal Server Error",
+                "text/plain; charset=utf-8",
+                format!("{e}\n"),
+            ),
+        },
+        (_, "/metrics") => (
+            "405 Method Not Allowed",
+            "text/plain; charset=utf-8",
+            "only GET\n".to_owned(),
+        ),
+        _ => (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "metrics are at /metrics\n".to_owned(),
+        ),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes())?;
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::{
+        BackendReport, CounterReport, PortCounters, PortReport, ServiceReport, SnapshotReport,
+    };
+    use dataplane::counters::{Counters, DropReason, Gauges};
+    use std::collections::BTreeMap;
+
+    fn sample() -> StatsReport {
+        let mut c = Counters {
+            rx_packets: 40,
+            flows_created: 6,
+            flows_expired: 2,
+            flows_early_dropped: 1,
+            ..Counters::default()
+        };
+        for _ in 0..3 {
+            c.drop(DropReason::NoFlow);
+        }
+        StatsReport {
+            pid: 1,
+            uptime_ms: 10_000,
+            config: "portico.toml".into(),
+            snapshot: SnapshotReport {
+                generation: 4,
+                age_ms: 2_500,
+            },
+            total: CounterReport::new(
+                &c,
+                Gauges {
+                    live_flows: 4,
+                    snat_in_use: 3,
+                },
+            ),
+            workers: Vec::new(),
+            ports: vec![PortReport {
+                port: 0,
+                name: "outside".into(),
+                interface: "veth0".into(),
+                stats: PortCounters {
+                    rx_frames: 11,
+                    rx_bytes: 1100,
+                    tx_frames: 9,
+                    tx_bytes: 900,
+                    tx_ring_full: 2,
+                    kernel_rx_drops: 5,
+                    ..PortCounters::default()
+                },
+            }],
+            services: vec![ServiceReport {
+                name: "web".into(),
+                protocol: "tcp".into(),
+                packets: 7,
+                bytes: 700,
+                listeners: Vec::new(),
+                backends: vec![BackendReport {
+                    address: "10.1.0.10:8080".into(),
+                    condition: "ready".into(),
+                    weight: 1,
+                    packets: 5,
+                    bytes: 500,
+                }],
+            }],
+        }
+    }
+
+    /// One sample line: `name{labels} value`, labels as a sorted map.
+    #[derive(Debug)]
+    struct Sample {
+        name: String,
+        labels: BTreeMap<String, String>,
+        value: f64,
+    }
+
+    /// Parse the exposition line by line; panics on a line that is neither
+    /// a `# TYPE|HELP|UNIT` comment, `# EOF`, nor a sample. Returns the
+    /// declared types and the samples.
+    fn parse(text: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
+        let mut types = BTreeMap::new();
+        let mut samples = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# ") {
+                let mut w = rest.splitn(3, ' ');
+                match (w.next(), w.next(), w.next()) {
+                    (Some("TYPE"), Some(name), Some(t)) => {
+                        types.insert(name.to_owned(), t.to_owned());
+                    }
+                    (Some("HELP" | "UNIT"), Some(_), Some(_)) => {}
+                    (Some("EOF"), None, None) => {}
+                    _ => panic!("bad comment line {line:?}"),
+                }
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').expect("`series value`");
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => {
+                    let body = rest.strip_suffix('}').expect("labels close");
+                    let labels = body
+                        .split(',')
+                        .map(|kv| {
+                            let (k, v) = kv.split_once('=').expect("k=v");
+                            let v = v
+                                .strip_prefix('"')
+                                .and_then(|v| v.strip_suffix('"'))
+                                .expect("quoted value");
+                            (k.to_owned(), v.to_owned())
+                        })
+                        .collect();
+                    (name, labels)
+                }
+                None => (series, BTreeMap::new()),
+            };
+            assert!(
+                name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "metric name {name:?}"
+            );
+            samples.push(Sample {
+                name: name.to_owned(),
+                labels,
+                value: value.parse().expect("numeric value"),
+            });
+        }
+        (types, samples)
+    }
+
+    fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+        let want: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let found: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| s.name == name && s.labels == want)
+            .collect();
+        assert_eq!(found.len(), 1, "{name} {want:?} in {samples:#?}");
+        found.first().map_or(f64::NAN, |s| s.value)
+    }
+
+    #[test]
+    fn the_metrics_text_has_every_family_with_units_and_labels() {
+        let report = sample();
+        let text = encode_report(&report).expect("encodes");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let (types, samples) = parse(&text);
+
+        for (family, t) in [
+            ("portico_port_rx_packets", "counter"),
+            ("portico_port_rx_bytes", "counter"),
+            ("portico_port_tx_packets", "counter"),
+            ("portico_port_tx_bytes", "counter"),
+            ("portico_port_driver_drops", "counter"),
+            ("portico_drops", "counter"),
+            ("portico_flows_created", "counter"),
+            ("portico_flows_expired", "counter"),
+            ("portico_flows_early_dropped", "counter"),
+            ("portico_flows_live", "gauge"),
+            ("portico_snat_tuples_in_use", "gauge"),
+            ("portico_service_packets", "counter"),
+            ("portico_service_bytes", "counter"),
+            ("portico_backend_packets", "counter"),
+            ("portico_backend_bytes", "counter"),
+            ("portico_snapshot_generation", "gauge"),
+            ("portico_snapshot_age_seconds", "gauge"),
+        ] {
+            assert_eq!(
+                types.get(family).map(String::as_str),
+                Some(t),
+                "{family}\n{text}"
+            );
+        }
+        assert!(
+            text.contains("# UNIT portico_port_rx_bytes bytes"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# UNIT portico_snapshot_age_seconds seconds"),
+            "{text}"
+        );
+        for s in &samples {
+            if types
+                .get(s.name.trim_end_matches("_total"))
+                .map(String::as_str)
+                == Some("counter")
+            {
+                assert!(s.name.ends_with("_total"), "counter sample {}", s.name);
+            }
+        }
+
+        let port = [("port", "outside"), ("interface", "veth0")];
+        assert_eq!(
+            value(&samples, "portico_port_rx_packets_total", &port),
+            11.0
+        );
+        assert_eq!(
+            value(&samples, "portico_port_rx_bytes_total", &port),
+            1100.0
+        );
+        assert_eq!(value(&samples, "portico_port_tx_packets_total", &port), 9.0);
+        assert_eq!(value(&samples, "portico_port_tx_bytes_total", &port), 900.0);
+        assert_eq!(
+            value(&samples, "portico_port_driver_drops_total", &port),
+            7.0
+        );
+
+        let reasons: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| s.name == "portico_drops_total")
+            .collect();
+        assert_eq!(
+            reasons.len(),
+            DropReason::COUNT,
+            "every reason, zero or not"
+        );
+        for r in DropReason::ALL {
+            let want = if *r == DropReason::NoFlow { 3.0 } else { 0.0 };
+            assert_eq!(
+                value(&samples, "portico_drops_total", &[("reason", r.name())]),
+                want
+            );
+        }
+
+        assert_eq!(value(&samples, "portico_flows_created_total", &[]), 6.0);
+        assert_eq!(value(&samples, "portico_flows_expired_total", &[]), 2.0);
+        assert_eq!(
+            value(&samples, "portico_flows_early_dropped_total", &[]),
+            1.0
+        );
+        assert_eq!(value(&samples, "portico_flows_live", &[]), 4.0);
+        assert_eq!(value(&samples, "portico_snat_tuples_in_use", &[]), 3.0);
+
+        let svc = [("service", "web"), ("protocol", "tcp")];
+        assert_eq!(value(&samples, "portico_service_packets_total", &svc), 7.0);
+        assert_eq!(value(&samples, "portico_service_bytes_total", &svc), 700.0);
+        let be = [
+            ("service", "web"),
+            ("protocol", "tcp"),
+            ("backend", "10.1.0.10:8080"),
+        ];
+        assert_eq!(value(&samples, "portico_backend_packets_total", &be), 5.0);
+        assert_eq!(value(&samples, "portico_backend_bytes_total", &be), 500.0);
+
+        assert_eq!(value(&samples, "portico_snapshot_generation", &[]), 4.0);
+        assert_eq!(value(&samples, "portico_snapshot_age_seconds", &[]), 2.5);
+    }
+
+    fn get(addr: SocketAddr, request: &str) -> String {
+        let mut s = TcpStream::connect(addr).expect("connects");
+        s.write_all(request.as_bytes()).expect("sends");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("reads");
+        out
+    }
+
+    #[test]
+    fn the_server_answers_get_metrics_and_nothing_else() {
+        let generation = Arc::new(AtomicU64::new(10));
+        let server = {
+            let generation = Arc::clone(&generation);
+            MetricsServer::start("127.0.0.1:0".parse().expect("addr"), move || {
+                let mut r = sample();
+                r.snapshot.generation = generation.fetch_add(1, Ordering::Relaxed);
+                r
+            })
+            .expect("starts")
+        };
+        let addr = server.addr();
+        assert_ne!(addr.port(), 0);
+        let first = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(first.starts_with("HTTP/1.1 200 OK\r\n"), "{first}");
+        assert!(first.contains(CONTENT_TYPE), "{first}");
+        assert!(
+            first.contains("portico_snapshot_generation 10\n"),
+            "{first}"
+        );
+        let second = get(addr, "GET /metrics?x=1 HTTP/1.0\r\n\r\n");
+        assert!(
+            second.contains("portico_snapshot_generation 11\n"),
+            "fresh per scrape"
+        );
+        let (head, body) = second.split_once("\r\n\r\n").expect("head and body");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .and_then(|v| v.parse().ok())
+            .expect("content length");
+        assert_eq!(length, body.len());
+        assert!(get(addr, "GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+        assert!(get(addr, "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+        drop(server);
+        assert!(TcpStream::connect(addr).is_err(), "closed on drop");
+    }
+}
