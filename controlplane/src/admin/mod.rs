@@ -1,5 +1,6 @@
 //! The admin endpoint: live counters of a running gateway over a unix
-//! socket, and the `portico stats` client.
+//! socket, the `portico stats` and `portico services` client, and the
+//! Prometheus endpoint ([`MetricsServer`]) that renders the same report.
 //!
 //! Protocol: a client connects; the server writes one JSON document (a
 //! [`StatsReport`]) followed by a newline and closes the connection. Nothing
