@@ -271,4 +271,5 @@ pub fn backend_frame(reply: &FlowKey, flags: u8) -> Vec<u8> {
         b"",
     ))
 }
+pub mod compare;
 pub mod pktgen;

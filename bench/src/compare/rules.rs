@@ -1,0 +1,264 @@
+//! The three datapaths' rule sets for one measured UDP service plus filler
+//! services, as text: an `iptables-restore` file in kube-proxy's
+//! iptables-mode shape, an `nft -f` file in kube-proxy's nftables-mode shape
+//! and a Portico configuration.
+//!
+//! Invariants:
+//! * every datapath gets the same services: service 0 is the measured one
+//!   (`measured_vip:measured_port` → the real backends), services 1..n are
+//!   fillers on `10.96.0.0/16` VIPs with two made-up endpoints each;
+//! * the measured service comes LAST in kube-proxy's linear `KUBE-SERVICES`
+//!   chain (the worst case of its map-ordered rules); in the nftables map and
+//!   in Portico the order does not matter (hash lookups);
+//! * traffic from outside the cluster CIDR (`10.244.0.0/16`) is masqueraded,
+//!   as kube-proxy does with `--cluster-cidr`, so all three do full NAT.
+
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+
+/// The cluster CIDR whose sources kube-proxy does not masquerade.
+pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
+
+/// The services every datapath is programmed with.
+#[derive(Clone, Debug)]
+pub struct ServiceSet {
+    pub measured_vip: Ipv4Addr,
+    pub measured_port: u16,
+    pub backends: Vec<Ipv4Addr>,
+    pub backend_port: u16,
+    /// Total services including the measured one (≥ 1).
+    pub services: usize,
+}
+
+/// One service: VIP, port and endpoints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Service {
+    pub vip: Ipv4Addr,
+    pub port: u16,
+    pub endpoints: Vec<(Ipv4Addr, u16)>,
+}
+
+/// VIP of filler service `i` (1-based): `10.96.0.0` + i.
+pub fn filler_vip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 96, 0, 0)).wrapping_add(i as u32))
+}
+
+/// Endpoint `j` of filler service `i`: inside the cluster CIDR.
+pub fn filler_endpoint(i: usize, j: usize) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 244, 0, 0)).wrapping_add((2 * i + j) as u32 + 2))
+}
+
+impl ServiceSet {
+    /// Service 0 is the measured one, then the fillers.
+    pub fn services(&self) -> Vec<Service> {
+        let mut all = vec![Service {
+            vip: self.measured_vip,
+            port: self.measured_port,
+            endpoints: self
+                .backends
+                .iter()
+                .map(|&b| (b, self.backend_port))
+                .collect(),
+        }];
+        for i in 1..self.services.max(1) {
+            all.push(Service {
+                vip: filler_vip(i),
+                port: 53,
+                endpoints: (0..2).map(|j| (filler_endpoint(i, j), 5353)).collect(),
+            });
+        }
+        all
+    }
+}
+
+/// kube-proxy's probability for endpoint `k` of `n` (`1/(n-k)`), printed
+/// the way kube-proxy prints it.
+pub fn probability(k: usize, n: usize) -> String {
+    format!("{:.10}", 1.0 / (n - k) as f64)
+}
+
+/// `iptables-restore` input for the nat table, kube-proxy iptables mode.
+pub fn iptables_restore(set: &ServiceSet) -> String {
+    let services = set.services();
+    // The measured service goes last in KUBE-SERVICES.
+    let order: Vec<usize> = (1..services.len()).chain([0]).collect();
+    let mut chains = String::new();
+    let mut rules = String::new();
+    let base = [
+        "KUBE-SERVICES",
+        "KUBE-NODEPORTS",
+        "KUBE-POSTROUTING",
+        "KUBE-MARK-MASQ",
+    ];
+    for c in base {
+        let _ = writeln!(chains, ":{c} - [0:0]");
+    }
+    rules.push_str(
+        "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n\
+         -A OUTPUT -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n\
+         -A POSTROUTING -m comment --comment \"kubernetes postrouting rules\" -j KUBE-POSTROUTING\n\
+         -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000\n\
+         -A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN\n\
+         -A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0\n\
+         -A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully\n",
+    );
+    let mut per_service = String::new();
+    for &i in &order {
+        let Some(s) = services.get(i) else { continue };
+        let svc = format!("KUBE-SVC-S{i:014}");
+        let _ = writeln!(chains, ":{svc} - [0:0]");
+        let _ = writeln!(
+            rules,
+            "-A KUBE-SERVICES -d {}/32 -p udp -m comment --comment \"default/svc{i}:dns cluster IP\" -m udp --dport {} -j {svc}",
+            s.vip, s.port
+        );
+        let _ = writeln!(
+            per_service,
+            "-A {svc} ! -s {CLUSTER_CIDR} -d {}/32 -p udp -m udp --dport {} -j KUBE-MARK-MASQ",
+            s.vip, s.port
+        );
+        let n = s.endpoints.len();
+        for (k, (addr, port)) in s.endpoints.iter().enumerate() {
+            let sep = format!("KUBE-SEP-S{i:07}E{k:06}");
+            let _ = writeln!(chains, ":{sep} - [0:0]");
+            if k + 1 < n {
+                let _ = writeln!(
+                    per_service,
+                    "-A {svc} -m statistic --mode random --probability {} -j {sep}",
+                    probability(k, n)
+                );
+            } else {
+                let _ = writeln!(per_service, "-A {svc} -j {sep}");
+            }
+            let _ = writeln!(per_service, "-A {sep} -s {addr}/32 -j KUBE-MARK-MASQ");
+            let _ = writeln!(
+                per_service,
+                "-A {sep} -p udp -m udp -j DNAT --to-destination {addr}:{port}"
+            );
+        }
+    }
+    rules.push_str("-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS\n");
+    format!(
+        "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n{chains}{rules}{per_service}COMMIT\n"
+    )
+}
+
+/// An `iptables-restore` input that empties the nat table again.
+pub fn iptables_empty() -> &'static str {
+    "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\nCOMMIT\n"
+}
+
+/// Name of kube-proxy's nftables table here.
+pub const NFT_TABLE: &str = "kube-proxy";
+
+/// `nft -f` input, kube-proxy nftables mode: a `service-ips` verdict map,
+/// a chain per service with `numgen random mod n vmap`, a chain per
+/// endpoint with the DNAT, masquerade in postrouting. Replaces the table
+/// atomically when loaded again.
+pub fn nft_script(set: &ServiceSet) -> String {
+    let services = set.services();
+    let mut out = format!(
+        "table ip {NFT_TABLE}\ndelete table ip {NFT_TABLE}\ntable ip {NFT_TABLE} {{\n\
+         \tchain mark-for-masquerade {{ meta mark set meta mark or 0x4000; }}\n\
+         \tchain masquerading {{\n\t\tmeta mark & 0x4000 == 0 return\n\t\tmeta mark set meta mark xor 0x4000\n\t\tmasquerade fully-random\n\t}}\n\
+         \tchain nat-prerouting {{ type nat hook prerouting priority dstnat; policy accept; jump services; }}\n\
+         \tchain nat-output {{ type nat hook output priority -100; policy accept; jump services; }}\n\
+         \tchain nat-postrouting {{ type nat hook postrouting priority srcnat; policy accept; jump masquerading; }}\n\
+         \tmap service-ips {{ type ipv4_addr . inet_proto . inet_service : verdict; }}\n\
+         \tchain services {{ ip daddr . meta l4proto . th dport vmap @service-ips; }}\n"
+    );
+    let mut elements = String::new();
+    for (i, s) in services.iter().enumerate() {
+        let svc = format!("service-s{i}-udp");
+        let n = s.endpoints.len();
+        let mut vmap = String::new();
+        for k in 0..n {
+            let sep = if k == 0 { "" } else { ", " };
+            let _ = write!(vmap, "{sep}{k} : goto endpoint-s{i}-e{k}");
+        }
+        let _ = writeln!(
+            out,
+            "\tchain {svc} {{\n\t\tip daddr {} udp dport {} ip saddr != {CLUSTER_CIDR} jump mark-for-masquerade\n\t\tnumgen random mod {n} vmap {{ {vmap} }};\n\t}}",
+            s.vip, s.port
+        );
+        for (k, (addr, port)) in s.endpoints.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "\tchain endpoint-s{i}-e{k} {{\n\t\tip saddr {addr} jump mark-for-masquerade\n\t\tmeta l4proto udp dnat to {addr}:{port}\n\t}}"
+            );
+        }
+        let _ = writeln!(
+            elements,
+            "add element ip {NFT_TABLE} service-ips {{ {} . udp . {} : goto {svc} }}",
+            s.vip, s.port
+        );
+    }
+    out.push_str("}\n");
+    out.push_str(&elements);
+    out
+}
+
+/// The `[[service]]` tables of a Portico configuration.
+pub fn portico_services(set: &ServiceSet) -> String {
+    let mut out = String::new();
+    for (i, s) in set.services().iter().enumerate() {
+        let mut backends = String::new();
+        for (addr, port) in &s.endpoints {
+            let _ = write!(backends, "\n    {{ address = \"{addr}\", port = {port} }},");
+        }
+        let _ = write!(
+            out,
+            "\n[[service]]\nname = \"svc{i}\"\nprotocol = \"udp\"\nvip = \"{}\"\nport = {}\nsnat = true\nbackends = [{backends}\n]\n",
+            s.vip, s.port
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(services: usize) -> ServiceSet {
+        ServiceSet {
+            measured_vip: Ipv4Addr::new(192, 0, 2, 10),
+            measured_port: 53,
+            backends: vec![Ipv4Addr::new(10, 1, 0, 10), Ipv4Addr::new(10, 1, 0, 11)],
+            backend_port: 9000,
+            services,
+        }
+    }
+
+    #[test]
+    fn every_datapath_has_every_service_once() {
+        let s = set(50);
+        let ipt = iptables_restore(&s);
+        let nft = nft_script(&s);
+        let portico = portico_services(&s);
+        assert_eq!(ipt.matches("-A KUBE-SERVICES -d ").count(), 50);
+        assert_eq!(nft.matches("add element").count(), 50);
+        assert_eq!(portico.matches("[[service]]").count(), 50);
+        assert_eq!(ipt.matches("-j DNAT").count(), 100);
+        assert_eq!(nft.matches(" dnat to ").count(), 100);
+        // The measured service is the last KUBE-SERVICES match.
+        let last = ipt
+            .lines()
+            .rfind(|l| l.starts_with("-A KUBE-SERVICES -d "))
+            .unwrap_or_default();
+        assert!(last.contains("192.0.2.10/32"), "{last}");
+    }
+
+    #[test]
+    fn probabilities_split_evenly() {
+        assert_eq!(probability(0, 2), "0.5000000000");
+        assert_eq!(probability(1, 2), "1.0000000000");
+        assert_eq!(probability(0, 3), "0.3333333333");
+    }
+
+    #[test]
+    fn filler_addresses_are_distinct() {
+        let vips: std::collections::HashSet<_> = (1..10_000).map(filler_vip).collect();
+        assert_eq!(vips.len(), 9999);
+        assert!(!vips.contains(&Ipv4Addr::new(192, 0, 2, 10)));
+    }
+}
