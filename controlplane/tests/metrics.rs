@@ -13,17 +13,11 @@
 //! The metrics listener runs in the gateway's namespace on its default
 //! address (127.0.0.1:9464), so it is scraped from inside that namespace.
 
-use portico_tests::{Netns, Process, TempDir, have, nginx, require_root, unique_name, veth};
+mod common;
+
+use common::{BIN, curl, mac_of, portico, stats, topology, wait_until};
+use portico_tests::{TempDir, have, nginx, require_root};
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output};
-use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_portico");
-
-fn portico(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("portico runs")
-}
 
 #[test]
 fn services_without_a_gateway_fails_with_one_line() {
@@ -40,64 +34,12 @@ fn services_without_a_gateway_fails_with_one_line() {
     assert!(stderr.contains("not running"), "{stderr}");
 }
 
-fn mac_of(ns: &Netns, ifname: &str) -> String {
-    let out = ns
-        .exec("ip", &["-o", "link", "show", ifname])
-        .expect("ip link show");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.split_whitespace()
-        .skip_while(|w| *w != "link/ether")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no MAC in {text}"))
-        .to_owned()
-}
-
-/// Stops nginx with SIGTERM so its master stops its workers.
-struct StopGracefully(Process);
-
-impl Drop for StopGracefully {
-    fn drop(&mut self) {
-        let _ = self.0.terminate(Duration::from_secs(5));
-    }
-}
-
-fn stats(socket: &Path) -> Option<Value> {
-    let out = portico(&[
-        "stats",
-        "--json",
-        "--admin-socket",
-        socket.to_str().expect("utf-8 path"),
-    ]);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).expect("stats --json prints JSON"))
-}
-
-/// `curl -sS URL` inside `ns`; the body on success.
-fn curl(ns: &Netns, url: &str) -> Option<String> {
-    let out = ns
-        .exec_unchecked("curl", &["-sS", "--max-time", "2", url])
-        .expect("curl runs");
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// The value of the sample `series` (name with its labels, exactly as
 /// exposed) in a metrics text.
 fn sample(text: &str, series: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .and_then(|v| v.parse().ok())
-}
-
-fn wait_until(what: &str, log: &Path, f: impl FnMut() -> bool) {
-    let ok = portico_tests::wait_until(Duration::from_secs(15), f);
-    assert!(
-        ok,
-        "timed out waiting until {what}; gateway log:\n{}",
-        std::fs::read_to_string(log).unwrap_or_default()
-    );
 }
 
 #[test]
@@ -109,32 +51,12 @@ fn metrics_and_services_show_the_traffic_sent() {
         have("nginx") && have("curl"),
         "nginx and curl are installed by tests/run.sh"
     );
-    let client = Netns::new("mc").expect("client netns");
-    let gateway = Netns::new("mg").expect("gateway netns");
-    let backend = Netns::new("mb").expect("backend netns");
-    let (outside, client_if) = (unique_name("go"), unique_name("co"));
-    let (inside, backend_if) = (unique_name("gi"), unique_name("bi"));
-    veth(
-        &gateway,
-        &outside,
-        None,
-        &client,
-        &client_if,
-        Some("192.0.2.100/24"),
-    )
-    .expect("outside veth");
-    veth(
-        &gateway,
-        &inside,
-        None,
-        &backend,
-        &backend_if,
-        Some("10.1.0.10/24"),
-    )
-    .expect("inside veth");
-    let backend_mac = mac_of(&backend, &backend_if);
-    let (nginx_proc, _nginx_dir) = nginx(&backend, "one", "10.1.0.10:8080").expect("nginx");
-    let _nginx = StopGracefully(nginx_proc);
+    let t = topology("m");
+    let (client, gateway, backend) = (&t.client, &t.gateway, &t.backend);
+    let (outside, inside, backend_if) = (&t.outside, &t.inside, &t.backend_if);
+    let backend_mac = mac_of(backend, backend_if);
+    let (nginx_proc, _nginx_dir) = nginx(backend, "one", "10.1.0.10:8080").expect("nginx");
+    let _nginx = nginx_proc; // stopped with SIGTERM by its guard
 
     let dir = TempDir::new("pmet").expect("temp dir");
     let config_path = dir.path.join("portico.toml");
@@ -189,7 +111,7 @@ backends = [{{ address = "10.1.0.10", port = 8080, weight = 3 }}]
     });
 
     let metrics_url = "http://127.0.0.1:9464/metrics";
-    let first = curl(&gateway, metrics_url).expect("metrics answer in the gateway namespace");
+    let first = curl(gateway, metrics_url).expect("metrics answer in the gateway namespace");
     assert!(first.contains("# TYPE portico_drops counter"), "{first}");
     assert_eq!(
         sample(&first, "portico_snapshot_generation"),
@@ -200,7 +122,7 @@ backends = [{{ address = "10.1.0.10", port = 8080, weight = 3 }}]
     for _ in 0..3 {
         let mut ok = false;
         wait_until("curl through the VIP succeeds", &log, || {
-            ok = curl(&client, "http://192.0.2.10/").is_some();
+            ok = curl(client, "http://192.0.2.10/").is_some();
             ok
         });
     }
@@ -213,7 +135,7 @@ backends = [{{ address = "10.1.0.10", port = 8080, weight = 3 }}]
         let Some(report) = stats(&socket) else {
             return false;
         };
-        let Some(text) = curl(&gateway, metrics_url) else {
+        let Some(text) = curl(gateway, metrics_url) else {
             return false;
         };
         let want = report["services"][0]["packets"].as_u64();
@@ -244,7 +166,10 @@ backends = [{{ address = "10.1.0.10", port = 8080, weight = 3 }}]
         text.contains(r#"portico_drops_total{reason="no_flow"} "#),
         "{text}"
     );
-    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(
+        text.ends_with("\n# EOF"),
+        "the exposition ends with # EOF: {text}"
+    );
 
     // `portico services`: the service, its VIP listener, its backend with
     // weight and condition.

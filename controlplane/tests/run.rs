@@ -16,17 +16,14 @@
 //! given the node address on the outside interface, which `portico run`
 //! must warn about.
 
-use portico_tests::{Netns, Process, TempDir, have, nginx, require_root, unique_name, veth};
+mod common;
+
+use common::{BIN, curl, mac_of, number, portico, stats, topology, wait_until};
+use portico_tests::{Process, TempDir, have, nginx, require_root};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_portico");
-
-fn portico(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("portico runs")
-}
 
 #[test]
 fn an_invalid_file_exits_2_listing_every_problem() {
@@ -150,18 +147,6 @@ fn write_config(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).expect("rename config");
 }
 
-fn mac_of(ns: &Netns, ifname: &str) -> String {
-    let out = ns
-        .exec("ip", &["-o", "link", "show", ifname])
-        .expect("ip link show");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.split_whitespace()
-        .skip_while(|w| *w != "link/ether")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no MAC in {text}"))
-        .to_owned()
-}
-
 fn signal(process: &Process, name: &str) {
     let pid = process.pid().expect("running").to_string();
     let status = Command::new("kill")
@@ -169,35 +154,6 @@ fn signal(process: &Process, name: &str) {
         .status()
         .expect("kill runs");
     assert!(status.success(), "kill -{name} {pid}");
-}
-
-/// `portico stats --json`, parsed, or `None` while the gateway is not up.
-fn stats(socket: &Path) -> Option<Value> {
-    let out = portico(&[
-        "stats",
-        "--json",
-        "--admin-socket",
-        socket.to_str().expect("utf-8 path"),
-    ]);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).expect("stats --json prints JSON"))
-}
-
-fn number(v: &Value, pointer: &str) -> u64 {
-    v.pointer(pointer)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{pointer} missing in {v}"))
-}
-
-/// curl through the gateway; the body on success.
-fn curl(client: &Netns, url: &str) -> Option<String> {
-    let out = client
-        .exec_unchecked("curl", &["-sS", "--max-time", "2", url])
-        .expect("curl runs");
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// The JSON log lines of the gateway.
@@ -219,68 +175,6 @@ fn logged(log: &Path, level: &str, field: &str, value: &str) -> bool {
     })
 }
 
-fn wait_until(what: &str, log: &Path, f: impl FnMut() -> bool) {
-    let ok = portico_tests::wait_until(Duration::from_secs(15), f);
-    assert!(
-        ok,
-        "timed out waiting until {what}; gateway log:\n{}",
-        std::fs::read_to_string(log).unwrap_or_default()
-    );
-}
-
-/// Stops a process with SIGTERM (then the guard's SIGKILL): nginx's master
-/// stops its workers on SIGTERM, while a SIGKILL would orphan them.
-struct StopGracefully(Process);
-
-impl Drop for StopGracefully {
-    fn drop(&mut self) {
-        let _ = self.0.terminate(Duration::from_secs(5));
-    }
-}
-
-struct Topology {
-    client: Netns,
-    gateway: Netns,
-    backend: Netns,
-    outside: String,
-    inside: String,
-    backend_if: String,
-}
-
-fn topology() -> Topology {
-    let client = Netns::new("rc").expect("client netns");
-    let gateway = Netns::new("rg").expect("gateway netns");
-    let backend = Netns::new("rb").expect("backend netns");
-    let (outside, client_if) = (unique_name("go"), unique_name("co"));
-    let (inside, backend_if) = (unique_name("gi"), unique_name("bi"));
-    veth(
-        &gateway,
-        &outside,
-        None,
-        &client,
-        &client_if,
-        Some("192.0.2.100/24"),
-    )
-    .expect("outside veth");
-    veth(
-        &gateway,
-        &inside,
-        None,
-        &backend,
-        &backend_if,
-        Some("10.1.0.10/24"),
-    )
-    .expect("inside veth");
-    Topology {
-        client,
-        gateway,
-        backend,
-        outside,
-        inside,
-        backend_if,
-    }
-}
-
 #[test]
 fn run_serves_reloads_on_sighup_and_stops_on_sigterm() {
     if !require_root("run::run_serves_reloads_on_sighup_and_stops_on_sigterm") {
@@ -290,10 +184,10 @@ fn run_serves_reloads_on_sighup_and_stops_on_sigterm() {
         have("nginx") && have("curl"),
         "nginx and curl are installed by tests/run.sh"
     );
-    let t = topology();
+    let t = topology("r");
     let backend_mac = mac_of(&t.backend, &t.backend_if);
     let (nginx_proc, _nginx_dir) = nginx(&t.backend, "one", "10.1.0.10:8080").expect("nginx");
-    let _nginx = StopGracefully(nginx_proc);
+    let _nginx = nginx_proc; // stopped with SIGTERM by its guard
 
     let dir = TempDir::new("prun").expect("temp dir");
     let config_path = dir.path.join("portico.toml");
