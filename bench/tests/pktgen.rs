@@ -63,15 +63,22 @@ fn send_with_echo(proto: &str, frame_bytes: u64) {
             ],
         )
         .expect("spawn sink");
-    // Wait until the sink's packet socket exists in its namespace.
+    // Wait until the sink's packet socket is bound (the driver creates it
+    // with protocol 0 and binds it to an interface only once its rings are
+    // mapped): a line of /proc/net/packet with a protocol and an ifindex.
     assert!(
         wait_until(Duration::from_secs(3), || {
             server
                 .exec("cat", &["/proc/net/packet"])
-                .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() > 1)
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout).lines().skip(1).any(|l| {
+                        let f: Vec<&str> = l.split_whitespace().collect();
+                        f.len() > 4 && f[3] != "0000" && f[4] != "0"
+                    })
+                })
                 .unwrap_or(false)
         }),
-        "sink never opened its packet socket"
+        "sink never bound its packet socket"
     );
 
     let sent = client
