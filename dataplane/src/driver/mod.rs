@@ -8,6 +8,8 @@
 
 #[cfg(target_os = "linux")]
 pub mod afpacket;
+#[cfg(target_os = "linux")]
+pub mod afxdp;
 pub mod mem;
 
 use crate::packet::PortId;

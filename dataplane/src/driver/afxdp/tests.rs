@@ -1,0 +1,434 @@
+//! The driver and the XDP program on real veth pairs in throw-away network
+//! namespaces: `ptc-xdp-<pid>-<n>-a` holds the peers (`pa0`, `pa1`), `-b`
+//! the driver's ends (`pb0`, `pb1`). A plain `AF_PACKET` socket plays the
+//! peer. Work runs on threads that entered a namespace with `setns(2)`;
+//! the [`Topology`] guard deletes both namespaces by name on drop (which
+//! destroys the veth pairs, the XDP attachments with them).
+//!
+//! They need root and `ip netns`; without them they print a loud SKIPPED
+//! line to stderr and return (CI runs them as root).
+#![allow(unsafe_code)]
+
+use super::*;
+use crate::wire::build;
+use std::fs::File;
+use std::net::Ipv4Addr;
+use std::os::fd::FromRawFd;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static TOPOLOGY_COUNTER: AtomicUsize = AtomicUsize::new(0);
+const MAC_A: [u8; 6] = [0x02, 0x50, 0x54, 0, 0, 0xa];
+const MAC_B: [u8; 6] = [0x02, 0x50, 0x54, 0, 0, 0xb];
+const TEST_PORT: u16 = 9999;
+const DEADLINE: Duration = Duration::from_secs(10);
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn skip(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: needs root and network namespaces ({why})\n\
+         SKIPPED: ============ AF_XDP namespace test NOT RUN ============"
+    );
+}
+
+struct Topology {
+    ns_a: String,
+    ns_b: String,
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        for ns in [&self.ns_a, &self.ns_b] {
+            if let Err(e) = ip(&["netns", "del", ns]) {
+                eprintln!("cleanup: {e}");
+            }
+        }
+    }
+}
+
+impl Topology {
+    /// `pairs` veth pairs `pa<i>` (in a) — `pb<i>` (in b), TSO off on the
+    /// peers (native XDP on veth needs it).
+    fn new(pairs: usize) -> Option<Topology> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            skip("not running as root");
+            return None;
+        }
+        let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let base = format!("ptc-xdp-{}-{n}", std::process::id());
+        let (ns_a, ns_b) = (format!("{base}-a"), format!("{base}-b"));
+        if let Err(e) = ip(&["netns", "add", &ns_a]) {
+            skip(&e);
+            return None;
+        }
+        let topo = Topology {
+            ns_a: ns_a.clone(),
+            ns_b: ns_b.clone(),
+        };
+        ip(&["netns", "add", &ns_b]).expect("netns b");
+        for i in 0..pairs {
+            let (pa, pb) = (format!("pa{i}"), format!("pb{i}"));
+            let mut mac_a = MacAddr(MAC_A);
+            let mut mac_b = MacAddr(MAC_B);
+            mac_a.0[4] = i as u8;
+            mac_b.0[4] = i as u8;
+            let (mac_a, mac_b) = (mac_a.to_string(), mac_b.to_string());
+            for step in [
+                vec![
+                    "-n", &ns_a, "link", "add", &pa, "address", &mac_a, "type", "veth", "peer",
+                    "name", &pb, "address", &mac_b, "netns", &ns_b,
+                ],
+                vec!["-n", &ns_a, "link", "set", &pa, "up"],
+                vec!["-n", &ns_b, "link", "set", &pb, "up"],
+            ] {
+                ip(&step).expect("topology");
+            }
+            in_netns(&ns_a, || {
+                prepare::disable_offloads(&pa).expect("offloads off on the peer");
+            });
+        }
+        Some(topo)
+    }
+}
+
+fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::scope(|s| {
+        let handle = s.spawn(move || {
+            let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            // SAFETY: `file` is an open netns fd; setns changes only this
+            // thread's network namespace.
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {path}: {}", io::Error::last_os_error());
+            f()
+        });
+        match handle.join() {
+            Ok(v) => v,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// A plain packet socket on the peer side.
+struct RawSocket(OwnedFd);
+
+impl RawSocket {
+    fn open(ifname: &str) -> RawSocket {
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain syscall with constant arguments.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::c_int::from(proto),
+            )
+        };
+        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+        // SAFETY: a fresh socket nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sockaddr_ll is plain integers; zero is valid.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = sys::if_index(ifname).expect("ifindex") as i32;
+        // SAFETY: a live sockaddr_ll of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        assert_eq!(rc, 0, "bind: {}", io::Error::last_os_error());
+        let tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        sys::setsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).expect("timeout");
+        RawSocket(fd)
+    }
+
+    fn send(&self, frame: &[u8]) {
+        // SAFETY: `frame` is a live buffer the kernel only reads.
+        let rc = unsafe { libc::send(self.0.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        assert_eq!(rc, frame.len() as isize, "{}", io::Error::last_os_error());
+    }
+
+    /// The next frame to UDP port [`TEST_PORT`], within the deadline.
+    fn recv_test_frame(&self) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + DEADLINE;
+        let mut buf = vec![0u8; 65536];
+        while Instant::now() < deadline {
+            // SAFETY: `buf` is a live, writable buffer of its length.
+            let rc =
+                unsafe { libc::recv(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if rc > 0 && is_test_frame(&buf[..rc as usize]) {
+                return Some(buf[..rc as usize].to_vec());
+            }
+        }
+        None
+    }
+}
+
+fn is_test_frame(f: &[u8]) -> bool {
+    f.len() >= 42
+        && f[12..14] == [0x08, 0x00]
+        && f[23] == 17
+        && f[36..38] == TEST_PORT.to_be_bytes()
+}
+
+fn test_frame(i: u16, payload_len: usize) -> Vec<u8> {
+    let payload = vec![i as u8; payload_len];
+    build::eth_ipv4_udp(
+        MacAddr(MAC_A),
+        MacAddr(MAC_B),
+        Ipv4Addr::new(10, 88, 0, 1),
+        40000 + i,
+        Ipv4Addr::new(10, 88, 0, 2),
+        TEST_PORT,
+        &payload,
+    )
+}
+
+/// Receive frames to [`TEST_PORT`] on `port` until `n` arrived or the
+/// deadline passes; other frames are released.
+fn rx_test_frames(d: &mut AfXdpDriver, port: PortId, n: usize) -> Vec<XdpFrame> {
+    let deadline = Instant::now() + DEADLINE;
+    let mut got = Vec::new();
+    let mut batch = Vec::with_capacity(64);
+    while got.len() < n && Instant::now() < deadline {
+        d.rx_burst(port, &mut batch, 64);
+        for f in batch.drain(..) {
+            if is_test_frame(f.data()) {
+                got.push(f);
+            } else {
+                d.release(f);
+            }
+        }
+        d.wait(10);
+    }
+    got
+}
+
+fn config(ports: &[(&str, &XdpAttachment)]) -> AfXdpConfig {
+    let mut c = AfXdpConfig::new(
+        ports
+            .iter()
+            .map(|(ifname, att)| AfXdpPortConfig {
+                ifname: (*ifname).to_string(),
+                queue_id: 0,
+                xsk_map: Some(att.map()),
+            })
+            .collect(),
+    );
+    c.rings = XdpRingConfig {
+        frame_size: 2048,
+        umem_frames: 2048,
+        fill_ring: 512,
+        completion_ring: 512,
+        rx_ring: 512,
+        tx_ring: 512,
+    };
+    c
+}
+
+fn echo_through(mode: XdpMode) {
+    let Some(t) = Topology::new(1) else { return };
+    in_netns(&t.ns_b, || {
+        let att = XdpAttachment::attach("pb0", 1, mode).expect("attach");
+        if mode == XdpMode::Native {
+            assert_eq!(att.mode(), AttachedMode::Native);
+        }
+        let mut d = AfXdpDriver::open(&config(&[("pb0", &att)])).expect("open");
+        assert!(!d.ports()[0].zero_copy(), "veth has no zero-copy");
+        let peer = in_netns(&t.ns_a, || RawSocket::open("pa0"));
+        let sent: Vec<Vec<u8>> = (0..100)
+            .map(|i| test_frame(i, 100 + usize::from(i)))
+            .collect();
+        for f in &sent {
+            peer.send(f);
+        }
+        let mut got = rx_test_frames(&mut d, 0, sent.len());
+        let bodies: Vec<Vec<u8>> = got.iter().map(|f| f.data().to_vec()).collect();
+        assert_eq!(bodies, sent, "every frame arrives intact and in order");
+        // Send them back (in place, no copy), in bursts of up to 64.
+        while !got.is_empty() {
+            let mut burst: Vec<XdpFrame> = got.drain(..got.len().min(64)).collect();
+            let len = burst.len();
+            assert_eq!(d.tx_burst(0, &mut burst), len, "the TX ring has room");
+            assert!(burst.is_empty());
+        }
+        for f in &sent {
+            assert_eq!(peer.recv_test_frame().as_ref(), Some(f), "echoed frame");
+        }
+        let s = *d.ports()[0].stats();
+        assert_eq!(s.tx_frames, 100);
+        assert_eq!(s.tx_copies, 0);
+        // Every chunk comes back: free + fill ring = the whole UMEM.
+        let deadline = Instant::now() + DEADLINE;
+        while Instant::now() < deadline && d.ports()[0].tx.outstanding() > 0 {
+            d.wait(10);
+        }
+        d.reclaim_completions();
+        assert_eq!(d.frames_out(), 0);
+        let in_fill = d.ports()[0].fill.outstanding() as usize;
+        assert!(
+            d.free_frames() + in_fill <= 2048 && d.free_frames() + in_fill >= 2048 - 512,
+            "free {} + fill {in_fill} (at most the RX ring's worth in the kernel)",
+            d.free_frames()
+        );
+    });
+}
+
+#[test]
+fn generic_mode_receives_and_echoes_frames() {
+    echo_through(XdpMode::Generic);
+}
+
+#[test]
+fn native_mode_on_veth_receives_and_echoes_frames() {
+    echo_through(XdpMode::Native);
+}
+
+#[test]
+fn two_ports_share_one_umem_and_forward_without_copying() {
+    let Some(t) = Topology::new(2) else { return };
+    in_netns(&t.ns_b, || {
+        let a0 = XdpAttachment::attach("pb0", 1, XdpMode::Auto).expect("attach pb0");
+        let a1 = XdpAttachment::attach("pb1", 1, XdpMode::Auto).expect("attach pb1");
+        let mut d = AfXdpDriver::open(&config(&[("pb0", &a0), ("pb1", &a1)])).expect("open");
+        assert_eq!(d.umem_count(), 1, "XDP_SHARED_UMEM across two veths");
+        let (tx_peer, rx_peer) =
+            in_netns(&t.ns_a, || (RawSocket::open("pa0"), RawSocket::open("pa1")));
+        let sent: Vec<Vec<u8>> = (0..20).map(|i| test_frame(i, 64)).collect();
+        for f in &sent {
+            tx_peer.send(f);
+        }
+        let mut got = rx_test_frames(&mut d, 0, sent.len());
+        assert_eq!(got.len(), sent.len());
+        assert_eq!(d.tx_burst(1, &mut got), sent.len());
+        for f in &sent {
+            assert_eq!(rx_peer.recv_test_frame().as_ref(), Some(f));
+        }
+        assert_eq!(
+            d.ports()[1].stats().tx_copies,
+            0,
+            "zero copies between ports"
+        );
+    });
+}
+
+#[test]
+fn separate_umems_forward_with_one_copy() {
+    let Some(t) = Topology::new(2) else { return };
+    in_netns(&t.ns_b, || {
+        let a0 = XdpAttachment::attach("pb0", 1, XdpMode::Generic).expect("attach pb0");
+        let a1 = XdpAttachment::attach("pb1", 1, XdpMode::Generic).expect("attach pb1");
+        let mut c = config(&[("pb0", &a0), ("pb1", &a1)]);
+        c.shared_umem = false;
+        c.rings.umem_frames = 1024;
+        let mut d = AfXdpDriver::open(&c).expect("open");
+        assert_eq!(d.umem_count(), 2);
+        let (tx_peer, rx_peer) =
+            in_netns(&t.ns_a, || (RawSocket::open("pa0"), RawSocket::open("pa1")));
+        let f = test_frame(7, 300);
+        tx_peer.send(&f);
+        let mut got = rx_test_frames(&mut d, 0, 1);
+        assert_eq!(d.tx_burst(1, &mut got), 1);
+        assert_eq!(rx_peer.recv_test_frame(), Some(f));
+        assert_eq!(d.ports()[1].stats().tx_copies, 1);
+        assert_eq!(d.frames_out(), 0);
+    });
+}
+
+#[test]
+fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
+    let Some(t) = Topology::new(1) else { return };
+    in_netns(&t.ns_b, || {
+        let ifindex = sys::if_index("pb0").expect("ifindex");
+        // A program attached through netlink outlives its process: stage
+        // one as a crashed Portico would leave it.
+        let map = XskMap::create(1).expect("map");
+        let prog = bpf::load_program(&map).expect("load");
+        netlink::attach_legacy(ifindex, prog.as_raw_fd(), netlink::XDP_FLAGS_SKB_MODE)
+            .expect("legacy attach");
+        drop(prog);
+        let before = netlink::query(ifindex).expect("query");
+        let stale_id = before.skb_prog_id.expect("the staged program is attached");
+        assert_eq!(
+            bpf::program_name(stale_id).expect("name"),
+            bpf::PROGRAM_NAME
+        );
+
+        let att = XdpAttachment::attach("pb0", 1, XdpMode::Generic).expect("attach");
+        assert_eq!(
+            att.stale_removed(),
+            &[program::StaleProgram {
+                id: stale_id,
+                mode: AttachedMode::Generic
+            }]
+        );
+        let now = netlink::query(ifindex).expect("query");
+        let id = now.skb_prog_id.expect("ours is attached");
+        assert_ne!(id, stale_id);
+        // Dropping the attachment (closing the link) detaches it.
+        drop(att);
+        assert_eq!(
+            netlink::query(ifindex).expect("query"),
+            netlink::XdpState::default()
+        );
+
+        // Someone else's program (same code, other name) is not touched.
+        let foreign = bpf::load_program_named(&map, "not_portico").expect("load");
+        netlink::attach_legacy(ifindex, foreign.as_raw_fd(), netlink::XDP_FLAGS_SKB_MODE)
+            .expect("foreign attach");
+        let err = XdpAttachment::attach("pb0", 1, XdpMode::Generic).expect_err("refused");
+        assert!(
+            matches!(&err, AfXdpError::ForeignProgram { name, .. } if name == "not_portico"),
+            "{err}"
+        );
+        netlink::detach(ifindex, netlink::XDP_FLAGS_SKB_MODE).expect("cleanup");
+    });
+}
+
+#[test]
+fn a_bad_interface_name_is_a_clear_error() {
+    let err = XdpAttachment::attach("no-such-if0", 1, XdpMode::Auto).expect_err("no interface");
+    assert!(
+        err.to_string().contains("no-such-if0") && err.to_string().contains("not found"),
+        "{err}"
+    );
+    let err = XdpAttachment::attach("a-name-far-too-long", 1, XdpMode::Auto).expect_err("too long");
+    assert!(err.to_string().contains("1 to 15 bytes"), "{err}");
+    let mut c = AfXdpConfig::new(vec![AfXdpPortConfig {
+        ifname: "lo".into(),
+        queue_id: 0,
+        xsk_map: None,
+    }]);
+    c.rings.fill_ring = 1000;
+    let err = AfXdpDriver::open(&c).expect_err("bad ring size");
+    assert!(
+        err.to_string()
+            .contains("fill_ring 1000 must be a power of two"),
+        "{err}"
+    );
+}
