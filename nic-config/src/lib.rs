@@ -47,13 +47,13 @@ pub mod validate;
 
 pub use addr::{Ipv4Prefix, MacAddr};
 pub use plan::{
-    AddressRole, BackendPlan, ConntrackPlan, DataplanePlan, ListenerKind, ListenerPlan,
+    AddressRole, AfxdpPlan, BackendPlan, ConntrackPlan, DataplanePlan, ListenerKind, ListenerPlan,
     NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan,
     TimeoutsMs,
 };
 pub use schema::{
-    BackendGone, ConfigFile, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol,
-    SessionAffinity,
+    AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition, IdlePolicy, PortRole,
+    Protocol, SessionAffinity, XdpModeSetting, ZeroCopySetting,
 };
 pub use validate::validate;
 

@@ -17,7 +17,8 @@
 
 use crate::addr::{Ipv4Prefix, MacAddr};
 pub use crate::schema::{
-    BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol,
+    BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol, XdpModeSetting,
+    ZeroCopySetting,
 };
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -57,6 +58,24 @@ pub struct DataplanePlan {
     pub snat: SnatPlan,
     /// ClientIP affinity entries per worker.
     pub affinity_capacity: u32,
+    pub afxdp: AfxdpPlan,
+}
+
+/// The AF_XDP driver's settings (`[dataplane.afxdp]`), validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AfxdpPlan {
+    pub mode: XdpModeSetting,
+    pub zero_copy: ZeroCopySetting,
+    /// 2048 or 4096.
+    pub frame_size: u32,
+    pub umem_frames: u32,
+    /// Ring entries, powers of two.
+    pub fill_ring_size: u32,
+    pub completion_ring_size: u32,
+    pub rx_ring_size: u32,
+    pub tx_ring_size: u32,
+    pub need_wakeup: bool,
+    pub shared_umem: bool,
 }
 
 /// Per-worker flow table.
@@ -234,6 +253,26 @@ impl fmt::Display for DriverKind {
             DriverKind::Afxdp => "afxdp",
             DriverKind::Dpdk => "dpdk",
             DriverKind::Mem => "mem",
+        })
+    }
+}
+
+impl fmt::Display for XdpModeSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            XdpModeSetting::Native => "native",
+            XdpModeSetting::Generic => "generic",
+            XdpModeSetting::Auto => "auto",
+        })
+    }
+}
+
+impl fmt::Display for ZeroCopySetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ZeroCopySetting::Auto => "auto",
+            ZeroCopySetting::On => "on",
+            ZeroCopySetting::Off => "off",
         })
     }
 }

@@ -71,6 +71,10 @@ pub struct DataplaneSection {
     /// `[dataplane.affinity]`.
     #[serde(default)]
     pub affinity: AffinitySection,
+    /// `[dataplane.afxdp]`: settings of the AF_XDP driver (used by ports
+    /// with `driver = "afxdp"`).
+    #[serde(default)]
+    pub afxdp: AfxdpSection,
 }
 
 impl Default for DataplaneSection {
@@ -84,6 +88,7 @@ impl Default for DataplaneSection {
             conntrack: ConntrackSection::default(),
             snat: SnatSection::default(),
             affinity: AffinitySection::default(),
+            afxdp: AfxdpSection::default(),
         }
     }
 }
@@ -243,6 +248,96 @@ impl Default for AffinitySection {
     }
 }
 
+/// `[dataplane.afxdp]`: the AF_XDP driver. Each worker has one UMEM
+/// (packet memory shared with the kernel) for all its ports and binds RX
+/// queue `w` of every port (worker `w`), so every afxdp interface needs as
+/// many RX queues as there are workers.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AfxdpSection {
+    /// Where the XDP program runs: `"native"` (in the NIC driver),
+    /// `"generic"` (the kernel's generic path; any interface, copy mode
+    /// only) or `"auto"` (native if the driver supports it). Default
+    /// `"auto"`.
+    #[serde(default)]
+    pub mode: XdpModeSetting,
+    /// Zero-copy (the NIC writes into the UMEM): `"auto"` (where the driver
+    /// supports it; veth does not), `"on"` (fail without it; needs native
+    /// mode) or `"off"` (copy mode). Default `"auto"`.
+    #[serde(default)]
+    pub zero_copy: ZeroCopySetting,
+    /// Bytes per UMEM frame: 2048 or 4096. A frame holds one packet after
+    /// 256 bytes of XDP headroom, so the MTU + 18 must fit in the rest.
+    /// Default 4096.
+    #[serde(default = "default_xdp_frame_size")]
+    pub frame_size: u64,
+    /// Frames in each worker's UMEM, at most 2^20; at least the fill and
+    /// TX ring sizes times the number of afxdp ports. Default 8192.
+    #[serde(default = "default_umem_frames")]
+    pub umem_frames: u64,
+    /// Entries of the fill ring (frames lent to the kernel for receiving),
+    /// a power of two, `64..=32768`. Default 2048.
+    #[serde(default = "default_xdp_ring")]
+    pub fill_ring_size: u64,
+    /// Entries of the completion ring (sent frames coming back), a power
+    /// of two, `64..=32768`. Default 2048.
+    #[serde(default = "default_xdp_ring")]
+    pub completion_ring_size: u64,
+    /// Entries of the RX ring, a power of two, `64..=32768`. Default 2048.
+    #[serde(default = "default_xdp_ring")]
+    pub rx_ring_size: u64,
+    /// Entries of the TX ring, a power of two, `64..=32768`. Default 2048.
+    #[serde(default = "default_xdp_ring")]
+    pub tx_ring_size: u64,
+    /// `XDP_USE_NEED_WAKEUP`: the kernel flags when it needs a syscall to
+    /// make progress, so a busy worker makes fewer. Default true.
+    #[serde(default = "yes")]
+    pub need_wakeup: bool,
+    /// One UMEM for all of a worker's ports (`XDP_SHARED_UMEM`), so a
+    /// packet forwarded between ports is not copied; false (or a kernel
+    /// that refuses) gives each port its own UMEM and one copy per
+    /// forwarded packet. Default true.
+    #[serde(default = "yes")]
+    pub shared_umem: bool,
+}
+
+impl Default for AfxdpSection {
+    fn default() -> Self {
+        AfxdpSection {
+            mode: XdpModeSetting::default(),
+            zero_copy: ZeroCopySetting::default(),
+            frame_size: default_xdp_frame_size(),
+            umem_frames: default_umem_frames(),
+            fill_ring_size: default_xdp_ring(),
+            completion_ring_size: default_xdp_ring(),
+            rx_ring_size: default_xdp_ring(),
+            tx_ring_size: default_xdp_ring(),
+            need_wakeup: true,
+            shared_umem: true,
+        }
+    }
+}
+
+/// Where the AF_XDP driver's XDP program runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum XdpModeSetting {
+    Native,
+    Generic,
+    #[default]
+    Auto,
+}
+
+/// Whether the AF_XDP sockets run zero-copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ZeroCopySetting {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
 /// `[[port]]`: one network port of the gateway.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -250,9 +345,10 @@ pub struct PortSection {
     /// Unique, non-empty name used by routes (`port = "..."`) and in
     /// messages.
     pub name: String,
-    /// How frames are sent and received: `"afpacket"`; `"mem"` (in-memory,
-    /// for tests); `"afxdp"` and `"dpdk"` are recognised but not available
-    /// in this build.
+    /// How frames are sent and received: `"afpacket"`, `"afxdp"` (see
+    /// `[dataplane.afxdp]`); `"mem"` (in-memory, for tests); `"dpdk"` is
+    /// recognised but not available in this build. `portico run` needs the
+    /// same driver on every port.
     pub driver: DriverKind,
     /// Kernel interface name, 1 to 15 bytes (IFNAMSIZ), no `/` or
     /// whitespace; each interface belongs to one port. For the `mem`
@@ -395,7 +491,7 @@ pub enum IdlePolicy {
 pub enum DriverKind {
     /// Linux `AF_PACKET` (TPACKET_V3 rings).
     Afpacket,
-    /// Linux `AF_XDP` sockets (not available in this build).
+    /// Linux `AF_XDP` sockets with an XDP redirect program.
     Afxdp,
     /// DPDK poll-mode drivers (not available in this build).
     Dpdk,
@@ -474,6 +570,15 @@ fn default_affinity_capacity() -> u64 {
 }
 fn default_port_range() -> String {
     "1024-65535".to_owned()
+}
+fn default_xdp_frame_size() -> u64 {
+    4096
+}
+fn default_umem_frames() -> u64 {
+    8192
+}
+fn default_xdp_ring() -> u64 {
+    2048
 }
 fn s10() -> u64 {
     10

@@ -12,13 +12,13 @@
 use crate::Problem;
 use crate::addr::{Ipv4Prefix, MacAddr, is_host_address};
 use crate::plan::{
-    AddressRole, BackendPlan, ConntrackPlan, DataplanePlan, ListenerKind, ListenerPlan,
+    AddressRole, AfxdpPlan, BackendPlan, ConntrackPlan, DataplanePlan, ListenerKind, ListenerPlan,
     NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan,
     TimeoutsMs,
 };
 use crate::schema::{
-    ConfigFile, DEFAULT_AFFINITY_TIMEOUT_S, DriverKind, PortRole, Protocol, SessionAffinity,
-    TimeoutsSection,
+    AfxdpSection, ConfigFile, DEFAULT_AFFINITY_TIMEOUT_S, DriverKind, PortRole, Protocol,
+    SessionAffinity, TimeoutsSection, XdpModeSetting, ZeroCopySetting,
 };
 use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -45,6 +45,11 @@ pub const MTU_RANGE: RangeInclusive<u64> = 68..=9216;
 pub const MAX_AFFINITY_TIMEOUT_S: u64 = 86_400;
 /// Largest backend weight.
 pub const MAX_WEIGHT: u64 = 65_535;
+
+/// AF_XDP ring sizes (entries): powers of two in this range.
+pub const XDP_RING_RANGE: RangeInclusive<u64> = 64..=32_768;
+/// Most frames of one AF_XDP UMEM.
+pub const MAX_UMEM_FRAMES: u64 = 1 << 20;
 
 /// Validate a parsed file into a plan.
 pub fn validate(file: &ConfigFile) -> Result<Plan, Vec<Problem>> {
@@ -311,7 +316,7 @@ impl Validator {
                     interfaces.insert(&p.interface, i);
                 }
             }
-            if matches!(p.driver, DriverKind::Afxdp | DriverKind::Dpdk) {
+            if matches!(p.driver, DriverKind::Dpdk) {
                 self.problem(
                     format!("{at}.driver"),
                     format!("the {} driver is not available in this build", p.driver),
@@ -721,6 +726,12 @@ impl Validator {
             );
         }
 
+        let afxdp_ports = file
+            .ports
+            .iter()
+            .filter(|p| p.driver == DriverKind::Afxdp)
+            .count() as u64;
+        let afxdp = self.afxdp(&dp.afxdp, afxdp_ports);
         Plan {
             dataplane: DataplanePlan {
                 workers: workers.unwrap_or(1) as usize,
@@ -746,6 +757,7 @@ impl Validator {
                 affinity_capacity: affinity_capacity
                     .and_then(|c| u32::try_from(c).ok())
                     .unwrap_or(0),
+                afxdp,
             },
             ports,
             vip_port,
@@ -791,6 +803,70 @@ impl Validator {
     }
 
     /// `"first-last"`, both in `1..=65535`, `first <= last`.
+    /// `[dataplane.afxdp]`; `afxdp_ports` is how many ports use the driver
+    /// (they share one UMEM per worker).
+    fn afxdp(&mut self, a: &AfxdpSection, afxdp_ports: u64) -> AfxdpPlan {
+        let mut ring = |key: &str, v: u64| -> u32 {
+            let path = format!("dataplane.afxdp.{key}");
+            match self.ranged(&path, v, XDP_RING_RANGE) {
+                Some(v) if v.is_power_of_two() => v as u32,
+                Some(v) => {
+                    self.problem(path, format!("{v} is not a power of two"));
+                    0
+                }
+                None => 0,
+            }
+        };
+        let fill = ring("fill_ring_size", a.fill_ring_size);
+        let completion = ring("completion_ring_size", a.completion_ring_size);
+        let rx = ring("rx_ring_size", a.rx_ring_size);
+        let tx = ring("tx_ring_size", a.tx_ring_size);
+        let frame_size = if matches!(a.frame_size, 2048 | 4096) {
+            a.frame_size as u32
+        } else {
+            self.problem(
+                "dataplane.afxdp.frame_size",
+                format!("{} is not 2048 or 4096", a.frame_size),
+            );
+            0
+        };
+        let umem_frames = self
+            .ranged(
+                "dataplane.afxdp.umem_frames",
+                a.umem_frames,
+                1..=MAX_UMEM_FRAMES,
+            )
+            .unwrap_or(0) as u32;
+        let needed = afxdp_ports * (u64::from(fill) + u64::from(tx));
+        if umem_frames > 0 && fill > 0 && tx > 0 && u64::from(umem_frames) < needed {
+            self.problem(
+                "dataplane.afxdp.umem_frames",
+                format!(
+                    "{umem_frames} frames cannot fill the fill and TX rings of {afxdp_ports} \
+                     afxdp port(s) ({afxdp_ports} × ({fill} + {tx}) = {needed})"
+                ),
+            );
+        }
+        if a.zero_copy == ZeroCopySetting::On && a.mode == XdpModeSetting::Generic {
+            self.problem(
+                "dataplane.afxdp.zero_copy",
+                "\"on\" needs native XDP, but mode is \"generic\" (copy mode only)",
+            );
+        }
+        AfxdpPlan {
+            mode: a.mode,
+            zero_copy: a.zero_copy,
+            frame_size,
+            umem_frames,
+            fill_ring_size: fill,
+            completion_ring_size: completion,
+            rx_ring_size: rx,
+            tx_ring_size: tx,
+            need_wakeup: a.need_wakeup,
+            shared_umem: a.shared_umem,
+        }
+    }
+
     fn port_range(&mut self, text: &str) -> Option<RangeInclusive<u16>> {
         let path = "dataplane.snat.port_range";
         let parsed = text.split_once('-').and_then(|(a, b)| {

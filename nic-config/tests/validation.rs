@@ -285,9 +285,47 @@ const CASES: &[Case] = &[
         "already used by port[0]",
     ),
     case(
-        &[("driver = \"mem\"", "driver = \"afxdp\"")],
-        "port[1].driver",
-        "afxdp driver is not available in this build",
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.afxdp]\nfill_ring_size = 1000\n[dataplane.affinity]",
+        )],
+        "dataplane.afxdp.fill_ring_size",
+        "1000 is not a power of two",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.afxdp]\ntx_ring_size = 65536\n[dataplane.affinity]",
+        )],
+        "dataplane.afxdp.tx_ring_size",
+        "out of range 64..=32768",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.afxdp]\nframe_size = 3000\n[dataplane.affinity]",
+        )],
+        "dataplane.afxdp.frame_size",
+        "3000 is not 2048 or 4096",
+    ),
+    case(
+        &[
+            ("driver = \"mem\"", "driver = \"afxdp\""),
+            (
+                "[dataplane.affinity]",
+                "[dataplane.afxdp]\numem_frames = 4000\n[dataplane.affinity]",
+            ),
+        ],
+        "dataplane.afxdp.umem_frames",
+        "4000 frames cannot fill the fill and TX rings of 1 afxdp port(s) (1 × (2048 + 2048) = 4096)",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.afxdp]\nmode = \"generic\"\nzero_copy = \"on\"\n[dataplane.affinity]",
+        )],
+        "dataplane.afxdp.zero_copy",
+        "needs native XDP",
     ),
     case(
         &[("driver = \"mem\"", "driver = \"dpdk\"")],
