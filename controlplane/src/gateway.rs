@@ -44,11 +44,18 @@ use dataplane::driver::afpacket::prepare::{kernel_owned_conflicts, prepare_inter
 use dataplane::driver::afpacket::{
     AfPacketConfig, AfPacketDriver, AfPacketError, AfPacketPortConfig,
 };
+use dataplane::driver::afxdp::{
+    AfXdpConfig, AfXdpDriver, AfXdpError, AfXdpPortConfig, XdpAttachment, XdpMode, XdpRingConfig,
+    ZeroCopy,
+};
 use dataplane::handoff::{HandoffMesh, WorkerHandoff};
 use dataplane::neighbour::NeighbourTable;
 use dataplane::snapshot::{BuildError, Publisher, SnapshotBuilder, SnapshotReader};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
-use nic_config::{ConfigError, DriverKind, ListenerKind, Plan, PortPlan};
+use nic_config::{
+    AfxdpPlan, ConfigError, DriverKind, ListenerKind, Plan, PortPlan, XdpModeSetting,
+    ZeroCopySetting,
+};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -84,7 +91,9 @@ pub struct RunOptions {
 /// Why the gateway could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error("port {port:?}: driver {driver} is not supported by `portico run` (use afpacket)")]
+    #[error(
+        "port {port:?}: driver {driver} is not supported by `portico run` (use afpacket or afxdp)"
+    )]
     UnsupportedDriver { port: String, driver: DriverKind },
     #[error(
         "port {port:?}: driver {driver} differs from port {first:?}'s {first_driver}; \
@@ -98,6 +107,8 @@ pub enum GatewayError {
     },
     #[error("port {port:?}: preparing the interface failed: {source}")]
     Prepare { port: String, source: AfPacketError },
+    #[error("port {port:?}: {source}")]
+    Afxdp { port: String, source: AfXdpError },
     #[error("the configuration does not build into forwarding tables: {0}")]
     Build(#[from] BuildError),
     #[error("admin socket: {0}")]
@@ -203,6 +214,11 @@ pub fn restart_required(old: &Plan, new: &Plan) -> Vec<String> {
         a.affinity_capacity.to_string(),
         b.affinity_capacity.to_string(),
     );
+    check(
+        "dataplane.afxdp",
+        format!("{:?}", a.afxdp),
+        format!("{:?}", b.afxdp),
+    );
     if old.ports.len() != new.ports.len() {
         check(
             "number of ports",
@@ -296,7 +312,7 @@ fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
         }
     }
     match first.driver {
-        DriverKind::Afpacket => Ok(first.driver),
+        DriverKind::Afpacket | DriverKind::Afxdp => Ok(first.driver),
         driver => Err(GatewayError::UnsupportedDriver {
             port: first.name.clone(),
             driver,
@@ -305,9 +321,16 @@ fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
 }
 
 /// Prepare one port's interface for `driver` and read its MAC and MTU.
-fn prepare_port(port: &PortPlan, driver: DriverKind) -> Result<PortFacts, GatewayError> {
+/// For afxdp, also check that the interface has one RX queue per worker
+/// and attach the redirect program (returned; it stays attached as long as
+/// the attachment lives).
+fn prepare_port(
+    port: &PortPlan,
+    driver: DriverKind,
+    plan: &Plan,
+) -> Result<(PortFacts, Option<XdpAttachment>), GatewayError> {
     match driver {
-        DriverKind::Afpacket => {
+        DriverKind::Afpacket | DriverKind::Afxdp => {
             let prepared =
                 prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
                     port: port.name.clone(),
@@ -320,16 +343,87 @@ fn prepare_port(port: &PortPlan, driver: DriverKind) -> Result<PortFacts, Gatewa
             let info = &prepared.info;
             info!(port = %port.name, interface = %port.interface, mac = %info.mac, mtu = info.mtu,
                 role = %port.role, driver = %driver, "port prepared");
-            Ok(PortFacts {
+            let facts = PortFacts {
                 mac: info.mac.0,
                 mtu: u16::try_from(info.mtu).unwrap_or(u16::MAX),
-            })
+            };
+            let attachment = if driver == DriverKind::Afxdp {
+                Some(attach_xdp(port, plan)?)
+            } else {
+                None
+            };
+            Ok((facts, attachment))
         }
         other => Err(GatewayError::UnsupportedDriver {
             port: port.name.clone(),
             driver: other,
         }),
     }
+}
+
+/// Check the queue count of an afxdp port and attach the XDP program.
+fn attach_xdp(port: &PortPlan, plan: &Plan) -> Result<XdpAttachment, GatewayError> {
+    let err = |source| GatewayError::Afxdp {
+        port: port.name.clone(),
+        source,
+    };
+    let workers = plan.dataplane.workers;
+    let queues = dataplane::driver::afxdp::rx_queue_count(&port.interface).map_err(err)?;
+    if queues as usize != workers {
+        return Err(err(AfXdpError::QueueCount {
+            ifname: port.interface.clone(),
+            queues,
+            workers,
+        }));
+    }
+    let mode = match plan.dataplane.afxdp.mode {
+        XdpModeSetting::Native => XdpMode::Native,
+        XdpModeSetting::Generic => XdpMode::Generic,
+        XdpModeSetting::Auto => XdpMode::Auto,
+    };
+    let attachment = XdpAttachment::attach(&port.interface, queues, mode).map_err(err)?;
+    for stale in attachment.stale_removed() {
+        warn!(interface = %port.interface, id = stale.id, mode = %stale.mode,
+            "removed a stale Portico XDP program left attached by an earlier run");
+    }
+    info!(interface = %port.interface, mode = %attachment.mode(), queues,
+        "XDP redirect program attached");
+    Ok(attachment)
+}
+
+/// The AF_XDP driver configuration of worker 0 (see
+/// [`WorkerDriver::for_worker`]).
+fn afxdp_config(a: &AfxdpPlan, attachments: &[XdpAttachment], workers: usize) -> AfXdpConfig {
+    let mut config = AfXdpConfig::new(
+        attachments
+            .iter()
+            .map(|att| AfXdpPortConfig {
+                ifname: att.ifname().to_string(),
+                queue_id: 0,
+                xsk_map: Some(att.map()),
+            })
+            .collect(),
+    );
+    config.rings = XdpRingConfig {
+        frame_size: a.frame_size,
+        umem_frames: a.umem_frames,
+        fill_ring: a.fill_ring_size,
+        completion_ring: a.completion_ring_size,
+        rx_ring: a.rx_ring_size,
+        tx_ring: a.tx_ring_size,
+    };
+    config.zero_copy = match a.zero_copy {
+        ZeroCopySetting::Auto => ZeroCopy::Auto,
+        ZeroCopySetting::On => ZeroCopy::On,
+        ZeroCopySetting::Off => ZeroCopy::Off,
+    };
+    config.need_wakeup = a.need_wakeup;
+    config.shared_umem = a.shared_umem;
+    if workers > 1 {
+        // Frames handed over by other workers do not wake `poll(2)`.
+        config.poll_timeout_ms = 1;
+    }
+    config
 }
 
 /// What one worker publishes for the admin thread.
@@ -424,6 +518,9 @@ pub struct Gateway {
     published_at_ms: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     workers: Vec<JoinHandle<()>>,
+    /// The XDP programs of afxdp ports; detached (dropped) after the
+    /// workers stopped.
+    xdp: Vec<XdpAttachment>,
     admin: Option<AdminServer>,
     metrics: Option<MetricsServer>,
 }
@@ -440,8 +537,11 @@ impl Gateway {
     ) -> Result<Self, GatewayError> {
         let driver = gateway_driver(&plan)?;
         let mut facts = Vec::with_capacity(plan.ports.len());
+        let mut xdp = Vec::new();
         for port in &plan.ports {
-            facts.push(prepare_port(port, driver)?);
+            let (f, attachment) = prepare_port(port, driver, &plan)?;
+            facts.push(f);
+            xdp.extend(attachment);
         }
         warn_kernel_conflicts(&plan);
 
@@ -467,6 +567,7 @@ impl Gateway {
             published_at_ms,
             stop,
             workers: Vec::new(),
+            xdp,
             admin: None,
             metrics: None,
         };
@@ -612,6 +713,11 @@ impl Gateway {
                 }
                 Ok(WorkerDriver::Afpacket(config))
             }
+            DriverKind::Afxdp => Ok(WorkerDriver::Afxdp(afxdp_config(
+                &self.plan.dataplane.afxdp,
+                &self.xdp,
+                workers,
+            ))),
             driver => Err(GatewayError::UnsupportedDriver {
                 port: self
                     .plan
@@ -745,6 +851,8 @@ impl Gateway {
                 error!(worker = w, "worker panicked");
             }
         }
+        // Detach the XDP programs (the workers' sockets are closed).
+        self.xdp.clear();
         if let Some(admin) = self.admin.take() {
             admin.stop();
         }
@@ -755,7 +863,11 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        if !self.workers.is_empty() || self.admin.is_some() || self.metrics.is_some() {
+        if !self.workers.is_empty()
+            || !self.xdp.is_empty()
+            || self.admin.is_some()
+            || self.metrics.is_some()
+        {
             self.shutdown();
         }
     }
@@ -825,19 +937,73 @@ impl GatewayDriver for AfPacketDriver {
     }
 }
 
+impl GatewayDriver for AfXdpDriver {
+    type Config = AfXdpConfig;
+
+    fn open(config: &AfXdpConfig) -> Result<Self, String> {
+        let driver = AfXdpDriver::open(config).map_err(|e| e.to_string())?;
+        for p in driver.ports() {
+            info!(
+                interface = p.ifname(),
+                queue = p.queue_id(),
+                zero_copy = p.zero_copy(),
+                umem = p.umem_index(),
+                "AF_XDP socket bound"
+            );
+        }
+        Ok(driver)
+    }
+
+    fn wait_idle(&mut self) {
+        AfXdpDriver::wait_idle(self);
+    }
+
+    fn publish_stats(&mut self, _kernel: &mut [KernelTotals], cells: &[PortStatsCell]) {
+        for (port, cell) in self.ports().iter().zip(cells) {
+            let s = port.stats();
+            // XDP_STATISTICS are cumulative: no accumulation needed.
+            let k = port.kernel_stats().unwrap_or_default();
+            cell.store(PortCounters {
+                rx_frames: s.rx_frames,
+                rx_bytes: s.rx_bytes,
+                tx_frames: s.tx_frames,
+                tx_bytes: s.tx_bytes,
+                rx_too_big: s.rx_too_big,
+                rx_pool_empty: s.rx_pool_empty,
+                rx_ring_errors: s.rx_ring_errors + k.rx_invalid_descs,
+                tx_too_big: s.tx_too_big,
+                tx_ring_full: s.tx_ring_full,
+                tx_send_errors: s.tx_send_errors,
+                socket_errors: s.socket_errors,
+                kernel_rx_drops: k.rx_dropped + k.rx_ring_full,
+                ..PortCounters::default()
+            });
+        }
+    }
+}
+
 /// The driver a worker runs, with its configuration; matched once when the
 /// worker thread starts.
 #[derive(Clone, Debug)]
 enum WorkerDriver {
     Afpacket(AfPacketConfig),
+    Afxdp(AfXdpConfig),
 }
 
 impl WorkerDriver {
-    /// The configuration worker `worker` opens (drivers that bind queues
-    /// per worker differ per worker).
-    fn for_worker(&self, _worker: usize) -> WorkerDriver {
+    /// The configuration worker `worker` opens: af_packet workers share
+    /// one (fanout spreads the frames), AF_XDP worker `w` binds RX queue
+    /// `w` of every port.
+    fn for_worker(&self, worker: usize) -> WorkerDriver {
         match self {
             WorkerDriver::Afpacket(c) => WorkerDriver::Afpacket(c.clone()),
+            WorkerDriver::Afxdp(c) => {
+                let mut c = c.clone();
+                for p in &mut c.ports {
+                    p.queue_id = worker as u32;
+                }
+                WorkerDriver::Afxdp(c)
+            }
         }
     }
 }
@@ -863,6 +1029,7 @@ fn worker_main(
     }
     match driver {
         WorkerDriver::Afpacket(config) => run_worker::<AfPacketDriver>(ctx, &config, ready),
+        WorkerDriver::Afxdp(config) => run_worker::<AfXdpDriver>(ctx, &config, ready),
     }
 }
 

@@ -255,13 +255,31 @@ pub fn veth(
     b_if: &str,
     b_addr: Option<&str>,
 ) -> io::Result<()> {
-    run(
-        "ip",
-        &[
-            "link", "add", a_if, "netns", &a.name, "type", "veth", "peer", "name", b_if, "netns",
-            &b.name,
-        ],
-    )?;
+    veth_with_queues(a, a_if, a_addr, b, b_if, b_addr, 1)
+}
+
+/// [`veth`] with `queues` RX and TX queues on both ends (AF_XDP binds one
+/// socket per RX queue; the sending end's TX queue picks the receiving
+/// end's RX queue).
+pub fn veth_with_queues(
+    a: &Netns,
+    a_if: &str,
+    a_addr: Option<&str>,
+    b: &Netns,
+    b_if: &str,
+    b_addr: Option<&str>,
+    queues: u32,
+) -> io::Result<()> {
+    let q = queues.max(1).to_string();
+    let mut args = vec!["link", "add", a_if, "netns", &a.name];
+    if queues > 1 {
+        args.extend(["numtxqueues", &q, "numrxqueues", &q]);
+    }
+    args.extend(["type", "veth", "peer", "name", b_if, "netns", &b.name]);
+    if queues > 1 {
+        args.extend(["numtxqueues", &q, "numrxqueues", &q]);
+    }
+    run("ip", &args)?;
     for (ns, ifname, addr) in [(a, a_if, a_addr), (b, b_if, b_addr)] {
         if let Some(addr) = addr {
             ns.exec("ip", &["addr", "add", addr, "dev", ifname])?;

@@ -2,10 +2,11 @@
 //! tests run inside network namespaces (`ip netns exec NS portico tool …`),
 //! so that a fresh machine needs nothing beyond `ip` to run the demo.
 //!
-//! * `offloads-off IF` — TSO/GSO/GRO/LRO off on an interface (no external
-//!   `ethtool` needed): the client and backend ends of the veth pairs must
-//!   not send super-frames to an af_packet port, which drops frames above
-//!   the MTU.
+//! * `offloads-off IF [--tx-checksum]` — TSO/GSO/GRO/LRO off on an
+//!   interface (no external `ethtool` needed): the client and backend ends
+//!   of the veth pairs must not send super-frames to an af_packet port,
+//!   which drops frames above the MTU; `--tx-checksum` also turns TX
+//!   checksum offload off (peers of an AF_XDP port).
 //! * `http-serve` / `udp-echo` — the built-in backends used when nginx is
 //!   not installed. Every answer names the backend and the peer it saw:
 //!   `backend NAME saw ADDR`, like the nginx configuration of
@@ -37,7 +38,13 @@ use std::time::{Duration, Instant};
 #[derive(clap::Subcommand, Debug)]
 pub enum ToolCommand {
     /// Turn TSO, GSO, GRO and LRO off on an interface.
-    OffloadsOff { interface: String },
+    OffloadsOff {
+        interface: String,
+        /// Also TX checksum offload (peers of an AF_XDP port: XDP frames
+        /// carry no "checksum partial" mark, so they need full checksums).
+        #[arg(long)]
+        tx_checksum: bool,
+    },
     /// A tiny HTTP/1.1 server answering every request with
     /// `backend NAME saw CLIENT` (keep-alive and `Connection: close`).
     HttpServe {
@@ -119,10 +126,21 @@ pub enum ToolCommand {
 
 pub fn run(cmd: &ToolCommand) -> anyhow::Result<()> {
     match cmd {
-        ToolCommand::OffloadsOff { interface } => {
+        ToolCommand::OffloadsOff {
+            interface,
+            tx_checksum,
+        } => {
             let state = dataplane::driver::afpacket::prepare::disable_offloads(interface)
                 .with_context(|| format!("offloads off on {interface}"))?;
             println!("{interface}: {state:?}");
+            if *tx_checksum {
+                let on = dataplane::driver::afpacket::prepare::set_tx_checksum(interface, false)
+                    .with_context(|| format!("TX checksum offload off on {interface}"))?;
+                println!(
+                    "{interface}: tx checksum offload {}",
+                    if on { "on" } else { "off" }
+                );
+            }
             Ok(())
         }
         ToolCommand::HttpServe { listen, name } => http_serve(*listen, name),

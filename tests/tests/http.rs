@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{curl, gateway, tally, topology};
+use common::DriverKind;
+
+use common::{curl, gateway, tally};
 use portico::demo::topology::{
     CLIENT_ADDR, GatewayRun, NODE_ADDR, NODE_PORT, SNAT_ADDR, ServiceOptions, VIP,
 };
@@ -63,9 +65,19 @@ fn assert_spread(
 
 #[test]
 fn vip_and_node_port_reach_every_backend_from_the_snat_address() {
-    let Some(t) = topology(
+    vip_and_node_port_reach_every_backend_from_the_snat_address_on(DriverKind::Afpacket);
+}
+
+#[test]
+fn vip_and_node_port_reach_every_backend_from_the_snat_address_afxdp() {
+    vip_and_node_port_reach_every_backend_from_the_snat_address_on(DriverKind::Afxdp);
+}
+
+fn vip_and_node_port_reach_every_backend_from_the_snat_address_on(driver: DriverKind) {
+    let Some(t) = common::topology_on(
         "http::vip_and_node_port_reach_every_backend_from_the_snat_address",
         3,
+        driver,
     ) else {
         return;
     };
@@ -126,7 +138,20 @@ fn web_backends(s: &serde_json::Value) -> Vec<(String, u64)> {
 
 #[test]
 fn without_snat_the_backends_see_the_client_address() {
-    let Some(t) = topology("http::without_snat_the_backends_see_the_client_address", 3) else {
+    without_snat_the_backends_see_the_client_address_on(DriverKind::Afpacket);
+}
+
+#[test]
+fn without_snat_the_backends_see_the_client_address_afxdp() {
+    without_snat_the_backends_see_the_client_address_on(DriverKind::Afxdp);
+}
+
+fn without_snat_the_backends_see_the_client_address_on(driver: DriverKind) {
+    let Some(t) = common::topology_on(
+        "http::without_snat_the_backends_see_the_client_address",
+        3,
+        driver,
+    ) else {
         return;
     };
     let options = ServiceOptions {

@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{gateway, topology};
+use common::DriverKind;
+
+use common::gateway;
 use portico::demo::live::parse_body;
 use portico::demo::topology::{
     DNS_PORT, NODE_ADDR, SNAT_ADDR, ServiceOptions, Topology, UNOWNED_ADDR, VIP,
@@ -12,9 +14,19 @@ use std::collections::BTreeMap;
 
 #[test]
 fn udp_queries_through_the_vip_are_answered_by_every_backend() {
-    let Some(t) = topology(
+    udp_queries_through_the_vip_are_answered_by_every_backend_on(DriverKind::Afpacket);
+}
+
+#[test]
+fn udp_queries_through_the_vip_are_answered_by_every_backend_afxdp() {
+    udp_queries_through_the_vip_are_answered_by_every_backend_on(DriverKind::Afxdp);
+}
+
+fn udp_queries_through_the_vip_are_answered_by_every_backend_on(driver: DriverKind) {
+    let Some(t) = common::topology_on(
         "local::udp_queries_through_the_vip_are_answered_by_every_backend",
         3,
+        driver,
     ) else {
         return;
     };
@@ -61,7 +73,20 @@ fn neighbour(t: &Topology, addr: &str) -> String {
 
 #[test]
 fn ping_and_arp_for_the_vip_are_answered_by_portico() {
-    let Some(t) = topology("local::ping_and_arp_for_the_vip_are_answered_by_portico", 1) else {
+    ping_and_arp_for_the_vip_are_answered_by_portico_on(DriverKind::Afpacket);
+}
+
+#[test]
+fn ping_and_arp_for_the_vip_are_answered_by_portico_afxdp() {
+    ping_and_arp_for_the_vip_are_answered_by_portico_on(DriverKind::Afxdp);
+}
+
+fn ping_and_arp_for_the_vip_are_answered_by_portico_on(driver: DriverKind) {
+    let Some(t) = common::topology_on(
+        "local::ping_and_arp_for_the_vip_are_answered_by_portico",
+        1,
+        driver,
+    ) else {
         return;
     };
     assert!(

@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{curl, gateway, number, stats, stats_until, topology};
+use common::DriverKind;
+
+use common::{curl, gateway, number, stats, stats_until};
 use portico::demo::topology::{
     CLIENT_ADDR, HTTP_PORT, ServiceOptions, Topology, UNOWNED_ADDR, VIP,
 };
@@ -16,9 +18,19 @@ use std::collections::BTreeMap;
 
 #[test]
 fn malformed_and_unknown_traffic_is_dropped_and_counted_by_reason() {
-    let Some(t) = topology(
+    malformed_and_unknown_traffic_is_dropped_and_counted_by_reason_on(DriverKind::Afpacket);
+}
+
+#[test]
+fn malformed_and_unknown_traffic_is_dropped_and_counted_by_reason_afxdp() {
+    malformed_and_unknown_traffic_is_dropped_and_counted_by_reason_on(DriverKind::Afxdp);
+}
+
+fn malformed_and_unknown_traffic_is_dropped_and_counted_by_reason_on(driver: DriverKind) {
+    let Some(t) = common::topology_on(
         "malformed::malformed_and_unknown_traffic_is_dropped_and_counted_by_reason",
         1,
+        driver,
     ) else {
         return;
     };

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{curl, gateway, number, stats_until, tally, topology};
+use common::DriverKind;
+
+use common::{curl, gateway, number, stats_until, tally};
 use portico::demo::topology::{HTTP_PORT, ServiceOptions, VIP, backend_name};
 use portico::tool::KeepaliveReport;
 use portico_tests::wait_until;
@@ -12,9 +14,21 @@ use std::time::Duration;
 
 #[test]
 fn removing_a_backend_keeps_the_other_connections_and_steers_new_ones_away() {
-    let Some(t) = topology(
+    removing_a_backend_keeps_the_other_connections_and_steers_new_ones_away_on(
+        DriverKind::Afpacket,
+    );
+}
+
+#[test]
+fn removing_a_backend_keeps_the_other_connections_and_steers_new_ones_away_afxdp() {
+    removing_a_backend_keeps_the_other_connections_and_steers_new_ones_away_on(DriverKind::Afxdp);
+}
+
+fn removing_a_backend_keeps_the_other_connections_and_steers_new_ones_away_on(driver: DriverKind) {
+    let Some(t) = common::topology_on(
         "reload::removing_a_backend_keeps_the_other_connections_and_steers_new_ones_away",
         3,
+        driver,
     ) else {
         return;
     };

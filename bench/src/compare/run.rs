@@ -379,6 +379,7 @@ pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
         backends: config.backends,
         portico: config.portico.clone(),
         prefer_nginx: false,
+        driver: portico::demo::topology::DriverKind::Afpacket,
     })
     .map_err(io_ctx("build topology"))?;
     drop_icmp_errors(&topology.client).map_err(io_ctx("client iptables"))?;

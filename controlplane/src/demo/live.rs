@@ -103,6 +103,7 @@ pub fn run(args: &LiveDemoArgs) -> anyhow::Result<()> {
             backends: args.backends,
             portico,
             prefer_nginx: args.prefer_nginx,
+            driver: nic_config::DriverKind::Afpacket,
         })
         .context("building the namespace topology")?;
         interrupt.check()?;

@@ -16,7 +16,9 @@
 //! * IPv6 is off in every namespace, so no router solicitations or MLD
 //!   reports reach the gateway as noise;
 //! * TSO/GSO/GRO are off on every veth end the gateway's ports talk to, so
-//!   no frame above the MTU reaches an af_packet port;
+//!   no frame above the MTU reaches an af_packet port; with the afxdp driver
+//!   TX checksum offload is off there too (XDP frames carry no "checksum
+//!   partial" mark, so they must arrive with complete checksums);
 //! * the backends' default route points at the SNAT address, so replies to
 //!   un-NATed flows (`snat = false`) also return through the gateway;
 //! * every namespace and process is owned by a guard ([`crate::netns`]):
@@ -25,7 +27,10 @@
 //!   Declare the [`GatewayRun`] after the topology so it is stopped first.
 
 use crate::admin::{self, StatsReport};
-use crate::netns::{Netns, Process, TempDir, have, nginx, run, unique_name, veth, wait_until};
+use crate::netns::{
+    Netns, Process, TempDir, have, nginx, run, unique_name, veth, veth_with_queues, wait_until,
+};
+pub use nic_config::DriverKind;
 use std::fmt::Write as _;
 use std::io;
 use std::net::Ipv4Addr;
@@ -64,7 +69,14 @@ pub struct TopologyConfig {
     pub portico: PathBuf,
     /// Use nginx for HTTP when it is installed (else the built-in server).
     pub prefer_nginx: bool,
+    /// The gateway ports' driver (`afpacket` or `afxdp`). For afxdp the
+    /// gateway's veths get [`AFXDP_QUEUES`] queues, one per worker.
+    pub driver: DriverKind,
 }
+
+/// RX/TX queues of the gateway's veths with the afxdp driver; the gateway
+/// must run this many workers (AF_XDP binds one socket per queue).
+pub const AFXDP_QUEUES: u32 = 2;
 
 /// Which HTTP server the backends run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +114,8 @@ pub struct Topology {
     pub portico: PathBuf,
     /// Configuration, admin socket and logs of the gateway.
     pub dir: TempDir,
+    /// The driver [`Topology::config_toml`] writes for the ports.
+    pub driver: DriverKind,
 }
 
 /// The services of the gateway's configuration.
@@ -170,6 +184,12 @@ impl Topology {
             client_if: unique_name("co"),
             portico: config.portico.clone(),
             dir: TempDir::new("portico-demo")?,
+            driver: config.driver,
+        };
+        let queues = if config.driver == DriverKind::Afxdp {
+            AFXDP_QUEUES
+        } else {
+            1
         };
         for ns in [&t.client, &t.gateway, &t.lan] {
             quiet_ipv6(ns)?;
@@ -178,13 +198,14 @@ impl Topology {
             .exec("sysctl", &["-qw", "net.ipv4.ip_forward=0"])?;
 
         let client_cidr = format!("{CLIENT_ADDR}/24");
-        veth(
+        veth_with_queues(
             &t.gateway,
             &t.outside_if,
             None,
             &t.client,
             &t.client_if,
             Some(&client_cidr),
+            queues,
         )?;
         t.client.exec(
             "ip",
@@ -207,7 +228,15 @@ impl Topology {
         )?;
         t.lan.exec("ip", &["link", "set", bridge, "up"])?;
         let lan_gw = unique_name("lg");
-        veth(&t.gateway, &t.inside_if, None, &t.lan, &lan_gw, None)?;
+        veth_with_queues(
+            &t.gateway,
+            &t.inside_if,
+            None,
+            &t.lan,
+            &lan_gw,
+            None,
+            queues,
+        )?;
         t.lan
             .exec("ip", &["link", "set", &lan_gw, "master", bridge])?;
         t.offloads_off(&t.lan, &lan_gw)?;
@@ -238,10 +267,16 @@ impl Topology {
         Ok(t)
     }
 
+    /// Offloads off on a veth end; for afxdp also TX checksum offload
+    /// on the ends facing the gateway (XDP frames carry no "checksum
+    /// partial" mark, so the gateway needs complete checksums).
     fn offloads_off(&self, ns: &Netns, ifname: &str) -> io::Result<()> {
         let portico = self.portico_str()?;
-        ns.exec(portico, &["tool", "offloads-off", ifname])
-            .map(|_| ())
+        let mut args = vec!["tool", "offloads-off", ifname];
+        if self.driver == DriverKind::Afxdp {
+            args.push("--tx-checksum");
+        }
+        ns.exec(portico, &args).map(|_| ())
     }
 
     fn portico_str(&self) -> io::Result<&str> {
@@ -336,14 +371,14 @@ capacity = 4096
 {extra}
 [[port]]
 name = "outside"
-driver = "afpacket"
+driver = "{driver}"
 interface = "{outside}"
 role = "outside"
 node_addresses = ["{NODE_ADDR}/24"]
 
 [[port]]
 name = "inside"
-driver = "afpacket"
+driver = "{driver}"
 interface = "{inside}"
 role = "inside"
 snat_addresses = ["{SNAT_ADDR}/24"]
@@ -372,6 +407,7 @@ backends = [{udp_backends}
             inside = self.inside_if,
             snat = options.snat,
             extra = options.dataplane_extra,
+            driver = self.driver,
         )
     }
 

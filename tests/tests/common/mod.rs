@@ -8,6 +8,7 @@
 #![allow(dead_code)] // each suite uses a part
 
 use portico::demo::live::parse_body;
+pub use portico::demo::topology::DriverKind;
 use portico::demo::topology::{GatewayRun, ServiceOptions, Topology, TopologyConfig};
 use portico_tests::{have, require_root, wait_until};
 use serde_json::Value;
@@ -20,6 +21,13 @@ pub const PORTICO: &str = env!("CARGO_BIN_EXE_portico-e2e");
 /// The topology with `backends` backends, or `None` (after a loud SKIP)
 /// without root.
 pub fn topology(test: &str, backends: usize) -> Option<Topology> {
+    topology_on(test, backends, DriverKind::Afpacket)
+}
+
+/// [`topology`] with the gateway's ports on `driver` (afpacket or afxdp;
+/// afxdp topologies give the gateway's veths one queue per worker, and
+/// [`ServiceOptions::all`]'s two workers match).
+pub fn topology_on(test: &str, backends: usize, driver: DriverKind) -> Option<Topology> {
     if !require_root(test) {
         return None;
     }
@@ -32,6 +40,7 @@ pub fn topology(test: &str, backends: usize) -> Option<Topology> {
             backends,
             portico: PORTICO.into(),
             prefer_nginx: true,
+            driver,
         })
         .expect("build the namespace topology"),
     )
@@ -49,7 +58,8 @@ pub fn gateway(t: &Topology, options: &ServiceOptions) -> GatewayRun {
     });
     assert!(
         ok,
-        "HTTP through the VIP never answered; gateway log:\n{}",
+        "HTTP through the VIP never answered; stats {:?}; gateway log:\n{}",
+        gw.stats_raw().map(|s| s.0),
         gw.log_text()
     );
     gw

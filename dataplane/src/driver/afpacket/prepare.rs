@@ -25,6 +25,8 @@ use std::net::Ipv4Addr;
 use std::os::fd::OwnedFd;
 
 // <linux/ethtool.h> command numbers (stable kernel ABI).
+const ETHTOOL_GTXCSUM: u32 = 0x16;
+const ETHTOOL_STXCSUM: u32 = 0x17;
 const ETHTOOL_GTSO: u32 = 0x1e;
 const ETHTOOL_STSO: u32 = 0x1f;
 const ETHTOOL_GGSO: u32 = 0x23;
@@ -211,6 +213,26 @@ pub fn disable_offloads(ifname: &str) -> Result<OffloadState, AfPacketError> {
         .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_SFLAGS"))?;
     }
     read_offloads(&sock, ifname)
+}
+
+/// Turn TX checksum offload of `ifname` on or off (`ETHTOOL_STXCSUM`);
+/// returns the state read back. With it on, the kernel hands frames it
+/// sends to a veth peer with only a partial (pseudo-header) L4 checksum;
+/// af_packet reports that (`TP_STATUS_CSUMNOTREADY`) and the driver
+/// completes it, but XDP has no such metadata, so the peers of an AF_XDP
+/// port on the same host must send complete checksums.
+pub fn set_tx_checksum(ifname: &str, on: bool) -> Result<bool, AfPacketError> {
+    let sock = ioctl_socket(ifname)?;
+    set_feature(
+        &sock,
+        ifname,
+        ETHTOOL_STXCSUM,
+        "SIOCETHTOOL ETHTOOL_STXCSUM",
+        on,
+    )?;
+    let v = sys::ethtool_value(&sock, ifname, ETHTOOL_GTXCSUM, 0)
+        .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_GTXCSUM"))?;
+    Ok(v != 0)
 }
 
 /// IPv4 addresses the kernel has on `ifname`.
