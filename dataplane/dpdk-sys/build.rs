@@ -13,7 +13,9 @@ fn pkg_config(args: &[&str]) -> Vec<String> {
         .args(args)
         .arg("libdpdk")
         .output()
-        .unwrap_or_else(|e| panic!("running pkg-config {args:?} libdpdk: {e} (install pkg-config)"));
+        .unwrap_or_else(|e| {
+            panic!("running pkg-config {args:?} libdpdk: {e} (install pkg-config)")
+        });
     if !out.status.success() {
         panic!(
             "pkg-config {args:?} libdpdk failed: {} (install libdpdk-dev: apt-get install libdpdk-dev)",

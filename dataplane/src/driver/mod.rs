@@ -8,6 +8,8 @@
 
 #[cfg(target_os = "linux")]
 pub mod afpacket;
+#[cfg(all(target_os = "linux", feature = "dpdk"))]
+pub mod dpdk;
 pub mod mem;
 
 use crate::packet::PortId;
