@@ -1,14 +1,21 @@
-//! `portico run`: the dataplane on real interfaces (af_packet), fed from a
+//! `portico run`: the dataplane on real interfaces, fed from a
 //! `portico.toml`, with reloads on SIGHUP and a clean stop on SIGTERM/SIGINT.
+//!
+//! Drivers: every port of a gateway uses the same driver (`driver` of the
+//! ports; nic-config refuses a mix), because one worker drives all its
+//! ports through one [`Driver`]. The worker loop is generic over
+//! [`GatewayDriver`] (how a worker opens its driver, sleeps when idle and
+//! publishes its port counters); [`WorkerDriver`] picks the implementation
+//! once per worker thread, so nothing is dispatched per packet.
 //!
 //! Start-up, in order: every port's interface is prepared (offloads off) and
 //! its MAC and MTU read; the kernel's addresses on the owned interfaces are
 //! checked against the addresses Portico owns (a clash is logged as a
 //! warning: the kernel would answer ARP and connections for them too); the
 //! first snapshot is built and published; the worker threads start (each
-//! pinned to its core when `cores` is set, each opening its own af_packet
-//! sockets, joined in one fanout group per port when there are several
-//! workers, connected by a handoff mesh); then the admin socket and the
+//! pinned to its core when `cores` is set, each opening its own driver —
+//! for af_packet its sockets, joined in one fanout group per port when there
+//! are several workers — connected by a handoff mesh); then the admin socket and the
 //! Prometheus endpoint (`--metrics-addr`, in the gateway's namespace).
 //!
 //! Invariants:
@@ -32,6 +39,7 @@ use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::clock::MonotonicClock;
 use dataplane::counters::ServiceCounters;
 use dataplane::counters::SharedCounters;
+use dataplane::driver::Driver;
 use dataplane::driver::afpacket::prepare::{kernel_owned_conflicts, prepare_interface};
 use dataplane::driver::afpacket::{
     AfPacketConfig, AfPacketDriver, AfPacketError, AfPacketPortConfig,
@@ -40,7 +48,7 @@ use dataplane::handoff::{HandoffMesh, WorkerHandoff};
 use dataplane::neighbour::NeighbourTable;
 use dataplane::snapshot::{BuildError, Publisher, SnapshotBuilder, SnapshotReader};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
-use nic_config::{ConfigError, DriverKind, ListenerKind, Plan};
+use nic_config::{ConfigError, DriverKind, ListenerKind, Plan, PortPlan};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -78,6 +86,16 @@ pub struct RunOptions {
 pub enum GatewayError {
     #[error("port {port:?}: driver {driver} is not supported by `portico run` (use afpacket)")]
     UnsupportedDriver { port: String, driver: DriverKind },
+    #[error(
+        "port {port:?}: driver {driver} differs from port {first:?}'s {first_driver}; \
+         every port of a gateway uses the same driver"
+    )]
+    MixedDrivers {
+        port: String,
+        driver: DriverKind,
+        first: String,
+        first_driver: DriverKind,
+    },
     #[error("port {port:?}: preparing the interface failed: {source}")]
     Prepare { port: String, source: AfPacketError },
     #[error("the configuration does not build into forwarding tables: {0}")]
@@ -262,6 +280,58 @@ fn warn_kernel_conflicts(plan: &Plan) {
     }
 }
 
+/// The one driver every port of `plan` uses.
+fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
+    let Some(first) = plan.ports.first() else {
+        return Ok(DriverKind::Afpacket);
+    };
+    for port in &plan.ports {
+        if port.driver != first.driver {
+            return Err(GatewayError::MixedDrivers {
+                port: port.name.clone(),
+                driver: port.driver,
+                first: first.name.clone(),
+                first_driver: first.driver,
+            });
+        }
+    }
+    match first.driver {
+        DriverKind::Afpacket => Ok(first.driver),
+        driver => Err(GatewayError::UnsupportedDriver {
+            port: first.name.clone(),
+            driver,
+        }),
+    }
+}
+
+/// Prepare one port's interface for `driver` and read its MAC and MTU.
+fn prepare_port(port: &PortPlan, driver: DriverKind) -> Result<PortFacts, GatewayError> {
+    match driver {
+        DriverKind::Afpacket => {
+            let prepared =
+                prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
+                    port: port.name.clone(),
+                    source,
+                })?;
+            if !prepared.offloads.all_off() {
+                warn!(interface = %port.interface, offloads = ?prepared.offloads,
+                    "some offloads stay on; frames above the MTU will be dropped");
+            }
+            let info = &prepared.info;
+            info!(port = %port.name, interface = %port.interface, mac = %info.mac, mtu = info.mtu,
+                role = %port.role, driver = %driver, "port prepared");
+            Ok(PortFacts {
+                mac: info.mac.0,
+                mtu: u16::try_from(info.mtu).unwrap_or(u16::MAX),
+            })
+        }
+        other => Err(GatewayError::UnsupportedDriver {
+            port: port.name.clone(),
+            driver: other,
+        }),
+    }
+}
+
 /// What one worker publishes for the admin thread.
 #[derive(Debug)]
 struct WorkerCells {
@@ -368,30 +438,10 @@ impl Gateway {
         admin_socket: &Path,
         metrics_addr: Option<SocketAddr>,
     ) -> Result<Self, GatewayError> {
+        let driver = gateway_driver(&plan)?;
         let mut facts = Vec::with_capacity(plan.ports.len());
         for port in &plan.ports {
-            if port.driver != DriverKind::Afpacket {
-                return Err(GatewayError::UnsupportedDriver {
-                    port: port.name.clone(),
-                    driver: port.driver,
-                });
-            }
-            let prepared =
-                prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
-                    port: port.name.clone(),
-                    source,
-                })?;
-            if !prepared.offloads.all_off() {
-                warn!(interface = %port.interface, offloads = ?prepared.offloads,
-                    "some offloads stay on; frames above the MTU will be dropped");
-            }
-            let info = &prepared.info;
-            info!(port = %port.name, interface = %port.interface, mac = %info.mac, mtu = info.mtu,
-                role = %port.role, "port prepared");
-            facts.push(PortFacts {
-                mac: info.mac.0,
-                mtu: u16::try_from(info.mtu).unwrap_or(u16::MAX),
-            });
+            facts.push(prepare_port(port, driver)?);
         }
         warn_kernel_conflicts(&plan);
 
@@ -469,31 +519,7 @@ impl Gateway {
         } else {
             vec![None]
         };
-        // Fanout group ids are per network namespace: derive them from the
-        // process id so two gateways in one namespace do not join each
-        // other's groups.
-        let fanout_base = std::process::id() as u16;
-        let ifnames: Vec<&str> = self
-            .plan
-            .ports
-            .iter()
-            .map(|p| p.interface.as_str())
-            .collect();
-        let mut driver_config = AfPacketConfig::new(&ifnames);
-        if workers > 1 {
-            driver_config.ports = ifnames
-                .iter()
-                .enumerate()
-                .map(|(i, name)| AfPacketPortConfig {
-                    ifname: (*name).to_string(),
-                    fanout_group_id: Some(fanout_base.wrapping_add(i as u16)),
-                })
-                .collect();
-            // Frames handed over by other workers do not wake `poll(2)`:
-            // sleep in short slices.
-            driver_config.poll_timeout_ms = 1;
-        }
-
+        let driver = self.worker_driver()?;
         let clock = MonotonicClock::new();
         // One neighbour table for all workers: whichever worker receives an
         // ARP reply teaches every other.
@@ -514,7 +540,6 @@ impl Gateway {
                 worker: w,
                 core,
                 config: worker_config(&self.plan, w),
-                driver: driver_config.clone(),
                 clock: clock.clone(),
                 snapshots: self.publisher.reader(),
                 cells: shared,
@@ -523,9 +548,10 @@ impl Gateway {
                 stop: Arc::clone(&self.stop),
             };
             let ready = ready_tx.clone();
+            let driver = driver.for_worker(w);
             let handle = std::thread::Builder::new()
                 .name(format!("portico-w{w}"))
-                .spawn(move || worker_main(ctx, &ready))
+                .spawn(move || worker_main(ctx, driver, &ready))
                 .map_err(|e| GatewayError::WorkerStart {
                     worker: w,
                     reason: e.to_string(),
@@ -552,6 +578,50 @@ impl Gateway {
         info!(workers, cores = ?self.plan.dataplane.cores, idle = %self.plan.dataplane.idle,
             "workers running");
         Ok(cells)
+    }
+
+    /// The driver configuration the workers open (worker 0's; see
+    /// [`WorkerDriver::for_worker`]).
+    fn worker_driver(&self) -> Result<WorkerDriver, GatewayError> {
+        let workers = self.plan.dataplane.workers;
+        let ifnames: Vec<&str> = self
+            .plan
+            .ports
+            .iter()
+            .map(|p| p.interface.as_str())
+            .collect();
+        match gateway_driver(&self.plan)? {
+            DriverKind::Afpacket => {
+                // Fanout group ids are per network namespace: derive them
+                // from the process id so two gateways in one namespace do
+                // not join each other's groups.
+                let fanout_base = std::process::id() as u16;
+                let mut config = AfPacketConfig::new(&ifnames);
+                if workers > 1 {
+                    config.ports = ifnames
+                        .iter()
+                        .enumerate()
+                        .map(|(i, name)| AfPacketPortConfig {
+                            ifname: (*name).to_string(),
+                            fanout_group_id: Some(fanout_base.wrapping_add(i as u16)),
+                        })
+                        .collect();
+                    // Frames handed over by other workers do not wake
+                    // `poll(2)`: sleep in short slices.
+                    config.poll_timeout_ms = 1;
+                }
+                Ok(WorkerDriver::Afpacket(config))
+            }
+            driver => Err(GatewayError::UnsupportedDriver {
+                port: self
+                    .plan
+                    .ports
+                    .first()
+                    .map(|p| p.name.clone())
+                    .unwrap_or_default(),
+                driver,
+            }),
+        }
     }
 
     /// Generation of the snapshot in force.
@@ -711,7 +781,6 @@ struct WorkerContext {
     worker: usize,
     core: Option<usize>,
     config: WorkerConfig,
-    driver: AfPacketConfig,
     clock: MonotonicClock,
     snapshots: SnapshotReader,
     cells: Arc<WorkerCells>,
@@ -720,10 +789,67 @@ struct WorkerContext {
     stop: Arc<AtomicBool>,
 }
 
-/// A worker thread: pin, open the sockets, build the pipeline (all on the
+/// The driver-specific parts of a worker: how it opens its driver, sleeps
+/// when idle and publishes its port counters. The worker loop is generic
+/// over it, so the packet path is monomorphised per driver.
+trait GatewayDriver: Driver + Sized {
+    /// What one worker opens its driver from.
+    type Config;
+    fn open(config: &Self::Config) -> Result<Self, String>;
+    /// Sleep until frames may be waiting or the driver's idle timeout
+    /// passes (the adaptive idle policy).
+    fn wait_idle(&mut self);
+    /// Copy the driver's counters of every port into `cells` (one per
+    /// port); `kernel` accumulates counters the kernel resets on read.
+    fn publish_stats(&mut self, kernel: &mut [KernelTotals], cells: &[PortStatsCell]);
+}
+
+impl GatewayDriver for AfPacketDriver {
+    type Config = AfPacketConfig;
+
+    fn open(config: &AfPacketConfig) -> Result<Self, String> {
+        AfPacketDriver::open(config).map_err(|e| e.to_string())
+    }
+
+    fn wait_idle(&mut self) {
+        AfPacketDriver::wait_idle(self);
+    }
+
+    fn publish_stats(&mut self, kernel: &mut [KernelTotals], cells: &[PortStatsCell]) {
+        for ((port, totals), cell) in self.ports().iter().zip(kernel.iter_mut()).zip(cells) {
+            if let Ok(read) = port.kernel_stats() {
+                totals.add(read);
+            }
+            cell.store(PortCounters::new(port.stats(), *totals));
+        }
+    }
+}
+
+/// The driver a worker runs, with its configuration; matched once when the
+/// worker thread starts.
+#[derive(Clone, Debug)]
+enum WorkerDriver {
+    Afpacket(AfPacketConfig),
+}
+
+impl WorkerDriver {
+    /// The configuration worker `worker` opens (drivers that bind queues
+    /// per worker differ per worker).
+    fn for_worker(&self, _worker: usize) -> WorkerDriver {
+        match self {
+            WorkerDriver::Afpacket(c) => WorkerDriver::Afpacket(c.clone()),
+        }
+    }
+}
+
+/// A worker thread: pin, open the driver, build the pipeline (all on the
 /// worker's own core, so its memory is local), report ready, then poll until
 /// stopped.
-fn worker_main(ctx: WorkerContext, ready: &mpsc::Sender<(usize, Result<(), String>)>) {
+fn worker_main(
+    ctx: WorkerContext,
+    driver: WorkerDriver,
+    ready: &mpsc::Sender<(usize, Result<(), String>)>,
+) {
     let w = ctx.worker;
     if let Some(core) = ctx.core {
         if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
@@ -735,10 +861,22 @@ fn worker_main(ctx: WorkerContext, ready: &mpsc::Sender<(usize, Result<(), Strin
             );
         }
     }
-    let driver = match AfPacketDriver::open(&ctx.driver) {
+    match driver {
+        WorkerDriver::Afpacket(config) => run_worker::<AfPacketDriver>(ctx, &config, ready),
+    }
+}
+
+/// Open `D`, build the worker, report ready, poll until stopped.
+fn run_worker<D: GatewayDriver>(
+    ctx: WorkerContext,
+    config: &D::Config,
+    ready: &mpsc::Sender<(usize, Result<(), String>)>,
+) {
+    let w = ctx.worker;
+    let driver = match D::open(config) {
         Ok(d) => d,
         Err(e) => {
-            let _ = ready.send((w, Err(e.to_string())));
+            let _ = ready.send((w, Err(e)));
             return;
         }
     };
@@ -761,10 +899,10 @@ fn worker_main(ctx: WorkerContext, ready: &mpsc::Sender<(usize, Result<(), Strin
     poll_loop(&mut worker, ctx.config.idle, &ctx.cells, &ctx.stop);
 }
 
-/// [`Worker::run`] with the af_packet driver's `poll(2)` as the adaptive
-/// idle sleep and a periodic copy of the driver's port stats.
-fn poll_loop(
-    worker: &mut Worker<AfPacketDriver, MonotonicClock>,
+/// [`Worker::run`] with the driver's idle sleep as the adaptive policy's
+/// back-off and a periodic copy of the driver's port stats.
+fn poll_loop<D: GatewayDriver>(
+    worker: &mut Worker<D, MonotonicClock>,
     idle: IdlePolicy,
     cells: &WorkerCells,
     stop: &AtomicBool,
@@ -779,7 +917,7 @@ fn poll_loop(
         if work == 0 || polls_since_check >= POLLS_PER_STATS_CHECK {
             polls_since_check = 0;
             if last_stats.elapsed() >= Duration::from_millis(DRIVER_STATS_INTERVAL_MS) {
-                publish_driver_stats(worker.driver_mut(), &mut kernel, cells);
+                worker.driver_mut().publish_stats(&mut kernel, &cells.ports);
                 last_stats = Instant::now();
             }
         }
@@ -791,27 +929,11 @@ fn poll_loop(
         match idle {
             IdlePolicy::Spin => std::hint::spin_loop(),
             IdlePolicy::Adaptive if idle_polls < ADAPTIVE_SPIN_POLLS => std::hint::spin_loop(),
-            IdlePolicy::Adaptive => {
-                worker.driver_mut().wait_idle();
-            }
+            IdlePolicy::Adaptive => worker.driver_mut().wait_idle(),
         }
     }
     worker.publish_counters();
-    publish_driver_stats(worker.driver_mut(), &mut kernel, cells);
-}
-
-fn publish_driver_stats(driver: &AfPacketDriver, kernel: &mut [KernelTotals], cells: &WorkerCells) {
-    for ((port, totals), cell) in driver
-        .ports()
-        .iter()
-        .zip(kernel.iter_mut())
-        .zip(&cells.ports)
-    {
-        if let Ok(read) = port.kernel_stats() {
-            totals.add(read);
-        }
-        cell.store(PortCounters::new(port.stats(), *totals));
-    }
+    worker.driver_mut().publish_stats(&mut kernel, &cells.ports);
 }
 
 #[cfg(test)]
