@@ -98,6 +98,9 @@ pub enum GatewayError {
     },
     #[error("port {port:?}: preparing the interface failed: {source}")]
     Prepare { port: String, source: AfPacketError },
+    #[cfg(feature = "dpdk")]
+    #[error("starting DPDK: {0}")]
+    Dpdk(#[from] dataplane::driver::dpdk::DpdkError),
     #[error("the configuration does not build into forwarding tables: {0}")]
     Build(#[from] BuildError),
     #[error("admin socket: {0}")]
@@ -280,6 +283,9 @@ fn warn_kernel_conflicts(plan: &Plan) {
     }
 }
 
+#[cfg(feature = "dpdk")]
+mod dpdk;
+
 /// The one driver every port of `plan` uses.
 fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
     let Some(first) = plan.ports.first() else {
@@ -297,6 +303,8 @@ fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
     }
     match first.driver {
         DriverKind::Afpacket => Ok(first.driver),
+        #[cfg(feature = "dpdk")]
+        DriverKind::Dpdk => Ok(first.driver),
         driver => Err(GatewayError::UnsupportedDriver {
             port: first.name.clone(),
             driver,
@@ -426,6 +434,10 @@ pub struct Gateway {
     workers: Vec<JoinHandle<()>>,
     admin: Option<AdminServer>,
     metrics: Option<MetricsServer>,
+    /// The started DPDK ports (driver `dpdk`); the workers' drivers share
+    /// them.
+    #[cfg(feature = "dpdk")]
+    dpdk_ports: Option<Arc<dataplane::driver::dpdk::DpdkPorts>>,
 }
 
 impl Gateway {
@@ -440,8 +452,20 @@ impl Gateway {
     ) -> Result<Self, GatewayError> {
         let driver = gateway_driver(&plan)?;
         let mut facts = Vec::with_capacity(plan.ports.len());
-        for port in &plan.ports {
-            facts.push(prepare_port(port, driver)?);
+        // DPDK ports start here, in the control thread (vdevs open their
+        // sockets in its namespace); the facts come from the devices.
+        #[cfg(feature = "dpdk")]
+        let dpdk_ports = if driver == DriverKind::Dpdk {
+            let ports = dpdk::start_ports(&plan)?;
+            facts = dpdk::port_facts(&ports);
+            Some(ports)
+        } else {
+            None
+        };
+        if facts.is_empty() {
+            for port in &plan.ports {
+                facts.push(prepare_port(port, driver)?);
+            }
         }
         warn_kernel_conflicts(&plan);
 
@@ -469,6 +493,8 @@ impl Gateway {
             workers: Vec::new(),
             admin: None,
             metrics: None,
+            #[cfg(feature = "dpdk")]
+            dpdk_ports,
         };
         let cells = gateway.start_workers()?;
 
@@ -612,6 +638,14 @@ impl Gateway {
                 }
                 Ok(WorkerDriver::Afpacket(config))
             }
+            #[cfg(feature = "dpdk")]
+            DriverKind::Dpdk if self.dpdk_ports.is_some() => Ok(WorkerDriver::Dpdk {
+                ports: self.dpdk_ports.clone().ok_or(GatewayError::WorkerStart {
+                    worker: 0,
+                    reason: "the DPDK ports are not started".into(),
+                })?,
+                worker: 0,
+            }),
             driver => Err(GatewayError::UnsupportedDriver {
                 port: self
                     .plan
@@ -830,14 +864,26 @@ impl GatewayDriver for AfPacketDriver {
 #[derive(Clone, Debug)]
 enum WorkerDriver {
     Afpacket(AfPacketConfig),
+    /// Queue `worker` of every started DPDK port.
+    #[cfg(feature = "dpdk")]
+    Dpdk {
+        ports: Arc<dataplane::driver::dpdk::DpdkPorts>,
+        worker: usize,
+    },
 }
 
 impl WorkerDriver {
     /// The configuration worker `worker` opens (drivers that bind queues
     /// per worker differ per worker).
-    fn for_worker(&self, _worker: usize) -> WorkerDriver {
+    fn for_worker(&self, worker: usize) -> WorkerDriver {
+        let _ = worker;
         match self {
             WorkerDriver::Afpacket(c) => WorkerDriver::Afpacket(c.clone()),
+            #[cfg(feature = "dpdk")]
+            WorkerDriver::Dpdk { ports, .. } => WorkerDriver::Dpdk {
+                ports: Arc::clone(ports),
+                worker,
+            },
         }
     }
 }
@@ -863,6 +909,10 @@ fn worker_main(
     }
     match driver {
         WorkerDriver::Afpacket(config) => run_worker::<AfPacketDriver>(ctx, &config, ready),
+        #[cfg(feature = "dpdk")]
+        WorkerDriver::Dpdk { ports, worker } => {
+            run_worker::<dataplane::driver::dpdk::DpdkDriver>(ctx, &(ports, worker), ready);
+        }
     }
 }
 
