@@ -109,6 +109,9 @@ pub enum GatewayError {
     Prepare { port: String, source: AfPacketError },
     #[error("port {port:?}: {source}")]
     Afxdp { port: String, source: AfXdpError },
+    #[cfg(feature = "dpdk")]
+    #[error("starting DPDK: {0}")]
+    Dpdk(#[from] dataplane::driver::dpdk::DpdkError),
     #[error("the configuration does not build into forwarding tables: {0}")]
     Build(#[from] BuildError),
     #[error("admin socket: {0}")]
@@ -296,6 +299,9 @@ fn warn_kernel_conflicts(plan: &Plan) {
     }
 }
 
+#[cfg(feature = "dpdk")]
+mod dpdk;
+
 /// The one driver every port of `plan` uses.
 fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
     let Some(first) = plan.ports.first() else {
@@ -313,6 +319,8 @@ fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
     }
     match first.driver {
         DriverKind::Afpacket | DriverKind::Afxdp => Ok(first.driver),
+        #[cfg(feature = "dpdk")]
+        DriverKind::Dpdk => Ok(first.driver),
         driver => Err(GatewayError::UnsupportedDriver {
             port: first.name.clone(),
             driver,
@@ -523,6 +531,10 @@ pub struct Gateway {
     xdp: Vec<XdpAttachment>,
     admin: Option<AdminServer>,
     metrics: Option<MetricsServer>,
+    /// The started DPDK ports (driver `dpdk`); the workers' drivers share
+    /// them.
+    #[cfg(feature = "dpdk")]
+    dpdk_ports: Option<Arc<dataplane::driver::dpdk::DpdkPorts>>,
 }
 
 impl Gateway {
@@ -538,10 +550,22 @@ impl Gateway {
         let driver = gateway_driver(&plan)?;
         let mut facts = Vec::with_capacity(plan.ports.len());
         let mut xdp = Vec::new();
-        for port in &plan.ports {
-            let (f, attachment) = prepare_port(port, driver, &plan)?;
-            facts.push(f);
-            xdp.extend(attachment);
+        // DPDK ports start here, in the control thread (vdevs open their
+        // sockets in its namespace); the facts come from the devices.
+        #[cfg(feature = "dpdk")]
+        let dpdk_ports = if driver == DriverKind::Dpdk {
+            let ports = dpdk::start_ports(&plan)?;
+            facts = dpdk::port_facts(&ports);
+            Some(ports)
+        } else {
+            None
+        };
+        if facts.is_empty() {
+            for port in &plan.ports {
+                let (f, attachment) = prepare_port(port, driver, &plan)?;
+                facts.push(f);
+                xdp.extend(attachment);
+            }
         }
         warn_kernel_conflicts(&plan);
 
@@ -570,6 +594,8 @@ impl Gateway {
             xdp,
             admin: None,
             metrics: None,
+            #[cfg(feature = "dpdk")]
+            dpdk_ports,
         };
         let cells = gateway.start_workers()?;
 
@@ -718,6 +744,14 @@ impl Gateway {
                 &self.xdp,
                 workers,
             ))),
+            #[cfg(feature = "dpdk")]
+            DriverKind::Dpdk if self.dpdk_ports.is_some() => Ok(WorkerDriver::Dpdk {
+                ports: self.dpdk_ports.clone().ok_or(GatewayError::WorkerStart {
+                    worker: 0,
+                    reason: "the DPDK ports are not started".into(),
+                })?,
+                worker: 0,
+            }),
             driver => Err(GatewayError::UnsupportedDriver {
                 port: self
                     .plan
@@ -988,12 +1022,18 @@ impl GatewayDriver for AfXdpDriver {
 enum WorkerDriver {
     Afpacket(AfPacketConfig),
     Afxdp(AfXdpConfig),
+    /// Queue `worker` of every started DPDK port.
+    #[cfg(feature = "dpdk")]
+    Dpdk {
+        ports: Arc<dataplane::driver::dpdk::DpdkPorts>,
+        worker: usize,
+    },
 }
 
 impl WorkerDriver {
     /// The configuration worker `worker` opens: af_packet workers share
     /// one (fanout spreads the frames), AF_XDP worker `w` binds RX queue
-    /// `w` of every port.
+    /// `w` of every port, DPDK worker `w` takes queue `w` of every port.
     fn for_worker(&self, worker: usize) -> WorkerDriver {
         match self {
             WorkerDriver::Afpacket(c) => WorkerDriver::Afpacket(c.clone()),
@@ -1004,6 +1044,11 @@ impl WorkerDriver {
                 }
                 WorkerDriver::Afxdp(c)
             }
+            #[cfg(feature = "dpdk")]
+            WorkerDriver::Dpdk { ports, .. } => WorkerDriver::Dpdk {
+                ports: Arc::clone(ports),
+                worker,
+            },
         }
     }
 }
@@ -1030,6 +1075,10 @@ fn worker_main(
     match driver {
         WorkerDriver::Afpacket(config) => run_worker::<AfPacketDriver>(ctx, &config, ready),
         WorkerDriver::Afxdp(config) => run_worker::<AfXdpDriver>(ctx, &config, ready),
+        #[cfg(feature = "dpdk")]
+        WorkerDriver::Dpdk { ports, worker } => {
+            run_worker::<dataplane::driver::dpdk::DpdkDriver>(ctx, &(ports, worker), ready);
+        }
     }
 }
 

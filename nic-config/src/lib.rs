@@ -47,9 +47,9 @@ pub mod validate;
 
 pub use addr::{Ipv4Prefix, MacAddr};
 pub use plan::{
-    AddressRole, AfxdpPlan, BackendPlan, ConntrackPlan, DataplanePlan, ListenerKind, ListenerPlan,
-    NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan,
-    TimeoutsMs,
+    AddressRole, AfxdpPlan, BackendPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
+    ListenerKind, ListenerPlan, NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan,
+    ServicePlan, SnatPlan, TimeoutsMs,
 };
 pub use schema::{
     AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition, IdlePolicy, PortRole,

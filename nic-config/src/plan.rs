@@ -40,6 +40,36 @@ pub struct Plan {
     pub routes: Vec<RoutePlan>,
     pub neighbours: Vec<NeighbourPlan>,
     pub services: Vec<ServicePlan>,
+    /// The EAL settings (used when a port has driver `dpdk`).
+    pub dpdk: DpdkPlan,
+}
+
+/// `[dpdk]`, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DpdkPlan {
+    /// CPUs of the EAL's main lcore; empty: every allowed CPU.
+    pub cores: Vec<usize>,
+    /// `64..=1048576`.
+    pub memory_mb: u32,
+    pub hugepages: bool,
+    /// `64..=16384`.
+    pub rx_desc: u16,
+    /// `64..=16384`.
+    pub tx_desc: u16,
+    pub extra_args: Vec<String>,
+}
+
+/// The DPDK device of a port with driver `dpdk`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DpdkDevicePlan {
+    /// `net_af_packet` vdev on the port's interface.
+    AfPacket,
+    /// `net_af_xdp` vdev on the port's interface.
+    AfXdp,
+    /// A PCI function, `DDDD:BB:DD.F` (domain added when left out).
+    Pci(String),
+    /// A vdev as written: `name` (`net_...`) and its `args` (may be empty).
+    Vdev { name: String, args: String },
 }
 
 /// Worker and table settings.
@@ -130,6 +160,8 @@ pub struct PortPlan {
     pub mac: Option<MacAddr>,
     /// `None`: the interface's.
     pub mtu: Option<u16>,
+    /// `Some` exactly for driver `dpdk`.
+    pub dpdk_device: Option<DpdkDevicePlan>,
 }
 
 /// Why the gateway owns an address.

@@ -34,6 +34,54 @@ pub struct ConfigFile {
     /// `[[service]]`: the standalone services (no Kubernetes).
     #[serde(default, rename = "service")]
     pub services: Vec<ServiceSection>,
+    /// `[dpdk]`: the EAL of the `dpdk` driver. Read only when a port has
+    /// `driver = "dpdk"`; every key has a default.
+    #[serde(default)]
+    pub dpdk: DpdkSection,
+}
+
+/// `[dpdk]`: how the DPDK environment (EAL) starts. Workers, their cores
+/// and the batch size stay in `[dataplane]`: each worker drives one RX and
+/// one TX queue of every port and has its own mbuf pool.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DpdkSection {
+    /// CPU cores the EAL's main lcore (the control thread) may run on, all
+    /// different. Default: every CPU the process may run on.
+    #[serde(default)]
+    pub cores: Option<Vec<u64>>,
+    /// Memory the EAL reserves, in megabytes, `64..=1048576`. Default 512.
+    #[serde(default = "default_dpdk_memory_mb")]
+    pub memory_mb: u64,
+    /// Back the memory with hugepages (`--in-memory`); needed for PCI
+    /// devices. `false` runs on ordinary pages (`--no-huge`), enough for
+    /// vdevs. Default false.
+    #[serde(default)]
+    pub hugepages: bool,
+    /// RX descriptors per queue, `64..=16384` (the device may adjust it).
+    /// Default 1024.
+    #[serde(default = "default_dpdk_desc")]
+    pub rx_desc: u64,
+    /// TX descriptors per queue, `64..=16384`. Default 1024.
+    #[serde(default = "default_dpdk_desc")]
+    pub tx_desc: u64,
+    /// Further EAL arguments, passed verbatim after Portico's own (e.g.
+    /// `["--log-level=pmd.net.af_packet:debug"]`). Default none.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+}
+
+impl Default for DpdkSection {
+    fn default() -> Self {
+        DpdkSection {
+            cores: None,
+            memory_mb: default_dpdk_memory_mb(),
+            hugepages: false,
+            rx_desc: default_dpdk_desc(),
+            tx_desc: default_dpdk_desc(),
+            extra_args: Vec::new(),
+        }
+    }
 }
 
 /// `[dataplane]`.
@@ -346,9 +394,9 @@ pub struct PortSection {
     /// messages.
     pub name: String,
     /// How frames are sent and received: `"afpacket"`, `"afxdp"` (see
-    /// `[dataplane.afxdp]`); `"mem"` (in-memory, for tests); `"dpdk"` is
-    /// recognised but not available in this build. `portico run` needs the
-    /// same driver on every port.
+    /// `[dataplane.afxdp]`); `"dpdk"` (when built with the cargo feature
+    /// `dpdk`, see `[dpdk]`); `"mem"` (in-memory, for tests). `portico run`
+    /// needs the same driver on every port.
     pub driver: DriverKind,
     /// Kernel interface name, 1 to 15 bytes (IFNAMSIZ), no `/` or
     /// whitespace; each interface belongs to one port. For the `mem`
@@ -375,6 +423,14 @@ pub struct PortSection {
     /// the interface's.
     #[serde(default)]
     pub mtu: Option<u64>,
+    /// Only with `driver = "dpdk"`: the port's DPDK device. `"net_af_packet"`
+    /// or `"net_af_xdp"`: a vdev on the kernel interface `interface` with a
+    /// queue per worker (no NIC bound to DPDK needed); a PCI address
+    /// (`"0000:03:00.0"`): a NIC bound to vfio-pci; or a whole vdev
+    /// specification (`"net_pcap0,iface=eth1"`), used as written. Default
+    /// `"net_af_packet"`.
+    #[serde(default)]
+    pub dpdk_device: Option<String>,
 }
 
 /// `[[route]]`: a static route.
@@ -493,7 +549,7 @@ pub enum DriverKind {
     Afpacket,
     /// Linux `AF_XDP` sockets with an XDP redirect program.
     Afxdp,
-    /// DPDK poll-mode drivers (not available in this build).
+    /// DPDK poll-mode drivers (with the cargo feature `dpdk`).
     Dpdk,
     /// In-memory rings, for tests.
     Mem,
@@ -553,6 +609,12 @@ pub enum EndpointCondition {
 /// Kubernetes' default ClientIP affinity timeout, in seconds.
 pub const DEFAULT_AFFINITY_TIMEOUT_S: u64 = 10_800;
 
+fn default_dpdk_memory_mb() -> u64 {
+    512
+}
+fn default_dpdk_desc() -> u64 {
+    1024
+}
 fn default_batch_size() -> u64 {
     64
 }

@@ -12,9 +12,9 @@
 use crate::Problem;
 use crate::addr::{Ipv4Prefix, MacAddr, is_host_address};
 use crate::plan::{
-    AddressRole, AfxdpPlan, BackendPlan, ConntrackPlan, DataplanePlan, ListenerKind, ListenerPlan,
-    NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan,
-    TimeoutsMs,
+    AddressRole, AfxdpPlan, BackendPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
+    ListenerKind, ListenerPlan, NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan,
+    ServicePlan, SnatPlan, TimeoutsMs,
 };
 use crate::schema::{
     AfxdpSection, ConfigFile, DEFAULT_AFFINITY_TIMEOUT_S, DriverKind, PortRole, Protocol,
@@ -45,6 +45,34 @@ pub const MTU_RANGE: RangeInclusive<u64> = 68..=9216;
 pub const MAX_AFFINITY_TIMEOUT_S: u64 = 86_400;
 /// Largest backend weight.
 pub const MAX_WEIGHT: u64 = 65_535;
+/// EAL memory bounds, in megabytes.
+pub const DPDK_MEMORY_MB_RANGE: RangeInclusive<u64> = 64..=1 << 20;
+/// Descriptors per DPDK queue.
+pub const DPDK_DESC_RANGE: RangeInclusive<u64> = 64..=16_384;
+
+/// Whether this build has the DPDK driver (nic-config's feature `dpdk`).
+pub const DPDK_AVAILABLE: bool = cfg!(feature = "dpdk");
+
+/// `DDDD:BB:DD.F` or `BB:DD.F` (hex digits; device up to 1f, function up
+/// to 7), normalized with the domain.
+fn pci_address(text: &str) -> Option<String> {
+    let full = if text.matches(':').count() == 1 {
+        format!("0000:{text}")
+    } else {
+        text.to_string()
+    };
+    let (domain, rest) = full.split_once(':')?;
+    let (bus, rest) = rest.split_once(':')?;
+    let (device, function) = rest.split_once('.')?;
+    let hex = |s: &str, len: usize| s.len() == len && s.chars().all(|c| c.is_ascii_hexdigit());
+    let ok = hex(domain, 4)
+        && hex(bus, 2)
+        && hex(device, 2)
+        && u8::from_str_radix(device, 16).is_ok_and(|d| d <= 0x1f)
+        && function.len() == 1
+        && function.chars().all(|c| ('0'..='7').contains(&c));
+    ok.then(|| full.to_ascii_lowercase())
+}
 
 /// AF_XDP ring sizes (entries): powers of two in this range.
 pub const XDP_RING_RANGE: RangeInclusive<u64> = 64..=32_768;
@@ -155,6 +183,96 @@ impl Validator {
             self.problem(path, format!("{seconds} s is too large"));
         }
         ms
+    }
+
+    /// `port[i].dpdk_device`: `Some` exactly for driver `dpdk`.
+    fn dpdk_device(
+        &mut self,
+        at: &str,
+        driver: DriverKind,
+        text: Option<&str>,
+    ) -> Option<DpdkDevicePlan> {
+        let path = format!("{at}.dpdk_device");
+        if driver != DriverKind::Dpdk {
+            if text.is_some() {
+                self.problem(
+                    path,
+                    format!(
+                        "only ports with driver \"dpdk\" have a DPDK device (this one is {driver})"
+                    ),
+                );
+            }
+            return None;
+        }
+        let Some(text) = text else {
+            return Some(DpdkDevicePlan::AfPacket);
+        };
+        match text {
+            "net_af_packet" => return Some(DpdkDevicePlan::AfPacket),
+            "net_af_xdp" => return Some(DpdkDevicePlan::AfXdp),
+            _ => {}
+        }
+        if let Some(pci) = pci_address(text) {
+            return Some(DpdkDevicePlan::Pci(pci));
+        }
+        let (name, args) = text.split_once(',').unwrap_or((text, ""));
+        let name_ok = name.len() > 4
+            && name.starts_with("net_")
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !name_ok || text.chars().any(|c| c.is_whitespace()) {
+            self.problem(
+                path,
+                format!(
+                    "{text:?} is neither \"net_af_packet\", \"net_af_xdp\", a PCI address \
+                     (0000:03:00.0) nor a vdev (net_NAME[,ARGS], no spaces)"
+                ),
+            );
+            return None;
+        }
+        Some(DpdkDevicePlan::Vdev {
+            name: name.to_string(),
+            args: args.to_string(),
+        })
+    }
+
+    /// `[dpdk]`.
+    fn dpdk(&mut self, file: &ConfigFile) -> DpdkPlan {
+        let d = &file.dpdk;
+        let mut cores = Vec::new();
+        if let Some(list) = &d.cores {
+            if list.is_empty() {
+                self.problem("dpdk.cores", "is empty; leave it out to allow every CPU");
+            }
+            let mut seen = HashSet::new();
+            for (i, &core) in list.iter().enumerate() {
+                if !seen.insert(core) {
+                    self.problem(
+                        format!("dpdk.cores[{i}]"),
+                        format!("core {core} is listed twice"),
+                    );
+                }
+                cores.push(usize::try_from(core).unwrap_or(usize::MAX));
+            }
+        }
+        let memory_mb = self.ranged("dpdk.memory_mb", d.memory_mb, DPDK_MEMORY_MB_RANGE);
+        let rx_desc = self.ranged("dpdk.rx_desc", d.rx_desc, DPDK_DESC_RANGE);
+        let tx_desc = self.ranged("dpdk.tx_desc", d.tx_desc, DPDK_DESC_RANGE);
+        for (i, arg) in d.extra_args.iter().enumerate() {
+            if arg.is_empty() || arg.contains('\0') {
+                self.problem(
+                    format!("dpdk.extra_args[{i}]"),
+                    "is empty or contains a NUL byte",
+                );
+            }
+        }
+        DpdkPlan {
+            cores,
+            memory_mb: memory_mb.and_then(|m| u32::try_from(m).ok()).unwrap_or(0),
+            hugepages: d.hugepages,
+            rx_desc: rx_desc.and_then(|v| u16::try_from(v).ok()).unwrap_or(0),
+            tx_desc: tx_desc.and_then(|v| u16::try_from(v).ok()).unwrap_or(0),
+            extra_args: d.extra_args.clone(),
+        }
     }
 
     fn run(&mut self, file: &ConfigFile) -> Plan {
@@ -316,12 +434,14 @@ impl Validator {
                     interfaces.insert(&p.interface, i);
                 }
             }
-            if matches!(p.driver, DriverKind::Dpdk) {
+            if p.driver == DriverKind::Dpdk && !DPDK_AVAILABLE {
                 self.problem(
                     format!("{at}.driver"),
-                    format!("the {} driver is not available in this build", p.driver),
+                    "the dpdk driver is not compiled into this build (build portico with \
+                     `--features dpdk`, which needs libdpdk-dev)",
                 );
             }
+            let dpdk_device = self.dpdk_device(&at, p.driver, p.dpdk_device.as_deref());
             let mac = p
                 .mac
                 .as_deref()
@@ -401,9 +521,11 @@ impl Validator {
                 snat_addresses,
                 mac,
                 mtu,
+                dpdk_device,
             });
         }
         let vip_port = self.roles(file);
+        let dpdk = self.dpdk(file);
 
         let node_addrs: Vec<Ipv4Addr> = addresses
             .iter()
@@ -765,6 +887,7 @@ impl Validator {
             routes,
             neighbours,
             services,
+            dpdk,
         }
     }
 

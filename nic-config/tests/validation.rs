@@ -328,9 +328,12 @@ const CASES: &[Case] = &[
         "needs native XDP",
     ),
     case(
-        &[("driver = \"mem\"", "driver = \"dpdk\"")],
-        "port[1].driver",
-        "dpdk driver is not available in this build",
+        &[(
+            "interface = \"in0\"",
+            "interface = \"in0\"\ndpdk_device = \"net_af_xdp\"",
+        )],
+        "port[1].dpdk_device",
+        "only ports with driver \"dpdk\"",
     ),
     case(
         &[("mac = \"02:00:00:00:00:01\"", "mac = \"02:00:00:00:01\"")],

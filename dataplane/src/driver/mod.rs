@@ -10,6 +10,8 @@
 pub mod afpacket;
 #[cfg(target_os = "linux")]
 pub mod afxdp;
+#[cfg(all(target_os = "linux", feature = "dpdk"))]
+pub mod dpdk;
 pub mod mem;
 
 use crate::packet::PortId;

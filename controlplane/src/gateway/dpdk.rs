@@ -1,0 +1,141 @@
+//! `portico run` with `driver = "dpdk"` (cargo feature `dpdk`).
+//!
+//! The control thread starts the EAL and the ports before anything else
+//! (vdevs open their sockets and run their ioctls in its network
+//! namespace), in this order: the kernel interfaces of `net_af_packet` and
+//! `net_af_xdp` vdevs get their offloads turned off like af_packet ports
+//! (GRO/TSO would hand the PMD frames above the MTU); the EAL starts from
+//! `[dpdk]` and the ports' devices (a vdev per kernel interface with one
+//! queue per worker, or the PCI functions); every port gets an RX and a TX
+//! queue per worker and every worker an mbuf pool. The ports' MAC and MTU
+//! are what DPDK reports. Each worker thread then takes its queues
+//! ([`DpdkPorts::driver`]).
+//!
+//! Counters: each worker publishes its own frame counts per port; worker 0
+//! adds the device's byte counts and drops (`rte_eth_stats`), which are per
+//! port, not per queue.
+
+use super::{GatewayDriver, GatewayError};
+use crate::admin::{KernelTotals, PortCounters, PortStatsCell};
+use crate::source::static_file::PortFacts;
+use dataplane::driver::Driver;
+use dataplane::driver::afpacket::prepare::prepare_interface;
+use dataplane::driver::dpdk::{DpdkDevice, DpdkDriver, DpdkPorts, DpdkPortsConfig, Eal, EalConfig};
+use nic_config::{DpdkDevicePlan, Plan};
+use std::sync::Arc;
+use tracing::{info, warn};
+
+/// The EAL devices of the plan's ports, in port order.
+pub(super) fn devices(plan: &Plan) -> Vec<DpdkDevice> {
+    let workers = plan.dataplane.workers;
+    plan.ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| match &port.dpdk_device {
+            None | Some(DpdkDevicePlan::AfPacket) => {
+                DpdkDevice::af_packet(i, &port.interface, workers)
+            }
+            Some(DpdkDevicePlan::AfXdp) => DpdkDevice::af_xdp(i, &port.interface, workers),
+            Some(DpdkDevicePlan::Pci(addr)) => DpdkDevice::Pci(addr.clone()),
+            Some(DpdkDevicePlan::Vdev { name, args }) => DpdkDevice::Vdev {
+                name: name.clone(),
+                args: args.clone(),
+            },
+        })
+        .collect()
+}
+
+/// Prepare the vdevs' kernel interfaces, start the EAL and the ports.
+pub(super) fn start_ports(plan: &Plan) -> Result<Arc<DpdkPorts>, GatewayError> {
+    for port in &plan.ports {
+        if matches!(
+            port.dpdk_device,
+            None | Some(DpdkDevicePlan::AfPacket | DpdkDevicePlan::AfXdp)
+        ) {
+            let prepared =
+                prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
+                    port: port.name.clone(),
+                    source,
+                })?;
+            if !prepared.offloads.all_off() {
+                warn!(interface = %port.interface, offloads = ?prepared.offloads,
+                    "some offloads stay on; frames above the MTU will be dropped");
+            }
+        }
+    }
+    let devices = devices(plan);
+    let eal_config = EalConfig {
+        main_lcore_cpus: plan.dpdk.cores.clone(),
+        memory_mb: plan.dpdk.memory_mb,
+        hugepages: plan.dpdk.hugepages,
+        devices: devices.clone(),
+        extra_args: plan.dpdk.extra_args.clone(),
+    };
+    let eal = Eal::init(&eal_config)?;
+    info!(args = %eal.args().join(" "), ports = eal.port_count(), "DPDK EAL running");
+    let mut config = DpdkPortsConfig::new(&devices, plan.dataplane.workers);
+    config.rx_desc = plan.dpdk.rx_desc;
+    config.tx_desc = plan.dpdk.tx_desc;
+    for (c, port) in config.ports.iter_mut().zip(&plan.ports) {
+        c.mtu = port.mtu;
+    }
+    let ports = DpdkPorts::start(eal, &config)?;
+    for (info, port) in ports.ports().iter().zip(&plan.ports) {
+        info!(port = %port.name, device = %info.device, pmd = %info.driver_name, mac = %info.mac,
+            mtu = info.mtu, rx_desc = info.rx_desc, tx_desc = info.tx_desc, role = %port.role,
+            "DPDK port started");
+    }
+    Ok(ports)
+}
+
+/// MAC and MTU of every port as DPDK reports them.
+pub(super) fn port_facts(ports: &DpdkPorts) -> Vec<PortFacts> {
+    ports
+        .ports()
+        .iter()
+        .map(|p| PortFacts {
+            mac: p.mac.0,
+            mtu: p.mtu,
+        })
+        .collect()
+}
+
+impl GatewayDriver for DpdkDriver {
+    /// The started ports and the worker index (its queues).
+    type Config = (Arc<DpdkPorts>, usize);
+
+    fn open(config: &Self::Config) -> Result<Self, String> {
+        let (ports, worker) = config;
+        ports.driver(*worker).map_err(|e| e.to_string())
+    }
+
+    fn wait_idle(&mut self) {
+        DpdkDriver::wait_idle(self);
+    }
+
+    fn publish_stats(&mut self, _kernel: &mut [KernelTotals], cells: &[PortStatsCell]) {
+        let worker = self.worker();
+        for (port, cell) in (0..self.port_count()).zip(cells) {
+            let Some(s) = u8::try_from(port).ok().and_then(|p| self.stats(p)) else {
+                continue;
+            };
+            let mut counters = PortCounters {
+                rx_frames: s.rx_frames,
+                tx_frames: s.tx_frames,
+                tx_ring_full: s.tx_ring_full,
+                rx_too_big: s.rx_multiseg_dropped,
+                rx_pool_empty: s.pool_empty,
+                ..PortCounters::default()
+            };
+            if worker == 0
+                && let Some(dev) = self.ports().port_stats(port)
+            {
+                counters.rx_bytes = dev.rx_bytes;
+                counters.tx_bytes = dev.tx_bytes;
+                counters.kernel_rx_drops = dev.rx_missed + dev.rx_nombuf;
+                counters.tx_send_errors = dev.tx_errors;
+            }
+            cell.store(counters);
+        }
+    }
+}

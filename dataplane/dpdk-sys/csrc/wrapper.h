@@ -1,0 +1,9 @@
+/* What bindgen sees: the DPDK headers Portico calls into, and the shim. */
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "shim.h"
