@@ -19,6 +19,16 @@ use std::time::Duration;
 const NAMESPACE: &str = "portico-system";
 const SERVICE_ACCOUNT: &str = "portico";
 
+/// A request Portico makes or must not make: (verb, API group, resource,
+/// subresource, namespace; `None` = cluster-wide).
+type Access = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    Option<&'static str>,
+);
+
 fn manifests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/k8s")
 }
@@ -151,7 +161,7 @@ async fn manifests_apply_and_grant_exactly_what_portico_needs() {
     }
 
     // What Portico does: (verb, group, resource, subresource, namespace).
-    let granted: &[(&str, &str, &str, Option<&str>, Option<&str>)] = &[
+    let granted: &[Access] = &[
         ("get", "", "services", None, None),
         ("list", "", "services", None, None),
         ("watch", "", "services", None, None),
@@ -188,7 +198,7 @@ async fn manifests_apply_and_grant_exactly_what_portico_needs() {
         ),
     ];
     // What it must not do.
-    let denied: &[(&str, &str, &str, Option<&str>, Option<&str>)] = &[
+    let denied: &[Access] = &[
         ("delete", "", "services", None, Some("shop")),
         ("create", "", "services", None, Some("shop")),
         ("update", "", "services", None, Some("shop")),
