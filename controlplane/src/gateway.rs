@@ -24,10 +24,12 @@
 //!   control thread publishes.
 
 use crate::admin::{
-    AdminError, AdminServer, CounterReport, KernelTotals, MetricsError, MetricsServer,
-    PortCounters, PortReport, PortStatsCell, SnapshotReport, StatsReport, WorkerReport,
-    service_reports, sum_workers,
+    AdminError, AdminServer, ControlPlaneMetrics, CounterReport, DEFAULT_DROP_LOG_INTERVAL_MS,
+    DropLog, KernelTotals, LiveAdmin, MetricsError, MetricsServer, PortCounters, PortReport,
+    PortStatsCell, SnapshotReport, StatsReport, WorkerReport, service_reports, snat_reports,
+    sum_workers,
 };
+use crate::simulate::SimContext;
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::clock::MonotonicClock;
 use dataplane::counters::ServiceCounters;
@@ -37,6 +39,7 @@ use dataplane::driver::afpacket::{
     AfPacketConfig, AfPacketDriver, AfPacketError, AfPacketPortConfig,
 };
 use dataplane::handoff::{HandoffMesh, WorkerHandoff};
+use dataplane::inspect::{InspectClient, InspectServer};
 use dataplane::neighbour::NeighbourTable;
 use dataplane::snapshot::{BuildError, Publisher, SnapshotBuilder, SnapshotReader};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
@@ -47,7 +50,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
@@ -270,6 +273,8 @@ struct WorkerCells {
     counters: Arc<SharedCounters>,
     /// One per port.
     ports: Vec<PortStatsCell>,
+    /// The admin thread's end of the worker's inspect mailbox.
+    inspect: Arc<Mutex<InspectClient>>,
 }
 
 /// What the admin thread builds reports from.
@@ -283,6 +288,7 @@ struct StatsSource {
     workers: Vec<Arc<WorkerCells>>,
     /// `(name, interface)` per port.
     ports: Vec<(String, String)>,
+    control: ControlPlaneMetrics,
 }
 
 impl StatsSource {
@@ -338,7 +344,24 @@ impl StatsSource {
                 }
                 service_reports(&self.publisher.current(), &counted)
             },
+            snat: snat_reports(
+                &self
+                    .workers
+                    .iter()
+                    .map(|c| c.counters.read_snat())
+                    .collect::<Vec<_>>(),
+            ),
+            control_plane: self.control.report(),
         }
+    }
+
+    /// The dataplane counters summed over the workers.
+    fn totals(&self) -> dataplane::counters::Counters {
+        let mut total = dataplane::counters::Counters::default();
+        for cells in &self.workers {
+            total.accumulate(&cells.counters.read().0);
+        }
+        total
     }
 }
 
@@ -356,6 +379,11 @@ pub struct Gateway {
     workers: Vec<JoinHandle<()>>,
     admin: Option<AdminServer>,
     metrics: Option<MetricsServer>,
+    /// The control plane's measurements (build times, event-to-live, …).
+    control: ControlPlaneMetrics,
+    /// What the admin endpoints report from (drop summaries read it too).
+    stats: Option<Arc<StatsSource>>,
+    drop_log: DropLog,
 }
 
 impl Gateway {
@@ -396,8 +424,10 @@ impl Gateway {
         warn_kernel_conflicts(&plan);
 
         let started = Instant::now();
+        let control = ControlPlaneMetrics::new();
         let mut builder = SnapshotBuilder::new();
         let snapshot = builder.build(&snapshot_spec(&plan, &facts))?;
+        control.observe_build_ms(started.elapsed().as_secs_f64() * 1000.0);
         info!(
             generation = snapshot.generation,
             services = plan.services.len(),
@@ -419,8 +449,16 @@ impl Gateway {
             workers: Vec::new(),
             admin: None,
             metrics: None,
+            control: control.clone(),
+            stats: None,
+            drop_log: DropLog::new(DEFAULT_DROP_LOG_INTERVAL_MS),
         };
         let cells = gateway.start_workers()?;
+        let live = LiveAdmin::new(
+            gateway.publisher.clone(),
+            cells.iter().map(|c| Arc::clone(&c.inspect)).collect(),
+            SimContext::from_plan(&gateway.plan),
+        );
 
         let source = Arc::new(StatsSource {
             started,
@@ -434,10 +472,14 @@ impl Gateway {
                 .iter()
                 .map(|p| (p.name.clone(), p.interface.clone()))
                 .collect(),
+            control,
         });
+        gateway.stats = Some(Arc::clone(&source));
         let admin = {
             let source = Arc::clone(&source);
-            AdminServer::start(admin_socket, move || source.report())?
+            AdminServer::start(admin_socket, move |request| {
+                crate::admin::handle(request, || source.report(), &live)
+            })?
         };
         info!(socket = %admin.path().display(), "admin socket listening");
         gateway.admin = Some(admin);
@@ -502,12 +544,14 @@ impl Gateway {
         let mut cells = Vec::with_capacity(workers);
         for w in 0..workers {
             let core = self.plan.dataplane.cores.get(w).copied();
+            let (inspect_client, inspect_server) = dataplane::inspect::mailbox(w as u8);
             let shared = Arc::new(WorkerCells {
                 core,
                 counters: Arc::new(SharedCounters::default()),
                 ports: (0..self.plan.ports.len())
                     .map(|_| PortStatsCell::default())
                     .collect(),
+                inspect: Arc::new(Mutex::new(inspect_client)),
             });
             cells.push(Arc::clone(&shared));
             let ctx = WorkerContext {
@@ -521,6 +565,7 @@ impl Gateway {
                 handoff: mesh.get_mut(w).and_then(Option::take),
                 neighbours: Arc::clone(&neighbours),
                 stop: Arc::clone(&self.stop),
+                inspect: inspect_server,
             };
             let ready = ready_tx.clone();
             let handle = std::thread::Builder::new()
@@ -552,6 +597,18 @@ impl Gateway {
         info!(workers, cores = ?self.plan.dataplane.cores, idle = %self.plan.dataplane.idle,
             "workers running");
         Ok(cells)
+    }
+
+    /// The control plane's metrics handle, for sources to feed (build
+    /// times, API-event-to-live latency, watch restarts, pools, leader).
+    pub fn control_plane_metrics(&self) -> ControlPlaneMetrics {
+        self.control.clone()
+    }
+
+    /// Log a summary of the drops at most every `interval_ms` (0: never);
+    /// default [`DEFAULT_DROP_LOG_INTERVAL_MS`].
+    pub fn set_drop_log_interval_ms(&mut self, interval_ms: u64) {
+        self.drop_log = DropLog::new(interval_ms);
     }
 
     /// Generation of the snapshot in force.
@@ -608,6 +665,8 @@ impl Gateway {
     }
 
     fn try_reload(&mut self) -> ReloadOutcome {
+        // The SIGHUP is the event; the new snapshot being published is live.
+        let event = Instant::now();
         let plan = match nic_config::load(&self.config_path) {
             Ok(plan) => plan,
             Err(e) => return ReloadOutcome::Invalid(e),
@@ -619,12 +678,17 @@ impl Gateway {
         if plan == self.plan {
             return ReloadOutcome::Unchanged;
         }
+        let build = Instant::now();
         let snapshot = match self.builder.build(&snapshot_spec(&plan, &self.facts)) {
             Ok(s) => s,
             Err(e) => return ReloadOutcome::Rejected(e),
         };
+        self.control
+            .observe_build_ms(build.elapsed().as_secs_f64() * 1000.0);
         let generation = snapshot.generation;
         self.publisher.publish(snapshot);
+        self.control
+            .observe_event_to_live_ms(event.elapsed().as_secs_f64() * 1000.0);
         self.published_at_ms
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
         self.plan = plan;
@@ -656,6 +720,9 @@ impl Gateway {
                     }
                     _ => {}
                 }
+            }
+            if let Some(stats) = &self.stats {
+                self.drop_log.tick(Instant::now(), || stats.totals());
             }
             if let Some(worker) = self.workers.iter().position(JoinHandle::is_finished) {
                 error!(worker, "a worker stopped unexpectedly; stopping");
@@ -718,6 +785,9 @@ struct WorkerContext {
     handoff: Option<WorkerHandoff>,
     neighbours: Arc<NeighbourTable>,
     stop: Arc<AtomicBool>,
+    /// The worker's end of its inspect mailbox (`portico flows`, `simulate
+    /// --live`).
+    inspect: InspectServer,
 }
 
 /// A worker thread: pin, open the sockets, build the pipeline (all on the
@@ -757,6 +827,7 @@ fn worker_main(ctx: WorkerContext, ready: &mpsc::Sender<(usize, Result<(), Strin
             return;
         }
     };
+    worker.attach_inspect(ctx.inspect);
     let _ = ready.send((w, Ok(())));
     poll_loop(&mut worker, ctx.config.idle, &ctx.cells, &ctx.stop);
 }
