@@ -6,7 +6,8 @@
 //!   SIGHUP reloads the file, SIGTERM/SIGINT stop.
 //! * `run … --metrics-addr ADDR` — also serve Prometheus metrics at
 //!   `http://ADDR/metrics` (default 127.0.0.1:9464, `off` for none).
-//! * `stats` — print the live counters of a running gateway.
+//! * `stats [--json] [--rate-interval-ms 1000]` — print the live counters of a
+//!   running gateway, with rates over the last interval.
 //! * `run … --log-format json --log-level debug --drop-log-interval-s 10` —
 //!   structured logs; drops are summarised at most once per interval (never
 //!   logged per packet).
@@ -120,6 +121,10 @@ enum Command {
         /// Print the raw JSON report.
         #[arg(long)]
         json: bool,
+        /// Milliseconds between the two reports rates are computed from
+        /// (text output; 0: no rates).
+        #[arg(long, default_value_t = 1000)]
+        rate_interval_ms: u64,
     },
     /// Where would this packet go, and why: runs the first packet of a
     /// connection through the same pipeline code the dataplane runs, built
@@ -368,14 +373,38 @@ pub fn main() -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::FAILURE)
             }
         },
-        Command::Stats { admin_socket, json } => match admin::fetch(&admin_socket) {
-            Ok((raw, report)) => {
-                if json {
-                    print!("{raw}");
-                } else {
-                    print!("{report}");
-                }
+        Command::Stats {
+            admin_socket,
+            json,
+            rate_interval_ms,
+        } => match admin::fetch(&admin_socket) {
+            Ok((raw, _)) if json => {
+                print!("{raw}");
                 Ok(ExitCode::SUCCESS)
+            }
+            Ok((_, report)) if rate_interval_ms == 0 => {
+                print!("{report}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Ok((_, before)) => {
+                std::thread::sleep(std::time::Duration::from_millis(rate_interval_ms));
+                match admin::fetch(&admin_socket) {
+                    Ok((_, after)) => {
+                        print!("{after}");
+                        print!(
+                            "{}",
+                            admin::Rates {
+                                before: &before,
+                                after: &after
+                            }
+                        );
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(e) => {
+                        eprintln!("portico stats: {e}");
+                        Ok(ExitCode::FAILURE)
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("portico stats: {e}");

@@ -455,6 +455,59 @@ pub fn sum_workers(workers: &[WorkerReport]) -> CounterReport {
     CounterReport::new(&counters, gauges)
 }
 
+/// Rates between two reports of the same gateway (`portico stats`): per
+/// second, over the time between them.
+#[derive(Debug)]
+pub struct Rates<'a> {
+    pub before: &'a StatsReport,
+    pub after: &'a StatsReport,
+}
+
+impl fmt::Display for Rates<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dt_ms = self.after.uptime_ms.saturating_sub(self.before.uptime_ms);
+        if dt_ms == 0 || self.after.pid != self.before.pid {
+            return Ok(());
+        }
+        let per_s = |a: u64, b: u64| a.saturating_sub(b) as f64 * 1000.0 / dt_ms as f64;
+        let (a, b) = (&self.after.total, &self.before.total);
+        writeln!(
+            f,
+            "\nrates over the last {:.1} s (per second):",
+            dt_ms as f64 / 1000.0
+        )?;
+        writeln!(
+            f,
+            "  rx {:.1} pkt/s {:.1} B/s, tx {:.1} pkt/s {:.1} B/s, dropped {:.1}/s, new flows {:.1}/s",
+            per_s(a.rx_packets, b.rx_packets),
+            per_s(a.rx_bytes, b.rx_bytes),
+            per_s(a.tx_packets, b.tx_packets),
+            per_s(a.tx_bytes, b.tx_bytes),
+            per_s(a.dropped, b.dropped),
+            per_s(a.flows_created, b.flows_created)
+        )?;
+        for s in &self.after.services {
+            let Some(old) = self
+                .before
+                .services
+                .iter()
+                .find(|o| o.name == s.name && o.protocol == s.protocol)
+            else {
+                continue;
+            };
+            writeln!(
+                f,
+                "  {:<32} {:>10.1} pkt/s {:>12.1} B/s {:>8.1} flows/s",
+                format!("{} ({})", s.name, s.protocol),
+                per_s(s.packets, old.packets),
+                per_s(s.bytes, old.bytes),
+                per_s(s.flows_created, old.flows_created)
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Answer one admin request: the stats report, a flow listing or a live
 /// simulation, as JSON.
 pub fn handle(
@@ -688,6 +741,33 @@ impl fmt::Display for StatsReport {
             "  arp: learned {}, requests {}, gratuitous {}, held packets sent {}",
             t.arp_learned, t.arp_requests_sent, t.garp_sent, t.neighbour_held_sent
         )?;
+        let states: Vec<String> = t
+            .flows_by_state
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        if !states.is_empty() {
+            writeln!(f, "  by state: {}", states.join(", "))?;
+        }
+        for a in &self.snat {
+            writeln!(
+                f,
+                "  snat {}: ports in use {}, exhausted {}",
+                a.address, a.ports_in_use, a.exhausted
+            )?;
+        }
+        let cp = &self.control_plane;
+        if cp.build_ms.count > 0 {
+            writeln!(
+                f,
+                "  control plane: {} snapshot builds (mean {:.2} ms), {} changes live (mean {:.2} ms after the event)",
+                cp.build_ms.count,
+                cp.build_ms.sum_ms / cp.build_ms.count as f64,
+                cp.event_to_live_ms.count,
+                cp.event_to_live_ms.sum_ms / cp.event_to_live_ms.count.max(1) as f64
+            )?;
+        }
 
         writeln!(f, "\ndrops ({} total):", t.dropped)?;
         let mut any = false;
