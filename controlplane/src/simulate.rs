@@ -343,7 +343,7 @@ pub fn simulate_in(
     pinned: Option<BackendId>,
 ) -> Result<Outcome, SimulateError> {
     let key = flow.key();
-    let worker = ctx.owner(&snap, &key);
+    let worker = ctx.owner(snap, &key);
     let config = ctx
         .workers
         .get(worker as usize)
@@ -394,7 +394,7 @@ pub fn simulate_in(
         ),
     };
     let mut frames = [SimFrame(bytes)];
-    pipeline.process(&snap, in_port, &mut frames, NOW_MS, true);
+    pipeline.process(snap, in_port, &mut frames, NOW_MS, true);
     // Always present (the batch has one frame); a missing verdict would be
     // reported as the `internal` drop below.
     let meta = pipeline

@@ -250,11 +250,11 @@ impl InspectServer {
     /// (non-zero while a listing is in progress, so an adaptive worker keeps
     /// polling until it is done).
     pub fn serve(&mut self, ct: &Conntrack, affinity: &AffinityTable, now_ms: u64) -> usize {
-        if let Some(a) = self.unsent.take() {
-            if let Err(rtrb::PushError::Full(a)) = self.answers.push(a) {
-                self.unsent = Some(a);
-                return 0;
-            }
+        if let Some(a) = self.unsent.take()
+            && let Err(rtrb::PushError::Full(a)) = self.answers.push(a)
+        {
+            self.unsent = Some(a);
+            return 0;
         }
         if let Some(listing) = self.listing.as_mut() {
             let start = listing.cursor;

@@ -26,7 +26,8 @@ pub fn grown(
     DropReason::ALL
         .iter()
         .zip(before.iter().zip(now))
-        .filter_map(|(r, (b, n))| (n > b).then(|| (*r, n - b)))
+        .filter(|(_, (b, n))| n > b)
+        .map(|(r, (b, n))| (*r, n - b))
         .collect()
 }
 
