@@ -20,8 +20,13 @@
 //!   can apply ([`restart_required`]) leaves the running configuration as it
 //!   was, and every problem is logged;
 //! * the workers own their drivers and pipelines; other threads see only
-//!   what the workers publish (counters, driver stats) and the snapshots the
-//!   control thread publishes.
+//!   what the workers publish (counters, driver stats), what they answer
+//!   through their inspect mailboxes (flow listings, lookups; served once
+//!   per poll loop) and the snapshots the control thread publishes;
+//! * snapshot build times and reload-to-live latency go to the
+//!   [`ControlPlaneMetrics`] handle other sources feed too
+//!   ([`Gateway::control_plane_metrics`]); the control thread logs drop
+//!   summaries at most once per interval, never per packet.
 
 use crate::admin::{
     AdminError, AdminServer, ControlPlaneMetrics, CounterReport, DEFAULT_DROP_LOG_INTERVAL_MS,

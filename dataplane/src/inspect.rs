@@ -40,7 +40,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 /// Conntrack slots a worker examines per poll loop for a flow listing.
-pub const SCAN_SLOTS_PER_POLL: usize = 1024;
+pub const SCAN_SLOTS_PER_POLL: usize = 256;
 /// Entries per listing chunk a client asks for by default.
 pub const DEFAULT_CHUNK_FLOWS: usize = 512;
 

@@ -12,6 +12,22 @@
 //!   of `portico_drops_total` under its stable name, zero or not;
 //! * the server reads at most one request head per connection and answers
 //!   it; anything but `GET /metrics` gets a 404 (or 405 for another method).
+//!
+//! Families (all prefixed `portico_`):
+//! * ports: `port_{rx,tx}_packets_total`, `port_{rx,tx}_bytes_total`,
+//!   `port_driver_drops_total` {port, interface};
+//! * dataplane: `drops_total{reason}`, `flows_{created,expired,early_dropped}_total`,
+//!   `flows_live`, `snat_tuples_in_use`;
+//! * conntrack: `conntrack_flows{protocol[,state]}` (TCP states in lower
+//!   case), `conntrack_{inserts,expiries,early_drops,insert_refusals}_total`;
+//! * SNAT: `snat_ports_in_use{snat_ip}`, `snat_exhausted_total{snat_ip}`;
+//! * services and backends: `{service,backend}_{packets,bytes}_total`,
+//!   `{service,backend}_flows_created_total`, `{service,backend}_flows_active`
+//!   {service, protocol[, backend]};
+//! * control plane: `snapshot_generation`, `snapshot_age_seconds`,
+//!   `snapshot_build_seconds` and `event_to_live_seconds` (histograms),
+//!   `watch_restarts_total{watch}`, `ipam_pool_addresses{,_used}{pool}`,
+//!   `leader` (see [`super::ControlPlaneMetrics`]).
 
 use super::{HistogramReport, StatsReport};
 use prometheus_client::encoding::text::encode;

@@ -1,16 +1,27 @@
 //! The admin endpoint: live counters of a running gateway over a unix
-//! socket, the `portico stats` and `portico services` client, and the
-//! Prometheus endpoint ([`MetricsServer`]) that renders the same report.
+//! socket, the `portico stats`, `services`, `flows` and `simulate --live`
+//! client, and the Prometheus endpoint ([`MetricsServer`]) that renders the
+//! same report.
 //!
-//! Protocol: a client connects; the server writes one JSON document (a
-//! [`StatsReport`]) followed by a newline and closes the connection. Nothing
-//! is read from the client, so a client cannot stall or steer the server.
+//! Protocol ([`protocol`]): a client connects and sends one JSON
+//! [`Request`] line; the server answers with one JSON document (a
+//! [`StatsReport`], a [`FlowsReport`], a [`LiveOutcome`] or
+//! `{"error": …}`) and a newline, and closes the connection. A client that
+//! sends nothing gets the [`StatsReport`]. Reads and writes are bounded by
+//! timeouts and the request by a size limit, so a client cannot stall the
+//! server for long. The API is read-only: nothing a client sends changes the
+//! gateway.
 //!
 //! Invariants:
 //! * the report is assembled from the workers' published copies of their
 //!   counters ([`dataplane::counters::SharedCounters`]) and the driver stats
 //!   the worker threads publish ([`PortStatsCell`]); the admin thread never
-//!   touches a worker's state;
+//!   touches a worker's state — flow listings and live lookups are answered
+//!   by the workers themselves through their [`dataplane::inspect`]
+//!   mailboxes ([`live`]);
+//! * [`CounterReport`] is generated from the dataplane's one list of
+//!   counters ([`dataplane::with_counters`]): a new counter appears in the
+//!   report, its JSON and the sums without further code;
 //! * every [`DropReason`] appears in every report under its stable name,
 //!   zero or not, so scripts can rely on the keys;
 //! * `total` is the field-wise sum of `workers`, and `ports[i]` the sum over
