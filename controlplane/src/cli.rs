@@ -6,16 +6,27 @@
 //!   SIGHUP reloads the file, SIGTERM/SIGINT stop.
 //! * `run … --metrics-addr ADDR` — also serve Prometheus metrics at
 //!   `http://ADDR/metrics` (default 127.0.0.1:9464, `off` for none).
-//! * `stats` — print the live counters of a running gateway.
+//! * `stats [--json] [--rate-interval-ms 1000]` — print the live counters of a
+//!   running gateway, with rates over the last interval.
+//! * `run … --log-format json --log-level debug --drop-log-interval-s 10` —
+//!   structured logs; drops are summarised at most once per interval (never
+//!   logged per packet).
 //! * `services [--json]` — each service with its listeners and backends
-//!   (weight, condition, packets, bytes), like `ipvsadm -Ln`. (`flows`, the
-//!   conntrack listing, is not implemented: the tables belong to the
-//!   workers.)
-//! * `simulate --config FILE 'tcp A:P -> B:Q' [--json]` — run one packet
-//!   through the dataplane's own pipeline built from the file and print the
-//!   listener, service, affinity, Maglev slot, backend, SNAT tuple and
-//!   verdict (or drop reason). (`--live`, against a running gateway, is not
-//!   implemented.)
+//!   (weight, condition, packets, bytes, new and active flows), like
+//!   `ipvsadm -Ln`.
+//! * `flows [--service S] [--backend A:P] [--limit N] [--json]` — the
+//!   workers' conntrack entries with both tuples, state, age and expiry,
+//!   like `conntrack -L`.
+//! * `simulate --config FILE | --live  'tcp A:P -> B:Q' [--json]` — run one
+//!   packet through the dataplane's own pipeline built from the file, or
+//!   inside the running gateway against its live snapshot (also reporting a
+//!   tracked flow with that tuple), and print the listener, service,
+//!   affinity, Maglev slot, backend, SNAT tuple and verdict (or drop
+//!   reason).
+//!
+//! Every command talking to a running gateway fails with one line and exit
+//! status 1 when the gateway is not running or the socket is not
+//! accessible.
 //! * `demo` — as root, a real gateway on veth interfaces between network
 //!   namespaces with real clients and backends; `demo --mem` (or without
 //!   root) the pipeline on the in-memory driver.
@@ -62,6 +73,13 @@ enum Command {
         config: PathBuf,
         #[arg(long, value_enum, default_value = "text")]
         log_format: LogFormat,
+        /// Least severe level logged: error, warn, info, debug, trace
+        /// (RUST_LOG, when set, takes precedence).
+        #[arg(long, default_value = "info")]
+        log_level: tracing::Level,
+        /// Seconds between two drop summaries in the log (0: none).
+        #[arg(long, default_value_t = admin::DEFAULT_DROP_LOG_INTERVAL_MS / 1000)]
+        drop_log_interval_s: u64,
         /// Unix socket serving `portico stats`.
         #[arg(long, default_value = admin::DEFAULT_SOCKET)]
         admin_socket: PathBuf,
@@ -78,6 +96,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The conntrack entries of a running gateway (both tuples, state, age,
+    /// expiry, service and backend), like `conntrack -L`.
+    Flows {
+        #[arg(long, default_value = admin::DEFAULT_SOCKET)]
+        admin_socket: PathBuf,
+        /// Only flows of this service (by name).
+        #[arg(long)]
+        service: Option<String>,
+        /// Only flows to this backend (`address:port`).
+        #[arg(long)]
+        backend: Option<String>,
+        /// List at most this many entries.
+        #[arg(long, default_value_t = admin::DEFAULT_FLOW_LIMIT)]
+        limit: usize,
+        /// Print the entries as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the live counters of a running gateway.
     Stats {
         #[arg(long, default_value = admin::DEFAULT_SOCKET)]
@@ -85,13 +121,23 @@ enum Command {
         /// Print the raw JSON report.
         #[arg(long)]
         json: bool,
+        /// Milliseconds between the two reports rates are computed from
+        /// (text output; 0: no rates).
+        #[arg(long, default_value_t = 1000)]
+        rate_interval_ms: u64,
     },
     /// Where would this packet go, and why: runs the first packet of a
     /// connection through the same pipeline code the dataplane runs, built
-    /// from a configuration file.
+    /// from a configuration file (`--config`) or inside the running gateway
+    /// on its live snapshot (`--live`).
     Simulate {
-        #[arg(long, short)]
-        config: PathBuf,
+        #[arg(long, short, required_unless_present = "live", conflicts_with = "live")]
+        config: Option<PathBuf>,
+        /// Ask the running gateway (its admin socket).
+        #[arg(long)]
+        live: bool,
+        #[arg(long, default_value = admin::DEFAULT_SOCKET)]
+        admin_socket: PathBuf,
         /// The packet: 'tcp 198.51.100.7:40000 -> 203.0.113.10:80' or
         /// 'udp A:P -> B:Q'.
         flow: String,
@@ -122,9 +168,9 @@ fn parse_metrics_addr(s: &str) -> Result<MetricsAddr, String> {
         .map_err(|e| format!("{s:?} is not `address:port` or `off`: {e}"))
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, level: tracing::Level) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level.as_str()));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -136,12 +182,25 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn run(
+/// `portico run`'s options.
+struct RunArgs {
     config: PathBuf,
     log_format: LogFormat,
+    log_level: tracing::Level,
+    drop_log_interval_s: u64,
     admin_socket: PathBuf,
     metrics_addr: MetricsAddr,
-) -> ExitCode {
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let RunArgs {
+        config,
+        log_format,
+        log_level,
+        drop_log_interval_s,
+        admin_socket,
+        metrics_addr,
+    } = args;
     let plan = match nic_config::load(&config) {
         Ok(plan) => plan,
         Err(e) => {
@@ -149,7 +208,7 @@ fn run(
             return ExitCode::from(2);
         }
     };
-    init_logging(log_format);
+    init_logging(log_format, log_level);
     // Before anything starts, so that a signal during start-up is queued
     // rather than fatal.
     let mut signals = match gateway::signals() {
@@ -159,8 +218,11 @@ fn run(
             return ExitCode::FAILURE;
         }
     };
-    let result = gateway::Gateway::start(plan, &config, &admin_socket, metrics_addr.0)
-        .and_then(|gw| gw.serve(&mut signals));
+    let result =
+        gateway::Gateway::start(plan, &config, &admin_socket, metrics_addr.0).and_then(|mut gw| {
+            gw.set_drop_log_interval_ms(drop_log_interval_s.saturating_mul(1000));
+            gw.serve(&mut signals)
+        });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -205,6 +267,49 @@ fn run_simulate(config: &std::path::Path, flow: &str, json: bool) -> ExitCode {
     }
 }
 
+/// `portico simulate --live`: the running gateway simulates; exit 2 for a
+/// bad flow spec (checked here first), 1 when the gateway cannot be asked.
+fn run_simulate_live(socket: &std::path::Path, flow: &str, json: bool) -> ExitCode {
+    if let Err(e) = flow.parse::<simulate::FlowSpec>() {
+        eprintln!("portico simulate: {e}");
+        return ExitCode::from(2);
+    }
+    let request = admin::Request::Simulate {
+        flow: flow.to_owned(),
+    };
+    match admin::ask::<serde_json::Value>(socket, &request) {
+        Ok((raw, _)) if json => {
+            print!("{raw}");
+            ExitCode::SUCCESS
+        }
+        Ok((_, value)) => {
+            print!("{}", value["text"].as_str().unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("portico simulate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_flows(socket: &std::path::Path, query: admin::FlowsQuery, json: bool) -> ExitCode {
+    match admin::ask::<admin::FlowsReport>(socket, &admin::Request::Flows(query)) {
+        Ok((raw, _)) if json => {
+            print!("{raw}");
+            ExitCode::SUCCESS
+        }
+        Ok((_, report)) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("portico flows: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Parse the command line and run it.
 pub fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
@@ -221,9 +326,33 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Run {
             config,
             log_format,
+            log_level,
+            drop_log_interval_s,
             admin_socket,
             metrics_addr,
-        } => Ok(run(config, log_format, admin_socket, metrics_addr)),
+        } => Ok(run(RunArgs {
+            config,
+            log_format,
+            log_level,
+            drop_log_interval_s,
+            admin_socket,
+            metrics_addr,
+        })),
+        Command::Flows {
+            admin_socket,
+            service,
+            backend,
+            limit,
+            json,
+        } => Ok(run_flows(
+            &admin_socket,
+            admin::FlowsQuery {
+                service,
+                backend,
+                limit,
+            },
+            json,
+        )),
         Command::Services { admin_socket, json } => match admin::fetch(&admin_socket) {
             Ok((_, report)) if json => match serde_json::to_string_pretty(&report.services) {
                 Ok(text) => {
@@ -244,21 +373,54 @@ pub fn main() -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::FAILURE)
             }
         },
-        Command::Stats { admin_socket, json } => match admin::fetch(&admin_socket) {
-            Ok((raw, report)) => {
-                if json {
-                    print!("{raw}");
-                } else {
-                    print!("{report}");
-                }
+        Command::Stats {
+            admin_socket,
+            json,
+            rate_interval_ms,
+        } => match admin::fetch(&admin_socket) {
+            Ok((raw, _)) if json => {
+                print!("{raw}");
                 Ok(ExitCode::SUCCESS)
+            }
+            Ok((_, report)) if rate_interval_ms == 0 => {
+                print!("{report}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Ok((_, before)) => {
+                std::thread::sleep(std::time::Duration::from_millis(rate_interval_ms));
+                match admin::fetch(&admin_socket) {
+                    Ok((_, after)) => {
+                        print!("{after}");
+                        print!(
+                            "{}",
+                            admin::Rates {
+                                before: &before,
+                                after: &after
+                            }
+                        );
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(e) => {
+                        eprintln!("portico stats: {e}");
+                        Ok(ExitCode::FAILURE)
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("portico stats: {e}");
                 Ok(ExitCode::FAILURE)
             }
         },
-        Command::Simulate { config, flow, json } => Ok(run_simulate(&config, &flow, json)),
+        Command::Simulate {
+            config,
+            live,
+            admin_socket,
+            flow,
+            json,
+        } => Ok(match config {
+            Some(config) if !live => run_simulate(&config, &flow, json),
+            _ => run_simulate_live(&admin_socket, &flow, json),
+        }),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Tool(cmd) => tool::run(&cmd).map(|()| ExitCode::SUCCESS),
     }

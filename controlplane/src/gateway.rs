@@ -27,14 +27,21 @@
 //!   can apply ([`restart_required`]) leaves the running configuration as it
 //!   was, and every problem is logged;
 //! * the workers own their drivers and pipelines; other threads see only
-//!   what the workers publish (counters, driver stats) and the snapshots the
-//!   control thread publishes.
+//!   what the workers publish (counters, driver stats), what they answer
+//!   through their inspect mailboxes (flow listings, lookups; served once
+//!   per poll loop) and the snapshots the control thread publishes;
+//! * snapshot build times and reload-to-live latency go to the
+//!   [`ControlPlaneMetrics`] handle other sources feed too
+//!   ([`Gateway::control_plane_metrics`]); the control thread logs drop
+//!   summaries at most once per interval, never per packet.
 
 use crate::admin::{
-    AdminError, AdminServer, CounterReport, KernelTotals, MetricsError, MetricsServer,
-    PortCounters, PortReport, PortStatsCell, SnapshotReport, StatsReport, WorkerReport,
-    service_reports, sum_workers,
+    AdminError, AdminServer, ControlPlaneMetrics, CounterReport, DEFAULT_DROP_LOG_INTERVAL_MS,
+    DropLog, KernelTotals, LiveAdmin, MetricsError, MetricsServer, PortCounters, PortReport,
+    PortStatsCell, SnapshotReport, StatsReport, WorkerReport, service_reports, snat_reports,
+    sum_workers,
 };
+use crate::simulate::SimContext;
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::clock::MonotonicClock;
 use dataplane::counters::ServiceCounters;
@@ -49,6 +56,7 @@ use dataplane::driver::afxdp::{
     ZeroCopy,
 };
 use dataplane::handoff::{HandoffMesh, WorkerHandoff};
+use dataplane::inspect::{InspectClient, InspectServer};
 use dataplane::neighbour::NeighbourTable;
 use dataplane::snapshot::{BuildError, Publisher, SnapshotBuilder, SnapshotReader};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
@@ -62,7 +70,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
@@ -442,6 +450,8 @@ struct WorkerCells {
     counters: Arc<SharedCounters>,
     /// One per port.
     ports: Vec<PortStatsCell>,
+    /// The admin thread's end of the worker's inspect mailbox.
+    inspect: Arc<Mutex<InspectClient>>,
 }
 
 /// What the admin thread builds reports from.
@@ -455,6 +465,7 @@ struct StatsSource {
     workers: Vec<Arc<WorkerCells>>,
     /// `(name, interface)` per port.
     ports: Vec<(String, String)>,
+    control: ControlPlaneMetrics,
 }
 
 impl StatsSource {
@@ -510,7 +521,24 @@ impl StatsSource {
                 }
                 service_reports(&self.publisher.current(), &counted)
             },
+            snat: snat_reports(
+                &self
+                    .workers
+                    .iter()
+                    .map(|c| c.counters.read_snat())
+                    .collect::<Vec<_>>(),
+            ),
+            control_plane: self.control.report(),
         }
+    }
+
+    /// The dataplane counters summed over the workers.
+    fn totals(&self) -> dataplane::counters::Counters {
+        let mut total = dataplane::counters::Counters::default();
+        for cells in &self.workers {
+            total.accumulate(&cells.counters.read().0);
+        }
+        total
     }
 }
 
@@ -535,6 +563,11 @@ pub struct Gateway {
     /// them.
     #[cfg(feature = "dpdk")]
     dpdk_ports: Option<Arc<dataplane::driver::dpdk::DpdkPorts>>,
+    /// The control plane's measurements (build times, event-to-live, …).
+    control: ControlPlaneMetrics,
+    /// What the admin endpoints report from (drop summaries read it too).
+    stats: Option<Arc<StatsSource>>,
+    drop_log: DropLog,
 }
 
 impl Gateway {
@@ -570,8 +603,10 @@ impl Gateway {
         warn_kernel_conflicts(&plan);
 
         let started = Instant::now();
+        let control = ControlPlaneMetrics::new();
         let mut builder = SnapshotBuilder::new();
         let snapshot = builder.build(&snapshot_spec(&plan, &facts))?;
+        control.observe_build_ms(started.elapsed().as_secs_f64() * 1000.0);
         info!(
             generation = snapshot.generation,
             services = plan.services.len(),
@@ -596,8 +631,16 @@ impl Gateway {
             metrics: None,
             #[cfg(feature = "dpdk")]
             dpdk_ports,
+            control: control.clone(),
+            stats: None,
+            drop_log: DropLog::new(DEFAULT_DROP_LOG_INTERVAL_MS),
         };
         let cells = gateway.start_workers()?;
+        let live = LiveAdmin::new(
+            gateway.publisher.clone(),
+            cells.iter().map(|c| Arc::clone(&c.inspect)).collect(),
+            SimContext::from_plan(&gateway.plan),
+        );
 
         let source = Arc::new(StatsSource {
             started,
@@ -611,10 +654,14 @@ impl Gateway {
                 .iter()
                 .map(|p| (p.name.clone(), p.interface.clone()))
                 .collect(),
+            control,
         });
+        gateway.stats = Some(Arc::clone(&source));
         let admin = {
             let source = Arc::clone(&source);
-            AdminServer::start(admin_socket, move || source.report())?
+            AdminServer::start(admin_socket, move |request| {
+                crate::admin::handle(request, || source.report(), &live)
+            })?
         };
         info!(socket = %admin.path().display(), "admin socket listening");
         gateway.admin = Some(admin);
@@ -655,12 +702,14 @@ impl Gateway {
         let mut cells = Vec::with_capacity(workers);
         for w in 0..workers {
             let core = self.plan.dataplane.cores.get(w).copied();
+            let (inspect_client, inspect_server) = dataplane::inspect::mailbox(w as u8);
             let shared = Arc::new(WorkerCells {
                 core,
                 counters: Arc::new(SharedCounters::default()),
                 ports: (0..self.plan.ports.len())
                     .map(|_| PortStatsCell::default())
                     .collect(),
+                inspect: Arc::new(Mutex::new(inspect_client)),
             });
             cells.push(Arc::clone(&shared));
             let ctx = WorkerContext {
@@ -673,6 +722,7 @@ impl Gateway {
                 handoff: mesh.get_mut(w).and_then(Option::take),
                 neighbours: Arc::clone(&neighbours),
                 stop: Arc::clone(&self.stop),
+                inspect: inspect_server,
             };
             let ready = ready_tx.clone();
             let driver = driver.for_worker(w);
@@ -764,6 +814,18 @@ impl Gateway {
         }
     }
 
+    /// The control plane's metrics handle, for sources to feed (build
+    /// times, API-event-to-live latency, watch restarts, pools, leader).
+    pub fn control_plane_metrics(&self) -> ControlPlaneMetrics {
+        self.control.clone()
+    }
+
+    /// Log a summary of the drops at most every `interval_ms` (0: never);
+    /// default [`DEFAULT_DROP_LOG_INTERVAL_MS`].
+    pub fn set_drop_log_interval_ms(&mut self, interval_ms: u64) {
+        self.drop_log = DropLog::new(interval_ms);
+    }
+
     /// Generation of the snapshot in force.
     pub fn generation(&self) -> u64 {
         self.publisher.current().generation
@@ -818,6 +880,8 @@ impl Gateway {
     }
 
     fn try_reload(&mut self) -> ReloadOutcome {
+        // The SIGHUP is the event; the new snapshot being published is live.
+        let event = Instant::now();
         let plan = match nic_config::load(&self.config_path) {
             Ok(plan) => plan,
             Err(e) => return ReloadOutcome::Invalid(e),
@@ -829,12 +893,17 @@ impl Gateway {
         if plan == self.plan {
             return ReloadOutcome::Unchanged;
         }
+        let build = Instant::now();
         let snapshot = match self.builder.build(&snapshot_spec(&plan, &self.facts)) {
             Ok(s) => s,
             Err(e) => return ReloadOutcome::Rejected(e),
         };
+        self.control
+            .observe_build_ms(build.elapsed().as_secs_f64() * 1000.0);
         let generation = snapshot.generation;
         self.publisher.publish(snapshot);
+        self.control
+            .observe_event_to_live_ms(event.elapsed().as_secs_f64() * 1000.0);
         self.published_at_ms
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
         self.plan = plan;
@@ -866,6 +935,9 @@ impl Gateway {
                     }
                     _ => {}
                 }
+            }
+            if let Some(stats) = &self.stats {
+                self.drop_log.tick(Instant::now(), || stats.totals());
             }
             if let Some(worker) = self.workers.iter().position(JoinHandle::is_finished) {
                 error!(worker, "a worker stopped unexpectedly; stopping");
@@ -933,6 +1005,9 @@ struct WorkerContext {
     handoff: Option<WorkerHandoff>,
     neighbours: Arc<NeighbourTable>,
     stop: Arc<AtomicBool>,
+    /// The worker's end of its inspect mailbox (`portico flows`, `simulate
+    /// --live`).
+    inspect: InspectServer,
 }
 
 /// The driver-specific parts of a worker: how it opens its driver, sleeps
@@ -1111,6 +1186,7 @@ fn run_worker<D: GatewayDriver>(
             return;
         }
     };
+    worker.attach_inspect(ctx.inspect);
     let _ = ready.send((w, Ok(())));
     poll_loop(&mut worker, ctx.config.idle, &ctx.cells, &ctx.stop);
 }

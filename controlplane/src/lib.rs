@@ -1,6 +1,6 @@
 //! Portico's control plane: configuration sources, the mapping onto the
 //! dataplane's snapshot, the running gateway (`portico run`), its admin
-//! socket (`portico stats`, `portico services`) and Prometheus endpoint,
+//! socket (`portico stats`, `services`, `flows`, `simulate --live`) and Prometheus endpoint,
 //! `portico simulate`, the demo with its namespace topology, and the
 //! helpers (`portico tool`, [`netns`]) shared with the end-to-end tests. The `portico` binary
 //! (src/main.rs) is a thin CLI over this library.

@@ -22,16 +22,25 @@
 //! * the simulation starts from empty state (no existing flows, affinity
 //!   pins or used SNAT ports): it answers for a new connection.
 //!
-//! Only `--config` is supported; simulating against a running gateway's live
-//! snapshot (`--live`) needs the admin API and is not implemented here.
+//! `--live` runs the same [`simulate_in`] inside the running gateway's admin
+//! thread, against the snapshot in force, with the worker configuration the
+//! gateway started with ([`SimContext`]); before that, the owning worker is
+//! asked (through its [`dataplane::inspect`] mailbox, see
+//! `admin::live`) for a tracked flow with the packet's tuple and for the
+//! client's ClientIP affinity pin, which is seeded into the simulated
+//! pipeline so the choice is the one the worker would make. What the live
+//! simulation cannot know in advance is the SNAT port: the dataplane draws it
+//! at random from the owning worker's slice.
 
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::driver::Frame;
 use dataplane::flow::{FlowKey, Proto, stable_addr_hash};
 use dataplane::neighbour::NeighbourTable;
 use dataplane::packet::{PacketMeta, PortId, Verdict, tcp_flags};
-use dataplane::snapshot::{BuildError, EndpointCondition, ListenerKind, Snapshot, SnapshotBuilder};
-use dataplane::stage::{Pipeline, PipelineError, Steering};
+use dataplane::snapshot::{
+    BackendId, BuildError, EndpointCondition, ListenerKind, Snapshot, SnapshotBuilder,
+};
+use dataplane::stage::{Pipeline, PipelineConfig, PipelineError, Steering};
 use dataplane::wire::build;
 use dataplane::wire::ethernet::MacAddr;
 use nic_config::Plan;
@@ -60,6 +69,8 @@ pub enum SimulateError {
     Snapshot(#[from] BuildError),
     #[error("pipeline: {0}")]
     Pipeline(#[from] PipelineError),
+    #[error("no worker {worker} in the configuration")]
+    NoWorker { worker: u8 },
 }
 
 /// A connection's first packet: `tcp A:P -> B:Q` or `udp A:P -> B:Q`.
@@ -256,21 +267,88 @@ pub fn snapshot(plan: &Plan) -> Result<Snapshot, SimulateError> {
 
 /// The worker of `plan` owning `key`'s flow, by the dataplane's steering.
 pub fn owner(plan: &Plan, snap: &Snapshot, key: &FlowKey) -> u8 {
-    let config = worker_config(plan, 0).pipeline;
-    Steering {
-        worker: 0,
-        workers: config.workers.max(1),
-        snat_ports: config.snat.port_range,
+    SimContext::from_plan(plan).owner(snap, key)
+}
+
+/// What a simulation needs besides the snapshot: the pipeline settings of
+/// every worker (as `portico run` builds them), the port packets arrive on,
+/// the ports' names. Restart-only settings, so a running gateway keeps the
+/// one it started with.
+#[derive(Clone, Debug)]
+pub struct SimContext {
+    /// One per worker, with tables shrunk to a few entries: a simulation
+    /// starts from empty tables and inserts one flow.
+    pub workers: Vec<PipelineConfig>,
+    pub in_port: PortId,
+    pub port_names: Vec<String>,
+}
+
+/// Table sizes of a simulated pipeline (it tracks one flow).
+const SIM_TABLE_ENTRIES: u32 = 64;
+
+impl SimContext {
+    pub fn from_plan(plan: &Plan) -> Self {
+        let workers = plan.dataplane.workers.max(1);
+        SimContext {
+            workers: (0..workers)
+                .map(|w| {
+                    let mut c = worker_config(plan, w).pipeline;
+                    c.conntrack.capacity = SIM_TABLE_ENTRIES;
+                    c.snat.quarantine_capacity = SIM_TABLE_ENTRIES as usize;
+                    c.affinity_capacity = SIM_TABLE_ENTRIES;
+                    c
+                })
+                .collect(),
+            in_port: plan.vip_port as PortId,
+            port_names: plan.ports.iter().map(|p| p.name.clone()).collect(),
+        }
     }
-    .owner(key, snap)
+
+    /// The worker owning `key`'s flow, by the dataplane's steering.
+    pub fn owner(&self, snap: &Snapshot, key: &FlowKey) -> u8 {
+        let Some(config) = self.workers.first() else {
+            return 0;
+        };
+        Steering {
+            worker: 0,
+            workers: config.workers.max(1),
+            snat_ports: config.snat.port_range.clone(),
+        }
+        .owner(key, snap)
+    }
+
+    /// The SNAT port slice of `worker`.
+    pub fn snat_slice(&self, worker: u8) -> Option<std::ops::RangeInclusive<u16>> {
+        let c = self.workers.get(worker as usize)?;
+        Some(dataplane::snat::port_slice(
+            c.snat.port_range.clone(),
+            worker as usize,
+            c.workers.max(1) as usize,
+        ))
+    }
 }
 
 /// Simulate the first packet of `flow` arriving on the plan's VIP port.
 pub fn simulate(plan: &Plan, flow: &FlowSpec) -> Result<Outcome, SimulateError> {
-    let snap = snapshot(plan)?;
+    simulate_in(&SimContext::from_plan(plan), &snapshot(plan)?, flow, None)
+}
+
+/// Simulate the first packet of `flow` against `snap`. `pinned` is a live
+/// ClientIP affinity pin of the client (its backend id), seeded into the
+/// simulated pipeline's affinity table first.
+pub fn simulate_in(
+    ctx: &SimContext,
+    snap: &Snapshot,
+    flow: &FlowSpec,
+    pinned: Option<BackendId>,
+) -> Result<Outcome, SimulateError> {
     let key = flow.key();
-    let worker = owner(plan, &snap, &key);
-    let config = worker_config(plan, worker as usize).pipeline;
+    let worker = ctx.owner(snap, &key);
+    let config = ctx
+        .workers
+        .get(worker as usize)
+        .cloned()
+        .ok_or(SimulateError::NoWorker { worker })?;
     let workers = config.workers.max(1);
     let neighbours = Arc::new(NeighbourTable::default());
     // As the worker does when a snapshot arrives.
@@ -278,8 +356,18 @@ pub fn simulate(plan: &Plan, flow: &FlowSpec) -> Result<Outcome, SimulateError> 
         neighbours.set_static(port, addr, mac);
     }
     let mut pipeline = Pipeline::new(&config, neighbours)?;
+    if let (Some(backend), Some(service)) = (
+        pinned,
+        snap.listener(key.proto, key.dst_ip, key.dst_port)
+            .and_then(|l| snap.service(l.service)),
+    ) && let Some(timeout_ms) = service.affinity_timeout_ms
+    {
+        pipeline
+            .affinity
+            .upsert(service.id, key.src_ip, backend, timeout_ms, NOW_MS);
+    }
 
-    let in_port = plan.vip_port as PortId;
+    let in_port = ctx.in_port;
     let gateway_mac = snap.ports.get(in_port as usize).map_or([0; 6], |p| p.mac);
     let bytes = match flow.proto {
         Proto::Udp => build::eth_ipv4_udp(
@@ -306,7 +394,7 @@ pub fn simulate(plan: &Plan, flow: &FlowSpec) -> Result<Outcome, SimulateError> 
         ),
     };
     let mut frames = [SimFrame(bytes)];
-    pipeline.process(&snap, in_port, &mut frames, NOW_MS, true);
+    pipeline.process(snap, in_port, &mut frames, NOW_MS, true);
     // Always present (the batch has one frame); a missing verdict would be
     // reported as the `internal` drop below.
     let meta = pipeline
@@ -316,9 +404,9 @@ pub fn simulate(plan: &Plan, flow: &FlowSpec) -> Result<Outcome, SimulateError> 
         .unwrap_or(PacketMeta::empty(in_port));
 
     let port_name = |p: PortId| {
-        plan.ports
+        ctx.port_names
             .get(p as usize)
-            .map_or_else(|| format!("port {p}"), |p| p.name.clone())
+            .map_or_else(|| format!("port {p}"), Clone::clone)
     };
     let mut outcome = Outcome {
         flow: flow.to_string(),

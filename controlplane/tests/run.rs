@@ -202,7 +202,7 @@ fn run_serves_reloads_on_sighup_and_stops_on_sigterm() {
         .expect("kernel address");
 
     let command = format!(
-        "exec {BIN} run --config {} --admin-socket {} --log-format json 2>{}",
+        "exec {BIN} run --config {} --admin-socket {} --log-format json --drop-log-interval-s 1 2>{}",
         config_path.display(),
         socket.display(),
         log.display()
@@ -309,6 +309,17 @@ fn run_serves_reloads_on_sighup_and_stops_on_sigterm() {
         curl(&t.client, "http://192.0.2.10:8081/").is_none(),
         "no listener on 8081 yet"
     );
+    // Drops are not logged per packet but summarised, at most once a
+    // second here (--drop-log-interval-s 1), naming the reason.
+    wait_until("the drop summary names no_listener", &log, || {
+        log_lines(&log).iter().any(|l| {
+            l["level"] == "INFO"
+                && l["fields"]["message"] == "packets dropped since the last summary"
+                && l["fields"]["drops"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("no_listener="))
+        })
+    });
 
     // A valid change is applied: a new generation, the new listener works,
     // the old one still does.

@@ -8,6 +8,8 @@
 //! on the packet path) and copy it into their [`SharedCounters`] once per poll
 //! loop; readers sum the shared copies of all cores off the hot path.
 
+use crate::conntrack::FlowState;
+use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -136,47 +138,93 @@ impl std::fmt::Display for DropReason {
     }
 }
 
-/// Core-local counters, plain integers: only the owning worker writes them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Counters {
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    pub drops: [u64; DropReason::COUNT],
-    /// Packets handed to another worker.
-    pub handoff_out: u64,
-    /// Packets another worker handed to this one (not counted in rx).
-    pub handoff_in: u64,
-    /// ARP replies (and requests) the neighbour table learned from.
-    pub arp_learned: u64,
-    /// ARP requests sent to resolve next hops.
-    pub arp_requests_sent: u64,
-    /// Gratuitous ARPs sent for owned addresses.
-    pub garp_sent: u64,
-    /// Packets that waited for ARP resolution and were then sent.
-    pub neighbour_held_sent: u64,
-    /// Flows without SNAT whose client port was remapped to avoid a
-    /// backend-side tuple clash.
-    pub client_ports_remapped: u64,
-    /// ARP replies and ICMP echo replies sent.
-    pub local_replies: u64,
-    /// ICMP errors translated back to the other side of a flow.
-    pub icmp_errors_translated: u64,
-    /// TCP RSTs generated for flows whose backend was removed.
-    pub resets_sent: u64,
-    pub flows_created: u64,
-    pub flows_expired: u64,
-    pub flows_early_dropped: u64,
-    /// SYN met a TIME_WAIT/CLOSE entry and started a fresh flow.
-    pub flows_recycled: u64,
-    /// Existing UDP flows moved to a new backend after their backend left.
-    pub flows_reselected: u64,
-    pub affinity_hits: u64,
-    pub snat_allocations: u64,
-    /// SNAT tuples reused while still inside the quarantine period.
-    pub snat_quarantine_reuses: u64,
+/// Calls `$callback! { $(#[doc] name,)* }` with every scalar counter of
+/// [`Counters`], in storage order. The one list of counters: [`Counters`]
+/// itself, its publication, and the admin report of the control plane
+/// (`portico::admin::CounterReport`) are all generated from it, so a new
+/// counter cannot be forgotten anywhere.
+#[macro_export]
+macro_rules! with_counters {
+    ($callback:ident) => {
+        $callback! {
+            rx_packets,
+            rx_bytes,
+            tx_packets,
+            tx_bytes,
+            /// Packets handed to another worker.
+            handoff_out,
+            /// Packets another worker handed to this one (not counted in rx).
+            handoff_in,
+            /// ARP replies (and requests) the neighbour table learned from.
+            arp_learned,
+            /// ARP requests sent to resolve next hops.
+            arp_requests_sent,
+            /// Gratuitous ARPs sent for owned addresses.
+            garp_sent,
+            /// Packets that waited for ARP resolution and were then sent.
+            neighbour_held_sent,
+            /// Flows without SNAT whose client port was remapped to avoid a
+            /// backend-side tuple clash.
+            client_ports_remapped,
+            /// ARP replies and ICMP echo replies sent.
+            local_replies,
+            /// ICMP errors translated back to the other side of a flow.
+            icmp_errors_translated,
+            /// TCP RSTs generated for flows whose backend was removed.
+            resets_sent,
+            /// Conntrack inserts.
+            flows_created,
+            /// Flows removed because their timeout passed.
+            flows_expired,
+            /// Flows evicted to make room in a full table.
+            flows_early_dropped,
+            /// SYN met a TIME_WAIT/CLOSE entry and started a fresh flow.
+            flows_recycled,
+            /// Existing UDP flows moved to a new backend after their backend left.
+            flows_reselected,
+            affinity_hits,
+            snat_allocations,
+            /// SNAT tuples reused while still inside the quarantine period.
+            snat_quarantine_reuses,
+        }
+    };
 }
+
+macro_rules! define_counters {
+    ($($(#[$doc:meta])* $field:ident,)*) => {
+        /// Core-local counters, plain integers: only the owning worker
+        /// writes them. Fields: see [`with_counters`].
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct Counters {
+            $($(#[$doc])* pub $field: u64,)*
+            pub drops: [u64; DropReason::COUNT],
+        }
+
+        /// Number of scalar (non-drop) counters in [`Counters`].
+        pub const SCALARS: usize = [$(stringify!($field),)*].len();
+
+        impl Counters {
+            /// The scalar counters' names, in [`Counters::scalars`] order.
+            pub const SCALAR_NAMES: [&'static str; SCALARS] = [$(stringify!($field),)*];
+
+            /// Every scalar counter, in [`with_counters`] order.
+            pub fn scalars(&self) -> [u64; SCALARS] {
+                [$(self.$field,)*]
+            }
+
+            /// The inverse of [`Counters::scalars`].
+            pub fn from_scalars(s: [u64; SCALARS], drops: [u64; DropReason::COUNT]) -> Self {
+                let mut it = s.into_iter();
+                Counters {
+                    $($field: it.next().unwrap_or(0),)*
+                    drops,
+                }
+            }
+        }
+    };
+}
+
+with_counters!(define_counters);
 
 impl Default for Counters {
     fn default() -> Self {
@@ -212,66 +260,6 @@ impl Counters {
     }
 }
 
-/// Number of scalar (non-drop) counters in [`Counters`], in `scalars()` order.
-const SCALARS: usize = 22;
-
-impl Counters {
-    fn scalars(&self) -> [u64; SCALARS] {
-        [
-            self.rx_packets,
-            self.rx_bytes,
-            self.tx_packets,
-            self.tx_bytes,
-            self.handoff_out,
-            self.handoff_in,
-            self.arp_learned,
-            self.arp_requests_sent,
-            self.garp_sent,
-            self.neighbour_held_sent,
-            self.client_ports_remapped,
-            self.local_replies,
-            self.icmp_errors_translated,
-            self.resets_sent,
-            self.flows_created,
-            self.flows_expired,
-            self.flows_early_dropped,
-            self.flows_recycled,
-            self.flows_reselected,
-            self.affinity_hits,
-            self.snat_allocations,
-            self.snat_quarantine_reuses,
-        ]
-    }
-
-    fn from_scalars(s: [u64; SCALARS], drops: [u64; DropReason::COUNT]) -> Self {
-        Counters {
-            rx_packets: s[0],
-            rx_bytes: s[1],
-            tx_packets: s[2],
-            tx_bytes: s[3],
-            handoff_out: s[4],
-            handoff_in: s[5],
-            arp_learned: s[6],
-            arp_requests_sent: s[7],
-            garp_sent: s[8],
-            neighbour_held_sent: s[9],
-            client_ports_remapped: s[10],
-            local_replies: s[11],
-            icmp_errors_translated: s[12],
-            resets_sent: s[13],
-            flows_created: s[14],
-            flows_expired: s[15],
-            flows_early_dropped: s[16],
-            flows_recycled: s[17],
-            flows_reselected: s[18],
-            affinity_hits: s[19],
-            snat_allocations: s[20],
-            snat_quarantine_reuses: s[21],
-            drops,
-        }
-    }
-}
-
 /// A worker's published copy of its counters, read by other threads.
 ///
 /// Single writer (the owning worker, with relaxed stores once per poll loop),
@@ -286,9 +274,13 @@ pub struct SharedCounters {
     live_flows: AtomicU64,
     /// SNAT tuples in use by the worker.
     snat_in_use: AtomicU64,
-    /// Per-service/backend counters, copied by the worker at most every
-    /// 100 ms with `try_lock` (the worker never waits for a reader).
+    /// Live flows per [`FlowState::ordinal`].
+    flows_by_state: [AtomicU64; FlowState::COUNT],
+    /// Per-service/backend counters and per-SNAT-address stats, copied by
+    /// the worker at most every 100 ms with `try_lock` (the worker never
+    /// waits for a reader).
     services: Mutex<ServiceCounters>,
+    snat: Mutex<Vec<SnatAddrStats>>,
 }
 
 impl Default for SharedCounters {
@@ -298,52 +290,94 @@ impl Default for SharedCounters {
             drops: std::array::from_fn(|_| AtomicU64::new(0)),
             live_flows: AtomicU64::new(0),
             snat_in_use: AtomicU64::new(0),
+            flows_by_state: std::array::from_fn(|_| AtomicU64::new(0)),
             services: Mutex::new(ServiceCounters::default()),
+            snat: Mutex::new(Vec::new()),
         }
     }
 }
 
-/// Packets and bytes forwarded per service and per backend (both
-/// directions), indexed by the snapshot's stable ids. Core-local; the
-/// vectors grow only when a new snapshot generation has more ids (cold
-/// path), never per packet.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct ServiceCounters {
-    pub service_packets: Vec<u64>,
-    pub service_bytes: Vec<u64>,
-    pub backend_packets: Vec<u64>,
-    pub backend_bytes: Vec<u64>,
+/// Calls `$callback! { name, … }` with every per-id vector of
+/// [`ServiceCounters`]: the one list its storage, copying and summing are
+/// generated from.
+macro_rules! with_service_counters {
+    ($callback:ident) => {
+        $callback! {
+            services: service_packets, service_bytes, service_flows_created, service_flows_active;
+            backends: backend_packets, backend_bytes, backend_flows_created, backend_flows_active;
+        }
+    };
 }
 
-impl Clone for ServiceCounters {
-    fn clone(&self) -> Self {
-        ServiceCounters {
-            service_packets: self.service_packets.clone(),
-            service_bytes: self.service_bytes.clone(),
-            backend_packets: self.backend_packets.clone(),
-            backend_bytes: self.backend_bytes.clone(),
+macro_rules! define_service_counters {
+    (services: $($s:ident),*; backends: $($b:ident),*;) => {
+        /// Traffic and flows per service and per backend, indexed by the
+        /// snapshot's stable ids. Core-local; the vectors grow only when a
+        /// new snapshot generation has more ids (cold path), never per
+        /// packet.
+        ///
+        /// `*_packets`/`*_bytes` count both directions; `*_flows_created`
+        /// counts conntrack inserts; `*_flows_active` is a gauge (inserts
+        /// minus removals of flows of that id; a flow of a removed service
+        /// whose id was reused is not told apart).
+        #[derive(Debug, Default, PartialEq, Eq)]
+        pub struct ServiceCounters {
+            $(pub $s: Vec<u64>,)*
+            $(pub $b: Vec<u64>,)*
         }
-    }
 
-    /// Reuses this copy's storage: publishing allocates only when the
-    /// number of ids grew.
-    fn clone_from(&mut self, source: &Self) {
-        self.service_packets.clone_from(&source.service_packets);
-        self.service_bytes.clone_from(&source.service_bytes);
-        self.backend_packets.clone_from(&source.backend_packets);
-        self.backend_bytes.clone_from(&source.backend_bytes);
+        impl Clone for ServiceCounters {
+            fn clone(&self) -> Self {
+                ServiceCounters {
+                    $($s: self.$s.clone(),)*
+                    $($b: self.$b.clone(),)*
+                }
+            }
+
+            /// Reuses this copy's storage: publishing allocates only when
+            /// the number of ids grew.
+            fn clone_from(&mut self, source: &Self) {
+                $(self.$s.clone_from(&source.$s);)*
+                $(self.$b.clone_from(&source.$b);)*
+            }
+        }
+
+        impl ServiceCounters {
+            fn service_vecs(&mut self) -> [&mut Vec<u64>; [$(stringify!($s)),*].len()] {
+                [$(&mut self.$s),*]
+            }
+
+            fn backend_vecs(&mut self) -> [&mut Vec<u64>; [$(stringify!($b)),*].len()] {
+                [$(&mut self.$b),*]
+            }
+
+            /// Element-wise sum, for aggregating several cores.
+            pub fn accumulate(&mut self, other: &ServiceCounters) {
+                self.ensure(other.service_packets.len(), other.backend_packets.len());
+                $(add_into(&mut self.$s, &other.$s);)*
+                $(add_into(&mut self.$b, &other.$b);)*
+            }
+        }
+    };
+}
+
+with_service_counters!(define_service_counters);
+
+fn add_into(mine: &mut [u64], theirs: &[u64]) {
+    for (a, b) in mine.iter_mut().zip(theirs) {
+        *a += b;
     }
 }
 
 impl ServiceCounters {
     /// Make room for `services` service ids and `backends` backend ids.
     pub fn ensure(&mut self, services: usize, backends: usize) {
-        for v in [&mut self.service_packets, &mut self.service_bytes] {
+        for v in self.service_vecs() {
             if v.len() < services {
                 v.resize(services, 0);
             }
         }
-        for v in [&mut self.backend_packets, &mut self.backend_bytes] {
+        for v in self.backend_vecs() {
             if v.len() < backends {
                 v.resize(backends, 0);
             }
@@ -352,7 +386,7 @@ impl ServiceCounters {
 
     /// Zero one service id's counters (the id was given to a new service).
     pub fn reset_service(&mut self, id: usize) {
-        for v in [&mut self.service_packets, &mut self.service_bytes] {
+        for v in self.service_vecs() {
             if let Some(x) = v.get_mut(id) {
                 *x = 0;
             }
@@ -361,7 +395,7 @@ impl ServiceCounters {
 
     /// Zero one backend id's counters.
     pub fn reset_backend(&mut self, id: usize) {
-        for v in [&mut self.backend_packets, &mut self.backend_bytes] {
+        for v in self.backend_vecs() {
             if let Some(x) = v.get_mut(id) {
                 *x = 0;
             }
@@ -387,21 +421,48 @@ impl ServiceCounters {
         }
     }
 
-    /// Element-wise sum, for aggregating several cores.
-    pub fn accumulate(&mut self, other: &ServiceCounters) {
-        self.ensure(other.service_packets.len(), other.backend_packets.len());
-        let pairs = [
-            (&mut self.service_packets, &other.service_packets),
-            (&mut self.service_bytes, &other.service_bytes),
-            (&mut self.backend_packets, &other.backend_packets),
-            (&mut self.backend_bytes, &other.backend_bytes),
-        ];
-        for (mine, theirs) in pairs {
-            for (a, b) in mine.iter_mut().zip(theirs) {
-                *a += b;
-            }
+    /// A flow of `service` to `backend` was inserted into conntrack.
+    #[inline]
+    pub fn flow_opened(&mut self, service: u32, backend: u32) {
+        let (s, b) = (service as usize, backend as usize);
+        for x in [
+            self.service_flows_created.get_mut(s),
+            self.service_flows_active.get_mut(s),
+            self.backend_flows_created.get_mut(b),
+            self.backend_flows_active.get_mut(b),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *x += 1;
         }
     }
+
+    /// A flow of `service` to `backend` left conntrack (expired, removed or
+    /// evicted).
+    #[inline]
+    pub fn flow_closed(&mut self, service: u32, backend: u32) {
+        let (s, b) = (service as usize, backend as usize);
+        for x in [
+            self.service_flows_active.get_mut(s),
+            self.backend_flows_active.get_mut(b),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *x = x.saturating_sub(1);
+        }
+    }
+}
+
+/// One SNAT address of one worker's allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnatAddrStats {
+    pub addr: Ipv4Addr,
+    /// Tuples of this address in use now (gauge).
+    pub in_use: u64,
+    /// Allocations that found no free tuple on this address (total).
+    pub exhausted: u64,
 }
 
 /// Gauges a worker publishes next to its counters.
@@ -409,6 +470,17 @@ impl ServiceCounters {
 pub struct Gauges {
     pub live_flows: u64,
     pub snat_in_use: u64,
+    /// Live flows per [`FlowState::ordinal`] (in [`FlowState::ALL`] order).
+    pub flows_by_state: [u64; FlowState::COUNT],
+}
+
+impl Gauges {
+    /// Field-wise sum.
+    pub fn accumulate(&mut self, other: &Gauges) {
+        self.live_flows += other.live_flows;
+        self.snat_in_use += other.snat_in_use;
+        add_into(&mut self.flows_by_state, &other.flows_by_state);
+    }
 }
 
 impl SharedCounters {
@@ -423,6 +495,9 @@ impl SharedCounters {
         self.live_flows.store(gauges.live_flows, Ordering::Relaxed);
         self.snat_in_use
             .store(gauges.snat_in_use, Ordering::Relaxed);
+        for (cell, v) in self.flows_by_state.iter().zip(gauges.flows_by_state) {
+            cell.store(v, Ordering::Relaxed);
+        }
     }
 
     /// Copy the worker's per-service counters out (owner only). Skipped when
@@ -433,9 +508,24 @@ impl SharedCounters {
         }
     }
 
+    /// Copy the worker's per-SNAT-address stats out (owner only); skipped
+    /// when a reader holds the copy. Allocates only the first time (and if
+    /// the number of addresses grew).
+    pub fn publish_snat(&self, local: &[SnatAddrStats]) {
+        if let Ok(mut copy) = self.snat.try_lock() {
+            copy.clear();
+            copy.extend_from_slice(local);
+        }
+    }
+
     /// The last published per-service counters.
     pub fn read_services(&self) -> ServiceCounters {
         self.services.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// The last published per-SNAT-address stats.
+    pub fn read_snat(&self) -> Vec<SnatAddrStats> {
+        self.snat.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
     /// A consistent-enough copy for reporting.
@@ -447,6 +537,9 @@ impl SharedCounters {
             Gauges {
                 live_flows: self.live_flows.load(Ordering::Relaxed),
                 snat_in_use: self.snat_in_use.load(Ordering::Relaxed),
+                flows_by_state: std::array::from_fn(|i| {
+                    self.flows_by_state[i].load(Ordering::Relaxed)
+                }),
             },
         )
     }
@@ -490,6 +583,7 @@ mod tests {
         let g = Gauges {
             live_flows: 5,
             snat_in_use: 2,
+            flows_by_state: std::array::from_fn(|i| i as u64),
         };
         shared.publish(&c, g);
         assert_eq!(shared.read(), (c, g));

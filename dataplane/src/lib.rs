@@ -15,6 +15,8 @@
 //! * [`snapshot`]: the immutable tables the control plane publishes, and the
 //!   lock-free publisher the workers load once per batch.
 //! * [`worker`]: one core's poll loop tying it together.
+//! * [`inspect`]: per-worker mailboxes through which the admin thread lists
+//!   flows and looks them up, once per poll loop, never per packet.
 
 pub mod clock;
 pub mod conntrack;
@@ -22,6 +24,7 @@ pub mod counters;
 pub mod driver;
 pub mod flow;
 pub mod handoff;
+pub mod inspect;
 pub mod maglev;
 pub mod neighbour;
 pub mod packet;

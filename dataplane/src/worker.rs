@@ -6,9 +6,11 @@
 //! reason); then drain frames other workers handed over; then send the
 //! frames held for ARP resolution whose neighbour answered (or drop them when
 //! it did not in time) and the ARP requests the batches asked for; then
-//! bounded housekeeping (conntrack and affinity expiry). Counters are
-//! core-local and published to [`SharedCounters`] at most once per
-//! millisecond.
+//! bounded housekeeping (conntrack and affinity expiry); then, when an
+//! [`InspectServer`] is attached, one look at its mailbox (a flow listing
+//! advances by a bounded chunk per poll). Counters are core-local and
+//! published to [`SharedCounters`] at most once per millisecond (per-service
+//! and per-SNAT-address tables every 100 ms).
 //!
 //! When a new snapshot generation appears, the worker loads its static
 //! neighbours into the shared neighbour table, and worker 0 announces every
@@ -20,6 +22,7 @@ use crate::clock::Clock;
 use crate::counters::{DropReason, Gauges, SharedCounters};
 use crate::driver::{Driver, Frame};
 use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
+use crate::inspect::InspectServer;
 use crate::neighbour::{NeighbourTable, Resolution};
 use crate::packet::{PortId, Verdict};
 use crate::snapshot::{ServiceId, Snapshot, SnapshotReader};
@@ -79,6 +82,8 @@ pub struct Worker<D: Driver, C: Clock> {
     /// Who each service / backend id belonged to when last seen.
     service_identity: Vec<Option<Arc<str>>>,
     backend_identity: Vec<Option<(ServiceId, SocketAddrV4)>>,
+    /// The admin thread's mailbox, if attached.
+    inspect: Option<InspectServer>,
 }
 
 /// A frame waiting for ARP resolution of `addr` on `port`.
@@ -126,7 +131,13 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             announced: Vec::new(),
             service_identity: Vec::new(),
             backend_identity: Vec::new(),
+            inspect: None,
         })
+    }
+
+    /// Serve flow listings and lookups from `server` (see [`crate::inspect`]).
+    pub fn attach_inspect(&mut self, server: InspectServer) {
+        self.inspect = Some(server);
     }
 
     pub fn driver_mut(&mut self) -> &mut D {
@@ -165,10 +176,14 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.send_arp_requests();
         self.flush_tx();
         self.pipeline.housekeeping(now_ms);
+        if let Some(inspect) = self.inspect.as_mut() {
+            work += inspect.serve(&self.pipeline.ct, &self.pipeline.affinity, now_ms);
+        }
         if now_ms != self.last_publish_ms {
             self.publish_scalars();
             if now_ms / 100 != self.last_publish_ms / 100 {
                 self.shared.publish_services(&self.pipeline.services);
+                self.shared.publish_snat(self.pipeline.snat.addr_stats());
             }
             self.last_publish_ms = now_ms;
         }
@@ -201,6 +216,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     pub fn publish_counters(&self) {
         self.publish_scalars();
         self.shared.publish_services(&self.pipeline.services);
+        self.shared.publish_snat(self.pipeline.snat.addr_stats());
     }
 
     fn publish_scalars(&self) {
@@ -209,6 +225,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             Gauges {
                 live_flows: self.pipeline.ct.len() as u64,
                 snat_in_use: self.pipeline.snat.stats().in_use,
+                flows_by_state: self.pipeline.ct.count_by_state().map(|(_, n)| u64::from(n)),
             },
         );
     }

@@ -374,6 +374,23 @@ fn tcp_states_follow_the_connection_and_closed_flows_expire() {
     let mut gw = Gateway::new(vec![web(&[0, 1])]);
     let flow = open_tcp(&mut gw, VIP, 80);
     assert_eq!(tcp_state(&gw, VIP, 80), Some(TcpState::Established));
+    // Counted as a new and active flow of its service and backend.
+    let (s, b) = (flow.service as usize, flow.backend as usize);
+    let counted = |gw: &Gateway| {
+        let c = &gw.worker.pipeline().services;
+        (
+            c.service_flows_created[s],
+            c.service_flows_active[s],
+            c.backend_flows_created[b],
+            c.backend_flows_active[b],
+        )
+    };
+    assert_eq!(counted(&gw), (1, 1, 1, 1));
+    let other = 1 - b;
+    assert_eq!(
+        gw.worker.pipeline().services.backend_flows_created[other],
+        0
+    );
     let r = *flow.reply();
     let from_backend = |flags: u8| {
         build::eth_ipv4_tcp(
@@ -415,6 +432,7 @@ fn tcp_states_follow_the_connection_and_closed_flows_expire() {
         0,
         "SNAT tuple released"
     );
+    assert_eq!(counted(&gw), (1, 0, 1, 0), "expired: no longer active");
 }
 
 #[test]

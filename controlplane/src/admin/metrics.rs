@@ -12,12 +12,30 @@
 //!   of `portico_drops_total` under its stable name, zero or not;
 //! * the server reads at most one request head per connection and answers
 //!   it; anything but `GET /metrics` gets a 404 (or 405 for another method).
+//!
+//! Families (all prefixed `portico_`):
+//! * ports: `port_{rx,tx}_packets_total`, `port_{rx,tx}_bytes_total`,
+//!   `port_driver_drops_total` {port, interface};
+//! * dataplane: `drops_total{reason}`, `flows_{created,expired,early_dropped}_total`,
+//!   `flows_live`, `snat_tuples_in_use`;
+//! * conntrack: `conntrack_flows{protocol[,state]}` (TCP states in lower
+//!   case), `conntrack_{inserts,expiries,early_drops,insert_refusals}_total`;
+//! * SNAT: `snat_ports_in_use{snat_ip}`, `snat_exhausted_total{snat_ip}`;
+//! * services and backends: `{service,backend}_{packets,bytes}_total`,
+//!   `{service,backend}_flows_created_total`, `{service,backend}_flows_active`
+//!   {service, protocol[, backend]};
+//! * control plane: `snapshot_generation`, `snapshot_age_seconds`,
+//!   `snapshot_build_seconds` and `event_to_live_seconds` (histograms),
+//!   `watch_restarts_total{watch}`, `ipam_pool_addresses{,_used}{pool}`,
+//!   `leader` (see [`super::ControlPlaneMetrics`]).
 
-use super::StatsReport;
+use super::{HistogramReport, StatsReport};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Registry, Unit};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -65,6 +83,43 @@ fn counter(
         None => registry.register(name, help, family.clone()),
     }
     family
+}
+
+/// Register a labelled gauge family.
+fn gauges(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
+    let family = Family::<Labels, Gauge>::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
+/// A histogram kept in milliseconds ([`HistogramReport`]), exposed in
+/// seconds.
+#[derive(Debug)]
+struct HistogramMetric(HistogramReport);
+
+impl TypedMetric for HistogramMetric {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for HistogramMetric {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let h = &self.0;
+        let mut buckets: Vec<(f64, u64)> = h
+            .bounds_ms
+            .iter()
+            .map(|b| b / 1000.0)
+            .chain(std::iter::once(f64::MAX))
+            .zip(h.counts.iter().copied())
+            .collect();
+        if buckets.is_empty() {
+            buckets.push((f64::MAX, h.count));
+        }
+        encoder.encode_histogram::<NoLabelSet>(h.sum_ms / 1000.0, h.count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
 }
 
 /// Register an unlabelled gauge holding `value`.
@@ -203,6 +258,157 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         Unit::Seconds,
         age.clone(),
     );
+
+    // Conntrack.
+    let by_state = gauges(
+        &mut r,
+        "conntrack_flows",
+        "Live conntrack entries by protocol and TCP state",
+    );
+    for (state, n) in &t.flows_by_state {
+        let l: Labels = match state.as_str() {
+            "UDP" => vec![("protocol", "udp".to_owned())],
+            "ICMP" => vec![("protocol", "icmp".to_owned())],
+            tcp => vec![
+                ("protocol", "tcp".to_owned()),
+                ("state", tcp.to_ascii_lowercase()),
+            ],
+        };
+        by_state.get_or_create(&l).set(*n as i64);
+    }
+    for (name, help, value) in [
+        (
+            "conntrack_inserts",
+            "Conntrack entries inserted",
+            t.flows_created,
+        ),
+        (
+            "conntrack_expiries",
+            "Conntrack entries removed at their timeout",
+            t.flows_expired,
+        ),
+        (
+            "conntrack_early_drops",
+            "Conntrack entries evicted to make room in a full table",
+            t.flows_early_dropped,
+        ),
+        (
+            "conntrack_insert_refusals",
+            "New flows refused because the table was full and nothing could be evicted",
+            t.drops
+                .get(dataplane::DropReason::ConntrackFull.name())
+                .copied()
+                .unwrap_or(0),
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(value);
+        r.register(name, help, c);
+    }
+
+    // SNAT per address.
+    let snat_in_use = gauges(
+        &mut r,
+        "snat_ports_in_use",
+        "SNAT tuples (address, port) in use, per SNAT address",
+    );
+    let snat_exhausted = counter(
+        &mut r,
+        "snat_exhausted",
+        "Allocations that found no free tuple on a SNAT address",
+        None,
+    );
+    for a in &report.snat {
+        let l: Labels = vec![("snat_ip", a.address.clone())];
+        snat_in_use.get_or_create(&l).set(a.ports_in_use as i64);
+        snat_exhausted.get_or_create(&l).inc_by(a.exhausted);
+    }
+
+    // Flows per service and backend.
+    let svc_new = counter(
+        &mut r,
+        "service_flows_created",
+        "New flows (conntrack inserts) of a service",
+        None,
+    );
+    let svc_active = gauges(
+        &mut r,
+        "service_flows_active",
+        "Flows of a service in conntrack now",
+    );
+    let be_new = counter(
+        &mut r,
+        "backend_flows_created",
+        "New flows (conntrack inserts) towards a backend",
+        None,
+    );
+    let be_active = gauges(
+        &mut r,
+        "backend_flows_active",
+        "Flows of a backend in conntrack now",
+    );
+    for s in &report.services {
+        let l: Labels = vec![
+            ("service", s.name.clone()),
+            ("protocol", s.protocol.clone()),
+        ];
+        svc_new.get_or_create(&l).inc_by(s.flows_created);
+        svc_active.get_or_create(&l).set(s.flows_active as i64);
+        for b in &s.backends {
+            let l: Labels = vec![
+                ("service", s.name.clone()),
+                ("protocol", s.protocol.clone()),
+                ("backend", b.address.clone()),
+            ];
+            be_new.get_or_create(&l).inc_by(b.flows_created);
+            be_active.get_or_create(&l).set(b.flows_active as i64);
+        }
+    }
+
+    // Control plane.
+    let cp = &report.control_plane;
+    r.register_with_unit(
+        "snapshot_build",
+        "Time to build one snapshot from the desired model",
+        Unit::Seconds,
+        HistogramMetric(cp.build_ms.clone()),
+    );
+    r.register_with_unit(
+        "event_to_live",
+        "Time from the event that changed the model (API watch event, SIGHUP) to the snapshot being live",
+        Unit::Seconds,
+        HistogramMetric(cp.event_to_live_ms.clone()),
+    );
+    let restarts = counter(
+        &mut r,
+        "watch_restarts",
+        "Restarts (relists) of a Kubernetes watch",
+        None,
+    );
+    for (watch, n) in &cp.watch_restarts {
+        restarts
+            .get_or_create(&vec![("watch", watch.clone())])
+            .inc_by(*n);
+    }
+    let pool_used = gauges(
+        &mut r,
+        "ipam_pool_addresses_used",
+        "Addresses of an IPAM pool allocated to services",
+    );
+    let pool_size = gauges(&mut r, "ipam_pool_addresses", "Addresses in an IPAM pool");
+    for (pool, u) in &cp.pools {
+        let l: Labels = vec![("pool", pool.clone())];
+        pool_used.get_or_create(&l).set(u.used as i64);
+        pool_size.get_or_create(&l).set(u.size as i64);
+    }
+    if let Some(leader) = cp.leader {
+        gauge(
+            &mut r,
+            "leader",
+            "1 when this instance is the leader, 0 on standby",
+            u64::from(leader),
+        );
+    }
 
     let mut text = String::new();
     encode(&mut text, &r)?;
@@ -358,6 +564,8 @@ mod tests {
                 Gauges {
                     live_flows: 4,
                     snat_in_use: 3,
+                    // SYN_SENT 1, ESTABLISHED 2, TIME_WAIT 0 ..., UDP 1.
+                    flows_by_state: [1, 0, 2, 0, 0, 0, 0, 0, 1, 0],
                 },
             ),
             workers: Vec::new(),
@@ -380,6 +588,8 @@ mod tests {
                 protocol: "tcp".into(),
                 packets: 7,
                 bytes: 700,
+                flows_created: 2,
+                flows_active: 1,
                 listeners: Vec::new(),
                 backends: vec![BackendReport {
                     address: "10.1.0.10:8080".into(),
@@ -387,8 +597,23 @@ mod tests {
                     weight: 1,
                     packets: 5,
                     bytes: 500,
+                    flows_created: 2,
+                    flows_active: 1,
                 }],
             }],
+            snat: vec![crate::admin::SnatAddrReport {
+                address: "10.1.0.1".into(),
+                ports_in_use: 3,
+                exhausted: 6,
+            }],
+            control_plane: {
+                let m = crate::admin::ControlPlaneMetrics::new();
+                m.observe_build_ms(3.0);
+                m.observe_build_ms(40.0);
+                m.inc_watch_restarts("services");
+                m.set_pool_usage("default", 2, 16);
+                m.report()
+            },
         }
     }
 
@@ -569,6 +794,114 @@ mod tests {
 
         assert_eq!(value(&samples, "portico_snapshot_generation", &[]), 4.0);
         assert_eq!(value(&samples, "portico_snapshot_age_seconds", &[]), 2.5);
+
+        // Conntrack by protocol and state, and its counters.
+        let tcp = |state: &'static str| [("protocol", "tcp"), ("state", state)];
+        assert_eq!(
+            value(&samples, "portico_conntrack_flows", &tcp("syn_sent")),
+            1.0
+        );
+        assert_eq!(
+            value(&samples, "portico_conntrack_flows", &tcp("established")),
+            2.0
+        );
+        assert_eq!(
+            value(&samples, "portico_conntrack_flows", &tcp("time_wait")),
+            0.0
+        );
+        assert_eq!(
+            value(&samples, "portico_conntrack_flows", &[("protocol", "udp")]),
+            1.0
+        );
+        assert_eq!(value(&samples, "portico_conntrack_inserts_total", &[]), 6.0);
+        assert_eq!(
+            value(&samples, "portico_conntrack_expiries_total", &[]),
+            2.0
+        );
+        assert_eq!(
+            value(&samples, "portico_conntrack_early_drops_total", &[]),
+            1.0
+        );
+        assert_eq!(
+            value(&samples, "portico_conntrack_insert_refusals_total", &[]),
+            0.0
+        );
+        // SNAT per address.
+        let ip = [("snat_ip", "10.1.0.1")];
+        assert_eq!(value(&samples, "portico_snat_ports_in_use", &ip), 3.0);
+        assert_eq!(value(&samples, "portico_snat_exhausted_total", &ip), 6.0);
+        // Flows per service and backend.
+        assert_eq!(
+            value(&samples, "portico_service_flows_created_total", &svc),
+            2.0
+        );
+        assert_eq!(value(&samples, "portico_service_flows_active", &svc), 1.0);
+        assert_eq!(
+            value(&samples, "portico_backend_flows_created_total", &be),
+            2.0
+        );
+        assert_eq!(value(&samples, "portico_backend_flows_active", &be), 1.0);
+        // Control plane: a histogram in seconds, cumulative buckets.
+        assert_eq!(
+            types
+                .get("portico_snapshot_build_seconds")
+                .map(String::as_str),
+            Some("histogram")
+        );
+        assert_eq!(
+            types
+                .get("portico_event_to_live_seconds")
+                .map(String::as_str),
+            Some("histogram")
+        );
+        assert_eq!(
+            value(&samples, "portico_snapshot_build_seconds_count", &[]),
+            2.0
+        );
+        assert!((value(&samples, "portico_snapshot_build_seconds_sum", &[]) - 0.043).abs() < 1e-9);
+        assert_eq!(
+            value(
+                &samples,
+                "portico_snapshot_build_seconds_bucket",
+                &[("le", "0.005")]
+            ),
+            1.0
+        );
+        assert_eq!(
+            value(
+                &samples,
+                "portico_snapshot_build_seconds_bucket",
+                &[("le", "0.05")]
+            ),
+            2.0
+        );
+        assert_eq!(
+            value(
+                &samples,
+                "portico_snapshot_build_seconds_bucket",
+                &[("le", "+Inf")]
+            ),
+            2.0
+        );
+        assert_eq!(
+            value(&samples, "portico_event_to_live_seconds_count", &[]),
+            0.0
+        );
+        assert_eq!(
+            value(
+                &samples,
+                "portico_watch_restarts_total",
+                &[("watch", "services")]
+            ),
+            1.0
+        );
+        let pool = [("pool", "default")];
+        assert_eq!(
+            value(&samples, "portico_ipam_pool_addresses_used", &pool),
+            2.0
+        );
+        assert_eq!(value(&samples, "portico_ipam_pool_addresses", &pool), 16.0);
+        assert!(!types.contains_key("portico_leader"), "no leader election");
     }
 
     fn get(addr: SocketAddr, request: &str) -> String {

@@ -1,28 +1,50 @@
 //! The admin endpoint: live counters of a running gateway over a unix
-//! socket, the `portico stats` and `portico services` client, and the
-//! Prometheus endpoint ([`MetricsServer`]) that renders the same report.
+//! socket, the `portico stats`, `services`, `flows` and `simulate --live`
+//! client, and the Prometheus endpoint ([`MetricsServer`]) that renders the
+//! same report.
 //!
-//! Protocol: a client connects; the server writes one JSON document (a
-//! [`StatsReport`]) followed by a newline and closes the connection. Nothing
-//! is read from the client, so a client cannot stall or steer the server.
+//! Protocol ([`protocol`]): a client connects and sends one JSON
+//! [`Request`] line; the server answers with one JSON document (a
+//! [`StatsReport`], a [`FlowsReport`], a [`LiveOutcome`] or
+//! `{"error": …}`) and a newline, and closes the connection. A client that
+//! sends nothing gets the [`StatsReport`]. Reads and writes are bounded by
+//! timeouts and the request by a size limit, so a client cannot stall the
+//! server for long. The API is read-only: nothing a client sends changes the
+//! gateway.
 //!
 //! Invariants:
 //! * the report is assembled from the workers' published copies of their
 //!   counters ([`dataplane::counters::SharedCounters`]) and the driver stats
 //!   the worker threads publish ([`PortStatsCell`]); the admin thread never
-//!   touches a worker's state;
+//!   touches a worker's state — flow listings and live lookups are answered
+//!   by the workers themselves through their [`dataplane::inspect`]
+//!   mailboxes ([`live`]);
+//! * [`CounterReport`] is generated from the dataplane's one list of
+//!   counters ([`dataplane::with_counters`]): a new counter appears in the
+//!   report, its JSON and the sums without further code;
 //! * every [`DropReason`] appears in every report under its stable name,
 //!   zero or not, so scripts can rely on the keys;
 //! * `total` is the field-wise sum of `workers`, and `ports[i]` the sum over
 //!   workers of their driver's stats for port `i`.
 
+mod control;
+mod drop_log;
+pub mod live;
 mod metrics;
+pub mod protocol;
 mod socket;
 
+pub use control::{
+    ControlPlaneMetrics, ControlPlaneReport, HistogramReport, LATENCY_BUCKETS_MS, PoolUsage,
+};
+pub use drop_log::{DEFAULT_DROP_LOG_INTERVAL_MS, DropLog};
+pub use live::{LiveAdmin, LiveOutcome};
 pub use metrics::{CONTENT_TYPE, DEFAULT_METRICS_ADDR, MetricsError, MetricsServer, encode_report};
-pub use socket::{AdminError, AdminServer, ClientError, DEFAULT_SOCKET, fetch};
+pub use protocol::{DEFAULT_FLOW_LIMIT, FlowRow, FlowsQuery, FlowsReport, Request};
+pub use socket::{AdminError, AdminServer, ClientError, DEFAULT_SOCKET, Handler, ask, fetch};
 
-use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters};
+use dataplane::conntrack::FlowState;
+use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters, SnatAddrStats};
 use dataplane::driver::afpacket::{KernelStats, PortStats};
 use dataplane::snapshot::{EndpointCondition, ListenerKind, Snapshot};
 use serde::{Deserialize, Serialize};
@@ -31,7 +53,7 @@ use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Everything `portico stats` shows.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatsReport {
     pub pid: u32,
     pub uptime_ms: u64,
@@ -45,6 +67,45 @@ pub struct StatsReport {
     /// Packets and bytes per service and per backend, summed over workers.
     #[serde(default)]
     pub services: Vec<ServiceReport>,
+    /// Per SNAT address, summed over workers.
+    #[serde(default)]
+    pub snat: Vec<SnatAddrReport>,
+    /// The control plane's own measurements.
+    #[serde(default)]
+    pub control_plane: ControlPlaneReport,
+}
+
+/// One SNAT address, summed over the workers' allocators.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnatAddrReport {
+    pub address: String,
+    /// Tuples in use now.
+    pub ports_in_use: u64,
+    /// Allocations that found no free tuple on this address.
+    pub exhausted: u64,
+}
+
+/// Sum the workers' per-address SNAT stats, addresses in first-seen order.
+pub fn snat_reports(per_worker: &[Vec<SnatAddrStats>]) -> Vec<SnatAddrReport> {
+    let mut out: Vec<SnatAddrReport> = Vec::new();
+    for s in per_worker.iter().flatten() {
+        let address = s.addr.to_string();
+        let i = match out.iter().position(|r| r.address == address) {
+            Some(i) => i,
+            None => {
+                out.push(SnatAddrReport {
+                    address,
+                    ..SnatAddrReport::default()
+                });
+                out.len() - 1
+            }
+        };
+        if let Some(r) = out.get_mut(i) {
+            r.ports_in_use += s.in_use;
+            r.exhausted += s.exhausted;
+        }
+    }
+    out
 }
 
 /// Traffic of one service (both directions), with its backends.
@@ -54,6 +115,12 @@ pub struct ServiceReport {
     pub protocol: String,
     pub packets: u64,
     pub bytes: u64,
+    /// Conntrack inserts for this service.
+    #[serde(default)]
+    pub flows_created: u64,
+    /// Its flows in conntrack now.
+    #[serde(default)]
+    pub flows_active: u64,
     /// Where the service accepts traffic, sorted.
     #[serde(default)]
     pub listeners: Vec<ListenerReport>,
@@ -80,6 +147,12 @@ pub struct BackendReport {
     pub weight: u32,
     pub packets: u64,
     pub bytes: u64,
+    /// Conntrack inserts towards this backend.
+    #[serde(default)]
+    pub flows_created: u64,
+    /// Its flows in conntrack now.
+    #[serde(default)]
+    pub flows_active: u64,
 }
 
 /// Per-service and per-backend traffic of the snapshot in force, from the
@@ -94,6 +167,8 @@ pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<Servic
             protocol: s.proto.name().to_owned(),
             packets: at(&counted.service_packets, s.id),
             bytes: at(&counted.service_bytes, s.id),
+            flows_created: at(&counted.service_flows_created, s.id),
+            flows_active: at(&counted.service_flows_active, s.id),
             listeners: {
                 let mut l: Vec<ListenerReport> = snap
                     .listeners
@@ -128,6 +203,8 @@ pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<Servic
                     weight: b.weight,
                     packets: at(&counted.backend_packets, b.id),
                     bytes: at(&counted.backend_bytes, b.id),
+                    flows_created: at(&counted.backend_flows_created, b.id),
+                    flows_active: at(&counted.backend_flows_active, b.id),
                 })
                 .collect(),
         })
@@ -144,77 +221,79 @@ pub struct SnapshotReport {
     pub age_ms: u64,
 }
 
-/// The dataplane counters of one worker, or of all of them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CounterReport {
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    /// Sum of `drops`.
-    pub dropped: u64,
-    /// Every drop reason by its stable name.
-    pub drops: BTreeMap<String, u64>,
-    pub flows_created: u64,
-    pub flows_expired: u64,
-    pub flows_early_dropped: u64,
-    pub flows_recycled: u64,
-    pub flows_reselected: u64,
-    /// Flows in the conntrack tables now.
-    pub live_flows: u64,
-    /// SNAT tuples in use now.
-    pub snat_in_use: u64,
-    pub snat_allocations: u64,
-    pub snat_quarantine_reuses: u64,
-    pub affinity_hits: u64,
-    pub handoff_out: u64,
-    pub handoff_in: u64,
-    /// ARP and ICMP echo replies sent.
-    pub local_replies: u64,
-    pub icmp_errors_translated: u64,
-    pub resets_sent: u64,
-    pub arp_learned: u64,
-    pub arp_requests_sent: u64,
-    pub garp_sent: u64,
-    pub neighbour_held_sent: u64,
-    pub client_ports_remapped: u64,
+macro_rules! define_counter_report {
+    ($($(#[$doc:meta])* $field:ident,)*) => {
+        /// The dataplane counters of one worker, or of all of them: every
+        /// scalar of [`Counters`] (generated from the same list,
+        /// [`dataplane::with_counters`]), the drops by reason and the gauges.
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct CounterReport {
+            $($(#[$doc])* pub $field: u64,)*
+            /// Sum of `drops`.
+            pub dropped: u64,
+            /// Every drop reason by its stable name.
+            pub drops: BTreeMap<String, u64>,
+            /// Flows in the conntrack tables now.
+            pub live_flows: u64,
+            /// SNAT tuples in use now.
+            pub snat_in_use: u64,
+            /// Live flows per conntrack state (`ESTABLISHED`, …, `UDP`,
+            /// `ICMP`), every state present.
+            #[serde(default)]
+            pub flows_by_state: BTreeMap<String, u64>,
+        }
+
+        impl CounterReport {
+            pub fn new(c: &Counters, g: Gauges) -> Self {
+                CounterReport {
+                    $($field: c.$field,)*
+                    dropped: c.total_drops(),
+                    drops: DropReason::ALL
+                        .iter()
+                        .map(|r| (r.name().to_owned(), c.dropped(*r)))
+                        .collect(),
+                    live_flows: g.live_flows,
+                    snat_in_use: g.snat_in_use,
+                    flows_by_state: FlowState::ALL
+                        .iter()
+                        .zip(g.flows_by_state)
+                        .map(|(s, n)| (s.name().to_owned(), n))
+                        .collect(),
+                }
+            }
+
+            /// The counters and gauges back (the inverse of
+            /// [`CounterReport::new`]; names it does not know are ignored).
+            pub fn split(&self) -> (Counters, Gauges) {
+                let drops = std::array::from_fn(|i| {
+                    DropReason::ALL
+                        .get(i)
+                        .and_then(|r| self.drops.get(r.name()))
+                        .copied()
+                        .unwrap_or(0)
+                });
+                let counters = Counters {
+                    $($field: self.$field,)*
+                    drops,
+                };
+                let gauges = Gauges {
+                    live_flows: self.live_flows,
+                    snat_in_use: self.snat_in_use,
+                    flows_by_state: std::array::from_fn(|i| {
+                        FlowState::ALL
+                            .get(i)
+                            .and_then(|s| self.flows_by_state.get(s.name()))
+                            .copied()
+                            .unwrap_or(0)
+                    }),
+                };
+                (counters, gauges)
+            }
+        }
+    };
 }
 
-impl CounterReport {
-    pub fn new(c: &Counters, g: Gauges) -> Self {
-        CounterReport {
-            rx_packets: c.rx_packets,
-            rx_bytes: c.rx_bytes,
-            tx_packets: c.tx_packets,
-            tx_bytes: c.tx_bytes,
-            dropped: c.total_drops(),
-            drops: DropReason::ALL
-                .iter()
-                .map(|r| (r.name().to_owned(), c.dropped(*r)))
-                .collect(),
-            flows_created: c.flows_created,
-            flows_expired: c.flows_expired,
-            flows_early_dropped: c.flows_early_dropped,
-            flows_recycled: c.flows_recycled,
-            flows_reselected: c.flows_reselected,
-            live_flows: g.live_flows,
-            snat_in_use: g.snat_in_use,
-            snat_allocations: c.snat_allocations,
-            snat_quarantine_reuses: c.snat_quarantine_reuses,
-            affinity_hits: c.affinity_hits,
-            handoff_out: c.handoff_out,
-            handoff_in: c.handoff_in,
-            local_replies: c.local_replies,
-            icmp_errors_translated: c.icmp_errors_translated,
-            resets_sent: c.resets_sent,
-            arp_learned: c.arp_learned,
-            arp_requests_sent: c.arp_requests_sent,
-            garp_sent: c.garp_sent,
-            neighbour_held_sent: c.neighbour_held_sent,
-            client_ports_remapped: c.client_ports_remapped,
-        }
-    }
-}
+dataplane::with_counters!(define_counter_report);
 
 /// One worker thread.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -380,43 +459,79 @@ pub fn sum_workers(workers: &[WorkerReport]) -> CounterReport {
     let mut counters = Counters::default();
     let mut gauges = Gauges::default();
     for w in workers {
-        let c = &w.counters;
-        let one = Counters {
-            rx_packets: c.rx_packets,
-            rx_bytes: c.rx_bytes,
-            tx_packets: c.tx_packets,
-            tx_bytes: c.tx_bytes,
-            drops: std::array::from_fn(|i| {
-                DropReason::ALL
-                    .get(i)
-                    .and_then(|r| c.drops.get(r.name()))
-                    .copied()
-                    .unwrap_or(0)
-            }),
-            handoff_out: c.handoff_out,
-            handoff_in: c.handoff_in,
-            local_replies: c.local_replies,
-            icmp_errors_translated: c.icmp_errors_translated,
-            resets_sent: c.resets_sent,
-            arp_learned: c.arp_learned,
-            arp_requests_sent: c.arp_requests_sent,
-            garp_sent: c.garp_sent,
-            neighbour_held_sent: c.neighbour_held_sent,
-            client_ports_remapped: c.client_ports_remapped,
-            flows_created: c.flows_created,
-            flows_expired: c.flows_expired,
-            flows_early_dropped: c.flows_early_dropped,
-            flows_recycled: c.flows_recycled,
-            flows_reselected: c.flows_reselected,
-            affinity_hits: c.affinity_hits,
-            snat_allocations: c.snat_allocations,
-            snat_quarantine_reuses: c.snat_quarantine_reuses,
-        };
-        counters.accumulate(&one);
-        gauges.live_flows += c.live_flows;
-        gauges.snat_in_use += c.snat_in_use;
+        let (c, g) = w.counters.split();
+        counters.accumulate(&c);
+        gauges.accumulate(&g);
     }
     CounterReport::new(&counters, gauges)
+}
+
+/// Rates between two reports of the same gateway (`portico stats`): per
+/// second, over the time between them.
+#[derive(Debug)]
+pub struct Rates<'a> {
+    pub before: &'a StatsReport,
+    pub after: &'a StatsReport,
+}
+
+impl fmt::Display for Rates<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dt_ms = self.after.uptime_ms.saturating_sub(self.before.uptime_ms);
+        if dt_ms == 0 || self.after.pid != self.before.pid {
+            return Ok(());
+        }
+        let per_s = |a: u64, b: u64| a.saturating_sub(b) as f64 * 1000.0 / dt_ms as f64;
+        let (a, b) = (&self.after.total, &self.before.total);
+        writeln!(
+            f,
+            "\nrates over the last {:.1} s (per second):",
+            dt_ms as f64 / 1000.0
+        )?;
+        writeln!(
+            f,
+            "  rx {:.1} pkt/s {:.1} B/s, tx {:.1} pkt/s {:.1} B/s, dropped {:.1}/s, new flows {:.1}/s",
+            per_s(a.rx_packets, b.rx_packets),
+            per_s(a.rx_bytes, b.rx_bytes),
+            per_s(a.tx_packets, b.tx_packets),
+            per_s(a.tx_bytes, b.tx_bytes),
+            per_s(a.dropped, b.dropped),
+            per_s(a.flows_created, b.flows_created)
+        )?;
+        for s in &self.after.services {
+            let Some(old) = self
+                .before
+                .services
+                .iter()
+                .find(|o| o.name == s.name && o.protocol == s.protocol)
+            else {
+                continue;
+            };
+            writeln!(
+                f,
+                "  {:<32} {:>10.1} pkt/s {:>12.1} B/s {:>8.1} flows/s",
+                format!("{} ({})", s.name, s.protocol),
+                per_s(s.packets, old.packets),
+                per_s(s.bytes, old.bytes),
+                per_s(s.flows_created, old.flows_created)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Answer one admin request: the stats report, a flow listing or a live
+/// simulation, as JSON.
+pub fn handle(
+    request: Request,
+    report: impl FnOnce() -> StatsReport,
+    live: &LiveAdmin,
+) -> Result<String, String> {
+    let json = |r: Result<String, serde_json::Error>| r.map_err(|e| e.to_string());
+    match request {
+        Request::Stats => json(serde_json::to_string(&report())),
+        Request::Flows(query) => json(serde_json::to_string(&live.flows(&query)?)),
+        Request::Simulate { flow } => json(serde_json::to_string(&live.simulate(&flow)?)),
+    }
 }
 
 /// Milliseconds as `1h02m03s`, `4.5s` or `12ms`.
@@ -448,20 +563,29 @@ impl fmt::Display for ServicesTable<'_> {
         }
         writeln!(
             f,
-            "{:<5} {:<28} {:>6} {:<20} {:>12} {:>14}",
-            "Prot", "Service / Listener", "Weight", "Condition", "Packets", "Bytes"
+            "{:<5} {:<28} {:>6} {:<20} {:>12} {:>14} {:>10} {:>8}",
+            "Prot",
+            "Service / Listener",
+            "Weight",
+            "Condition",
+            "Packets",
+            "Bytes",
+            "NewFlows",
+            "Active"
         )?;
         writeln!(f, "  -> Backend")?;
         for s in self.0 {
             writeln!(
                 f,
-                "{:<5} {:<28} {:>6} {:<20} {:>12} {:>14}",
+                "{:<5} {:<28} {:>6} {:<20} {:>12} {:>14} {:>10} {:>8}",
                 s.protocol.to_uppercase(),
                 s.name,
                 "",
                 "",
                 s.packets,
-                s.bytes
+                s.bytes,
+                s.flows_created,
+                s.flows_active
             )?;
             for l in &s.listeners {
                 writeln!(f, "      {:<28} ({})", l.address, l.kind)?;
@@ -469,8 +593,14 @@ impl fmt::Display for ServicesTable<'_> {
             for b in &s.backends {
                 writeln!(
                     f,
-                    "  -> {:<29} {:>6} {:<20} {:>12} {:>14}",
-                    b.address, b.weight, b.condition, b.packets, b.bytes
+                    "  -> {:<29} {:>6} {:<20} {:>12} {:>14} {:>10} {:>8}",
+                    b.address,
+                    b.weight,
+                    b.condition,
+                    b.packets,
+                    b.bytes,
+                    b.flows_created,
+                    b.flows_active
                 )?;
             }
         }
@@ -486,24 +616,28 @@ fn write_services(f: &mut fmt::Formatter<'_>, services: &[ServiceReport]) -> fmt
     writeln!(f, "\nservices:")?;
     writeln!(
         f,
-        "  {:<32} {:>12} {:>14}",
-        "service / backend", "packets", "bytes"
+        "  {:<32} {:>12} {:>14} {:>10} {:>8}",
+        "service / backend", "packets", "bytes", "new flows", "active"
     )?;
     for s in services {
         writeln!(
             f,
-            "  {:<32} {:>12} {:>14}",
+            "  {:<32} {:>12} {:>14} {:>10} {:>8}",
             format!("{} ({})", s.name, s.protocol),
             s.packets,
-            s.bytes
+            s.bytes,
+            s.flows_created,
+            s.flows_active
         )?;
         for b in &s.backends {
             writeln!(
                 f,
-                "    {:<30} {:>12} {:>14}",
+                "    {:<30} {:>12} {:>14} {:>10} {:>8}",
                 format!("{} {}", b.address, b.condition),
                 b.packets,
-                b.bytes
+                b.bytes,
+                b.flows_created,
+                b.flows_active
             )?;
         }
     }
@@ -618,6 +752,33 @@ impl fmt::Display for StatsReport {
             "  arp: learned {}, requests {}, gratuitous {}, held packets sent {}",
             t.arp_learned, t.arp_requests_sent, t.garp_sent, t.neighbour_held_sent
         )?;
+        let states: Vec<String> = t
+            .flows_by_state
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        if !states.is_empty() {
+            writeln!(f, "  by state: {}", states.join(", "))?;
+        }
+        for a in &self.snat {
+            writeln!(
+                f,
+                "  snat {}: ports in use {}, exhausted {}",
+                a.address, a.ports_in_use, a.exhausted
+            )?;
+        }
+        let cp = &self.control_plane;
+        if cp.build_ms.count > 0 {
+            writeln!(
+                f,
+                "  control plane: {} snapshot builds (mean {:.2} ms), {} changes live (mean {:.2} ms after the event)",
+                cp.build_ms.count,
+                cp.build_ms.sum_ms / cp.build_ms.count as f64,
+                cp.event_to_live_ms.count,
+                cp.event_to_live_ms.sum_ms / cp.event_to_live_ms.count.max(1) as f64
+            )?;
+        }
 
         writeln!(f, "\ndrops ({} total):", t.dropped)?;
         let mut any = false;
@@ -659,6 +820,7 @@ mod tests {
                 Gauges {
                     live_flows: flows,
                     snat_in_use: flows,
+                    flows_by_state: [0; dataplane::conntrack::FlowState::COUNT],
                 },
             ),
         }
@@ -751,6 +913,8 @@ mod tests {
                 protocol: "tcp".into(),
                 packets: 7,
                 bytes: 700,
+                flows_created: 2,
+                flows_active: 1,
                 listeners: vec![ListenerReport {
                     kind: "vip".into(),
                     address: "203.0.113.10:80".into(),
@@ -761,8 +925,12 @@ mod tests {
                     weight: 3,
                     packets: 7,
                     bytes: 700,
+                    flows_created: 2,
+                    flows_active: 1,
                 }],
             }],
+            snat: Vec::new(),
+            control_plane: ControlPlaneReport::default(),
         };
         let json = serde_json::to_string(&report).expect("serializes");
         let value: serde_json::Value = serde_json::from_str(&json).expect("json");

@@ -1,5 +1,12 @@
 //! The unix socket: a plain std thread accepting connections, and the client
-//! side `portico stats` uses.
+//! side `portico stats`, `services`, `flows` and `simulate --live` use.
+//!
+//! Per connection: the client writes one JSON [`Request`] line (and may
+//! shut down its write side); the server reads at most
+//! [`MAX_REQUEST_BYTES`], answers with one JSON document and a newline, and
+//! closes. An empty request, or none within half a second, is
+//! [`Request::Stats`]. Connections are served one at a time; every read and
+//! write is bounded by a timeout.
 //!
 //! The server owns its socket file: a stale file from a gateway that died is
 //! removed at start (a live one — something accepts connections on it — is
@@ -7,7 +14,9 @@
 //! when the server stops.
 
 use super::StatsReport;
-use std::io::{self, Read, Write};
+use super::protocol::{ErrorAnswer, Request};
+use serde::de::DeserializeOwned;
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -22,8 +31,17 @@ pub const DEFAULT_SOCKET: &str = "/run/portico/portico.sock";
 /// How long the accept loop sleeps when no client is waiting (also bounds
 /// how long stopping the server takes).
 const ACCEPT_IDLE_MS: u64 = 50;
-/// A client that does not read its report within this time is dropped.
-const CLIENT_TIMEOUT_MS: u64 = 2000;
+/// A client that does not send its request or read its answer within this
+/// time is dropped.
+pub const CLIENT_TIMEOUT_MS: u64 = 2000;
+/// How long the server waits for the first bytes of a request before it
+/// takes the connection as a stats request.
+const REQUEST_WAIT_MS: u64 = 500;
+/// Longest request line read.
+pub const MAX_REQUEST_BYTES: u64 = 64 * 1024;
+/// How long a client waits for an answer (flow listings of big tables take
+/// a while).
+const CLIENT_ANSWER_TIMEOUT_MS: u64 = 30_000;
 
 /// Why the admin socket could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +74,13 @@ pub enum ClientError {
         path: PathBuf,
         source: serde_json::Error,
     },
+    #[error("the gateway refused the request: {0}")]
+    Refused(String),
 }
+
+/// What the server does with one request: the JSON answer, or an error
+/// message sent as `{"error": …}`.
+pub type Handler = dyn Fn(Request) -> Result<String, String> + Send;
 
 /// The running admin endpoint; stops and removes its socket on drop.
 #[derive(Debug)]
@@ -67,10 +91,11 @@ pub struct AdminServer {
 }
 
 impl AdminServer {
-    /// Listen on `path` and answer every connection with `report()`.
+    /// Listen on `path` and answer every connection's request with
+    /// `handler`.
     pub fn start(
         path: &Path,
-        report: impl Fn() -> StatsReport + Send + 'static,
+        handler: impl Fn(Request) -> Result<String, String> + Send + 'static,
     ) -> Result<Self, AdminError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| AdminError::CreateDir {
@@ -97,7 +122,7 @@ impl AdminServer {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("portico-admin".into())
-                .spawn(move || serve(&listener, &stop, &report))
+                .spawn(move || serve(&listener, &stop, &handler))
                 .map_err(AdminError::Thread)?
         };
         Ok(AdminServer {
@@ -153,11 +178,11 @@ fn remove_stale(path: &Path) -> Result<(), AdminError> {
     })
 }
 
-fn serve(listener: &UnixListener, stop: &AtomicBool, report: &dyn Fn() -> StatsReport) {
+fn serve(listener: &UnixListener, stop: &AtomicBool, handler: &Handler) {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Err(e) = answer(stream, report) {
+                if let Err(e) = answer(stream, handler) {
                     tracing::debug!(error = %e, "admin client went away");
                 }
             }
@@ -173,17 +198,56 @@ fn serve(listener: &UnixListener, stop: &AtomicBool, report: &dyn Fn() -> StatsR
     }
 }
 
-fn answer(mut stream: UnixStream, report: &dyn Fn() -> StatsReport) -> io::Result<()> {
+fn answer(stream: UnixStream, handler: &Handler) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_write_timeout(Some(Duration::from_millis(CLIENT_TIMEOUT_MS)))?;
-    let mut body = serde_json::to_vec(&report()).map_err(io::Error::other)?;
+    let timeout = Some(Duration::from_millis(CLIENT_TIMEOUT_MS));
+    stream.set_read_timeout(timeout)?;
+    stream.set_write_timeout(timeout)?;
+    // A client that says nothing within REQUEST_WAIT_MS (an old client, or
+    // `socat - UNIX:…`) asks for the stats.
+    stream.set_read_timeout(Some(Duration::from_millis(REQUEST_WAIT_MS)))?;
+    let mut line = String::new();
+    match BufReader::new(&stream)
+        .take(MAX_REQUEST_BYTES)
+        .read_line(&mut line)
+    {
+        Ok(_) => {}
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            if !line.is_empty() {
+                return Err(e);
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    let result = if line.trim().is_empty() {
+        handler(Request::Stats)
+    } else {
+        match serde_json::from_str::<Request>(line.trim()) {
+            Ok(request) => handler(request),
+            Err(e) => Err(format!("bad request: {e}")),
+        }
+    };
+    let mut body = match result {
+        Ok(body) => body.into_bytes(),
+        Err(error) => serde_json::to_vec(&ErrorAnswer { error }).map_err(io::Error::other)?,
+    };
     body.push(b'\n');
+    let mut stream = stream;
     stream.write_all(&body)?;
     stream.flush()
 }
 
-/// Fetch the raw JSON report from the gateway listening on `path`.
-pub fn fetch(path: &Path) -> Result<(String, StatsReport), ClientError> {
+/// Send `request` to the gateway listening on `path`; the raw JSON answer
+/// and its parsed form.
+pub fn ask<T: DeserializeOwned>(
+    path: &Path,
+    request: &Request,
+) -> Result<(String, T), ClientError> {
     let mut stream = UnixStream::connect(path).map_err(|source| match source.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => ClientError::NotRunning {
             path: path.to_path_buf(),
@@ -201,15 +265,33 @@ pub fn fetch(path: &Path) -> Result<(String, StatsReport), ClientError> {
         source,
     };
     stream
-        .set_read_timeout(Some(Duration::from_millis(CLIENT_TIMEOUT_MS * 2)))
+        .set_read_timeout(Some(Duration::from_millis(CLIENT_ANSWER_TIMEOUT_MS)))
         .map_err(io_err)?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).map_err(io_err)?;
-    let report = serde_json::from_str(&raw).map_err(|source| ClientError::BadReport {
+    stream
+        .set_write_timeout(Some(Duration::from_millis(CLIENT_TIMEOUT_MS)))
+        .map_err(io_err)?;
+    let mut line = serde_json::to_string(request).map_err(|source| ClientError::BadReport {
         path: path.to_path_buf(),
         source,
     })?;
-    Ok((raw, report))
+    line.push('\n');
+    stream.write_all(line.as_bytes()).map_err(io_err)?;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).map_err(io_err)?;
+    if let Ok(ErrorAnswer { error }) = serde_json::from_str::<ErrorAnswer>(&raw) {
+        return Err(ClientError::Refused(error));
+    }
+    let parsed = serde_json::from_str(&raw).map_err(|source| ClientError::BadReport {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok((raw, parsed))
+}
+
+/// Fetch the raw JSON report from the gateway listening on `path`.
+pub fn fetch(path: &Path) -> Result<(String, StatsReport), ClientError> {
+    ask(path, &Request::Stats)
 }
 
 #[cfg(test)]
@@ -238,6 +320,8 @@ mod tests {
             workers: Vec::new(),
             ports: Vec::new(),
             services: Vec::new(),
+            snat: Vec::new(),
+            control_plane: Default::default(),
         }
     }
 
@@ -247,8 +331,12 @@ mod tests {
         let generation = Arc::new(AtomicU64::new(1));
         let server = {
             let generation = Arc::clone(&generation);
-            AdminServer::start(&path, move || {
-                report(generation.fetch_add(1, Ordering::Relaxed))
+            AdminServer::start(&path, move |request| match request {
+                Request::Stats => {
+                    serde_json::to_string(&report(generation.fetch_add(1, Ordering::Relaxed)))
+                        .map_err(|e| e.to_string())
+                }
+                other => Err(format!("not here: {other:?}")),
             })
             .expect("starts")
         };
@@ -257,9 +345,35 @@ mod tests {
         let (_, second) = fetch(&path).expect("second report");
         assert_eq!(first.snapshot.generation, 1);
         assert_eq!(second.snapshot.generation, 2, "built per connection");
+        // A client that sends nothing still gets the counters.
+        let mut raw = String::new();
+        UnixStream::connect(&path)
+            .expect("connects")
+            .read_to_string(&mut raw)
+            .expect("reads");
+        let third: StatsReport = serde_json::from_str(&raw).expect("stats");
+        assert_eq!(third.snapshot.generation, 3);
+        // Requests the handler refuses, and garbage, come back as one-line
+        // errors.
+        let refused = ask::<StatsReport>(
+            &path,
+            &Request::Simulate {
+                flow: "tcp 1.2.3.4:5 -> 5.6.7.8:80".into(),
+            },
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&refused, ClientError::Refused(m) if m.starts_with("not here")),
+            "{refused}"
+        );
+        let mut s = UnixStream::connect(&path).expect("connects");
+        s.write_all(b"{not json\n").expect("writes");
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).expect("reads");
+        assert!(raw.starts_with("{\"error\":\"bad request"), "{raw}");
         assert!(
             matches!(
-                AdminServer::start(&path, || report(0)),
+                AdminServer::start(&path, |_| Ok(String::new())),
                 Err(AdminError::InUse { .. })
             ),
             "a live socket is not taken over"
@@ -280,14 +394,17 @@ mod tests {
             matches!(fetch(&path), Err(ClientError::NotRunning { .. })),
             "nobody listens on a stale socket"
         );
-        let server = AdminServer::start(&path, || report(7)).expect("replaces stale socket");
+        let server = AdminServer::start(&path, |_| {
+            serde_json::to_string(&report(7)).map_err(|e| e.to_string())
+        })
+        .expect("replaces stale socket");
         assert_eq!(fetch(&path).expect("report").1.snapshot.generation, 7);
         drop(server);
         assert!(!path.exists());
 
         std::fs::write(&path, b"not a socket").expect("regular file");
         assert!(matches!(
-            AdminServer::start(&path, || report(0)),
+            AdminServer::start(&path, |_| Ok(String::new())),
             Err(AdminError::NotASocket { .. })
         ));
         assert!(path.exists(), "a regular file is never removed");

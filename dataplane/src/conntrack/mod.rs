@@ -259,6 +259,9 @@ pub struct Flow {
     pub client_mac: [u8; 6],
     /// Port the client's packets arrived on.
     pub client_port: u8,
+    /// When the flow was inserted, in whole seconds of the dataplane clock
+    /// (saturating; for listings, `portico flows`).
+    pub created_s: u32,
     state: FlowState,
     flags: u8,
 }
@@ -280,6 +283,7 @@ const FREE_FLOW: Flow = Flow {
     expires_ms: 0,
     client_mac: [0; 6],
     client_port: 0,
+    created_s: 0,
     state: FlowState::Tcp(TcpState::Close),
     flags: 0,
 };
@@ -650,6 +654,7 @@ impl Conntrack {
             expires_ms: now_ms.saturating_add(self.timeouts.for_state(state, false)),
             client_mac: init.client_mac,
             client_port: init.client_port,
+            created_s: u32::try_from(now_ms / 1000).unwrap_or(u32::MAX),
             state,
             flags,
         };
@@ -846,6 +851,24 @@ impl Conntrack {
             .enumerate()
             .filter(|(_, f)| f.is_live())
             .map(|(i, f)| (FlowId(i as u32), f))
+    }
+
+    /// Live flows among the `count` slots from slot `start` (clamped to
+    /// the table), in slot order: bounded work for listings that walk the
+    /// table a chunk at a time.
+    pub fn live_in(
+        &self,
+        start: usize,
+        count: usize,
+    ) -> impl Iterator<Item = (FlowId, &Flow)> + '_ {
+        let end = start.saturating_add(count).min(self.slab.len());
+        self.slab
+            .get(start.min(end)..end)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.is_live())
+            .map(move |(i, f)| (FlowId((start + i) as u32), f))
     }
 
     /// Bytes allocated by the table: slab + free list + index.

@@ -61,6 +61,7 @@
 
 mod quarantine;
 
+use crate::counters::SnatAddrStats;
 use crate::flow::{FlowKey, Proto};
 use quarantine::Quarantine;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -311,6 +312,8 @@ pub struct SnatAllocator {
     /// only; see [`SnatAllocator::alloc_hashed`]).
     crowded: bool,
     stats: SnatStats,
+    /// In-use and exhaustion per SNAT address, in `addrs` order.
+    per_addr: Box<[SnatAddrStats]>,
 }
 
 impl SnatAllocator {
@@ -375,6 +378,15 @@ impl SnatAllocator {
             now_ms: 0,
             crowded: false,
             stats: SnatStats::default(),
+            per_addr: config
+                .addrs
+                .iter()
+                .map(|&addr| SnatAddrStats {
+                    addr,
+                    in_use: 0,
+                    exhausted: 0,
+                })
+                .collect(),
         })
     }
 
@@ -419,7 +431,14 @@ impl SnatAllocator {
         };
         let mut oldest: Option<Candidate> = None;
         let addrs = self.addrs.len();
+        // Addresses (by index, the first 64) whose window had no free tuple.
+        let mut passed: u64 = 0;
         for attempt in 0..rounds as usize * addrs {
+            if attempt > 0 {
+                passed |= 1u64
+                    .checked_shl(((attempt - 1) % addrs) as u32)
+                    .unwrap_or(0);
+            }
             let addr = self.addrs[attempt % addrs];
             let start = self.rng.below(self.slice_len);
             let mut i = 0;
@@ -455,6 +474,7 @@ impl SnatAllocator {
                     }
                     self.crowded = i > window || j > 0;
                     if !quarantines {
+                        self.count_exhausted(passed);
                         return Ok(self.hand_out(addr, port, false));
                     }
                     match self.quarantine.find_hashed(&key, hash) {
@@ -472,13 +492,19 @@ impl SnatAllocator {
                         }
                         Some(expired) => {
                             self.quarantine.remove_slot(expired.slot);
+                            self.count_exhausted(passed);
                             return Ok(self.hand_out(addr, port, false));
                         }
-                        None => return Ok(self.hand_out(addr, port, false)),
+                        None => {
+                            self.count_exhausted(passed);
+                            return Ok(self.hand_out(addr, port, false));
+                        }
                     }
                 }
             }
         }
+        // Every address was tried without a fresh tuple.
+        self.count_exhausted(u64::MAX);
         match oldest {
             Some(c) => {
                 // The quarantine was not mutated since `c.slot` was found.
@@ -493,10 +519,26 @@ impl SnatAllocator {
         }
     }
 
+    /// Count an exhaustion on every address whose bit is set in `passed`.
+    #[inline]
+    fn count_exhausted(&mut self, passed: u64) {
+        if passed == 0 {
+            return;
+        }
+        for (i, a) in self.per_addr.iter_mut().enumerate().take(64) {
+            if passed & (1 << i) != 0 {
+                a.exhausted += 1;
+            }
+        }
+    }
+
     #[inline]
     fn hand_out(&mut self, addr: Ipv4Addr, port: u16, reused_in_quarantine: bool) -> SnatTuple {
         self.stats.allocations += 1;
         self.stats.in_use += 1;
+        if let Some(a) = self.per_addr.iter_mut().find(|a| a.addr == addr) {
+            a.in_use += 1;
+        }
         SnatTuple {
             addr,
             port,
@@ -513,6 +555,13 @@ impl SnatAllocator {
             return;
         }
         self.stats.in_use = self.stats.in_use.saturating_sub(1);
+        if let Some(a) = self
+            .per_addr
+            .iter_mut()
+            .find(|a| a.addr == reply_key.dst_ip)
+        {
+            a.in_use = a.in_use.saturating_sub(1);
+        }
         if reply_key.proto == Proto::Tcp
             && self.quarantine_ms > 0
             && self.quarantine.push(*reply_key, now_ms)
@@ -550,6 +599,15 @@ impl SnatAllocator {
             quarantined: self.quarantine.live() as u64,
             ..self.stats
         }
+    }
+
+    /// In-use tuples and exhausted allocations per SNAT address, in
+    /// configuration order. An allocation that moved on from an address
+    /// (its probe window had no fresh tuple) counts an exhaustion on it,
+    /// once per allocation (the first 64 addresses are told apart); a
+    /// failed or quarantine-reusing allocation counts one on every address.
+    pub fn addr_stats(&self) -> &[SnatAddrStats] {
+        &self.per_addr
     }
 
     /// This worker's port slice.

@@ -731,3 +731,41 @@ fn alloc_hashed_matches_alloc_and_prefetches_what_it_checks() {
     );
     assert_eq!(plain.stats(), hashed.stats());
 }
+
+#[test]
+fn per_address_stats_count_use_and_exhaustion() {
+    // 8 ports: the first address fills up, then the second takes over.
+    let cfg = SnatConfig {
+        quarantine_ms: 0,
+        ..config(&[SNAT_A, SNAT_B], 2000..=2007)
+    };
+    let mut snat = allocator(&cfg);
+    let mut live = Live::default();
+    let b = backend(10, 8080);
+    let mut keys = Vec::new();
+    for _ in 0..8 {
+        keys.push(must(live.alloc(&mut snat, Proto::Udp, b, 1)).1);
+    }
+    let stats = |s: &SnatAllocator| {
+        s.addr_stats()
+            .iter()
+            .map(|a| (a.addr, a.in_use, a.exhausted))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(stats(&snat), [(SNAT_A, 8, 0), (SNAT_B, 0, 0)]);
+    let (t, key) = must(live.alloc(&mut snat, Proto::Udp, b, 2));
+    assert_eq!(t.addr, SNAT_B);
+    assert_eq!(stats(&snat), [(SNAT_A, 8, 1), (SNAT_B, 1, 0)]);
+    for k in keys.iter().chain([&key]) {
+        live.release(&mut snat, k, 3);
+    }
+    assert_eq!(stats(&snat), [(SNAT_A, 0, 1), (SNAT_B, 0, 0)]);
+    // Both full: a failed allocation counts on every address.
+    let one = config(&[SNAT_A, SNAT_B], 2000..=2000);
+    let mut snat = allocator(&one);
+    let mut live = Live::default();
+    must(live.alloc(&mut snat, Proto::Udp, b, 1));
+    must(live.alloc(&mut snat, Proto::Udp, b, 1));
+    assert!(live.alloc(&mut snat, Proto::Udp, b, 1).is_err());
+    assert_eq!(stats(&snat), [(SNAT_A, 1, 2), (SNAT_B, 1, 1)]);
+}

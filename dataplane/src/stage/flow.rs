@@ -34,7 +34,7 @@
 use super::{FlowSlot, L2Next, MAX_BATCH, NatPlan};
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe};
-use crate::counters::{Counters, DropReason};
+use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId, tcp_flags};
@@ -50,6 +50,8 @@ pub struct FlowCtx<'a> {
     pub snat: &'a mut SnatAllocator,
     pub affinity: &'a mut AffinityTable,
     pub counters: &'a mut Counters,
+    /// Per-service/backend flow counts (new and active flows).
+    pub services: &'a mut ServiceCounters,
     pub now_ms: u64,
 }
 
@@ -62,8 +64,10 @@ impl FlowCtx<'_> {
         }
     }
 
-    /// Give back the SNAT tuple of a flow that left the table.
+    /// Give back the SNAT tuple of a flow that left the table, and count
+    /// it out of its service's and backend's active flows.
     fn release_tuple(&mut self, flow: &Flow) {
+        self.services.flow_closed(flow.service, flow.backend);
         if flow.snat() {
             self.snat.release(flow.reply(), self.now_ms);
         }
@@ -433,6 +437,7 @@ fn create<F: Frame>(
                 ctx.release_tuple(&victim);
             }
             ctx.counters.flows_created += 1;
+            ctx.services.flow_opened(service.id, backend.id);
             if let Some(timeout_ms) = service.affinity_timeout_ms {
                 if pinned.is_some() {
                     ctx.counters.affinity_hits += 1;

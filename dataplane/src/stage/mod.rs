@@ -330,6 +330,7 @@ impl Pipeline {
             snat: &mut self.snat,
             affinity: &mut self.affinity,
             counters: &mut self.counters,
+            services: &mut self.services,
             now_ms,
         };
         flow::run(&mut ctx, snap, frames, metas, flows);
@@ -357,8 +358,10 @@ impl Pipeline {
     /// quarantine entries.
     pub fn housekeeping(&mut self, now_ms: u64) {
         let snat = &mut self.snat;
+        let services = &mut self.services;
         let max_scan = self.expiry_scan_per_poll;
         let expired = self.ct.expire(now_ms, max_scan, |flow| {
+            services.flow_closed(flow.service, flow.backend);
             if flow.snat() {
                 snat.release(flow.reply(), now_ms);
             }

@@ -1,0 +1,238 @@
+//! The admin requests that read the workers' own tables: `portico flows`
+//! (conntrack listing) and `portico simulate --live`.
+//!
+//! Both go through each worker's [`dataplane::inspect`] mailbox, which the
+//! worker serves once per poll loop (never per packet, no locks or atomics
+//! on the packet path). The mutexes here are the admin thread's own (the
+//! client ends), never touched by a worker.
+//!
+//! Invariants:
+//! * a listing walks the workers one after the other, each in chunks of at
+//!   most `min(DEFAULT_CHUNK_FLOWS, flows still wanted)` entries, and stops
+//!   as soon as `limit` entries were collected, so `--limit` bounds the work
+//!   of both the workers and the admin thread;
+//! * names are resolved against the snapshot in force when the request
+//!   arrives: `--service` by name (an unknown name is an error, not an empty
+//!   list), rows name the service and backend their ids have in it;
+//! * `simulate --live` runs [`simulate_in`] on the live snapshot after
+//!   asking the owning worker for the tracked flow with the packet's key and
+//!   for the client's affinity pin.
+
+use super::protocol::{FlowRow, FlowsQuery, FlowsReport};
+use crate::simulate::{FlowSpec, Outcome, SimContext, simulate_in};
+use dataplane::conntrack::Dir;
+use dataplane::inspect::{
+    Answer, DEFAULT_CHUNK_FLOWS, FlowEntry, FlowFilter, InspectClient, InspectError, Query,
+};
+use dataplane::snapshot::{Publisher, Snapshot};
+use serde::Serialize;
+use std::fmt;
+use std::net::SocketAddrV4;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long the admin thread waits for one worker's answer.
+const WORKER_ANSWER_TIMEOUT_MS: u64 = 2_000;
+
+/// The live state the admin thread reads: the snapshot publisher, the
+/// workers' mailboxes (index = worker id), the simulation settings.
+#[derive(Debug)]
+pub struct LiveAdmin {
+    publisher: Publisher,
+    workers: Vec<Arc<Mutex<InspectClient>>>,
+    sim: SimContext,
+}
+
+/// `simulate --live`'s answer: the simulation of a new connection, and
+/// what the owning worker tracks for that tuple now.
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveOutcome {
+    /// Generation of the snapshot simulated against.
+    pub generation: u64,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// The tracked flow with this tuple, if any (a connection that exists
+    /// keeps its backend whatever a new one would get).
+    pub existing: Option<FlowRow>,
+    /// The backend the client is pinned to by ClientIP affinity, if any.
+    pub affinity_pin: Option<String>,
+    /// The owning worker's SNAT port slice: a new connection's SNAT port is
+    /// drawn at random from it.
+    pub snat_port_slice: Option<String>,
+    /// The human-readable rendering (what `portico simulate --live` prints).
+    pub text: String,
+}
+
+fn inspect_error(e: InspectError) -> String {
+    e.to_string()
+}
+
+/// A listing or lookup row, named against `snap`.
+pub fn flow_row(snap: &Snapshot, e: &FlowEntry) -> FlowRow {
+    let endpoint = |ip, port| SocketAddrV4::new(ip, port).to_string();
+    FlowRow {
+        worker: e.worker,
+        protocol: e.orig.proto.name().to_owned(),
+        state: e.state.name().to_owned(),
+        orig_src: endpoint(e.orig.src_ip, e.orig.src_port),
+        orig_dst: endpoint(e.orig.dst_ip, e.orig.dst_port),
+        reply_src: endpoint(e.reply.src_ip, e.reply.src_port),
+        reply_dst: endpoint(e.reply.dst_ip, e.reply.dst_port),
+        service: snap
+            .service(e.service)
+            .map(|s| s.name.to_string())
+            .unwrap_or_default(),
+        backend: endpoint(e.reply.src_ip, e.reply.src_port),
+        age_s: e.age_s,
+        expires_in_s: e.expires_in_ms.div_ceil(1000),
+        replied: e.replied,
+        snat: e.snat,
+    }
+}
+
+impl LiveAdmin {
+    pub fn new(
+        publisher: Publisher,
+        workers: Vec<Arc<Mutex<InspectClient>>>,
+        sim: SimContext,
+    ) -> Self {
+        LiveAdmin {
+            publisher,
+            workers,
+            sim,
+        }
+    }
+
+    fn ask(&self, worker: usize, query: Query) -> Result<Answer, String> {
+        let client = self
+            .workers
+            .get(worker)
+            .ok_or_else(|| format!("no worker {worker}"))?;
+        let mut client = client.lock().unwrap_or_else(|e| e.into_inner());
+        client
+            .ask(query, Duration::from_millis(WORKER_ANSWER_TIMEOUT_MS))
+            .map_err(inspect_error)
+    }
+
+    /// `portico flows`: see the module docs.
+    pub fn flows(&self, query: &FlowsQuery) -> Result<FlowsReport, String> {
+        let snap = self.publisher.current();
+        let service = match &query.service {
+            None => None,
+            Some(name) => Some(
+                snap.services
+                    .iter()
+                    .flatten()
+                    .find(|s| &*s.name == name.as_str())
+                    .map(|s| s.id)
+                    .ok_or_else(|| format!("no service named {name:?}"))?,
+            ),
+        };
+        let backend = match &query.backend {
+            None => None,
+            Some(b) => Some(b.parse::<SocketAddrV4>().map_err(|_| {
+                format!("backend {b:?} is not an IPv4 address:port (like 10.1.0.10:8080)")
+            })?),
+        };
+        let filter = FlowFilter { service, backend };
+        let limit = query.limit;
+        let mut report = FlowsReport {
+            generation: snap.generation,
+            ..FlowsReport::default()
+        };
+        'workers: for worker in 0..self.workers.len() {
+            let mut cursor = Some(0);
+            while let Some(c) = cursor {
+                let wanted = limit.saturating_sub(report.flows.len());
+                if wanted == 0 {
+                    report.truncated = true;
+                    break 'workers;
+                }
+                let answer = self.ask(
+                    worker,
+                    Query::Flows {
+                        cursor: c,
+                        filter,
+                        buf: Vec::with_capacity(wanted.clamp(1, DEFAULT_CHUNK_FLOWS)),
+                    },
+                )?;
+                let Answer::Flows { buf, next_cursor } = answer else {
+                    return Err(format!("worker {worker} answered another question"));
+                };
+                report.flows.extend(buf.iter().map(|e| flow_row(&snap, e)));
+                cursor = next_cursor;
+            }
+        }
+        Ok(report)
+    }
+
+    /// `portico simulate --live FLOW`.
+    pub fn simulate(&self, flow: &str) -> Result<LiveOutcome, String> {
+        let spec: FlowSpec = flow.parse().map_err(|e| format!("{e}"))?;
+        let snap = self.publisher.current();
+        let key = spec.key();
+        let worker = self.sim.owner(&snap, &key);
+        let affinity_service = snap
+            .listener(key.proto, key.dst_ip, key.dst_port)
+            .and_then(|l| snap.service(l.service))
+            .filter(|s| s.affinity_timeout_ms.is_some())
+            .map(|s| (s.id, key.src_ip));
+        let answer = self.ask(
+            worker as usize,
+            Query::Lookup {
+                key,
+                affinity: affinity_service,
+            },
+        )?;
+        let Answer::Lookup { flow, affinity } = answer else {
+            return Err(format!("worker {worker} answered another question"));
+        };
+        let outcome = simulate_in(&self.sim, &snap, &spec, affinity).map_err(|e| e.to_string())?;
+        // Only a flow whose original key this is describes this connection
+        // (a reply-key hit means the tuple is some flow's backend side).
+        let existing = flow
+            .filter(|(_, dir)| *dir == Dir::Original)
+            .map(|(e, _)| flow_row(&snap, &e));
+        let mut live = LiveOutcome {
+            generation: snap.generation,
+            outcome,
+            existing,
+            affinity_pin: affinity
+                .and_then(|id| snap.backend(id))
+                .map(|b| b.addr.to_string()),
+            snat_port_slice: self
+                .sim
+                .snat_slice(worker)
+                .map(|r| format!("{}-{}", r.start(), r.end())),
+            text: String::new(),
+        };
+        live.text = live.to_string();
+        Ok(live)
+    }
+}
+
+impl fmt::Display for LiveOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.outcome)?;
+        if let Some(pin) = &self.affinity_pin {
+            writeln!(f, "pinned     {pin} (live ClientIP affinity entry)")?;
+        }
+        if self.outcome.snat.is_some()
+            && let Some(slice) = &self.snat_port_slice
+        {
+            writeln!(
+                f,
+                "           (live, the SNAT port is drawn at random from worker {}'s slice {slice})",
+                self.outcome.worker
+            )?;
+        }
+        match &self.existing {
+            Some(row) => writeln!(f, "existing   {row}")?,
+            None => writeln!(
+                f,
+                "existing   none: a packet with this tuple starts a new connection"
+            )?,
+        }
+        writeln!(f, "snapshot   generation {} (live)", self.generation)
+    }
+}
