@@ -56,9 +56,9 @@ pub struct Row {
     pub vs_nftables: Option<Spread>,
     /// Portico: the process's CPU; kernel: machine system+irq+softirq.
     pub gateway_us_per_unit: Option<Spread>,
-    /// Machine-wide busy CPU per unit.
-    pub machine_us_per_unit: Option<Spread>,
-    pub machine_vs_iptables: Option<Spread>,
+    /// The whole rig's CPU per unit ([`super::run::CpuUse::rig_s`]).
+    pub rig_us_per_unit: Option<Spread>,
+    pub rig_vs_iptables: Option<Spread>,
     pub syn_retransmits: Spread,
     pub paws_rejects: Spread,
     pub errors: Spread,
@@ -82,8 +82,8 @@ pub fn gateway_us(s: &Sample) -> f64 {
     per_unit(cpu, s.units)
 }
 
-pub fn machine_us(s: &Sample) -> f64 {
-    per_unit(s.cpu.machine_busy_s, s.units)
+pub fn rig_us(s: &Sample) -> f64 {
+    per_unit(s.cpu.rig_s(), s.units)
 }
 
 fn ratios(
@@ -124,8 +124,8 @@ pub fn rows(report: &Report) -> Vec<Row> {
                 vs_iptables: ratios(&samples, all, Datapath::Iptables, |s| s.value),
                 vs_nftables: ratios(&samples, all, Datapath::Nftables, |s| s.value),
                 gateway_us_per_unit: f(gateway_us),
-                machine_us_per_unit: f(machine_us),
-                machine_vs_iptables: ratios(&samples, all, Datapath::Iptables, machine_us),
+                rig_us_per_unit: f(rig_us),
+                rig_vs_iptables: ratios(&samples, all, Datapath::Iptables, rig_us),
                 syn_retransmits: f(|s| s.syn_retransmits as f64)?,
                 paws_rejects: f(|s| s.paws_rejects as f64)?,
                 errors: f(|s| s.errors as f64)?,
@@ -228,7 +228,7 @@ pub fn markdown(report: &Report) -> String {
         };
         let _ = write!(
             out,
-            "| services | datapath | {unit} | × iptables | × nftables | gateway CPU µs/{per} | machine CPU µs/{per} | machine CPU × iptables | {errors} |",
+            "| services | datapath | {unit} | × iptables | × nftables | gateway CPU µs/{per} | rig CPU µs/{per} | rig CPU × iptables | {errors} |",
             unit = load.unit(),
             per = load.per()
         );
@@ -257,8 +257,8 @@ pub fn markdown(report: &Report) -> String {
                 own(Datapath::Iptables, r.vs_iptables.as_ref()),
                 own(Datapath::Nftables, r.vs_nftables.as_ref()),
                 opt_text(r.gateway_us_per_unit.as_ref()),
-                opt_text(r.machine_us_per_unit.as_ref()),
-                own(Datapath::Iptables, r.machine_vs_iptables.as_ref()),
+                opt_text(r.rig_us_per_unit.as_ref()),
+                own(Datapath::Iptables, r.rig_vs_iptables.as_ref()),
                 spread_text(&r.errors),
             );
             if tcp_state {
@@ -297,15 +297,16 @@ pub fn markdown(report: &Report) -> String {
             );
         }
     }
-    if let (Some(busy), Some(kernel)) = (
+    if let (Some(busy), Some(kernel), Some(softirq)) = (
         spread(report.baseline_busy_per_s.iter().copied()),
         spread(report.baseline_kernel_per_s.iter().copied()),
+        spread(report.baseline_softirq_per_s.iter().copied()),
     ) {
         let _ = writeln!(
             out,
-            "\nIdle baseline subtracted (machine, per second of load, median over runs): \
-             busy {:.3} CPU-s, system+irq+softirq {:.3} CPU-s. Whole comparison: {:.0} s.",
-            busy.median, kernel.median, report.elapsed_s
+            "\nIdle baseline (machine, CPU-s per s, median over runs, subtracted from the machine \
+             figures): busy {:.2}, system+irq+softirq {:.2}, irq+softirq {:.3}. Whole comparison: {:.0} s.",
+            busy.median, kernel.median, softirq.median, report.elapsed_s
         );
     }
     for f in &report.failures {
@@ -339,9 +340,11 @@ mod tests {
             units: value * 2.0,
             cpu: CpuUse {
                 wall_s: 2.0,
-                machine_busy_s: busy_s,
-                machine_kernel_s: busy_s / 2.0,
                 gateway_s: (!datapath.is_kernel()).then_some(busy_s / 4.0),
+                ours_s: busy_s * 0.75,
+                softirq_s: busy_s * 0.25,
+                machine_kernel_s: busy_s / 2.0,
+                machine_busy_s: busy_s * 1.5,
             },
             syn_retransmits: run as u64,
             paws_rejects: 0,
@@ -381,7 +384,7 @@ mod tests {
         let r = portico.vs_nftables.unwrap();
         assert_eq!((r.median, r.n), (0.5, 1));
         // CPU per unit: 1 s over 400 connections = 2500 µs; 1 s / 4000.
-        let m = portico.machine_us_per_unit.unwrap();
+        let m = portico.rig_us_per_unit.unwrap();
         assert_eq!((m.min, m.max), (250.0, 2500.0));
         // The gateway's own CPU for Portico, system time for the kernel.
         assert_eq!(portico.gateway_us_per_unit.unwrap().max, 625.0);

@@ -237,21 +237,39 @@ pub struct CompareConfig {
     pub iptables_restore: String,
 }
 
-/// CPU used during one load, baseline subtracted (never below zero).
+/// CPU used during one load, machine figures baseline-subtracted (never
+/// below zero).
 ///
-/// * `machine_busy_s`: machine-wide user + nice + system + irq + softirq
-///   (all of it: load generators, servers, gateway, kernel datapath);
-/// * `machine_kernel_s`: machine-wide system + irq + softirq — where the
-///   kernel datapath's NAT work is counted, but also the generators' and
-///   servers' own system time;
 /// * `gateway_s`: the Portico process's utime + stime (it polls, so its
-///   idle spinning counts too); `None` for the kernel datapaths.
+///   idle spinning counts too); `None` for the kernel datapaths;
+/// * `ours_s`: utime + stime of every process of the comparison: those
+///   living in its namespaces (gateway, nginx, iperf3 server, sinks) and the
+///   finished load generators (wrk, iperf3, pktgen: reaped children of this
+///   process). Exact whatever else the machine runs; the kernel datapath's
+///   forwarding and NAT, done in softirq on the sender's CPU, lands here as
+///   the generators' system time unless the kernel accounts irq time apart;
+/// * `softirq_s`: machine-wide irq + softirq (that separately accounted
+///   part);
+/// * `machine_kernel_s`: machine-wide system + irq + softirq — where the
+///   kernel datapath's work is counted, but also every other process's
+///   system time (other builds on a shared machine);
+/// * `machine_busy_s`: machine-wide user + nice + system + irq + softirq.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct CpuUse {
     pub wall_s: f64,
-    pub machine_busy_s: f64,
-    pub machine_kernel_s: f64,
     pub gateway_s: Option<f64>,
+    pub ours_s: f64,
+    pub softirq_s: f64,
+    pub machine_kernel_s: f64,
+    pub machine_busy_s: f64,
+}
+
+impl CpuUse {
+    /// The whole rig's CPU for the load: its processes plus the
+    /// separately accounted irq/softirq time.
+    pub fn rig_s(&self) -> f64 {
+        self.ours_s + self.softirq_s
+    }
 }
 
 /// One load through one datapath in one run.
@@ -304,11 +322,19 @@ pub struct Report {
     /// Idle baseline per run: machine busy and kernel CPU seconds per second.
     pub baseline_busy_per_s: Vec<f64>,
     pub baseline_kernel_per_s: Vec<f64>,
+    pub baseline_softirq_per_s: Vec<f64>,
     pub elapsed_s: f64,
 }
 
-/// Machine-wide CPU ticks: (busy, kernel) — see [`CpuUse`].
-fn proc_stat_ticks() -> io::Result<(u64, u64)> {
+/// Machine-wide CPU ticks — see [`CpuUse`].
+#[derive(Clone, Copy, Debug, Default)]
+struct MachineTicks {
+    busy: u64,
+    kernel: u64,
+    softirq: u64,
+}
+
+fn proc_stat_ticks() -> io::Result<MachineTicks> {
     let text = std::fs::read_to_string("/proc/stat")?;
     let line = text
         .lines()
@@ -321,8 +347,50 @@ fn proc_stat_ticks() -> io::Result<(u64, u64)> {
         .collect();
     let at = |i: usize| v.get(i).copied().unwrap_or(0);
     // user nice system idle iowait irq softirq steal
-    let kernel = at(2) + at(5) + at(6);
-    Ok((at(0) + at(1) + kernel, kernel))
+    let softirq = at(5) + at(6);
+    let kernel = at(2) + softirq;
+    Ok(MachineTicks {
+        busy: at(0) + at(1) + kernel,
+        kernel,
+        softirq,
+    })
+}
+
+/// Fields 14.. of `/proc/PID/stat` (utime, stime, cutime, cstime), or
+/// `None` when the process is gone.
+fn pid_cpu_fields(pid: &str) -> Option<[u64; 4]> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces: split after ')'.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11) // fields 3..=13
+        .take(4)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    Some([*f.first()?, *f.get(1)?, *f.get(2)?, *f.get(3)?])
+}
+
+/// CPU ticks of the comparison's own processes: per PID in its namespaces
+/// (utime + stime + their reaped children's), and this process's reaped
+/// children (cutime + cstime).
+#[derive(Clone, Debug, Default)]
+struct OurTicks {
+    per_pid: std::collections::HashMap<String, u64>,
+    reaped_children: u64,
+}
+
+impl OurTicks {
+    /// Ticks between `self` (before) and `after`; a process that started
+    /// in between counts whole.
+    fn delta(&self, after: &OurTicks) -> u64 {
+        let live: u64 = after
+            .per_pid
+            .iter()
+            .map(|(pid, &t)| t.saturating_sub(self.per_pid.get(pid).copied().unwrap_or(0)))
+            .sum();
+        live + after.reaped_children.saturating_sub(self.reaped_children)
+    }
 }
 
 /// A TcpExt counter table (`/proc/net/netstat` read inside a namespace):
@@ -413,6 +481,7 @@ struct Rig<'a> {
     mode: Mode,
     baseline_busy_per_s: f64,
     baseline_kernel_per_s: f64,
+    baseline_softirq_per_s: f64,
 }
 
 /// The figures of one load before the CPU is attached.
@@ -561,29 +630,62 @@ impl Rig<'_> {
         Ok(addr)
     }
 
-    /// Run `f` and measure the CPU it took (baseline subtracted).
+    fn namespaces(&self) -> Vec<&Netns> {
+        let t = self.topology;
+        let mut all = vec![&t.client, &t.gateway, &t.lan];
+        all.extend(t.backends.iter().map(|b| &b.ns));
+        all
+    }
+
+    /// The PIDs in the namespaces are listed first (those `ip` processes
+    /// are reaped before this process's children's ticks are read, so they
+    /// do not count).
+    fn our_ticks(&self) -> OurTicks {
+        let mut per_pid = std::collections::HashMap::new();
+        for ns in self.namespaces() {
+            let Ok(out) = ns_pids(ns) else { continue };
+            for pid in out {
+                if let Some([u, s, cu, cs]) = pid_cpu_fields(&pid) {
+                    per_pid.insert(pid, u + s + cu + cs);
+                }
+            }
+        }
+        let reaped_children = pid_cpu_fields("self").map_or(0, |[_, _, cu, cs]| cu + cs);
+        OurTicks {
+            per_pid,
+            reaped_children,
+        }
+    }
+
+    /// Run `f` and measure the CPU it took (machine figures baseline
+    /// subtracted).
     fn with_cpu<T>(
         &self,
         gateway: Option<&GatewayRun>,
         f: impl FnOnce() -> Result<T, CompareError>,
     ) -> Result<(T, CpuUse), CompareError> {
-        let (busy0, kernel0) = proc_stat_ticks().map_err(io_ctx("/proc/stat"))?;
+        let ours0 = self.our_ticks();
         let gw0 = gateway.map(GatewayRun::cpu_ticks).transpose();
+        let m0 = proc_stat_ticks().map_err(io_ctx("/proc/stat"))?;
         let start = Instant::now();
         let out = f()?;
         let wall_s = start.elapsed().as_secs_f64();
-        let (busy1, kernel1) = proc_stat_ticks().map_err(io_ctx("/proc/stat"))?;
+        let m1 = proc_stat_ticks().map_err(io_ctx("/proc/stat"))?;
         let gw1 = gateway.map(GatewayRun::cpu_ticks).transpose();
-        let ticks = |a: u64, b: u64| b.saturating_sub(a) as f64 / self.ticks_per_s;
+        let ours1 = self.our_ticks();
+        let secs = |ticks: u64| ticks as f64 / self.ticks_per_s;
+        let less_baseline =
+            |a: u64, b: u64, per_s: f64| (secs(b.saturating_sub(a)) - per_s * wall_s).max(0.0);
         let cpu = CpuUse {
             wall_s,
-            machine_busy_s: (ticks(busy0, busy1) - self.baseline_busy_per_s * wall_s).max(0.0),
-            machine_kernel_s: (ticks(kernel0, kernel1) - self.baseline_kernel_per_s * wall_s)
-                .max(0.0),
             gateway_s: match (gw0, gw1) {
-                (Ok(Some(a)), Ok(Some(b))) => Some(ticks(a, b)),
+                (Ok(Some(a)), Ok(Some(b))) => Some(secs(b.saturating_sub(a))),
                 _ => None,
             },
+            ours_s: secs(ours0.delta(&ours1)),
+            softirq_s: less_baseline(m0.softirq, m1.softirq, self.baseline_softirq_per_s),
+            machine_kernel_s: less_baseline(m0.kernel, m1.kernel, self.baseline_kernel_per_s),
+            machine_busy_s: less_baseline(m0.busy, m1.busy, self.baseline_busy_per_s),
         };
         Ok((out, cpu))
     }
@@ -592,13 +694,16 @@ impl Rig<'_> {
     fn measure_baseline(&mut self) -> Result<(), CompareError> {
         self.baseline_busy_per_s = 0.0;
         self.baseline_kernel_per_s = 0.0;
+        self.baseline_softirq_per_s = 0.0;
         let secs = self.config.duration_s;
         let ((), cpu) = self.with_cpu(None, || {
             std::thread::sleep(Duration::from_secs_f64(secs));
             Ok(())
         })?;
-        self.baseline_busy_per_s = cpu.machine_busy_s / cpu.wall_s.max(1e-3);
-        self.baseline_kernel_per_s = cpu.machine_kernel_s / cpu.wall_s.max(1e-3);
+        let wall = cpu.wall_s.max(1e-3);
+        self.baseline_busy_per_s = cpu.machine_busy_s / wall;
+        self.baseline_kernel_per_s = cpu.machine_kernel_s / wall;
+        self.baseline_softirq_per_s = cpu.softirq_s / wall;
         Ok(())
     }
 
@@ -696,7 +801,8 @@ impl Rig<'_> {
     }
 
     fn wrk(&self, connections: u32, close: bool) -> Result<LoadResult, CompareError> {
-        let duration = format!("{}ms", (self.config.duration_s * 1e3).round() as u64);
+        // wrk takes whole seconds.
+        let duration = format!("{}s", self.config.duration_s.ceil().max(1.0) as u64);
         let connections = connections.max(1).to_string();
         let url = format!("http://{VIP}:{HTTP_PORT}/");
         let mut args = vec![
@@ -970,6 +1076,15 @@ impl Rig<'_> {
     }
 }
 
+/// The PIDs of the processes in `ns` (`ip netns pids`).
+fn ns_pids(ns: &Netns) -> io::Result<Vec<String>> {
+    let out = portico::netns::run("ip", &["netns", "pids", &ns.name])?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect())
+}
+
 fn stop_all(processes: Vec<Process>) {
     for mut p in processes {
         let _ = p.terminate(Duration::from_secs(5));
@@ -1036,6 +1151,8 @@ pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
         topology.backends.first(),
     ) {
         (true, Some(b)) => {
+            // The log path names the topology's directory, so the process
+            // is recognisably this comparison's.
             let log = topology.dir.path.join("iperf3.log");
             let p =
                 b.ns.spawn_logged(
@@ -1046,8 +1163,10 @@ pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
                         &b.addr.to_string(),
                         "-p",
                         &IPERF_PORT.to_string(),
+                        "--logfile",
+                        &log.to_string_lossy(),
                     ],
-                    &log,
+                    &topology.dir.path.join("iperf3.out"),
                 )
                 .map_err(io_ctx("iperf3 -s"))?;
             let up = wait_until(Duration::from_secs(10), || {
@@ -1073,11 +1192,15 @@ pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
         mode: Mode::Portico,
         baseline_busy_per_s: 0.0,
         baseline_kernel_per_s: 0.0,
+        baseline_softirq_per_s: 0.0,
     };
     for run in 0..config.runs.max(1) {
         rig.measure_baseline()?;
         report.baseline_busy_per_s.push(rig.baseline_busy_per_s);
         report.baseline_kernel_per_s.push(rig.baseline_kernel_per_s);
+        report
+            .baseline_softirq_per_s
+            .push(rig.baseline_softirq_per_s);
         for &driver in &config.drivers {
             for &n in &config.services {
                 rig.portico_cell(&mut report, run, driver, n)?;
@@ -1117,6 +1240,23 @@ mod tests {
         assert_eq!(tcpext_sum(netstat, is_paws), 5);
         assert_eq!(tcpext_sum(netstat, is_syn_retrans), 4);
         assert_eq!(tcpext_sum("", is_paws), 0);
+    }
+
+    #[test]
+    fn process_cpu_fields_and_deltas() {
+        // Our own stat parses, and a process that appears counts whole.
+        let me = pid_cpu_fields("self").expect("own stat");
+        assert!(me.iter().all(|&t| t < u64::MAX / 4));
+        assert_eq!(pid_cpu_fields("0"), None);
+        let before = OurTicks {
+            per_pid: [("10".to_owned(), 5), ("11".to_owned(), 7)].into(),
+            reaped_children: 100,
+        };
+        let after = OurTicks {
+            per_pid: [("10".to_owned(), 9), ("12".to_owned(), 3)].into(),
+            reaped_children: 130,
+        };
+        assert_eq!(before.delta(&after), 4 + 3 + 30);
     }
 
     #[test]
