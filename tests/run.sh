@@ -11,8 +11,12 @@ command -v nginx >/dev/null 2>&1 || need_pkgs+=(nginx-light)
 command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
 command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v ping >/dev/null 2>&1 || need_pkgs+=(iputils-ping)
-# The end-to-end throughput smoke (tests/tests/throughput.rs).
+# The end-to-end throughput smoke (tests/tests/throughput.rs) and the
+# comparison with the kernel's NAT (bench/tests/compare.rs, `compare --quick`).
 command -v wrk >/dev/null 2>&1 || need_pkgs+=(wrk)
+command -v iperf3 >/dev/null 2>&1 || need_pkgs+=(iperf3)
+command -v nft >/dev/null 2>&1 || need_pkgs+=(nftables)
+command -v iptables-restore >/dev/null 2>&1 || need_pkgs+=(iptables)
 if ((${#need_pkgs[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"

@@ -40,15 +40,92 @@ fn tcp_syn_send_with_echo_through_a_sink_over_veth() {
     }
 }
 
-/// Sink echoes, sender sends `COUNT` probes of `proto` at 20 kpps over 100
-/// flows; `frame_bytes` is the default frame size for `proto`.
-fn send_with_echo(proto: &str, frame_bytes: u64) {
+/// A sink and a `tcp-stream` sender over veth: every flow completes its
+/// handshake and then exchanges data both ways; the per-second progress
+/// line and the JSON summary are there.
+#[test]
+fn tcp_stream_handshakes_then_exchanges_data_through_a_sink() {
+    if !require_root("tcp_stream_handshakes_then_exchanges_data_through_a_sink") {
+        return;
+    }
+    let (client, server, c_if, server_mac, sink) = pair_with_sink();
+    let out = client
+        .exec(
+            PKTGEN,
+            &[
+                "send",
+                "--iface",
+                &c_if,
+                "--dst-mac",
+                &server_mac,
+                "--src",
+                "10.0.0.1",
+                "--dst",
+                "10.9.0.1:9000",
+                "--proto",
+                "tcp-stream",
+                "--flows",
+                "50",
+                "--size",
+                "200",
+                "--count",
+                "8000",
+                "--rate",
+                "5000",
+                "--duration-s",
+                "8",
+                "--json",
+            ],
+        )
+        .expect("pktgen send");
+    sink.signal("TERM").expect("stop sink");
+    let sink_out = sink
+        .wait_output(Duration::from_secs(5))
+        .expect("sink exits");
+    drop(server);
+    let send: Value = serde_json::from_slice(&out.stdout).expect("send JSON");
+    let progress = String::from_utf8_lossy(&out.stderr);
+    eprintln!("send: {send}\nprogress:\n{progress}");
+    assert_eq!(
+        send.pointer("/proto").and_then(Value::as_str),
+        Some("tcp-stream")
+    );
+    assert_eq!(u64_at(&send, "/sent"), 8000);
+    assert!(
+        progress.contains("handshakes"),
+        "no progress line: {progress}"
+    );
+    // Every flow handshook once (SYN retransmits only on loss, which veth
+    // between two af_packet sockets does not cause at 5 kpps).
+    assert_eq!(u64_at(&send, "/stream/handshakes_completed"), 50);
+    assert_eq!(u64_at(&send, "/stream/established_flows"), 50);
+    let syns = u64_at(&send, "/stream/syns_sent");
+    let data = u64_at(&send, "/stream/data_segments_sent");
+    assert_eq!(syns + data, 8000);
+    let echoed = u64_at(&send, "/stream/data_segments_echoed");
+    let retransmits = u64_at(&send, "/stream/retransmits");
+    assert!(
+        echoed + retransmits >= data - 50,
+        "{echoed} of {data} echoed"
+    );
+    assert!(echoed * 100 >= data * 95, "{echoed} of {data} echoed");
+    // 200-byte frames: 200 - 14 - 20 - 20 payload bytes each way.
+    assert_eq!(
+        u64_at(&send, "/stream/payload_bytes_each_way"),
+        echoed * 146
+    );
+    let sink: Value = serde_json::from_slice(&sink_out.stdout).expect("sink JSON");
+    assert!(u64_at(&sink, "/echoed") >= syns.min(50) + echoed);
+}
+
+/// Two namespaces joined by a veth pair, a `sink --echo` bound on the
+/// server side: (client, server, client interface, server MAC, sink).
+fn pair_with_sink() -> (Netns, Netns, String, String, portico::netns::Process) {
     let client = Netns::new("pgc").expect("netns");
     let server = Netns::new("pgs").expect("netns");
     let (c_if, s_if) = (unique_name("pgc"), unique_name("pgs"));
     veth(&client, &c_if, None, &server, &s_if, None).expect("veth");
     let server_mac = mac_of(&server, &s_if);
-
     let sink = server
         .spawn(
             PKTGEN,
@@ -63,9 +140,14 @@ fn send_with_echo(proto: &str, frame_bytes: u64) {
             ],
         )
         .expect("spawn sink");
-    // Wait until the sink's packet socket is bound (the driver creates it
-    // with protocol 0 and binds it to an interface only once its rings are
-    // mapped): a line of /proc/net/packet with a protocol and an ifindex.
+    wait_for_packet_socket(&server);
+    (client, server, c_if, server_mac, sink)
+}
+
+/// Wait until the sink's packet socket is bound (the driver creates it
+/// with protocol 0 and binds it to an interface only once its rings are
+/// mapped): a line of /proc/net/packet with a protocol and an ifindex.
+fn wait_for_packet_socket(server: &Netns) {
     assert!(
         wait_until(Duration::from_secs(3), || {
             server
@@ -80,6 +162,12 @@ fn send_with_echo(proto: &str, frame_bytes: u64) {
         }),
         "sink never bound its packet socket"
     );
+}
+
+/// Sink echoes, sender sends `COUNT` probes of `proto` at 20 kpps over 100
+/// flows; `frame_bytes` is the default frame size for `proto`.
+fn send_with_echo(proto: &str, frame_bytes: u64) {
+    let (client, _server, c_if, server_mac, sink) = pair_with_sink();
 
     let sent = client
         .exec(

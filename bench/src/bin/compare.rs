@@ -1,35 +1,54 @@
 //! `compare`: Portico vs the kernel's NAT in kube-proxy's iptables and
-//! nftables rule shapes, on one namespace topology (issue 5, first cut).
+//! nftables rule shapes, on one namespace topology (issue 5).
 //!
 //! ```text
-//! compare [--services 1,1000] [--duration-s 3] [--rate PPS] [--flows 1000]
-//!         [--backends 2] [--workers 1] [--update-at 1000]
-//!         [--iptables-restore iptables-restore] [--results bench/RESULTS.md]
+//! compare [--runs 3] [--services 1,1000,10000] [--duration-s 3]
+//!         [--loads udp,conn,keepalive,churn,iperf] [--portico-driver afpacket]...
+//!         [--udp-rate PPS] [--flows 1000] [--backends 2] [--workers 1]
+//!         [--wrk-connections 32] [--churn-connections 64] [--churn-ports 1024]
+//!         [--iptables-restore iptables-restore] [--quick]
+//!         [--results bench/RESULTS.md] [--plots bench/plots] [--json FILE]
 //!         [--portico PATH] [--pktgen PATH]
 //! ```
 //!
-//! Needs root, `ip netns`, iptables and nft. Prints a markdown table (every
-//! figure also as a ratio to the iptables row at the same service count)
-//! and, with `--results`, appends it with the command, date and machine to
-//! that file. Every namespace and process is removed at the end.
+//! Needs root, `ip netns`, iptables, nft, nginx, wrk and iperf3 (a load
+//! whose program is missing is skipped, loudly). `--quick` is the smoke
+//! run: 1 run, 1 s loads, 1 and 100 services. Prints the markdown tables
+//! (median and min–max over the runs, every figure also as a ratio to the
+//! kernel's in the same run); `--results` appends them with the command,
+//! date, machine and load average to that file, `--plots` draws the SVG
+//! plots, `--json` writes every raw sample. Every namespace and process is
+//! removed at the end.
 
 use clap::Parser;
-use portico_bench::compare::run::{CompareConfig, markdown, run};
+use portico_bench::compare::plot::plot_all;
+use portico_bench::compare::report::markdown;
+use portico_bench::compare::run::{CompareConfig, Load, PorticoDriver, Report, run};
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 #[derive(Debug, Parser)]
 #[command(name = "compare", about = "Portico vs kernel NAT (kube-proxy shapes)")]
 struct Cli {
-    /// Service counts to measure at.
-    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 1000])]
+    /// Repetitions of the whole sequence (median and min–max over them).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    runs: u32,
+    /// Service counts to measure at (at least the 3 measured services are
+    /// always there).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 1000, 10000])]
     services: Vec<usize>,
+    /// Length of every load, in seconds.
     #[arg(long, default_value_t = 3.0)]
     duration_s: f64,
-    /// Frames per second; as fast as possible when absent.
+    #[arg(long, value_delimiter = ',', default_values_t = Load::ALL.map(|l| l.key().to_owned()))]
+    loads: Vec<String>,
+    /// Portico driver of a Portico row; repeat for several rows.
+    #[arg(long = "portico-driver", default_values_t = ["afpacket".to_owned()])]
+    portico_drivers: Vec<String>,
+    /// UDP frames per second; as fast as possible when absent.
     #[arg(long)]
-    rate: Option<u64>,
+    udp_rate: Option<u64>,
     #[arg(long, default_value_t = 1000)]
     flows: u32,
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=32))]
@@ -37,15 +56,27 @@ struct Cli {
     /// Portico worker threads.
     #[arg(long, default_value_t = 1)]
     workers: u32,
-    /// Time programming one endpoint removal at this service count (must be
-    /// one of --services).
-    #[arg(long)]
-    update_at: Option<usize>,
+    #[arg(long, default_value_t = 32)]
+    wrk_connections: u32,
+    #[arg(long, default_value_t = 64)]
+    churn_connections: u32,
+    /// Ephemeral ports the churn load's client may use.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(2..=20000))]
+    churn_ports: u32,
     #[arg(long, default_value = "iptables-restore")]
     iptables_restore: String,
-    /// Append the table to this markdown file.
+    /// Smoke run: 1 run, 1 s loads, 1 and 100 services (overrides those).
+    #[arg(long)]
+    quick: bool,
+    /// Append the tables to this markdown file.
     #[arg(long)]
     results: Option<PathBuf>,
+    /// Draw the plots (SVG) into this directory.
+    #[arg(long)]
+    plots: Option<PathBuf>,
+    /// Write every raw sample as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
     /// Default: `portico` next to this binary.
     #[arg(long)]
     portico: Option<PathBuf>,
@@ -80,28 +111,126 @@ fn machine() -> String {
         })
         .unwrap_or_default();
     format!(
-        "{} vCPU {cpu}, Linux {}, {}, {}",
+        "{} vCPU {cpu}, Linux {}, {}, {}, {}, {}",
         shell("nproc", &[]),
         shell("uname", &["-r"]),
         shell("iptables", &["--version"]),
-        shell("nft", &["--version"])
+        shell("nft", &["--version"]),
+        shell("sh", &["-c", "wrk -v 2>&1 | head -1"]),
+        shell("sh", &["-c", "iperf3 --version 2>&1 | head -1"]),
     )
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// `target` relative to the directory of `from` when it lies below it.
+fn relative(target: &Path, from: &Path) -> String {
+    let base = from.parent().unwrap_or(Path::new(""));
+    target
+        .strip_prefix(base)
+        .unwrap_or(target)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn config(cli: &Cli) -> Result<CompareConfig, String> {
+    let loads = cli
+        .loads
+        .iter()
+        .map(|l| l.parse::<Load>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let drivers = cli
+        .portico_drivers
+        .iter()
+        .map(|d| d.parse::<PorticoDriver>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !(cli.duration_s > 0.0 && cli.duration_s <= 600.0) {
+        return Err("--duration-s must be in (0, 600]".into());
+    }
+    let (runs, duration_s, services) = if cli.quick {
+        (1, 1.0, vec![1, 100])
+    } else {
+        (cli.runs as usize, cli.duration_s, cli.services.clone())
+    };
+    Ok(CompareConfig {
+        portico: cli.portico.clone().unwrap_or_else(|| sibling("portico")),
+        pktgen: cli.pktgen.clone().unwrap_or_else(|| sibling("pktgen")),
+        services,
+        runs,
+        duration_s,
+        udp_rate: cli.udp_rate,
+        flows: cli.flows,
+        backends: usize::from(cli.backends),
+        workers: cli.workers,
+        drivers,
+        loads,
+        wrk_connections: cli.wrk_connections,
+        churn_connections: cli.churn_connections,
+        churn_ports: cli.churn_ports,
+        iptables_restore: cli.iptables_restore.clone(),
+    })
+}
+
+fn append_results(
+    path: &Path,
+    table: &str,
+    plots: &[PathBuf],
+    load_before: &str,
+    report: &Report,
+) -> std::io::Result<()> {
+    let command: Vec<String> = std::env::args().collect();
+    let heading = "## Portico vs kernel NAT (issue 5)";
+    let existing = std::fs::read_to_string(path).unwrap_or_default();
+    let mut text = String::new();
+    if !existing.contains(heading) {
+        text.push_str(&format!("\n{heading}\n"));
+    }
+    text.push_str(&format!(
+        "\n### Run of {}\n\nMachine: {}.\nCommand: `{}` ({:.0} s).\n\
+         Load average before / after: {load_before} / {} — the machine was shared with other \
+         builds meanwhile: read the ratios (taken within each run), not the absolute figures.\n{table}",
+        shell("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        machine(),
+        command.join(" "),
+        report.elapsed_s,
+        load_average(),
+    ));
+    if !plots.is_empty() {
+        text.push_str("\nPlots: ");
+        let links: Vec<String> = plots
+            .iter()
+            .map(|p| {
+                let rel = relative(p, path);
+                let name = p
+                    .file_name()
+                    .map_or(rel.clone(), |n| n.to_string_lossy().into_owned());
+                format!("[{name}]({rel})")
+            })
+            .collect();
+        text.push_str(&links.join(" · "));
+        text.push('\n');
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = CompareConfig {
-        portico: cli.portico.unwrap_or_else(|| sibling("portico")),
-        pktgen: cli.pktgen.unwrap_or_else(|| sibling("pktgen")),
-        services: cli.services,
-        duration_s: cli.duration_s,
-        rate: cli.rate,
-        flows: cli.flows,
-        backends: usize::from(cli.backends),
-        workers: cli.workers,
-        iptables_restore: cli.iptables_restore,
-        update_at: cli.update_at,
+    let config = match config(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("compare: {e}");
+            return ExitCode::FAILURE;
+        }
     };
+    let load_before = load_average();
     let report = match run(&config) {
         Ok(r) => r,
         Err(e) => {
@@ -111,29 +240,30 @@ fn main() -> ExitCode {
     };
     let table = markdown(&report);
     println!("{table}");
-    if let Some(path) = cli.results {
-        let command: Vec<String> = std::env::args().collect();
-        let heading = "## Portico vs kernel NAT (issue 5, first cut)";
-        let existing = std::fs::read_to_string(&path).unwrap_or_default();
-        let mut text = String::new();
-        if !existing.contains(heading) {
-            text.push_str(&format!("\n{heading}\n"));
-        }
-        text.push_str(&format!(
-            "\nDate: {}. Machine: {}.\nCommand: `{}`\n\n{table}",
-            shell("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-            machine(),
-            command.join(" ")
-        ));
-        let appended = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()));
-        if let Err(e) = appended {
+    if let Some(path) = &cli.json {
+        let written = serde_json::to_string_pretty(&report)
+            .map_err(std::io::Error::other)
+            .and_then(|j| std::fs::write(path, j));
+        if let Err(e) = written {
             eprintln!("compare: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
+    }
+    let mut plots = Vec::new();
+    if let Some(dir) = &cli.plots {
+        match plot_all(&report, dir) {
+            Ok(p) => plots = p,
+            Err(e) => {
+                eprintln!("compare: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if let Some(path) = &cli.results
+        && let Err(e) = append_results(path, &table, &plots, &load_before, &report)
+    {
+        eprintln!("compare: {}: {e}", path.display());
+        return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }

@@ -1,13 +1,17 @@
 //! `pktgen`: a packet generator and sink over the af_packet driver.
 //!
 //! ```text
-//! pktgen send --iface IF --dst-mac MAC --src IP --dst IP:PORT [--proto udp|tcp-syn]
-//!             [--flows N] [--size BYTES] [--rate PPS] [--duration-s S] [--count N]
-//!             [--expect-echo [--echo-wait-ms MS]] [--json]
+//! pktgen send --iface IF --dst-mac MAC --src IP --dst IP:PORT
+//!             [--proto udp|tcp-syn|tcp-stream] [--flows N] [--size BYTES]
+//!             [--rate PPS] [--duration-s S] [--count N]
+//!             [--expect-echo [--echo-wait-ms MS]] [--retransmit-ms MS] [--json]
 //! pktgen sink --iface IF [--echo] [--duration-s S] [--count N] [--json]
 //! ```
 //!
-//! `send` sends UDP datagrams or TCP SYNs over `--flows` distinct 5-tuples,
+//! `send` sends UDP datagrams, TCP SYNs or TCP "established-like" streams
+//! (`tcp-stream`: per flow a handshake, then data segments echoed back by
+//! the sink as data, one segment in flight per flow, resent after
+//! `--retransmit-ms`; implies `--expect-echo`) over `--flows` distinct 5-tuples,
 //! each carrying a sequence number and its send time (see
 //! `portico_bench::pktgen`), at `--rate` frames per second or as fast as the
 //! ring takes them. With `--expect-echo` it also receives the echoes of a
@@ -22,14 +26,15 @@
 //! RTTs include the af_packet RX rings' block-retire delay on both sides
 //! (`rx_block_timeout_ms`, 1 ms: a partly filled block is handed over after
 //! it), so at low rates they are dominated by it and are an upper bound.
-//! Not yet: TCP "established-like" streams (handshake then data), AF_XDP.
+//! Not yet: AF_XDP.
 
 use clap::{Parser, Subcommand};
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketDriver, AfPacketFrame, prepare};
 use dataplane::driver::{Driver, Frame};
 use portico_bench::pktgen::{
-    FrameSpec, Histogram, KIND_ECHO, KIND_PROBE, Percentiles, SeqTracker, TrafficProto,
-    echo_in_place, parse_mac, parse_probe, ratio, stamp,
+    FrameSpec, Histogram, KIND_ECHO, KIND_PROBE, Percentiles, SeqTracker, StreamFlow, StreamState,
+    TrafficProto, echo_in_place, parse_mac, parse_probe, parse_tcp_echo, ratio, stamp,
+    stamp_stream,
 };
 use serde::Serialize;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -90,6 +95,9 @@ struct SendArgs {
     /// After the last frame, wait this long for outstanding echoes.
     #[arg(long, default_value_t = 1000)]
     echo_wait_ms: u64,
+    /// tcp-stream: resend a flow's segment when unanswered this long.
+    #[arg(long, default_value_t = 200)]
+    retransmit_ms: u64,
     #[arg(long)]
     json: bool,
 }
@@ -113,6 +121,8 @@ struct SinkArgs {
 #[derive(Debug, Serialize)]
 struct EchoSummary {
     received: u64,
+    rx_pps: f64,
+    rx_bps: f64,
     lost: u64,
     loss_ratio: f64,
     rtt: Option<Percentiles>,
@@ -133,6 +143,27 @@ struct SendSummary {
     tx_ring_full: u64,
     interrupted: bool,
     echo: Option<EchoSummary>,
+    stream: Option<StreamSummary>,
+}
+
+/// What the `tcp-stream` flows did.
+#[derive(Debug, Default, Serialize)]
+struct StreamSummary {
+    syns_sent: u64,
+    handshakes_completed: u64,
+    /// Flows established at the end.
+    established_flows: u64,
+    data_segments_sent: u64,
+    /// Data segments the sink answered with data (both directions done).
+    data_segments_echoed: u64,
+    /// Segments sent again after `--retransmit-ms` without an answer.
+    retransmits: u64,
+    /// Payload bytes client → sink and sink → client (answered segments).
+    payload_bytes_each_way: u64,
+    /// Answered data segments per second of sending time.
+    exchanges_per_s: f64,
+    /// Flows with a segment unanswered at the end.
+    in_flight: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -218,6 +249,7 @@ struct EchoState {
     seen: SeqTracker,
     rtt: Histogram,
     other_frames: u64,
+    bytes: u64,
 }
 
 fn receive_echoes(
@@ -233,6 +265,7 @@ fn receive_echoes(
         match parse_probe(frame.data()) {
             Some(p) if p.kind == KIND_ECHO && p.seq < sent => {
                 state.seen.record(p.seq);
+                state.bytes += frame.data().len() as u64;
                 state.rtt.record(now_ns.saturating_sub(p.sent_ns));
             }
             _ => state.other_frames += 1,
@@ -257,6 +290,9 @@ fn send(args: SendArgs) -> Result<(), String> {
     spec.validate().map_err(|e| e.to_string())?;
     if args.rate == Some(0) {
         return Err("--rate must be positive".into());
+    }
+    if args.proto == TrafficProto::TcpStream {
+        return send_stream(&args, &spec);
     }
     let duration = duration_of(args.duration_s)?;
     let count = args.count.unwrap_or(u64::MAX);
@@ -340,20 +376,31 @@ fn send(args: SendArgs) -> Result<(), String> {
         sent_bps: (sent * frame_bytes) as f64 * 8.0 / secs,
         tx_ring_full: driver.total_stats().tx_ring_full,
         interrupted: stop.load(Ordering::Relaxed),
-        echo: args.expect_echo.then(|| {
-            let lost = sent.saturating_sub(echo.seen.received);
-            EchoSummary {
-                received: echo.seen.received,
-                lost,
-                loss_ratio: ratio(lost, sent),
-                rtt: echo.rtt.percentiles(),
-            }
-        }),
+        echo: args.expect_echo.then(|| echo.summary(sent, secs)),
+        stream: None,
     };
-    if args.json {
+    print_send(&summary, args.json)
+}
+
+impl EchoState {
+    fn summary(&self, sent: u64, secs: f64) -> EchoSummary {
+        let lost = sent.saturating_sub(self.seen.received);
+        EchoSummary {
+            received: self.seen.received,
+            rx_pps: self.seen.received as f64 / secs,
+            rx_bps: self.bytes as f64 * 8.0 / secs,
+            lost,
+            loss_ratio: ratio(lost, sent),
+            rtt: self.rtt.percentiles(),
+        }
+    }
+}
+
+fn print_send(summary: &SendSummary, json: bool) -> Result<(), String> {
+    if json {
         println!(
             "{}",
-            serde_json::to_string(&summary).map_err(|e| e.to_string())?
+            serde_json::to_string(summary).map_err(|e| e.to_string())?
         );
     } else {
         println!(
@@ -382,8 +429,198 @@ fn send(args: SendArgs) -> Result<(), String> {
                 );
             }
         }
+        if let Some(t) = &summary.stream {
+            println!(
+                "streams: {} handshakes of {} SYNs, {} established; {} data segments sent, {} echoed ({:.0}/s), {} retransmits",
+                t.handshakes_completed,
+                t.syns_sent,
+                t.established_flows,
+                t.data_segments_sent,
+                t.data_segments_echoed,
+                t.exchanges_per_s,
+                t.retransmits
+            );
+        }
     }
     Ok(())
+}
+
+/// `send --proto tcp-stream`: every flow handshakes, then exchanges data
+/// with the sink, one segment in flight per flow. The flows are visited
+/// round robin; a flow whose segment is in flight is skipped until its
+/// answer arrives or `--retransmit-ms` passes.
+fn send_stream(args: &SendArgs, spec: &FrameSpec) -> Result<(), String> {
+    let duration = duration_of(args.duration_s)?;
+    let count = args.count.unwrap_or(u64::MAX);
+    let retransmit_ns = args.retransmit_ms.saturating_mul(1_000_000).max(1);
+    let stop = stop_flag().map_err(|e| e.to_string())?;
+    let mut driver = open(&args.iface)?;
+    let template = spec.template();
+    let frame_bytes = template.len() as u64;
+    let flows = usize::try_from(spec.flows).map_err(|e| e.to_string())?;
+    let mut state = vec![StreamFlow::default(); flows];
+    let mut batch: Vec<AfPacketFrame> = Vec::with_capacity(BURST);
+    let mut rx: Vec<AfPacketFrame> = Vec::with_capacity(BURST);
+    let mut echo = EchoState::default();
+    let mut totals = StreamSummary::default();
+    let mut progress = Progress::new();
+    let mut sent = 0u64;
+    let mut cursor = 0usize;
+    let start = Instant::now();
+    let now_ns = |start: Instant| u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let receive = |driver: &mut AfPacketDriver,
+                   rx: &mut Vec<AfPacketFrame>,
+                   echo: &mut EchoState,
+                   state: &mut [StreamFlow],
+                   totals: &mut StreamSummary,
+                   sent: u64|
+     -> usize {
+        let n = driver.rx_burst(PORT, rx, BURST);
+        let now = now_ns(start);
+        for frame in rx.drain(..) {
+            let answer = parse_tcp_echo(frame.data()).filter(|e| e.probe.seq < sent);
+            let flow = answer.and_then(|e| {
+                spec.flow_index(e.dst, e.dst_port)
+                    .and_then(|i| usize::try_from(i).ok())
+            });
+            match (answer, flow.and_then(|i| state.get_mut(i))) {
+                (Some(e), Some(f)) => {
+                    echo.seen.record(e.probe.seq);
+                    echo.bytes += frame.data().len() as u64;
+                    echo.rtt.record(now.saturating_sub(e.probe.sent_ns));
+                    let was = f.state;
+                    if f.on_echo(&e) {
+                        totals.in_flight = totals.in_flight.saturating_sub(1);
+                        if was == StreamState::SynSent {
+                            totals.handshakes_completed += 1;
+                        } else {
+                            totals.data_segments_echoed += 1;
+                            totals.payload_bytes_each_way += u64::from(e.payload_len);
+                        }
+                    }
+                }
+                _ => echo.other_frames += 1,
+            }
+            driver.release(frame);
+        }
+        n
+    };
+    while !stop.load(Ordering::Relaxed) && sent < count {
+        let elapsed = start.elapsed();
+        if elapsed >= duration {
+            break;
+        }
+        let due = match args.rate {
+            Some(rate) => {
+                let due = (u128::from(rate) * elapsed.as_nanos() / 1_000_000_000) as u64 + 1;
+                due.saturating_sub(sent)
+            }
+            None => BURST as u64,
+        };
+        let want = due.min(count - sent).min(BURST as u64) as usize;
+        let now = now_ns(start);
+        // Visit at most a bounded number of flows per round.
+        let mut visited = 0usize;
+        while batch.len() < want && visited < flows.min(4 * BURST) {
+            let index = cursor;
+            cursor = (cursor + 1) % flows;
+            visited += 1;
+            let Some(flow) = state.get_mut(index) else {
+                continue;
+            };
+            if !flow.ready(now, retransmit_ns) {
+                continue;
+            }
+            let resend = flow.in_flight_since_ns.is_some();
+            let Some(mut frame) = driver.frame_from(&template) else {
+                break;
+            };
+            let segment = flow.next_segment(index as u64, now);
+            let probe_seq = sent + batch.len() as u64;
+            stamp_stream(
+                frame.data_mut(),
+                spec,
+                index as u64,
+                segment,
+                probe_seq,
+                now,
+            );
+            totals.retransmits += u64::from(resend);
+            totals.in_flight += u64::from(!resend);
+            if flow.state == StreamState::SynSent {
+                totals.syns_sent += 1;
+            } else {
+                totals.data_segments_sent += 1;
+            }
+            batch.push(frame);
+        }
+        let queued = batch.len();
+        if queued > 0 {
+            sent += driver.tx_burst(PORT, &mut batch) as u64;
+            for frame in batch.drain(..) {
+                driver.release(frame);
+            }
+        }
+        let got = receive(
+            &mut driver,
+            &mut rx,
+            &mut echo,
+            &mut state,
+            &mut totals,
+            sent,
+        );
+        if queued == 0 && got == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        progress.tick(elapsed, "sent", sent, sent * frame_bytes, || {
+            format!(
+                ", {} echoes, {} handshakes, {} data exchanges, {} retransmits",
+                echo.seen.received,
+                totals.handshakes_completed,
+                totals.data_segments_echoed,
+                totals.retransmits
+            )
+        });
+    }
+    let send_elapsed = start.elapsed();
+    // Wait for the answers still in flight.
+    let drain_until = Instant::now() + Duration::from_millis(args.echo_wait_ms);
+    while totals.in_flight > 0 && Instant::now() < drain_until && !stop.load(Ordering::Relaxed) {
+        if receive(
+            &mut driver,
+            &mut rx,
+            &mut echo,
+            &mut state,
+            &mut totals,
+            sent,
+        ) == 0
+        {
+            driver.wait(1);
+        }
+    }
+    let secs = send_elapsed.as_secs_f64().max(1e-9);
+    totals.established_flows = state
+        .iter()
+        .filter(|f| f.state == StreamState::Established)
+        .count() as u64;
+    totals.exchanges_per_s = totals.data_segments_echoed as f64 / secs;
+    let summary = SendSummary {
+        mode: "send",
+        iface: args.iface.clone(),
+        proto: args.proto.name(),
+        flows: args.flows,
+        frame_bytes: template.len(),
+        elapsed_s: secs,
+        sent,
+        sent_bytes: sent * frame_bytes,
+        sent_pps: sent as f64 / secs,
+        sent_bps: (sent * frame_bytes) as f64 * 8.0 / secs,
+        tx_ring_full: driver.total_stats().tx_ring_full,
+        interrupted: stop.load(Ordering::Relaxed),
+        echo: Some(echo.summary(sent, secs)),
+        stream: Some(totals),
+    };
+    print_send(&summary, args.json)
 }
 
 fn sink(args: SinkArgs) -> Result<(), String> {

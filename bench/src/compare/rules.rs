@@ -1,13 +1,14 @@
-//! The three datapaths' rule sets for one measured UDP service plus filler
+//! The three datapaths' rule sets for the measured services plus filler
 //! services, as text: an `iptables-restore` file in kube-proxy's
 //! iptables-mode shape, an `nft -f` file in kube-proxy's nftables-mode shape
-//! and a Portico configuration.
+//! and the `[[service]]` tables of a Portico configuration.
 //!
 //! Invariants:
-//! * every datapath gets the same services: service 0 is the measured one
-//!   (`measured_vip:measured_port` → the real backends), services 1..n are
-//!   fillers on `10.96.0.0/16` VIPs with two made-up endpoints each;
-//! * the measured service comes LAST in kube-proxy's linear `KUBE-SERVICES`
+//! * every datapath gets the same services: first the measured ones (each
+//!   `vip:port/proto` → its real endpoints), then fillers on `10.96.0.0/16`
+//!   VIPs (UDP port 53) with two made-up endpoints each, until there are
+//!   `services` in all (never fewer than the measured ones);
+//! * the measured services come LAST in kube-proxy's linear `KUBE-SERVICES`
 //!   chain (the worst case of its map-ordered rules); in the nftables map and
 //!   in Portico the order does not matter (hash lookups);
 //! * traffic from outside the cluster CIDR (`10.244.0.0/16`) is masqueraded,
@@ -19,23 +20,38 @@ use std::net::Ipv4Addr;
 /// The cluster CIDR whose sources kube-proxy does not masquerade.
 pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
 
-/// The services every datapath is programmed with.
-#[derive(Clone, Debug)]
-pub struct ServiceSet {
-    pub measured_vip: Ipv4Addr,
-    pub measured_port: u16,
-    pub backends: Vec<Ipv4Addr>,
-    pub backend_port: u16,
-    /// Total services including the measured one (≥ 1).
-    pub services: usize,
+/// A service's transport protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    Tcp,
+    Udp,
 }
 
-/// One service: VIP, port and endpoints.
+impl Proto {
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+}
+
+/// One service: VIP, port, protocol and endpoints.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Service {
     pub vip: Ipv4Addr,
     pub port: u16,
+    pub proto: Proto,
     pub endpoints: Vec<(Ipv4Addr, u16)>,
+}
+
+/// The services every datapath is programmed with.
+#[derive(Clone, Debug)]
+pub struct ServiceSet {
+    /// The services the loads go to.
+    pub measured: Vec<Service>,
+    /// Total services including the measured ones.
+    pub services: usize,
 }
 
 /// VIP of filler service `i` (1-based): `10.96.0.0` + i.
@@ -49,25 +65,30 @@ pub fn filler_endpoint(i: usize, j: usize) -> Ipv4Addr {
 }
 
 impl ServiceSet {
-    /// Service 0 is the measured one, then the fillers.
+    /// The measured services, then the fillers.
     pub fn services(&self) -> Vec<Service> {
-        let mut all = vec![Service {
-            vip: self.measured_vip,
-            port: self.measured_port,
-            endpoints: self
-                .backends
-                .iter()
-                .map(|&b| (b, self.backend_port))
-                .collect(),
-        }];
-        for i in 1..self.services.max(1) {
+        let mut all = self.measured.clone();
+        let fillers = self.services.saturating_sub(self.measured.len());
+        for i in 1..=fillers {
             all.push(Service {
                 vip: filler_vip(i),
                 port: 53,
+                proto: Proto::Udp,
                 endpoints: (0..2).map(|j| (filler_endpoint(i, j), 5353)).collect(),
             });
         }
         all
+    }
+
+    /// The same set with the last endpoint of the first measured service
+    /// with more than one endpoint removed (the change whose programming
+    /// time is measured).
+    pub fn without_one_endpoint(&self) -> ServiceSet {
+        let mut changed = self.clone();
+        if let Some(s) = changed.measured.iter_mut().find(|s| s.endpoints.len() > 1) {
+            s.endpoints.pop();
+        }
+        changed
     }
 }
 
@@ -80,8 +101,9 @@ pub fn probability(k: usize, n: usize) -> String {
 /// `iptables-restore` input for the nat table, kube-proxy iptables mode.
 pub fn iptables_restore(set: &ServiceSet) -> String {
     let services = set.services();
-    // The measured service goes last in KUBE-SERVICES.
-    let order: Vec<usize> = (1..services.len()).chain([0]).collect();
+    // The measured services go last in KUBE-SERVICES.
+    let measured = set.measured.len().min(services.len());
+    let order: Vec<usize> = (measured..services.len()).chain(0..measured).collect();
     let mut chains = String::new();
     let mut rules = String::new();
     let base = [
@@ -107,14 +129,15 @@ pub fn iptables_restore(set: &ServiceSet) -> String {
         let Some(s) = services.get(i) else { continue };
         let svc = format!("KUBE-SVC-S{i:014}");
         let _ = writeln!(chains, ":{svc} - [0:0]");
+        let p = s.proto.name();
         let _ = writeln!(
             rules,
-            "-A KUBE-SERVICES -d {}/32 -p udp -m comment --comment \"default/svc{i}:dns cluster IP\" -m udp --dport {} -j {svc}",
+            "-A KUBE-SERVICES -d {}/32 -p {p} -m comment --comment \"default/svc{i}:port cluster IP\" -m {p} --dport {} -j {svc}",
             s.vip, s.port
         );
         let _ = writeln!(
             per_service,
-            "-A {svc} ! -s {CLUSTER_CIDR} -d {}/32 -p udp -m udp --dport {} -j KUBE-MARK-MASQ",
+            "-A {svc} ! -s {CLUSTER_CIDR} -d {}/32 -p {p} -m {p} --dport {} -j KUBE-MARK-MASQ",
             s.vip, s.port
         );
         let n = s.endpoints.len();
@@ -133,7 +156,7 @@ pub fn iptables_restore(set: &ServiceSet) -> String {
             let _ = writeln!(per_service, "-A {sep} -s {addr}/32 -j KUBE-MARK-MASQ");
             let _ = writeln!(
                 per_service,
-                "-A {sep} -p udp -m udp -j DNAT --to-destination {addr}:{port}"
+                "-A {sep} -p {p} -m {p} -j DNAT --to-destination {addr}:{port}"
             );
         }
     }
@@ -169,7 +192,8 @@ pub fn nft_script(set: &ServiceSet) -> String {
     );
     let mut elements = String::new();
     for (i, s) in services.iter().enumerate() {
-        let svc = format!("service-s{i}-udp");
+        let p = s.proto.name();
+        let svc = format!("service-s{i}-{p}");
         let n = s.endpoints.len();
         let mut vmap = String::new();
         for k in 0..n {
@@ -178,18 +202,18 @@ pub fn nft_script(set: &ServiceSet) -> String {
         }
         let _ = writeln!(
             out,
-            "\tchain {svc} {{\n\t\tip daddr {} udp dport {} ip saddr != {CLUSTER_CIDR} jump mark-for-masquerade\n\t\tnumgen random mod {n} vmap {{ {vmap} }};\n\t}}",
+            "\tchain {svc} {{\n\t\tip daddr {} {p} dport {} ip saddr != {CLUSTER_CIDR} jump mark-for-masquerade\n\t\tnumgen random mod {n} vmap {{ {vmap} }};\n\t}}",
             s.vip, s.port
         );
         for (k, (addr, port)) in s.endpoints.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "\tchain endpoint-s{i}-e{k} {{\n\t\tip saddr {addr} jump mark-for-masquerade\n\t\tmeta l4proto udp dnat to {addr}:{port}\n\t}}"
+                "\tchain endpoint-s{i}-e{k} {{\n\t\tip saddr {addr} jump mark-for-masquerade\n\t\tmeta l4proto {p} dnat to {addr}:{port}\n\t}}"
             );
         }
         let _ = writeln!(
             elements,
-            "add element ip {NFT_TABLE} service-ips {{ {} . udp . {} : goto {svc} }}",
+            "add element ip {NFT_TABLE} service-ips {{ {} . {p} . {} : goto {svc} }}",
             s.vip, s.port
         );
     }
@@ -208,8 +232,10 @@ pub fn portico_services(set: &ServiceSet) -> String {
         }
         let _ = write!(
             out,
-            "\n[[service]]\nname = \"svc{i}\"\nprotocol = \"udp\"\nvip = \"{}\"\nport = {}\nsnat = true\nbackends = [{backends}\n]\n",
-            s.vip, s.port
+            "\n[[service]]\nname = \"svc{i}\"\nprotocol = \"{}\"\nvip = \"{}\"\nport = {}\nsnat = true\nbackends = [{backends}\n]\n",
+            s.proto.name(),
+            s.vip,
+            s.port
         );
     }
     out
@@ -220,11 +246,22 @@ mod tests {
     use super::*;
 
     fn set(services: usize) -> ServiceSet {
+        let backends = [Ipv4Addr::new(10, 1, 0, 10), Ipv4Addr::new(10, 1, 0, 11)];
         ServiceSet {
-            measured_vip: Ipv4Addr::new(192, 0, 2, 10),
-            measured_port: 53,
-            backends: vec![Ipv4Addr::new(10, 1, 0, 10), Ipv4Addr::new(10, 1, 0, 11)],
-            backend_port: 9000,
+            measured: vec![
+                Service {
+                    vip: Ipv4Addr::new(192, 0, 2, 10),
+                    port: 53,
+                    proto: Proto::Udp,
+                    endpoints: backends.iter().map(|&b| (b, 9000)).collect(),
+                },
+                Service {
+                    vip: Ipv4Addr::new(192, 0, 2, 10),
+                    port: 80,
+                    proto: Proto::Tcp,
+                    endpoints: backends.iter().map(|&b| (b, 8080)).collect(),
+                },
+            ],
             services,
         }
     }
@@ -240,12 +277,40 @@ mod tests {
         assert_eq!(portico.matches("[[service]]").count(), 50);
         assert_eq!(ipt.matches("-j DNAT").count(), 100);
         assert_eq!(nft.matches(" dnat to ").count(), 100);
-        // The measured service is the last KUBE-SERVICES match.
-        let last = ipt
+        // The measured services are the last KUBE-SERVICES matches, each
+        // with its protocol.
+        let last: Vec<&str> = ipt
             .lines()
-            .rfind(|l| l.starts_with("-A KUBE-SERVICES -d "))
-            .unwrap_or_default();
-        assert!(last.contains("192.0.2.10/32"), "{last}");
+            .filter(|l| l.starts_with("-A KUBE-SERVICES -d "))
+            .collect();
+        assert!(last[48].contains("192.0.2.10/32 -p udp"), "{}", last[48]);
+        assert!(last[49].contains("192.0.2.10/32 -p tcp"), "{}", last[49]);
+        assert!(ipt.contains("-p tcp -m tcp -j DNAT --to-destination 10.1.0.11:8080"));
+        assert!(nft.contains("192.0.2.10 . tcp . 80 : goto service-s1-tcp"));
+        assert!(nft.contains("meta l4proto tcp dnat to 10.1.0.10:8080"));
+        assert!(portico.contains("protocol = \"tcp\"\nvip = \"192.0.2.10\"\nport = 80"));
+    }
+
+    #[test]
+    fn fewer_services_than_measured_still_has_the_measured() {
+        let s = set(1);
+        assert_eq!(s.services().len(), 2);
+        assert_eq!(
+            iptables_restore(&s).matches("-A KUBE-SERVICES -d ").count(),
+            2
+        );
+    }
+
+    #[test]
+    fn the_change_removes_one_endpoint_of_a_measured_service() {
+        let s = set(10);
+        let changed = s.without_one_endpoint();
+        assert_eq!(changed.measured[0].endpoints.len(), 1);
+        assert_eq!(changed.measured[1].endpoints.len(), 2);
+        assert_eq!(
+            iptables_restore(&changed).matches("-j DNAT").count(),
+            iptables_restore(&s).matches("-j DNAT").count() - 1
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //! * Every generated frame is Ethernet II + IPv4 (20-byte header, DF) + UDP
-//!   (RFC 768) or TCP SYN (RFC 9293, no options), with valid IPv4 and L4
+//!   (RFC 768) or TCP (RFC 9293, no options), with valid IPv4 and L4
 //!   checksums, and carries a [`Probe`] at the start of its L4 payload
 //!   (a SYN with data, as TCP Fast Open sends, RFC 7413). Frames are padded
 //!   to the requested size by growing the payload with zeros; sizes count
@@ -13,6 +13,16 @@
 //! * Sequence numbers start at 0 and grow by one per sent frame; the
 //!   timestamp is the sender's monotonic clock in ns since it started, so only
 //!   the sender can turn it into a latency (the round-trip time of an echo).
+//! * TCP "established-like" streams ([`TrafficProto::TcpStream`]): each
+//!   flow opens with a SYN (sequence [`stream_isn`] of the flow), the sink
+//!   answers SYN-ACK (its own ISN = the client's, ack = ISN + 1); then the
+//!   client sends ACK|PSH segments carrying a probe at its next sequence
+//!   number, acknowledging everything the sink sent, and the sink echoes
+//!   each as an ACK|PSH segment of the same length whose sequence is the
+//!   client's ack and whose ack covers the client's payload. Both sides'
+//!   sequence numbers therefore advance exactly as a real connection's
+//!   would, within the window a stateful firewall tracks (one segment in
+//!   flight per flow; the sender keeps the per-flow state, [`StreamFlow`]).
 //! * Parsing never panics on any input: every access is bounds-checked.
 
 use dataplane::wire::checksum;
@@ -46,13 +56,14 @@ const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
 const TCP_SYN: u8 = 0x02;
 const TCP_ACK: u8 = 0x10;
+const TCP_PSH: u8 = 0x08;
 
 /// Errors of parsing pktgen's arguments.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PktgenError {
     #[error("bad MAC address {0:?} (want aa:bb:cc:dd:ee:ff)")]
     BadMac(String),
-    #[error("bad protocol {0:?} (want udp or tcp-syn)")]
+    #[error("bad protocol {0:?} (want udp, tcp-syn or tcp-stream)")]
     BadProto(String),
     #[error("frame size {size_bytes} is below the minimum {min_bytes} for {proto}")]
     FrameTooSmall {
@@ -94,6 +105,8 @@ pub fn parse_mac(text: &str) -> Result<MacAddr, PktgenError> {
 pub enum TrafficProto {
     Udp,
     TcpSyn,
+    /// Handshake, then data both ways (see the module invariants).
+    TcpStream,
 }
 
 impl TrafficProto {
@@ -101,12 +114,13 @@ impl TrafficProto {
         match self {
             TrafficProto::Udp => "udp",
             TrafficProto::TcpSyn => "tcp-syn",
+            TrafficProto::TcpStream => "tcp-stream",
         }
     }
     fn l4_header_len(self) -> usize {
         match self {
             TrafficProto::Udp => UDP_HDR_LEN,
-            TrafficProto::TcpSyn => TCP_HDR_LEN,
+            TrafficProto::TcpSyn | TrafficProto::TcpStream => TCP_HDR_LEN,
         }
     }
     /// Smallest frame that holds the headers and a [`Probe`].
@@ -121,6 +135,7 @@ impl FromStr for TrafficProto {
         match s {
             "udp" => Ok(TrafficProto::Udp),
             "tcp-syn" => Ok(TrafficProto::TcpSyn),
+            "tcp-stream" => Ok(TrafficProto::TcpStream),
             other => Err(PktgenError::BadProto(other.to_string())),
         }
     }
@@ -181,6 +196,17 @@ impl FrameSpec {
         (Ipv4Addr::from(addr), port)
     }
 
+    /// The flow whose source is `(addr, port)`, the inverse of
+    /// [`Self::flow_source`]; `None` for a source no flow of this spec uses.
+    pub fn flow_index(&self, addr: Ipv4Addr, port: u16) -> Option<u64> {
+        let port_off = u64::from(port.checked_sub(FLOW_PORT_BASE)?);
+        let addr_off = u64::from(u32::from(addr).wrapping_sub(u32::from(self.src_ip)));
+        let index = addr_off
+            .checked_mul(u64::from(FLOW_PORTS_PER_ADDR))?
+            .checked_add(port_off)?;
+        (index < u64::from(self.flows)).then_some(index)
+    }
+
     /// The frame of flow 0, sequence 0 (the generator copies it and then
     /// [`stamp`]s each copy). Its length is `max(frame_bytes, minimum)`.
     pub fn template(&self) -> Vec<u8> {
@@ -208,7 +234,7 @@ impl FrameSpec {
                 self.dst_port,
                 &payload,
             ),
-            TrafficProto::TcpSyn => build::eth_ipv4_tcp(
+            TrafficProto::TcpSyn | TrafficProto::TcpStream => build::eth_ipv4_tcp(
                 self.src_mac,
                 self.dst_mac,
                 src_ip,
@@ -381,17 +407,217 @@ pub fn echo_in_place(frame: &mut [u8]) -> Option<Probe> {
     let (a, b) = ports.split_at_mut(2);
     a.swap_with_slice(b);
     if l.proto == PROTO_TCP {
-        let seq = u32::from_be_bytes(frame.get(l.l4_off + 4..l.l4_off + 8)?.try_into().ok()?);
+        let seq = be32_at(frame, l.l4_off + 4)?;
+        let flags = *frame.get(l.l4_off + 13)?;
+        let (reply_seq, reply_ack, reply_flags) = if flags & TCP_SYN != 0 {
+            // SYN-ACK: the sink's ISN is the client's, acking the SYN only.
+            (seq, seq.wrapping_add(1), TCP_SYN | TCP_ACK)
+        } else {
+            // Data of an established-like stream: echo the payload as the
+            // sink's next segment, acking the client's payload.
+            let ack = be32_at(frame, l.l4_off + 8)?;
+            let payload_len = (l.ip_end - l.payload_off) as u32;
+            (ack, seq.wrapping_add(payload_len), TCP_ACK | TCP_PSH)
+        };
+        frame
+            .get_mut(l.l4_off + 4..l.l4_off + 8)?
+            .copy_from_slice(&reply_seq.to_be_bytes());
         frame
             .get_mut(l.l4_off + 8..l.l4_off + 12)?
-            .copy_from_slice(&seq.wrapping_add(1).to_be_bytes());
-        *frame.get_mut(l.l4_off + 13)? = TCP_SYN | TCP_ACK;
+            .copy_from_slice(&reply_ack.to_be_bytes());
+        *frame.get_mut(l.l4_off + 13)? = reply_flags;
     }
     frame
         .get_mut(l.payload_off..l.payload_off + 4)?
         .copy_from_slice(&ECHO_MAGIC.to_be_bytes());
     fill_checksums(frame, &l)?;
     Some(probe)
+}
+
+fn be32_at(frame: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(
+        frame.get(off..off + 4)?.try_into().ok()?,
+    ))
+}
+
+/// Initial sequence number of stream flow `flow` (spread over the space,
+/// distinct for neighbouring flows).
+pub fn stream_isn(flow: u64) -> u32 {
+    (flow as u32).wrapping_mul(0x9e37_79b9).wrapping_add(0x1000)
+}
+
+/// Where a [`TrafficProto::TcpStream`] flow stands, kept by the sender.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamFlow {
+    /// The client's next sequence number (0 until the SYN is sent).
+    pub next_seq: u32,
+    /// The sink's next sequence number: what the client acknowledges.
+    pub peer_next: u32,
+    pub state: StreamState,
+    /// When the segment in flight was sent (sender's ns), if one is.
+    pub in_flight_since_ns: Option<u64>,
+}
+
+/// The states of a stream flow at the sender.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StreamState {
+    #[default]
+    Closed,
+    SynSent,
+    Established,
+}
+
+/// The TCP fields of one segment a stream flow sends next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamSegment {
+    pub flags: u8,
+    pub seq: u32,
+    pub ack: u32,
+}
+
+impl StreamFlow {
+    /// The segment to (re)send for flow `flow`: the SYN while not
+    /// established, else data at the next sequence number acking all the
+    /// sink sent. Marks it in flight from `now_ns`.
+    pub fn next_segment(&mut self, flow: u64, now_ns: u64) -> StreamSegment {
+        self.in_flight_since_ns = Some(now_ns);
+        match self.state {
+            StreamState::Closed | StreamState::SynSent => {
+                self.state = StreamState::SynSent;
+                self.next_seq = stream_isn(flow);
+                StreamSegment {
+                    flags: TCP_SYN,
+                    seq: self.next_seq,
+                    ack: 0,
+                }
+            }
+            StreamState::Established => StreamSegment {
+                flags: TCP_ACK | TCP_PSH,
+                seq: self.next_seq,
+                ack: self.peer_next,
+            },
+        }
+    }
+
+    /// Whether the flow may send now: nothing in flight, or the segment in
+    /// flight is older than `retransmit_ns` (then it is sent again).
+    pub fn ready(&self, now_ns: u64, retransmit_ns: u64) -> bool {
+        self.in_flight_since_ns
+            .is_none_or(|t| now_ns.saturating_sub(t) >= retransmit_ns)
+    }
+
+    /// Take in the sink's answer; true if it moved the flow on (a late
+    /// answer to an older segment is ignored).
+    pub fn on_echo(&mut self, echo: &TcpEcho) -> bool {
+        match self.state {
+            StreamState::SynSent
+                if echo.flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK
+                    && echo.ack == self.next_seq.wrapping_add(1) =>
+            {
+                self.next_seq = echo.ack;
+                self.peer_next = echo.seq.wrapping_add(1);
+                self.state = StreamState::Established;
+                self.in_flight_since_ns = None;
+                true
+            }
+            StreamState::Established
+                if echo.flags & TCP_SYN == 0
+                    && echo.seq == self.peer_next
+                    && echo.ack == self.next_seq.wrapping_add(echo.payload_len) =>
+            {
+                self.next_seq = echo.ack;
+                self.peer_next = echo.seq.wrapping_add(echo.payload_len);
+                self.in_flight_since_ns = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Write `segment` of stream flow `flow` into a copy of the template: the
+/// flow's source, the TCP sequence, ack and flags, the probe, checksums.
+/// False if `frame` is not a pktgen TCP frame.
+pub fn stamp_stream(
+    frame: &mut [u8],
+    spec: &FrameSpec,
+    flow: u64,
+    segment: StreamSegment,
+    probe_seq: u64,
+    sent_ns: u64,
+) -> bool {
+    stamp_stream_inner(frame, spec, flow, segment, probe_seq, sent_ns).is_some()
+}
+
+fn stamp_stream_inner(
+    frame: &mut [u8],
+    spec: &FrameSpec,
+    flow: u64,
+    segment: StreamSegment,
+    probe_seq: u64,
+    sent_ns: u64,
+) -> Option<()> {
+    let l = layout(frame)?;
+    if l.proto != PROTO_TCP {
+        return None;
+    }
+    let (src_ip, sport) = spec.flow_source(flow);
+    frame
+        .get_mut(IP_OFF + 12..IP_OFF + 16)?
+        .copy_from_slice(&src_ip.octets());
+    frame
+        .get_mut(l.l4_off..l.l4_off + 2)?
+        .copy_from_slice(&sport.to_be_bytes());
+    frame
+        .get_mut(l.l4_off + 4..l.l4_off + 8)?
+        .copy_from_slice(&segment.seq.to_be_bytes());
+    frame
+        .get_mut(l.l4_off + 8..l.l4_off + 12)?
+        .copy_from_slice(&segment.ack.to_be_bytes());
+    *frame.get_mut(l.l4_off + 13)? = segment.flags;
+    let probe = Probe {
+        kind: KIND_PROBE,
+        seq: probe_seq,
+        sent_ns,
+    };
+    if !write_probe(frame.get_mut(l.payload_off..l.ip_end)?, probe) {
+        return None;
+    }
+    fill_checksums(frame, &l)
+}
+
+/// What the sender needs from a sink's TCP answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpEcho {
+    pub probe: Probe,
+    /// The answer's destination: the client flow's source.
+    pub dst: Ipv4Addr,
+    pub dst_port: u16,
+    pub flags: u8,
+    pub seq: u32,
+    pub ack: u32,
+    pub payload_len: u32,
+}
+
+/// Parse a sink's TCP answer (an echo probe in a TCP segment).
+pub fn parse_tcp_echo(frame: &[u8]) -> Option<TcpEcho> {
+    let l = layout(frame)?;
+    if l.proto != PROTO_TCP {
+        return None;
+    }
+    let probe = read_probe(frame.get(l.payload_off..l.ip_end)?)?;
+    if probe.kind != KIND_ECHO {
+        return None;
+    }
+    Some(TcpEcho {
+        probe,
+        dst: ip_at(frame, IP_OFF + 16)?,
+        dst_port: u16::from_be_bytes(frame.get(l.l4_off + 2..l.l4_off + 4)?.try_into().ok()?),
+        flags: *frame.get(l.l4_off + 13)?,
+        seq: be32_at(frame, l.l4_off + 4)?,
+        ack: be32_at(frame, l.l4_off + 8)?,
+        payload_len: (l.ip_end - l.payload_off) as u32,
+    })
 }
 
 /// Sub-buckets per power of two: values are kept to 1/64 (≈1.6 %).

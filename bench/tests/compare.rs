@@ -1,0 +1,178 @@
+//! Smoke test of `compare --quick` (1 run, 1 s loads, 1 and 100 services):
+//! every datapath produced a non-zero figure for every load and an update
+//! timing, nothing failed, and afterwards no namespace or process of the
+//! comparison is left. Not a timed assertion: the figures only have to
+//! exist. Needs root, `ip netns`, nginx, wrk, iperf3, iptables and nft
+//! (tests/run.sh installs them); otherwise it prints a loud SKIPPED line.
+
+use portico::netns::{TempDir, have, require_root};
+use serde_json::{Value, json};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const COMPARE: &str = env!("CARGO_BIN_EXE_compare");
+const PKTGEN: &str = env!("CARGO_BIN_EXE_pktgen");
+const PORTICO: &str = env!("CARGO_BIN_EXE_bench-portico");
+
+/// Whether `text` mentions a name made by `unique_name` in process `pid`
+/// (`<letters><pid % 100000>x<n>`).
+fn mentions_names_of(text: &str, pid: u32) -> bool {
+    let marker = format!("{}x", pid % 100_000);
+    text.match_indices(&marker).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + marker.len()..].chars().next();
+        before.is_some_and(|c| c.is_ascii_alphabetic()) && after.is_some_and(|c| c.is_ascii_digit())
+    })
+}
+
+/// Processes whose command line names something of process `pid`, or that
+/// run this package's `bench-portico` (only this test starts it: the
+/// gateway and the topology's helper servers).
+fn leftover_processes(pid: u32) -> Vec<String> {
+    let ours = std::fs::canonicalize(PORTICO).ok();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let exe = std::fs::read_link(entry.path().join("exe")).ok();
+        if mentions_names_of(&text, pid) || (exe.is_some() && exe == ours) {
+            found.push(text);
+        }
+    }
+    found
+}
+
+#[test]
+fn marker_matches_only_unique_names_of_that_process() {
+    assert!(mentions_names_of("ip netns exec pc4242x3 wrk", 4242));
+    assert!(mentions_names_of(
+        "/tmp/portico-demo4242x17/portico.toml",
+        4242
+    ));
+    assert!(!mentions_names_of("ip netns exec pc14242x3 wrk", 4242));
+    assert!(!mentions_names_of("4242x3", 4242));
+    assert!(!mentions_names_of("pc4242xy", 4242));
+}
+
+#[test]
+fn quick_comparison_measures_every_datapath_and_cleans_up() {
+    if !require_root("quick_comparison_measures_every_datapath_and_cleans_up") {
+        return;
+    }
+    let missing: Vec<&str> = ["nginx", "wrk", "iperf3", "nft", "iptables-restore"]
+        .into_iter()
+        .filter(|p| !have(p))
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "\n*** SKIPPED quick_comparison_measures_every_datapath_and_cleans_up: {} missing (tests/run.sh installs them) ***\n",
+            missing.join(", ")
+        );
+        return;
+    }
+    let dir = TempDir::new("cmpq").expect("temp dir");
+    let json_path = dir.path.join("samples.json");
+    let plots = dir.path.join("plots");
+    let mut child = Command::new(COMPARE)
+        .args([
+            "--quick",
+            "--portico",
+            PORTICO,
+            "--pktgen",
+            PKTGEN,
+            "--json",
+        ])
+        .arg(&json_path)
+        .arg("--plots")
+        .arg(&plots)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start compare");
+    let pid = child.id();
+    // Bounded: the quick run takes about a minute on an idle 2-core machine.
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait compare") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("compare --quick still running after 900 s; killed");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut table = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut out, &mut table);
+    }
+    eprintln!("{table}");
+    assert!(status.success(), "compare --quick failed: {status}");
+
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(&json_path).expect("samples JSON")).expect("JSON");
+    assert_eq!(
+        report["failures"],
+        json!([]),
+        "failures: {}",
+        report["failures"]
+    );
+    assert_eq!(report["skipped_loads"], json!([]));
+    let samples = report["samples"].as_array().expect("samples");
+    let updates = report["updates"].as_array().expect("updates");
+    let datapaths = [
+        json!({"Portico": "AfPacket"}),
+        json!("Iptables"),
+        json!("Nftables"),
+    ];
+    let loads = ["Udp", "NewConnections", "KeepAlive", "Churn", "Iperf"];
+    for datapath in &datapaths {
+        for services in [1, 100] {
+            for load in loads {
+                let s = samples
+                    .iter()
+                    .find(|s| {
+                        s["datapath"] == *datapath && s["services"] == services && s["load"] == load
+                    })
+                    .unwrap_or_else(|| panic!("no {load} sample for {datapath} at {services}"));
+                let value = s["value"].as_f64().unwrap_or(0.0);
+                let units = s["units"].as_f64().unwrap_or(0.0);
+                assert!(
+                    value > 0.0 && units > 0.0,
+                    "{load} {datapath} {services}: {s}"
+                );
+                // The gateway's own CPU is known exactly for Portico.
+                if datapath.get("Portico").is_some() {
+                    assert!(s["cpu"]["gateway_s"].as_f64().is_some(), "{s}");
+                }
+            }
+            let u = updates
+                .iter()
+                .find(|u| u["datapath"] == *datapath && u["services"] == services)
+                .unwrap_or_else(|| panic!("no update timing for {datapath} at {services}"));
+            assert!(u["millis"].as_f64().unwrap_or(0.0) > 0.0, "{u}");
+        }
+    }
+    assert!(table.contains("× iptables"), "{table}");
+    for plot in ["throughput-udp.svg", "cpu-conn.svg", "update.svg"] {
+        let svg = std::fs::read_to_string(plots.join(plot)).expect(plot);
+        assert!(
+            svg.starts_with("<svg") && svg.contains("portico (af_packet)"),
+            "{plot}"
+        );
+    }
+
+    // Nothing of the comparison is left: no namespace, no process.
+    let netns = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    let netns = String::from_utf8_lossy(&netns.stdout);
+    assert!(!mentions_names_of(&netns, pid), "namespaces left:\n{netns}");
+    let left = leftover_processes(pid);
+    assert!(left.is_empty(), "processes left: {left:#?}");
+}
