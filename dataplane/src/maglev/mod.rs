@@ -323,48 +323,36 @@ impl MaglevTable {
         }
 
         let mut slots = vec![UNCLAIMED; m as usize].into_boxed_slice();
-        let mut claimed: u32 = 0;
-        // The last `tail` claims search the list of unclaimed slots instead
-        // of walking preference lists (see `Tail`).
-        let tail = tail_len(m);
-        let mut unclaimed: Vec<u32> = Vec::new();
+        let mut fill = Fill {
+            slots: &mut slots,
+            m,
+            reciprocal: empty.reciprocal,
+            left: m,
+            tail: tail_len(m),
+            unclaimed: Vec::new(),
+        };
         // Terminates: every round the heaviest backend earns
         // `weight_max * n >= threshold` credit and so claims at least one slot;
         // each claim finds an unclaimed slot because a preference list visits
         // every slot and fewer than `m` are claimed.
-        'fill: loop {
-            for c in &mut cursors {
-                c.credit += c.step;
-                while c.credit >= threshold {
-                    c.credit -= threshold;
-                    if m - claimed > tail {
-                        loop {
-                            let slot = c.next as usize;
-                            c.next += c.skip;
-                            if c.next >= m {
-                                c.next -= m;
-                            }
-                            // `slot < m` by construction (offset < m, skip < m,
-                            // and the wrap above), so this never goes out of range.
-                            if slots[slot] == UNCLAIMED {
-                                slots[slot] = c.index;
-                                break;
-                            }
-                        }
-                    } else {
-                        if unclaimed.is_empty() {
-                            unclaimed.extend(
-                                (0..m).filter(|&s| slots.get(s as usize) == Some(&UNCLAIMED)),
-                            );
-                        }
-                        let slot = claim_from_list(c, &mut unclaimed, m, empty.reciprocal);
-                        if let Some(s) = slots.get_mut(slot as usize) {
-                            *s = c.index;
-                        }
+        if cursors.iter().all(|c| c.step == cursors[0].step) {
+            // Equal weights: `step == threshold`, one claim per turn.
+            'equal: loop {
+                for c in &mut cursors {
+                    if fill.claim(c) {
+                        break 'equal;
                     }
-                    claimed += 1;
-                    if claimed == m {
-                        break 'fill;
+                }
+            }
+        } else {
+            'weighted: loop {
+                for c in &mut cursors {
+                    c.credit += c.step;
+                    while c.credit >= threshold {
+                        c.credit -= threshold;
+                        if fill.claim(c) {
+                            break 'weighted;
+                        }
                     }
                 }
             }
@@ -433,6 +421,61 @@ fn barrett(x: u64, m: u64, reciprocal: u64) -> u64 {
         rest -= m;
     }
     rest
+}
+
+/// The table being filled.
+struct Fill<'a> {
+    slots: &'a mut [u16],
+    m: u32,
+    reciprocal: u64,
+    /// Slots not claimed yet.
+    left: u32,
+    /// From this many slots left on, claims search `unclaimed`.
+    tail: u32,
+    /// The unclaimed slots, once `left <= tail`.
+    unclaimed: Vec<u32>,
+}
+
+impl Fill<'_> {
+    /// Backend `c` claims the next unclaimed slot of its preference list.
+    /// Returns whether the table is complete. Call only while it is not.
+    #[inline(always)]
+    fn claim(&mut self, c: &mut Cursor) -> bool {
+        if self.left > self.tail {
+            let (m, skip) = (self.m, c.skip);
+            let mut next = c.next;
+            loop {
+                let slot = next as usize;
+                next += skip;
+                if next >= m {
+                    next -= m;
+                }
+                // `slot < m == slots.len()` by construction (offset < m,
+                // skip < m and the wrap above): `None` cannot happen.
+                match self.slots.get_mut(slot) {
+                    Some(s) if *s == UNCLAIMED => {
+                        *s = c.index;
+                        break;
+                    }
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+            c.next = next;
+        } else {
+            if self.unclaimed.is_empty() {
+                let slots = &*self.slots;
+                self.unclaimed
+                    .extend((0..self.m).filter(|&s| slots.get(s as usize) == Some(&UNCLAIMED)));
+            }
+            let slot = claim_from_list(c, &mut self.unclaimed, self.m, self.reciprocal);
+            if let Some(s) = self.slots.get_mut(slot as usize) {
+                *s = c.index;
+            }
+        }
+        self.left -= 1;
+        self.left == 0
+    }
 }
 
 /// Claims made from the list of unclaimed slots at the end of a build:
