@@ -116,6 +116,28 @@ pub struct SnapshotSpec {
     pub maglev_table_size: u32,
 }
 
+/// A delta of the services of the last built spec, for
+/// [`SnapshotBuilder::update`]: the ports, addresses, routes, neighbours and
+/// Maglev size stay as the last [`SnapshotBuilder::build`] set them.
+///
+/// `removals` are applied first, then `upserts`: an upsert replaces the
+/// service of the same name (or adds it). Removing a name that is not
+/// there is a no-op; naming a service twice in `upserts` is a
+/// [`Problem::DuplicateService`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServiceChanges {
+    pub upserts: Vec<ServiceSpec>,
+    /// Names of services to remove.
+    pub removals: Vec<String>,
+}
+
+impl ServiceChanges {
+    /// Whether the changes change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.upserts.is_empty() && self.removals.is_empty()
+    }
+}
+
 /// One thing wrong with a spec. A build reports all of them at once.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Problem {
@@ -154,6 +176,8 @@ pub enum Problem {
     },
     #[error("route {dest}/{prefix_len}: prefix length above 32")]
     BadPrefix { dest: Ipv4Addr, prefix_len: u8 },
+    #[error("an incremental update needs a successful full build first")]
+    NoBaseSpec,
 }
 
 /// A spec that cannot be built, with every problem found.
@@ -225,6 +249,8 @@ pub struct SnapshotBuilder {
     service_ids: IdRegistry<Arc<str>>,
     backend_ids: IdRegistry<(ServiceId, SocketAddrV4)>,
     sets: HashMap<SetKey, (SetFingerprint, u32, Arc<BackendSet>)>,
+    /// The spec of the last successful build or update.
+    base: Option<SnapshotSpec>,
     pub stats: BuildStats,
 }
 
@@ -241,6 +267,7 @@ impl SnapshotBuilder {
             service_ids: IdRegistry::new(),
             backend_ids: IdRegistry::new(),
             sets: HashMap::new(),
+            base: None,
             stats: BuildStats::default(),
         }
     }
@@ -248,6 +275,30 @@ impl SnapshotBuilder {
     /// Generation of the last snapshot built.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Apply `changes` to the services of the last built spec and build the
+    /// next snapshot. As strict as [`Self::build`] of the resulting spec; on
+    /// error nothing changes.
+    pub fn update(&mut self, changes: &ServiceChanges) -> Result<Snapshot, BuildError> {
+        let Some(base) = &self.base else {
+            return Err(BuildError {
+                problems: vec![Problem::NoBaseSpec],
+            });
+        };
+        let mut spec = base.clone();
+        let removed: HashSet<&str> = changes.removals.iter().map(String::as_str).collect();
+        spec.services.retain(|s| !removed.contains(s.name.as_str()));
+        let mut upserted = HashSet::new();
+        for up in &changes.upserts {
+            let first = upserted.insert(up.name.as_str());
+            match spec.services.iter_mut().find(|s| s.name == up.name) {
+                Some(s) if first => *s = up.clone(),
+                // A second upsert of one name is a duplicate service.
+                _ => spec.services.push(up.clone()),
+            }
+        }
+        self.build(&spec)
     }
 
     /// Validate `spec` and build the next snapshot. On error nothing changes
@@ -429,6 +480,7 @@ impl SnapshotBuilder {
         self.sets = new_sets;
         self.stats = stats;
         self.generation += 1;
+        self.base = Some(spec.clone());
 
         let mut owned = owned;
         for key in listeners.keys() {

@@ -24,8 +24,8 @@ mod build;
 mod publish;
 
 pub use build::{
-    AddrRole, BuildError, EndpointSpec, NeighbourSpec, PortSpec, Problem, Route, ServiceSpec,
-    SnapshotBuilder, SnapshotSpec,
+    AddrRole, BuildError, EndpointSpec, NeighbourSpec, PortSpec, Problem, Route, ServiceChanges,
+    ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
 pub use publish::{Publisher, SnapshotReader};
 
