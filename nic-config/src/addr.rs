@@ -2,7 +2,8 @@
 //! their text forms (`192.0.2.1/24`, `02:00:00:00:00:01`).
 //!
 //! Invariants: an [`Ipv4Prefix`] has `prefix_len <= 32`; a [`MacAddr`]
-//! parses from exactly six two-digit hex groups separated by `:`.
+//! parses from exactly six two-digit hex groups separated by `:`; an
+//! [`Ipv4Range`] has `first <= last`.
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -28,6 +29,15 @@ pub enum AddrParseError {
     BadPrefixLen(String),
     #[error("{0:?} is not a MAC address like 02:00:00:00:00:01")]
     BadMac(String),
+    #[error("{0:?} is neither a CIDR like 192.0.2.0/28 nor a range like 192.0.2.10-192.0.2.20")]
+    BadRange(String),
+    #[error("{given} has host bits set; did you mean {network}?")]
+    HostBits {
+        given: Ipv4Prefix,
+        network: Ipv4Prefix,
+    },
+    #[error("{first}-{last} is empty (first > last)")]
+    Reversed { first: Ipv4Addr, last: Ipv4Addr },
 }
 
 impl Ipv4Prefix {
@@ -85,6 +95,108 @@ impl FromStr for Ipv4Prefix {
 impl fmt::Display for Ipv4Prefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.address, self.prefix_len)
+    }
+}
+
+/// An inclusive range of IPv4 addresses, `first <= last`: an address pool
+/// entry, written as a CIDR (`192.0.2.0/28`) or a range
+/// (`192.0.2.10-192.0.2.20`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ipv4Range {
+    pub first: Ipv4Addr,
+    pub last: Ipv4Addr,
+}
+
+impl Ipv4Range {
+    /// The range `first..=last`; `None` when `first > last`.
+    pub fn new(first: Ipv4Addr, last: Ipv4Addr) -> Option<Self> {
+        (first <= last).then_some(Ipv4Range { first, last })
+    }
+
+    /// Number of addresses, `1..=2^32`.
+    pub fn len(&self) -> u64 {
+        u64::from(u32::from(self.last)) - u64::from(u32::from(self.first)) + 1
+    }
+
+    /// Always false (a range holds at least one address); for clippy's
+    /// `len_without_is_empty`.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    pub fn contains(&self, addr: Ipv4Addr) -> bool {
+        self.first <= addr && addr <= self.last
+    }
+
+    /// Whether the two ranges share an address.
+    pub fn overlaps(&self, other: &Ipv4Range) -> bool {
+        self.first <= other.last && other.first <= self.last
+    }
+
+    /// Addresses ending in `.0` or `.255`, which some equipment mistakes
+    /// for network or broadcast addresses (MetalLB's "buggy IPs").
+    pub fn buggy_count(&self) -> u64 {
+        // Numbers in 0..=n whose low byte is `low`.
+        let upto = |n: i64, low: i64| if n >= low { (n - low) / 256 + 1 } else { 0 };
+        let (a, b) = (
+            i64::from(u32::from(self.first)),
+            i64::from(u32::from(self.last)),
+        );
+        let count = |low| upto(b, low) - upto(a - 1, low);
+        (count(0) + count(255)) as u64
+    }
+
+    /// Addresses that may be handed out: all of them, or all but the
+    /// buggy ones.
+    pub fn usable_count(&self, avoid_buggy_ips: bool) -> u64 {
+        if avoid_buggy_ips {
+            self.len() - self.buggy_count()
+        } else {
+            self.len()
+        }
+    }
+}
+
+/// Whether `addr` ends in `.0` or `.255` (see [`Ipv4Range::buggy_count`]).
+pub fn is_buggy_ip(addr: Ipv4Addr) -> bool {
+    matches!(addr.octets()[3], 0 | 255)
+}
+
+impl FromStr for Ipv4Range {
+    type Err = AddrParseError;
+
+    /// A CIDR without host bits or a range `first-last`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some((a, b)) = s.split_once('-') {
+            let parse = |t: &str| {
+                t.trim()
+                    .parse::<Ipv4Addr>()
+                    .map_err(|_| AddrParseError::BadAddress(t.trim().to_owned()))
+            };
+            let (first, last) = (parse(a)?, parse(b)?);
+            return Ipv4Range::new(first, last).ok_or(AddrParseError::Reversed { first, last });
+        }
+        if !s.contains('/') {
+            return Err(AddrParseError::BadRange(s.to_owned()));
+        }
+        let prefix: Ipv4Prefix = s.parse()?;
+        if !prefix.is_network() {
+            return Err(AddrParseError::HostBits {
+                given: prefix,
+                network: prefix.network(),
+            });
+        }
+        let first = u32::from(prefix.address);
+        Ok(Ipv4Range {
+            first: prefix.address,
+            last: Ipv4Addr::from(first | !prefix.mask()),
+        })
+    }
+}
+
+impl fmt::Display for Ipv4Range {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.first, self.last)
     }
 }
 
@@ -189,7 +301,61 @@ mod tests {
         }
     }
 
+    #[test]
+    fn range_parses_cidrs_and_ranges() {
+        let r: Ipv4Range = "192.0.2.0/28".parse().unwrap();
+        assert_eq!(r.to_string(), "192.0.2.0-192.0.2.15");
+        assert_eq!(r.len(), 16);
+        let r: Ipv4Range = "192.0.2.10 - 192.0.2.20".parse().unwrap();
+        assert_eq!((r.len(), r.first), (11, Ipv4Addr::new(192, 0, 2, 10)));
+        let one: Ipv4Range = "192.0.2.7/32".parse().unwrap();
+        assert_eq!(one.len(), 1);
+        let all: Ipv4Range = "0.0.0.0/0".parse().unwrap();
+        assert_eq!(all.len(), 1 << 32);
+        assert!(matches!(
+            "192.0.2.1/28".parse::<Ipv4Range>(),
+            Err(AddrParseError::HostBits { .. })
+        ));
+        assert!(matches!(
+            "192.0.2.9-192.0.2.8".parse::<Ipv4Range>(),
+            Err(AddrParseError::Reversed { .. })
+        ));
+        for bad in ["192.0.2.1", "x-192.0.2.1", "192.0.2.1-", "192.0.2.0/33", ""] {
+            assert!(bad.parse::<Ipv4Range>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn buggy_ips_are_counted() {
+        let r: Ipv4Range = "192.0.2.0/24".parse().unwrap();
+        assert_eq!((r.buggy_count(), r.usable_count(true)), (2, 254));
+        let r: Ipv4Range = "192.0.2.255-192.0.3.0".parse().unwrap();
+        assert_eq!(r.usable_count(true), 0);
+        let r: Ipv4Range = "10.0.0.0/8".parse().unwrap();
+        assert_eq!(r.buggy_count(), 2 * 65_536);
+        assert!(is_buggy_ip(Ipv4Addr::new(10, 1, 2, 0)));
+        assert!(is_buggy_ip(Ipv4Addr::new(10, 1, 2, 255)));
+        assert!(!is_buggy_ip(Ipv4Addr::new(10, 1, 2, 1)));
+    }
+
     proptest! {
+        #[test]
+        fn buggy_count_matches_enumeration(start: u32, len in 1u32..2000) {
+            let last = start.saturating_add(len - 1);
+            let r = Ipv4Range::new(Ipv4Addr::from(start), Ipv4Addr::from(last)).unwrap();
+            let counted = (start..=last).filter(|&a| is_buggy_ip(Ipv4Addr::from(a))).count() as u64;
+            prop_assert_eq!(r.buggy_count(), counted);
+            prop_assert_eq!(r.len(), u64::from(last - start) + 1);
+        }
+
+        #[test]
+        fn overlap_matches_enumeration(a in 0u32..64, b in 0u32..64, c in 0u32..64, d in 0u32..64) {
+            let r1 = Ipv4Range::new(Ipv4Addr::from(a.min(b)), Ipv4Addr::from(a.max(b))).unwrap();
+            let r2 = Ipv4Range::new(Ipv4Addr::from(c.min(d)), Ipv4Addr::from(c.max(d))).unwrap();
+            let shared = (0u32..64).any(|x| r1.contains(Ipv4Addr::from(x)) && r2.contains(Ipv4Addr::from(x)));
+            prop_assert_eq!(r1.overlaps(&r2), shared);
+        }
+
         #[test]
         fn prefix_round_trips(bits: u32, len in 0u8..=32) {
             let p = Ipv4Prefix::new(Ipv4Addr::from(bits), len);

@@ -4,7 +4,8 @@
 //! [`schema`] — every table rejects unknown keys — and [`validate()`]s it into
 //! a [`Plan`]: ports with their resolved addresses, the VIP port, connected
 //! and static routes resolved to ports, static neighbours, and services with
-//! their listeners and backends, with every duration in milliseconds.
+//! their listeners and backends, the Kubernetes source's settings and the
+//! LoadBalancer address pools, with every duration in milliseconds.
 //!
 //! Errors come in two kinds ([`ConfigError`]):
 //! * the text is not TOML, or does not have the schema's shape (unknown key,
@@ -45,15 +46,15 @@ pub mod plan;
 pub mod schema;
 pub mod validate;
 
-pub use addr::{Ipv4Prefix, MacAddr};
+pub use addr::{Ipv4Prefix, Ipv4Range, MacAddr, is_buggy_ip};
 pub use plan::{
-    AddressRole, BackendPlan, ConntrackPlan, DataplanePlan, ListenerKind, ListenerPlan,
-    NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan,
-    TimeoutsMs,
+    AddressPoolPlan, AddressRole, BackendPlan, ConntrackPlan, DataplanePlan, KubernetesPlan,
+    LeaderElectionPlan, ListenerKind, ListenerPlan, NeighbourPlan, OwnedAddress, Plan, PortIndex,
+    PortPlan, RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
 };
 pub use schema::{
-    BackendGone, ConfigFile, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol,
-    SessionAffinity,
+    AddressPoolSection, BackendGone, ConfigFile, DriverKind, EndpointCondition, IdlePolicy,
+    KubernetesSection, PortRole, Protocol, SessionAffinity,
 };
 pub use validate::validate;
 

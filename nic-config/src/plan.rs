@@ -13,15 +13,21 @@
 //!   `(protocol, address, port)` over all services, backends are unique per
 //!   service;
 //! * durations are in milliseconds and non-zero where the dataplane
-//!   requires it.
+//!   requires it;
+//! * address pools have unique names and at least one usable address; no
+//!   address is in two pool ranges (of one pool or of two), and none is a
+//!   node or SNAT address or a standalone service's VIP or external IP;
+//! * with Kubernetes, `retry_period_ms < renew_deadline_ms <
+//!   lease_duration_ms` and `debounce_ms <= debounce_max_ms`.
 
-use crate::addr::{Ipv4Prefix, MacAddr};
+use crate::addr::{Ipv4Prefix, Ipv4Range, MacAddr};
 pub use crate::schema::{
     BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol,
 };
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
+use std::path::PathBuf;
 
 /// Index of a port in [`Plan::ports`] (the dataplane's port id).
 pub type PortIndex = usize;
@@ -39,6 +45,74 @@ pub struct Plan {
     pub routes: Vec<RoutePlan>,
     pub neighbours: Vec<NeighbourPlan>,
     pub services: Vec<ServicePlan>,
+    /// The Kubernetes source; `None`: no `[kubernetes]` section.
+    pub kubernetes: Option<KubernetesPlan>,
+    /// LoadBalancer address pools, in file order (the order in which
+    /// auto-assign pools are tried).
+    pub address_pools: Vec<AddressPoolPlan>,
+}
+
+/// `[kubernetes]`, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubernetesPlan {
+    /// `None`: `$KUBECONFIG`, `~/.kube/config`, then in-cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// A qualified name (`portico.dev/lb`).
+    pub load_balancer_class: String,
+    /// Also serve Services without a class.
+    pub serve_unclassed: bool,
+    /// Quiet time after the last event of a burst, `0..=10000`.
+    pub debounce_ms: u64,
+    /// Longest delay after the first event of a burst, `debounce_ms..=60000`.
+    pub debounce_max_ms: u64,
+    pub leader_election: LeaderElectionPlan,
+}
+
+/// Leader election over a coordination.k8s.io/v1 Lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderElectionPlan {
+    /// A DNS subdomain name.
+    pub lease_name: String,
+    /// A DNS label.
+    pub lease_namespace: String,
+    /// `> renew_deadline_ms`.
+    pub lease_duration_ms: u64,
+    /// `> retry_period_ms`.
+    pub renew_deadline_ms: u64,
+    /// `>= 1`.
+    pub retry_period_ms: u64,
+    /// Non-empty; `None`: the host name.
+    pub identity: Option<String>,
+}
+
+/// A LoadBalancer address pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddressPoolPlan {
+    /// A DNS label, unique among the pools.
+    pub name: String,
+    /// The pool's addresses in file order; pairwise disjoint.
+    pub ranges: Vec<Ipv4Range>,
+    /// Addresses go to Services that request nothing in particular.
+    pub auto_assign: bool,
+    /// Addresses ending in `.0` or `.255` are never handed out.
+    pub avoid_buggy_ips: bool,
+}
+
+impl AddressPoolPlan {
+    /// Whether `addr` may be handed out from this pool (inside a range,
+    /// and not a buggy IP when those are avoided).
+    pub fn offers(&self, addr: Ipv4Addr) -> bool {
+        self.ranges.iter().any(|r| r.contains(addr))
+            && !(self.avoid_buggy_ips && crate::addr::is_buggy_ip(addr))
+    }
+
+    /// Addresses that may be handed out.
+    pub fn size(&self) -> u64 {
+        self.ranges
+            .iter()
+            .map(|r| r.usable_count(self.avoid_buggy_ips))
+            .sum()
+    }
 }
 
 /// Worker and table settings.
@@ -403,6 +477,54 @@ impl fmt::Display for Plan {
             writeln!(f, "neighbours:")?;
             for n in &self.neighbours {
                 writeln!(f, "  {} is {}", n.address, n.mac)?;
+            }
+        }
+
+        if let Some(k) = &self.kubernetes {
+            let le = &k.leader_election;
+            writeln!(
+                f,
+                "kubernetes: kubeconfig {}, class {}{}, debounce {} ms (at most {} ms)",
+                k.kubeconfig
+                    .as_ref()
+                    .map_or_else(|| "inferred".to_owned(), |p| p.display().to_string()),
+                k.load_balancer_class,
+                if k.serve_unclassed {
+                    " and unclassed Services"
+                } else {
+                    ""
+                },
+                k.debounce_ms,
+                k.debounce_max_ms,
+            )?;
+            writeln!(
+                f,
+                "  leader election: lease {}/{} as {}, duration {} ms, renew deadline {} ms, retry {} ms",
+                le.lease_namespace,
+                le.lease_name,
+                le.identity.as_deref().unwrap_or("the host name"),
+                le.lease_duration_ms,
+                le.renew_deadline_ms,
+                le.retry_period_ms,
+            )?;
+        }
+        if !self.address_pools.is_empty() {
+            writeln!(f, "address pools:")?;
+            for p in &self.address_pools {
+                let ranges: Vec<String> = p.ranges.iter().map(Ipv4Range::to_string).collect();
+                writeln!(
+                    f,
+                    "  {}: {} ({} addresses{}{})",
+                    p.name,
+                    ranges.join(", "),
+                    p.size(),
+                    if p.auto_assign { ", auto-assign" } else { "" },
+                    if p.avoid_buggy_ips {
+                        ", avoiding .0 and .255"
+                    } else {
+                        ""
+                    },
+                )?;
             }
         }
 

@@ -34,6 +34,112 @@ pub struct ConfigFile {
     /// `[[service]]`: the standalone services (no Kubernetes).
     #[serde(default, rename = "service")]
     pub services: Vec<ServiceSection>,
+    /// `[kubernetes]`: watch a cluster's Services and EndpointSlices. Its
+    /// presence turns the Kubernetes source on; every key has a default.
+    #[serde(default)]
+    pub kubernetes: Option<KubernetesSection>,
+    /// `[[address_pool]]` (also accepted as `[[address_pools]]`): addresses
+    /// handed out to LoadBalancer Services, MetalLB-style. Used with
+    /// `[kubernetes]`.
+    #[serde(default, rename = "address_pool", alias = "address_pools")]
+    pub address_pools: Vec<AddressPoolSection>,
+}
+
+/// `[kubernetes]`: the Kubernetes source (Services, EndpointSlices), status
+/// write-back and leader election. Node addresses are the ports'
+/// `node_addresses`: NodePorts listen there.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesSection {
+    /// Path of a kubeconfig file. Default: `$KUBECONFIG`, then
+    /// `~/.kube/config`, then the in-cluster service account.
+    #[serde(default)]
+    pub kubeconfig: Option<String>,
+    /// `spec.loadBalancerClass` of the Services Portico serves: a qualified
+    /// name like a label key (`"example.com/name"`). Default
+    /// `"portico.dev/lb"`.
+    #[serde(default = "default_load_balancer_class")]
+    pub load_balancer_class: String,
+    /// Also serve Services without a `loadBalancerClass` (Portico is the
+    /// cluster's default load balancer, as MetalLB is). Default false.
+    #[serde(default)]
+    pub serve_unclassed: bool,
+    /// Quiet time in milliseconds after the last API event of a burst
+    /// before the dataplane's tables are rebuilt, `0..=10000`. Default 20.
+    #[serde(default = "default_debounce_ms")]
+    pub debounce_ms: u64,
+    /// Longest wait in milliseconds from the first event of a burst to the
+    /// rebuild, however long the burst goes on; at least `debounce_ms`, at
+    /// most 60000. Default 10 × `debounce_ms`.
+    #[serde(default)]
+    pub debounce_max_ms: Option<u64>,
+    /// Name of the coordination.k8s.io/v1 Lease the instances compete for
+    /// (a DNS subdomain name). Default `"portico"`.
+    #[serde(default = "default_lease_name")]
+    pub lease_name: String,
+    /// Namespace of the Lease (a DNS label). Default `"default"`.
+    #[serde(default = "default_lease_namespace")]
+    pub lease_namespace: String,
+    /// How long a Lease holds without renewal, in milliseconds; more than
+    /// `renew_deadline_ms`. Default 15000 (client-go's default).
+    #[serde(default = "default_lease_duration_ms")]
+    pub lease_duration_ms: u64,
+    /// How long the leader keeps trying to renew before it gives up
+    /// leadership (and stops writing), in milliseconds; more than
+    /// `retry_period_ms`, less than `lease_duration_ms`. Default 10000.
+    #[serde(default = "default_renew_deadline_ms")]
+    pub renew_deadline_ms: u64,
+    /// Time between two attempts to acquire or renew, in milliseconds, at
+    /// least 1. Default 2000.
+    #[serde(default = "default_retry_period_ms")]
+    pub retry_period_ms: u64,
+    /// This instance's name in the Lease (`holderIdentity`), non-empty.
+    /// Default: the host name.
+    #[serde(default)]
+    pub identity: Option<String>,
+}
+
+impl Default for KubernetesSection {
+    fn default() -> Self {
+        KubernetesSection {
+            kubeconfig: None,
+            load_balancer_class: default_load_balancer_class(),
+            serve_unclassed: false,
+            debounce_ms: default_debounce_ms(),
+            debounce_max_ms: None,
+            lease_name: default_lease_name(),
+            lease_namespace: default_lease_namespace(),
+            lease_duration_ms: default_lease_duration_ms(),
+            renew_deadline_ms: default_renew_deadline_ms(),
+            retry_period_ms: default_retry_period_ms(),
+            identity: None,
+        }
+    }
+}
+
+/// `[[address_pool]]`: addresses for LoadBalancer Services.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddressPoolSection {
+    /// Unique name, as Services request it in the `portico.dev/address-pool`
+    /// annotation: 1 to 63 lowercase letters, digits and `-`, starting and
+    /// ending with a letter or digit (a DNS label).
+    pub name: String,
+    /// The pool's addresses: CIDRs (`"192.0.2.0/28"`, no host bits) and
+    /// inclusive ranges (`"192.0.2.10-192.0.2.20"`, first <= last). At least
+    /// one; no address in two entries or two pools, none a node or SNAT
+    /// address or a standalone service's address.
+    pub addresses: Vec<String>,
+    /// Hand out addresses of this pool to Services that ask for no pool and
+    /// no address. `false`: only Services that name the pool or one of its
+    /// addresses get them. Default true.
+    #[serde(default = "yes")]
+    pub auto_assign: bool,
+    /// Never hand out addresses ending in `.0` or `.255` (some old
+    /// equipment mistakes them for network or broadcast addresses).
+    /// Default false.
+    #[serde(default)]
+    pub avoid_buggy_ips: bool,
 }
 
 /// `[dataplane]`.
@@ -457,6 +563,30 @@ pub enum EndpointCondition {
 /// Kubernetes' default ClientIP affinity timeout, in seconds.
 pub const DEFAULT_AFFINITY_TIMEOUT_S: u64 = 10_800;
 
+/// Default `kubernetes.load_balancer_class`.
+pub const DEFAULT_LOAD_BALANCER_CLASS: &str = "portico.dev/lb";
+
+fn default_load_balancer_class() -> String {
+    DEFAULT_LOAD_BALANCER_CLASS.to_owned()
+}
+fn default_debounce_ms() -> u64 {
+    20
+}
+fn default_lease_name() -> String {
+    "portico".to_owned()
+}
+fn default_lease_namespace() -> String {
+    "default".to_owned()
+}
+fn default_lease_duration_ms() -> u64 {
+    15_000
+}
+fn default_renew_deadline_ms() -> u64 {
+    10_000
+}
+fn default_retry_period_ms() -> u64 {
+    2_000
+}
 fn default_batch_size() -> u64 {
     64
 }

@@ -86,6 +86,23 @@ vip = "203.0.113.10"
 port = 53
 snat = false
 backends = [{ address = "10.1.0.12", port = 53 }]
+
+[kubernetes]
+kubeconfig = "/etc/portico/kubeconfig"
+serve_unclassed = true
+debounce_ms = 30
+lease_namespace = "portico-system"
+identity = "gw-1"
+
+[[address_pool]]
+name = "public"
+addresses = ["203.0.113.64/27", "203.0.113.200-203.0.113.210"]
+avoid_buggy_ips = true
+
+[[address_pool]]
+name = "reserved"
+addresses = ["198.51.100.0/28"]
+auto_assign = false
 "#;
 
 /// `BASE` with each `(from, to)` applied once; every `from` must occur.
@@ -601,6 +618,162 @@ const CASES: &[Case] = &[
         "service[0].backends[1].address",
         "not a unicast host address",
     ),
+    // --- kubernetes
+    case(
+        &[(
+            "kubeconfig = \"/etc/portico/kubeconfig\"",
+            "kubeconfig = \"\"",
+        )],
+        "kubernetes.kubeconfig",
+        "is empty",
+    ),
+    case(
+        &[(
+            "serve_unclassed",
+            "load_balancer_class = \"my class\"\nserve_unclassed",
+        )],
+        "kubernetes.load_balancer_class",
+        "not a qualified name",
+    ),
+    case(
+        &[(
+            "serve_unclassed",
+            "load_balancer_class = \"-x.io/lb\"\nserve_unclassed",
+        )],
+        "kubernetes.load_balancer_class",
+        "not a qualified name",
+    ),
+    case(
+        &[("debounce_ms = 30", "debounce_ms = 10001")],
+        "kubernetes.debounce_ms",
+        "out of range 0..=10000",
+    ),
+    case(
+        &[("debounce_ms = 30", "debounce_ms = 30\ndebounce_max_ms = 29")],
+        "kubernetes.debounce_max_ms",
+        "out of range 30..=60000",
+    ),
+    case(
+        &[(
+            "identity = \"gw-1\"",
+            "identity = \"gw-1\"\nlease_name = \"Portico\"",
+        )],
+        "kubernetes.lease_name",
+        "not a Kubernetes object name",
+    ),
+    case(
+        &[("\"portico-system\"", "\"portico.system\"")],
+        "kubernetes.lease_namespace",
+        "not a Kubernetes namespace name",
+    ),
+    case(
+        &[(
+            "identity = \"gw-1\"",
+            "identity = \"gw-1\"\nretry_period_ms = 0",
+        )],
+        "kubernetes.retry_period_ms",
+        "at least 1 ms",
+    ),
+    case(
+        &[(
+            "identity = \"gw-1\"",
+            "identity = \"gw-1\"\nrenew_deadline_ms = 2000",
+        )],
+        "kubernetes.renew_deadline_ms",
+        "more than retry_period_ms (2000 ms)",
+    ),
+    case(
+        &[(
+            "identity = \"gw-1\"",
+            "identity = \"gw-1\"\nlease_duration_ms = 10000",
+        )],
+        "kubernetes.lease_duration_ms",
+        "more than renew_deadline_ms (10000 ms)",
+    ),
+    case(
+        &[("identity = \"gw-1\"", "identity = \" \"")],
+        "kubernetes.identity",
+        "is empty",
+    ),
+    // --- address pools
+    case(
+        &[("name = \"public\"", "name = \"Public\"")],
+        "address_pool[0].name",
+        "not a pool name",
+    ),
+    case(
+        &[("name = \"reserved\"", "name = \"public\"")],
+        "address_pool[1].name",
+        "already the name of address_pool[0]",
+    ),
+    case(
+        &[("[\"198.51.100.0/28\"]", "[]")],
+        "address_pool[1].addresses",
+        "is empty",
+    ),
+    case(
+        &[("\"203.0.113.64/27\"", "\"203.0.113.65/27\"")],
+        "address_pool[0].addresses[0]",
+        "host bits set; did you mean 203.0.113.64/27",
+    ),
+    case(
+        &[("203.0.113.200-203.0.113.210", "203.0.113.210-203.0.113.200")],
+        "address_pool[0].addresses[1]",
+        "is empty (first > last)",
+    ),
+    case(
+        &[("\"198.51.100.0/28\"", "\"198.51.100.0\"")],
+        "address_pool[1].addresses[0]",
+        "neither a CIDR",
+    ),
+    case(
+        &[("203.0.113.200-203.0.113.210", "203.0.113.90-203.0.113.210")],
+        "address_pool[0].addresses[1]",
+        "overlaps 203.0.113.64/27 at address_pool[0].addresses[0]",
+    ),
+    case(
+        &[("\"198.51.100.0/28\"", "\"203.0.113.205/32\"")],
+        "address_pool[1].addresses[0]",
+        "overlaps 203.0.113.200-203.0.113.210 at address_pool[0].addresses[1]",
+    ),
+    case(
+        &[("\"198.51.100.0/28\"", "\"192.0.2.0/28\"")],
+        "address_pool[1].addresses[0]",
+        "contains 192.0.2.1, the gateway's own address (port[0].node_addresses[0])",
+    ),
+    case(
+        &[("\"198.51.100.0/28\"", "\"10.1.0.2-10.1.0.9\"")],
+        "address_pool[1].addresses[0]",
+        "contains 10.1.0.2, the gateway's own address (port[1].snat_addresses[1])",
+    ),
+    case(
+        &[("\"198.51.100.0/28\"", "\"203.0.113.0/28\"")],
+        "address_pool[1].addresses[0]",
+        "contains 203.0.113.10, the vip of service[0] (\"web\")",
+    ),
+    case(
+        &[("\"198.51.100.0/28\"", "\"203.0.113.20/32\"")],
+        "address_pool[1].addresses[0]",
+        "contains 203.0.113.20, the external_ip of service[0]",
+    ),
+    case(
+        &[("\"198.51.100.0/28\"", "\"127.0.0.0/30\"")],
+        "address_pool[1].addresses[0]",
+        "overlaps 127.0.0.0/8 (loopback)",
+    ),
+    case(
+        &[("\"198.51.100.0/28\"", "\"239.1.0.0/16\"")],
+        "address_pool[1].addresses[0]",
+        "multicast",
+    ),
+    case(
+        &[(
+            "[\"198.51.100.0/28\"]\nauto_assign = false",
+            "[\"198.51.100.0/32\", \"198.51.100.255-198.51.101.0\"]\navoid_buggy_ips = true",
+        )],
+        "address_pool[1].addresses",
+        "no address left to hand out",
+    ),
 ];
 
 #[test]
@@ -661,6 +834,137 @@ fn base_is_valid_and_resolved() {
     assert!(!dns.snat);
     assert_eq!(dns.listeners[0].kind, ListenerKind::Vip);
     assert_eq!(dns.affinity_timeout_ms, None);
+
+    let k = plan.kubernetes.as_ref().unwrap();
+    assert_eq!(
+        k.kubeconfig.as_deref(),
+        Some(std::path::Path::new("/etc/portico/kubeconfig"))
+    );
+    assert_eq!(k.load_balancer_class, "portico.dev/lb");
+    assert!(k.serve_unclassed);
+    // The longest delay defaults to ten quiet times.
+    assert_eq!((k.debounce_ms, k.debounce_max_ms), (30, 300));
+    let le = &k.leader_election;
+    assert_eq!(
+        (le.lease_name.as_str(), le.lease_namespace.as_str()),
+        ("portico", "portico-system")
+    );
+    assert_eq!(
+        (
+            le.lease_duration_ms,
+            le.renew_deadline_ms,
+            le.retry_period_ms
+        ),
+        (15_000, 10_000, 2_000)
+    );
+    assert_eq!(le.identity.as_deref(), Some("gw-1"));
+
+    let pools: Vec<String> = plan
+        .address_pools
+        .iter()
+        .map(|p| {
+            let ranges: Vec<String> = p.ranges.iter().map(|r| r.to_string()).collect();
+            format!(
+                "{} [{}] {} auto={} avoid={}",
+                p.name,
+                ranges.join(" "),
+                p.size(),
+                p.auto_assign,
+                p.avoid_buggy_ips
+            )
+        })
+        .collect();
+    assert_eq!(
+        pools,
+        [
+            "public [203.0.113.64-203.0.113.95 203.0.113.200-203.0.113.210] 43 auto=true avoid=true",
+            "reserved [198.51.100.0-198.51.100.15] 16 auto=false avoid=false",
+        ]
+    );
+    assert!(plan.address_pools[1].offers(Ipv4Addr::new(198, 51, 100, 0)));
+    let printed = plan.to_string();
+    assert!(
+        printed.contains("class portico.dev/lb and unclassed Services"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("reserved: 198.51.100.0-198.51.100.15 (16 addresses)"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn kubernetes_defaults_and_buggy_ips() {
+    let plan = parse(&edit(&[
+        (
+            "kubeconfig = \"/etc/portico/kubeconfig\"\nserve_unclassed = true\ndebounce_ms = 30\nlease_namespace = \"portico-system\"\nidentity = \"gw-1\"\n",
+            "",
+        ),
+        ("\"198.51.100.0/28\"]", "\"198.51.100.0/24\"]\navoid_buggy_ips = true"),
+    ]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let k = plan.kubernetes.unwrap();
+    assert_eq!(k.kubeconfig, None);
+    assert!(!k.serve_unclassed);
+    assert_eq!((k.debounce_ms, k.debounce_max_ms), (20, 200));
+    assert_eq!(k.leader_election.lease_namespace, "default");
+    assert_eq!(k.leader_election.identity, None);
+    let reserved = &plan.address_pools[1];
+    assert_eq!(reserved.size(), 254);
+    assert!(!reserved.offers(Ipv4Addr::new(198, 51, 100, 0)));
+    assert!(!reserved.offers(Ipv4Addr::new(198, 51, 100, 255)));
+    assert!(reserved.offers(Ipv4Addr::new(198, 51, 100, 1)));
+}
+
+#[test]
+fn without_kubernetes_there_is_no_kubernetes_plan() {
+    let plan = parse(
+        "[[port]]\nname = \"lan\"\ndriver = \"afpacket\"\ninterface = \"eth0\"\nrole = \"both\"\n",
+    )
+    .unwrap();
+    assert_eq!(plan.kubernetes, None);
+    assert!(plan.address_pools.is_empty());
+}
+
+#[test]
+fn address_pools_is_accepted_as_a_spelling() {
+    let plan = parse(&edit(&[(
+        "[[address_pool]]\nname = \"reserved\"",
+        "[[address_pools]]\nname = \"reserved\"",
+    )]));
+    // Both spellings in one file are one key given twice.
+    assert!(plan.is_err());
+    let text = BASE.replace("[[address_pool]]", "[[address_pools]]");
+    let plan = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plan.address_pools.len(), 2);
+}
+
+#[test]
+fn name_rules_follow_kubernetes() {
+    use nic_config::validate::{is_dns_label, is_dns_subdomain, is_qualified_name};
+    for ok in ["a", "portico", "a-1", "0abc"] {
+        assert!(is_dns_label(ok), "{ok}");
+    }
+    for bad in ["", "-a", "a-", "A", "a.b", "a_b", &"a".repeat(64)] {
+        assert!(!is_dns_label(bad), "{bad}");
+    }
+    assert!(is_dns_subdomain("a.b-c.d"));
+    assert!(!is_dns_subdomain("a..b"));
+    for ok in ["portico.dev/lb", "lb", "example.com/My_Class.v1", "x/Y"] {
+        assert!(is_qualified_name(ok), "{ok}");
+    }
+    for bad in [
+        "",
+        "/lb",
+        "a/",
+        "a/b/c",
+        "Ex.com/lb",
+        "a/-b",
+        "a b",
+        &"x".repeat(64),
+    ] {
+        assert!(!is_qualified_name(bad), "{bad}");
+    }
 }
 
 #[test]
@@ -808,6 +1112,18 @@ fn unknown_fields_are_rejected_by_name() {
             "wieght",
         ),
         ("\n[dataplane]", "\n[extra]\n[dataplane]", "extra", "extra"),
+        (
+            "debounce_ms = 30",
+            "debounce_ms = 30\nclass = \"x\"",
+            "kubernetes.class",
+            "class",
+        ),
+        (
+            "auto_assign = false",
+            "auto_assign = false\nshared = true",
+            "address_pool[1].shared",
+            "shared",
+        ),
     ] {
         let text = edit(&[(from, to)]);
         let at = text
@@ -909,6 +1225,17 @@ const INDEPENDENT: &[(&str, &str, &str)] = &[
         "service[0].backends[0].weight",
     ),
     ("port = 53\n", "port = 0\n", "service[1].port"),
+    (
+        "debounce_ms = 30",
+        "debounce_ms = 99999",
+        "kubernetes.debounce_ms",
+    ),
+    (
+        "\"203.0.113.64/27\"",
+        "\"203.0.113.64/33\"",
+        "address_pool[0].addresses[0]",
+    ),
+    ("name = \"reserved\"", "name = \"\"", "address_pool[1].name"),
 ];
 
 proptest! {
