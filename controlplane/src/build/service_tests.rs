@@ -1,0 +1,1 @@
+//! Table-driven cases of the Kubernetes semantics.
