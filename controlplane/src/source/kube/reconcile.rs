@@ -22,7 +22,9 @@
 //!   cleared (another load balancer may own them).
 
 use super::store::ClusterState;
-use crate::build::{self, ModelOptions};
+use crate::build::{
+    self, ModelConfig, ServiceOutcome, SpecCache, wants_load_balancer_address,
+};
 use crate::ipam::{Allocator, Claim, ServiceKey, ServiceRequest};
 use dataplane::snapshot::{
     BuildError, Problem, ServiceChanges, ServiceSpec, Snapshot, SnapshotBuilder,
@@ -37,7 +39,7 @@ use tracing::{debug, info, warn};
 const MAX_BUILD_ATTEMPTS: usize = 8;
 
 /// A Kubernetes Event to send (by the leader) about a Service.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ServiceEvent {
     pub service: Arc<Service>,
     pub warning: bool,
@@ -54,17 +56,22 @@ pub struct WindowOutcome {
     pub services_changed: usize,
     /// Microseconds spent in the snapshot builder.
     pub build_us: u64,
+    /// The builder refused the changes; the last snapshot stays.
+    pub build_failed: bool,
     pub events: Vec<ServiceEvent>,
 }
 
 /// State kept across windows.
 #[derive(Debug)]
 pub struct Reconciler {
-    options: ModelOptions,
+    options: ModelConfig,
     allocator: Allocator,
     builder: SnapshotBuilder,
     /// The dataplane services in force for each Kubernetes Service.
-    specs: HashMap<ServiceKey, Vec<ServiceSpec>>,
+    specs: SpecCache,
+    /// The reason last logged for each Service served partly or not at
+    /// all, so that it is logged once.
+    ignored: HashMap<ServiceKey, String>,
     /// The last IPAM or model problem reported per Service (reason, note),
     /// so that a problem is reported once, not on every window.
     reported: HashMap<ServiceKey, (String, String)>,
@@ -78,12 +85,13 @@ pub struct Reconciler {
 impl Reconciler {
     /// `builder` has built the base snapshot (ports, addresses, routes,
     /// static services) already.
-    pub fn new(options: ModelOptions, allocator: Allocator, builder: SnapshotBuilder) -> Self {
+    pub fn new(options: ModelConfig, allocator: Allocator, builder: SnapshotBuilder) -> Self {
         Reconciler {
             options,
             allocator,
             builder,
-            specs: HashMap::new(),
+            specs: SpecCache::new(),
+            ignored: HashMap::new(),
             reported: HashMap::new(),
             rejected: BTreeMap::new(),
             owed_clear: HashMap::new(),
@@ -97,7 +105,7 @@ impl Reconciler {
 
     /// Whether Portico serves this Service's LoadBalancer addresses.
     fn wants_address(&self, svc: &Service) -> bool {
-        build::is_load_balancer(svc) && build::class_matches(svc, &self.options)
+        wants_load_balancer_address(svc, &self.options)
     }
 
     /// Rebuild the allocator from the statuses (first window only).
@@ -171,6 +179,7 @@ impl Reconciler {
             self.release(key);
             self.reported.remove(key);
             self.owed_clear.remove(key);
+            self.ignored.remove(key);
             return Vec::new();
         };
         let vips = if self.wants_address(svc) {
@@ -180,13 +189,24 @@ impl Reconciler {
             Vec::new()
         };
         let slices = state.slices_of(key);
-        match build::service_specs(svc, &slices, &vips, &self.options) {
-            Ok(specs) => specs,
-            Err(ignored) => {
-                debug!(service = %key, reason = %ignored, "service ignored");
-                Vec::new()
+        let (specs, why) = match build::service_specs(svc, &slices, &vips, &self.options) {
+            ServiceOutcome::Serve { specs, skipped } => {
+                let why: Vec<String> = skipped.iter().map(ToString::to_string).collect();
+                (specs, why.join("; "))
             }
+            ServiceOutcome::Ignored { reason } => (Vec::new(), reason.to_string()),
+        };
+        if why.is_empty() {
+            self.ignored.remove(key);
+        } else if self.ignored.get(key) != Some(&why) {
+            if specs.is_empty() {
+                info!(service = %key, reason = %why, "service ignored");
+            } else {
+                info!(service = %key, skipped = %why, "service served in part");
+            }
+            self.ignored.insert(key.clone(), why);
         }
+        specs
     }
 
     fn release(&mut self, key: &ServiceKey) {
@@ -290,7 +310,7 @@ impl Reconciler {
                     out.build_us = started.elapsed().as_micros() as u64;
                     out.services_changed = new_specs
                         .iter()
-                        .filter(|(k, v)| self.specs.get(*k).map_or(!v.is_empty(), |old| old != *v))
+                        .filter(|(k, v)| self.specs.get(k).unwrap_or_default() != v.as_slice())
                         .count();
                     out.snapshot = Some(snapshot);
                     self.keep(new_specs);
@@ -301,6 +321,7 @@ impl Reconciler {
                     if culprits.is_empty() {
                         warn!(error = %e, "the forwarding tables could not be rebuilt; \
                             the last snapshot stays in force");
+                        out.build_failed = true;
                         return;
                     }
                     for (key, problem) in culprits {
@@ -322,6 +343,7 @@ impl Reconciler {
             }
         }
         warn!("the forwarding tables could not be rebuilt; the last snapshot stays in force");
+        out.build_failed = true;
     }
 
     /// The snapshot delta from what is in force to `new_specs`: changed or
@@ -329,7 +351,7 @@ impl Reconciler {
     fn changes(&self, new_specs: &HashMap<ServiceKey, Vec<ServiceSpec>>) -> ServiceChanges {
         let mut changes = ServiceChanges::default();
         for (key, specs) in new_specs {
-            let old = self.specs.get(key).map_or(&[][..], Vec::as_slice);
+            let old = self.specs.get(key).unwrap_or_default();
             for o in old {
                 if !specs.iter().any(|s| s.name == o.name) {
                     changes.removals.push(o.name.clone());
@@ -346,11 +368,7 @@ impl Reconciler {
 
     fn keep(&mut self, new_specs: HashMap<ServiceKey, Vec<ServiceSpec>>) {
         for (key, specs) in new_specs {
-            if specs.is_empty() {
-                self.specs.remove(&key);
-            } else {
-                self.specs.insert(key, specs);
-            }
+            self.specs.set(&key, specs);
         }
     }
 
@@ -368,10 +386,7 @@ impl Reconciler {
                     return Some((key.clone(), true));
                 }
             }
-            self.specs
-                .iter()
-                .find(|(_, specs)| specs.iter().any(|s| s.name == name))
-                .map(|(k, _)| (k.clone(), false))
+            self.specs.owner(name).map(|k| (k.clone(), false))
         };
         let mut found: Vec<(ServiceKey, String)> = Vec::new();
         for p in &e.problems {

@@ -6,6 +6,7 @@
 //! Written by the source's control thread once per debounce window, read by
 //! anyone; a plain mutex is enough (cold path, never the packet path).
 
+use super::watch::Update;
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
@@ -37,6 +38,9 @@ pub struct KubeSourceReport {
     pub generations_published: u64,
     pub builds_failed: u64,
     pub watch_errors: u64,
+    /// Complete lists received (two at start, one per kind and relist
+    /// after that, e.g. after a 410 Gone).
+    pub lists: u64,
     pub status_writes: u64,
     pub status_write_errors: u64,
     pub events_sent: u64,
@@ -91,10 +95,14 @@ impl KubeSourceStats {
         self.with(|i| i.report.builds_failed += 1);
     }
 
-    pub(crate) fn watch(&self, failing: bool) {
+    pub(crate) fn watch<K>(&self, update: &Update<K>) {
         self.with(|i| {
+            let failing = matches!(update, Update::Failed(_));
             if failing {
                 i.report.watch_errors += 1;
+            }
+            if matches!(update, Update::Listed(_)) {
+                i.report.lists += 1;
             }
             i.report.watch_failing = failing;
         });

@@ -9,7 +9,7 @@
 
 use super::lease::Leadership;
 use super::stats::KubeSourceStats;
-use super::store::ObjectKey;
+use crate::ipam::ServiceKey;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -26,12 +26,12 @@ pub const EVENT_CONTROLLER: &str = "portico.dev/load-balancer";
 pub enum StatusError {
     #[error("service {service}: patching status.loadBalancer: {source}")]
     Patch {
-        service: ObjectKey,
+        service: ServiceKey,
         source: kube::Error,
     },
     #[error("service {service}: sending event {reason}: {source}")]
     Event {
-        service: ObjectKey,
+        service: ServiceKey,
         reason: String,
         source: kube::Error,
     },
@@ -115,7 +115,7 @@ impl StatusWriter {
     /// Set (or clear, with no addresses) the Service's ingress addresses.
     pub async fn write_ingress(
         &self,
-        service: &ObjectKey,
+        service: &ServiceKey,
         addresses: &[Ipv4Addr],
     ) -> Result<WriteOutcome, StatusError> {
         if !self.leadership.may_write() {
@@ -149,10 +149,7 @@ impl StatusWriter {
         reason: &str,
         note: &str,
     ) -> Result<WriteOutcome, StatusError> {
-        let service = ObjectKey::new(
-            svc.metadata.namespace.as_deref().unwrap_or_default(),
-            svc.metadata.name.as_deref().unwrap_or_default(),
-        );
+        let service = ServiceKey::of(svc);
         if warning {
             warn!(%service, reason, note, "service problem");
         } else {

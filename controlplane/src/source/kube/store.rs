@@ -8,48 +8,30 @@
 //! (by resourceVersion): after a relist nothing is lost and nothing that
 //! stayed the same is rebuilt.
 
-use super::watch::{SERVICE_NAME_LABEL, Update};
+use super::watch::Update;
+use crate::build::LABEL_SERVICE_NAME;
+use crate::ipam::ServiceKey;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::sync::Arc;
 
-/// A namespaced object's identity.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    pub namespace: String,
-    pub name: String,
-}
+/// An EndpointSlice's identity: (namespace, name).
+pub type SliceKey = (String, String);
 
-impl ObjectKey {
-    pub fn new(namespace: &str, name: &str) -> Self {
-        ObjectKey {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        }
-    }
-
-    fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
-        ObjectKey {
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
-        }
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
+fn slice_key(slice: &EndpointSlice) -> SliceKey {
+    (
+        slice.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned()),
+        slice.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
 /// The Service an EndpointSlice belongs to, by its label.
-pub fn slice_service(slice: &EndpointSlice) -> Option<ObjectKey> {
-    let name = slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
-    Some(ObjectKey::new(
-        slice.metadata.namespace.as_deref().unwrap_or_default(),
-        name,
+pub fn slice_service(slice: &EndpointSlice) -> Option<ServiceKey> {
+    let name = slice.metadata.labels.as_ref()?.get(LABEL_SERVICE_NAME)?;
+    Some(ServiceKey::new(
+        slice.metadata.namespace.as_deref().unwrap_or("default"),
+        name.as_str(),
     ))
 }
 
@@ -61,10 +43,10 @@ fn same_version<K: kube::Resource>(a: &K, b: &K) -> bool {
 /// Services and EndpointSlices as last seen.
 #[derive(Debug, Default)]
 pub struct ClusterState {
-    services: BTreeMap<ObjectKey, Arc<Service>>,
-    slices: HashMap<ObjectKey, Arc<EndpointSlice>>,
+    services: BTreeMap<ServiceKey, Arc<Service>>,
+    slices: HashMap<SliceKey, Arc<EndpointSlice>>,
     /// Service → names of its slices.
-    slices_by_service: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
+    slices_by_service: HashMap<ServiceKey, BTreeSet<SliceKey>>,
     services_listed: bool,
     slices_listed: bool,
 }
@@ -75,16 +57,16 @@ impl ClusterState {
         self.services_listed && self.slices_listed
     }
 
-    pub fn service(&self, key: &ObjectKey) -> Option<&Arc<Service>> {
+    pub fn service(&self, key: &ServiceKey) -> Option<&Arc<Service>> {
         self.services.get(key)
     }
 
-    pub fn services(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Service>)> {
+    pub fn services(&self) -> impl Iterator<Item = (&ServiceKey, &Arc<Service>)> {
         self.services.iter()
     }
 
     /// The slices labelled with `service`, in name order.
-    pub fn slices_of(&self, service: &ObjectKey) -> Vec<&EndpointSlice> {
+    pub fn slices_of(&self, service: &ServiceKey) -> Vec<&EndpointSlice> {
         self.slices_by_service
             .get(service)
             .into_iter()
@@ -94,11 +76,11 @@ impl ClusterState {
     }
 
     /// Apply a Service update; returns the Services it touched.
-    pub fn apply_services(&mut self, update: Update<Service>) -> BTreeSet<ObjectKey> {
+    pub fn apply_services(&mut self, update: Update<Service>) -> BTreeSet<ServiceKey> {
         let mut touched = BTreeSet::new();
         match update {
             Update::Applied(svc) => {
-                let key = ObjectKey::of(&svc.metadata);
+                let key = ServiceKey::of(&svc);
                 let changed = self
                     .services
                     .get(&key)
@@ -109,7 +91,7 @@ impl ClusterState {
                 }
             }
             Update::Deleted(svc) => {
-                let key = ObjectKey::of(&svc.metadata);
+                let key = ServiceKey::of(&svc);
                 if self.services.remove(&key).is_some() {
                     touched.insert(key);
                 }
@@ -117,7 +99,7 @@ impl ClusterState {
             Update::Listed(list) => {
                 let mut new = BTreeMap::new();
                 for svc in list {
-                    new.insert(ObjectKey::of(&svc.metadata), Arc::new(svc));
+                    new.insert(ServiceKey::of(&svc), Arc::new(svc));
                 }
                 for (key, old) in &self.services {
                     if new
@@ -141,11 +123,11 @@ impl ClusterState {
     }
 
     /// Apply an EndpointSlice update; returns the Services it touched.
-    pub fn apply_slices(&mut self, update: Update<EndpointSlice>) -> BTreeSet<ObjectKey> {
+    pub fn apply_slices(&mut self, update: Update<EndpointSlice>) -> BTreeSet<ServiceKey> {
         let mut touched = BTreeSet::new();
         match update {
             Update::Applied(slice) => {
-                let key = ObjectKey::of(&slice.metadata);
+                let key = slice_key(&slice);
                 if self
                     .slices
                     .get(&key)
@@ -155,15 +137,15 @@ impl ClusterState {
                 }
             }
             Update::Deleted(slice) => {
-                let key = ObjectKey::of(&slice.metadata);
+                let key = slice_key(&slice);
                 self.remove_slice(&key, &mut touched);
             }
             Update::Listed(list) => {
-                let mut new: HashMap<ObjectKey, EndpointSlice> = list
+                let mut new: HashMap<SliceKey, EndpointSlice> = list
                     .into_iter()
-                    .map(|s| (ObjectKey::of(&s.metadata), s))
+                    .map(|s| (slice_key(&s), s))
                     .collect();
-                let gone: Vec<ObjectKey> = self
+                let gone: Vec<SliceKey> = self
                     .slices
                     .keys()
                     .filter(|k| !new.contains_key(*k))
@@ -190,9 +172,9 @@ impl ClusterState {
 
     fn insert_slice(
         &mut self,
-        key: ObjectKey,
+        key: SliceKey,
         slice: EndpointSlice,
-        touched: &mut BTreeSet<ObjectKey>,
+        touched: &mut BTreeSet<ServiceKey>,
     ) {
         // The label may have changed: the old Service loses the slice.
         self.remove_slice(&key, touched);
@@ -206,7 +188,7 @@ impl ClusterState {
         self.slices.insert(key, Arc::new(slice));
     }
 
-    fn remove_slice(&mut self, key: &ObjectKey, touched: &mut BTreeSet<ObjectKey>) {
+    fn remove_slice(&mut self, key: &SliceKey, touched: &mut BTreeSet<ServiceKey>) {
         let Some(old) = self.slices.remove(key) else {
             return;
         };
@@ -245,15 +227,15 @@ mod tests {
                 namespace: Some(ns.into()),
                 name: Some(name.into()),
                 resource_version: Some(rv.into()),
-                labels: service.map(|s| [(SERVICE_NAME_LABEL.to_owned(), s.to_owned())].into()),
+                labels: service.map(|s| [(LABEL_SERVICE_NAME.to_owned(), s.to_owned())].into()),
                 ..ObjectMeta::default()
             },
             ..EndpointSlice::default()
         }
     }
 
-    fn keys(names: &[(&str, &str)]) -> BTreeSet<ObjectKey> {
-        names.iter().map(|(n, s)| ObjectKey::new(n, s)).collect()
+    fn keys(names: &[(&str, &str)]) -> BTreeSet<ServiceKey> {
+        names.iter().map(|(n, s)| ServiceKey::new(*n, *s)).collect()
     }
 
     #[test]
@@ -266,7 +248,7 @@ mod tests {
         state.apply_slices(Update::Applied(slice("a", "orphan", None, "4")));
         let names = |state: &ClusterState, ns: &str| -> Vec<String> {
             state
-                .slices_of(&ObjectKey::new(ns, "web"))
+                .slices_of(&ServiceKey::new(ns, "web"))
                 .iter()
                 .filter_map(|s| s.metadata.name.clone())
                 .collect()
@@ -302,7 +284,7 @@ mod tests {
         assert!(state.synced());
         // A failed watch changes nothing.
         assert!(state.apply_services(Update::Failed("gone".into())).is_empty());
-        assert!(state.service(&ObjectKey::new("a", "gone")).is_some());
+        assert!(state.service(&ServiceKey::new("a", "gone")).is_some());
 
         let t = state.apply_services(Update::Listed(vec![
             svc("a", "same", "1"),
@@ -315,8 +297,8 @@ mod tests {
             slice("a", "new-1", Some("new"), "12"),
         ]));
         assert_eq!(t, keys(&[("a", "gone"), ("a", "new")]));
-        assert_eq!(state.slices_of(&ObjectKey::new("a", "same")).len(), 1);
-        assert!(state.slices_of(&ObjectKey::new("a", "gone")).is_empty());
+        assert_eq!(state.slices_of(&ServiceKey::new("a", "same")).len(), 1);
+        assert!(state.slices_of(&ServiceKey::new("a", "gone")).is_empty());
         let names: Vec<String> = state.services().map(|(k, _)| k.to_string()).collect();
         assert_eq!(names, ["a/changed", "a/new", "a/same"]);
     }

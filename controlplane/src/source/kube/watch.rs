@@ -30,9 +30,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-/// The label that joins an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
 /// First and longest wait between two attempts of a failed watch.
 pub const WATCH_RETRY_MIN_MS: u64 = 200;
 pub const WATCH_RETRY_MAX_MS: u64 = 5_000;
