@@ -80,6 +80,33 @@ mod tests;
 /// backends (the paper recommends `M` > 100 × N).
 pub const DEFAULT_TABLE_SIZE: u32 = 16381;
 
+/// Slots per backend a service's table aims for: the paper's `M` > 100 × N,
+/// which keeps every backend's share within about 1 % of its ideal.
+pub const SLOTS_PER_BACKEND: u32 = 100;
+
+/// The sizes a table may have when its size follows its backend count: the
+/// largest prime below each power of two from 2^8 to 2^24. A size is a pure
+/// function of the backend count (so every gateway picks the same one) and
+/// only changes when the count crosses a factor-2 band, so most endpoint
+/// changes keep the size and with it Maglev's minimal disruption.
+pub const TABLE_SIZE_LADDER: [u32; 17] = [
+    251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521, 131_071, 262_139, 524_287, 1_048_573,
+    2_097_143, 4_194_301, 8_388_593, 16_777_213,
+];
+
+/// Table size for `backends` backends of weight > 0: the smallest size of
+/// [`TABLE_SIZE_LADDER`] with at least [`SLOTS_PER_BACKEND`] slots per
+/// backend, or `max` if that is smaller (`max` is the configured limit and
+/// should be prime).
+pub fn table_size_for(backends: usize, max: u32) -> u32 {
+    let wanted = (backends as u64).saturating_mul(u64::from(SLOTS_PER_BACKEND));
+    TABLE_SIZE_LADDER
+        .iter()
+        .copied()
+        .find(|&m| u64::from(m) >= wanted)
+        .map_or(max, |m| m.min(max))
+}
+
 /// Largest accepted table size (2^24 slots, 32 MiB of `u16`).
 pub const MAX_TABLE_SIZE: u32 = 1 << 24;
 

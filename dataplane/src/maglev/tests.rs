@@ -136,6 +136,31 @@ proptest! {
 // ---------------------------------------------------------------- errors
 
 #[test]
+fn the_size_ladder_is_prime_and_sizes_follow_the_backend_count() {
+    for pair in TABLE_SIZE_LADDER.windows(2) {
+        assert!(pair[0] < pair[1]);
+    }
+    for (k, &m) in TABLE_SIZE_LADDER.iter().enumerate() {
+        assert!(is_prime(m), "{m}");
+        // The largest prime below 2^(k+8).
+        let power = 1u64 << (k + 8);
+        assert!(u64::from(m) < power);
+        assert!((u64::from(m) + 1..power).all(|n| !is_prime(n as u32)), "{m}");
+    }
+    assert_eq!(table_size_for(1, 65_537), 251);
+    assert_eq!(table_size_for(10, 65_537), 1021);
+    assert_eq!(table_size_for(11, 65_537), 2039);
+    assert_eq!(table_size_for(100, 65_537), 16381);
+    assert_eq!(table_size_for(1000, 65_537), 65_537, "capped");
+    assert_eq!(table_size_for(10, 251), 251, "capped");
+    assert_eq!(table_size_for(200_000, 16_777_213), 16_777_213);
+    for n in 1..2000 {
+        let m = table_size_for(n, MAX_TABLE_SIZE);
+        assert!(u64::from(m) >= 100 * n as u64 && u64::from(m) < 200 * n as u64 + 251);
+    }
+}
+
+#[test]
 fn rejects_a_size_that_is_not_prime() {
     for size in [0, 1, 4, 16_383, 65_536] {
         assert_eq!(

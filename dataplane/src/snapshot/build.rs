@@ -5,12 +5,13 @@
 //! for every backend set whose endpoints (address, weight) did not change, so
 //! an endpoint change costs one table build, not one per service.
 
+use super::table::{IdTable, ShardedMap};
 use super::{
     Backend, BackendGonePolicy, BackendId, BackendSet, EndpointCondition, Listener, ListenerKey,
     ListenerKind, NextHop, OwnedAddr, PortInfo, Service, ServiceId, Snapshot,
 };
 use crate::flow::Proto;
-use crate::maglev::{MaglevBackend, MaglevError, MaglevTable};
+use crate::maglev::{MaglevBackend, MaglevError, MaglevTable, table_size_for};
 use crate::packet::PortId;
 use hashbrown::{HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -187,53 +188,46 @@ pub struct BuildError {
     pub problems: Vec<Problem>,
 }
 
-/// Stable ids by key, with reuse of freed ids.
-#[derive(Debug)]
-struct IdRegistry<K> {
-    ids: HashMap<K, u32>,
+/// Ids handed out from a free list, then from a counter. A batch first
+/// *peeks* the ids it would take and commits them only when it succeeds, so
+/// a failed build changes nothing.
+#[derive(Debug, Default)]
+struct IdPool {
     free: Vec<u32>,
     next: u32,
 }
 
-impl<K: std::hash::Hash + Eq + Clone> IdRegistry<K> {
-    fn new() -> Self {
-        IdRegistry {
-            ids: HashMap::new(),
-            free: Vec::new(),
-            next: 0,
+impl IdPool {
+    /// The `k`-th (from 0) new id of the current batch.
+    fn peek(&self, k: usize) -> u32 {
+        match self.free.len().checked_sub(k + 1) {
+            Some(i) => self.free[i],
+            None => self.next + (k - self.free.len()) as u32,
         }
     }
 
-    fn get_or_assign(&mut self, key: &K) -> u32 {
-        if let Some(&id) = self.ids.get(key) {
-            return id;
-        }
-        let id = self.free.pop().unwrap_or_else(|| {
-            let id = self.next;
-            self.next += 1;
-            id
-        });
-        self.ids.insert(key.clone(), id);
-        id
+    /// The batch took `taken` ids.
+    fn commit(&mut self, taken: usize) {
+        let from_free = taken.min(self.free.len());
+        self.free.truncate(self.free.len() - from_free);
+        self.next += (taken - from_free) as u32;
     }
 
-    /// Forget every key not in `live`; their ids become reusable.
-    fn retain(&mut self, live: &HashSet<K>) {
-        let free = &mut self.free;
-        self.ids.retain(|k, id| {
-            let keep = live.contains(k);
-            if !keep {
-                free.push(*id);
-            }
-            keep
-        });
+    fn release(&mut self, id: u32) {
+        self.free.push(id);
     }
 }
 
-/// Key of a reusable backend set: the service and which set.
-type SetKey = (ServiceId, EndpointCondition);
 /// What a backend set was built from: (address, weight, id) in input order.
 type SetFingerprint = Vec<(SocketAddrV4, u32, BackendId)>;
+
+/// A built backend set and what it was built from (table size, members).
+#[derive(Debug, Clone)]
+struct BuiltSet {
+    table_size: u32,
+    members: SetFingerprint,
+    set: Arc<BackendSet>,
+}
 
 /// Counters of the builder's work, for benches and metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -242,15 +236,128 @@ pub struct BuildStats {
     pub maglev_tables_reused: u64,
 }
 
-/// Builds snapshots with stable ids and Maglev table reuse across builds.
+/// The static part of a spec (everything but the services) and what is
+/// derived from it.
+#[derive(Debug)]
+struct Base {
+    /// The spec with `services` empty.
+    statics: SnapshotSpec,
+    /// Node and SNAT addresses.
+    gateway: HashMap<Ipv4Addr, OwnedAddr>,
+    ports: Vec<PortInfo>,
+    static_neighbours: Vec<(PortId, Ipv4Addr, [u8; 6])>,
+    arp_source: Vec<Option<Ipv4Addr>>,
+}
+
+impl Base {
+    fn new(spec: &SnapshotSpec) -> Base {
+        let statics = SnapshotSpec {
+            ports: spec.ports.clone(),
+            vip_port: spec.vip_port,
+            addresses: spec.addresses.clone(),
+            routes: spec.routes.clone(),
+            neighbours: spec.neighbours.clone(),
+            services: Vec::new(),
+            maglev_table_size: spec.maglev_table_size,
+        };
+        Base {
+            gateway: owned_addresses(spec),
+            ports: spec
+                .ports
+                .iter()
+                .map(|p| PortInfo {
+                    mac: p.mac,
+                    mtu: p.mtu,
+                })
+                .collect(),
+            static_neighbours: spec
+                .neighbours
+                .iter()
+                .filter_map(|n| Some((resolve_next_hop(spec, n.addr)?.port, n.addr, n.mac)))
+                .collect(),
+            arp_source: (0..spec.ports.len())
+                .map(|p| {
+                    spec.addresses
+                        .iter()
+                        .find(|a| usize::from(a.1) == p)
+                        .map(|a| a.0)
+                })
+                .collect(),
+            statics,
+        }
+    }
+
+    /// Whether `spec` has the same static part.
+    fn same_statics(&self, spec: &SnapshotSpec) -> bool {
+        let s = &self.statics;
+        s.ports == spec.ports
+            && s.vip_port == spec.vip_port
+            && s.addresses == spec.addresses
+            && s.routes == spec.routes
+            && s.neighbours == spec.neighbours
+            && s.maglev_table_size == spec.maglev_table_size
+    }
+}
+
+/// What the builder keeps of a service it built.
+#[derive(Debug)]
+struct ServiceState {
+    id: ServiceId,
+    name: Arc<str>,
+    spec: ServiceSpec,
+    /// The backend id of each endpoint of `spec`, in order.
+    backend_ids: Vec<BackendId>,
+    ready: Option<BuiltSet>,
+    serving: Option<BuiltSet>,
+}
+
+/// A backend set of a service being built: absent, reused or to be built.
+#[derive(Debug)]
+enum PendingSet {
+    None,
+    Ready(BuiltSet),
+    Build {
+        table_size: u32,
+        members: SetFingerprint,
+    },
+}
+
+/// A service of the current batch, validated, before it is committed.
+#[derive(Debug)]
+struct Prepared<'a> {
+    spec: &'a ServiceSpec,
+    name: Arc<str>,
+    id: ServiceId,
+    backend_ids: Vec<BackendId>,
+    ready: PendingSet,
+    serving: PendingSet,
+}
+
+/// Builds snapshots with stable ids, keeping what it built so that the next
+/// snapshot costs what changed.
+///
+/// State kept between builds: the static part of the last spec, every
+/// service's spec with its ids and Maglev tables, and the persistent tables
+/// of the last snapshot ([`IdTable`], [`ShardedMap`]), which the next
+/// snapshot shares except where something changed. A service whose spec did
+/// not change costs nothing (an update) or one comparison (a full build); a
+/// changed service costs its own listeners, backends and tables.
 #[derive(Debug)]
 pub struct SnapshotBuilder {
     generation: u64,
-    service_ids: IdRegistry<Arc<str>>,
-    backend_ids: IdRegistry<(ServiceId, SocketAddrV4)>,
-    sets: HashMap<SetKey, (SetFingerprint, u32, Arc<BackendSet>)>,
-    /// The spec of the last successful build or update.
-    base: Option<SnapshotSpec>,
+    base: Option<Base>,
+    services: HashMap<Arc<str>, ServiceState>,
+    service_ids: IdPool,
+    backend_ids: IdPool,
+    listeners: ShardedMap<ListenerKey, Listener>,
+    owned: ShardedMap<Ipv4Addr, OwnedAddr>,
+    /// Listeners per address that is owned only because of them (a VIP or
+    /// externalIP): the address is owned while this is above 0.
+    listener_addrs: HashMap<Ipv4Addr, u32>,
+    service_table: IdTable<Service>,
+    backend_table: IdTable<Backend>,
+    /// Threads for building Maglev tables when many are due (1: none).
+    threads: usize,
     pub stats: BuildStats,
 }
 
@@ -260,16 +367,33 @@ impl Default for SnapshotBuilder {
     }
 }
 
+/// Below this many tables to build, one thread builds them all.
+const PARALLEL_MIN_TABLES: usize = 256;
+
 impl SnapshotBuilder {
     pub fn new() -> Self {
         SnapshotBuilder {
             generation: 0,
-            service_ids: IdRegistry::new(),
-            backend_ids: IdRegistry::new(),
-            sets: HashMap::new(),
             base: None,
+            services: HashMap::new(),
+            service_ids: IdPool::default(),
+            backend_ids: IdPool::default(),
+            listeners: ShardedMap::new(),
+            owned: ShardedMap::new(),
+            listener_addrs: HashMap::new(),
+            service_table: IdTable::new(),
+            backend_table: IdTable::new(),
+            threads: 1,
             stats: BuildStats::default(),
         }
+    }
+
+    /// Build Maglev tables on up to `threads` threads when a build has many
+    /// to do (a build from scratch); 1 (the default) keeps to the caller's
+    /// thread. The result does not depend on it.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
     }
 
     /// Generation of the last snapshot built.
@@ -277,76 +401,109 @@ impl SnapshotBuilder {
         self.generation
     }
 
-    /// Apply `changes` to the services of the last built spec and build the
-    /// next snapshot. As strict as [`Self::build`] of the resulting spec; on
-    /// error nothing changes.
-    pub fn update(&mut self, changes: &ServiceChanges) -> Result<Snapshot, BuildError> {
-        let Some(base) = &self.base else {
-            return Err(BuildError {
-                problems: vec![Problem::NoBaseSpec],
-            });
-        };
-        let mut spec = base.clone();
-        let removed: HashSet<&str> = changes.removals.iter().map(String::as_str).collect();
-        spec.services.retain(|s| !removed.contains(s.name.as_str()));
-        let mut upserted = HashSet::new();
-        for up in &changes.upserts {
-            let first = upserted.insert(up.name.as_str());
-            match spec.services.iter_mut().find(|s| s.name == up.name) {
-                Some(s) if first => *s = up.clone(),
-                // A second upsert of one name is a duplicate service.
-                _ => spec.services.push(up.clone()),
-            }
-        }
-        self.build(&spec)
-    }
-
     /// Validate `spec` and build the next snapshot. On error nothing changes
     /// (ids and cached tables stay as they were).
+    ///
+    /// Services whose spec is unchanged since the last build are kept as
+    /// they are (when the static part is unchanged too); the others are
+    /// rebuilt, those missing are removed. This is the reference for
+    /// [`Self::update`].
     pub fn build(&mut self, spec: &SnapshotSpec) -> Result<Snapshot, BuildError> {
         let mut problems = Vec::new();
         validate_static(spec, &mut problems);
         if !problems.is_empty() {
             return Err(BuildError { problems });
         }
-
-        // Work on copies of the registries so a failed build changes nothing.
-        let mut service_ids = IdRegistry {
-            ids: self.service_ids.ids.clone(),
-            free: self.service_ids.free.clone(),
-            next: self.service_ids.next,
+        let new_base = match &self.base {
+            Some(base) if base.same_statics(spec) => None,
+            _ => Some(Base::new(spec)),
         };
-        let mut backend_ids = IdRegistry {
-            ids: self.backend_ids.ids.clone(),
-            free: self.backend_ids.free.clone(),
-            next: self.backend_ids.next,
+        let listed: HashSet<&str> = spec.services.iter().map(|s| s.name.as_str()).collect();
+        let gone: Vec<Arc<str>> = self
+            .services
+            .keys()
+            .filter(|name| !listed.contains(&***name))
+            .cloned()
+            .collect();
+        let removals: Vec<&str> = gone.iter().map(|name| &**name).collect();
+        let upserts: Vec<&ServiceSpec> = spec.services.iter().collect();
+        self.apply(new_base, &upserts, &removals)
+    }
+
+    /// Apply `changes` to the services of the last built spec and build the
+    /// next snapshot, at a cost proportional to the change. Exactly as strict
+    /// as [`Self::build`] of the resulting spec; on error nothing changes.
+    pub fn update(&mut self, changes: &ServiceChanges) -> Result<Snapshot, BuildError> {
+        if self.base.is_none() {
+            return Err(BuildError {
+                problems: vec![Problem::NoBaseSpec],
+            });
+        }
+        let removals: Vec<&str> = changes.removals.iter().map(String::as_str).collect();
+        let upserts: Vec<&ServiceSpec> = changes.upserts.iter().collect();
+        self.apply(None, &upserts, &removals)
+    }
+
+    /// Remove `removals` (absent names are ignored), then add or replace
+    /// `upserts`; with `new_base`, every kept service is rebuilt on it.
+    fn apply(
+        &mut self,
+        new_base: Option<Base>,
+        upserts: &[&ServiceSpec],
+        removals: &[&str],
+    ) -> Result<Snapshot, BuildError> {
+        let rebase = new_base.is_some();
+        let Some(base) = new_base.as_ref().or(self.base.as_ref()) else {
+            return Err(BuildError {
+                problems: vec![Problem::NoBaseSpec],
+            });
         };
+        let mut problems = Vec::new();
 
-        let owned = owned_addresses(spec);
-        let mut listeners: HashMap<ListenerKey, Listener> = HashMap::new();
-        let mut listener_owner: HashMap<ListenerKey, &str> = HashMap::new();
-        let mut services: Vec<Option<Service>> = Vec::new();
-        let mut backends: Vec<Option<Backend>> = Vec::new();
-        let mut new_sets = HashMap::new();
-        let mut live_services = HashSet::new();
-        let mut live_backends = HashSet::new();
-        let mut stats = self.stats;
-
-        for svc in &spec.services {
-            let name: Arc<str> = Arc::from(svc.name.as_str());
-            if !live_services.insert(name.clone()) {
+        // 1. Which upserts change something; duplicates.
+        let removed: HashSet<&str> = removals.iter().copied().collect();
+        let mut batch_names: HashSet<&str> = HashSet::with_capacity(upserts.len());
+        let mut changed: Vec<&ServiceSpec> = Vec::with_capacity(upserts.len());
+        for &svc in upserts {
+            if !batch_names.insert(svc.name.as_str()) {
                 problems.push(Problem::DuplicateService(svc.name.clone()));
                 continue;
             }
-            let sid = service_ids.get_or_assign(&name);
+            let unchanged = !rebase
+                && !removed.contains(svc.name.as_str())
+                && self.services.get(svc.name.as_str()).is_some_and(|s| s.spec == *svc);
+            if !unchanged {
+                changed.push(svc);
+            }
+        }
+        // Services whose listeners go away in this batch (all on a rebase).
+        let changed_names: HashSet<&str> = changed.iter().map(|s| s.name.as_str()).collect();
+        let leaving = |name: &str| rebase || removed.contains(name) || changed_names.contains(name);
 
+        // 2. Validate and prepare every changed service.
+        let mut batch_listeners: HashMap<ListenerKey, &str> = HashMap::new();
+        let mut new_services = 0usize;
+        let mut new_backends = 0usize;
+        let mut prepared: Vec<Prepared<'_>> = Vec::with_capacity(changed.len());
+        for &svc in &changed {
+            let old = self.services.get(svc.name.as_str());
+            let (id, name) = match old {
+                Some(old) => (old.id, Arc::clone(&old.name)),
+                None => {
+                    new_services += 1;
+                    (
+                        self.service_ids.peek(new_services - 1),
+                        Arc::from(svc.name.as_str()),
+                    )
+                }
+            };
             for &(addr, port, kind) in &svc.listeners {
                 let key = ListenerKey {
                     proto: svc.proto,
                     addr,
                     port,
                 };
-                let gateway_addr = owned.get(&addr);
+                let gateway_addr = base.gateway.get(&addr);
                 match kind {
                     ListenerKind::NodePort if !gateway_addr.is_some_and(|o| o.node) => {
                         problems.push(Problem::NodePortOffNode {
@@ -364,7 +521,17 @@ impl SnapshotBuilder {
                     }
                     _ => {}
                 }
-                if let Some(other) = listener_owner.insert(key, &svc.name) {
+                let other = match batch_listeners.insert(key, &svc.name) {
+                    Some(other) => Some(other),
+                    None if rebase => None,
+                    None => self
+                        .listeners
+                        .get(&key)
+                        .and_then(|l| self.service_table.get(l.service))
+                        .map(|s| &*s.name)
+                        .filter(|owner| !leaving(owner)),
+                };
+                if let Some(other) = other {
                     problems.push(Problem::DuplicateListener {
                         service: svc.name.clone(),
                         other: other.to_owned(),
@@ -373,35 +540,33 @@ impl SnapshotBuilder {
                         port,
                     });
                 }
-                listeners.insert(key, Listener { service: sid, kind });
             }
 
-            let mut seen = HashSet::new();
+            let mut backend_ids = Vec::with_capacity(svc.endpoints.len());
             let mut ready = Vec::new();
             let mut serving = Vec::new();
+            let mut seen = AddrIndex::new(svc.endpoints.len());
+            let old_ids = old.map(|old| {
+                let mut index = AddrIndex::new(old.spec.endpoints.len());
+                for (ep, &bid) in old.spec.endpoints.iter().zip(&old.backend_ids) {
+                    index.insert(ep.addr, bid);
+                }
+                index
+            });
             for ep in &svc.endpoints {
-                if !seen.insert(ep.addr) {
+                if !seen.insert(ep.addr, 0) {
                     problems.push(Problem::DuplicateEndpoint {
                         service: svc.name.clone(),
                         addr: ep.addr,
                     });
                     continue;
                 }
-                let key = (sid, ep.addr);
-                let bid = backend_ids.get_or_assign(&key);
-                live_backends.insert(key);
-                place(
-                    &mut backends,
-                    bid,
-                    Backend {
-                        id: bid,
-                        service: sid,
-                        addr: ep.addr,
-                        weight: ep.weight,
-                        condition: ep.condition,
-                        next_hop: resolve_next_hop(spec, *ep.addr.ip()),
-                    },
-                );
+                let known = old_ids.as_ref().and_then(|index| index.get(ep.addr));
+                let bid = known.unwrap_or_else(|| {
+                    new_backends += 1;
+                    self.backend_ids.peek(new_backends - 1)
+                });
+                backend_ids.push(bid);
                 if ep.weight > 0 {
                     match ep.condition {
                         EndpointCondition::Ready => ready.push((ep.addr, ep.weight, bid)),
@@ -412,128 +577,323 @@ impl SnapshotBuilder {
                     }
                 }
             }
-
-            let mut set_for = |cond: EndpointCondition, members: SetFingerprint| {
+            let cap = base.statics.maglev_table_size;
+            let pending = |members: SetFingerprint, previous: Option<&BuiltSet>| {
                 if members.is_empty() {
-                    return None;
+                    return PendingSet::None;
                 }
-                let key = (sid, cond);
-                if let Some((fp, size, set)) = self.sets.get(&key)
-                    && *fp == members
-                    && *size == spec.maglev_table_size
-                {
-                    stats.maglev_tables_reused += 1;
-                    let set = Arc::clone(set);
-                    new_sets.insert(key, (members, spec.maglev_table_size, Arc::clone(&set)));
-                    return Some(set);
-                }
-                let input: Vec<MaglevBackend> = members
-                    .iter()
-                    .map(|&(addr, weight, _)| MaglevBackend { addr, weight })
-                    .collect();
-                match MaglevTable::build(&input, spec.maglev_table_size) {
-                    Ok(table) => {
-                        stats.maglev_tables_built += 1;
-                        let set = Arc::new(BackendSet {
-                            table,
-                            backends: members.iter().map(|m| m.2).collect(),
-                        });
-                        new_sets.insert(key, (members, spec.maglev_table_size, Arc::clone(&set)));
-                        Some(set)
+                let table_size = table_size_for(members.len(), cap);
+                match previous {
+                    Some(p) if p.table_size == table_size && p.members == members => {
+                        PendingSet::Ready(p.clone())
                     }
-                    Err(source) => {
-                        problems.push(Problem::Maglev {
-                            service: svc.name.clone(),
-                            source,
-                        });
-                        None
-                    }
+                    _ => PendingSet::Build {
+                        table_size,
+                        members,
+                    },
                 }
             };
-            let ready = set_for(EndpointCondition::Ready, ready);
-            let serving = set_for(EndpointCondition::ServingTerminating, serving);
+            prepared.push(Prepared {
+                spec: svc,
+                name,
+                id,
+                backend_ids,
+                ready: pending(ready, old.and_then(|o| o.ready.as_ref())),
+                serving: pending(serving, old.and_then(|o| o.serving.as_ref())),
+            });
+        }
 
-            place(
-                &mut services,
-                sid,
-                Service {
-                    id: sid,
-                    name,
-                    proto: svc.proto,
-                    snat: svc.snat,
-                    affinity_timeout_ms: svc.affinity_timeout_ms,
-                    tcp_backend_gone: svc.tcp_backend_gone,
+        // 3. Maglev tables (the bulk of a build from scratch).
+        let mut stats = self.stats;
+        stats.maglev_tables_reused += prepared
+            .iter()
+            .flat_map(|p| [&p.ready, &p.serving])
+            .filter(|s| matches!(s, PendingSet::Ready(_)))
+            .count() as u64;
+        let jobs: Vec<(&str, &mut PendingSet)> = prepared
+            .iter_mut()
+            .flat_map(|p| {
+                let name = p.spec.name.as_str();
+                [(name, &mut p.ready), (name, &mut p.serving)]
+            })
+            .filter(|(_, s)| matches!(s, PendingSet::Build { .. }))
+            .collect();
+        stats.maglev_tables_built += jobs.len() as u64;
+        for (service, source) in build_tables(jobs, self.threads) {
+            problems.push(Problem::Maglev { service, source });
+        }
+        if !problems.is_empty() {
+            return Err(BuildError { problems });
+        }
+
+        // 4. Commit: nothing below can fail.
+        self.service_ids.commit(new_services);
+        self.backend_ids.commit(new_backends);
+        if let Some(new_base) = new_base {
+            self.listeners = ShardedMap::new();
+            self.owned = new_base.gateway.iter().map(|(a, o)| (*a, *o)).collect();
+            self.listener_addrs.clear();
+            self.base = Some(new_base);
+        }
+        let vip_port = self.base.as_ref().map_or(0, |b| b.statics.vip_port);
+        for name in removals {
+            if batch_names.contains(name) {
+                continue; // replaced below, keeping its ids
+            }
+            if let Some(old) = self.services.remove(*name) {
+                self.forget_listeners(&old.spec, old.id, rebase);
+                for &bid in &old.backend_ids {
+                    self.backend_table.set(bid, None);
+                    self.backend_ids.release(bid);
+                }
+                self.service_table.set(old.id, None);
+                self.service_ids.release(old.id);
+            }
+        }
+        for p in prepared {
+            if let Some(old) = self.services.remove(&*p.name) {
+                self.forget_listeners(&old.spec, old.id, rebase);
+                for &bid in &old.backend_ids {
+                    if !p.backend_ids.contains(&bid) {
+                        self.backend_table.set(bid, None);
+                        self.backend_ids.release(bid);
+                    }
+                }
+            }
+            for &(addr, port, kind) in &p.spec.listeners {
+                let key = ListenerKey {
+                    proto: p.spec.proto,
+                    addr,
+                    port,
+                };
+                self.listeners.insert(key, Listener { service: p.id, kind });
+                if self.base.as_ref().is_some_and(|b| b.gateway.contains_key(&addr)) {
+                    continue;
+                }
+                let count = self.listener_addrs.entry(addr).or_insert(0);
+                *count += 1;
+                if *count == 1 {
+                    self.owned.insert(
+                        addr,
+                        OwnedAddr {
+                            port: vip_port,
+                            vip: true,
+                            ..OwnedAddr::default()
+                        },
+                    );
+                }
+            }
+            // Duplicates were rejected above: every endpoint has its id.
+            for (ep, &bid) in p.spec.endpoints.iter().zip(&p.backend_ids) {
+                let next_hop = self
+                    .base
+                    .as_ref()
+                    .and_then(|b| resolve_next_hop(&b.statics, *ep.addr.ip()));
+                self.backend_table.set(
+                    bid,
+                    Some(Backend {
+                        id: bid,
+                        service: p.id,
+                        addr: ep.addr,
+                        weight: ep.weight,
+                        condition: ep.condition,
+                        next_hop,
+                    }),
+                );
+            }
+            let built = |set: PendingSet| match set {
+                PendingSet::Ready(b) => Some(b),
+                PendingSet::None | PendingSet::Build { .. } => None,
+            };
+            let ready = built(p.ready);
+            let serving = built(p.serving);
+            self.service_table.set(
+                p.id,
+                Some(Service {
+                    id: p.id,
+                    name: Arc::clone(&p.name),
+                    proto: p.spec.proto,
+                    snat: p.spec.snat,
+                    affinity_timeout_ms: p.spec.affinity_timeout_ms,
+                    tcp_backend_gone: p.spec.tcp_backend_gone,
+                    ready: ready.as_ref().map(|b| Arc::clone(&b.set)),
+                    serving: serving.as_ref().map(|b| Arc::clone(&b.set)),
+                }),
+            );
+            self.services.insert(
+                Arc::clone(&p.name),
+                ServiceState {
+                    id: p.id,
+                    name: p.name,
+                    spec: p.spec.clone(),
+                    backend_ids: p.backend_ids,
                     ready,
                     serving,
                 },
             );
         }
-
-        if !problems.is_empty() {
-            return Err(BuildError { problems });
-        }
-
-        service_ids.retain(&live_services);
-        backend_ids.retain(&live_backends);
-        self.service_ids = service_ids;
-        self.backend_ids = backend_ids;
-        self.sets = new_sets;
         self.stats = stats;
         self.generation += 1;
-        self.base = Some(spec.clone());
+        Ok(self.snapshot())
+    }
 
-        let mut owned = owned;
-        for key in listeners.keys() {
-            owned.entry(key.addr).or_insert(OwnedAddr {
-                port: spec.vip_port,
-                ..OwnedAddr::default()
-            });
+    /// Remove the listeners `spec` registered for service `id` (none are
+    /// left after a rebase), and the addresses owned only for them.
+    fn forget_listeners(&mut self, spec: &ServiceSpec, id: ServiceId, rebase: bool) {
+        if rebase {
+            return;
         }
-        for (key, l) in &listeners {
-            if matches!(l.kind, ListenerKind::Vip | ListenerKind::ExternalIp)
-                && let Some(o) = owned.get_mut(&key.addr)
-            {
-                o.vip = true;
+        for &(addr, port, _) in &spec.listeners {
+            let key = ListenerKey {
+                proto: spec.proto,
+                addr,
+                port,
+            };
+            if self.listeners.get(&key).is_some_and(|l| l.service == id) {
+                self.listeners.remove(&key);
+            }
+            if let Some(count) = self.listener_addrs.get_mut(&addr) {
+                *count -= 1;
+                if *count == 0 {
+                    self.listener_addrs.remove(&addr);
+                    self.owned.remove(&addr);
+                }
             }
         }
+    }
 
-        Ok(Snapshot {
+    /// The current tables as a snapshot (shares them with the builder).
+    fn snapshot(&self) -> Snapshot {
+        let (ports, static_neighbours, arp_source) = match &self.base {
+            Some(b) => (
+                b.ports.clone(),
+                b.static_neighbours.clone(),
+                b.arp_source.clone(),
+            ),
+            None => Default::default(),
+        };
+        Snapshot {
             generation: self.generation,
-            ports: spec
-                .ports
-                .iter()
-                .map(|p| PortInfo {
-                    mac: p.mac,
-                    mtu: p.mtu,
-                })
-                .collect(),
-            owned,
-            listeners,
-            services,
-            backends,
-            static_neighbours: spec
-                .neighbours
-                .iter()
-                .filter_map(|n| Some((resolve_next_hop(spec, n.addr)?.port, n.addr, n.mac)))
-                .collect(),
-            arp_source: (0..spec.ports.len())
-                .map(|p| {
-                    spec.addresses
-                        .iter()
-                        .find(|a| usize::from(a.1) == p)
-                        .map(|a| a.0)
-                })
-                .collect(),
-        })
+            ports,
+            owned: self.owned.clone(),
+            listeners: self.listeners.clone(),
+            services: self.service_table.clone(),
+            backends: self.backend_table.clone(),
+            static_neighbours,
+            arp_source,
+        }
     }
 }
 
-fn place<T>(v: &mut Vec<Option<T>>, id: u32, item: T) {
-    let i = id as usize;
-    if v.len() <= i {
-        v.resize_with(i + 1, || None);
+/// Build the tables of `jobs` (each a [`PendingSet::Build`], turned into
+/// [`PendingSet::Ready`]), on up to `threads` threads when there are many.
+/// Returns the failures as (service name, error); failed jobs stay as they
+/// were.
+fn build_tables(
+    mut jobs: Vec<(&str, &mut PendingSet)>,
+    threads: usize,
+) -> Vec<(String, MaglevError)> {
+    let threads = threads.min(jobs.len() / PARALLEL_MIN_TABLES).max(1);
+    if threads == 1 {
+        return build_some(&mut jobs);
     }
-    v[i] = Some(item);
+    let per_thread = jobs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .chunks_mut(per_thread)
+            .map(|chunk| scope.spawn(move || build_some(chunk)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+fn build_some(jobs: &mut [(&str, &mut PendingSet)]) -> Vec<(String, MaglevError)> {
+    let mut failures = Vec::new();
+    let mut input: Vec<MaglevBackend> = Vec::new();
+    for (service, job) in jobs.iter_mut() {
+        let PendingSet::Build {
+            table_size,
+            members,
+        } = &**job
+        else {
+            continue;
+        };
+        input.clear();
+        input.extend(
+            members
+                .iter()
+                .map(|&(addr, weight, _)| MaglevBackend { addr, weight }),
+        );
+        match MaglevTable::build(&input, *table_size) {
+            Ok(table) => {
+                let set = Arc::new(BackendSet {
+                    table,
+                    backends: members.iter().map(|m| m.2).collect(),
+                });
+                let table_size = *table_size;
+                let PendingSet::Build { members, .. } = std::mem::replace(&mut **job, PendingSet::None)
+                else {
+                    continue;
+                };
+                **job = PendingSet::Ready(BuiltSet {
+                    table_size,
+                    members,
+                    set,
+                });
+            }
+            Err(source) => failures.push(((*service).to_owned(), source)),
+        }
+    }
+    failures
+}
+
+/// Endpoint addresses of one service, by linear search while few (the
+/// common case), by hash beyond.
+enum AddrIndex {
+    Few(Vec<(SocketAddrV4, u32)>),
+    Many(HashMap<SocketAddrV4, u32>),
+}
+
+impl AddrIndex {
+    const FEW: usize = 32;
+
+    fn new(capacity: usize) -> Self {
+        if capacity <= Self::FEW {
+            AddrIndex::Few(Vec::with_capacity(capacity))
+        } else {
+            AddrIndex::Many(HashMap::with_capacity(capacity))
+        }
+    }
+
+    /// Insert unless present; whether it was inserted.
+    fn insert(&mut self, addr: SocketAddrV4, value: u32) -> bool {
+        match self {
+            AddrIndex::Few(v) => {
+                if v.iter().any(|e| e.0 == addr) {
+                    return false;
+                }
+                v.push((addr, value));
+                true
+            }
+            AddrIndex::Many(m) => match m.entry(addr) {
+                hashbrown::hash_map::Entry::Occupied(_) => false,
+                hashbrown::hash_map::Entry::Vacant(e) => {
+                    e.insert(value);
+                    true
+                }
+            },
+        }
+    }
+
+    fn get(&self, addr: SocketAddrV4) -> Option<u32> {
+        match self {
+            AddrIndex::Few(v) => v.iter().find(|e| e.0 == addr).map(|e| e.1),
+            AddrIndex::Many(m) => m.get(&addr).copied(),
+        }
+    }
 }
 
 fn validate_static(spec: &SnapshotSpec, problems: &mut Vec<Problem>) {
@@ -671,7 +1031,7 @@ mod tests {
             .build(&spec(vec![web(&[10, 11, 12]), dns.clone()]))
             .unwrap();
         assert_eq!(s2.generation, s1.generation + 1);
-        assert_eq!(b.stats.maglev_tables_reused, 1, "web's table is reused");
+        assert_eq!(b.stats.maglev_tables_built, 2, "web's table is kept, dns's built");
         assert_eq!(s2.backend(id11).unwrap().addr, ep(11, 8080));
         let s3 = b.build(&spec(vec![web(&[11, 12]), dns])).unwrap();
         assert_eq!(s3.backend(id11).unwrap().addr, ep(11, 8080));

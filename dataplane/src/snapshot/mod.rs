@@ -22,17 +22,18 @@
 
 mod build;
 mod publish;
+mod table;
 
 pub use build::{
     AddrRole, BuildError, EndpointSpec, NeighbourSpec, PortSpec, Problem, Route, ServiceChanges,
     ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
 pub use publish::{Publisher, SnapshotReader};
+pub use table::{ID_CHUNK, IdTable, MAP_SHARDS, ShardedMap};
 
 use crate::flow::Proto;
 use crate::maglev::MaglevTable;
 use crate::packet::PortId;
-use hashbrown::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
@@ -127,7 +128,7 @@ pub enum BackendGonePolicy {
     Reset,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Service {
     pub id: ServiceId,
     pub name: Arc<str>,
@@ -182,12 +183,12 @@ pub struct PortInfo {
 pub struct Snapshot {
     pub generation: u64,
     pub ports: Vec<PortInfo>,
-    pub owned: HashMap<Ipv4Addr, OwnedAddr>,
-    pub listeners: HashMap<ListenerKey, Listener>,
+    pub owned: ShardedMap<Ipv4Addr, OwnedAddr>,
+    pub listeners: ShardedMap<ListenerKey, Listener>,
     /// Indexed by [`ServiceId`]; `None` for ids not in use.
-    pub services: Vec<Option<Service>>,
+    pub services: IdTable<Service>,
     /// Indexed by [`BackendId`]; `None` for ids not in use.
-    pub backends: Vec<Option<Backend>>,
+    pub backends: IdTable<Backend>,
     /// Configured neighbours `(port, address, MAC)`, loaded into the
     /// neighbour table as static entries.
     pub static_neighbours: Vec<(PortId, Ipv4Addr, [u8; 6])>,
@@ -202,10 +203,10 @@ impl Snapshot {
         Snapshot {
             generation: 0,
             ports,
-            owned: HashMap::new(),
-            listeners: HashMap::new(),
-            services: Vec::new(),
-            backends: Vec::new(),
+            owned: ShardedMap::new(),
+            listeners: ShardedMap::new(),
+            services: IdTable::new(),
+            backends: IdTable::new(),
             static_neighbours: Vec::new(),
             arp_source: Vec::new(),
         }
@@ -213,12 +214,12 @@ impl Snapshot {
 
     #[inline]
     pub fn service(&self, id: ServiceId) -> Option<&Service> {
-        self.services.get(id as usize)?.as_ref()
+        self.services.get(id)
     }
 
     #[inline]
     pub fn backend(&self, id: BackendId) -> Option<&Backend> {
-        self.backends.get(id as usize)?.as_ref()
+        self.backends.get(id)
     }
 
     #[inline]
