@@ -69,6 +69,17 @@ fn plan(kubeconfig: &Path, identity: &str) -> nic_config::Plan {
     nic_config::parse(&text).unwrap_or_else(|e| panic!("test plan: {e}"))
 }
 
+/// Logs of the source in the test output (`RUST_LOG=portico=debug`).
+fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("portico=info")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
 /// One Portico control plane: the source and the publisher it feeds.
 struct Instance {
     source: Option<KubeSource>,
@@ -77,6 +88,7 @@ struct Instance {
 
 impl Instance {
     fn start(cluster: &KubeCluster, identity: &str) -> Self {
+        init_logs();
         let plan = plan(cluster.kubeconfig_path(), identity);
         let facts = vec![
             PortFacts {
@@ -635,11 +647,12 @@ async fn a_410_gone_relists_without_losing_state() {
     .await;
     let lists = a.source().stats().report().lists;
 
-    // The Lease renewals move etcd's revision past what the watches saw;
-    // compacting while the API server is down makes their resume point
-    // unavailable: the API server answers the resumed watch with 410 Gone.
+    // The Lease renewals (every 300 ms) move etcd's revision past what the
+    // watches saw; compacting while the API server is down makes their
+    // resume point unavailable: the API server answers both resumed
+    // watches with 410 Gone.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     cluster.stop_apiserver();
-    tokio::time::sleep(Duration::from_millis(500)).await;
     cluster
         .compact_etcd()
         .await

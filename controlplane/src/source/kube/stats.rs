@@ -33,7 +33,9 @@ pub struct KubeSourceReport {
     pub synced: bool,
     /// This instance holds the Lease.
     pub leader: bool,
-    /// The watches are failing right now (API server unreachable, …).
+    /// The last message of a watch was an error (API server unreachable,
+    /// 410 Gone…); cleared by the next event or list (a resumed watch on
+    /// which nothing happens does not clear it).
     pub watch_failing: bool,
     pub generations_published: u64,
     pub builds_failed: u64,
