@@ -140,7 +140,11 @@ impl Drop for Instance {
 
 /// Backends (address, condition) of the service listening on `vip:port`,
 /// sorted; `None` when nothing listens there.
-fn served(snap: &Snapshot, vip: Ipv4Addr, port: u16) -> Option<Vec<(SocketAddrV4, EndpointCondition)>> {
+fn served(
+    snap: &Snapshot,
+    vip: Ipv4Addr,
+    port: u16,
+) -> Option<Vec<(SocketAddrV4, EndpointCondition)>> {
     let listener = snap.listener(Proto::Tcp, vip, port)?;
     let mut backends: Vec<(SocketAddrV4, EndpointCondition)> = snap
         .backends
@@ -315,7 +319,11 @@ async fn a_service_is_served_follows_its_endpoints_and_releases_its_address() {
     )
     .await;
     let vip = wait_status_ip(&client, "web").await;
-    assert_eq!(vip, ip("192.0.2.100"), "the lowest address of the auto-assign pool");
+    assert_eq!(
+        vip,
+        ip("192.0.2.100"),
+        "the lowest address of the auto-assign pool"
+    );
     let ready = vec![
         (addr("10.1.0.10"), EndpointCondition::Ready),
         (addr("10.1.0.11"), EndpointCondition::Ready),
@@ -447,7 +455,11 @@ async fn requested_addresses_are_honoured_or_refused_with_an_event() {
         Some([("portico.dev/address-pool".to_owned(), "reserved".to_owned())].into());
     create_service(&client, &reserved).await;
     let from_reserved = wait_status_ip(&client, "reserved").await;
-    assert_eq!(from_reserved, ip("198.51.100.0"), "the named pool's first address");
+    assert_eq!(
+        from_reserved,
+        ip("198.51.100.0"),
+        "the named pool's first address"
+    );
 
     let taken = eventually("RequestedIPTaken event", async || {
         let e = events(&client, "clash", "RequestedIPTaken").await;
@@ -460,7 +472,10 @@ async fn requested_addresses_are_honoured_or_refused_with_an_event() {
     );
     assert_eq!(taken[0].1, "a", "reported by the instance");
     eventually("RequestedIPNotInPool event", async || {
-        (!events(&client, "outside", "RequestedIPNotInPool").await.is_empty()).then_some(())
+        (!events(&client, "outside", "RequestedIPNotInPool")
+            .await
+            .is_empty())
+        .then_some(())
     })
     .await;
     assert!(status_ips(&client, "clash").await.is_empty());
@@ -524,7 +539,11 @@ async fn two_instances_forward_one_writes_and_the_other_takes_over() {
     wait_leader(&a).await;
     let mut b = Instance::start(&cluster, "b");
     create_service(&client, &lb_service("web", json!({}))).await;
-    apply_slice(&client, &slice("web", "web-1", &[("10.1.0.10", true, true, false)])).await;
+    apply_slice(
+        &client,
+        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
+    )
+    .await;
     let vip = wait_status_ip(&client, "web").await;
     let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
     eventually("both instances serve the VIP", async || {
@@ -537,8 +556,14 @@ async fn two_instances_forward_one_writes_and_the_other_takes_over() {
     let a_report = a.source().stats().report();
     let b_report = b.source().stats().report();
     assert!(a_report.status_writes >= 1, "{a_report:?}");
-    assert_eq!(b_report.status_writes, 0, "the follower wrote: {b_report:?}");
-    assert_eq!(b_report.events_sent, 0, "the follower sent events: {b_report:?}");
+    assert_eq!(
+        b_report.status_writes, 0,
+        "the follower wrote: {b_report:?}"
+    );
+    assert_eq!(
+        b_report.events_sent, 0,
+        "the follower sent events: {b_report:?}"
+    );
     let allocated = events(&client, "web", "IPAllocated").await;
     assert!(
         allocated.iter().all(|(_, instance)| instance == "a"),
@@ -575,7 +600,11 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
     let a = Instance::start(&cluster, "a");
     wait_leader(&a).await;
     create_service(&client, &lb_service("web", json!({}))).await;
-    apply_slice(&client, &slice("web", "web-1", &[("10.1.0.10", true, true, false)])).await;
+    apply_slice(
+        &client,
+        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
+    )
+    .await;
     let vip = wait_status_ip(&client, "web").await;
     let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
     eventually("the VIP served", async || {
@@ -609,7 +638,10 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
         &slice(
             "web",
             "web-1",
-            &[("10.1.0.10", true, true, false), ("10.1.0.12", true, true, false)],
+            &[
+                ("10.1.0.10", true, true, false),
+                ("10.1.0.12", true, true, false),
+            ],
         ),
     )
     .await;
@@ -638,7 +670,11 @@ async fn a_410_gone_relists_without_losing_state() {
     let a = Instance::start(&cluster, "a");
     wait_leader(&a).await;
     create_service(&client, &lb_service("web", json!({}))).await;
-    apply_slice(&client, &slice("web", "web-1", &[("10.1.0.10", true, true, false)])).await;
+    apply_slice(
+        &client,
+        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
+    )
+    .await;
     let vip = wait_status_ip(&client, "web").await;
     let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
     eventually("the VIP served", async || {
@@ -673,7 +709,11 @@ async fn a_410_gone_relists_without_losing_state() {
         "the relist kept the service"
     );
     let client = cluster.client();
-    apply_slice(&client, &slice("web", "web-1", &[("10.1.0.11", true, true, false)])).await;
+    apply_slice(
+        &client,
+        &slice("web", "web-1", &[("10.1.0.11", true, true, false)]),
+    )
+    .await;
     let want = vec![(addr("10.1.0.11"), EndpointCondition::Ready)];
     eventually("a change after the relist", async || {
         (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())

@@ -132,13 +132,7 @@ impl LeaderElector {
             changes: tx,
             observed: None,
         };
-        (
-            elector,
-            Leadership {
-                state,
-                changes: rx,
-            },
-        )
+        (elector, Leadership { state, changes: rx })
     }
 
     fn leading(&self) -> bool {
@@ -250,8 +244,8 @@ impl LeaderElector {
     /// the Lease after the call.
     async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaseError> {
         let now = Timestamp::now();
-        let duration_s = i32::try_from(self.config.lease_duration.as_secs().max(1))
-            .unwrap_or(i32::MAX);
+        let duration_s =
+            i32::try_from(self.config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
         let existing = self
             .api
             .get_opt(&self.config.name)

@@ -45,7 +45,7 @@ use crate::ipam::{Allocator, ServiceKey};
 use dataplane::snapshot::{Publisher, SnapshotBuilder};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use lease::{LeaderElector, LeaseConfig, Leadership};
+use lease::{LeaderElector, Leadership, LeaseConfig};
 use nic_config::{KubernetesPlan, Plan};
 use reconcile::{Reconciler, ServiceEvent};
 pub use stats::{GenerationTiming, KubeSourceReport, KubeSourceStats};
@@ -138,11 +138,7 @@ pub struct KubeSourceParts {
 
 impl KubeSourceParts {
     /// The parts for `plan` (which must have a `[kubernetes]` section).
-    pub fn from_plan(
-        plan: &Plan,
-        builder: SnapshotBuilder,
-        publisher: Publisher,
-    ) -> Option<Self> {
+    pub fn from_plan(plan: &Plan, builder: SnapshotBuilder, publisher: Publisher) -> Option<Self> {
         let kubernetes = plan.kubernetes.clone()?;
         Some(KubeSourceParts {
             options: ModelConfig::from_plan(plan)?,
@@ -273,7 +269,10 @@ fn pin_off_worker_cores(worker_cores: &[usize]) {
         .find(|c| !worker_cores.contains(&c.id));
     match free {
         Some(core) if core_affinity::set_for_current(core) => {
-            info!(core = core.id, "Kubernetes source pinned off the worker cores");
+            info!(
+                core = core.id,
+                "Kubernetes source pinned off the worker cores"
+            );
         }
         _ => warn!("every core runs a worker: the Kubernetes source shares them"),
     }
@@ -296,7 +295,12 @@ async fn run(
         ..
     } = parts;
     let identity = lease_config(&kubernetes).identity;
-    let writer = StatusWriter::new(client.clone(), &identity, leadership.clone(), Arc::clone(&stats));
+    let writer = StatusWriter::new(
+        client.clone(),
+        &identity,
+        leadership.clone(),
+        Arc::clone(&stats),
+    );
     let (tx, mut rx) = mpsc::unbounded_channel::<Change>();
     let watches = watch::spawn_watches(&client, tx);
     let mut leader_changes = leadership.changes();

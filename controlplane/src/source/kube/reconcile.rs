@@ -22,9 +22,7 @@
 //!   cleared (another load balancer may own them).
 
 use super::store::ClusterState;
-use crate::build::{
-    self, ModelConfig, ServiceOutcome, SpecCache, wants_load_balancer_address,
-};
+use crate::build::{self, ModelConfig, ServiceOutcome, SpecCache, wants_load_balancer_address};
 use crate::ipam::{Allocator, Claim, ServiceKey, ServiceRequest};
 use dataplane::snapshot::{
     BuildError, Problem, ServiceChanges, ServiceSpec, Snapshot, SnapshotBuilder,
@@ -213,7 +211,10 @@ impl Reconciler {
         let released = self.allocator.release(key);
         if !released.is_empty() {
             info!(service = %key, addresses = ?released, "addresses released");
-            self.owed_clear.entry(key.clone()).or_default().extend(released);
+            self.owed_clear
+                .entry(key.clone())
+                .or_default()
+                .extend(released);
         }
     }
 
@@ -246,8 +247,11 @@ impl Reconciler {
         match result {
             Ok(ips) => {
                 if self.reported.remove(key).is_some() || before != ips {
-                    let gone: Vec<Ipv4Addr> =
-                        before.iter().copied().filter(|a| !ips.contains(a)).collect();
+                    let gone: Vec<Ipv4Addr> = before
+                        .iter()
+                        .copied()
+                        .filter(|a| !ips.contains(a))
+                        .collect();
                     if !gone.is_empty() {
                         self.owed_clear.entry(key.clone()).or_default().extend(gone);
                     }
@@ -268,7 +272,10 @@ impl Reconciler {
             }
             Err(problem) => {
                 if !before.is_empty() {
-                    self.owed_clear.entry(key.clone()).or_default().extend(before);
+                    self.owed_clear
+                        .entry(key.clone())
+                        .or_default()
+                        .extend(before);
                 }
                 let report = (problem.reason().to_owned(), problem.message());
                 if self.reported.get(key) != Some(&report) {
@@ -449,8 +456,11 @@ impl Reconciler {
                 }
             } else if self.owes(key, &observed) {
                 let owed = self.owed(key);
-                let keep: Vec<Ipv4Addr> =
-                    observed.iter().copied().filter(|a| !owed.contains(a)).collect();
+                let keep: Vec<Ipv4Addr> = observed
+                    .iter()
+                    .copied()
+                    .filter(|a| !owed.contains(a))
+                    .collect();
                 writes.push((key.clone(), keep));
                 continue;
             }

@@ -125,7 +125,11 @@ impl StatusWriter {
         let api: Api<Service> = Api::namespaced(self.client.clone(), &service.namespace);
         let patch = ingress_patch(addresses);
         let result = api
-            .patch_status(&service.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(
+                &service.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await;
         self.stats.status_written(result.is_ok());
         match result {

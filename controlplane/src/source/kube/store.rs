@@ -21,7 +21,11 @@ pub type SliceKey = (String, String);
 
 fn slice_key(slice: &EndpointSlice) -> SliceKey {
     (
-        slice.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned()),
+        slice
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned()),
         slice.metadata.name.clone().unwrap_or_default(),
     )
 }
@@ -141,10 +145,8 @@ impl ClusterState {
                 self.remove_slice(&key, &mut touched);
             }
             Update::Listed(list) => {
-                let mut new: HashMap<SliceKey, EndpointSlice> = list
-                    .into_iter()
-                    .map(|s| (slice_key(&s), s))
-                    .collect();
+                let mut new: HashMap<SliceKey, EndpointSlice> =
+                    list.into_iter().map(|s| (slice_key(&s), s)).collect();
                 let gone: Vec<SliceKey> = self
                     .slices
                     .keys()
@@ -283,7 +285,11 @@ mod tests {
         ]));
         assert!(state.synced());
         // A failed watch changes nothing.
-        assert!(state.apply_services(Update::Failed("gone".into())).is_empty());
+        assert!(
+            state
+                .apply_services(Update::Failed("gone".into()))
+                .is_empty()
+        );
         assert!(state.service(&ServiceKey::new("a", "gone")).is_some());
 
         let t = state.apply_services(Update::Listed(vec![
