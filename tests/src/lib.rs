@@ -8,3 +8,5 @@
 //! returns. CI runs as root, so there the tests run.
 
 pub use portico::netns::*;
+
+pub mod kube_cluster;
