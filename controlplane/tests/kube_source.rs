@@ -2,7 +2,8 @@
 //! `portico_tests::kube_cluster` harness; never a mock of the API): what
 //! the source publishes (the Publisher's snapshots, no dataplane), what it
 //! writes back (statuses, Events), leader election between two instances,
-//! an API server outage and a 410 Gone relist.
+//! a leader that loses its Lease, an API server outage and a 410 Gone
+//! relist.
 //!
 //! Every wait is bounded ([`WAIT`]); no test asserts a duration.
 
@@ -719,4 +720,63 @@ async fn a_410_gone_relists_without_losing_state() {
         (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_is_taken_stops_writing() {
+    let Some(cluster) = KubeCluster::start_or_skip(
+        "a_leader_whose_lease_is_taken_stops_writing",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+    create_service(&client, &lb_service("web", json!({}))).await;
+    let vip = wait_status_ip(&client, "web").await;
+
+    // Someone else holds the Lease now (as after a partition in which it
+    // expired): at its next renewal attempt the instance sees it and stops
+    // writing.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), NS);
+    leases
+        .patch(
+            "portico-test",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": {
+                "holderIdentity": "intruder",
+                "leaseDurationSeconds": 3600,
+            } })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("take the lease: {e}"));
+    eventually("a steps down", async || (!a.leads()).then_some(())).await;
+    let writes = a.source().stats().report().status_writes;
+
+    // A new LoadBalancer Service gets no address from a follower, and the
+    // old one keeps being served from its status.
+    create_service(&client, &lb_service("late", json!({}))).await;
+    eventually("late seen (served on its node port only)", async || {
+        let svc: Api<Service> = Api::namespaced(client.clone(), NS);
+        let node_port = svc
+            .get("late")
+            .await
+            .ok()?
+            .spec?
+            .ports?
+            .first()?
+            .node_port?;
+        a.snapshot()
+            .listener(Proto::Tcp, ip("192.0.2.1"), u16::try_from(node_port).ok()?)
+            .map(|_| ())
+    })
+    .await;
+    assert!(status_ips(&client, "late").await.is_empty());
+    let report = a.source().stats().report();
+    assert_eq!(report.status_writes, writes, "{report:?}");
+    assert!(a.snapshot().owned(vip).is_some(), "web still served");
 }
