@@ -334,37 +334,7 @@ async fn run(
                     break;
                 }
             }
-            Some(change) = rx.recv() => {
-                let (touched, at) = match change {
-                    Change::Services(update, at) => {
-                        stats.watch(&update);
-                        (state.apply_services(update), at)
-                    }
-                    Change::Slices(update, at) => {
-                        stats.watch(&update);
-                        (state.apply_slices(update), at)
-                    }
-                };
-                if !touched.is_empty() {
-                    first_event.get_or_insert(at);
-                    for key in touched {
-                        dirty.mark(key, ms(at));
-                    }
-                }
-            }
-            Ok(()) = leader_changes.changed() => {
-                let leading = *leader_changes.borrow_and_update();
-                stats.leader(leading);
-                // A new leader assigns what the old one left undone and
-                // writes every status that disagrees; a former leader goes
-                // back to following the statuses.
-                let now = Instant::now();
-                for (key, _) in state.services() {
-                    first_event.get_or_insert(now);
-                    dirty.mark(key.clone(), ms(now));
-                }
-            }
-            _ = tokio::time::sleep_until(window_at.into()) => {
+            () = until(window_at) => {
                 let Some(keys) = dirty.poll(ms(Instant::now())).or_else(|| {
                     (!published_once).then(Vec::new)
                 }) else {
@@ -409,6 +379,42 @@ async fn run(
                         &mut writes, &writer);
                 }
             }
+            Some(change) = rx.recv() => {
+                // Take everything already queued: a burst that arrived
+                // together is one window.
+                let mut next = Some(change);
+                while let Some(change) = next {
+                    let (touched, at) = match change {
+                        Change::Services(update, at) => {
+                            stats.watch(&update);
+                            (state.apply_services(update), at)
+                        }
+                        Change::Slices(update, at) => {
+                            stats.watch(&update);
+                            (state.apply_slices(update), at)
+                        }
+                    };
+                    if !touched.is_empty() {
+                        first_event.get_or_insert(at);
+                        for key in touched {
+                            dirty.mark(key, ms(at));
+                        }
+                    }
+                    next = rx.try_recv().ok();
+                }
+            }
+            Ok(()) = leader_changes.changed() => {
+                let leading = *leader_changes.borrow_and_update();
+                stats.leader(leading);
+                // A new leader assigns what the old one left undone and
+                // writes every status that disagrees; a former leader goes
+                // back to following the statuses.
+                let now = Instant::now();
+                for (key, _) in state.services() {
+                    first_event.get_or_insert(now);
+                    dirty.mark(key.clone(), ms(now));
+                }
+            }
             Some(joined) = writes.join_next(), if !writes.is_empty() => {
                 if let Ok((key, result)) = joined {
                     in_flight.remove(&key);
@@ -425,7 +431,7 @@ async fn run(
                 }
             }
             Some(_) = event_tasks.join_next(), if !event_tasks.is_empty() => {}
-            _ = tokio::time::sleep_until(retry_at.into()) => {
+            () = until(retry_at) => {
                 status_retry = None;
                 if leadership.may_write() {
                     start_writes(&mut reconciler, &state, &mut status_dirty, &mut in_flight,
@@ -440,6 +446,15 @@ async fn run(
     writes.abort_all();
     event_tasks.abort_all();
     info!("Kubernetes source stopped");
+}
+
+/// Complete at `deadline`; at once when it has passed (tokio's timer would
+/// round a past deadline up to its next 1 ms tick, which a zero debounce
+/// would pay on every window).
+async fn until(deadline: Instant) {
+    if deadline > Instant::now() {
+        tokio::time::sleep_until(deadline.into()).await;
+    }
 }
 
 /// Send the status patches the reconciler finds owed for `status_dirty`
