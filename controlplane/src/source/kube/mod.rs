@@ -387,11 +387,11 @@ async fn run(
                     let (touched, at) = match change {
                         Change::Services(update, at) => {
                             stats.watch(&update);
-                            (state.apply_services(update), at)
+                            (state.apply_services(*update), at)
                         }
                         Change::Slices(update, at) => {
                             stats.watch(&update);
-                            (state.apply_slices(update), at)
+                            (state.apply_slices(*update), at)
                         }
                     };
                     if !touched.is_empty() {

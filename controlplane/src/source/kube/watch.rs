@@ -49,8 +49,8 @@ pub enum Update<K> {
 /// One update of either watch, with its arrival time.
 #[derive(Debug)]
 pub enum Change {
-    Services(Update<Service>, Instant),
-    Slices(Update<EndpointSlice>, Instant),
+    Services(Box<Update<Service>>, Instant),
+    Slices(Box<Update<EndpointSlice>>, Instant),
 }
 
 /// Doubling backoff between `WATCH_RETRY_MIN_MS` and `WATCH_RETRY_MAX_MS`,
@@ -159,9 +159,11 @@ pub fn spawn_watches(
             services,
             "services",
             services_tx,
-            Change::Services,
+            |u, at| Change::Services(Box::new(u), at),
         )),
-        tokio::spawn(watch_kind(slices, "endpointslices", tx, Change::Slices)),
+        tokio::spawn(watch_kind(slices, "endpointslices", tx, |u, at| {
+            Change::Slices(Box::new(u), at)
+        })),
     ]
 }
 
