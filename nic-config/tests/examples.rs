@@ -141,3 +141,18 @@ fn one_arm() {
                 && l.port == 30443)
     );
 }
+
+#[test]
+fn kubernetes() {
+    let plan = load("kubernetes.toml");
+    let k = plan.kubernetes.as_ref().expect("[kubernetes]");
+    assert!(k.serve_unclassed);
+    assert_eq!((k.debounce_ms, k.debounce_max_ms), (20, 200));
+    let pools: Vec<(&str, u64, bool)> = plan
+        .address_pools
+        .iter()
+        .map(|p| (p.name.as_str(), p.size(), p.auto_assign))
+        .collect();
+    assert_eq!(pools, [("public", 43, true), ("reserved", 254, false)]);
+    assert!(plan.services.is_empty());
+}

@@ -45,7 +45,6 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use nic_config::{AddressRole, Plan};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -428,7 +427,7 @@ fn condition(e: &Endpoint) -> EndpointCondition {
 /// The endpoints of one Service port, sorted by address.
 fn endpoints(port: &ServicePort, protocol: &str, slices: &[&EndpointSlice]) -> Vec<EndpointSpec> {
     let wanted_name = port.name.as_deref().unwrap_or("");
-    let mut by_addr: BTreeMap<SocketAddrV4, EndpointCondition> = BTreeMap::new();
+    let mut found: Vec<(SocketAddrV4, u8)> = Vec::new();
     for slice in slices {
         let Some(slice_port) = slice.ports.iter().flatten().find(|p| {
             p.name.as_deref().unwrap_or("") == wanted_name
@@ -445,27 +444,24 @@ fn endpoints(port: &ServicePort, protocol: &str, slices: &[&EndpointSlice]) -> V
         let Some(number) = u16::try_from(number).ok().filter(|p| *p != 0) else {
             continue;
         };
-        for e in slice.endpoints.iter().flatten() {
-            let Some(ip) = e.addresses.first().and_then(|a| a.parse::<Ipv4Addr>().ok()) else {
-                continue;
-            };
-            let c = condition(e);
-            by_addr
-                .entry(SocketAddrV4::new(ip, number))
-                .and_modify(|old| {
-                    if rank(c) < rank(*old) {
-                        *old = c;
-                    }
-                })
-                .or_insert(c);
-        }
+        found.extend(slice.endpoints.iter().flatten().filter_map(|e| {
+            let ip = e.addresses.first()?.parse::<Ipv4Addr>().ok()?;
+            Some((SocketAddrV4::new(ip, number), rank(condition(e))))
+        }));
     }
-    by_addr
+    // By address, best condition first; then one entry per address.
+    found.sort_unstable();
+    found.dedup_by_key(|(addr, _)| *addr);
+    found
         .into_iter()
-        .map(|(addr, condition)| EndpointSpec {
+        .map(|(addr, rank)| EndpointSpec {
             addr,
             weight: 1,
-            condition,
+            condition: match rank {
+                0 => EndpointCondition::Ready,
+                1 => EndpointCondition::ServingTerminating,
+                _ => EndpointCondition::Draining,
+            },
         })
         .collect()
 }

@@ -87,15 +87,9 @@ impl FreeRanges {
     pub(crate) fn lowest(&self, usable: impl Fn(Ipv4Addr) -> bool) -> Option<Ipv4Addr> {
         const MAX_SKIP: u32 = 2;
         for (&start, &end) in &self.intervals {
-            let mut a = start;
-            for _ in 0..=MAX_SKIP {
-                if usable(Ipv4Addr::from(a)) {
-                    return Some(Ipv4Addr::from(a));
-                }
-                if a == end {
-                    break;
-                }
-                a += 1;
+            let last = end.min(start.saturating_add(MAX_SKIP));
+            if let Some(a) = (start..=last).map(Ipv4Addr::from).find(|&a| usable(a)) {
+                return Some(a);
             }
         }
         None

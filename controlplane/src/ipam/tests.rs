@@ -128,7 +128,9 @@ fn assignment_is_stable_while_the_request_holds() {
 
 #[test]
 fn requested_addresses_are_honoured_or_refused() {
-    let table: &[(&str, Service, Result<&[&str], &str>)] = &[
+    /// The addresses assigned, or the problem's reason.
+    type Want = Result<&'static [&'static str], &'static str>;
+    let table: &[(&str, Service, Want)] = &[
         // From a pool without auto_assign: allowed when asked for.
         (
             "spec",
