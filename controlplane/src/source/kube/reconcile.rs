@@ -482,3 +482,105 @@ impl Reconciler {
         observed.iter().any(|a| owed.contains(a))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::watch::Update;
+    use super::*;
+    use dataplane::flow::Proto;
+    use dataplane::snapshot::{AddrRole, BackendGonePolicy, PortSpec, Route, SnapshotSpec};
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap_or(Ipv4Addr::UNSPECIFIED)
+    }
+
+    fn reconciler() -> Reconciler {
+        let mut builder = SnapshotBuilder::new();
+        let base = SnapshotSpec {
+            ports: vec![
+                PortSpec {
+                    mac: [2, 0, 0, 0, 0, 1],
+                    mtu: 1500,
+                };
+                2
+            ],
+            vip_port: 0,
+            addresses: vec![
+                (ip("192.0.2.1"), 0, AddrRole::Node),
+                (ip("10.1.0.1"), 1, AddrRole::Snat),
+            ],
+            routes: vec![Route {
+                dest: ip("10.1.0.0"),
+                prefix_len: 24,
+                port: 1,
+                via: None,
+            }],
+            neighbours: Vec::new(),
+            services: Vec::new(),
+            maglev_table_size: 251,
+        };
+        if let Err(e) = builder.build(&base) {
+            panic!("base: {e}");
+        }
+        let options = ModelConfig {
+            load_balancer_class: "portico.dev/lb".into(),
+            serve_unclassed: true,
+            node_addresses: vec![ip("192.0.2.1")],
+            gateway_addresses: vec![ip("10.1.0.1"), ip("192.0.2.1")],
+            tcp_backend_gone: BackendGonePolicy::Drop,
+        };
+        Reconciler::new(options, Allocator::new(&[]), builder)
+    }
+
+    fn external_ip_service(name: &str, rv: &str) -> Service {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "namespace": "default", "resourceVersion": rv },
+            "spec": {
+                "type": "ClusterIP",
+                "externalIPs": ["192.0.2.50"],
+                "ports": [{ "port": 80, "targetPort": 8080 }],
+            },
+        }))
+        .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_clashing_service_is_left_out_reported_and_served_once_the_clash_goes() {
+        let mut r = reconciler();
+        let mut state = ClusterState::default();
+        state.apply_slices(Update::Listed(Vec::new()));
+        let touched = state.apply_services(Update::Listed(vec![external_ip_service("first", "1")]));
+        let out = r.window(&state, &touched, true);
+        let snap = out.snapshot.unwrap_or_else(|| panic!("first is served"));
+        let listener = snap.listener(Proto::Tcp, ip("192.0.2.50"), 80);
+        let first = listener
+            .and_then(|l| snap.service(l.service))
+            .map(|s| s.name.to_string());
+        assert_eq!(first.as_deref(), Some("default/first:80/tcp"));
+
+        // The same externalIP:port again: left out, with a Warning Event.
+        let touched = state.apply_services(Update::Applied(external_ip_service("second", "2")));
+        let out = r.window(&state, &touched, true);
+        assert!(out.snapshot.is_none(), "nothing changed in the tables");
+        assert!(!out.build_failed);
+        let rejected: Vec<(String, String)> = out
+            .events
+            .iter()
+            .map(|e| (ServiceKey::of(&e.service).to_string(), e.reason.clone()))
+            .collect();
+        assert_eq!(
+            rejected,
+            [("default/second".to_owned(), "ServiceRejected".to_owned())]
+        );
+
+        // The first goes: the second is retried and served.
+        let touched = state.apply_services(Update::Deleted(external_ip_service("first", "3")));
+        let out = r.window(&state, &touched, true);
+        let snap = out.snapshot.unwrap_or_else(|| panic!("second is served"));
+        let listener = snap.listener(Proto::Tcp, ip("192.0.2.50"), 80);
+        let served = listener
+            .and_then(|l| snap.service(l.service))
+            .map(|s| s.name.to_string());
+        assert_eq!(served.as_deref(), Some("default/second:80/tcp"));
+    }
+}

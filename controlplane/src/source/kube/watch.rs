@@ -155,12 +155,9 @@ pub fn spawn_watches(
     let slices: Api<EndpointSlice> = Api::all(client.clone());
     let services_tx = tx.clone();
     [
-        tokio::spawn(watch_kind(
-            services,
-            "services",
-            services_tx,
-            |u, at| Change::Services(Box::new(u), at),
-        )),
+        tokio::spawn(watch_kind(services, "services", services_tx, |u, at| {
+            Change::Services(Box::new(u), at)
+        })),
         tokio::spawn(watch_kind(slices, "endpointslices", tx, |u, at| {
             Change::Slices(Box::new(u), at)
         })),
