@@ -129,6 +129,61 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
     }
 }
 
+/// A Kubernetes-sized spec: `services` TCP services on distinct VIPs (port
+/// 80), each with `endpoints` ready pods of its own (port 8080) behind one
+/// router, for the snapshot builder's benches. Service `s` is named
+/// `ns/svc-{s}`.
+pub fn cluster_spec(services: u32, endpoints: u32, maglev_table_size: u32) -> SnapshotSpec {
+    let services = (0..services)
+        .map(|s| {
+            let vip = Ipv4Addr::from(u32::from(Ipv4Addr::new(203, 0, 0, 0)) + s);
+            let mut svc = ServiceSpec::new(&format!("ns/svc-{s}"), Proto::Tcp, vip, 80);
+            for e in 0..endpoints {
+                let pod =
+                    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 64, 0, 0)) + s * endpoints + e);
+                svc = svc.endpoint(SocketAddrV4::new(pod, 8080));
+            }
+            svc
+        })
+        .collect();
+    SnapshotSpec {
+        ports: vec![
+            PortSpec {
+                mac: [2, 0, 0, 0, 0, 1],
+                mtu: 1500,
+            },
+            PortSpec {
+                mac: [2, 0, 0, 0, 0, 2],
+                mtu: 1500,
+            },
+        ],
+        vip_port: 0,
+        addresses: vec![(Ipv4Addr::new(10, 0, 0, 1), 1, AddrRole::Snat)],
+        routes: vec![Route {
+            dest: Ipv4Addr::new(10, 64, 0, 0),
+            prefix_len: 10,
+            port: 1,
+            via: Some(Ipv4Addr::new(10, 0, 0, 254)),
+        }],
+        neighbours: vec![NeighbourSpec {
+            addr: Ipv4Addr::new(10, 0, 0, 254),
+            mac: [2, 0, 0, 0, 0, 0xfe],
+        }],
+        services,
+        maglev_table_size,
+    }
+}
+
+/// Service `index` of [`cluster_spec`] with its last endpoint moved to one of
+/// two addresses (`flip`): a one-endpoint change.
+pub fn cluster_service_changed(spec: &SnapshotSpec, index: usize, flip: bool) -> ServiceSpec {
+    let mut svc = spec.services[index].clone();
+    if let Some(last) = svc.endpoints.last_mut() {
+        last.addr = SocketAddrV4::new(Ipv4Addr::new(10, 200, 0, u8::from(flip)), 8080);
+    }
+    svc
+}
+
 /// A single-core gateway on the mem driver.
 #[derive(Debug)]
 pub struct Rig {

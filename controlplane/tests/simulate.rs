@@ -67,7 +67,16 @@ fn a_tcp_flow_to_the_vip_gets_a_backend_of_its_service_and_an_snat_tuple() {
     assert!(backends_of(&plan, "web").contains(&backend), "{backend}");
     // The Maglev slot shown is the one that chose this backend.
     let maglev = out.maglev.as_ref().expect("maglev lookup");
-    assert_eq!(maglev.table_size, plan.dataplane.maglev_table_size);
+    // The table size follows the ready backend count, capped by the config.
+    let ready = web
+        .backends
+        .iter()
+        .filter(|b| b.weight > 0 && b.condition == nic_config::EndpointCondition::Ready)
+        .count();
+    assert_eq!(
+        maglev.table_size,
+        dataplane::maglev::table_size_for(ready, plan.dataplane.maglev_table_size)
+    );
     assert!(maglev.slot < maglev.table_size);
     assert_eq!(maglev.slot as u64, maglev.hash % maglev.table_size as u64);
     assert_eq!(maglev.backend, Some(backend));

@@ -22,7 +22,7 @@ use crate::driver::{Driver, Frame};
 use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
 use crate::neighbour::{NeighbourTable, Resolution};
 use crate::packet::{PortId, Verdict};
-use crate::snapshot::{ServiceId, Snapshot, SnapshotReader};
+use crate::snapshot::{Backend, ID_CHUNK, IdTable, Service, ServiceId, Snapshot, SnapshotReader};
 use crate::stage::{MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
 use crate::wire::{MacAddr, arp, ethernet};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -74,11 +74,16 @@ pub struct Worker<D: Driver, C: Clock> {
     /// Snapshot generation whose neighbours/announcements were applied.
     seen_generation: u64,
     /// Owned addresses already announced with a gratuitous ARP, with their
-    /// port (worker 0).
-    announced: Vec<(PortId, Ipv4Addr)>,
+    /// port (worker 0). A set: with thousands of VIPs, a list made every new
+    /// generation quadratic.
+    announced: hashbrown::HashSet<(PortId, Ipv4Addr)>,
     /// Who each service / backend id belonged to when last seen.
     service_identity: Vec<Option<Arc<str>>>,
     backend_identity: Vec<Option<(ServiceId, SocketAddrV4)>>,
+    /// The service and backend tables the identities were last taken from:
+    /// chunks still shared with the next snapshot are skipped (unchanged).
+    bound_services: IdTable<Service>,
+    bound_backends: IdTable<Backend>,
 }
 
 /// A frame waiting for ARP resolution of `addr` on `port`.
@@ -123,9 +128,11 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             held: Vec::with_capacity(HELD_FRAMES),
             held_spare: Vec::with_capacity(HELD_FRAMES),
             seen_generation: u64::MAX,
-            announced: Vec::new(),
+            announced: hashbrown::HashSet::new(),
             service_identity: Vec::new(),
             backend_identity: Vec::new(),
+            bound_services: IdTable::new(),
+            bound_backends: IdTable::new(),
         })
     }
 
@@ -469,7 +476,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         for (port, addr) in fresh {
             if self.queue_arp(snap, port, addr, addr) {
                 self.pipeline.counters.garp_sent += 1;
-                self.announced.push((port, addr));
+                self.announced.insert((port, addr));
             }
         }
         self.flush_tx();
@@ -482,22 +489,26 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         let services = &mut self.pipeline.services;
         services.ensure(snap.services.len(), snap.backends.len());
         self.service_identity.resize(snap.services.len(), None);
-        for (id, s) in snap.services.iter().enumerate() {
-            let Some(s) = s else { continue };
-            if self.service_identity[id].as_deref() != Some(&*s.name) {
-                self.service_identity[id] = Some(s.name.clone());
+        for (id, s) in changed_entries(&snap.services, &self.bound_services) {
+            if let Some(known) = self.service_identity.get_mut(id)
+                && known.as_deref() != Some(&*s.name)
+            {
+                *known = Some(s.name.clone());
                 services.reset_service(id);
             }
         }
         self.backend_identity.resize(snap.backends.len(), None);
-        for (id, b) in snap.backends.iter().enumerate() {
-            let Some(b) = b else { continue };
+        for (id, b) in changed_entries(&snap.backends, &self.bound_backends) {
             let identity = Some((b.service, b.addr));
-            if self.backend_identity[id] != identity {
-                self.backend_identity[id] = identity;
+            if let Some(known) = self.backend_identity.get_mut(id)
+                && *known != identity
+            {
+                *known = identity;
                 services.reset_backend(id);
             }
         }
+        self.bound_services = snap.services.clone();
+        self.bound_backends = snap.backends.clone();
     }
 
     fn flush_tx(&mut self) {
@@ -566,4 +577,18 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.handoff_rx = rings;
         work
     }
+}
+
+/// The entries of `table` (with their ids) in chunks not shared with
+/// `before`: every entry that may differ from `before`'s.
+fn changed_entries<'a, T>(
+    table: &'a IdTable<T>,
+    before: &'a IdTable<T>,
+) -> impl Iterator<Item = (usize, &'a T)> + 'a {
+    (0..table.len())
+        .step_by(ID_CHUNK)
+        .filter(move |&start| !table.same_chunk(before, start as u32))
+        .flat_map(move |start| {
+            (start..start + ID_CHUNK).filter_map(move |id| Some((id, table.get(id as u32)?)))
+        })
 }

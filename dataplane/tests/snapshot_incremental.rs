@@ -8,8 +8,8 @@
 
 use dataplane::flow::Proto;
 use dataplane::snapshot::{
-    AddrRole, BackendGonePolicy, EndpointCondition, EndpointSpec, ListenerKind, NextHop,
-    PortSpec, Route, ServiceChanges, ServiceSpec, Snapshot, SnapshotBuilder, SnapshotSpec,
+    AddrRole, BackendGonePolicy, EndpointCondition, EndpointSpec, ListenerKind, NextHop, PortSpec,
+    Route, ServiceChanges, ServiceSpec, Snapshot, SnapshotBuilder, SnapshotSpec,
 };
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -172,6 +172,9 @@ type ServiceView = (
     Vec<Option<SocketAddrV4>>,
 );
 
+/// (service, address, weight, condition, next hop port and address).
+type BackendView = (String, SocketAddrV4, u32, u8, Option<(u8, Ipv4Addr)>);
+
 /// Everything a snapshot forwards with, by names and addresses (not ids).
 #[derive(Debug, PartialEq)]
 struct View {
@@ -179,7 +182,7 @@ struct View {
     listeners: BTreeMap<(u8, Ipv4Addr, u16), (String, ListenerKind)>,
     owned: BTreeMap<Ipv4Addr, (u8, bool, bool, bool)>,
     services: BTreeMap<String, ServiceView>,
-    backends: BTreeSet<(String, SocketAddrV4, u32, u8, Option<(u8, Ipv4Addr)>)>,
+    backends: BTreeSet<BackendView>,
     arp_source: Vec<Option<Ipv4Addr>>,
 }
 
@@ -195,7 +198,10 @@ fn view(snap: &Snapshot) -> View {
     let name = |id| snap.service(id).map(|s| s.name.to_string()).unwrap();
     let addr = |id| snap.backend(id).map(|b| b.addr).unwrap();
     for (key, l) in snap.listeners.iter() {
-        assert!(snap.service(l.service).is_some(), "dangling listener {key:?}");
+        assert!(
+            snap.service(l.service).is_some(),
+            "dangling listener {key:?}"
+        );
     }
     let hashes: Vec<u64> = (0..200u64)
         .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 7))
@@ -205,7 +211,12 @@ fn view(snap: &Snapshot) -> View {
         listeners: snap
             .listeners
             .iter()
-            .map(|(k, l)| ((proto_code(k.proto), k.addr, k.port), (name(l.service), l.kind)))
+            .map(|(k, l)| {
+                (
+                    (proto_code(k.proto), k.addr, k.port),
+                    (name(l.service), l.kind),
+                )
+            })
             .collect(),
         owned: snap
             .owned
@@ -276,7 +287,12 @@ fn ids(snap: &Snapshot) -> (BTreeMap<String, u32>, BTreeMap<(String, SocketAddrV
         .backends
         .iter()
         .flatten()
-        .map(|b| ((snap.service(b.service).unwrap().name.to_string(), b.addr), b.id))
+        .map(|b| {
+            (
+                (snap.service(b.service).unwrap().name.to_string(), b.addr),
+                b.id,
+            )
+        })
         .collect();
     (services, backends)
 }
@@ -319,7 +335,11 @@ fn check(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 last_view = got_view;
             }
             (Err(_), Err(_)) => {
-                prop_assert_eq!(inc.generation(), last.generation, "a failed update changed nothing");
+                prop_assert_eq!(
+                    inc.generation(),
+                    last.generation,
+                    "a failed update changed nothing"
+                );
             }
             (got, want) => {
                 prop_assert!(
@@ -379,7 +399,10 @@ fn update_needs_a_build_first_and_a_vip_is_owned_while_a_service_listens_on_it()
             removals: Vec::new(),
         })
         .unwrap_err();
-    assert!(err.to_string().contains("already used by service \"api\""), "{err}");
+    assert!(
+        err.to_string().contains("already used by service \"api\""),
+        "{err}"
+    );
     // ...and accepted when that service leaves in the same update.
     let s3 = b
         .update(&ServiceChanges {

@@ -162,10 +162,12 @@ pub struct DataplaneSection {
     /// (busy-poll; one dedicated core per worker). Default `"adaptive"`.
     #[serde(default)]
     pub idle: IdlePolicy,
-    /// Slots of every service's Maglev lookup table: a prime, at least the
-    /// largest backend count of any service, at most 2^24. Larger tables
-    /// spread load more evenly and disrupt fewer flows when backends change.
-    /// Default 16381.
+    /// Largest Maglev lookup table: a prime, at least the largest backend
+    /// count of any service, at most 2^24. Each service's table has about
+    /// 100-200 slots per backend (the next size of a ladder of primes, see
+    /// the dataplane's `maglev::table_size_for`), at most this many. Larger
+    /// tables spread load more evenly and disrupt fewer flows when backends
+    /// change. Default 16381.
     #[serde(default = "default_maglev_table_size")]
     pub maglev_table_size: u64,
     /// `[dataplane.conntrack]`.

@@ -145,7 +145,10 @@ fn the_size_ladder_is_prime_and_sizes_follow_the_backend_count() {
         // The largest prime below 2^(k+8).
         let power = 1u64 << (k + 8);
         assert!(u64::from(m) < power);
-        assert!((u64::from(m) + 1..power).all(|n| !is_prime(n as u32)), "{m}");
+        assert!(
+            (u64::from(m) + 1..power).all(|n| !is_prime(n as u32)),
+            "{m}"
+        );
     }
     assert_eq!(table_size_for(1, 65_537), 251);
     assert_eq!(table_size_for(10, 65_537), 1021);
@@ -369,6 +372,81 @@ proptest! {
         let table = MaglevTable::build(&equal(n), 251).unwrap();
         let expected = table.slots()[(hash % 251) as usize];
         prop_assert_eq!(table.lookup(hash), Some(expected));
+    }
+}
+
+/// The fill without the unclaimed-list tail: every claim walks its
+/// preference list (the builder before the tail optimisation), weights
+/// included. The builder must give exactly this table.
+fn walk_only_slots(backends: &[MaglevBackend], m: u32) -> Vec<u16> {
+    let mut order: Vec<usize> = (0..backends.len())
+        .filter(|&i| backends[i].weight > 0)
+        .collect();
+    order.sort_by_key(|&i| backends[i].addr);
+    let n = order.len() as u64;
+    let sum: u64 = order.iter().map(|&i| u64::from(backends[i].weight)).sum();
+    let max: u64 = order
+        .iter()
+        .map(|&i| u64::from(backends[i].weight))
+        .max()
+        .unwrap();
+    let threshold = (max * n).min(HEAVY_WEIGHT_FACTOR * sum);
+    let mut cursor: Vec<(u32, u32, u64)> = order
+        .iter()
+        .map(|&i| {
+            let (offset, skip) = backends[i].permutation(m);
+            (offset, skip, 0)
+        })
+        .collect();
+    let mut slots = vec![u16::MAX; m as usize];
+    let mut claimed = 0;
+    loop {
+        for (k, &i) in order.iter().enumerate() {
+            let c = &mut cursor[k];
+            c.2 += u64::from(backends[i].weight) * n;
+            while c.2 >= threshold {
+                c.2 -= threshold;
+                while slots[c.0 as usize] != u16::MAX {
+                    c.0 = (c.0 + c.1) % m;
+                }
+                slots[c.0 as usize] = i as u16;
+                c.0 = (c.0 + c.1) % m;
+                claimed += 1;
+                if claimed == m {
+                    return slots;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_unclaimed_list_tail_gives_the_walked_table() {
+    for (n, m) in [
+        (1, 2),
+        (2, 13),
+        (10, 1021),
+        (10, 251),
+        (32, 4093),
+        (100, 16_381),
+    ] {
+        let backends = equal(n);
+        let table = MaglevTable::build(&backends, m).unwrap();
+        assert_eq!(
+            table.slots(),
+            walk_only_slots(&backends, m),
+            "n = {n}, m = {m}"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn weighted_tables_equal_the_walked_table(backends in backend_set(), m in table_size()) {
+        let active = backends.iter().filter(|b| b.weight > 0).count();
+        prop_assume!(active > 0 && active <= m as usize);
+        let table = MaglevTable::build(&backends, m).unwrap();
+        prop_assert_eq!(table.slots(), &walk_only_slots(&backends, m)[..]);
     }
 }
 

@@ -1,9 +1,32 @@
-//! From a plain-data [`SnapshotSpec`] to a validated [`Snapshot`].
+//! From a plain-data [`SnapshotSpec`] to a validated [`Snapshot`], in full
+//! ([`SnapshotBuilder::build`], the static source's path and the reference)
+//! or by delta ([`SnapshotBuilder::update`] with [`ServiceChanges`], for
+//! sources that see one service change at a time, such as Kubernetes).
 //!
-//! The builder keeps state between builds: the id registry (stable service and
-//! backend ids) and the Maglev tables of the previous build, which it reuses
-//! for every backend set whose endpoints (address, weight) did not change, so
-//! an endpoint change costs one table build, not one per service.
+//! The builder keeps state between builds: the static part of the last spec,
+//! each service's spec with its stable ids and Maglev tables, and the
+//! persistent tables of the last snapshot (see `table.rs`). The next snapshot
+//! shares every table chunk and map shard it does not change, so a change
+//! costs its service's listeners, backends and tables, not the number of
+//! services:
+//! * an unchanged service (same spec) is not touched; a changed one keeps
+//!   its id, its unchanged endpoints keep their backend ids, and a backend
+//!   set whose members and table size did not change keeps its table;
+//! * listeners and owned addresses change by delta: a VIP or externalIP is
+//!   owned (on the VIP port) while at least one listener uses it;
+//! * a change of the static part (ports, addresses, routes, neighbours,
+//!   Maglev size) rebuilds every service on the new static part, keeping ids.
+//!
+//! Validation is the same for both paths and all-or-nothing: every problem
+//! is reported at once and a failed build or update changes nothing (ids are
+//! only taken when the batch commits). A listener conflicts with another
+//! service's unless that service leaves (is removed or replaced) in the same
+//! batch.
+//!
+//! Maglev table sizes follow each set's backend count
+//! ([`crate::maglev::table_size_for`], capped by the spec's size), so every
+//! gateway picks the same size for the same set. Building many tables (a
+//! build from scratch) may use several threads ([`SnapshotBuilder::with_threads`]).
 
 use super::table::{IdTable, ShardedMap};
 use super::{
@@ -113,7 +136,8 @@ pub struct SnapshotSpec {
     pub routes: Vec<Route>,
     pub neighbours: Vec<NeighbourSpec>,
     pub services: Vec<ServiceSpec>,
-    /// Maglev table size (prime), the same for every service.
+    /// Largest Maglev table size (prime): each backend set gets
+    /// [`crate::maglev::table_size_for`] its backend count, at most this.
     pub maglev_table_size: u32,
 }
 
@@ -471,7 +495,10 @@ impl SnapshotBuilder {
             }
             let unchanged = !rebase
                 && !removed.contains(svc.name.as_str())
-                && self.services.get(svc.name.as_str()).is_some_and(|s| s.spec == *svc);
+                && self
+                    .services
+                    .get(svc.name.as_str())
+                    .is_some_and(|s| s.spec == *svc);
             if !unchanged {
                 changed.push(svc);
             }
@@ -666,8 +693,18 @@ impl SnapshotBuilder {
                     addr,
                     port,
                 };
-                self.listeners.insert(key, Listener { service: p.id, kind });
-                if self.base.as_ref().is_some_and(|b| b.gateway.contains_key(&addr)) {
+                self.listeners.insert(
+                    key,
+                    Listener {
+                        service: p.id,
+                        kind,
+                    },
+                );
+                if self
+                    .base
+                    .as_ref()
+                    .is_some_and(|b| b.gateway.contains_key(&addr))
+                {
                     continue;
                 }
                 let count = self.listener_addrs.entry(addr).or_insert(0);
@@ -834,7 +871,8 @@ fn build_some(jobs: &mut [(&str, &mut PendingSet)]) -> Vec<(String, MaglevError)
                     backends: members.iter().map(|m| m.2).collect(),
                 });
                 let table_size = *table_size;
-                let PendingSet::Build { members, .. } = std::mem::replace(&mut **job, PendingSet::None)
+                let PendingSet::Build { members, .. } =
+                    std::mem::replace(&mut **job, PendingSet::None)
                 else {
                     continue;
                 };
@@ -1031,7 +1069,10 @@ mod tests {
             .build(&spec(vec![web(&[10, 11, 12]), dns.clone()]))
             .unwrap();
         assert_eq!(s2.generation, s1.generation + 1);
-        assert_eq!(b.stats.maglev_tables_built, 2, "web's table is kept, dns's built");
+        assert_eq!(
+            b.stats.maglev_tables_built, 2,
+            "web's table is kept, dns's built"
+        );
         assert_eq!(s2.backend(id11).unwrap().addr, ep(11, 8080));
         let s3 = b.build(&spec(vec![web(&[11, 12]), dns])).unwrap();
         assert_eq!(s3.backend(id11).unwrap().addr, ep(11, 8080));

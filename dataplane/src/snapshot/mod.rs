@@ -6,6 +6,10 @@
 //! the current snapshot once per batch; they never lock and never see a
 //! half-built table.
 //!
+//! A snapshot's tables ([`IdTable`], [`ShardedMap`]) are persistent: the
+//! snapshots of consecutive generations share every chunk and shard that did
+//! not change, so building and freeing a generation costs what changed.
+//!
 //! Invariants of a built snapshot:
 //! * every listener points to a service of the snapshot, every service's
 //!   backend sets point to backends of the snapshot of that service;

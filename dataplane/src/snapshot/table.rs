@@ -65,7 +65,9 @@ impl<T> IdTable<T> {
 
     /// Every slot in id order: `Some` for ids in use.
     pub fn iter(&self) -> impl Iterator<Item = Option<&T>> + '_ {
-        self.chunks.iter().flat_map(|c| c.iter().map(Option::as_ref))
+        self.chunks
+            .iter()
+            .flat_map(|c| c.iter().map(Option::as_ref))
     }
 
     /// Whether the chunk holding `id` is the same allocation in both tables
@@ -101,11 +103,7 @@ impl<T: Clone> IdTable<T> {
 impl<T: fmt::Debug> fmt::Debug for IdTable<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(
-                self.iter()
-                    .enumerate()
-                    .filter_map(|(i, e)| Some((i, e?))),
-            )
+            .entries(self.iter().enumerate().filter_map(|(i, e)| Some((i, e?))))
             .finish()
     }
 }
@@ -222,7 +220,11 @@ impl<K: Hash + Eq + Clone, V: Clone> FromIterator<(K, V)> for ShardedMap<K, V> {
 impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for ShardedMap<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.shards.iter().flat_map(|s| s.iter().map(|(k, v)| (k, v))))
+            .entries(
+                self.shards
+                    .iter()
+                    .flat_map(|s| s.iter().map(|(k, v)| (k, v))),
+            )
             .finish()
     }
 }
@@ -240,9 +242,16 @@ mod tests {
         let published = t.clone();
         t.set(5, None);
         t.set(700, Some(1));
-        assert_eq!(published.get(5), Some(&10), "a published table never changes");
+        assert_eq!(
+            published.get(5),
+            Some(&10),
+            "a published table never changes"
+        );
         assert_eq!(published.get(700), Some(&1400));
-        assert_eq!((t.get(5), t.get(700), t.get(999)), (None, Some(&1), Some(&1998)));
+        assert_eq!(
+            (t.get(5), t.get(700), t.get(999)),
+            (None, Some(&1), Some(&1998))
+        );
         assert!(!t.same_chunk(&published, 5) && !t.same_chunk(&published, 700));
         assert!(t.same_chunk(&published, 300), "untouched chunks are shared");
         assert_eq!(t.get(1_000_000), None);
