@@ -99,15 +99,6 @@ impl Leadership {
     pub fn changes(&self) -> watch::Receiver<bool> {
         self.changes.clone()
     }
-
-    /// A leadership that never leads (for instances that must not write).
-    pub fn never() -> Self {
-        let (_tx, rx) = watch::channel(false);
-        Leadership {
-            state: Arc::default(),
-            changes: rx,
-        }
-    }
 }
 
 /// The election loop of one instance.
