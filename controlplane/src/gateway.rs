@@ -34,6 +34,18 @@
 //!   [`ControlPlaneMetrics`] handle other sources feed too
 //!   ([`Gateway::control_plane_metrics`]); the control thread logs drop
 //!   summaries at most once per interval, never per packet.
+//!
+//! With a `[kubernetes]` section the Kubernetes source
+//! ([`crate::source::kube`]) starts after the workers, on its own thread
+//! (pinned off the worker cores when `cores` is set), and takes over the
+//! snapshot builder: it publishes through the same [`Publisher`]. The
+//! file's standalone `[[service]]`s stay in force next to the cluster's
+//! Services (the address pools cannot overlap their addresses; a Kubernetes
+//! Service whose listener clashes with one is left out and gets a
+//! `ServiceRejected` Event). SIGHUP does not reload such a configuration
+//! (the cluster's Services live in the builder): it is refused as needing a
+//! restart. On SIGTERM the source stops first, releasing its Lease, then the
+//! workers.
 
 use crate::admin::{
     AdminError, AdminServer, ControlPlaneMetrics, CounterReport, DEFAULT_DROP_LOG_INTERVAL_MS,
@@ -42,6 +54,7 @@ use crate::admin::{
     sum_workers,
 };
 use crate::simulate::SimContext;
+use crate::source::kube::{KubeSource, KubeSourceError, KubeSourceParts, KubeSourceStats};
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::clock::MonotonicClock;
 use dataplane::counters::ServiceCounters;
@@ -132,6 +145,10 @@ pub enum GatewayError {
     WorkerStart { worker: usize, reason: String },
     #[error("worker {worker} stopped unexpectedly")]
     WorkerDied { worker: usize },
+    #[error("Kubernetes source: {0}")]
+    Kube(#[from] KubeSourceError),
+    #[error("the Kubernetes source stopped unexpectedly")]
+    KubeSourceDied,
 }
 
 /// What a reload did.
@@ -548,8 +565,10 @@ pub struct Gateway {
     plan: Plan,
     config_path: PathBuf,
     facts: Vec<PortFacts>,
-    builder: SnapshotBuilder,
+    /// `None` while the Kubernetes source owns it.
+    builder: Option<SnapshotBuilder>,
     publisher: Publisher,
+    kube: Option<KubeSource>,
     started: Instant,
     published_at_ms: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
@@ -620,8 +639,9 @@ impl Gateway {
             plan,
             config_path: config_path.to_path_buf(),
             facts,
-            builder,
+            builder: Some(builder),
             publisher,
+            kube: None,
             started,
             published_at_ms,
             stop,
@@ -670,7 +690,22 @@ impl Gateway {
             info!(addr = %metrics.addr(), "metrics listening on /metrics");
             gateway.metrics = Some(metrics);
         }
+        if gateway.plan.kubernetes.is_some()
+            && let Some(builder) = gateway.builder.take()
+            && let Some(parts) =
+                KubeSourceParts::from_plan(&gateway.plan, builder, gateway.publisher.clone())
+        {
+            let source = KubeSource::start(parts)?;
+            info!("Kubernetes source started");
+            gateway.kube = Some(source);
+        }
         Ok(gateway)
+    }
+
+    /// The Kubernetes source's numbers (per-generation build time and
+    /// event-to-live latency, leadership, writes), when it runs.
+    pub fn kube_stats(&self) -> Option<Arc<KubeSourceStats>> {
+        self.kube.as_ref().map(KubeSource::stats)
     }
 
     /// Start one thread per worker and wait until each has opened its
@@ -893,8 +928,15 @@ impl Gateway {
         if plan == self.plan {
             return ReloadOutcome::Unchanged;
         }
+        let Some(builder) = self.builder.as_mut() else {
+            return ReloadOutcome::NeedsRestart(vec![
+                "the configuration of a gateway with [kubernetes] (its tables are built from the \
+                 cluster)"
+                    .to_owned(),
+            ]);
+        };
         let build = Instant::now();
-        let snapshot = match self.builder.build(&snapshot_spec(&plan, &self.facts)) {
+        let snapshot = match builder.build(&snapshot_spec(&plan, &self.facts)) {
             Ok(s) => s,
             Err(e) => return ReloadOutcome::Rejected(e),
         };
@@ -939,6 +981,11 @@ impl Gateway {
             if let Some(stats) = &self.stats {
                 self.drop_log.tick(Instant::now(), || stats.totals());
             }
+            if self.kube.as_ref().is_some_and(KubeSource::is_finished) {
+                error!("the Kubernetes source stopped unexpectedly; stopping");
+                self.shutdown();
+                return Err(GatewayError::KubeSourceDied);
+            }
             if let Some(worker) = self.workers.iter().position(JoinHandle::is_finished) {
                 error!(worker, "a worker stopped unexpectedly; stopping");
                 self.shutdown();
@@ -948,9 +995,13 @@ impl Gateway {
         }
     }
 
-    /// Stop the workers (each publishes its final counters), then the admin
-    /// socket and the metrics endpoint.
+    /// Stop the Kubernetes source (no more writes, Lease released), the
+    /// workers (each publishes its final counters), then the admin socket
+    /// and the metrics endpoint.
     pub fn shutdown(&mut self) {
+        if let Some(kube) = self.kube.take() {
+            kube.stop();
+        }
         self.stop.store(true, Ordering::Relaxed);
         for (w, handle) in self.workers.drain(..).enumerate() {
             if handle.join().is_err() {
@@ -973,6 +1024,7 @@ impl Drop for Gateway {
             || !self.xdp.is_empty()
             || self.admin.is_some()
             || self.metrics.is_some()
+            || self.kube.is_some()
         {
             self.shutdown();
         }

@@ -70,6 +70,14 @@ impl SpecCache {
         self.by_service.get(key).map(Vec::as_slice)
     }
 
+    /// The Service a spec (by its name) belongs to.
+    pub fn owner(&self, spec_name: &str) -> Option<&ServiceKey> {
+        self.by_service
+            .iter()
+            .find(|(_, specs)| specs.iter().any(|s| s.name == spec_name))
+            .map(|(key, _)| key)
+    }
+
     /// Every spec, Service by Service in key order.
     pub fn specs(&self) -> impl Iterator<Item = &ServiceSpec> + '_ {
         self.by_service.values().flatten()

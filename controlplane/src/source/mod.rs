@@ -1,4 +1,5 @@
 //! Sources of the desired model: the static TOML file now, Kubernetes
 //! (Services + EndpointSlices) with the control-plane issue.
 
+pub mod kube;
 pub mod static_file;

@@ -1,0 +1,586 @@
+//! One debounce window of the Kubernetes source, without I/O: the Services
+//! touched since the last window go through IPAM (LoadBalancer Services of
+//! Portico's class) and the model (`crate::build`) into service specs, and
+//! the changes become one snapshot update. What must be written back to the
+//! API server (statuses, Events) is returned for the caller to send.
+//!
+//! Invariants:
+//! * nothing is built before both initial lists are complete; the first
+//!   window rebuilds the allocator from the Services' statuses
+//!   ([`Allocator::restore`]) before any address is assigned;
+//! * only the leader assigns addresses. A follower holds exactly what the
+//!   statuses say (it re-claims them Service by Service), so every instance
+//!   serves the VIPs the leader handed out and none invents its own;
+//! * a snapshot update either applies every change of the window or, when
+//!   the builder rejects some Services (a listener taken by another
+//!   Service, a VIP that is a gateway address…), applies the rest without
+//!   them; the rejected ones are reported and retried whenever another
+//!   Service changes. The dataplane never loses its last good snapshot;
+//! * a Service's status is written when what it should say differs from
+//!   what the API server has: the addresses it holds, or — after a release —
+//!   none of the released ones. Addresses Portico never held are never
+//!   cleared (another load balancer may own them).
+
+use super::store::ClusterState;
+use crate::build::{self, ModelConfig, ServiceOutcome, SpecCache, wants_load_balancer_address};
+use crate::ipam::{Allocator, Claim, ServiceKey, ServiceRequest};
+use dataplane::snapshot::{
+    BuildError, Problem, ServiceChanges, ServiceSpec, Snapshot, SnapshotBuilder,
+};
+use k8s_openapi::api::core::v1::Service;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use tracing::{debug, info, warn};
+
+/// Builder attempts per window when Services are rejected.
+const MAX_BUILD_ATTEMPTS: usize = 8;
+
+/// A Kubernetes Event to send (by the leader) about a Service.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceEvent {
+    pub service: Arc<Service>,
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+/// What one window produced.
+#[derive(Debug, Default)]
+pub struct WindowOutcome {
+    /// The new snapshot, if any service spec changed.
+    pub snapshot: Option<Snapshot>,
+    /// Kubernetes Services whose specs changed.
+    pub services_changed: usize,
+    /// Microseconds spent in the snapshot builder.
+    pub build_us: u64,
+    /// The builder refused the changes; the last snapshot stays.
+    pub build_failed: bool,
+    pub events: Vec<ServiceEvent>,
+}
+
+/// State kept across windows.
+#[derive(Debug)]
+pub struct Reconciler {
+    options: ModelConfig,
+    allocator: Allocator,
+    builder: SnapshotBuilder,
+    /// The dataplane services in force for each Kubernetes Service.
+    specs: SpecCache,
+    /// The reason last logged for each Service served partly or not at
+    /// all, so that it is logged once.
+    ignored: HashMap<ServiceKey, String>,
+    /// The last IPAM or model problem reported per Service (reason, note),
+    /// so that a problem is reported once, not on every window.
+    reported: HashMap<ServiceKey, (String, String)>,
+    /// Services the snapshot builder refused, with the reason.
+    rejected: BTreeMap<ServiceKey, String>,
+    /// Addresses released from a Service that its status may still show.
+    owed_clear: HashMap<ServiceKey, Vec<Ipv4Addr>>,
+    restored: bool,
+}
+
+impl Reconciler {
+    /// `builder` has built the base snapshot (ports, addresses, routes,
+    /// static services) already.
+    pub fn new(options: ModelConfig, allocator: Allocator, builder: SnapshotBuilder) -> Self {
+        Reconciler {
+            options,
+            allocator,
+            builder,
+            specs: SpecCache::new(),
+            ignored: HashMap::new(),
+            reported: HashMap::new(),
+            rejected: BTreeMap::new(),
+            owed_clear: HashMap::new(),
+            restored: false,
+        }
+    }
+
+    pub fn allocator(&self) -> &Allocator {
+        &self.allocator
+    }
+
+    /// Whether Portico serves this Service's LoadBalancer addresses.
+    fn wants_address(&self, svc: &Service) -> bool {
+        wants_load_balancer_address(svc, &self.options)
+    }
+
+    /// Rebuild the allocator from the statuses (first window only).
+    fn restore(&mut self, state: &ClusterState, events: &mut Vec<ServiceEvent>) {
+        let mut claims = Vec::new();
+        for (_, svc) in state.services() {
+            if !self.wants_address(svc) {
+                continue;
+            }
+            match Claim::from_service(svc) {
+                Ok(Some(claim)) => claims.push(claim),
+                Ok(None) => {}
+                Err(problem) => debug!(service = %ServiceKey::of(svc), %problem,
+                    "status not restored: the request does not parse"),
+            }
+        }
+        let restored = claims.len();
+        for (key, problem) in self.allocator.restore(claims) {
+            if let Some(svc) = state.service(&key) {
+                events.push(ServiceEvent {
+                    service: Arc::clone(svc),
+                    warning: true,
+                    reason: problem.reason().to_owned(),
+                    note: problem.message(),
+                });
+            }
+        }
+        info!(
+            services = restored,
+            addresses = self.allocator.held_addresses().count(),
+            "address allocations rebuilt from Service statuses"
+        );
+        self.restored = true;
+    }
+
+    /// Process one window: `dirty` are the Services touched since the last
+    /// one (all of them on the first window and when leadership changes).
+    pub fn window(
+        &mut self,
+        state: &ClusterState,
+        dirty: &BTreeSet<ServiceKey>,
+        leader: bool,
+    ) -> WindowOutcome {
+        let mut out = WindowOutcome::default();
+        if !self.restored {
+            self.restore(state, &mut out.events);
+        }
+        // Rejected Services get another chance whenever anything changes.
+        let mut keys: BTreeSet<ServiceKey> = dirty.clone();
+        if !dirty.is_empty() {
+            keys.extend(self.rejected.keys().cloned());
+        }
+        let mut new_specs: HashMap<ServiceKey, Vec<ServiceSpec>> = HashMap::new();
+        for key in &keys {
+            let specs = self.service_specs(state, key, leader, &mut out.events);
+            new_specs.insert(key.clone(), specs);
+        }
+        self.apply(state, new_specs, &mut out);
+        out
+    }
+
+    /// Addresses and dataplane specs of one Service.
+    fn service_specs(
+        &mut self,
+        state: &ClusterState,
+        key: &ServiceKey,
+        leader: bool,
+        events: &mut Vec<ServiceEvent>,
+    ) -> Vec<ServiceSpec> {
+        let Some(svc) = state.service(key) else {
+            self.release(key);
+            self.reported.remove(key);
+            self.owed_clear.remove(key);
+            self.ignored.remove(key);
+            return Vec::new();
+        };
+        let vips = if self.wants_address(svc) {
+            self.addresses(svc, key, leader, events)
+        } else {
+            self.release(key);
+            Vec::new()
+        };
+        let slices = state.slices_of(key);
+        let (specs, why) = match build::service_specs(svc, &slices, &vips, &self.options) {
+            ServiceOutcome::Serve { specs, skipped } => {
+                let why: Vec<String> = skipped.iter().map(ToString::to_string).collect();
+                (specs, why.join("; "))
+            }
+            ServiceOutcome::Ignored { reason } => (Vec::new(), reason.to_string()),
+        };
+        if why.is_empty() {
+            self.ignored.remove(key);
+        } else if self.ignored.get(key) != Some(&why) {
+            if specs.is_empty() {
+                info!(service = %key, reason = %why, "service ignored");
+            } else {
+                info!(service = %key, skipped = %why, "service served in part");
+            }
+            self.ignored.insert(key.clone(), why);
+        }
+        specs
+    }
+
+    fn release(&mut self, key: &ServiceKey) {
+        let released = self.allocator.release(key);
+        if !released.is_empty() {
+            info!(service = %key, addresses = ?released, "addresses released");
+            self.owed_clear
+                .entry(key.clone())
+                .or_default()
+                .extend(released);
+        }
+    }
+
+    /// The VIPs of a LoadBalancer Service of Portico's class: assigned by
+    /// the leader, taken from the status by a follower.
+    fn addresses(
+        &mut self,
+        svc: &Arc<Service>,
+        key: &ServiceKey,
+        leader: bool,
+        events: &mut Vec<ServiceEvent>,
+    ) -> Vec<Ipv4Addr> {
+        if !leader {
+            // Hold what the status says, as the leader decided it.
+            let before = self.allocator.addresses(key).to_vec();
+            self.allocator.release(key);
+            if let Ok(Some(claim)) = Claim::from_service(svc) {
+                for (_, problem) in self.allocator.restore(vec![claim]) {
+                    debug!(service = %key, %problem, "follower: status address not held");
+                }
+            }
+            let now = self.allocator.addresses(key).to_vec();
+            if before != now {
+                debug!(service = %key, addresses = ?now, "follower: addresses from the status");
+            }
+            return now;
+        }
+        let before = self.allocator.addresses(key).to_vec();
+        let result = ServiceRequest::from_service(svc).and_then(|r| self.allocator.assign(&r));
+        match result {
+            Ok(ips) => {
+                if self.reported.remove(key).is_some() || before != ips {
+                    let gone: Vec<Ipv4Addr> = before
+                        .iter()
+                        .copied()
+                        .filter(|a| !ips.contains(a))
+                        .collect();
+                    if !gone.is_empty() {
+                        self.owed_clear.entry(key.clone()).or_default().extend(gone);
+                    }
+                    events.push(ServiceEvent {
+                        service: Arc::clone(svc),
+                        warning: false,
+                        reason: "IPAllocated".to_owned(),
+                        note: format!(
+                            "assigned {}",
+                            ips.iter()
+                                .map(Ipv4Addr::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    });
+                }
+                ips
+            }
+            Err(problem) => {
+                if !before.is_empty() {
+                    self.owed_clear
+                        .entry(key.clone())
+                        .or_default()
+                        .extend(before);
+                }
+                let report = (problem.reason().to_owned(), problem.message());
+                if self.reported.get(key) != Some(&report) {
+                    warn!(service = %key, reason = %report.0, problem = %report.1,
+                        "no address for the LoadBalancer service");
+                    events.push(ServiceEvent {
+                        service: Arc::clone(svc),
+                        warning: true,
+                        reason: report.0.clone(),
+                        note: report.1.clone(),
+                    });
+                    self.reported.insert(key.clone(), report);
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    /// Build and keep the new snapshot, leaving out Services the builder
+    /// rejects.
+    fn apply(
+        &mut self,
+        state: &ClusterState,
+        mut new_specs: HashMap<ServiceKey, Vec<ServiceSpec>>,
+        out: &mut WindowOutcome,
+    ) {
+        for key in new_specs.keys() {
+            self.rejected.remove(key);
+        }
+        let started = std::time::Instant::now();
+        for _ in 0..MAX_BUILD_ATTEMPTS {
+            let changes = self.changes(&new_specs);
+            if changes.is_empty() {
+                self.keep(new_specs);
+                return;
+            }
+            match self.builder.update(&changes) {
+                Ok(snapshot) => {
+                    out.build_us = started.elapsed().as_micros() as u64;
+                    out.services_changed = new_specs
+                        .iter()
+                        .filter(|(k, v)| self.specs.get(k).unwrap_or_default() != v.as_slice())
+                        .count();
+                    out.snapshot = Some(snapshot);
+                    self.keep(new_specs);
+                    return;
+                }
+                Err(e) => {
+                    let culprits = self.culprits(&e, &new_specs);
+                    if culprits.is_empty() {
+                        warn!(error = %e, "the forwarding tables could not be rebuilt; \
+                            the last snapshot stays in force");
+                        out.build_failed = true;
+                        return;
+                    }
+                    for (key, problem) in culprits {
+                        // Whatever it had before goes too: it may be what
+                        // clashes.
+                        new_specs.insert(key.clone(), Vec::new());
+                        warn!(service = %key, %problem, "service left out of the forwarding tables");
+                        if let Some(svc) = state.service(&key) {
+                            out.events.push(ServiceEvent {
+                                service: Arc::clone(svc),
+                                warning: true,
+                                reason: "ServiceRejected".to_owned(),
+                                note: problem.clone(),
+                            });
+                        }
+                        self.rejected.insert(key, problem);
+                    }
+                }
+            }
+        }
+        warn!("the forwarding tables could not be rebuilt; the last snapshot stays in force");
+        out.build_failed = true;
+    }
+
+    /// The snapshot delta from what is in force to `new_specs`: changed or
+    /// new specs are upserted, vanished names removed.
+    fn changes(&self, new_specs: &HashMap<ServiceKey, Vec<ServiceSpec>>) -> ServiceChanges {
+        let mut changes = ServiceChanges::default();
+        for (key, specs) in new_specs {
+            let old = self.specs.get(key).unwrap_or_default();
+            for o in old {
+                if !specs.iter().any(|s| s.name == o.name) {
+                    changes.removals.push(o.name.clone());
+                }
+            }
+            for s in specs {
+                if !old.iter().any(|o| o == s) {
+                    changes.upserts.push(s.clone());
+                }
+            }
+        }
+        changes
+    }
+
+    fn keep(&mut self, new_specs: HashMap<ServiceKey, Vec<ServiceSpec>>) {
+        for (key, specs) in new_specs {
+            self.specs.set(&key, specs);
+        }
+    }
+
+    /// The Kubernetes Services to leave out after a failed build, with the
+    /// problem's text. Of two Services that clash, the one changed in this
+    /// window is left out.
+    fn culprits(
+        &self,
+        e: &BuildError,
+        new_specs: &HashMap<ServiceKey, Vec<ServiceSpec>>,
+    ) -> Vec<(ServiceKey, String)> {
+        let owner = |name: &str| -> Option<(ServiceKey, bool)> {
+            for (key, specs) in new_specs {
+                if specs.iter().any(|s| s.name == name) {
+                    return Some((key.clone(), true));
+                }
+            }
+            self.specs.owner(name).map(|k| (k.clone(), false))
+        };
+        let mut found: Vec<(ServiceKey, String)> = Vec::new();
+        for p in &e.problems {
+            let candidates: Vec<&str> = match p {
+                Problem::DuplicateService(name) => vec![name],
+                Problem::DuplicateListener { service, other, .. } => vec![service, other],
+                Problem::NodePortOffNode { service, .. }
+                | Problem::VipIsGatewayAddress { service, .. }
+                | Problem::DuplicateEndpoint { service, .. }
+                | Problem::Maglev { service, .. } => vec![service],
+                _ => continue,
+            };
+            let owners: Vec<(ServiceKey, bool)> =
+                candidates.iter().filter_map(|n| owner(n)).collect();
+            // Prefer a Service touched in this window.
+            let pick = owners
+                .iter()
+                .find(|(_, touched)| *touched)
+                .or(owners.first())
+                .map(|(k, _)| k.clone());
+            if let Some(key) = pick
+                && !found.iter().any(|(k, _)| *k == key)
+            {
+                found.push((key, p.to_string()));
+            }
+        }
+        found
+    }
+
+    /// What each Service's status should say, for the Services whose status
+    /// differs: `(key, addresses)`; empty addresses clear the list.
+    pub fn status_writes(
+        &mut self,
+        state: &ClusterState,
+        keys: &BTreeSet<ServiceKey>,
+    ) -> Vec<(ServiceKey, Vec<Ipv4Addr>)> {
+        let mut writes = Vec::new();
+        for key in keys {
+            let Some(svc) = state.service(key) else {
+                continue;
+            };
+            let observed = super::status::ingress_addresses(svc);
+            let mut observed_sorted = observed.clone();
+            observed_sorted.sort();
+            observed_sorted.dedup();
+            if self.wants_address(svc) {
+                let held = self.allocator.addresses(key).to_vec();
+                if held != observed_sorted && (!held.is_empty() || self.owes(key, &observed)) {
+                    let keep: Vec<Ipv4Addr> = if held.is_empty() {
+                        observed
+                            .iter()
+                            .copied()
+                            .filter(|a| !self.owed(key).contains(a))
+                            .collect()
+                    } else {
+                        held
+                    };
+                    writes.push((key.clone(), keep));
+                    continue;
+                }
+            } else if self.owes(key, &observed) {
+                let owed = self.owed(key);
+                let keep: Vec<Ipv4Addr> = observed
+                    .iter()
+                    .copied()
+                    .filter(|a| !owed.contains(a))
+                    .collect();
+                writes.push((key.clone(), keep));
+                continue;
+            }
+            // The status agrees: nothing more is owed.
+            if !self.owes(key, &observed) {
+                self.owed_clear.remove(key);
+            }
+        }
+        writes
+    }
+
+    fn owed(&self, key: &ServiceKey) -> &[Ipv4Addr] {
+        self.owed_clear.get(key).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether `observed` still shows an address released from `key`.
+    fn owes(&self, key: &ServiceKey, observed: &[Ipv4Addr]) -> bool {
+        let owed = self.owed(key);
+        observed.iter().any(|a| owed.contains(a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::watch::Update;
+    use super::*;
+    use dataplane::flow::Proto;
+    use dataplane::snapshot::{AddrRole, BackendGonePolicy, PortSpec, Route, SnapshotSpec};
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap_or(Ipv4Addr::UNSPECIFIED)
+    }
+
+    fn reconciler() -> Reconciler {
+        let mut builder = SnapshotBuilder::new();
+        let base = SnapshotSpec {
+            ports: vec![
+                PortSpec {
+                    mac: [2, 0, 0, 0, 0, 1],
+                    mtu: 1500,
+                };
+                2
+            ],
+            vip_port: 0,
+            addresses: vec![
+                (ip("192.0.2.1"), 0, AddrRole::Node),
+                (ip("10.1.0.1"), 1, AddrRole::Snat),
+            ],
+            routes: vec![Route {
+                dest: ip("10.1.0.0"),
+                prefix_len: 24,
+                port: 1,
+                via: None,
+            }],
+            neighbours: Vec::new(),
+            services: Vec::new(),
+            maglev_table_size: 251,
+        };
+        if let Err(e) = builder.build(&base) {
+            panic!("base: {e}");
+        }
+        let options = ModelConfig {
+            load_balancer_class: "portico.dev/lb".into(),
+            serve_unclassed: true,
+            node_addresses: vec![ip("192.0.2.1")],
+            gateway_addresses: vec![ip("10.1.0.1"), ip("192.0.2.1")],
+            tcp_backend_gone: BackendGonePolicy::Drop,
+        };
+        Reconciler::new(options, Allocator::new(&[]), builder)
+    }
+
+    fn external_ip_service(name: &str, rv: &str) -> Service {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "namespace": "default", "resourceVersion": rv },
+            "spec": {
+                "type": "ClusterIP",
+                "externalIPs": ["192.0.2.50"],
+                "ports": [{ "port": 80, "targetPort": 8080 }],
+            },
+        }))
+        .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_clashing_service_is_left_out_reported_and_served_once_the_clash_goes() {
+        let mut r = reconciler();
+        let mut state = ClusterState::default();
+        state.apply_slices(Update::Listed(Vec::new()));
+        let touched = state.apply_services(Update::Listed(vec![external_ip_service("first", "1")]));
+        let out = r.window(&state, &touched, true);
+        let snap = out.snapshot.unwrap_or_else(|| panic!("first is served"));
+        let listener = snap.listener(Proto::Tcp, ip("192.0.2.50"), 80);
+        let first = listener
+            .and_then(|l| snap.service(l.service))
+            .map(|s| s.name.to_string());
+        assert_eq!(first.as_deref(), Some("default/first:80/tcp"));
+
+        // The same externalIP:port again: left out, with a Warning Event.
+        let touched = state.apply_services(Update::Applied(external_ip_service("second", "2")));
+        let out = r.window(&state, &touched, true);
+        assert!(out.snapshot.is_none(), "nothing changed in the tables");
+        assert!(!out.build_failed);
+        let rejected: Vec<(String, String)> = out
+            .events
+            .iter()
+            .map(|e| (ServiceKey::of(&e.service).to_string(), e.reason.clone()))
+            .collect();
+        assert_eq!(
+            rejected,
+            [("default/second".to_owned(), "ServiceRejected".to_owned())]
+        );
+
+        // The first goes: the second is retried and served.
+        let touched = state.apply_services(Update::Deleted(external_ip_service("first", "3")));
+        let out = r.window(&state, &touched, true);
+        let snap = out.snapshot.unwrap_or_else(|| panic!("second is served"));
+        let listener = snap.listener(Proto::Tcp, ip("192.0.2.50"), 80);
+        let served = listener
+            .and_then(|l| snap.service(l.service))
+            .map(|s| s.name.to_string());
+        assert_eq!(served.as_deref(), Some("default/second:80/tcp"));
+    }
+}

@@ -1,0 +1,782 @@
+//! The Kubernetes source against a real kube-apiserver + etcd (the
+//! `portico_tests::kube_cluster` harness; never a mock of the API): what
+//! the source publishes (the Publisher's snapshots, no dataplane), what it
+//! writes back (statuses, Events), leader election between two instances,
+//! a leader that loses its Lease, an API server outage and a 410 Gone
+//! relist.
+//!
+//! Every wait is bounded ([`WAIT`]); no test asserts a duration.
+
+use dataplane::flow::Proto;
+use dataplane::snapshot::{EndpointCondition, Publisher, Snapshot, SnapshotBuilder};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use portico::source::kube::{KubeSource, KubeSourceParts};
+use portico::source::static_file::{PortFacts, snapshot_spec};
+use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
+use serde_json::json;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Longest wait for anything to happen (the machine is shared and slow).
+const WAIT: Duration = Duration::from_secs(60);
+const NS: &str = "default";
+
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+/// A plan with two ports, a pool of 11 auto-assigned addresses and one
+/// pool that is never auto-assigned; leader election in ~seconds.
+fn plan(kubeconfig: &Path, identity: &str) -> nic_config::Plan {
+    let text = format!(
+        r#"
+        [[port]]
+        name = "outside"
+        driver = "afpacket"
+        interface = "o0"
+        role = "outside"
+        node_addresses = ["192.0.2.1/24"]
+        [[port]]
+        name = "inside"
+        driver = "afpacket"
+        interface = "i0"
+        role = "inside"
+        snat_addresses = ["10.1.0.1/24"]
+        [kubernetes]
+        kubeconfig = "{}"
+        serve_unclassed = true
+        debounce_ms = 5
+        debounce_max_ms = 50
+        lease_name = "portico-test"
+        lease_duration_ms = 3000
+        renew_deadline_ms = 2000
+        retry_period_ms = 300
+        identity = "{identity}"
+        [[address_pool]]
+        name = "public"
+        addresses = ["192.0.2.100-192.0.2.110"]
+        [[address_pool]]
+        name = "reserved"
+        addresses = ["198.51.100.0/28"]
+        auto_assign = false
+        "#,
+        kubeconfig.display()
+    );
+    nic_config::parse(&text).unwrap_or_else(|e| panic!("test plan: {e}"))
+}
+
+/// Logs of the source in the test output (`RUST_LOG=portico=debug`).
+fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("portico=info")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// One Portico control plane: the source and the publisher it feeds.
+struct Instance {
+    source: Option<KubeSource>,
+    publisher: Publisher,
+}
+
+impl Instance {
+    fn start(cluster: &KubeCluster, identity: &str) -> Self {
+        init_logs();
+        let plan = plan(cluster.kubeconfig_path(), identity);
+        let facts = vec![
+            PortFacts {
+                mac: [2, 0, 0, 0, 0, 1],
+                mtu: 1500
+            };
+            plan.ports.len()
+        ];
+        let mut builder = SnapshotBuilder::new();
+        let base = builder
+            .build(&snapshot_spec(&plan, &facts))
+            .unwrap_or_else(|e| panic!("base snapshot: {e}"));
+        let publisher = Publisher::new(base);
+        let parts = KubeSourceParts::from_plan(&plan, builder, publisher.clone())
+            .unwrap_or_else(|| panic!("the plan has a [kubernetes] section"));
+        let source = KubeSource::start(parts).unwrap_or_else(|e| panic!("kube source: {e}"));
+        Instance {
+            source: Some(source),
+            publisher,
+        }
+    }
+
+    fn source(&self) -> &KubeSource {
+        self.source
+            .as_ref()
+            .unwrap_or_else(|| panic!("source stopped"))
+    }
+
+    fn leads(&self) -> bool {
+        self.source().leadership().may_write()
+    }
+
+    fn stop(&mut self) {
+        if let Some(source) = self.source.take() {
+            source.stop();
+        }
+    }
+
+    fn snapshot(&self) -> std::sync::Arc<Snapshot> {
+        self.publisher.current()
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Backends (address, condition) of the service listening on `vip:port`,
+/// sorted; `None` when nothing listens there.
+fn served(
+    snap: &Snapshot,
+    vip: Ipv4Addr,
+    port: u16,
+) -> Option<Vec<(SocketAddrV4, EndpointCondition)>> {
+    let listener = snap.listener(Proto::Tcp, vip, port)?;
+    let mut backends: Vec<(SocketAddrV4, EndpointCondition)> = snap
+        .backends
+        .iter()
+        .flatten()
+        .filter(|b| b.service == listener.service)
+        .map(|b| (b.addr, b.condition))
+        .collect();
+    backends.sort_by_key(|(a, _)| *a);
+    Some(backends)
+}
+
+/// Poll `f` every 50 ms until it returns `Some`, at most [`WAIT`].
+async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn lb_service(name: &str, extra_spec: serde_json::Value) -> Service {
+    let mut spec = json!({
+        "type": "LoadBalancer",
+        "ports": [{ "name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP" }],
+    });
+    if let (Some(s), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        for (k, v) in extra {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": { "name": name, "namespace": NS },
+        "spec": spec,
+    }))
+    .unwrap_or_else(|e| panic!("service {name}: {e}"))
+}
+
+/// `(address, ready, serving, terminating)`.
+type Ep<'a> = (&'a str, bool, bool, bool);
+
+fn slice(service: &str, name: &str, endpoints: &[Ep<'_>]) -> EndpointSlice {
+    let endpoints: Vec<serde_json::Value> = endpoints
+        .iter()
+        .map(|(a, ready, serving, terminating)| {
+            json!({
+                "addresses": [a],
+                "conditions": { "ready": ready, "serving": serving, "terminating": terminating },
+            })
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": { "kubernetes.io/service-name": service },
+        },
+        "addressType": "IPv4",
+        "ports": [{ "name": "http", "port": 8080, "protocol": "TCP" }],
+        "endpoints": endpoints,
+    }))
+    .unwrap_or_else(|e| panic!("slice {name}: {e}"))
+}
+
+async fn create_service(client: &Client, svc: &Service) {
+    let api: Api<Service> = Api::namespaced(client.clone(), NS);
+    api.create(&PostParams::default(), svc)
+        .await
+        .unwrap_or_else(|e| panic!("create service: {e}"));
+}
+
+async fn apply_slice(client: &Client, s: &EndpointSlice) {
+    let api: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let name = s.metadata.name.clone().unwrap_or_default();
+    match api.get_opt(&name).await {
+        Ok(Some(old)) => {
+            let mut new = s.clone();
+            new.metadata.resource_version = old.metadata.resource_version;
+            api.replace(&name, &PostParams::default(), &new)
+                .await
+                .unwrap_or_else(|e| panic!("replace slice {name}: {e}"));
+        }
+        Ok(None) => {
+            api.create(&PostParams::default(), s)
+                .await
+                .unwrap_or_else(|e| panic!("create slice {name}: {e}"));
+        }
+        Err(e) => panic!("get slice {name}: {e}"),
+    }
+}
+
+/// The IPv4 addresses in the Service's status (empty when none or gone).
+async fn status_ips(client: &Client, name: &str) -> Vec<Ipv4Addr> {
+    let api: Api<Service> = Api::namespaced(client.clone(), NS);
+    match api.get_opt(name).await {
+        Ok(Some(svc)) => portico::source::kube::status::ingress_addresses(&svc),
+        _ => Vec::new(),
+    }
+}
+
+/// Wait until the Service's status shows exactly one address; return it.
+async fn wait_status_ip(client: &Client, name: &str) -> Ipv4Addr {
+    eventually(&format!("status of {name}"), async || {
+        let ips = status_ips(client, name).await;
+        (ips.len() == 1).then(|| ips[0])
+    })
+    .await
+}
+
+/// Events about Service `name` with `reason`: `(note, reporting instance)`.
+async fn events(client: &Client, name: &str, reason: &str) -> Vec<(String, String)> {
+    let api: Api<Event> = Api::namespaced(client.clone(), NS);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("list events: {e}"));
+    list.items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .map(|e| {
+            (
+                e.note.unwrap_or_default(),
+                e.reporting_instance.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn addr(s: &str) -> SocketAddrV4 {
+    SocketAddrV4::new(ip(s), 8080)
+}
+
+async fn wait_leader(instance: &Instance) {
+    eventually("the lease", async || instance.leads().then_some(())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_is_served_follows_its_endpoints_and_releases_its_address() {
+    let Some(cluster) = KubeCluster::start_or_skip(
+        "a_service_is_served_follows_its_endpoints_and_releases_its_address",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+
+    create_service(&client, &lb_service("web", json!({}))).await;
+    apply_slice(
+        &client,
+        &slice(
+            "web",
+            "web-1",
+            &[
+                ("10.1.0.10", true, true, false),
+                ("10.1.0.11", true, true, false),
+            ],
+        ),
+    )
+    .await;
+    let vip = wait_status_ip(&client, "web").await;
+    assert_eq!(
+        vip,
+        ip("192.0.2.100"),
+        "the lowest address of the auto-assign pool"
+    );
+    let ready = vec![
+        (addr("10.1.0.10"), EndpointCondition::Ready),
+        (addr("10.1.0.11"), EndpointCondition::Ready),
+    ];
+    eventually("both backends behind the VIP", async || {
+        (served(&a.snapshot(), vip, 80).as_ref() == Some(&ready)).then_some(())
+    })
+    .await;
+    let snap = a.snapshot();
+    assert!(
+        snap.owned(vip).is_some_and(|o| o.vip && o.port == 0),
+        "the VIP is owned on the outside port"
+    );
+    let allocated = eventually("IPAllocated event", async || {
+        let e = events(&client, "web", "IPAllocated").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(allocated[0].0.contains("192.0.2.100"), "{allocated:?}");
+
+    // One endpoint terminates but still serves, then stops serving.
+    for (serving, want) in [
+        (true, EndpointCondition::ServingTerminating),
+        (false, EndpointCondition::Draining),
+    ] {
+        apply_slice(
+            &client,
+            &slice(
+                "web",
+                "web-1",
+                &[
+                    ("10.1.0.10", true, true, false),
+                    ("10.1.0.11", false, serving, true),
+                ],
+            ),
+        )
+        .await;
+        let expected = vec![
+            (addr("10.1.0.10"), EndpointCondition::Ready),
+            (addr("10.1.0.11"), want),
+        ];
+        eventually(&format!("10.1.0.11 {want:?}"), async || {
+            (served(&a.snapshot(), vip, 80).as_ref() == Some(&expected)).then_some(())
+        })
+        .await;
+    }
+    // Not ready at all: gone from the tables' view of ready backends.
+    apply_slice(
+        &client,
+        &slice("web", "web-1", &[("10.1.0.10", false, false, false)]),
+    )
+    .await;
+    eventually("10.1.0.10 not ready", async || {
+        let s = served(&a.snapshot(), vip, 80)?;
+        (s == vec![(addr("10.1.0.10"), EndpointCondition::Draining)]).then_some(())
+    })
+    .await;
+
+    // Deleted: listener and owned address gone, the address free again.
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete: {e}"));
+    eventually("the VIP released from the tables", async || {
+        let s = a.snapshot();
+        (s.listener(Proto::Tcp, vip, 80).is_none() && s.owned(vip).is_none()).then_some(())
+    })
+    .await;
+    create_service(&client, &lb_service("api", json!({}))).await;
+    assert_eq!(
+        wait_status_ip(&client, "api").await,
+        vip,
+        "the released address is handed out again"
+    );
+
+    // Type change: the address is released and the status cleared.
+    services
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "type": "NodePort" } })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patch type: {e}"));
+    eventually("status of api cleared", async || {
+        status_ips(&client, "api").await.is_empty().then_some(())
+    })
+    .await;
+    eventually("api's VIP gone", async || {
+        a.snapshot().owned(vip).is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requested_addresses_are_honoured_or_refused_with_an_event() {
+    let Some(cluster) = KubeCluster::start_or_skip(
+        "requested_addresses_are_honoured_or_refused_with_an_event",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+
+    create_service(
+        &client,
+        &lb_service("want", json!({ "loadBalancerIP": "192.0.2.105" })),
+    )
+    .await;
+    assert_eq!(wait_status_ip(&client, "want").await, ip("192.0.2.105"));
+
+    create_service(
+        &client,
+        &lb_service("clash", json!({ "loadBalancerIP": "192.0.2.105" })),
+    )
+    .await;
+    create_service(
+        &client,
+        &lb_service("outside", json!({ "loadBalancerIP": "203.0.113.5" })),
+    )
+    .await;
+    let mut reserved = lb_service("reserved", json!({}));
+    reserved.metadata.annotations =
+        Some([("portico.dev/address-pool".to_owned(), "reserved".to_owned())].into());
+    create_service(&client, &reserved).await;
+    let from_reserved = wait_status_ip(&client, "reserved").await;
+    assert_eq!(
+        from_reserved,
+        ip("198.51.100.0"),
+        "the named pool's first address"
+    );
+
+    let taken = eventually("RequestedIPTaken event", async || {
+        let e = events(&client, "clash", "RequestedIPTaken").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        taken[0].0.contains("192.0.2.105") && taken[0].0.contains("default/want"),
+        "{taken:?}"
+    );
+    assert_eq!(taken[0].1, "a", "reported by the instance");
+    eventually("RequestedIPNotInPool event", async || {
+        (!events(&client, "outside", "RequestedIPNotInPool")
+            .await
+            .is_empty())
+        .then_some(())
+    })
+    .await;
+    assert!(status_ips(&client, "clash").await.is_empty());
+    assert!(status_ips(&client, "outside").await.is_empty());
+    let snap = a.snapshot();
+    assert!(snap.owned(ip("192.0.2.105")).is_some());
+    assert!(snap.owned(ip("203.0.113.5")).is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_instance_keeps_the_addresses_it_handed_out() {
+    let Some(cluster) = KubeCluster::start_or_skip(
+        "a_restarted_instance_keeps_the_addresses_it_handed_out",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let mut a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+    // The second gets .101 only because the first holds .100.
+    create_service(&client, &lb_service("one", json!({}))).await;
+    let one = wait_status_ip(&client, "one").await;
+    create_service(&client, &lb_service("two", json!({}))).await;
+    let two = wait_status_ip(&client, "two").await;
+    assert_eq!((one, two), (ip("192.0.2.100"), ip("192.0.2.101")));
+    a.stop();
+
+    // A new instance with an empty allocator: it must rebuild from the
+    // statuses before handing out anything.
+    let b = Instance::start(&cluster, "b");
+    wait_leader(&b).await;
+    create_service(&client, &lb_service("three", json!({}))).await;
+    assert_eq!(wait_status_ip(&client, "three").await, ip("192.0.2.102"));
+    assert_eq!(status_ips(&client, "one").await, vec![one]);
+    assert_eq!(status_ips(&client, "two").await, vec![two]);
+    eventually("all three VIPs served", async || {
+        let s = b.snapshot();
+        [one, two, ip("192.0.2.102")]
+            .iter()
+            .all(|v| s.owned(*v).is_some())
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_forward_one_writes_and_the_other_takes_over() {
+    let Some(cluster) = KubeCluster::start_or_skip(
+        "two_instances_forward_one_writes_and_the_other_takes_over",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let mut a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+    let mut b = Instance::start(&cluster, "b");
+    create_service(&client, &lb_service("web", json!({}))).await;
+    apply_slice(
+        &client,
+        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
+    )
+    .await;
+    let vip = wait_status_ip(&client, "web").await;
+    let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
+    eventually("both instances serve the VIP", async || {
+        (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)
+            && served(&b.snapshot(), vip, 80).as_ref() == Some(&want))
+        .then_some(())
+    })
+    .await;
+    assert!(a.leads() && !b.leads(), "exactly one leader");
+    let a_report = a.source().stats().report();
+    let b_report = b.source().stats().report();
+    assert!(a_report.status_writes >= 1, "{a_report:?}");
+    assert_eq!(
+        b_report.status_writes, 0,
+        "the follower wrote: {b_report:?}"
+    );
+    assert_eq!(
+        b_report.events_sent, 0,
+        "the follower sent events: {b_report:?}"
+    );
+    let allocated = events(&client, "web", "IPAllocated").await;
+    assert!(
+        allocated.iter().all(|(_, instance)| instance == "a"),
+        "{allocated:?}"
+    );
+
+    // The leader stops (releasing the Lease); the follower takes over and
+    // serves and writes for a new Service.
+    a.stop();
+    eventually("b takes the lease", async || b.leads().then_some(())).await;
+    create_service(&client, &lb_service("api", json!({}))).await;
+    let api_vip = wait_status_ip(&client, "api").await;
+    assert_ne!(api_vip, vip);
+    eventually("b serves api's VIP", async || {
+        b.snapshot().owned(api_vip).is_some().then_some(())
+    })
+    .await;
+    let b_report = b.source().stats().report();
+    assert!(b_report.status_writes >= 1, "{b_report:?}");
+    b.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() {
+    let Some(mut cluster) = KubeCluster::start_or_skip(
+        "the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+    create_service(&client, &lb_service("web", json!({}))).await;
+    apply_slice(
+        &client,
+        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
+    )
+    .await;
+    let vip = wait_status_ip(&client, "web").await;
+    let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
+    eventually("the VIP served", async || {
+        (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())
+    })
+    .await;
+    let generation = a.snapshot().generation;
+
+    cluster.stop_apiserver();
+    // Down: the watches fail, the snapshot in force stays as it was.
+    let source = a.source();
+    eventually("the watches notice", async || {
+        source.stats().report().watch_failing.then_some(())
+    })
+    .await;
+    for _ in 0..40 {
+        let s = a.snapshot();
+        assert_eq!(s.generation, generation, "nothing published while down");
+        assert_eq!(served(&s, vip, 80).as_ref(), Some(&want));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    cluster
+        .start_apiserver()
+        .await
+        .unwrap_or_else(|e| panic!("restart: {e}"));
+    let client = cluster.client();
+    // A change right after the restart arrives once the watches resume.
+    apply_slice(
+        &client,
+        &slice(
+            "web",
+            "web-1",
+            &[
+                ("10.1.0.10", true, true, false),
+                ("10.1.0.12", true, true, false),
+            ],
+        ),
+    )
+    .await;
+    let want = vec![
+        (addr("10.1.0.10"), EndpointCondition::Ready),
+        (addr("10.1.0.12"), EndpointCondition::Ready),
+    ];
+    eventually("the change made after the restart", async || {
+        (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())
+    })
+    .await;
+    assert!(!a.source().stats().report().watch_failing);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_410_gone_relists_without_losing_state() {
+    let Some(mut cluster) = KubeCluster::start_or_skip(
+        "a_410_gone_relists_without_losing_state",
+        KubeClusterOptions { watch_cache: false },
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+    create_service(&client, &lb_service("web", json!({}))).await;
+    apply_slice(
+        &client,
+        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
+    )
+    .await;
+    let vip = wait_status_ip(&client, "web").await;
+    let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
+    eventually("the VIP served", async || {
+        (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())
+    })
+    .await;
+    let lists = a.source().stats().report().lists;
+
+    // The Lease renewals (every 300 ms) move etcd's revision past what the
+    // watches saw; compacting while the API server is down makes their
+    // resume point unavailable: the API server answers both resumed
+    // watches with 410 Gone.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    cluster.stop_apiserver();
+    cluster
+        .compact_etcd()
+        .await
+        .unwrap_or_else(|e| panic!("compact: {e}"));
+    cluster
+        .start_apiserver()
+        .await
+        .unwrap_or_else(|e| panic!("restart: {e}"));
+    let source = a.source();
+    eventually("a relist", async || {
+        let r = source.stats().report();
+        (r.lists >= lists + 2 && !r.watch_failing).then_some(())
+    })
+    .await;
+    assert_eq!(
+        served(&a.snapshot(), vip, 80).as_ref(),
+        Some(&want),
+        "the relist kept the service"
+    );
+    let client = cluster.client();
+    apply_slice(
+        &client,
+        &slice("web", "web-1", &[("10.1.0.11", true, true, false)]),
+    )
+    .await;
+    let want = vec![(addr("10.1.0.11"), EndpointCondition::Ready)];
+    eventually("a change after the relist", async || {
+        (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_is_taken_stops_writing() {
+    let Some(cluster) = KubeCluster::start_or_skip(
+        "a_leader_whose_lease_is_taken_stops_writing",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+    create_service(&client, &lb_service("web", json!({}))).await;
+    let vip = wait_status_ip(&client, "web").await;
+
+    // Someone else holds the Lease now (as after a partition in which it
+    // expired): at its next renewal attempt the instance sees it and stops
+    // writing.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), NS);
+    leases
+        .patch(
+            "portico-test",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": {
+                "holderIdentity": "intruder",
+                "leaseDurationSeconds": 3600,
+            } })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("take the lease: {e}"));
+    eventually("a steps down", async || (!a.leads()).then_some(())).await;
+    let writes = a.source().stats().report().status_writes;
+
+    // A new LoadBalancer Service gets no address from a follower, and the
+    // old one keeps being served from its status.
+    create_service(&client, &lb_service("late", json!({}))).await;
+    eventually("late seen (served on its node port only)", async || {
+        let svc: Api<Service> = Api::namespaced(client.clone(), NS);
+        let node_port = svc
+            .get("late")
+            .await
+            .ok()?
+            .spec?
+            .ports?
+            .first()?
+            .node_port?;
+        a.snapshot()
+            .listener(Proto::Tcp, ip("192.0.2.1"), u16::try_from(node_port).ok()?)
+            .map(|_| ())
+    })
+    .await;
+    assert!(status_ips(&client, "late").await.is_empty());
+    let report = a.source().stats().report();
+    assert_eq!(report.status_writes, writes, "{report:?}");
+    assert!(a.snapshot().owned(vip).is_some(), "web still served");
+}
