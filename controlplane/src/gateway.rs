@@ -692,9 +692,10 @@ impl Gateway {
         }
         if gateway.plan.kubernetes.is_some()
             && let Some(builder) = gateway.builder.take()
-            && let Some(parts) =
+            && let Some(mut parts) =
                 KubeSourceParts::from_plan(&gateway.plan, builder, gateway.publisher.clone())
         {
+            parts.metrics = Some(gateway.control.clone());
             let source = KubeSource::start(parts)?;
             info!("Kubernetes source started");
             gateway.kube = Some(source);

@@ -134,6 +134,9 @@ pub struct KubeSourceParts {
     pub publisher: Publisher,
     /// Cores the control thread must not be pinned to (the workers').
     pub worker_cores: Vec<usize>,
+    /// The gateway's Prometheus handle (`None`: numbers only in
+    /// [`KubeSource::stats`]).
+    pub metrics: Option<crate::admin::ControlPlaneMetrics>,
 }
 
 impl KubeSourceParts {
@@ -147,6 +150,7 @@ impl KubeSourceParts {
             builder,
             publisher,
             worker_cores: plan.dataplane.cores.clone(),
+            metrics: None,
         })
     }
 }
@@ -165,7 +169,10 @@ impl KubeSource {
     /// on a new thread. Fails when the client cannot be configured; an
     /// unreachable API server is not an error (the source retries).
     pub fn start(parts: KubeSourceParts) -> Result<Self, KubeSourceError> {
-        let stats = Arc::new(KubeSourceStats::default());
+        let stats = Arc::new(match &parts.metrics {
+            Some(m) => KubeSourceStats::with_metrics(m.clone()),
+            None => KubeSourceStats::default(),
+        });
         let (stop_tx, stop_rx) = tokio_watch::channel(false);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread_stats = Arc::clone(&stats);
@@ -347,6 +354,7 @@ async fn run(
                 if outcome.build_failed {
                     stats.build_failed();
                 }
+                stats.pools(&reconciler.allocator().pool_usage());
                 if let Some(snapshot) = outcome.snapshot {
                     let generation = snapshot.generation;
                     publisher.publish(snapshot);
@@ -386,11 +394,11 @@ async fn run(
                 while let Some(change) = next {
                     let (touched, at) = match change {
                         Change::Services(update, at) => {
-                            stats.watch(&update);
+                            stats.watch("services", &update);
                             (state.apply_services(*update), at)
                         }
                         Change::Slices(update, at) => {
-                            stats.watch(&update);
+                            stats.watch("endpointslices", &update);
                             (state.apply_slices(*update), at)
                         }
                     };

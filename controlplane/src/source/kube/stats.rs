@@ -7,6 +7,7 @@
 //! anyone; a plain mutex is enough (cold path, never the packet path).
 
 use super::watch::Update;
+use crate::admin::ControlPlaneMetrics;
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
@@ -60,12 +61,23 @@ struct Inner {
 #[derive(Debug, Default)]
 pub struct KubeSourceStats {
     inner: Mutex<Inner>,
+    /// The gateway's Prometheus handle, fed alongside (build and
+    /// event-to-live histograms, watch restarts, leader, pool usage).
+    metrics: Option<ControlPlaneMetrics>,
 }
 
 impl KubeSourceStats {
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         f(&mut inner)
+    }
+
+    /// Stats that also feed `metrics`.
+    pub fn with_metrics(metrics: ControlPlaneMetrics) -> Self {
+        KubeSourceStats {
+            inner: Mutex::default(),
+            metrics: Some(metrics),
+        }
     }
 
     /// A copy of everything.
@@ -83,6 +95,10 @@ impl KubeSourceStats {
     }
 
     pub(crate) fn published(&self, timing: GenerationTiming) {
+        if let Some(m) = &self.metrics {
+            m.observe_build_ms(timing.build_us as f64 / 1000.0);
+            m.observe_event_to_live_ms(timing.event_to_live_us as f64 / 1000.0);
+        }
         self.with(|i| {
             i.report.synced = true;
             i.report.generations_published += 1;
@@ -97,7 +113,11 @@ impl KubeSourceStats {
         self.with(|i| i.report.builds_failed += 1);
     }
 
-    pub(crate) fn watch<K>(&self, update: &Update<K>) {
+    /// A watch update of `kind` (`"services"`, `"endpointslices"`).
+    pub(crate) fn watch<K>(&self, kind: &str, update: &Update<K>) {
+        if let (Some(m), Update::Failed(_)) = (&self.metrics, update) {
+            m.inc_watch_restarts(kind);
+        }
         self.with(|i| {
             let failing = matches!(update, Update::Failed(_));
             if failing {
@@ -111,6 +131,9 @@ impl KubeSourceStats {
     }
 
     pub(crate) fn leader(&self, leader: bool) {
+        if let Some(m) = &self.metrics {
+            m.set_leader(leader);
+        }
         self.with(|i| i.report.leader = leader);
     }
 
@@ -122,6 +145,15 @@ impl KubeSourceStats {
                 i.report.status_write_errors += 1;
             }
         });
+    }
+
+    /// Address pool usage after a window.
+    pub(crate) fn pools(&self, usage: &[crate::ipam::PoolUsage]) {
+        if let Some(m) = &self.metrics {
+            for p in usage {
+                m.set_pool_usage(&p.name, p.in_use, p.size);
+            }
+        }
     }
 
     pub(crate) fn event_sent(&self) {
@@ -151,5 +183,38 @@ mod tests {
             stats.last().map(|t| t.generation),
             Some(RECENT_GENERATIONS as u64 + 5)
         );
+    }
+
+    #[test]
+    fn feeds_the_gateway_metrics_handle() {
+        let metrics = ControlPlaneMetrics::new();
+        let stats = KubeSourceStats::with_metrics(metrics.clone());
+        stats.published(GenerationTiming {
+            generation: 2,
+            services_changed: 1,
+            build_us: 3_000,
+            event_to_live_us: 7_000,
+        });
+        stats.watch::<()>("services", &Update::Failed("410 Gone".into()));
+        stats.watch::<()>("services", &Update::Listed(Vec::new()));
+        stats.watch::<()>("endpointslices", &Update::Applied(()));
+        stats.leader(true);
+        stats.pools(&[crate::ipam::PoolUsage {
+            name: "default".into(),
+            in_use: 2,
+            size: 14,
+        }]);
+        let r = metrics.report();
+        assert_eq!(r.build_ms.count, 1);
+        assert!((r.build_ms.sum_ms - 3.0).abs() < 1e-9);
+        assert_eq!(r.event_to_live_ms.count, 1);
+        assert!((r.event_to_live_ms.sum_ms - 7.0).abs() < 1e-9);
+        assert_eq!(r.watch_restarts.get("services"), Some(&1));
+        assert_eq!(r.watch_restarts.get("endpointslices"), None);
+        assert_eq!(r.leader, Some(true));
+        assert_eq!(r.pools["default"].used, 2);
+        assert_eq!(r.pools["default"].size, 14);
+        // The source's own report counts the same.
+        assert_eq!(stats.report().watch_errors, 1);
     }
 }
