@@ -6,6 +6,14 @@
 //!   comparison; within each run the datapaths take turns (every Portico
 //!   driver, then the iptables shape, then the nftables shape), each at
 //!   every service count, so a run's figures share the machine's state;
+//! * Portico rows per driver (`afpacket`, `afxdp`, `dpdk` on
+//!   [`DPDK_DEVICE`] vdevs): when a queue-bound driver (afxdp, dpdk) is among them, the
+//!   topology gives the gateway's veths [`AFXDP_QUEUES`] queues and the
+//!   peers send complete checksums (TX checksum offload off), for every
+//!   row alike; those rows run one worker per queue, the af_packet row
+//!   `--workers` (pass `--workers 2` for equal rows). The `dpdk` row needs a `portico` built with the feature
+//!   `dpdk` (portico-bench's feature of that name); otherwise its start
+//!   fails and is reported as not measured;
 //! * Portico runs while the gateway namespace has no addresses and
 //!   forwarding off (its invariant); the kernel runs with the node and SNAT
 //!   addresses on the gateway's veths and `ip_forward=1`; the rig switches
@@ -90,20 +98,26 @@ impl PorticoDriver {
         }
     }
 
-    /// Whether the driver binds one socket per RX queue of the gateway's
-    /// veths (AF_XDP itself, and DPDK on `net_af_xdp` vdevs), so the
-    /// topology needs [`AFXDP_QUEUES`] queues, TX checksum offload off on
-    /// the peers (XDP frames carry no "checksum partial" mark), and the
-    /// gateway exactly that many workers.
+    /// Whether the driver reads the gateway's veths below the kernel's
+    /// stack (AF_XDP's redirect program; DPDK's PMDs), so the topology needs
+    /// TX checksum offload off on the peers (such frames carry no "checksum
+    /// partial" mark) and [`AFXDP_QUEUES`] queues, and the row runs one
+    /// worker per queue (AF_XDP must; DPDK does so to match it).
     pub fn binds_rx_queues(self) -> bool {
         matches!(self, PorticoDriver::AfXdp | PorticoDriver::Dpdk)
     }
 }
 
 /// DPDK rows: the EAL on ordinary pages (`--no-huge`), each gateway veth a
-/// `net_af_xdp` vdev with one queue per worker.
+/// [`DPDK_DEVICE`] vdev with one queue pair per worker.
 pub const DPDK_MEMORY_MB: u32 = 256;
-pub const DPDK_DEVICE: &str = "net_af_xdp";
+/// `net_af_packet`, not `net_af_xdp`: DPDK 22.11's af_xdp PMD sizes its
+/// queues by the interface's *combined* channels, which veth does not
+/// report (it has separate rx/tx counts), so it refuses `queue_count=2`
+/// ("Specified queue count 2 is larger than combined queue count 1"); with
+/// one queue, the flows the peer hashes onto veth queue 1 would pass to
+/// the gateway's kernel and be lost.
+pub const DPDK_DEVICE: &str = "net_af_packet";
 
 impl FromStr for PorticoDriver {
     type Err = CompareError;
@@ -1183,7 +1197,7 @@ pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
         backends: config.backends,
         portico: config.portico.clone(),
         prefer_nginx: true,
-        // AF_XDP (also DPDK's net_af_xdp vdevs) needs a queue per worker
+        // AF_XDP needs a queue per worker (DPDK runs as many workers)
         // and complete checksums from the peers; the other datapaths run on
         // the same topology then.
         driver: if config.drivers.iter().any(|d| d.binds_rx_queues()) {
