@@ -60,7 +60,7 @@ cargo nextest run --workspace --exclude portico-dpdk-sys --no-fail-fast
 echo "== doc tests"
 cargo test --workspace --exclude portico-dpdk-sys --doc
 echo "== DPDK driver (feature dpdk): clippy, nextest (vdev and end-to-end suites)"
-dpdk_crates=(-p portico-dpdk-sys -p portico-dataplane -p portico-nic-config -p portico -p portico-tests)
+dpdk_crates=(-p portico-dpdk-sys -p portico-dataplane -p portico-nic-config -p portico -p portico-tests -p portico-bench)
 cargo clippy "${dpdk_crates[@]}" --features dpdk --all-targets -- -D warnings
 cargo nextest run -p portico-dataplane -p portico-nic-config -p portico --features dpdk --no-fail-fast -E 'test(dpdk) | binary(dpdk)'
 cargo nextest run -p portico-tests --features dpdk --no-fail-fast --test dpdk

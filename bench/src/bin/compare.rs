@@ -11,6 +11,10 @@
 //!         [--portico PATH] [--pktgen PATH]
 //! ```
 //!
+//! `--portico-driver afxdp|dpdk` add rows for the fast drivers (one worker
+//! per gateway veth queue); `dpdk` needs the binaries built with
+//! `--features dpdk` (libdpdk-dev).
+//!
 //! Needs root, `ip netns`, iptables, nft, nginx, wrk and iperf3 (a load
 //! whose program is missing is skipped, loudly). `--quick` is the smoke
 //! run: 1 run, 1 s loads, 1 and 100 services. Prints the markdown tables

@@ -6,6 +6,14 @@
 //!   comparison; within each run the datapaths take turns (every Portico
 //!   driver, then the iptables shape, then the nftables shape), each at
 //!   every service count, so a run's figures share the machine's state;
+//! * Portico rows per driver (`afpacket`, `afxdp`, `dpdk` on
+//!   [`DPDK_DEVICE`] vdevs): when a queue-bound driver (afxdp, dpdk) is among them, the
+//!   topology gives the gateway's veths [`AFXDP_QUEUES`] queues and the
+//!   peers send complete checksums (TX checksum offload off), for every
+//!   row alike; those rows run one worker per queue, the af_packet row
+//!   `--workers` (pass `--workers 2` for equal rows). The `dpdk` row needs a `portico` built with the feature
+//!   `dpdk` (portico-bench's feature of that name); otherwise its start
+//!   fails and is reported as not measured;
 //! * Portico runs while the gateway namespace has no addresses and
 //!   forwarding off (its invariant); the kernel runs with the node and SNAT
 //!   addresses on the gateway's veths and `ip_forward=1`; the rig switches
@@ -28,7 +36,8 @@
 
 use super::rules::{self, Proto, Service, ServiceSet};
 use portico::demo::topology::{
-    self, BACKEND_HTTP_PORT, GatewayRun, HTTP_PORT, NODE_ADDR, Topology, TopologyConfig, VIP,
+    self, AFXDP_QUEUES, BACKEND_HTTP_PORT, DriverKind, GatewayRun, HTTP_PORT, NODE_ADDR, Topology,
+    TopologyConfig, VIP,
 };
 use portico::netns::{Netns, Process, have, wait_until};
 use serde::Serialize;
@@ -88,7 +97,27 @@ impl PorticoDriver {
             PorticoDriver::Dpdk => "dpdk",
         }
     }
+
+    /// Whether the driver reads the gateway's veths below the kernel's
+    /// stack (AF_XDP's redirect program; DPDK's PMDs), so the topology needs
+    /// TX checksum offload off on the peers (such frames carry no "checksum
+    /// partial" mark) and [`AFXDP_QUEUES`] queues, and the row runs one
+    /// worker per queue (AF_XDP must; DPDK does so to match it).
+    pub fn binds_rx_queues(self) -> bool {
+        matches!(self, PorticoDriver::AfXdp | PorticoDriver::Dpdk)
+    }
 }
+
+/// DPDK rows: the EAL on ordinary pages (`--no-huge`), each gateway veth a
+/// [`DPDK_DEVICE`] vdev with one queue pair per worker.
+pub const DPDK_MEMORY_MB: u32 = 256;
+/// `net_af_packet`, not `net_af_xdp`: DPDK 22.11's af_xdp PMD sizes its
+/// queues by the interface's *combined* channels, which veth does not
+/// report (it has separate rx/tx counts), so it refuses `queue_count=2`
+/// ("Specified queue count 2 is larger than combined queue count 1"); with
+/// one queue, the flows the peer hashes onto veth queue 1 would pass to
+/// the gateway's kernel and be lost.
+pub const DPDK_DEVICE: &str = "net_af_packet";
 
 impl FromStr for PorticoDriver {
     type Err = CompareError;
@@ -455,6 +484,47 @@ pub fn parse_wrk(text: &str) -> Option<(u64, f64, u64)> {
     Some((requests, per_s, errors))
 }
 
+/// The gateway's configuration of a `driver` row: `workers` workers, the
+/// (outside, inside) interfaces, the services of `set`, the cell's SNAT
+/// address; DPDK rows also get the `[dpdk]` section and a [`DPDK_DEVICE`]
+/// vdev per port.
+pub fn portico_config(
+    driver: PorticoDriver,
+    workers: u32,
+    (outside, inside): (&str, &str),
+    set: &ServiceSet,
+    snat: Ipv4Addr,
+) -> String {
+    let (device, dpdk) = if driver == PorticoDriver::Dpdk {
+        (
+            format!("dpdk_device = \"{DPDK_DEVICE}\"\n"),
+            format!("\n[dpdk]\nmemory_mb = {DPDK_MEMORY_MB}\n"),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    format!(
+        "# Written by portico-bench compare.\n[dataplane]\nworkers = {workers}\nidle = \"adaptive\"\n\
+         maglev_table_size = 1021\n\n\
+         [dataplane.conntrack]\ncapacity = 262144\n\n\
+         [[port]]\nname = \"outside\"\ndriver = \"{driver}\"\ninterface = \"{outside}\"\nrole = \"outside\"\nnode_addresses = [\"{NODE_ADDR}/24\"]\n{device}\n\
+         [[port]]\nname = \"inside\"\ndriver = \"{driver}\"\ninterface = \"{inside}\"\nrole = \"inside\"\nsnat_addresses = [\"{snat}/24\"]\n{device}{services}{dpdk}",
+        driver = driver.config_name(),
+        services = rules::portico_services(set),
+    )
+}
+
+/// Worker threads of a `driver` row: `configured`, except for drivers that
+/// bind every RX queue of the gateway's veths, which run one worker per
+/// queue ([`AFXDP_QUEUES`]).
+pub fn workers_for(driver: PorticoDriver, configured: u32) -> u32 {
+    if driver.binds_rx_queues() {
+        AFXDP_QUEUES
+    } else {
+        configured
+    }
+}
+
 /// Client source address of load `index` (192.0.2.101 + index mod 150).
 fn client_addr(index: usize) -> Ipv4Addr {
     Ipv4Addr::new(192, 0, 2, 101 + (index % 150) as u8)
@@ -525,17 +595,12 @@ impl Rig<'_> {
     }
 
     fn portico_config(&self, driver: PorticoDriver, set: &ServiceSet, snat: Ipv4Addr) -> String {
-        format!(
-            "# Written by portico-bench compare.\n[dataplane]\nworkers = {workers}\nidle = \"adaptive\"\n\
-             maglev_table_size = 1021\n\n\
-             [dataplane.conntrack]\ncapacity = 262144\n\n\
-             [[port]]\nname = \"outside\"\ndriver = \"{driver}\"\ninterface = \"{outside}\"\nrole = \"outside\"\nnode_addresses = [\"{NODE_ADDR}/24\"]\n\n\
-             [[port]]\nname = \"inside\"\ndriver = \"{driver}\"\ninterface = \"{inside}\"\nrole = \"inside\"\nsnat_addresses = [\"{snat}/24\"]\n{services}",
-            workers = self.config.workers,
-            driver = driver.config_name(),
-            outside = self.topology.outside_if,
-            inside = self.topology.inside_if,
-            services = rules::portico_services(set),
+        portico_config(
+            driver,
+            workers_for(driver, self.config.workers),
+            (&self.topology.outside_if, &self.topology.inside_if),
+            set,
+            snat,
         )
     }
 
@@ -1132,15 +1197,27 @@ pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
         backends: config.backends,
         portico: config.portico.clone(),
         prefer_nginx: true,
-        // AF_XDP needs a queue per worker and complete checksums from the
-        // peers; the other datapaths run on the same topology then.
-        driver: if config.drivers.contains(&PorticoDriver::AfXdp) {
-            portico::demo::topology::DriverKind::Afxdp
+        // AF_XDP needs a queue per worker (DPDK runs as many workers)
+        // and complete checksums from the peers; the other datapaths run on
+        // the same topology then.
+        driver: if config.drivers.iter().any(|d| d.binds_rx_queues()) {
+            DriverKind::Afxdp
         } else {
-            portico::demo::topology::DriverKind::Afpacket
+            DriverKind::Afpacket
         },
     })
     .map_err(io_ctx("build topology"))?;
+    for &driver in &config.drivers {
+        let workers = workers_for(driver, config.workers);
+        if workers != config.workers {
+            eprintln!(
+                "compare: {} runs {workers} workers (one per queue of the gateway's veths), \
+                 not --workers {}",
+                Datapath::Portico(driver).name(),
+                config.workers
+            );
+        }
+    }
     if config.loads.iter().any(|l| *l != Load::Udp)
         && topology.http_server != topology::HttpServer::Nginx
     {
@@ -1280,6 +1357,55 @@ mod tests {
             assert_eq!(d.config_name().parse::<PorticoDriver>().ok(), Some(d));
         }
         assert!("xdp".parse::<PorticoDriver>().is_err());
+    }
+
+    #[test]
+    fn every_driver_row_gets_a_valid_configuration() {
+        let set = ServiceSet {
+            measured: vec![Service {
+                vip: VIP,
+                port: UDP_PORT,
+                proto: Proto::Udp,
+                endpoints: vec![(Ipv4Addr::new(10, 1, 0, 10), UDP_BACKEND_PORT)],
+            }],
+            services: 5,
+        };
+        let snat = snat_addr(3);
+        for driver in [
+            PorticoDriver::AfPacket,
+            PorticoDriver::AfXdp,
+            PorticoDriver::Dpdk,
+        ] {
+            let workers = workers_for(driver, 1);
+            let text = portico_config(driver, workers, ("go1", "gi1"), &set, snat);
+            // The schema accepts it whatever this build's drivers are.
+            let file =
+                nic_config::parse_file(&text).unwrap_or_else(|e| panic!("{driver:?}: {e}\n{text}"));
+            assert_eq!(file.ports.len(), 2, "{text}");
+            for port in &file.ports {
+                assert_eq!(port.driver.to_string(), driver.config_name());
+                let want_device = (driver == PorticoDriver::Dpdk).then(|| DPDK_DEVICE.to_owned());
+                assert_eq!(port.dpdk_device, want_device, "{text}");
+            }
+            if driver == PorticoDriver::Dpdk {
+                assert_eq!(file.dpdk.memory_mb, u64::from(DPDK_MEMORY_MB), "{text}");
+            }
+            // Validation passes, except for DPDK in a build without it.
+            match nic_config::parse(&text) {
+                Ok(plan) => {
+                    assert_eq!(plan.dataplane.workers, workers as usize);
+                    assert_eq!(plan.services.len(), 5);
+                }
+                Err(e) => assert!(
+                    driver == PorticoDriver::Dpdk && e.to_string().contains("dpdk"),
+                    "{driver:?}: {e}\n{text}"
+                ),
+            }
+        }
+        // Queue-bound drivers run one worker per veth queue.
+        assert_eq!(workers_for(PorticoDriver::AfPacket, 1), 1);
+        assert_eq!(workers_for(PorticoDriver::AfXdp, 1), AFXDP_QUEUES);
+        assert_eq!(workers_for(PorticoDriver::Dpdk, 3), AFXDP_QUEUES);
     }
 
     #[test]
