@@ -167,6 +167,65 @@ fn an_old_segment_batched_before_a_recycling_syn_goes_to_the_old_backend() {
     gw.assert_snat_accounting();
 }
 
+/// After a gateway restart the SNAT allocator may hand out a port whose
+/// previous connection still sits in TIME_WAIT on the backend: the backend
+/// answers the new SYN with a challenge ACK. It must reach the client (as
+/// Linux's conntrack lets it pass), whose RST clears the backend's old
+/// connection, so the SYN retransmission connects instead of stalling.
+#[test]
+fn a_challenge_ack_to_a_syn_reaches_the_client_and_its_rst_lets_the_retry_through() {
+    let mut gw = Gateway::new(vec![web(&[0, 1, 2])]);
+    assert_eq!(
+        gw.send(OUTSIDE, &tcp(40_100, F::SYN)).0,
+        Verdict::Forward(INSIDE)
+    );
+    let reply = *gw
+        .flow(Proto::Tcp, CLIENT, 40_100, VIP, 80)
+        .unwrap()
+        .reply();
+    let invalid_before = gw.counters().drops[DropReason::TcpInvalid as usize];
+
+    let (v, out) = gw.send(INSIDE, &from_backend(&reply, F::ACK));
+    assert_eq!(
+        v,
+        Verdict::Forward(OUTSIDE),
+        "the challenge ACK is forwarded"
+    );
+    let (_, ack) = out.first().expect("one frame out");
+    assert_eq!(&ack[26..30], &VIP.octets(), "from the VIP");
+    assert_eq!(&ack[30..34], &CLIENT.octets(), "to the client");
+    assert_eq!(dst_port_of(ack), 40_100);
+    assert_eq!(src_port_of(ack), 80);
+    assert_eq!(
+        gw.flow(Proto::Tcp, CLIENT, 40_100, VIP, 80)
+            .unwrap()
+            .tcp_state(),
+        Some(TcpState::SynSent),
+        "no state change"
+    );
+    assert_eq!(
+        gw.counters().drops[DropReason::TcpInvalid as usize],
+        invalid_before
+    );
+
+    // The client's RST goes to the backend on the same tuple, the retry
+    // opens the flow again.
+    let (v, out) = gw.send(OUTSIDE, &tcp(40_100, F::RST));
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    assert_eq!(&out[0].1[30..34], &reply.src_ip.octets());
+    assert_eq!(
+        gw.send(OUTSIDE, &tcp(40_100, F::SYN)).0,
+        Verdict::Forward(INSIDE)
+    );
+    assert_eq!(
+        gw.flow(Proto::Tcp, CLIENT, 40_100, VIP, 80)
+            .unwrap()
+            .tcp_state(),
+        Some(TcpState::SynSent)
+    );
+    gw.assert_snat_accounting();
+}
+
 #[test]
 fn a_syn_flood_answered_by_backends_cannot_lock_out_new_flows() {
     // SYN_RECV flows (SYN answered, handshake never completed) are not

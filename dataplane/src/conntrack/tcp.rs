@@ -179,6 +179,15 @@ pub(crate) fn step(state: TcpState, first_fin: Dir, dir: Dir, flags: u8) -> Opti
 
         (SynSent, Syn, O) => keep,
         (SynSent, SynAck, R) => go(SynRecv),
+        // A bare ACK answering a SYN: the backend still holds an older
+        // connection on this tuple (typically TIME_WAIT after a gateway
+        // restart handed out the same SNAT port) and sends a challenge ACK
+        // (RFC 5961 §4, RFC 793's "ACK for a SYN in a synchronized state").
+        // Linux passes it without a state change (`sIG`); the client then
+        // answers with a RST, which clears the backend's old connection and
+        // closes this flow, and its SYN retransmission opens a fresh one.
+        // Dropping it would stall the client until TIME_WAIT ends.
+        (SynSent, Ack, R) => keep,
         (SynSent, _, _) => None,
 
         (SynRecv, Syn, O) | (SynRecv, SynAck, R) => keep,
@@ -231,7 +240,7 @@ mod tests {
         // Handshake.
         (SynSent, O, O, SYN, Some(SynSent), O),
         (SynSent, O, R, SYNACK, Some(SynRecv), O),
-        (SynSent, O, R, ACK, None, O),
+        (SynSent, O, R, ACK, Some(SynSent), O),
         (SynSent, O, O, ACK, None, O),
         (SynSent, O, O, FINACK, None, O),
         (SynSent, O, R, SYN, None, O),
