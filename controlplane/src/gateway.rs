@@ -748,10 +748,15 @@ impl Gateway {
                 inspect: Arc::new(Mutex::new(inspect_client)),
             });
             cells.push(Arc::clone(&shared));
+            let mut config = worker_config(&self.plan, w);
+            // A fresh SNAT start-port sequence per process: after a restart
+            // the same tuples do not come back in the same order and land on
+            // the backends' TIME_WAIT sockets of the previous run.
+            config.pipeline.seed ^= process_seed();
             let ctx = WorkerContext {
                 worker: w,
                 core,
-                config: worker_config(&self.plan, w),
+                config,
                 clock: clock.clone(),
                 snapshots: self.publisher.reader(),
                 cells: shared,
@@ -1279,6 +1284,18 @@ fn poll_loop<D: GatewayDriver>(
     }
     worker.publish_counters();
     worker.driver_mut().publish_stats(&mut kernel, &cells.ports);
+}
+
+/// A random value per process (std's hash keys come from the OS's random
+/// source), for the SNAT allocators' start ports.
+fn process_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(u64::from(std::process::id()));
+        h.finish()
+    })
 }
 
 #[cfg(test)]
