@@ -661,7 +661,10 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
 async fn a_410_gone_relists_without_losing_state() {
     let Some(mut cluster) = KubeCluster::start_or_skip(
         "a_410_gone_relists_without_losing_state",
-        KubeClusterOptions { watch_cache: false },
+        KubeClusterOptions {
+            watch_cache: false,
+            ..KubeClusterOptions::default()
+        },
     )
     .await
     else {

@@ -1,5 +1,7 @@
 //! A real Kubernetes API server for the tests: etcd and kube-apiserver on
-//! 127.0.0.1, started and owned by [`KubeCluster`]. Never a mock of the HTTP
+//! 127.0.0.1 (the API server on another local address with
+//! [`KubeClusterOptions::bind_address`]), started and owned by
+//! [`KubeCluster`]. Never a mock of the HTTP
 //! API: what Portico's Kubernetes source sees in the tests is what a cluster
 //! serves.
 //!
@@ -45,7 +47,7 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::config::AuthInfo;
 use portico::netns::{TempDir, unique_name};
 use std::io;
-use std::net::TcpListener;
+use std::net::{Ipv4Addr, TcpListener};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -73,11 +75,21 @@ pub struct KubeClusterOptions {
     /// `false` starts the API server with `--watch-cache=false`: watches and
     /// lists go to etcd, so a watch from a compacted version gets 410 Gone.
     pub watch_cache: bool,
+    /// The address kube-apiserver binds to and advertises (also in its
+    /// serving certificate's SANs and in every kubeconfig and client the
+    /// harness makes); `None` for 127.0.0.1. It must be a local address of
+    /// the host namespace before [`KubeCluster::start`] (e.g. the host end
+    /// of a veth into a test namespace, so a process there reaches the API
+    /// server). etcd stays on 127.0.0.1.
+    pub bind_address: Option<Ipv4Addr>,
 }
 
 impl Default for KubeClusterOptions {
     fn default() -> Self {
-        KubeClusterOptions { watch_cache: true }
+        KubeClusterOptions {
+            watch_cache: true,
+            bind_address: None,
+        }
     }
 }
 
@@ -285,7 +297,10 @@ impl KubeCluster {
     ) -> Result<KubeCluster, KubeClusterError> {
         let dir = TempDir::new("portico-kube-").map_err(KubeClusterError::io("temp dir"))?;
         let [etcd_client_port, etcd_peer_port, apiserver_port] = free_ports()?;
-        let ca_der = make_pki(&dir.path)?;
+        let ca_der = make_pki(
+            &dir.path,
+            options.bind_address.unwrap_or(Ipv4Addr::LOCALHOST),
+        )?;
         let admin_token = format!("admin-{}", unique_name("t"));
         std::fs::write(
             dir.path.join("tokens.csv"),
@@ -331,9 +346,15 @@ impl KubeCluster {
         Ok(cluster)
     }
 
-    /// `https://127.0.0.1:{port}`.
+    /// `https://{bind address}:{port}` (127.0.0.1 unless
+    /// [`KubeClusterOptions::bind_address`]).
     pub fn server_url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.apiserver_port)
+        format!("https://{}:{}", self.bind_address(), self.apiserver_port)
+    }
+
+    /// The address the API server listens on.
+    pub fn bind_address(&self) -> Ipv4Addr {
+        self.options.bind_address.unwrap_or(Ipv4Addr::LOCALHOST)
     }
 
     /// The admin kubeconfig (cluster, CA file, admin token; YAML).
@@ -400,7 +421,7 @@ impl KubeCluster {
         let mut config = kube::Config::new(
             self.server_url()
                 .parse()
-                .expect("https://127.0.0.1:port is a valid URI"),
+                .expect("https://ipv4:port is a valid URI"),
         );
         config.root_cert = Some(vec![self.ca_der.clone()]);
         config.auth_info = serde_json::from_value::<AuthInfo>(auth_info)
@@ -532,8 +553,8 @@ impl KubeCluster {
         let p = |name: &str| d.join(name).display().to_string();
         let mut args: Vec<String> = vec![
             format!("--etcd-servers=http://127.0.0.1:{}", self.etcd_client_port),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
+            format!("--bind-address={}", self.bind_address()),
+            format!("--advertise-address={}", self.bind_address()),
             format!("--secure-port={}", self.apiserver_port),
             // 1.20 still opens an unauthenticated port 8080 by default.
             "--insecure-port=0".into(),
@@ -701,15 +722,19 @@ fn free_ports() -> Result<[u16; 3], KubeClusterError> {
     Ok([a, b, c])
 }
 
-/// CA, API server certificate (127.0.0.1, localhost) and the service
-/// account key pair in `dir`, all ECDSA P-256. Returns the CA in DER.
-fn make_pki(dir: &Path) -> Result<Vec<u8>, KubeClusterError> {
+/// CA, API server certificate (127.0.0.1, `bind_address`, localhost) and
+/// the service account key pair in `dir`, all ECDSA P-256. Returns the CA
+/// in DER.
+fn make_pki(dir: &Path, bind_address: Ipv4Addr) -> Result<Vec<u8>, KubeClusterError> {
     let p = |name: &str| dir.join(name).display().to_string();
     let ext = dir.join("apiserver.ext");
     std::fs::write(
         &ext,
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
-         extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n",
+        format!(
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+             extendedKeyUsage=serverAuth\n\
+             subjectAltName=IP:127.0.0.1,IP:{bind_address},DNS:localhost,DNS:kubernetes.default.svc\n"
+        ),
     )
     .map_err(KubeClusterError::io("write apiserver.ext"))?;
     let steps: [(&str, Vec<String>); 7] = [

@@ -263,7 +263,10 @@ async fn api_server_restarts_on_the_same_port_with_its_state() {
 #[tokio::test]
 async fn stale_watch_gets_410_after_compaction_without_watch_cache() {
     let test = "kube_cluster::stale_watch_gets_410_after_compaction_without_watch_cache";
-    let options = KubeClusterOptions { watch_cache: false };
+    let options = KubeClusterOptions {
+        watch_cache: false,
+        ..KubeClusterOptions::default()
+    };
     let Some(cluster) = KubeCluster::start_or_skip(test, options).await else {
         return;
     };

@@ -1,0 +1,331 @@
+//! Portico driven by a real Kubernetes API server forwards real traffic:
+//! `portico run` with a `[kubernetes]` section in the gateway namespace of
+//! the demo topology ([`portico::demo::topology`]), kube-apiserver + etcd
+//! from the harness ([`portico_tests::kube_cluster`]), real nginx backends
+//! and real curl in the client namespace.
+//!
+//! The gateway namespace cannot reach the host's 127.0.0.1, so the API
+//! server binds to the host end of a veth pair into the gateway namespace
+//! (a /30 out of 10.254.0.0/16, unique per process); etcd stays on
+//! 127.0.0.1. That veth carries only the control plane's kube client; the
+//! gateway's packet ports are the topology's two other veths.
+//!
+//! Every wait is bounded ([`WAIT`]); no test asserts a duration.
+
+mod common;
+
+use common::{parse_curl, tally};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use portico::demo::topology::{
+    BACKEND_HTTP_PORT, NODE_ADDR, SNAT_ADDR, Topology, backend_addr, backend_name,
+};
+use portico::netns::{run, unique_name};
+use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
+use serde_json::json;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// Longest wait for anything to happen (the machine is shared and slow).
+const WAIT: Duration = Duration::from_secs(60);
+const NS: &str = "default";
+const SERVICE: &str = "web";
+/// Requests per check; with two backends each must answer at least
+/// `MIN_SHARE` of them (half is expected; Maglev over random client ports).
+const REQUESTS: usize = 60;
+const MIN_SHARE: f64 = 0.15;
+/// The address pool, inside the client-facing subnet 192.0.2.0/24.
+const POOL_FIRST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 20);
+const POOL_LAST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 29);
+
+/// A veth pair from the host namespace into `ns`, the host end named
+/// `host_if`; deleted by name on drop (deleting the namespace would take
+/// it along too).
+struct HostVeth {
+    host_if: String,
+}
+
+impl HostVeth {
+    /// `host_addr/30` on the host end, `ns_addr/30` on the end in `ns`.
+    fn new(ns: &portico::netns::Netns, host_addr: Ipv4Addr, ns_addr: Ipv4Addr) -> Self {
+        let host_if = unique_name("kh");
+        let ns_if = unique_name("kg");
+        run(
+            "ip",
+            &[
+                "link", "add", &host_if, "type", "veth", "peer", "name", &ns_if, "netns", &ns.name,
+            ],
+        )
+        .expect("create the API server veth");
+        let link = HostVeth { host_if };
+        run(
+            "ip",
+            &[
+                "addr",
+                "add",
+                &format!("{host_addr}/30"),
+                "dev",
+                &link.host_if,
+            ],
+        )
+        .expect("address the host end");
+        run("ip", &["link", "set", &link.host_if, "up"]).expect("host end up");
+        ns.exec(
+            "ip",
+            &["addr", "add", &format!("{ns_addr}/30"), "dev", &ns_if],
+        )
+        .expect("address the namespace end");
+        ns.exec("ip", &["link", "set", &ns_if, "up"])
+            .expect("namespace end up");
+        link
+    }
+}
+
+impl Drop for HostVeth {
+    fn drop(&mut self) {
+        let _ = run("ip", &["link", "del", &self.host_if]);
+    }
+}
+
+/// The /30 of this process: 10.254.(pid % 256).(4 × (pid / 256 % 64)),
+/// host `.1`, gateway `.2` of the block.
+fn api_link_addresses() -> (Ipv4Addr, Ipv4Addr) {
+    let pid = std::process::id();
+    let third = (pid % 256) as u8;
+    let block = ((pid / 256 % 64) * 4) as u8;
+    (
+        Ipv4Addr::new(10, 254, third, block + 1),
+        Ipv4Addr::new(10, 254, third, block + 2),
+    )
+}
+
+/// The gateway's configuration: the topology's two ports, no static
+/// services, the Kubernetes source and one pool in the client subnet.
+fn gateway_config(t: &Topology, kubeconfig: &std::path::Path) -> String {
+    format!(
+        r#"# Written by tests/tests/kube_e2e.rs.
+[dataplane]
+workers = 1
+idle = "adaptive"
+
+[[port]]
+name = "outside"
+driver = "{driver}"
+interface = "{outside}"
+role = "outside"
+node_addresses = ["{NODE_ADDR}/24"]
+
+[[port]]
+name = "inside"
+driver = "{driver}"
+interface = "{inside}"
+role = "inside"
+snat_addresses = ["{SNAT_ADDR}/24"]
+
+[kubernetes]
+kubeconfig = "{kubeconfig}"
+serve_unclassed = true
+debounce_ms = 5
+debounce_max_ms = 50
+lease_name = "portico-e2e"
+lease_duration_ms = 3000
+renew_deadline_ms = 2000
+retry_period_ms = 300
+
+[[address_pool]]
+name = "public"
+addresses = ["{POOL_FIRST}-{POOL_LAST}"]
+"#,
+        driver = t.driver,
+        outside = t.outside_if,
+        inside = t.inside_if,
+        kubeconfig = kubeconfig.display(),
+    )
+}
+
+fn lb_service() -> Service {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": { "name": SERVICE, "namespace": NS },
+        "spec": {
+            "type": "LoadBalancer",
+            "ports": [{ "name": "http", "port": 80, "targetPort": BACKEND_HTTP_PORT, "protocol": "TCP" }],
+        },
+    }))
+    .expect("the Service manifest")
+}
+
+/// The Service's EndpointSlice: backend `i` with its readiness.
+fn slice(endpoints: &[(usize, bool)]) -> EndpointSlice {
+    let endpoints: Vec<serde_json::Value> = endpoints
+        .iter()
+        .map(|&(i, ready)| {
+            json!({
+                "addresses": [backend_addr(i).to_string()],
+                "conditions": { "ready": ready, "serving": ready, "terminating": false },
+            })
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": format!("{SERVICE}-1"),
+            "namespace": NS,
+            "labels": { "kubernetes.io/service-name": SERVICE },
+        },
+        "addressType": "IPv4",
+        "ports": [{ "name": "http", "port": BACKEND_HTTP_PORT, "protocol": "TCP" }],
+        "endpoints": endpoints,
+    }))
+    .expect("the EndpointSlice manifest")
+}
+
+/// Poll `f` every 100 ms until it returns `Some`, at most [`WAIT`].
+async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The IPv4 addresses in the Service's `status.loadBalancer.ingress`.
+async fn status_ips(client: &Client) -> Vec<Ipv4Addr> {
+    let api: Api<Service> = Api::namespaced(client.clone(), NS);
+    match api.get_opt(SERVICE).await {
+        Ok(Some(svc)) => portico::source::kube::status::ingress_addresses(&svc),
+        _ => Vec::new(),
+    }
+}
+
+/// `count` GETs of `http://vip/`, each on its own connection, each bounded
+/// by `max_time_s`: the bodies (`None` for a failed transfer).
+fn curl(t: &Topology, vip: Ipv4Addr, count: usize, max_time_s: u32) -> Vec<Option<String>> {
+    let url = format!("http://{vip}/");
+    let max_time = max_time_s.to_string();
+    let mut args = vec!["-sS", "--max-time", &max_time, "-w", "\n== %{http_code}\n"];
+    args.extend(["-H", "Connection: close"]);
+    args.extend(std::iter::repeat_n(url.as_str(), count));
+    let out = t.client_exec("curl", &args).expect("curl runs");
+    parse_curl(&String::from_utf8_lossy(&out.stdout), count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_away() {
+    const TEST: &str =
+        "kube_e2e::a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_away";
+    let Some(t) = common::topology(TEST, 2) else {
+        return;
+    };
+    let (host_addr, gateway_addr) = api_link_addresses();
+    let _link = HostVeth::new(&t.gateway, host_addr, gateway_addr);
+    let options = KubeClusterOptions {
+        bind_address: Some(host_addr),
+        ..KubeClusterOptions::default()
+    };
+    let Some(cluster) = KubeCluster::start_or_skip(TEST, options).await else {
+        return;
+    };
+    let client = cluster.client();
+    let gw = t
+        .start_gateway(&gateway_config(&t, cluster.kubeconfig_path()))
+        .expect("portico run starts");
+    let log = || gw.log_text();
+
+    // A LoadBalancer Service over both backends: Portico hands out an
+    // address of the pool and writes it to the status.
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    services
+        .create(&PostParams::default(), &lb_service())
+        .await
+        .expect("create the Service");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    slices
+        .create(&PostParams::default(), &slice(&[(0, true), (1, true)]))
+        .await
+        .expect("create the EndpointSlice");
+    let vip = eventually("status.loadBalancer.ingress", async || {
+        let ips = status_ips(&client).await;
+        (ips.len() == 1).then(|| ips[0])
+    })
+    .await;
+    assert!(
+        (POOL_FIRST..=POOL_LAST).contains(&vip),
+        "{vip} is from the pool"
+    );
+
+    // Traffic: first answer (ARP both ways), then every request answered,
+    // by both backends.
+    let answered = eventually("a first answer from the VIP", async || {
+        curl(&t, vip, 1, 2)[0].clone()
+    })
+    .await;
+    assert!(answered.starts_with("backend "), "{answered}");
+    let (per_backend, per_source, failed) = tally(&curl(&t, vip, REQUESTS, 5));
+    assert_eq!(failed, 0, "answers {per_backend:?}; log:\n{}", log());
+    assert_eq!(
+        per_backend.keys().cloned().collect::<Vec<_>>(),
+        vec![backend_name(0), backend_name(1)],
+        "both backends answer"
+    );
+    for (name, n) in &per_backend {
+        assert!(
+            *n as f64 >= MIN_SHARE * REQUESTS as f64,
+            "backend {name} got {n} of {REQUESTS}: {per_backend:?}"
+        );
+    }
+    assert_eq!(
+        per_source.keys().cloned().collect::<Vec<_>>(),
+        vec![SNAT_ADDR.to_string()],
+        "the backends see the SNAT address"
+    );
+
+    // Backend 0 not ready: new connections go only to backend 1.
+    let mut not_ready = slice(&[(0, false), (1, true)]);
+    let old = slices
+        .get(&format!("{SERVICE}-1"))
+        .await
+        .expect("get the EndpointSlice");
+    not_ready.metadata.resource_version = old.metadata.resource_version;
+    slices
+        .replace(&format!("{SERVICE}-1"), &PostParams::default(), &not_ready)
+        .await
+        .expect("replace the EndpointSlice");
+    let only_b1 = |bodies: &[Option<String>]| {
+        let (per_backend, _, failed) = tally(bodies);
+        failed == 0 && per_backend.keys().eq([&backend_name(1)])
+    };
+    eventually("backend 0 leaving the rotation", async || {
+        only_b1(&curl(&t, vip, 10, 5)).then_some(())
+    })
+    .await;
+    let bodies = curl(&t, vip, REQUESTS, 5);
+    assert!(
+        only_b1(&bodies),
+        "only backend 1 answers: {:?}; log:\n{}",
+        tally(&bodies),
+        log()
+    );
+
+    // The Service deleted: the VIP stops answering.
+    services
+        .delete(SERVICE, &DeleteParams::default())
+        .await
+        .expect("delete the Service");
+    eventually("the VIP to stop answering", async || {
+        curl(&t, vip, 1, 1)[0].is_none().then_some(())
+    })
+    .await;
+    let bodies = curl(&t, vip, 5, 1);
+    assert!(
+        bodies.iter().all(Option::is_none),
+        "no answers after the delete: {bodies:?}"
+    );
+}
