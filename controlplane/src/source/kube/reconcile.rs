@@ -14,8 +14,14 @@
 //! * a snapshot update either applies every change of the window or, when
 //!   the builder rejects some Services (a listener taken by another
 //!   Service, a VIP that is a gateway address…), applies the rest without
-//!   them; the rejected ones are reported and retried whenever another
-//!   Service changes. The dataplane never loses its last good snapshot;
+//!   them; the rejected ones are reported (once per problem) and retried
+//!   whenever another Service changes. The dataplane never loses its last
+//!   good snapshot;
+//! * of two Services that clash (the same listener), the older one is
+//!   served: earlier `creationTimestamp`, then namespace/name. Which one
+//!   wins depends only on the cluster's contents, not on the order in which
+//!   an instance saw the events, so every instance (and a restarted one)
+//!   serves the same Service — as IPAM decides a contested address;
 //! * a Service's status is written when what it should say differs from
 //!   what the API server has: the addresses it holds, or — after a release —
 //!   none of the released ones. Addresses Portico never held are never
@@ -302,8 +308,11 @@ impl Reconciler {
         mut new_specs: HashMap<ServiceKey, Vec<ServiceSpec>>,
         out: &mut WindowOutcome,
     ) {
+        let mut previously_rejected = BTreeMap::new();
         for key in new_specs.keys() {
-            self.rejected.remove(key);
+            if let Some(problem) = self.rejected.remove(key) {
+                previously_rejected.insert(key.clone(), problem);
+            }
         }
         let started = std::time::Instant::now();
         for _ in 0..MAX_BUILD_ATTEMPTS {
@@ -324,7 +333,7 @@ impl Reconciler {
                     return;
                 }
                 Err(e) => {
-                    let culprits = self.culprits(&e, &new_specs);
+                    let culprits = self.culprits(state, &e, &new_specs);
                     if culprits.is_empty() {
                         warn!(error = %e, "the forwarding tables could not be rebuilt; \
                             the last snapshot stays in force");
@@ -335,8 +344,14 @@ impl Reconciler {
                         // Whatever it had before goes too: it may be what
                         // clashes.
                         new_specs.insert(key.clone(), Vec::new());
-                        warn!(service = %key, %problem, "service left out of the forwarding tables");
-                        if let Some(svc) = state.service(&key) {
+                        let known = previously_rejected.get(&key) == Some(&problem);
+                        if known {
+                            debug!(service = %key, %problem, "service still left out");
+                        } else {
+                            warn!(service = %key, %problem,
+                                "service left out of the forwarding tables");
+                        }
+                        if let Some(svc) = state.service(&key).filter(|_| !known) {
                             out.events.push(ServiceEvent {
                                 service: Arc::clone(svc),
                                 warning: true,
@@ -380,20 +395,21 @@ impl Reconciler {
     }
 
     /// The Kubernetes Services to leave out after a failed build, with the
-    /// problem's text. Of two Services that clash, the one changed in this
-    /// window is left out.
+    /// problem's text. Of two Services that clash, the younger is left out
+    /// ([`Seniority`]).
     fn culprits(
         &self,
+        state: &ClusterState,
         e: &BuildError,
         new_specs: &HashMap<ServiceKey, Vec<ServiceSpec>>,
     ) -> Vec<(ServiceKey, String)> {
-        let owner = |name: &str| -> Option<(ServiceKey, bool)> {
+        let owner = |name: &str| -> Option<ServiceKey> {
             for (key, specs) in new_specs {
                 if specs.iter().any(|s| s.name == name) {
-                    return Some((key.clone(), true));
+                    return Some(key.clone());
                 }
             }
-            self.specs.owner(name).map(|k| (k.clone(), false))
+            self.specs.owner(name).cloned()
         };
         let mut found: Vec<(ServiceKey, String)> = Vec::new();
         for p in &e.problems {
@@ -406,19 +422,33 @@ impl Reconciler {
                 | Problem::Maglev { service, .. } => vec![service],
                 _ => continue,
             };
-            let owners: Vec<(ServiceKey, bool)> =
-                candidates.iter().filter_map(|n| owner(n)).collect();
-            // Prefer a Service touched in this window.
-            let pick = owners
+            let pick = candidates
                 .iter()
-                .find(|(_, touched)| *touched)
-                .or(owners.first())
-                .map(|(k, _)| k.clone());
-            if let Some(key) = pick
-                && !found.iter().any(|(k, _)| *k == key)
-            {
-                found.push((key, p.to_string()));
+                .filter_map(|&n| Some((owner(n)?, n)))
+                .max_by_key(|(k, _)| Seniority::of(state, k));
+            let Some((key, name)) = pick else { continue };
+            if found.iter().any(|(k, _)| *k == key) {
+                continue;
             }
+            // Told from the side of the Service left out, so the same clash
+            // reads the same whichever side the builder met first.
+            let problem = match p {
+                Problem::DuplicateListener {
+                    service,
+                    other,
+                    proto,
+                    addr,
+                    port,
+                } if other == name => Problem::DuplicateListener {
+                    service: other.clone(),
+                    other: service.clone(),
+                    proto: *proto,
+                    addr: *addr,
+                    port: *port,
+                },
+                _ => p.clone(),
+            };
+            found.push((key, problem.to_string()));
         }
         found
     }
@@ -483,6 +513,30 @@ impl Reconciler {
     }
 }
 
+/// Which of two clashing Services gives way: ordered from the oldest to the
+/// youngest — `creationTimestamp` (a Service without one counts as the
+/// youngest), then namespace/name. The largest is left out.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Seniority {
+    /// `false` for a Service with a creation time (sorts first).
+    undated: bool,
+    created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    key: ServiceKey,
+}
+
+impl Seniority {
+    fn of(state: &ClusterState, key: &ServiceKey) -> Seniority {
+        let created = state
+            .service(key)
+            .and_then(|s| s.metadata.creation_timestamp.clone());
+        Seniority {
+            undated: created.is_none(),
+            created,
+            key: key.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::watch::Update;
@@ -533,11 +587,25 @@ mod tests {
     }
 
     fn external_ip_service(name: &str, rv: &str) -> Service {
+        dated_external_ip_service(name, rv, None, "192.0.2.50")
+    }
+
+    fn dated_external_ip_service(
+        name: &str,
+        rv: &str,
+        created: Option<&str>,
+        external_ip: &str,
+    ) -> Service {
         serde_json::from_value(serde_json::json!({
-            "metadata": { "name": name, "namespace": "default", "resourceVersion": rv },
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "resourceVersion": rv,
+                "creationTimestamp": created,
+            },
             "spec": {
                 "type": "ClusterIP",
-                "externalIPs": ["192.0.2.50"],
+                "externalIPs": [external_ip],
                 "ports": [{ "port": 80, "targetPort": 8080 }],
             },
         }))
@@ -582,5 +650,95 @@ mod tests {
             .and_then(|l| snap.service(l.service))
             .map(|s| s.name.to_string());
         assert_eq!(served.as_deref(), Some("default/second:80/tcp"));
+    }
+
+    /// The name of the Service serving 192.0.2.50:80/tcp.
+    fn served_at_50(snap: &Snapshot) -> Option<String> {
+        snap.listener(Proto::Tcp, ip("192.0.2.50"), 80)
+            .and_then(|l| snap.service(l.service))
+            .map(|s| s.name.to_string())
+    }
+
+    fn rejections(out: &WindowOutcome) -> Vec<String> {
+        out.events
+            .iter()
+            .filter(|e| e.reason == "ServiceRejected")
+            .map(|e| ServiceKey::of(&e.service).to_string())
+            .collect()
+    }
+
+    #[test]
+    fn of_two_clashing_services_the_older_is_served_whatever_the_order_of_events() {
+        // "late" is named first in order but created later.
+        let old = |rv| {
+            dated_external_ip_service("zz-old", rv, Some("2026-01-01T00:00:00Z"), "192.0.2.50")
+        };
+        let late = |rv, external_ip| {
+            dated_external_ip_service("aa-late", rv, Some("2026-06-01T00:00:00Z"), external_ip)
+        };
+
+        // Both in the initial list (a fresh or restarted instance).
+        let mut r = reconciler();
+        let mut state = ClusterState::default();
+        state.apply_slices(Update::Listed(Vec::new()));
+        let touched = state.apply_services(Update::Listed(vec![late("1", "192.0.2.50"), old("2")]));
+        let out = r.window(&state, &touched, true);
+        let snap = out
+            .snapshot
+            .as_ref()
+            .unwrap_or_else(|| panic!("one of them is served"));
+        assert_eq!(served_at_50(snap).as_deref(), Some("default/zz-old:80/tcp"));
+        assert_eq!(rejections(&out), ["default/aa-late"]);
+
+        // One at a time, the younger first and in force: when the older
+        // comes, it takes the listener and the younger gives way.
+        let mut r = reconciler();
+        let mut state = ClusterState::default();
+        state.apply_slices(Update::Listed(Vec::new()));
+        let touched = state.apply_services(Update::Listed(vec![late("1", "192.0.2.50")]));
+        let out = r.window(&state, &touched, true);
+        let snap = out
+            .snapshot
+            .as_ref()
+            .unwrap_or_else(|| panic!("late is served alone"));
+        assert_eq!(
+            served_at_50(snap).as_deref(),
+            Some("default/aa-late:80/tcp")
+        );
+        let touched = state.apply_services(Update::Applied(old("2")));
+        let out = r.window(&state, &touched, true);
+        let snap = out
+            .snapshot
+            .as_ref()
+            .unwrap_or_else(|| panic!("the older replaces it"));
+        assert_eq!(served_at_50(snap).as_deref(), Some("default/zz-old:80/tcp"));
+        assert_eq!(rejections(&out), ["default/aa-late"]);
+
+        // Another change retries the rejected one: still refused, and not
+        // reported again for the same problem.
+        let other =
+            dated_external_ip_service("other", "3", Some("2026-02-01T00:00:00Z"), "192.0.2.60");
+        let touched = state.apply_services(Update::Applied(other));
+        let out = r.window(&state, &touched, true);
+        let snap = out
+            .snapshot
+            .as_ref()
+            .unwrap_or_else(|| panic!("other is served"));
+        assert_eq!(served_at_50(snap).as_deref(), Some("default/zz-old:80/tcp"));
+        assert!(rejections(&out).is_empty(), "{:?}", out.events);
+
+        // The younger moves off the clashing address: served again.
+        let touched = state.apply_services(Update::Applied(late("4", "192.0.2.70")));
+        let out = r.window(&state, &touched, true);
+        let snap = out
+            .snapshot
+            .as_ref()
+            .unwrap_or_else(|| panic!("late is served again"));
+        assert_eq!(served_at_50(snap).as_deref(), Some("default/zz-old:80/tcp"));
+        let at_70 = snap
+            .listener(Proto::Tcp, ip("192.0.2.70"), 80)
+            .and_then(|l| snap.service(l.service))
+            .map(|s| s.name.to_string());
+        assert_eq!(at_70.as_deref(), Some("default/aa-late:80/tcp"));
     }
 }
