@@ -86,7 +86,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// Frames each handoff ring between two workers holds.
 const HANDOFF_RING_FRAMES: usize = 1024;
@@ -623,12 +623,13 @@ impl Gateway {
 
         let started = Instant::now();
         let control = ControlPlaneMetrics::new();
-        let mut builder = SnapshotBuilder::new();
+        let mut builder = control_plane_builder(&plan.dataplane.cores);
         let snapshot = builder.build(&snapshot_spec(&plan, &facts))?;
         control.observe_build_ms(started.elapsed().as_secs_f64() * 1000.0);
         info!(
             generation = snapshot.generation,
             services = plan.services.len(),
+            build_threads = builder.threads(),
             "forwarding tables published"
         );
         let publisher = Publisher::new(snapshot);
@@ -1184,6 +1185,37 @@ impl WorkerDriver {
             },
         }
     }
+}
+
+/// The control plane's snapshot builder. A build of many Maglev tables (the
+/// start-up build, the first Kubernetes window, a resync) runs on every core
+/// no worker is pinned to, one helper thread pinned to each; with unpinned
+/// workers, on as many threads as the process may use (the scheduler
+/// shares them). The tables do not depend on the thread count.
+fn control_plane_builder(worker_cores: &[usize]) -> SnapshotBuilder {
+    let builder = SnapshotBuilder::new();
+    if worker_cores.is_empty() {
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        return builder.with_threads(threads);
+    }
+    let free: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .filter(|id| !worker_cores.contains(id))
+        .collect();
+    if free.is_empty() {
+        return builder;
+    }
+    builder
+        .with_threads(free.len())
+        .with_thread_start(move |index| {
+            if let Some(&id) = free.get(index % free.len())
+                && !core_affinity::set_for_current(core_affinity::CoreId { id })
+            {
+                debug!(core = id, "pinning a table-building thread failed");
+            }
+        })
 }
 
 /// A worker thread: pin, open the driver, build the pipeline (all on the

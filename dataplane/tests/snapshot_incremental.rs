@@ -422,3 +422,65 @@ fn update_needs_a_build_first_and_a_vip_is_owned_while_a_service_listens_on_it()
     assert!(s4.owned(vip).is_none(), "no listener left on the VIP");
     assert!(s4.owned(NODE).is_some_and(|o| o.node));
 }
+
+#[test]
+fn a_threaded_build_equals_a_single_threaded_one_and_runs_the_start_hook_per_thread() {
+    // 1 100 services with a ready and a serving set: 2 200 tables, enough
+    // for four threads.
+    let mut spec = base_spec();
+    for s in 0u32..1100 {
+        let vip = Ipv4Addr::from(u32::from(Ipv4Addr::new(203, 0, 0, 0)) + s);
+        let endpoints = (0..6u32)
+            .map(|e| EndpointSpec {
+                addr: SocketAddrV4::new(Ipv4Addr::from(0x0a02_0000 + s * 8 + e), 8080),
+                weight: 1 + e % 3,
+                condition: if e < 4 {
+                    EndpointCondition::Ready
+                } else {
+                    EndpointCondition::ServingTerminating
+                },
+            })
+            .collect();
+        spec.services.push(ServiceSpec {
+            endpoints,
+            ..ServiceSpec::new(&format!("ns/svc-{s}"), Proto::Tcp, vip, 80)
+        });
+    }
+    let single = SnapshotBuilder::new().build(&spec).unwrap();
+    let hook_calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = std::sync::Arc::clone(&hook_calls);
+    let mut builder = SnapshotBuilder::new()
+        .with_threads(4)
+        .with_thread_start(move |index| {
+            record
+                .lock()
+                .unwrap()
+                .push((index, std::thread::current().id()));
+        });
+    let threaded = builder.build(&spec).unwrap();
+    assert_eq!(view(&threaded), view(&single));
+    assert_eq!(builder.stats.maglev_tables_built, 2200);
+
+    let mut started = std::mem::take(&mut *hook_calls.lock().unwrap());
+    started.sort_by_key(|&(index, _)| index);
+    let indices: Vec<usize> = started.iter().map(|&(i, _)| i).collect();
+    assert_eq!(indices, [0, 1, 2, 3], "each thread runs the hook once");
+    let threads: BTreeSet<String> = started.iter().map(|(_, t)| format!("{t:?}")).collect();
+    assert_eq!(threads.len(), 4, "on four distinct threads");
+    assert!(
+        !threads.contains(&format!("{:?}", std::thread::current().id())),
+        "not on the caller's thread"
+    );
+
+    // A small change builds one table on the caller's thread: no hook.
+    let mut changed = spec.services[7].clone();
+    changed.endpoints.pop();
+    builder
+        .update(&ServiceChanges {
+            upserts: vec![changed],
+            removals: Vec::new(),
+        })
+        .unwrap();
+    assert_eq!(builder.stats.maglev_tables_built, 2201);
+    assert!(hook_calls.lock().unwrap().is_empty());
+}

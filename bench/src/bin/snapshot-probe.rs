@@ -8,7 +8,10 @@
 //! process CPU time (user + system from `/proc/self/stat`, so time the
 //! machine gave to other processes is not counted) per operation.
 //!
-//! usage: snapshot-probe <services> <endpoints> <rounds> [threads]
+//! usage: snapshot-probe <services> <endpoints> <rounds> [threads] [maglev_cap]
+//!
+//! `maglev_cap` (default 16381, prime) is the configured `maglev_table_size`:
+//! a lower cap trades balance for build time.
 
 use dataplane::snapshot::{ServiceChanges, Snapshot, SnapshotBuilder, SnapshotSpec};
 use portico_bench::{cluster_service_changed, cluster_spec};
@@ -65,13 +68,16 @@ fn main() {
         args.get(i)
             .map_or(Some(default), |a| a.parse::<u32>().ok())
             .unwrap_or_else(|| {
-                eprintln!("usage: snapshot-probe <services> <endpoints> <rounds> [threads]");
+                eprintln!(
+                    "usage: snapshot-probe <services> <endpoints> <rounds> [threads] [maglev_cap]"
+                );
                 std::process::exit(2);
             })
     };
     let (services, endpoints, rounds) = (number(1, 10_000), number(2, 10), number(3, 5));
     let threads = number(4, 1) as usize;
-    let spec = cluster_spec(services, endpoints, 16381);
+    let maglev_cap = number(5, 16381);
+    let spec = cluster_spec(services, endpoints, maglev_cap);
     let changed_index = (services / 2) as usize;
 
     let (best, cpu) = time(rounds, || {

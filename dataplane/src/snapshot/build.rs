@@ -26,7 +26,10 @@
 //! Maglev table sizes follow each set's backend count
 //! ([`crate::maglev::table_size_for`], capped by the spec's size), so every
 //! gateway picks the same size for the same set. Building many tables (a
-//! build from scratch) may use several threads ([`SnapshotBuilder::with_threads`]).
+//! build from scratch) may use several threads ([`SnapshotBuilder::with_threads`]),
+//! each first running the caller's start hook
+//! ([`SnapshotBuilder::with_thread_start`], e.g. to pin it to a core no
+//! worker uses).
 
 use super::table::{IdTable, ShardedMap};
 use super::{
@@ -382,7 +385,19 @@ pub struct SnapshotBuilder {
     backend_table: IdTable<Backend>,
     /// Threads for building Maglev tables when many are due (1: none).
     threads: usize,
+    /// Run first by each of those threads, with its index.
+    thread_start: Option<ThreadStart>,
     pub stats: BuildStats,
+}
+
+/// The hook a table-building thread runs first (given its index).
+#[derive(Clone)]
+struct ThreadStart(Arc<dyn Fn(usize) + Send + Sync>);
+
+impl std::fmt::Debug for ThreadStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ThreadStart")
+    }
 }
 
 impl Default for SnapshotBuilder {
@@ -408,6 +423,7 @@ impl SnapshotBuilder {
             service_table: IdTable::new(),
             backend_table: IdTable::new(),
             threads: 1,
+            thread_start: None,
             stats: BuildStats::default(),
         }
     }
@@ -418,6 +434,19 @@ impl SnapshotBuilder {
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
         self
+    }
+
+    /// Run `hook(index)` first in each table-building thread
+    /// (`index < threads`), e.g. to pin it to a core. The caller's own
+    /// thread does not run it.
+    pub fn with_thread_start(mut self, hook: impl Fn(usize) + Send + Sync + 'static) -> Self {
+        self.thread_start = Some(ThreadStart(Arc::new(hook)));
+        self
+    }
+
+    /// Threads a build of many tables uses.
+    pub fn threads(&self) -> usize {
+        self.threads
     }
 
     /// Generation of the last snapshot built.
@@ -646,7 +675,7 @@ impl SnapshotBuilder {
             .filter(|(_, s)| matches!(s, PendingSet::Build { .. }))
             .collect();
         stats.maglev_tables_built += jobs.len() as u64;
-        for (service, source) in build_tables(jobs, self.threads) {
+        for (service, source) in build_tables(jobs, self.threads, self.thread_start.as_ref()) {
             problems.push(Problem::Maglev { service, source });
         }
         if !problems.is_empty() {
@@ -829,6 +858,7 @@ impl SnapshotBuilder {
 fn build_tables(
     mut jobs: Vec<(&str, &mut PendingSet)>,
     threads: usize,
+    thread_start: Option<&ThreadStart>,
 ) -> Vec<(String, MaglevError)> {
     let threads = threads.min(jobs.len() / PARALLEL_MIN_TABLES).max(1);
     if threads == 1 {
@@ -838,7 +868,15 @@ fn build_tables(
     std::thread::scope(|scope| {
         let handles: Vec<_> = jobs
             .chunks_mut(per_thread)
-            .map(|chunk| scope.spawn(move || build_some(chunk)))
+            .enumerate()
+            .map(|(index, chunk)| {
+                scope.spawn(move || {
+                    if let Some(ThreadStart(hook)) = thread_start {
+                        hook(index);
+                    }
+                    build_some(chunk)
+                })
+            })
             .collect();
         handles
             .into_iter()
