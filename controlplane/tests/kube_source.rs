@@ -641,7 +641,14 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
         .await
         .unwrap_or_else(|e| panic!("restart: {e}"));
     let client = cluster.client();
-    // A change right after the restart arrives once the watches resume.
+    // The watches resume from their resourceVersion and nothing changed:
+    // no event comes, yet the source tells it is no longer failing.
+    eventually("the watches resume with nothing to report", async || {
+        (!source.stats().report().watch_failing).then_some(())
+    })
+    .await;
+    assert_eq!(a.snapshot().generation, generation, "nothing to publish");
+    // A change made now arrives as an ordinary event.
     apply_slice(
         &client,
         &slice(

@@ -16,6 +16,8 @@
 //!   published ([`ControlPlaneMetrics::observe_event_to_live_ms`]);
 //! * `portico_watch_restarts_total{watch}`
 //!   ([`ControlPlaneMetrics::inc_watch_restarts`]);
+//! * `portico_watch_failing{watch}`, 1 from a watch's error until it
+//!   resumes ([`ControlPlaneMetrics::set_watch_failing`]);
 //! * `portico_ipam_pool_addresses_used{pool}` and
 //!   `portico_ipam_pool_addresses{pool}`
 //!   ([`ControlPlaneMetrics::set_pool_usage`]);
@@ -88,6 +90,9 @@ pub struct ControlPlaneReport {
     pub event_to_live_ms: HistogramReport,
     /// Restarts per watch (e.g. `services`, `endpointslices`).
     pub watch_restarts: BTreeMap<String, u64>,
+    /// Per watch: failing (true) or running (false) since its last change.
+    #[serde(default)]
+    pub watch_failing: BTreeMap<String, bool>,
     pub pools: BTreeMap<String, PoolUsage>,
     /// `None` when this gateway runs no leader election.
     pub leader: Option<bool>,
@@ -125,6 +130,13 @@ impl ControlPlaneMetrics {
     /// The watch `watch` restarted (relist after an error or 410 Gone).
     pub fn inc_watch_restarts(&self, watch: &str) {
         self.update(|s| *s.watch_restarts.entry(watch.to_owned()).or_default() += 1);
+    }
+
+    /// The watch `watch` failed (`true`) or resumed (`false`).
+    pub fn set_watch_failing(&self, watch: &str, failing: bool) {
+        self.update(|s| {
+            s.watch_failing.insert(watch.to_owned(), failing);
+        });
     }
 
     /// `used` of the `size` addresses of `pool` are allocated.

@@ -26,7 +26,8 @@
 //!   {service, protocol[, backend]};
 //! * control plane: `snapshot_generation`, `snapshot_age_seconds`,
 //!   `snapshot_build_seconds` and `event_to_live_seconds` (histograms),
-//!   `watch_restarts_total{watch}`, `ipam_pool_addresses{,_used}{pool}`,
+//!   `watch_restarts_total{watch}`, `watch_failing{watch}`,
+//!   `ipam_pool_addresses{,_used}{pool}`,
 //!   `leader` (see [`super::ControlPlaneMetrics`]).
 
 use super::{HistogramReport, StatsReport};
@@ -389,6 +390,16 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         restarts
             .get_or_create(&vec![("watch", watch.clone())])
             .inc_by(*n);
+    }
+    let failing = gauges(
+        &mut r,
+        "watch_failing",
+        "1 while a Kubernetes watch is failing (from its error until it resumes)",
+    );
+    for (watch, f) in &cp.watch_failing {
+        failing
+            .get_or_create(&vec![("watch", watch.clone())])
+            .set(i64::from(*f));
     }
     let pool_used = gauges(
         &mut r,

@@ -35,8 +35,8 @@ pub struct KubeSourceReport {
     /// This instance holds the Lease.
     pub leader: bool,
     /// The last message of a watch was an error (API server unreachable,
-    /// 410 Gone…); cleared by the next event or list (a resumed watch on
-    /// which nothing happens does not clear it).
+    /// 410 Gone…) and has not resumed (an event, a list, or
+    /// [`Update::Resumed`]).
     pub watch_failing: bool,
     pub generations_published: u64,
     pub builds_failed: u64,
@@ -54,6 +54,8 @@ pub struct KubeSourceReport {
 #[derive(Debug, Default)]
 struct Inner {
     report: KubeSourceReport,
+    /// The kinds whose watch is failing.
+    failing: std::collections::BTreeSet<String>,
     recent: VecDeque<GenerationTiming>,
 }
 
@@ -126,7 +128,15 @@ impl KubeSourceStats {
             if matches!(update, Update::Listed(_)) {
                 i.report.lists += 1;
             }
-            i.report.watch_failing = failing;
+            let changed = if failing {
+                i.failing.insert(kind.to_owned())
+            } else {
+                i.failing.remove(kind)
+            };
+            if changed && let Some(m) = &self.metrics {
+                m.set_watch_failing(kind, failing);
+            }
+            i.report.watch_failing = !i.failing.is_empty();
         });
     }
 
@@ -196,7 +206,20 @@ mod tests {
             event_to_live_us: 7_000,
         });
         stats.watch::<()>("services", &Update::Failed("410 Gone".into()));
+        stats.watch::<()>("endpointslices", &Update::Failed("refused".into()));
+        assert_eq!(
+            metrics.report().watch_failing,
+            [("endpointslices".into(), true), ("services".into(), true)].into()
+        );
         stats.watch::<()>("services", &Update::Listed(Vec::new()));
+        // One watch back: the other is still failing.
+        assert!(stats.report().watch_failing);
+        stats.watch::<()>("endpointslices", &Update::Resumed);
+        assert!(!stats.report().watch_failing);
+        assert_eq!(
+            metrics.report().watch_failing,
+            [("endpointslices".into(), false), ("services".into(), false)].into()
+        );
         stats.watch::<()>("endpointslices", &Update::Applied(()));
         stats.leader(true);
         stats.pools(&[crate::ipam::PoolUsage {
@@ -210,11 +233,11 @@ mod tests {
         assert_eq!(r.event_to_live_ms.count, 1);
         assert!((r.event_to_live_ms.sum_ms - 7.0).abs() < 1e-9);
         assert_eq!(r.watch_restarts.get("services"), Some(&1));
-        assert_eq!(r.watch_restarts.get("endpointslices"), None);
+        assert_eq!(r.watch_restarts.get("endpointslices"), Some(&1));
         assert_eq!(r.leader, Some(true));
         assert_eq!(r.pools["default"].used, 2);
         assert_eq!(r.pools["default"].size, 14);
         // The source's own report counts the same.
-        assert_eq!(stats.report().watch_errors, 1);
+        assert_eq!(stats.report().watch_errors, 2);
     }
 }

@@ -121,7 +121,7 @@ impl ClusterState {
                 self.services = new;
                 self.services_listed = true;
             }
-            Update::Failed(_) => {}
+            Update::Failed(_) | Update::Resumed => {}
         }
         touched
     }
@@ -167,7 +167,7 @@ impl ClusterState {
                 }
                 self.slices_listed = true;
             }
-            Update::Failed(_) => {}
+            Update::Failed(_) | Update::Resumed => {}
         }
         touched
     }

@@ -14,6 +14,13 @@
 //!   backoff ([`RetryBackoff`]); a resumed watch continues from the last
 //!   resourceVersion seen, so changes made while the API server was away
 //!   arrive as ordinary events (or as a relist when they were compacted);
+//! * a failed watch counts as resumed at its next event, or — since
+//!   kube-runtime restarts a watch silently and a quiet cluster may send
+//!   nothing for a long time — when it has reported no error for
+//!   [`RESUME_QUIET_MS`] (longer than the longest retry wait, so a watch
+//!   still failing would have reported again) *and* the API server then
+//!   answers a one-object list of the same kind ([`Update::Resumed`]). An
+//!   unreachable server fails that probe, so the watch stays failing;
 //! * every change carries the [`Instant`] it arrived, the start of the
 //!   event-to-live latency.
 
@@ -34,6 +41,13 @@ use tracing::{debug, info, warn};
 pub const WATCH_RETRY_MIN_MS: u64 = 200;
 pub const WATCH_RETRY_MAX_MS: u64 = 5_000;
 
+/// Quiet time after a watch's last error before the API server is probed
+/// to confirm that the watch resumed.
+pub const RESUME_QUIET_MS: u64 = WATCH_RETRY_MAX_MS + 1_000;
+
+/// Longest wait for the answer to that probe.
+const RESUME_PROBE_TIMEOUT_MS: u64 = 5_000;
+
 /// What a watch saw.
 #[derive(Debug)]
 pub enum Update<K> {
@@ -44,6 +58,8 @@ pub enum Update<K> {
     Listed(Vec<K>),
     /// The watch failed (and is being retried): the text of the error.
     Failed(String),
+    /// A failed watch runs again and nothing changed meanwhile.
+    Resumed,
 }
 
 /// One update of either watch, with its arrival time.
@@ -96,12 +112,33 @@ async fn watch_kind<K>(
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     let config = watcher::Config::default();
-    let mut stream = watcher(api, config)
+    let mut stream = watcher(api.clone(), config)
         .backoff(RetryBackoff::default())
         .boxed();
     let mut buffer: Option<Vec<K>> = None;
     let mut failing = false;
-    while let Some(item) = stream.next().await {
+    // While failing: when to probe whether the watch has resumed.
+    let mut probe_at = tokio::time::Instant::now();
+    loop {
+        let item = tokio::select! {
+            item = stream.next() => match item {
+                Some(item) => item,
+                None => return,
+            },
+            () = tokio::time::sleep_until(probe_at), if failing => {
+                if answers(&api).await {
+                    info!(what, "watch resumed");
+                    failing = false;
+                    if tx.send(wrap(Update::Resumed, Instant::now())).is_err() {
+                        return;
+                    }
+                } else {
+                    probe_at = tokio::time::Instant::now()
+                        + Duration::from_millis(RESUME_QUIET_MS);
+                }
+                continue;
+            }
+        };
         let now = Instant::now();
         let update = match item {
             Ok(watcher::Event::Init) => {
@@ -129,6 +166,8 @@ async fn watch_kind<K>(
                     debug!(what, error = %e, "watch still failing");
                 }
                 failing = true;
+                probe_at =
+                    tokio::time::Instant::from_std(now) + Duration::from_millis(RESUME_QUIET_MS);
                 if tx.send(wrap(Update::Failed(e.to_string()), now)).is_err() {
                     return;
                 }
@@ -143,6 +182,19 @@ async fn watch_kind<K>(
             return;
         }
     }
+}
+
+/// Whether the API server answers a one-object list of `api`'s kind in time.
+async fn answers<K>(api: &Api<K>) -> bool
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let params = kube::api::ListParams::default().limit(1);
+    let list = api.list_metadata(&params);
+    matches!(
+        tokio::time::timeout(Duration::from_millis(RESUME_PROBE_TIMEOUT_MS), list).await,
+        Ok(Ok(_))
+    )
 }
 
 /// Start both watches on the current tokio runtime; they stop when the
