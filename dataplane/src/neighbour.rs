@@ -59,7 +59,9 @@
 //!   are in use: it copies every non-reclaimable entry (MAC, state, timers)
 //!   into a fresh generation of the same size, publishes it with one
 //!   `arc-swap` store and bumps [`NeighbourTable::generation`]. The old
-//!   generation is freed when the last view of it is dropped. Compactions
+//!   generation is kept by the collector until no view of it is left, and
+//!   freed by a later collection: a worker dropping the last view never
+//!   pays for the free (of a large block: possibly `munmap`). Compactions
 //!   are serialised by a mutex only the collector takes.
 //! * A change a worker makes to the old generation after the collector
 //!   copied that slot (a MAC learned, an entry inserted, a static set, a
@@ -207,8 +209,9 @@ pub struct NeighbourTable {
     refused: AtomicU64,
     reclaimed: AtomicU64,
     compactions: AtomicU64,
-    /// Serialises compactions (never taken by workers).
-    compacting: Mutex<()>,
+    /// Replaced generations not freed yet; the mutex serialises
+    /// compactions (never taken by workers).
+    retired: Mutex<Vec<Arc<Slots>>>,
 }
 
 /// A view of one generation of the table: load it once per batch with
@@ -301,7 +304,7 @@ impl NeighbourTable {
             refused: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
-            compacting: Mutex::new(()),
+            retired: Mutex::new(Vec::new()),
         }
     }
 
@@ -335,17 +338,20 @@ impl NeighbourTable {
         self.reclaimed.load(Ordering::Relaxed)
     }
 
-    /// [`Neighbours::resolve`] on the current generation.
+    /// [`Neighbours::resolve`] on the current generation (one load per call:
+    /// for cold paths and tests; the forwarding path loads a view per batch).
     pub fn resolve(&self, port: PortId, ip: Ipv4Addr, now_ms: u64) -> Resolution {
         self.load().resolve(port, ip, now_ms)
     }
 
-    /// [`Neighbours::peek`] on the current generation.
+    /// [`Neighbours::peek`] on the current generation (one load per call:
+    /// for cold paths and tests; the forwarding path loads a view per batch).
     pub fn peek(&self, port: PortId, ip: Ipv4Addr) -> Option<[u8; 6]> {
         self.load().peek(port, ip)
     }
 
-    /// [`Neighbours::learn`] on the current generation.
+    /// [`Neighbours::learn`] on the current generation (one load per call:
+    /// for cold paths and tests; the forwarding path loads a view per batch).
     pub fn learn(
         &self,
         port: PortId,
@@ -462,10 +468,10 @@ impl NeighbourTable {
     /// the table and allocates one generation; call it periodically from a
     /// thread that is not a worker.
     pub fn collect_garbage(&self, now_ms: u64) -> GcOutcome {
-        let _serialised = self
-            .compacting
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        // Free the replaced generations no worker holds any more (a view
+        // holds a counted reference: arc-swap pays its debt on the swap).
+        retired.retain(|g| Arc::strong_count(g) > 1);
         let old = self.current.load_full();
         let mut outcome = GcOutcome::default();
         let mut reclaimable = 0u64;
@@ -510,6 +516,7 @@ impl NeighbourTable {
         }
         self.current.store(Arc::new(fresh));
         self.generation.fetch_add(1, Ordering::Release);
+        retired.push(old);
         self.reclaimed
             .fetch_add(outcome.reclaimed, Ordering::Relaxed);
         self.compactions.fetch_add(1, Ordering::Relaxed);
@@ -996,6 +1003,13 @@ mod tests {
         assert!(batch.learn(0, A, MAC, 20_001, true));
         assert_eq!(batch.peek(0, A), Some(MAC));
         drop(batch);
+        // The collector still holds the replaced generation (freed by the
+        // next collection, not by the worker's drop).
+        let replaced = t.retired.lock().unwrap()[0].clone();
+        assert_eq!(Arc::strong_count(&replaced), 2);
+        drop(replaced);
+        assert!(!t.collect_garbage(20_001).compacted);
+        assert!(t.retired.lock().unwrap().is_empty());
         assert_eq!(t.peek(0, A), None, "lost with the old generation");
         assert_eq!(
             t.resolve(0, A, 20_002),
