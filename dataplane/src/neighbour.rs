@@ -1037,6 +1037,7 @@ mod tests {
         let t = Arc::new(gc_table(1_024, 2 * USE_TICK_MS, 0));
         let clock = Arc::new(AtomicU64::new(0));
         let done = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(AtomicU64::new(0));
         let statics: Vec<Ipv4Addr> = (0..8u32).map(|i| Ipv4Addr::from(0x0a07_0000 + i)).collect();
         for &ip in &statics {
             t.set_static(3, ip, mac_for(3, ip));
@@ -1048,10 +1049,11 @@ mod tests {
         }
         let workers: Vec<_> = (0..2u8)
             .map(|w| {
-                let (t, clock, done, statics) = (
+                let (t, clock, done, progress, statics) = (
                     Arc::clone(&t),
                     Arc::clone(&clock),
                     Arc::clone(&done),
+                    Arc::clone(&progress),
                     statics.clone(),
                 );
                 std::thread::spawn(move || {
@@ -1060,6 +1062,7 @@ mod tests {
                         if done.load(Ordering::Relaxed) {
                             break;
                         }
+                        progress.fetch_add(1, Ordering::Relaxed);
                         let now_ms = clock.load(Ordering::Relaxed);
                         // A window of addresses that moves with the clock:
                         // the ones left behind go idle.
@@ -1095,10 +1098,24 @@ mod tests {
             if t.collect_garbage(clock.load(Ordering::Relaxed)).compacted {
                 compactions += 1;
             }
-            std::thread::yield_now();
+            // Let the readers work on this generation before the next one
+            // (bounded: a descheduled reader does not stall the test).
+            let seen = progress.load(Ordering::Relaxed);
+            for _ in 0..100_000 {
+                if progress.load(Ordering::Relaxed) >= seen + 200
+                    || workers.iter().all(|w| w.is_finished())
+                {
+                    break;
+                }
+                std::thread::yield_now();
+            }
         }
         done.store(true, Ordering::Relaxed);
         let checked: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        eprintln!(
+            "DBG checked {checked} compactions {compactions} {:?}",
+            t.stats()
+        );
         assert!(checked > 0, "readers saw learned MACs");
         assert!(compactions > 0);
         assert_eq!(t.refused(), 0);
