@@ -1112,10 +1112,6 @@ mod tests {
         }
         done.store(true, Ordering::Relaxed);
         let checked: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
-        eprintln!(
-            "DBG checked {checked} compactions {compactions} {:?}",
-            t.stats()
-        );
         assert!(checked > 0, "readers saw learned MACs");
         assert!(compactions > 0);
         assert_eq!(t.refused(), 0);
