@@ -30,6 +30,11 @@
 //!   what the workers publish (counters, driver stats), what they answer
 //!   through their inspect mailboxes (flow listings, lookups; served once
 //!   per poll loop) and the snapshots the control thread publishes;
+//! * the neighbour table is shared by the workers and garbage-collected by
+//!   the control thread once every [`NEIGHBOUR_GC_INTERVAL_MS`] (entries
+//!   unused for `gc_stale_ms` are reclaimed by publishing a compacted
+//!   generation, see [`dataplane::neighbour`]), so pods coming and going
+//!   as next hops never fill it up;
 //! * snapshot build times and reload-to-live latency go to the
 //!   [`ControlPlaneMetrics`] handle other sources feed too
 //!   ([`Gateway::control_plane_metrics`]); the control thread logs drop
@@ -56,7 +61,7 @@ use crate::admin::{
 use crate::simulate::SimContext;
 use crate::source::kube::{KubeSource, KubeSourceError, KubeSourceParts, KubeSourceStats};
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
-use dataplane::clock::MonotonicClock;
+use dataplane::clock::{Clock, MonotonicClock};
 use dataplane::counters::ServiceCounters;
 use dataplane::counters::SharedCounters;
 use dataplane::driver::Driver;
@@ -98,6 +103,8 @@ const POLLS_PER_STATS_CHECK: u32 = 64;
 const ADAPTIVE_SPIN_POLLS: u32 = 1024;
 /// How long the control thread sleeps between looks at signals and workers.
 const CONTROL_TICK_MS: u64 = 50;
+/// How often the control thread collects the neighbour table's garbage.
+pub const NEIGHBOUR_GC_INTERVAL_MS: u64 = 1_000;
 /// How long a worker may take to open its sockets and allocate its tables.
 const WORKER_START_TIMEOUT_MS: u64 = 60_000;
 
@@ -483,6 +490,7 @@ struct StatsSource {
     /// `(name, interface)` per port.
     ports: Vec<(String, String)>,
     control: ControlPlaneMetrics,
+    neighbours: Arc<NeighbourTable>,
 }
 
 impl StatsSource {
@@ -546,6 +554,7 @@ impl StatsSource {
                     .collect::<Vec<_>>(),
             ),
             control_plane: self.control.report(),
+            neighbours: self.neighbours.stats().into(),
         }
     }
 
@@ -587,6 +596,13 @@ pub struct Gateway {
     /// What the admin endpoints report from (drop summaries read it too).
     stats: Option<Arc<StatsSource>>,
     drop_log: DropLog,
+    /// The workers' clock (the neighbour table's times are on it).
+    clock: MonotonicClock,
+    /// One neighbour table for all workers: whichever worker receives an
+    /// ARP reply teaches every other. Garbage-collected by the control
+    /// thread.
+    neighbours: Arc<NeighbourTable>,
+    last_neighbour_gc: Instant,
 }
 
 impl Gateway {
@@ -655,6 +671,9 @@ impl Gateway {
             control: control.clone(),
             stats: None,
             drop_log: DropLog::new(DEFAULT_DROP_LOG_INTERVAL_MS),
+            clock: MonotonicClock::new(),
+            neighbours: Arc::new(NeighbourTable::default()),
+            last_neighbour_gc: Instant::now(),
         };
         let cells = gateway.start_workers()?;
         let live = LiveAdmin::new(
@@ -676,6 +695,7 @@ impl Gateway {
                 .map(|p| (p.name.clone(), p.interface.clone()))
                 .collect(),
             control,
+            neighbours: Arc::clone(&gateway.neighbours),
         });
         gateway.stats = Some(Arc::clone(&source));
         let admin = {
@@ -731,10 +751,8 @@ impl Gateway {
             vec![None]
         };
         let driver = self.worker_driver()?;
-        let clock = MonotonicClock::new();
-        // One neighbour table for all workers: whichever worker receives an
-        // ARP reply teaches every other.
-        let neighbours = Arc::new(NeighbourTable::default());
+        let clock = self.clock.clone();
+        let neighbours = Arc::clone(&self.neighbours);
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), String>)>();
         let mut cells = Vec::with_capacity(workers);
         for w in 0..workers {
@@ -988,6 +1006,7 @@ impl Gateway {
             if let Some(stats) = &self.stats {
                 self.drop_log.tick(Instant::now(), || stats.totals());
             }
+            self.collect_neighbour_garbage();
             if self.kube.as_ref().is_some_and(KubeSource::is_finished) {
                 error!("the Kubernetes source stopped unexpectedly; stopping");
                 self.shutdown();
@@ -999,6 +1018,25 @@ impl Gateway {
                 return Err(GatewayError::WorkerDied { worker });
             }
             std::thread::sleep(Duration::from_millis(CONTROL_TICK_MS));
+        }
+    }
+
+    /// Reclaim neighbour entries unused for `gc_stale_ms`, at most once
+    /// every [`NEIGHBOUR_GC_INTERVAL_MS`].
+    fn collect_neighbour_garbage(&mut self) {
+        if self.last_neighbour_gc.elapsed() < Duration::from_millis(NEIGHBOUR_GC_INTERVAL_MS) {
+            return;
+        }
+        self.last_neighbour_gc = Instant::now();
+        let gc = self.neighbours.collect_garbage(self.clock.now_ms());
+        // Under steady churn this can be every second: counters (stats,
+        // /metrics) carry it, the log only at debug level.
+        if gc.compacted {
+            debug!(
+                entries = gc.entries,
+                reclaimed = gc.reclaimed,
+                "neighbour table compacted"
+            );
         }
     }
 

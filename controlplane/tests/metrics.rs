@@ -166,6 +166,24 @@ backends = [{{ address = "10.1.0.10", port = 8080, weight = 3 }}]
         text.contains(r#"portico_drops_total{reason="no_flow"} "#),
         "{text}"
     );
+    // The shared neighbour table: the static backend, and the client
+    // resolved by ARP.
+    assert_eq!(
+        sample(&text, "portico_neighbour_capacity"),
+        Some(16_384),
+        "{text}"
+    );
+    assert!(
+        sample(&text, "portico_neighbour_entries").is_some_and(|n| n >= 1),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "portico_neighbour_refusals_total"),
+        Some(0),
+        "{text}"
+    );
+    let report = stats(&socket).expect("stats");
+    assert_eq!(report["neighbours"]["statics"], 1, "{report}");
     assert!(
         text.ends_with("\n# EOF"),
         "the exposition ends with # EOF: {text}"

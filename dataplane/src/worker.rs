@@ -13,7 +13,10 @@
 //! and per-SNAT-address tables every 100 ms).
 //!
 //! When a new snapshot generation appears, the worker loads its static
-//! neighbours into the shared neighbour table, and worker 0 announces every
+//! neighbours into the shared neighbour table (again whenever the table
+//! publishes a new generation: a static entry set while a compaction copied
+//! the table may be missing from the copy, see [`crate::neighbour`]), and
+//! worker 0 announces every
 //! owned address it has not announced yet with a gratuitous ARP (RFC 5227
 //! §3 "ARP Announcement"), so VIPs move to this gateway at start and when
 //! they are added.
@@ -76,6 +79,8 @@ pub struct Worker<D: Driver, C: Clock> {
     held_spare: Vec<Held<D::Frame>>,
     /// Snapshot generation whose neighbours/announcements were applied.
     seen_generation: u64,
+    /// Neighbour table generation the static neighbours were applied to.
+    seen_neighbour_generation: u64,
     /// Owned addresses already announced with a gratuitous ARP, with their
     /// port (worker 0). A set: with thousands of VIPs, a list made every new
     /// generation quadratic.
@@ -133,6 +138,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             held: Vec::with_capacity(HELD_FRAMES),
             held_spare: Vec::with_capacity(HELD_FRAMES),
             seen_generation: u64::MAX,
+            seen_neighbour_generation: u64::MAX,
             announced: hashbrown::HashSet::new(),
             service_identity: Vec::new(),
             backend_identity: Vec::new(),
@@ -166,6 +172,8 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         let snap = self.snapshots.load();
         if snap.generation != self.seen_generation {
             self.on_new_snapshot(&snap);
+        } else if self.pipeline.neighbours.generation() != self.seen_neighbour_generation {
+            self.apply_static_neighbours(&snap);
         }
         drop(snap);
         let mut work = 0;
@@ -333,6 +341,10 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             return;
         }
         let snap = self.snapshots.load();
+        // One neighbour generation for the whole walk (an Arc clone, not a
+        // per-frame load).
+        let table = Arc::clone(&self.pipeline.neighbours);
+        let neighbours = table.load();
         // Walk last poll's list while new entries go to `held`; both Vecs
         // keep their capacity (moved, not reallocated).
         std::mem::swap(&mut self.held, &mut self.held_spare);
@@ -347,7 +359,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             let port_mac = snap.ports.get(port as usize).map(|p| p.mac);
             // Resolving again (not just peeking) re-sends the request once
             // per retrans period while packets wait, as Linux does.
-            let resolution = self.pipeline.neighbours.resolve(port, addr, now_ms);
+            let resolution = neighbours.resolve(port, addr, now_ms);
             let (mac, probe) = match resolution {
                 Resolution::Known { mac, probe } => (Some(mac), probe),
                 Resolution::Pending { probe } => (None, probe),
@@ -468,14 +480,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     fn on_new_snapshot(&mut self, snap: &Snapshot) {
         self.seen_generation = snap.generation;
         self.rebind_service_counters(snap);
-        for &(port, addr, mac) in &snap.static_neighbours {
-            self.pipeline.neighbours.set_static(port, addr, mac);
-        }
-        self.pipeline.neighbours.retain_static(|port, addr| {
-            snap.static_neighbours
-                .iter()
-                .any(|&(p, a, _)| p == port && a == addr)
-        });
+        self.apply_static_neighbours(snap);
         if self.pipeline.steering.worker != 0 {
             return;
         }
@@ -497,6 +502,23 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             }
         }
         self.flush_tx();
+    }
+
+    /// Make the neighbour table's static entries those of `snap`, in the
+    /// table's current generation. Cold path: on a new snapshot or a new
+    /// neighbour generation.
+    fn apply_static_neighbours(&mut self, snap: &Snapshot) {
+        // Read before applying: the entries go into this generation or a
+        // newer one, and a newer one is noticed next poll.
+        self.seen_neighbour_generation = self.pipeline.neighbours.generation();
+        for &(port, addr, mac) in &snap.static_neighbours {
+            self.pipeline.neighbours.set_static(port, addr, mac);
+        }
+        self.pipeline.neighbours.retain_static(|port, addr| {
+            snap.static_neighbours
+                .iter()
+                .any(|&(p, a, _)| p == port && a == addr)
+        });
     }
 
     /// Ids are reused after a service or backend is removed: zero the

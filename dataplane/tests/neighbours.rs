@@ -1,7 +1,9 @@
 //! ARP on the forwarding path: next hops without a known MAC are resolved
 //! with ARP requests while their packets wait in a bounded queue; replies
 //! are learned; unanswered resolution drops the waiting packets; owned
-//! addresses are announced with gratuitous ARP at start and when added.
+//! addresses are announced with gratuitous ARP at start and when added;
+//! compactions of the table (entries unused for `gc_stale_ms` reclaimed)
+//! do not disturb forwarding.
 
 mod common;
 
@@ -11,6 +13,7 @@ use dataplane::neighbour::{NeighbourConfig, NeighbourTable, Resolution};
 use dataplane::packet::{Verdict, tcp_flags as F};
 use dataplane::wire::{MacAddr, build};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 /// The fixture topology without a static neighbour for backend 5.
 fn gateway_without_neighbour_5() -> Gateway {
@@ -236,5 +239,102 @@ fn a_static_neighbour_removed_on_reload_is_learned_again() {
     assert_eq!(
         gw.worker.pipeline().neighbours.peek(INSIDE, be),
         Some(new_mac.0)
+    );
+}
+
+/// The fixture without the static neighbour of backend 5, on a table that
+/// reclaims entries unused for 10 s.
+fn gateway_collecting_neighbours() -> (Gateway, Arc<NeighbourTable>) {
+    let table = Arc::new(NeighbourTable::new(NeighbourConfig {
+        gc_stale_ms: 10_000,
+        gc_min_entries: 0,
+        ..NeighbourConfig::default()
+    }));
+    let mut s = spec(vec![web(&[5])]);
+    s.neighbours.retain(|n| n.addr != backend_ip(5));
+    let gw = Gateway::with_neighbours(s, pipeline_config(0, 1), Arc::clone(&table));
+    (gw, table)
+}
+
+#[test]
+fn forwarding_keeps_working_across_compactions_and_an_idle_next_hop_costs_one_re_arp() {
+    let (mut gw, table) = gateway_collecting_neighbours();
+    let be = backend_ip(5);
+    let reply = build::arp_reply(backend_mac(be), be, IN_MAC, SNAT);
+    assert_eq!(
+        gw.send(OUTSIDE, &syn(41_000)).0,
+        Verdict::AwaitNeighbour(INSIDE)
+    );
+    assert_eq!(gw.send(INSIDE, &reply).1.len(), 1, "the held SYN left");
+    // A next hop resolved once and never again: idle.
+    let idle = Ipv4Addr::new(10, 1, 0, 200);
+    table.resolve(INSIDE, idle, gw.clock_now());
+    // Backend 5 carries a new flow every second for 12 s (past gc_stale_ms),
+    // answering its re-probes, while the control thread collects.
+    let mut compacted = 0;
+    for i in 0..12u16 {
+        gw.clock.advance_ms(1_000);
+        let (v, out) = gw.send(OUTSIDE, &syn(41_001 + i));
+        assert_eq!(v, Verdict::Forward(INSIDE), "flow {i}");
+        if out.len() > 1 {
+            gw.send(INSIDE, &reply);
+        }
+        if table.collect_garbage(gw.clock_now()).compacted {
+            compacted += 1;
+        }
+    }
+    assert_eq!(compacted, 1, "the idle next hop was reclaimed");
+    assert_eq!(table.reclaimed(), 1);
+    assert_eq!(table.peek(INSIDE, idle), None);
+    assert_eq!(
+        table.peek(INSIDE, be),
+        Some(backend_mac(be).0),
+        "in use: kept"
+    );
+    assert_eq!(
+        table.peek(INSIDE, backend_ip(0)),
+        Some(backend_mac(backend_ip(0)).0),
+        "static: kept"
+    );
+    // Backend 5 goes quiet past gc_stale_ms and is reclaimed; the next
+    // packet for it costs exactly one ARP round trip.
+    gw.clock.advance_ms(12_000);
+    gw.worker.poll();
+    assert!(table.collect_garbage(gw.clock_now()).compacted);
+    assert_eq!(table.peek(INSIDE, be), None);
+    let requests = gw.counters().arp_requests_sent;
+    let (v, out) = gw.send(OUTSIDE, &syn(42_000));
+    assert_eq!(v, Verdict::AwaitNeighbour(INSIDE));
+    assert_eq!(out, vec![(INSIDE, arp_request_from(IN_MAC, SNAT, be))]);
+    let (_, out) = gw.send(INSIDE, &reply);
+    assert_eq!(out.len(), 1, "the held SYN left after the reply");
+    assert_eq!(gw.counters().arp_requests_sent, requests + 1);
+    assert_eq!(gw.send(OUTSIDE, &syn(42_001)).0, Verdict::Forward(INSIDE));
+    assert_eq!(table.refused(), 0);
+}
+
+/// A static entry missing from a new generation (set in the old one after
+/// the compaction copied it: emulated here by demoting every static first)
+/// is restored by the worker at its next poll.
+#[test]
+fn workers_restore_static_neighbours_into_a_new_generation() {
+    let (mut gw, table) = gateway_collecting_neighbours();
+    assert_eq!(table.stats().statics, 19);
+    table.retain_static(|_, _| false);
+    table.resolve(INSIDE, Ipv4Addr::new(10, 1, 0, 200), 0);
+    gw.clock.advance_ms(20_000);
+    let generation = table.generation();
+    assert!(table.collect_garbage(gw.clock_now()).compacted);
+    assert_eq!(table.generation(), generation + 1);
+    assert_eq!(table.stats().statics, 0);
+    gw.worker.poll();
+    assert_eq!(table.stats().statics, 19, "re-applied from the snapshot");
+    let b0 = backend_ip(0);
+    assert_eq!(
+        table.resolve(INSIDE, b0, gw.clock_now()),
+        Resolution::Known {
+            mac: backend_mac(b0).0,
+            probe: false
+        }
     );
 }

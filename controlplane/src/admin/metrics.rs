@@ -307,6 +307,42 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         r.register(name, help, c);
     }
 
+    // Neighbour (ARP) table.
+    let n = &report.neighbours;
+    gauge(
+        &mut r,
+        "neighbour_entries",
+        "Next hops in the neighbour table now",
+        n.entries,
+    );
+    gauge(
+        &mut r,
+        "neighbour_capacity",
+        "Next hops the neighbour table can hold",
+        n.capacity,
+    );
+    for (name, help, value) in [
+        (
+            "neighbour_refusals",
+            "New next hops refused because the neighbour table was full",
+            n.refused,
+        ),
+        (
+            "neighbour_reclaimed",
+            "Neighbour entries removed after going unused for gc_stale_ms",
+            n.reclaimed,
+        ),
+        (
+            "neighbour_compactions",
+            "Compactions of the neighbour table that reclaimed entries",
+            n.compactions,
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(value);
+        r.register(name, help, c);
+    }
+
     // SNAT per address.
     let snat_in_use = gauges(
         &mut r,
@@ -625,6 +661,14 @@ mod tests {
                 m.set_pool_usage("default", 2, 16);
                 m.report()
             },
+            neighbours: crate::admin::NeighbourReport {
+                capacity: 16_384,
+                entries: 25,
+                statics: 20,
+                refused: 2,
+                reclaimed: 700,
+                compactions: 9,
+            },
         }
     }
 
@@ -725,6 +769,11 @@ mod tests {
             ("portico_backend_bytes", "counter"),
             ("portico_snapshot_generation", "gauge"),
             ("portico_snapshot_age_seconds", "gauge"),
+            ("portico_neighbour_entries", "gauge"),
+            ("portico_neighbour_capacity", "gauge"),
+            ("portico_neighbour_refusals", "counter"),
+            ("portico_neighbour_reclaimed", "counter"),
+            ("portico_neighbour_compactions", "counter"),
         ] {
             assert_eq!(
                 types.get(family).map(String::as_str),
@@ -805,6 +854,20 @@ mod tests {
 
         assert_eq!(value(&samples, "portico_snapshot_generation", &[]), 4.0);
         assert_eq!(value(&samples, "portico_snapshot_age_seconds", &[]), 2.5);
+        assert_eq!(value(&samples, "portico_neighbour_entries", &[]), 25.0);
+        assert_eq!(value(&samples, "portico_neighbour_capacity", &[]), 16_384.0);
+        assert_eq!(
+            value(&samples, "portico_neighbour_refusals_total", &[]),
+            2.0
+        );
+        assert_eq!(
+            value(&samples, "portico_neighbour_reclaimed_total", &[]),
+            700.0
+        );
+        assert_eq!(
+            value(&samples, "portico_neighbour_compactions_total", &[]),
+            9.0
+        );
 
         // Conntrack by protocol and state, and its counters.
         let tcp = |state: &'static str| [("protocol", "tcp"), ("state", state)];

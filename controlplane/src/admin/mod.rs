@@ -73,6 +73,40 @@ pub struct StatsReport {
     /// The control plane's own measurements.
     #[serde(default)]
     pub control_plane: ControlPlaneReport,
+    /// The shared neighbour (ARP) table.
+    #[serde(default)]
+    pub neighbours: NeighbourReport,
+}
+
+/// The neighbour table shared by the workers
+/// ([`dataplane::neighbour::NeighbourStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighbourReport {
+    /// Slots: next hops the table can hold.
+    pub capacity: u64,
+    /// Next hops in the table now.
+    pub entries: u64,
+    /// Of which configured (static).
+    pub statics: u64,
+    /// New next hops refused because the table was full.
+    pub refused: u64,
+    /// Entries removed because they were unused for `gc_stale_ms`.
+    pub reclaimed: u64,
+    /// Compactions that reclaimed entries.
+    pub compactions: u64,
+}
+
+impl From<dataplane::neighbour::NeighbourStats> for NeighbourReport {
+    fn from(s: dataplane::neighbour::NeighbourStats) -> Self {
+        NeighbourReport {
+            capacity: s.capacity,
+            entries: s.entries,
+            statics: s.statics,
+            refused: s.refused,
+            reclaimed: s.reclaimed,
+            compactions: s.compactions,
+        }
+    }
 }
 
 /// One SNAT address, summed over the workers' allocators.
@@ -752,6 +786,12 @@ impl fmt::Display for StatsReport {
             "  arp: learned {}, requests {}, gratuitous {}, held packets sent {}",
             t.arp_learned, t.arp_requests_sent, t.garp_sent, t.neighbour_held_sent
         )?;
+        let n = &self.neighbours;
+        writeln!(
+            f,
+            "  neighbours: {} of {} ({} static), refused {}, reclaimed {} in {} compactions",
+            n.entries, n.capacity, n.statics, n.refused, n.reclaimed, n.compactions
+        )?;
         let states: Vec<String> = t
             .flows_by_state
             .iter()
@@ -931,6 +971,14 @@ mod tests {
             }],
             snat: Vec::new(),
             control_plane: ControlPlaneReport::default(),
+            neighbours: NeighbourReport {
+                capacity: 16_384,
+                entries: 21,
+                statics: 20,
+                refused: 3,
+                reclaimed: 1_234,
+                compactions: 5,
+            },
         };
         let json = serde_json::to_string(&report).expect("serializes");
         let value: serde_json::Value = serde_json::from_str(&json).expect("json");
@@ -944,6 +992,13 @@ mod tests {
         assert!(text.contains("not_owned"), "{text}");
         assert!(text.contains("outside"), "{text}");
         assert!(text.contains("1m05s"), "{text}");
+        assert!(
+            text.contains(
+                "neighbours: 21 of 16384 (20 static), refused 3, reclaimed 1234 in 5 compactions"
+            ),
+            "{text}"
+        );
+        assert_eq!(value["neighbours"]["reclaimed"], 1_234);
         assert!(
             text.contains("web (tcp)") && text.contains("10.1.0.10:8080 ready"),
             "{text}"

@@ -322,6 +322,7 @@ mod tests {
             services: Vec::new(),
             snat: Vec::new(),
             control_plane: Default::default(),
+            neighbours: Default::default(),
         }
     }
 

@@ -6,7 +6,7 @@
 
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
-use crate::neighbour::NeighbourTable;
+use crate::neighbour::Neighbours;
 use crate::packet::{PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
 use crate::wire::{MacAddr, arp, checksum, ethernet, icmp, ipv4};
@@ -22,7 +22,7 @@ pub fn run<F: Frame>(
     frames: &mut [F],
     metas: &mut [PacketMeta],
     counters: &mut Counters,
-    neighbours: &NeighbourTable,
+    neighbours: &Neighbours<'_>,
     now_ms: u64,
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
@@ -52,7 +52,7 @@ fn answer_arp(
     snap: &Snapshot,
     frame: &mut [u8],
     meta: &mut PacketMeta,
-    neighbours: &NeighbourTable,
+    neighbours: &Neighbours<'_>,
     now_ms: u64,
 ) -> bool {
     let Some(port) = snap.ports.get(meta.in_port as usize) else {

@@ -22,7 +22,7 @@ use crate::conntrack::{Conntrack, ConntrackConfig, ConntrackError, Dir, FlowId};
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
 use crate::flow::FlowKey;
-use crate::neighbour::{NeighbourTable, Resolution};
+use crate::neighbour::{NeighbourTable, Neighbours, Resolution};
 use crate::packet::{PacketKind, PacketMeta, PortId, Verdict, WorkerId};
 use crate::snapshot::{BackendId, ServiceId, Snapshot};
 use crate::snat::{SnatAllocator, SnatConfig, SnatError};
@@ -113,7 +113,8 @@ impl FlowSlot {
 /// Neighbour resolution state the NAT and ICMP-error stages share.
 #[derive(Debug)]
 pub struct NeighbourCtx<'a> {
-    pub table: &'a NeighbourTable,
+    /// The table's generation loaded for this batch.
+    pub table: &'a Neighbours<'a>,
     pub now_ms: u64,
     /// ARP requests to send: `(port, address)`; bounded by its capacity.
     pub arp_requests: &'a mut Vec<(PortId, Ipv4Addr)>,
@@ -303,12 +304,14 @@ impl Pipeline {
             self.counters.rx_packets += n as u64;
             self.counters.rx_bytes += frames.iter().map(|f| f.data().len() as u64).sum::<u64>();
         }
+        // One generation of the neighbour table for the whole batch.
+        let neighbour_view = self.neighbours.load();
         local::run(
             snap,
             frames,
             metas,
             &mut self.counters,
-            &self.neighbours,
+            &neighbour_view,
             now_ms,
         );
         if may_hand_off && self.steering.workers > 1 {
@@ -335,7 +338,7 @@ impl Pipeline {
         };
         flow::run(&mut ctx, snap, frames, metas, flows);
         let neighbours = NeighbourCtx {
-            table: &self.neighbours,
+            table: &neighbour_view,
             now_ms,
             arp_requests: &mut self.arp_requests,
             await_addr: &mut self.await_addr[..n],

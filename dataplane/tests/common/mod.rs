@@ -147,6 +147,20 @@ impl Gateway {
     }
 
     pub fn with_spec(spec: SnapshotSpec, pipeline: PipelineConfig) -> Self {
+        Self::with_neighbours(
+            spec,
+            pipeline,
+            Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default())),
+        )
+    }
+
+    /// A gateway whose worker uses `neighbours` (the test keeps a handle to
+    /// collect its garbage).
+    pub fn with_neighbours(
+        spec: SnapshotSpec,
+        pipeline: PipelineConfig,
+        neighbours: Arc<dataplane::neighbour::NeighbourTable>,
+    ) -> Self {
         let mut builder = SnapshotBuilder::new();
         let snapshot = builder.build(&spec).expect("valid fixture spec");
         let publisher = Publisher::new(snapshot);
@@ -163,7 +177,7 @@ impl Gateway {
             publisher.reader(),
             Arc::clone(&shared),
             None,
-            Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default())),
+            neighbours,
         )
         .expect("valid pipeline config");
         let mut gw = Gateway {
