@@ -75,7 +75,7 @@ use dataplane::driver::afxdp::{
 };
 use dataplane::handoff::{HandoffMesh, WorkerHandoff};
 use dataplane::inspect::{InspectClient, InspectServer};
-use dataplane::neighbour::NeighbourTable;
+use dataplane::neighbour::{NeighbourConfig, NeighbourTable};
 use dataplane::snapshot::{BuildError, Publisher, SnapshotBuilder, SnapshotReader};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use nic_config::{
@@ -253,6 +253,11 @@ pub fn restart_required(old: &Plan, new: &Plan) -> Vec<String> {
         "dataplane.afxdp",
         format!("{:?}", a.afxdp),
         format!("{:?}", b.afxdp),
+    );
+    check(
+        "dataplane.neighbour_table",
+        format!("{:?}", a.neighbour_table),
+        format!("{:?}", b.neighbour_table),
     );
     if old.ports.len() != new.ports.len() {
         check(
@@ -652,6 +657,7 @@ impl Gateway {
         let published_at_ms = Arc::new(AtomicU64::new(0));
 
         let stop = Arc::new(AtomicBool::new(false));
+        let plan_neighbour_table = plan.dataplane.neighbour_table;
         let mut gateway = Gateway {
             plan,
             config_path: config_path.to_path_buf(),
@@ -672,7 +678,7 @@ impl Gateway {
             stats: None,
             drop_log: DropLog::new(DEFAULT_DROP_LOG_INTERVAL_MS),
             clock: MonotonicClock::new(),
-            neighbours: Arc::new(NeighbourTable::default()),
+            neighbours: Arc::new(NeighbourTable::new(neighbour_config(&plan_neighbour_table))),
             last_neighbour_gc: Instant::now(),
         };
         let cells = gateway.start_workers()?;
@@ -1222,6 +1228,19 @@ impl WorkerDriver {
                 worker,
             },
         }
+    }
+}
+
+/// The dataplane's neighbour table settings from `[dataplane.neighbour_table]`.
+fn neighbour_config(n: &nic_config::NeighbourTablePlan) -> NeighbourConfig {
+    NeighbourConfig {
+        capacity: n.capacity,
+        reachable_ms: n.reachable_ms,
+        retrans_ms: n.retrans_ms,
+        max_probes: n.max_probes,
+        failed_hold_ms: n.failed_hold_ms,
+        gc_stale_ms: n.gc_stale_ms,
+        gc_min_entries: n.gc_min_entries,
     }
 }
 

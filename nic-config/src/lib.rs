@@ -50,13 +50,13 @@ pub use addr::{Ipv4Prefix, Ipv4Range, MacAddr, is_buggy_ip};
 pub use plan::{
     AddressPoolPlan, AddressRole, AfxdpPlan, BackendPlan, ConntrackPlan, DataplanePlan,
     DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan, ListenerKind, ListenerPlan,
-    NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan,
-    TimeoutsMs,
+    NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan,
+    ServicePlan, SnatPlan, TimeoutsMs,
 };
 pub use schema::{
     AddressPoolSection, AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition,
-    IdlePolicy, KubernetesSection, PortRole, Protocol, SessionAffinity, XdpModeSetting,
-    ZeroCopySetting,
+    IdlePolicy, KubernetesSection, NeighbourTableSection, PortRole, Protocol, SessionAffinity,
+    XdpModeSetting, ZeroCopySetting,
 };
 pub use validate::validate;
 

@@ -163,6 +163,22 @@ pub struct DataplanePlan {
     /// ClientIP affinity entries per worker.
     pub affinity_capacity: u32,
     pub afxdp: AfxdpPlan,
+    pub neighbour_table: NeighbourTablePlan,
+}
+
+/// The ARP table's size and timers (`[dataplane.neighbour_table]`),
+/// validated; the same fields as the dataplane's `NeighbourConfig`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeighbourTablePlan {
+    /// A power of two, `16..=2^22`.
+    pub capacity: u32,
+    pub reachable_ms: u64,
+    pub retrans_ms: u64,
+    pub max_probes: u32,
+    pub failed_hold_ms: u64,
+    pub gc_stale_ms: u64,
+    /// At most `capacity`.
+    pub gc_min_entries: u32,
 }
 
 /// The AF_XDP driver's settings (`[dataplane.afxdp]`), validated.

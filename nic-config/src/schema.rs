@@ -231,6 +231,9 @@ pub struct DataplaneSection {
     /// with `driver = "afxdp"`).
     #[serde(default)]
     pub afxdp: AfxdpSection,
+    /// `[dataplane.neighbour_table]`: the ARP table's size and timers.
+    #[serde(default)]
+    pub neighbour_table: NeighbourTableSection,
 }
 
 impl Default for DataplaneSection {
@@ -245,8 +248,81 @@ impl Default for DataplaneSection {
             snat: SnatSection::default(),
             affinity: AffinitySection::default(),
             afxdp: AfxdpSection::default(),
+            neighbour_table: NeighbourTableSection::default(),
         }
     }
+}
+
+/// `[dataplane.neighbour_table]`: the ARP table shared by the workers (next
+/// hops and on-link backends). Static entries are `[[neighbour]]`. The
+/// defaults are Linux's (`base_reachable_time_ms`, `retrans_time_ms`,
+/// `mcast_solicit`, `gc_stale_time`, `gc_thresh1`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighbourTableSection {
+    /// Entries over all ports, `16..=4194304`, rounded up to a power of
+    /// two. Default 16384.
+    #[serde(default = "default_neighbour_capacity")]
+    pub capacity: u64,
+    /// How long a confirmed MAC is used before it is re-probed,
+    /// `1000..=86400000`. Default 30000.
+    #[serde(default = "default_reachable_ms")]
+    pub reachable_ms: u64,
+    /// Least time between two ARP requests for one address, `10..=60000`.
+    /// Default 1000.
+    #[serde(default = "default_retrans_ms")]
+    pub retrans_ms: u64,
+    /// Unanswered requests before an entry fails, `1..=100`. Default 3.
+    #[serde(default = "default_max_probes")]
+    pub max_probes: u64,
+    /// How long a failed entry drops packets before probing again,
+    /// `0..=3600000`. Default 5000.
+    #[serde(default = "default_failed_hold_ms")]
+    pub failed_hold_ms: u64,
+    /// How long an entry may go unused before it is reclaimed,
+    /// `1000..=86400000`. Default 60000.
+    #[serde(default = "default_gc_stale_ms")]
+    pub gc_stale_ms: u64,
+    /// Nothing is reclaimed while fewer entries are in use, at most
+    /// `capacity`. Default 4096.
+    #[serde(default = "default_gc_min_entries")]
+    pub gc_min_entries: u64,
+}
+
+impl Default for NeighbourTableSection {
+    fn default() -> Self {
+        NeighbourTableSection {
+            capacity: default_neighbour_capacity(),
+            reachable_ms: default_reachable_ms(),
+            retrans_ms: default_retrans_ms(),
+            max_probes: default_max_probes(),
+            failed_hold_ms: default_failed_hold_ms(),
+            gc_stale_ms: default_gc_stale_ms(),
+            gc_min_entries: default_gc_min_entries(),
+        }
+    }
+}
+
+fn default_neighbour_capacity() -> u64 {
+    16_384
+}
+fn default_reachable_ms() -> u64 {
+    30_000
+}
+fn default_retrans_ms() -> u64 {
+    1_000
+}
+fn default_max_probes() -> u64 {
+    3
+}
+fn default_failed_hold_ms() -> u64 {
+    5_000
+}
+fn default_gc_stale_ms() -> u64 {
+    60_000
+}
+fn default_gc_min_entries() -> u64 {
+    4_096
 }
 
 /// `[dataplane.conntrack]`: the per-worker flow table.

@@ -14,13 +14,13 @@ use crate::addr::{Ipv4Prefix, Ipv4Range, MacAddr, is_host_address};
 use crate::plan::{
     AddressPoolPlan, AddressRole, AfxdpPlan, BackendPlan, ConntrackPlan, DataplanePlan,
     DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan, ListenerKind, ListenerPlan,
-    NeighbourPlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan,
-    TimeoutsMs,
+    NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan,
+    ServicePlan, SnatPlan, TimeoutsMs,
 };
 use crate::schema::{
     AddressPoolSection, AfxdpSection, ConfigFile, DEFAULT_AFFINITY_TIMEOUT_S, DriverKind,
-    KubernetesSection, PortRole, Protocol, SessionAffinity, TimeoutsSection, XdpModeSetting,
-    ZeroCopySetting,
+    KubernetesSection, NeighbourTableSection, PortRole, Protocol, SessionAffinity, TimeoutsSection,
+    XdpModeSetting, ZeroCopySetting,
 };
 use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -918,6 +918,7 @@ impl Validator {
             .filter(|p| p.driver == DriverKind::Afxdp)
             .count() as u64;
         let afxdp = self.afxdp(&dp.afxdp, afxdp_ports);
+        let neighbour_table = self.neighbour_table(&dp.neighbour_table);
         // --- kubernetes and address pools
         let kubernetes = file.kubernetes.as_ref().map(|k| self.kubernetes(k));
         let mut taken: Vec<(Ipv4Addr, String)> = owners
@@ -966,6 +967,7 @@ impl Validator {
                     .and_then(|c| u32::try_from(c).ok())
                     .unwrap_or(0),
                 afxdp,
+                neighbour_table,
             },
             ports,
             vip_port,
@@ -1261,6 +1263,44 @@ impl Validator {
             tx_ring_size: tx,
             need_wakeup: a.need_wakeup,
             shared_umem: a.shared_umem,
+        }
+    }
+
+    /// `[dataplane.neighbour_table]`.
+    fn neighbour_table(&mut self, n: &NeighbourTableSection) -> NeighbourTablePlan {
+        let mut field = |key: &str, value: u64, range: RangeInclusive<u64>| {
+            self.ranged(&format!("dataplane.neighbour_table.{key}"), value, range)
+        };
+        let capacity = field("capacity", n.capacity, 16..=1 << 22).map(u64::next_power_of_two);
+        let reachable_ms = field("reachable_ms", n.reachable_ms, 1_000..=86_400_000);
+        let retrans_ms = field("retrans_ms", n.retrans_ms, 10..=60_000);
+        let max_probes = field("max_probes", n.max_probes, 1..=100);
+        let failed_hold_ms = field("failed_hold_ms", n.failed_hold_ms, 0..=3_600_000);
+        let gc_stale_ms = field("gc_stale_ms", n.gc_stale_ms, 1_000..=86_400_000);
+        let gc_min_entries = match capacity {
+            Some(c) if n.gc_min_entries > c => {
+                self.problem(
+                    "dataplane.neighbour_table.gc_min_entries",
+                    format!(
+                        "{} is more than the {c} entries of the table (capacity, rounded up to \
+                         a power of two)",
+                        n.gc_min_entries
+                    ),
+                );
+                None
+            }
+            _ => Some(n.gc_min_entries),
+        };
+        // Every value below is range-checked, so each fits its type.
+        let narrow = |v: Option<u64>| v.and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
+        NeighbourTablePlan {
+            capacity: narrow(capacity),
+            reachable_ms: reachable_ms.unwrap_or(0),
+            retrans_ms: retrans_ms.unwrap_or(0),
+            max_probes: narrow(max_probes),
+            failed_hold_ms: failed_hold_ms.unwrap_or(0),
+            gc_stale_ms: gc_stale_ms.unwrap_or(0),
+            gc_min_entries: narrow(gc_min_entries),
         }
     }
 

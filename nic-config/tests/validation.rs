@@ -320,6 +320,38 @@ const CASES: &[Case] = &[
     case(
         &[(
             "[dataplane.affinity]",
+            "[dataplane.neighbour_table]\ncapacity = 8\n[dataplane.affinity]",
+        )],
+        "dataplane.neighbour_table.capacity",
+        "8 is out of range 16..=4194304",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.neighbour_table]\ngc_stale_ms = 10\n[dataplane.affinity]",
+        )],
+        "dataplane.neighbour_table.gc_stale_ms",
+        "10 is out of range 1000..=86400000",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.neighbour_table]\nmax_probes = 0\n[dataplane.affinity]",
+        )],
+        "dataplane.neighbour_table.max_probes",
+        "0 is out of range 1..=100",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.neighbour_table]\ncapacity = 1000\ngc_min_entries = 1025\n[dataplane.affinity]",
+        )],
+        "dataplane.neighbour_table.gc_min_entries",
+        "1025 is more than the 1024 entries of the table",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
             "[dataplane.afxdp]\nframe_size = 3000\n[dataplane.affinity]",
         )],
         "dataplane.afxdp.frame_size",
@@ -1036,6 +1068,16 @@ fn defaults_fill_everything_left_out() {
     assert_eq!(d.snat.quarantine_ms, 60_000);
     assert!(d.snat.addresses.is_empty());
     assert_eq!(d.affinity_capacity, 65_536);
+    // Linux's neighbour defaults.
+    let n = d.neighbour_table;
+    assert_eq!(
+        (n.capacity, n.reachable_ms, n.retrans_ms, n.max_probes),
+        (16_384, 30_000, 1_000, 3)
+    );
+    assert_eq!(
+        (n.failed_hold_ms, n.gc_stale_ms, n.gc_min_entries),
+        (5_000, 60_000, 4_096)
+    );
     assert_eq!((plan.ports[0].mac, plan.ports[0].mtu), (None, None));
     assert!(plan.routes.is_empty() && plan.services.is_empty());
 }
@@ -1319,4 +1361,18 @@ proptest! {
             prop_assert_eq!(got[0].path.as_str(), "dataplane.snat.port_range");
         }
     }
+}
+
+#[test]
+fn neighbour_table_capacity_rounds_up_to_a_power_of_two() {
+    let plan = parse(
+        "[dataplane.neighbour_table]\ncapacity = 1000\ngc_min_entries = 1024\ngc_stale_ms = 5000\n\
+         [[port]]\nname = \"lan\"\ndriver = \"afpacket\"\ninterface = \"eth0\"\nrole = \"both\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let n = plan.dataplane.neighbour_table;
+    assert_eq!(
+        (n.capacity, n.gc_min_entries, n.gc_stale_ms),
+        (1024, 1024, 5_000)
+    );
 }
