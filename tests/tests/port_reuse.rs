@@ -25,6 +25,22 @@ fn without_snat_a_client_port_reused_for_another_service_is_served() {
         ..ServiceOptions::all(&t)
     };
     let gw = gateway(&t, &options);
+    // Whichever side closes first holds TIME_WAIT; when it is the client,
+    // its kernel refuses to bind port 40000 again (EADDRINUSE) and the
+    // second request never leaves. The client namespace keeps no TIME_WAIT
+    // sockets, so the port is reused whoever closed first (the gateway still
+    // sees a reused tuple: that is what is tested).
+    let out = t
+        .client_exec(
+            "sh",
+            &["-c", "echo 0 > /proc/sys/net/ipv4/tcp_max_tw_buckets"],
+        )
+        .expect("sh runs");
+    assert!(
+        out.status.success(),
+        "no TIME_WAIT in the client namespace: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for url in [
         format!("http://{VIP}/"),
         format!("http://{NODE_ADDR}:{NODE_PORT}/"),
