@@ -7,10 +7,12 @@
 //! [`Request`] line; the server answers with one JSON document (a
 //! [`StatsReport`], a [`FlowsReport`], a [`LiveOutcome`] or
 //! `{"error": …}`) and a newline, and closes the connection. A client that
-//! sends nothing gets the [`StatsReport`]. Reads and writes are bounded by
-//! timeouts and the request by a size limit, so a client cannot stall the
-//! server for long. The API is read-only: nothing a client sends changes the
-//! gateway.
+//! sends nothing gets the [`StatsReport`]. Up to [`DEFAULT_MAX_CONNECTIONS`]
+//! clients are served at once, each on its own thread (one more is told the
+//! socket is busy); reads and writes are bounded by deadlines and the
+//! request by a size limit, so no client holds a slot for long and a slow
+//! one never delays the others ([`AdminServer`]). The API is read-only: nothing a
+//! client sends changes the gateway.
 //!
 //! Invariants:
 //! * the report is assembled from the workers' published copies of their
