@@ -1,9 +1,14 @@
 //! Snapshot build: 10k services × 10 endpoints from scratch (one thread and
 //! two), and one endpoint change at that size through the incremental
-//! `update` and through a full `build` of the changed spec.
+//! `update` and through a full `build` of the changed spec; and the admin
+//! API's per-service report of such a snapshot (what every `portico stats`
+//! and /metrics scrape builds), indexed against the scan it replaced.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use dataplane::counters::ServiceCounters;
 use dataplane::snapshot::{ServiceChanges, SnapshotBuilder};
+use portico::admin::service_reports;
+use portico_bench::report_scan::service_reports_by_scan;
 use portico_bench::{cluster_service_changed, cluster_spec};
 use std::hint::black_box;
 
@@ -54,5 +59,25 @@ fn bench_snapshot(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_snapshot);
+fn bench_service_reports(c: &mut Criterion) {
+    let mut g = c.benchmark_group("service_reports_10k_services_x10");
+    g.sample_size(10);
+    let snap = SnapshotBuilder::new()
+        .build(&cluster_spec(10_000, 10, 16381))
+        .expect("valid");
+    let counted = ServiceCounters {
+        service_packets: vec![7; snap.services.len()],
+        backend_packets: vec![3; snap.backends.len()],
+        ..ServiceCounters::default()
+    };
+    g.bench_function("indexed", |b| {
+        b.iter(|| black_box(service_reports(&snap, &counted)))
+    });
+    g.bench_function("scan_before", |b| {
+        b.iter(|| black_box(service_reports_by_scan(&snap, &counted)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_snapshot, bench_service_reports);
 criterion_main!(benches);

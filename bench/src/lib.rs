@@ -328,3 +328,4 @@ pub fn backend_frame(reply: &FlowKey, flags: u8) -> Vec<u8> {
 }
 pub mod compare;
 pub mod pktgen;
+pub mod report_scan;

@@ -502,3 +502,111 @@ fn admin_commands_fail_with_one_line_when_the_gateway_is_missing_or_forbidden() 
         assert!(stderr.contains("permission denied"), "{args:?}: {stderr}");
     }
 }
+
+/// A connection that sent half a request and holds its admin slot until
+/// the server's request deadline.
+fn half_request(socket: &Path) -> std::os::unix::net::UnixStream {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::connect(socket).expect("admin socket connects");
+    s.write_all(b"{\"request\":").expect("writes");
+    s
+}
+
+#[test]
+fn the_admin_socket_serves_clients_concurrently_and_says_when_it_is_busy() {
+    use std::io::Read;
+    let Some(t) = topology(
+        "operate::the_admin_socket_serves_clients_concurrently_and_says_when_it_is_busy",
+        3,
+    ) else {
+        return;
+    };
+    let gw = gateway(&t, &ServiceOptions::all(&t));
+    let socket = socket_arg(&gw.socket);
+
+    // Clients that connect and say nothing do not hold up the others, and
+    // are answered with the stats themselves.
+    const SILENT: usize = 2;
+    let mut silent: Vec<_> = (0..SILENT)
+        .map(|_| std::os::unix::net::UnixStream::connect(&gw.socket).expect("connects"))
+        .collect();
+    // Concurrent requests of every kind, as many as the free slots, all
+    // get their own, correct answer.
+    let no_listener = format!("tcp {CLIENT_ADDR}:45999 -> {VIP}:81");
+    let rounds = (portico::admin::DEFAULT_MAX_CONNECTIONS - SILENT) / 3;
+    assert!(rounds >= 1);
+    let commands: Vec<Vec<&str>> = (0..rounds)
+        .flat_map(|_| {
+            [
+                vec!["stats", "--json", "--admin-socket", socket],
+                vec!["flows", "--json", "--admin-socket", socket],
+                vec!["simulate", "--live", &no_listener, "--admin-socket", socket],
+            ]
+        })
+        .collect();
+    let outputs: Vec<(Vec<&str>, Output)> = std::thread::scope(|scope| {
+        let runs: Vec<_> = commands
+            .iter()
+            .map(|args| scope.spawn(move || (args.clone(), portico(args))))
+            .collect();
+        runs.into_iter()
+            .map(|r| r.join().expect("client thread"))
+            .collect()
+    });
+    for (args, out) in &outputs {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?}: {stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        match args.first().copied() {
+            Some("stats") => {
+                let v: Value = serde_json::from_str(&stdout).expect("stats json");
+                assert!(web(&v)["backends"].as_array().is_some_and(|b| b.len() == 3));
+            }
+            Some("flows") => {
+                let v: Value = serde_json::from_str(&stdout).expect("flows json");
+                assert_eq!(v["generation"], 1, "{v}");
+            }
+            _ => assert!(stdout.contains("drop: no_listener"), "{args:?}: {stdout}"),
+        }
+    }
+    for s in &mut silent {
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).expect("answered and closed");
+        let v: Value = serde_json::from_str(&raw).expect("a silent client gets the stats");
+        assert_eq!(v["pid"], stats(&gw)["pid"]);
+    }
+
+    // Every slot held by a half-sent request: the next client is told so in
+    // one line, at once. The half requests give their slots up after the
+    // server's request deadline (2 s); a machine too slow to run `portico
+    // stats` within it gets another round.
+    let mut busy_seen = None;
+    for _ in 0..3 {
+        let held: Vec<_> = (0..portico::admin::DEFAULT_MAX_CONNECTIONS)
+            .map(|_| half_request(&gw.socket))
+            .collect();
+        let out = portico(&["stats", "--admin-socket", socket]);
+        drop(held);
+        if !out.status.success() {
+            busy_seen = Some(out);
+            break;
+        }
+    }
+    let out = busy_seen.expect("the admin socket was never busy with every slot held");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("admin socket busy"), "{stderr}");
+    // The slots come back: stats are answered again.
+    let ok = wait_until(Duration::from_secs(10), || {
+        portico(&["stats", "--json", "--admin-socket", socket])
+            .status
+            .success()
+    });
+    assert!(ok, "the admin socket never recovered from the held slots");
+}

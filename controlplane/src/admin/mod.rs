@@ -7,10 +7,12 @@
 //! [`Request`] line; the server answers with one JSON document (a
 //! [`StatsReport`], a [`FlowsReport`], a [`LiveOutcome`] or
 //! `{"error": …}`) and a newline, and closes the connection. A client that
-//! sends nothing gets the [`StatsReport`]. Reads and writes are bounded by
-//! timeouts and the request by a size limit, so a client cannot stall the
-//! server for long. The API is read-only: nothing a client sends changes the
-//! gateway.
+//! sends nothing gets the [`StatsReport`]. Up to [`DEFAULT_MAX_CONNECTIONS`]
+//! clients are served at once, each on its own thread (one more is told the
+//! socket is busy); reads and writes are bounded by deadlines and the
+//! request by a size limit, so no client holds a slot for long and a slow
+//! one never delays the others ([`AdminServer`]). The API is read-only: nothing a
+//! client sends changes the gateway.
 //!
 //! Invariants:
 //! * the report is assembled from the workers' published copies of their
@@ -41,7 +43,10 @@ pub use drop_log::{DEFAULT_DROP_LOG_INTERVAL_MS, DropLog};
 pub use live::{LiveAdmin, LiveOutcome};
 pub use metrics::{CONTENT_TYPE, DEFAULT_METRICS_ADDR, MetricsError, MetricsServer, encode_report};
 pub use protocol::{DEFAULT_FLOW_LIMIT, FlowRow, FlowsQuery, FlowsReport, Request};
-pub use socket::{AdminError, AdminServer, ClientError, DEFAULT_SOCKET, Handler, ask, fetch};
+pub use socket::{
+    AdminError, AdminLimits, AdminServer, ClientError, DEFAULT_MAX_CONNECTIONS, DEFAULT_SOCKET,
+    Handler, ask, fetch,
+};
 
 use dataplane::conntrack::FlowState;
 use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters, SnatAddrStats};
@@ -191,8 +196,51 @@ pub struct BackendReport {
 
 /// Per-service and per-backend traffic of the snapshot in force, from the
 /// workers' summed [`ServiceCounters`] (indexed by the snapshot's ids).
+///
+/// Services in id order, each with its listeners sorted and its backends in
+/// id order. Linear in services + listeners + backends: the listeners and
+/// backends are sorted into per-service buckets (indexed by service id) in
+/// one pass each, not searched per service.
 pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<ServiceReport> {
     let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
+    // Every service id in use is below `snap.services.len()`; a listener or
+    // backend naming any other id belongs to no service and is not shown.
+    let ids = snap.services.len();
+    let mut listeners: Vec<Vec<ListenerReport>> = Vec::new();
+    listeners.resize_with(ids, Vec::new);
+    for (k, l) in snap.listeners.iter() {
+        if let Some(bucket) = listeners.get_mut(l.service as usize) {
+            bucket.push(ListenerReport {
+                kind: match l.kind {
+                    ListenerKind::Vip => "vip",
+                    ListenerKind::ExternalIp => "external_ip",
+                    ListenerKind::NodePort => "node_port",
+                }
+                .to_owned(),
+                address: format!("{}:{}", k.addr, k.port),
+            });
+        }
+    }
+    let mut backends: Vec<Vec<BackendReport>> = Vec::new();
+    backends.resize_with(ids, Vec::new);
+    for b in snap.backends.iter().flatten() {
+        if let Some(bucket) = backends.get_mut(b.service as usize) {
+            bucket.push(BackendReport {
+                address: b.addr.to_string(),
+                condition: match b.condition {
+                    EndpointCondition::Ready => "ready",
+                    EndpointCondition::ServingTerminating => "serving_terminating",
+                    EndpointCondition::Draining => "draining",
+                }
+                .to_owned(),
+                weight: b.weight,
+                packets: at(&counted.backend_packets, b.id),
+                bytes: at(&counted.backend_bytes, b.id),
+                flows_created: at(&counted.backend_flows_created, b.id),
+                flows_active: at(&counted.backend_flows_active, b.id),
+            });
+        }
+    }
     snap.services
         .iter()
         .flatten()
@@ -204,43 +252,17 @@ pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<Servic
             flows_created: at(&counted.service_flows_created, s.id),
             flows_active: at(&counted.service_flows_active, s.id),
             listeners: {
-                let mut l: Vec<ListenerReport> = snap
-                    .listeners
-                    .iter()
-                    .filter(|(_, l)| l.service == s.id)
-                    .map(|(k, l)| ListenerReport {
-                        kind: match l.kind {
-                            ListenerKind::Vip => "vip",
-                            ListenerKind::ExternalIp => "external_ip",
-                            ListenerKind::NodePort => "node_port",
-                        }
-                        .to_owned(),
-                        address: format!("{}:{}", k.addr, k.port),
-                    })
-                    .collect();
+                let mut l = listeners
+                    .get_mut(s.id as usize)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
                 l.sort();
                 l
             },
-            backends: snap
-                .backends
-                .iter()
-                .flatten()
-                .filter(|b| b.service == s.id)
-                .map(|b| BackendReport {
-                    address: b.addr.to_string(),
-                    condition: match b.condition {
-                        EndpointCondition::Ready => "ready",
-                        EndpointCondition::ServingTerminating => "serving_terminating",
-                        EndpointCondition::Draining => "draining",
-                    }
-                    .to_owned(),
-                    weight: b.weight,
-                    packets: at(&counted.backend_packets, b.id),
-                    bytes: at(&counted.backend_bytes, b.id),
-                    flows_created: at(&counted.backend_flows_created, b.id),
-                    flows_active: at(&counted.backend_flows_active, b.id),
-                })
-                .collect(),
+            backends: backends
+                .get_mut(s.id as usize)
+                .map(std::mem::take)
+                .unwrap_or_default(),
         })
         .collect()
 }

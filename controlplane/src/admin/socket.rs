@@ -1,12 +1,31 @@
-//! The unix socket: a plain std thread accepting connections, and the client
-//! side `portico stats`, `services`, `flows` and `simulate --live` use.
+//! The unix socket: a std thread accepting connections, one thread per
+//! connection being served, and the client side `portico stats`,
+//! `services`, `flows` and `simulate --live` use.
 //!
 //! Per connection: the client writes one JSON [`Request`] line (and may
 //! shut down its write side); the server reads at most
 //! [`MAX_REQUEST_BYTES`], answers with one JSON document and a newline, and
-//! closes. An empty request, or none within half a second, is
-//! [`Request::Stats`]. Connections are served one at a time; every read and
-//! write is bounded by a timeout.
+//! closes. An empty request, or none within [`AdminLimits::request_wait_ms`]
+//! (half a second by default), is [`Request::Stats`].
+//!
+//! Invariants:
+//! * at most [`AdminLimits::max_connections`] connections are served at
+//!   once, each on its own thread, so a long `portico flows` listing or a
+//!   client that connects and says nothing never delays another client's
+//!   `portico stats`; a connection beyond the limit is answered at once with
+//!   one `{"error": "admin socket busy: …"}` line and closed (never queued
+//!   behind the others, never left hanging);
+//! * no client holds a connection slot for long: the whole request line
+//!   must arrive within [`AdminLimits::request_timeout_ms`] of the
+//!   connection being accepted, and the whole answer must be taken within
+//!   [`AdminLimits::answer_timeout_ms`] (and no single write may stall
+//!   longer than [`CLIENT_TIMEOUT_MS`]); only the handler's own work is not
+//!   bounded here (the workers bound theirs, see [`super::live`]);
+//! * the API is read-only: the handler answers questions, nothing a client
+//!   sends changes the gateway; the socket file is `0660` (the gateway's
+//!   owner and group only);
+//! * stopping the server shuts down the connections in progress and joins
+//!   every thread it started.
 //!
 //! The server owns its socket file: a stale file from a gateway that died is
 //! removed at start (a live one — something accepts connections on it — is
@@ -16,14 +35,14 @@
 use super::StatsReport;
 use super::protocol::{ErrorAnswer, Request};
 use serde::de::DeserializeOwned;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where `portico run` listens and `portico stats` connects by default.
 pub const DEFAULT_SOCKET: &str = "/run/portico/portico.sock";
@@ -31,17 +50,48 @@ pub const DEFAULT_SOCKET: &str = "/run/portico/portico.sock";
 /// How long the accept loop sleeps when no client is waiting (also bounds
 /// how long stopping the server takes).
 const ACCEPT_IDLE_MS: u64 = 50;
-/// A client that does not send its request or read its answer within this
-/// time is dropped.
+/// A client that does not send its request, or stops reading its answer,
+/// for this long is dropped.
 pub const CLIENT_TIMEOUT_MS: u64 = 2000;
-/// How long the server waits for the first bytes of a request before it
-/// takes the connection as a stats request.
-const REQUEST_WAIT_MS: u64 = 500;
 /// Longest request line read.
 pub const MAX_REQUEST_BYTES: u64 = 64 * 1024;
 /// How long a client waits for an answer (flow listings of big tables take
 /// a while).
 const CLIENT_ANSWER_TIMEOUT_MS: u64 = 30_000;
+/// Connections served at once by default: a few operators and a scraper,
+/// with room for a slow listing.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 8;
+/// How long writing the one-line busy answer may take.
+const REFUSAL_WRITE_MS: u64 = 100;
+
+/// How many connections the server serves at once and how long each may
+/// take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdminLimits {
+    /// Connections served at once (at least one); one more is answered
+    /// with a busy error and closed.
+    pub max_connections: usize,
+    /// A connection that sends no byte within this time asks for the stats
+    /// (an old client, or `socat - UNIX:…`).
+    pub request_wait_ms: u64,
+    /// The whole request line must have arrived this long after the
+    /// connection was accepted.
+    pub request_timeout_ms: u64,
+    /// The whole answer must have been taken by the client within this
+    /// time of the handler returning it.
+    pub answer_timeout_ms: u64,
+}
+
+impl Default for AdminLimits {
+    fn default() -> Self {
+        AdminLimits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            request_wait_ms: 500,
+            request_timeout_ms: CLIENT_TIMEOUT_MS,
+            answer_timeout_ms: CLIENT_ANSWER_TIMEOUT_MS,
+        }
+    }
+}
 
 /// Why the admin socket could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -79,8 +129,9 @@ pub enum ClientError {
 }
 
 /// What the server does with one request: the JSON answer, or an error
-/// message sent as `{"error": …}`.
-pub type Handler = dyn Fn(Request) -> Result<String, String> + Send;
+/// message sent as `{"error": …}`. Called from several connection threads
+/// at once.
+pub type Handler = dyn Fn(Request) -> Result<String, String> + Send + Sync;
 
 /// The running admin endpoint; stops and removes its socket on drop.
 #[derive(Debug)]
@@ -92,10 +143,19 @@ pub struct AdminServer {
 
 impl AdminServer {
     /// Listen on `path` and answer every connection's request with
-    /// `handler`.
+    /// `handler`, within the [`AdminLimits::default`].
     pub fn start(
         path: &Path,
-        handler: impl Fn(Request) -> Result<String, String> + Send + 'static,
+        handler: impl Fn(Request) -> Result<String, String> + Send + Sync + 'static,
+    ) -> Result<Self, AdminError> {
+        Self::start_with(path, AdminLimits::default(), handler)
+    }
+
+    /// [`AdminServer::start`] within `limits`.
+    pub fn start_with(
+        path: &Path,
+        limits: AdminLimits,
+        handler: impl Fn(Request) -> Result<String, String> + Send + Sync + 'static,
     ) -> Result<Self, AdminError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| AdminError::CreateDir {
@@ -118,11 +178,12 @@ impl AdminServer {
                 source,
             })?;
         let stop = Arc::new(AtomicBool::new(false));
+        let handler: Arc<Handler> = Arc::new(handler);
         let thread = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("portico-admin".into())
-                .spawn(move || serve(&listener, &stop, &handler))
+                .spawn(move || serve(&listener, &stop, &handler, limits))
                 .map_err(AdminError::Thread)?
         };
         Ok(AdminServer {
@@ -136,7 +197,8 @@ impl AdminServer {
         &self.path
     }
 
-    /// Stop accepting, join the thread, remove the socket file.
+    /// Stop accepting, end the connections in progress, join the threads,
+    /// remove the socket file.
     pub fn stop(mut self) {
         self.shutdown();
     }
@@ -178,15 +240,62 @@ fn remove_stale(path: &Path) -> Result<(), AdminError> {
     })
 }
 
-fn serve(listener: &UnixListener, stop: &AtomicBool, handler: &Handler) {
+/// A connection being served: its thread, and a handle on its stream to
+/// end it when the server stops.
+struct Connection {
+    thread: JoinHandle<()>,
+    stream: UnixStream,
+}
+
+/// One of the `max_connections` slots, taken by the accept loop and given
+/// back by the connection's thread when it is done with the client (also
+/// if the handler panics). It is given back *before* the client sees the
+/// end of its answer, so a client that connects after reading an answer
+/// to its end finds that slot free.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(busy: &Arc<AtomicUsize>) -> Self {
+        busy.fetch_add(1, Ordering::AcqRel);
+        Slot(Arc::clone(busy))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn serve(listener: &UnixListener, stop: &AtomicBool, handler: &Arc<Handler>, limits: AdminLimits) {
+    let max_connections = limits.max_connections.max(1);
+    let busy = Arc::new(AtomicUsize::new(0));
+    let mut active: Vec<Connection> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Err(e) = answer(stream, handler) {
-                    tracing::debug!(error = %e, "admin client went away");
+                reap(&mut active);
+                let in_progress = busy.load(Ordering::Acquire);
+                if in_progress >= max_connections {
+                    tracing::debug!(in_progress, "admin socket busy, refusing");
+                    refuse(
+                        stream,
+                        &format!(
+                            "admin socket busy: {in_progress} requests in progress (the limit); try again"
+                        ),
+                    );
+                    continue;
+                }
+                match spawn_connection(stream, handler, limits, Slot::take(&busy)) {
+                    Ok(c) => active.push(c),
+                    Err((stream, e)) => {
+                        tracing::warn!(error = %e, "cannot start an admin connection thread");
+                        refuse(stream, &format!("admin socket: cannot serve now ({e})"));
+                    }
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                reap(&mut active);
                 std::thread::sleep(Duration::from_millis(ACCEPT_IDLE_MS));
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -196,34 +305,159 @@ fn serve(listener: &UnixListener, stop: &AtomicBool, handler: &Handler) {
             }
         }
     }
+    for c in active {
+        // Unblocks a read or write in progress; a handler still running
+        // finishes and finds the stream closed.
+        let _ = c.stream.shutdown(std::net::Shutdown::Both);
+        if c.thread.join().is_err() {
+            tracing::warn!("an admin connection thread panicked");
+        }
+    }
 }
 
-fn answer(stream: UnixStream, handler: &Handler) -> io::Result<()> {
-    stream.set_nonblocking(false)?;
-    let timeout = Some(Duration::from_millis(CLIENT_TIMEOUT_MS));
-    stream.set_read_timeout(timeout)?;
-    stream.set_write_timeout(timeout)?;
-    // A client that says nothing within REQUEST_WAIT_MS (an old client, or
-    // `socat - UNIX:…`) asks for the stats.
-    stream.set_read_timeout(Some(Duration::from_millis(REQUEST_WAIT_MS)))?;
-    let mut line = String::new();
-    match BufReader::new(&stream)
-        .take(MAX_REQUEST_BYTES)
-        .read_line(&mut line)
-    {
-        Ok(_) => {}
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            ) =>
-        {
-            if !line.is_empty() {
-                return Err(e);
-            }
+/// Join the connection threads that are done.
+fn reap(active: &mut Vec<Connection>) {
+    let (done, running): (Vec<Connection>, Vec<Connection>) =
+        active.drain(..).partition(|c| c.thread.is_finished());
+    *active = running;
+    for c in done {
+        if c.thread.join().is_err() {
+            tracing::warn!("an admin connection thread panicked");
         }
-        Err(e) => return Err(e),
     }
+}
+
+/// Serve `stream` on a thread of its own; on failure the stream back (to
+/// refuse) and why.
+fn spawn_connection(
+    stream: UnixStream,
+    handler: &Arc<Handler>,
+    limits: AdminLimits,
+    slot: Slot,
+) -> Result<Connection, (UnixStream, io::Error)> {
+    let control = match stream.try_clone() {
+        Ok(c) => c,
+        Err(e) => return Err((stream, e)),
+    };
+    let handler = Arc::clone(handler);
+    let spawned = std::thread::Builder::new()
+        .name("portico-admin-conn".into())
+        .spawn(move || {
+            if let Err(e) = answer(&stream, &*handler, limits) {
+                tracing::debug!(error = %e, "admin client went away");
+            }
+            drop(slot);
+            // The accept loop holds a clone until it reaps this thread:
+            // end the connection now.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        });
+    match spawned {
+        Ok(thread) => Ok(Connection {
+            thread,
+            stream: control,
+        }),
+        Err(e) => Err((control, e)),
+    }
+}
+
+/// Answer `stream` with one `{"error": reason}` line without waiting for
+/// anything: the request already sent is drained first (so the client's
+/// read sees the answer, not a reset), what has not arrived yet is not
+/// waited for.
+fn refuse(mut stream: UnixStream, reason: &str) {
+    let _ = stream.set_nonblocking(true);
+    let mut sink = [0u8; 4096];
+    let mut drained: u64 = 0;
+    while drained < MAX_REQUEST_BYTES {
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n as u64,
+        }
+    }
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(REFUSAL_WRITE_MS)));
+    if let Ok(mut body) = serde_json::to_vec(&ErrorAnswer {
+        error: reason.to_owned(),
+    }) {
+        body.push(b'\n');
+        let _ = stream.write_all(&body);
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+}
+
+/// The request line, or an empty string when the client said nothing
+/// within `request_wait_ms` (or closed without a word).
+fn read_request(stream: &UnixStream, limits: AdminLimits) -> io::Result<String> {
+    let accepted = Instant::now();
+    let wait = Duration::from_millis(limits.request_wait_ms);
+    let whole = Duration::from_millis(limits.request_timeout_ms);
+    let mut line: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !line.contains(&b'\n') && (line.len() as u64) < MAX_REQUEST_BYTES {
+        let deadline = if line.is_empty() { wait } else { whole };
+        let left = deadline.saturating_sub(accepted.elapsed());
+        if left.is_zero() {
+            if line.is_empty() {
+                break;
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the request line did not arrive in time",
+            ));
+        }
+        stream.set_read_timeout(Some(left))?;
+        let room = (MAX_REQUEST_BYTES as usize)
+            .saturating_sub(line.len())
+            .min(chunk.len());
+        match (&*stream).read(chunk.get_mut(..room).unwrap_or_default()) {
+            Ok(0) => break,
+            Ok(n) => line.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(end) = line.iter().position(|b| *b == b'\n') {
+        line.truncate(end);
+    }
+    // Not UTF-8: a request that cannot parse, answered as such.
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+/// Write `body` within the answer deadline, no write stalling longer than
+/// [`CLIENT_TIMEOUT_MS`].
+fn write_answer(stream: &UnixStream, body: &[u8], limits: AdminLimits) -> io::Result<()> {
+    let started = Instant::now();
+    let whole = Duration::from_millis(limits.answer_timeout_ms);
+    let stall = Duration::from_millis(CLIENT_TIMEOUT_MS);
+    let mut rest = body;
+    while !rest.is_empty() {
+        let left = whole.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not take the answer in time",
+            ));
+        }
+        stream.set_write_timeout(Some(left.min(stall)))?;
+        match (&*stream).write(rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = rest.get(n..).unwrap_or_default(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    (&*stream).flush()
+}
+
+fn answer(stream: &UnixStream, handler: &Handler, limits: AdminLimits) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    let line = read_request(stream, limits)?;
     let result = if line.trim().is_empty() {
         handler(Request::Stats)
     } else {
@@ -237,9 +471,7 @@ fn answer(stream: UnixStream, handler: &Handler) -> io::Result<()> {
         Err(error) => serde_json::to_vec(&ErrorAnswer { error }).map_err(io::Error::other)?,
     };
     body.push(b'\n');
-    let mut stream = stream;
-    stream.write_all(&body)?;
-    stream.flush()
+    write_answer(stream, &body, limits)
 }
 
 /// Send `request` to the gateway listening on `path`; the raw JSON answer
@@ -278,7 +510,13 @@ pub fn ask<T: DeserializeOwned>(
     stream.write_all(line.as_bytes()).map_err(io_err)?;
     let _ = stream.shutdown(std::net::Shutdown::Write);
     let mut raw = String::new();
-    stream.read_to_string(&mut raw).map_err(io_err)?;
+    match stream.read_to_string(&mut raw) {
+        Ok(_) => {}
+        // The server answered and closed before reading all we sent (a
+        // busy refusal): the answer line is there.
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset && raw.ends_with('\n') => {}
+        Err(e) => return Err(io_err(e)),
+    }
     if let Ok(ErrorAnswer { error }) = serde_json::from_str::<ErrorAnswer>(&raw) {
         return Err(ClientError::Refused(error));
     }
@@ -383,6 +621,260 @@ mod tests {
         assert!(!path.exists(), "socket removed at stop");
         assert!(matches!(fetch(&path), Err(ClientError::NotRunning { .. })));
         let _ = std::fs::remove_dir_all(path.parent().and_then(Path::parent).unwrap_or(&path));
+    }
+
+    /// Every wait in these tests: long enough for a loaded CI machine, and
+    /// a hang fails the test instead of stalling it.
+    const BOUND: Duration = Duration::from_secs(10);
+
+    /// One request with reads bounded by [`BOUND`]; the raw answer.
+    fn ask_bounded(path: &Path, request: &Request) -> io::Result<String> {
+        let mut s = UnixStream::connect(path)?;
+        s.set_read_timeout(Some(BOUND))?;
+        let mut line = serde_json::to_string(request).map_err(io::Error::other)?;
+        line.push('\n');
+        s.write_all(line.as_bytes())?;
+        s.shutdown(std::net::Shutdown::Write)?;
+        let mut raw = String::new();
+        s.read_to_string(&mut raw)?;
+        Ok(raw)
+    }
+
+    /// The stats, asking again while the server is busy, for at most
+    /// [`BOUND`].
+    fn stats_when_free(path: &Path) -> StatsReport {
+        let start = Instant::now();
+        loop {
+            match fetch(path) {
+                Ok((_, r)) => return r,
+                Err(ClientError::Refused(m)) if m.contains("busy") && start.elapsed() < BOUND => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("stats: {e}"),
+            }
+        }
+    }
+
+    fn stats_json(generation: u64) -> Result<String, String> {
+        serde_json::to_string(&report(generation)).map_err(|e| e.to_string())
+    }
+
+    fn flows_request() -> Request {
+        Request::Flows(crate::admin::FlowsQuery::default())
+    }
+
+    /// A server whose flows requests block until released (each announces
+    /// itself on `entered` first); stats answer at once.
+    fn blocking_server(
+        name: &str,
+        limits: AdminLimits,
+    ) -> (
+        PathBuf,
+        AdminServer,
+        std::sync::mpsc::Receiver<()>,
+        std::sync::mpsc::Sender<()>,
+    ) {
+        let path = temp_socket(name);
+        let (entered_tx, entered) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let entered_tx = std::sync::Mutex::new(entered_tx);
+        let release_rx = std::sync::Mutex::new(release_rx);
+        let server = AdminServer::start_with(&path, limits, move |request| match request {
+            Request::Flows(_) => {
+                let _ = entered_tx.lock().map(|tx| tx.send(()));
+                // Released by a message, or by the test dropping the
+                // sender (it ended); never waits past the bound.
+                let _ = release_rx.lock().map(|rx| rx.recv_timeout(BOUND * 6));
+                Ok("{\"flows\":[]}".into())
+            }
+            _ => stats_json(1),
+        })
+        .expect("starts");
+        (path, server, entered, release)
+    }
+
+    fn remove_temp(path: &Path) {
+        let _ = std::fs::remove_dir_all(path.parent().and_then(Path::parent).unwrap_or(path));
+    }
+
+    #[test]
+    fn a_long_request_or_a_silent_client_does_not_delay_stats() {
+        let limits = AdminLimits {
+            // A silent client holds its connection as long as the test.
+            request_wait_ms: 60_000,
+            ..AdminLimits::default()
+        };
+        let (path, server, entered, release) = blocking_server("concurrent", limits);
+        let silent = UnixStream::connect(&path).expect("silent client connects");
+        let listing = {
+            let path = path.clone();
+            std::thread::spawn(move || ask_bounded(&path, &flows_request()))
+        };
+        entered
+            .recv_timeout(BOUND)
+            .expect("the listing is being served");
+        // Served one at a time, this would wait for the listing (released
+        // only below) and the read would time out.
+        let raw = ask_bounded(&path, &Request::Stats).expect("stats answered meanwhile");
+        let stats: StatsReport = serde_json::from_str(&raw).expect("a stats report");
+        assert_eq!(stats.snapshot.generation, 1);
+        release.send(()).expect("listing still waiting");
+        let raw = listing
+            .join()
+            .expect("listing thread")
+            .expect("listing answered");
+        assert_eq!(raw, "{\"flows\":[]}\n");
+        drop(silent);
+        server.stop();
+        remove_temp(&path);
+    }
+
+    #[test]
+    fn concurrent_requests_each_get_their_own_answer() {
+        const CLIENTS: usize = 4;
+        let path = temp_socket("each");
+        // Every handler waits until all are in it at once: proof that they
+        // run concurrently (bounded, so a serial server fails, not hangs).
+        let inside = Arc::new((std::sync::Mutex::new(0usize), std::sync::Condvar::new()));
+        let server = {
+            let inside = Arc::clone(&inside);
+            AdminServer::start_with(
+                &path,
+                AdminLimits {
+                    max_connections: CLIENTS,
+                    ..AdminLimits::default()
+                },
+                move |request| {
+                    let Request::Simulate { flow } = request else {
+                        return Err("simulate only".into());
+                    };
+                    let (count, all_in) = &*inside;
+                    let mut n = count.lock().map_err(|e| e.to_string())?;
+                    *n += 1;
+                    all_in.notify_all();
+                    let (n, _) = all_in
+                        .wait_timeout_while(n, BOUND, |n| *n < CLIENTS)
+                        .map_err(|e| e.to_string())?;
+                    Ok(serde_json::json!({ "flow": flow, "together": *n }).to_string())
+                },
+            )
+            .expect("starts")
+        };
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|i| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let flow = format!("tcp 192.0.2.{i}:4000 -> 203.0.113.1:80");
+                    let answer = ask_bounded(&path, &Request::Simulate { flow: flow.clone() });
+                    (flow, answer)
+                })
+            })
+            .collect();
+        for c in clients {
+            let (flow, answer) = c.join().expect("client thread");
+            let answer: serde_json::Value =
+                serde_json::from_str(&answer.expect("answered")).expect("json");
+            assert_eq!(answer["flow"], flow.as_str(), "its own answer");
+            assert_eq!(answer["together"], CLIENTS, "all served at once");
+        }
+        server.stop();
+        remove_temp(&path);
+    }
+
+    #[test]
+    fn beyond_the_limit_a_client_is_told_the_socket_is_busy() {
+        let limits = AdminLimits {
+            max_connections: 2,
+            ..AdminLimits::default()
+        };
+        let (path, server, entered, release) = blocking_server("busy", limits);
+        let listings: Vec<_> = (0..2)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || ask_bounded(&path, &flows_request()))
+            })
+            .collect();
+        for _ in 0..2 {
+            entered.recv_timeout(BOUND).expect("both listings served");
+        }
+        let busy = ask::<StatsReport>(&path, &Request::Stats).unwrap_err();
+        assert!(
+            matches!(&busy, ClientError::Refused(m) if m.starts_with("admin socket busy: 2 requests in progress")),
+            "{busy}"
+        );
+        // A client that sends nothing gets the same one line, at once.
+        let mut raw = String::new();
+        let mut s = UnixStream::connect(&path).expect("connects");
+        s.set_read_timeout(Some(BOUND)).expect("timeout");
+        s.read_to_string(&mut raw).expect("busy line, then closed");
+        let error: ErrorAnswer = serde_json::from_str(&raw).expect("an error answer");
+        assert!(error.error.contains("busy"), "{raw}");
+        for _ in 0..2 {
+            release.send(()).expect("listing waiting");
+        }
+        for l in listings {
+            assert!(
+                l.join()
+                    .expect("thread")
+                    .expect("answered")
+                    .contains("flows")
+            );
+        }
+        assert_eq!(stats_when_free(&path).snapshot.generation, 1);
+        server.stop();
+        remove_temp(&path);
+    }
+
+    #[test]
+    fn silent_trickling_and_non_reading_clients_lose_their_slot() {
+        let path = temp_socket("slots");
+        let server = AdminServer::start_with(
+            &path,
+            AdminLimits {
+                max_connections: 1,
+                request_wait_ms: 100,
+                request_timeout_ms: 300,
+                answer_timeout_ms: 300,
+            },
+            |request| match request {
+                // Far more than the socket buffers hold.
+                Request::Simulate { .. } => Ok(format!("\"{}\"", "x".repeat(32 << 20))),
+                _ => stats_json(5),
+            },
+        )
+        .expect("starts");
+        // Says nothing, never reads: answered with the stats after the
+        // wait, which fit in the socket buffer; the slot is free again.
+        let mut silent = UnixStream::connect(&path).expect("connects");
+        assert_eq!(stats_when_free(&path).snapshot.generation, 5);
+        silent.set_read_timeout(Some(BOUND)).expect("timeout");
+        let mut raw = String::new();
+        silent.read_to_string(&mut raw).expect("answered, closed");
+        let stats: StatsReport = serde_json::from_str(&raw).expect("stats");
+        assert_eq!(stats.snapshot.generation, 5);
+        // Sends half a request and stops: dropped without an answer.
+        let mut trickle = UnixStream::connect(&path).expect("connects");
+        trickle.write_all(b"{\"request\":").expect("writes");
+        trickle.set_read_timeout(Some(BOUND)).expect("timeout");
+        let mut raw = String::new();
+        trickle
+            .read_to_string(&mut raw)
+            .expect("closed by the server");
+        assert_eq!(raw, "", "no answer to half a request");
+        assert_eq!(stats_when_free(&path).snapshot.generation, 5);
+        // Asks for a big answer and does not read it: dropped at the
+        // answer deadline.
+        let mut greedy = UnixStream::connect(&path).expect("connects");
+        greedy
+            .write_all(b"{\"request\":\"simulate\",\"flow\":\"x\"}\n")
+            .expect("writes");
+        assert_eq!(stats_when_free(&path).snapshot.generation, 5);
+        let mut taken = Vec::new();
+        greedy.set_read_timeout(Some(BOUND)).expect("timeout");
+        let _ = greedy.read_to_end(&mut taken);
+        assert!(taken.len() < 32 << 20, "the answer was cut off");
+        server.stop();
+        remove_temp(&path);
     }
 
     #[test]
