@@ -686,7 +686,8 @@ impl Gateway {
             gateway.publisher.clone(),
             cells.iter().map(|c| Arc::clone(&c.inspect)).collect(),
             SimContext::from_plan(&gateway.plan),
-        );
+        )
+        .with_neighbours(Arc::clone(&gateway.neighbours));
 
         let source = Arc::new(StatsSource {
             started,

@@ -190,6 +190,9 @@ pub struct BackendReport {
 pub struct ForwardReport {
     /// Name of the port it leaves by.
     pub port: String,
+    /// Index of that port.
+    #[serde(skip)]
+    pub port_index: PortId,
     /// The next hop whose MAC the frame is sent to.
     pub next_hop: Option<Ipv4Addr>,
     /// True when the next hop's MAC is a static neighbour of the
@@ -514,6 +517,7 @@ pub fn simulate_in(
             outcome.verdict = "forward";
             outcome.forward = Some(ForwardReport {
                 port: port_name(port),
+                port_index: port,
                 next_hop,
                 next_hop_static: next_hop.is_some_and(|a| static_next_hop(port, a)),
             });
@@ -523,6 +527,7 @@ pub fn simulate_in(
             outcome.verdict = "forward";
             outcome.forward = Some(ForwardReport {
                 port: port_name(port),
+                port_index: port,
                 next_hop: Some(next_hop),
                 next_hop_static: false,
             });

@@ -372,6 +372,7 @@ fn simulate_live_agrees_with_where_connections_landed() {
     let socket = socket_arg(&gw.socket);
     let url = format!("http://{VIP}/");
     let mut backends_seen = BTreeMap::<String, usize>::new();
+    let mut macs = BTreeMap::new();
     for i in 0..24u16 {
         let port = 42_000 + i * 7;
         let out = t
@@ -427,6 +428,26 @@ fn simulate_live_agrees_with_where_connections_landed() {
         let slot = sim["maglev"]["slot"].as_u64().expect("slot");
         assert!(slot < sim["maglev"]["table_size"].as_u64().expect("size"));
         assert_eq!(sim["maglev"]["backend"], landed.as_str(), "{sim}");
+        // The next hop (the backend itself, on-link) as the gateway's own
+        // neighbour table has it: the MAC of the backend's interface.
+        let backend = t
+            .backends
+            .iter()
+            .find(|b| landed.starts_with(&format!("{}:", b.addr)))
+            .unwrap_or_else(|| panic!("no backend {landed}"));
+        let mac = macs
+            .entry(backend.addr)
+            .or_insert_with(|| {
+                portico::demo::topology::Topology::mac_of(&backend.ns, &backend.ifname)
+                    .expect("backend MAC")
+            })
+            .clone();
+        assert_eq!(
+            sim["next_hop_neighbour"]["address"],
+            backend.addr.to_string().as_str(),
+            "{sim}"
+        );
+        assert_eq!(sim["next_hop_neighbour"]["mac"], mac.as_str(), "{sim}");
     }
     assert!(
         backends_seen.len() >= 2,
@@ -446,6 +467,21 @@ fn simulate_live_agrees_with_where_connections_landed() {
     assert!(text.contains("drop: no_listener"), "{text}");
     assert!(text.contains("existing   none"), "{text}");
     assert!(text.contains("generation 1 (live)"), "{text}");
+    // The text form of a forward names the next hop's live MAC.
+    let out = portico(&[
+        "simulate",
+        "--live",
+        &format!("tcp {CLIENT_ADDR}:{} -> {VIP}:{HTTP_PORT}", 42_000),
+        "--admin-socket",
+        socket,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        macs.iter()
+            .any(|(addr, mac)| text.contains(&format!("next hop   {addr} is at {mac}"))),
+        "{text}"
+    );
 }
 
 #[test]

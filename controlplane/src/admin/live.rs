@@ -24,10 +24,11 @@ use dataplane::conntrack::Dir;
 use dataplane::inspect::{
     Answer, DEFAULT_CHUNK_FLOWS, FlowEntry, FlowFilter, InspectClient, InspectError, Query,
 };
+use dataplane::neighbour::NeighbourTable;
 use dataplane::snapshot::{Publisher, Snapshot};
 use serde::Serialize;
 use std::fmt;
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,6 +42,8 @@ pub struct LiveAdmin {
     publisher: Publisher,
     workers: Vec<Arc<Mutex<InspectClient>>>,
     sim: SimContext,
+    /// The gateway's neighbour table, for the next hop's live entry.
+    neighbours: Option<Arc<NeighbourTable>>,
 }
 
 /// `simulate --live`'s answer: the simulation of a new connection, and
@@ -59,8 +62,19 @@ pub struct LiveOutcome {
     /// The owning worker's SNAT port slice: a new connection's SNAT port is
     /// drawn at random from it.
     pub snat_port_slice: Option<String>,
+    /// The next hop's entry in the gateway's neighbour table (`None`: no
+    /// forward, a static neighbour, or no table given).
+    pub next_hop_neighbour: Option<NextHopEntry>,
     /// The human-readable rendering (what `portico simulate --live` prints).
     pub text: String,
+}
+
+/// A next hop as the gateway's neighbour table has it now.
+#[derive(Clone, Debug, Serialize)]
+pub struct NextHopEntry {
+    pub address: Ipv4Addr,
+    /// `None`: no entry or no MAC yet (the first packet would wait for ARP).
+    pub mac: Option<String>,
 }
 
 fn inspect_error(e: InspectError) -> String {
@@ -100,7 +114,15 @@ impl LiveAdmin {
             publisher,
             workers,
             sim,
+            neighbours: None,
         }
+    }
+
+    /// Answer `simulate --live` with the next hop's entry in the gateway's
+    /// own neighbour table (read only: nothing is inserted or probed).
+    pub fn with_neighbours(mut self, neighbours: Arc<NeighbourTable>) -> Self {
+        self.neighbours = Some(neighbours);
+        self
     }
 
     fn ask(&self, worker: usize, query: Query) -> Result<Answer, String> {
@@ -204,8 +226,20 @@ impl LiveAdmin {
                 .sim
                 .snat_slice(worker)
                 .map(|r| format!("{}-{}", r.start(), r.end())),
+            next_hop_neighbour: None,
             text: String::new(),
         };
+        if let (Some(table), Some(fw)) = (&self.neighbours, &live.outcome.forward)
+            && let Some(hop) = fw.next_hop
+            && !fw.next_hop_static
+        {
+            live.next_hop_neighbour = Some(NextHopEntry {
+                address: hop,
+                mac: table
+                    .peek(fw.port_index, hop)
+                    .map(|mac| nic_config::MacAddr(mac).to_string()),
+            });
+        }
         live.text = live.to_string();
         Ok(live)
     }
@@ -225,6 +259,17 @@ impl fmt::Display for LiveOutcome {
                 "           (live, the SNAT port is drawn at random from worker {}'s slice {slice})",
                 self.outcome.worker
             )?;
+        }
+        if let Some(NextHopEntry { address, mac }) = &self.next_hop_neighbour {
+            match mac {
+                Some(mac) => {
+                    writeln!(f, "next hop   {address} is at {mac} (live neighbour entry)")?
+                }
+                None => writeln!(
+                    f,
+                    "next hop   {address} has no MAC yet: the first packet waits for ARP"
+                )?,
+            }
         }
         match &self.existing {
             Some(row) => writeln!(f, "existing   {row}")?,
