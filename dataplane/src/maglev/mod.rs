@@ -336,7 +336,17 @@ impl MaglevTable {
         // each claim finds an unclaimed slot because a preference list visits
         // every slot and fewer than `m` are claimed.
         if cursors.iter().all(|c| c.step == cursors[0].step) {
-            // Equal weights: `step == threshold`, one claim per turn.
+            // Equal weights: `step == threshold`, one claim per turn. Whole
+            // rounds that stay above the tail walk without the per-claim
+            // phase and completion checks (the same claims in the same
+            // order as `claim` makes).
+            let round = cursors.len() as u32;
+            while fill.left >= fill.tail + round {
+                for c in &mut cursors {
+                    fill.walk(c);
+                }
+                fill.left -= round;
+            }
             'equal: loop {
                 for c in &mut cursors {
                     if fill.claim(c) {
@@ -442,31 +452,10 @@ impl Fill<'_> {
     #[inline(always)]
     fn claim(&mut self, c: &mut Cursor) -> bool {
         if self.left > self.tail {
-            let (m, skip) = (self.m, c.skip);
-            let mut next = c.next;
-            loop {
-                let slot = next as usize;
-                next += skip;
-                if next >= m {
-                    next -= m;
-                }
-                // `slot < m == slots.len()` by construction (offset < m,
-                // skip < m and the wrap above): `None` cannot happen.
-                match self.slots.get_mut(slot) {
-                    Some(s) if *s == UNCLAIMED => {
-                        *s = c.index;
-                        break;
-                    }
-                    Some(_) => {}
-                    None => break,
-                }
-            }
-            c.next = next;
+            self.walk(c);
         } else {
             if self.unclaimed.is_empty() {
-                let slots = &*self.slots;
-                self.unclaimed
-                    .extend((0..self.m).filter(|&s| slots.get(s as usize) == Some(&UNCLAIMED)));
+                collect_unclaimed(self.slots, &mut self.unclaimed);
             }
             let slot = claim_from_list(c, &mut self.unclaimed, self.m, self.reciprocal);
             if let Some(s) = self.slots.get_mut(slot as usize) {
@@ -475,6 +464,56 @@ impl Fill<'_> {
         }
         self.left -= 1;
         self.left == 0
+    }
+}
+
+impl Fill<'_> {
+    /// Backend `c` walks its preference list to the first unclaimed slot
+    /// and claims it (`left` is the caller's to update). Call only while
+    /// some slot is unclaimed.
+    #[inline(always)]
+    fn walk(&mut self, c: &mut Cursor) {
+        let (m, skip) = (self.m, c.skip);
+        let mut next = c.next;
+        loop {
+            let slot = next as usize;
+            next += skip;
+            if next >= m {
+                next -= m;
+            }
+            // `slot < m == slots.len()` by construction (offset < m,
+            // skip < m and the wrap above): `None` cannot happen.
+            match self.slots.get_mut(slot) {
+                Some(s) if *s == UNCLAIMED => {
+                    *s = c.index;
+                    break;
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        c.next = next;
+    }
+}
+
+/// Append the indices of the unclaimed slots to `out`, in order. Few are
+/// left when this runs (`tail_len`), so whole chunks are tested first with
+/// a branch-free (vectorisable) test and only chunks holding one are
+/// walked.
+fn collect_unclaimed(slots: &[u16], out: &mut Vec<u32>) {
+    const CHUNK: usize = 32;
+    let mut base = 0u32;
+    for chunk in slots.chunks(CHUNK) {
+        if chunk.iter().fold(false, |any, &s| any | (s == UNCLAIMED)) {
+            out.extend(
+                (base..)
+                    .zip(chunk)
+                    .filter(|&(_, &s)| s == UNCLAIMED)
+                    .map(|(i, _)| i),
+            );
+        }
+        // chunk.len() <= CHUNK, and the slot count is below 2^24.
+        base += chunk.len() as u32;
     }
 }
 
