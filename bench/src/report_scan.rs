@@ -19,57 +19,28 @@ use dataplane::snapshot::{
 use portico::admin::{BackendReport, ListenerReport, ServiceReport};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-/// The pre-index algorithm (see the module docs).
+/// The pre-index algorithm (see the module docs): the same rows, grouped
+/// by scanning every listener and backend for each service.
 pub fn service_reports_by_scan(snap: &Snapshot, counted: &ServiceCounters) -> Vec<ServiceReport> {
-    let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
     snap.services
         .iter()
         .flatten()
-        .map(|s| ServiceReport {
-            name: s.name.to_string(),
-            protocol: s.proto.name().to_owned(),
-            packets: at(&counted.service_packets, s.id),
-            bytes: at(&counted.service_bytes, s.id),
-            flows_created: at(&counted.service_flows_created, s.id),
-            flows_active: at(&counted.service_flows_active, s.id),
-            listeners: {
-                let mut l: Vec<ListenerReport> = snap
-                    .listeners
-                    .iter()
-                    .filter(|(_, l)| l.service == s.id)
-                    .map(|(k, l)| ListenerReport {
-                        kind: match l.kind {
-                            ListenerKind::Vip => "vip",
-                            ListenerKind::ExternalIp => "external_ip",
-                            ListenerKind::NodePort => "node_port",
-                        }
-                        .to_owned(),
-                        address: format!("{}:{}", k.addr, k.port),
-                    })
-                    .collect();
-                l.sort();
-                l
-            },
-            backends: snap
+        .map(|s| {
+            let mut listeners: Vec<ListenerReport> = snap
+                .listeners
+                .iter()
+                .filter(|(_, l)| l.service == s.id)
+                .map(|(k, l)| ListenerReport::of(k, l))
+                .collect();
+            listeners.sort();
+            let backends = snap
                 .backends
                 .iter()
                 .flatten()
                 .filter(|b| b.service == s.id)
-                .map(|b| BackendReport {
-                    address: b.addr.to_string(),
-                    condition: match b.condition {
-                        EndpointCondition::Ready => "ready",
-                        EndpointCondition::ServingTerminating => "serving_terminating",
-                        EndpointCondition::Draining => "draining",
-                    }
-                    .to_owned(),
-                    weight: b.weight,
-                    packets: at(&counted.backend_packets, b.id),
-                    bytes: at(&counted.backend_bytes, b.id),
-                    flows_created: at(&counted.backend_flows_created, b.id),
-                    flows_active: at(&counted.backend_flows_active, b.id),
-                })
-                .collect(),
+                .map(|b| BackendReport::of(b, counted))
+                .collect();
+            ServiceReport::of(s, counted, listeners, backends)
         })
         .collect()
 }

@@ -51,7 +51,9 @@ pub use socket::{
 use dataplane::conntrack::FlowState;
 use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters, SnatAddrStats};
 use dataplane::driver::afpacket::{KernelStats, PortStats};
-use dataplane::snapshot::{EndpointCondition, ListenerKind, Snapshot};
+use dataplane::snapshot::{
+    Backend, EndpointCondition, Listener, ListenerKey, ListenerKind, Service, Snapshot,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -202,7 +204,6 @@ pub struct BackendReport {
 /// backends are sorted into per-service buckets (indexed by service id) in
 /// one pass each, not searched per service.
 pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<ServiceReport> {
-    let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
     // Every service id in use is below `snap.services.len()`; a listener or
     // backend naming any other id belongs to no service and is not shown.
     let ids = snap.services.len();
@@ -210,61 +211,93 @@ pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<Servic
     listeners.resize_with(ids, Vec::new);
     for (k, l) in snap.listeners.iter() {
         if let Some(bucket) = listeners.get_mut(l.service as usize) {
-            bucket.push(ListenerReport {
-                kind: match l.kind {
-                    ListenerKind::Vip => "vip",
-                    ListenerKind::ExternalIp => "external_ip",
-                    ListenerKind::NodePort => "node_port",
-                }
-                .to_owned(),
-                address: format!("{}:{}", k.addr, k.port),
-            });
+            bucket.push(ListenerReport::of(k, l));
         }
     }
     let mut backends: Vec<Vec<BackendReport>> = Vec::new();
     backends.resize_with(ids, Vec::new);
     for b in snap.backends.iter().flatten() {
         if let Some(bucket) = backends.get_mut(b.service as usize) {
-            bucket.push(BackendReport {
-                address: b.addr.to_string(),
-                condition: match b.condition {
-                    EndpointCondition::Ready => "ready",
-                    EndpointCondition::ServingTerminating => "serving_terminating",
-                    EndpointCondition::Draining => "draining",
-                }
-                .to_owned(),
-                weight: b.weight,
-                packets: at(&counted.backend_packets, b.id),
-                bytes: at(&counted.backend_bytes, b.id),
-                flows_created: at(&counted.backend_flows_created, b.id),
-                flows_active: at(&counted.backend_flows_active, b.id),
-            });
+            bucket.push(BackendReport::of(b, counted));
         }
     }
     snap.services
         .iter()
         .flatten()
-        .map(|s| ServiceReport {
-            name: s.name.to_string(),
-            protocol: s.proto.name().to_owned(),
-            packets: at(&counted.service_packets, s.id),
-            bytes: at(&counted.service_bytes, s.id),
-            flows_created: at(&counted.service_flows_created, s.id),
-            flows_active: at(&counted.service_flows_active, s.id),
-            listeners: {
-                let mut l = listeners
-                    .get_mut(s.id as usize)
-                    .map(std::mem::take)
-                    .unwrap_or_default();
-                l.sort();
-                l
-            },
-            backends: backends
+        .map(|s| {
+            let mut listeners = listeners
                 .get_mut(s.id as usize)
                 .map(std::mem::take)
-                .unwrap_or_default(),
+                .unwrap_or_default();
+            listeners.sort();
+            let backends = backends
+                .get_mut(s.id as usize)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            ServiceReport::of(s, counted, listeners, backends)
         })
         .collect()
+}
+
+/// The value of id `i` in a per-id counter vector (0 past its end).
+fn counter_at(v: &[u64], i: u32) -> u64 {
+    v.get(i as usize).copied().unwrap_or(0)
+}
+
+impl ServiceReport {
+    /// The row of service `s` with the given listeners and backends.
+    pub fn of(
+        s: &Service,
+        counted: &ServiceCounters,
+        listeners: Vec<ListenerReport>,
+        backends: Vec<BackendReport>,
+    ) -> Self {
+        ServiceReport {
+            name: s.name.to_string(),
+            protocol: s.proto.name().to_owned(),
+            packets: counter_at(&counted.service_packets, s.id),
+            bytes: counter_at(&counted.service_bytes, s.id),
+            flows_created: counter_at(&counted.service_flows_created, s.id),
+            flows_active: counter_at(&counted.service_flows_active, s.id),
+            listeners,
+            backends,
+        }
+    }
+}
+
+impl ListenerReport {
+    /// The row of one listener.
+    pub fn of(key: &ListenerKey, listener: &Listener) -> Self {
+        ListenerReport {
+            kind: match listener.kind {
+                ListenerKind::Vip => "vip",
+                ListenerKind::ExternalIp => "external_ip",
+                ListenerKind::NodePort => "node_port",
+            }
+            .to_owned(),
+            address: format!("{}:{}", key.addr, key.port),
+        }
+    }
+}
+
+impl BackendReport {
+    /// The row of backend `b` with its summed counters.
+    pub fn of(b: &Backend, counted: &ServiceCounters) -> Self {
+        BackendReport {
+            address: b.addr.to_string(),
+            condition: match b.condition {
+                EndpointCondition::Ready => "ready",
+                EndpointCondition::ServingTerminating => "serving_terminating",
+                EndpointCondition::Draining => "draining",
+            }
+            .to_owned(),
+            weight: b.weight,
+            packets: counter_at(&counted.backend_packets, b.id),
+            bytes: counter_at(&counted.backend_bytes, b.id),
+            flows_created: counter_at(&counted.backend_flows_created, b.id),
+            flows_active: counter_at(&counted.backend_flows_active, b.id),
+        }
+    }
 }
 
 /// The forwarding tables in force.
