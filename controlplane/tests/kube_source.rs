@@ -262,6 +262,27 @@ async fn wait_status_ip(client: &Client, name: &str) -> Ipv4Addr {
     .await
 }
 
+/// Create Service `web` with one ready endpoint 10.1.0.10 and wait until
+/// `a` serves its VIP; return the VIP and the backends served.
+async fn serve_web(
+    client: &Client,
+    a: &Instance,
+) -> (Ipv4Addr, Vec<(SocketAddrV4, EndpointCondition)>) {
+    create_service(client, &lb_service("web", json!({}))).await;
+    apply_slice(
+        client,
+        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
+    )
+    .await;
+    let vip = wait_status_ip(client, "web").await;
+    let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
+    eventually("the VIP served", async || {
+        (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())
+    })
+    .await;
+    (vip, want)
+}
+
 /// Events about Service `name` with `reason`: `(note, reporting instance)`.
 async fn events(client: &Client, name: &str, reason: &str) -> Vec<(String, String)> {
     let api: Api<Event> = Api::namespaced(client.clone(), NS);
@@ -608,18 +629,7 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
     let client = cluster.client();
     let a = Instance::start(&cluster, "a");
     wait_leader(&a).await;
-    create_service(&client, &lb_service("web", json!({}))).await;
-    apply_slice(
-        &client,
-        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
-    )
-    .await;
-    let vip = wait_status_ip(&client, "web").await;
-    let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
-    eventually("the VIP served", async || {
-        (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())
-    })
-    .await;
+    let (vip, want) = serve_web(&client, &a).await;
     let generation = a.snapshot().generation;
 
     cluster.stop_apiserver();
@@ -688,18 +698,7 @@ async fn a_410_gone_relists_without_losing_state() {
     let client = cluster.client();
     let a = Instance::start(&cluster, "a");
     wait_leader(&a).await;
-    create_service(&client, &lb_service("web", json!({}))).await;
-    apply_slice(
-        &client,
-        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
-    )
-    .await;
-    let vip = wait_status_ip(&client, "web").await;
-    let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
-    eventually("the VIP served", async || {
-        (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())
-    })
-    .await;
+    let (vip, want) = serve_web(&client, &a).await;
     let lists = a.source().stats().report().lists;
 
     // The Lease renewals (every 300 ms) move etcd's revision past what the
