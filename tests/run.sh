@@ -5,20 +5,41 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# What the later steps run, each detected by the exact command or file that
+# step uses (a looser glob once matched a neighbouring package and hid a
+# missing install), and installed with apt when missing (as root).
 need_pkgs=()
-# End-to-end suites: real nginx in backend namespaces, curl as the client.
-command -v nginx >/dev/null 2>&1 || need_pkgs+=(nginx-light)
-command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
-command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
-command -v ping >/dev/null 2>&1 || need_pkgs+=(iputils-ping)
+need_command() { command -v "$1" >/dev/null 2>&1 || need_pkgs+=("$2"); }
+need_file() { compgen -G "$1" >/dev/null || need_pkgs+=("$2"); }
+# End-to-end suites: real nginx in backend namespaces, curl as the client,
+# ss and ping for the checks (tests/tests/, controlplane/tests/).
+need_command nginx nginx-light
+need_command curl curl
+need_command ip iproute2
+need_command ss iproute2
+need_command ping iputils-ping
+need_command setpriv util-linux
+need_command sysctl procps
 # The end-to-end throughput smoke (tests/tests/throughput.rs) and the
 # comparison with the kernel's NAT (bench/tests/compare.rs, `compare --quick`).
-command -v wrk >/dev/null 2>&1 || need_pkgs+=(wrk)
-command -v iperf3 >/dev/null 2>&1 || need_pkgs+=(iperf3)
-command -v nft >/dev/null 2>&1 || need_pkgs+=(nftables)
-command -v iptables-restore >/dev/null 2>&1 || need_pkgs+=(iptables)
+need_command wrk wrk
+need_command iperf3 iperf3
+need_command nft nftables
+need_command iptables-restore iptables
+# The DPDK driver (cargo feature `dpdk`, the last steps below): Debian's DPDK
+# 22.11 as `pkg-config libdpdk` finds it (dataplane/dpdk-sys/build.rs), the
+# C library bindgen loads (clang-sys opens `libclang.so`; `libclang-cpp.so`
+# is the C++ interface and does not do) with clang's own headers, and
+# ethtool for the end-to-end suite on vdevs.
+pkg-config --exists libdpdk 2>/dev/null || need_pkgs+=(libdpdk-dev)
+need_file '/usr/lib/llvm-*/lib/libclang.so' libclang-dev
+need_file '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' libclang-dev
+need_command ethtool ethtool
 if ((${#need_pkgs[@]})); then
+    # Sorted and unique: iproute2 or libclang-dev may be named twice.
+    mapfile -t need_pkgs < <(printf '%s\n' "${need_pkgs[@]}" | sort -u)
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "== apt-get install ${need_pkgs[*]}"
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
     else
         echo "tests/run.sh: missing packages ${need_pkgs[*]} (run as root to install)" >&2
@@ -29,20 +50,12 @@ if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev
     cargo install --locked cargo-nextest
 fi
 
-# The DPDK driver (cargo feature `dpdk`): Debian's DPDK 22.11 and libclang
-# for bindgen, ethtool for the end-to-end suite on vdevs. Only this step
-# needs them; the default build and every step above work without.
-dpdk_pkgs=()
-pkg-config --exists libdpdk 2>/dev/null || dpdk_pkgs+=(libdpdk-dev)
-ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || dpdk_pkgs+=(libclang-dev)
-command -v ethtool >/dev/null 2>&1 || dpdk_pkgs+=(ethtool)
-if ((${#dpdk_pkgs[@]})); then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${dpdk_pkgs[@]}"
-    else
-        echo "tests/run.sh: missing packages ${dpdk_pkgs[*]} (run as root to install)" >&2
-    fi
+# As root (CI), no test may skip for want of root, namespaces or a program
+# installed above: a test that would skip fails (portico::netns::skip).
+if [ "$(id -u)" = 0 ]; then
+    export PORTICO_REQUIRE_ROOT=1
 fi
+
 # The Kubernetes tests' real API server: etcd + kube-apiserver v1.20.2 built
 # from Debian's source package (cached under /var/cache/portico; ~6-10 min on
 # a fresh 2-core machine, a no-op afterwards). A failed build fails the run,

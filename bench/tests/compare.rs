@@ -5,7 +5,7 @@
 //! exist. Needs root, `ip netns`, nginx, wrk, iperf3, iptables and nft
 //! (tests/run.sh installs them); otherwise it prints a loud SKIPPED line.
 
-use portico::netns::{TempDir, have, require_root};
+use portico::netns::{TempDir, have, require_root, skip};
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -66,9 +66,12 @@ fn quick_comparison_measures_every_datapath_and_cleans_up() {
         .filter(|p| !have(p))
         .collect();
     if !missing.is_empty() {
-        eprintln!(
-            "\n*** SKIPPED quick_comparison_measures_every_datapath_and_cleans_up: {} missing (tests/run.sh installs them) ***\n",
-            missing.join(", ")
+        skip(
+            "quick_comparison_measures_every_datapath_and_cleans_up",
+            &format!(
+                "{} missing (tests/run.sh installs them)",
+                missing.join(", ")
+            ),
         );
         return;
     }

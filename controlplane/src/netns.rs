@@ -9,7 +9,8 @@
 //!
 //! Tests that need root call [`require_root`] first; without root (or
 //! without `ip netns`) it prints a loud `SKIPPED` line to stderr and the test
-//! returns. CI runs as root, so there the tests run.
+//! returns. With `PORTICO_REQUIRE_ROOT=1` (set by `tests/run.sh` when it runs
+//! as root, as CI does) a test that would skip fails instead: see [`skip`].
 
 use std::io;
 use std::os::unix::process::CommandExt as _;
@@ -27,8 +28,24 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}{}x{n}", std::process::id() % 100_000)
 }
 
-/// True when the test can create namespaces; otherwise prints why it is
-/// skipped, loudly.
+/// True when `PORTICO_REQUIRE_ROOT=1`: `tests/run.sh` sets it when it runs
+/// as root (as CI does), and then no test may skip for want of root,
+/// namespaces or a program `tests/run.sh` installs.
+pub fn skips_are_failures() -> bool {
+    std::env::var("PORTICO_REQUIRE_ROOT").is_ok_and(|v| v == "1")
+}
+
+/// Reports that `test` cannot run and why: a loud `SKIPPED` line on stderr,
+/// or a panic under `PORTICO_REQUIRE_ROOT=1` (see [`skips_are_failures`]).
+pub fn skip(test: &str, why: &str) {
+    if skips_are_failures() {
+        panic!("{test} cannot run ({why}) but PORTICO_REQUIRE_ROOT=1 forbids skipping it");
+    }
+    eprintln!("\n*** SKIPPED {test}: {why} ***\n");
+}
+
+/// True when the test can create namespaces; otherwise reports the skip
+/// with [`skip`] (which fails the test under `PORTICO_REQUIRE_ROOT=1`).
 pub fn require_root(test: &str) -> bool {
     // SAFETY-free check: `id -u` avoids libc here.
     let uid = Command::new("id").arg("-u").output().ok().and_then(|o| {
@@ -44,8 +61,9 @@ pub fn require_root(test: &str) -> bool {
             .status()
             .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!(
-            "\n*** SKIPPED {test}: needs root and network namespaces (ip netns); CI runs it as root ***\n"
+        skip(
+            test,
+            "needs root and network namespaces (ip netns); CI runs it as root",
         );
     }
     ok

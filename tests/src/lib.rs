@@ -5,7 +5,7 @@
 //!
 //! Tests that need root call [`require_root`] first; without root (or
 //! without `ip netns`) it prints a loud `SKIPPED` line to stderr and the test
-//! returns. CI runs as root, so there the tests run.
+//! returns; with `PORTICO_REQUIRE_ROOT=1` (CI) it fails instead.
 
 pub use portico::netns::*;
 

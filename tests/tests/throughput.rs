@@ -12,7 +12,7 @@ mod common;
 
 use common::{curl, gateway, number, stats, topology};
 use portico::demo::topology::{ServiceOptions, VIP, clock_ticks_per_s};
-use portico_tests::have;
+use portico_tests::{have, skip};
 use std::time::{Duration, Instant};
 
 const SECONDS: u64 = 5;
@@ -83,6 +83,10 @@ fn throughput_smoke_through_the_vip() {
     let modes: &[Option<bool>] = if have("wrk") {
         &[Some(false), Some(true)]
     } else {
+        skip(
+            "throughput_smoke_through_the_vip with wrk",
+            "wrk is missing (tests/run.sh installs it); measuring a curl loop instead",
+        );
         &[None]
     };
     for mode in modes {

@@ -50,11 +50,10 @@ fn ip(args: &[&str]) -> Result<(), String> {
 /// Written straight to the process's stderr (not `eprintln!`, which the
 /// test harness captures for passing tests), so a skip is always visible.
 fn skip(why: &str) {
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: needs root and network namespaces ({why})\n\
-         SKIPPED: ============ af_packet namespace test NOT RUN ============"
+    crate::driver::test_skip::skip(
+        "af_packet",
+        "namespace",
+        &format!("needs root and network namespaces ({why})"),
     );
 }
 

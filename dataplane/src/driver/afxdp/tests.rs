@@ -41,11 +41,10 @@ fn ip(args: &[&str]) -> Result<(), String> {
 }
 
 fn skip(why: &str) {
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: needs root and network namespaces ({why})\n\
-         SKIPPED: ============ AF_XDP namespace test NOT RUN ============"
+    crate::driver::test_skip::skip(
+        "AF_XDP",
+        "namespace",
+        &format!("needs root and network namespaces ({why})"),
     );
 }
 

@@ -56,13 +56,8 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Straight to stderr (the harness captures `eprintln!` of passing tests).
 fn skip(what: &str, why: &str) {
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: {why}\nSKIPPED: ============ dpdk {what} test NOT RUN ============"
-    );
+    crate::driver::test_skip::skip("dpdk", what, why);
 }
 
 struct Topology {
