@@ -1,0 +1,137 @@
+//! The building blocks on real namespaces: a veth pair gets what was asked
+//! for, raw sockets in two namespaces exchange frames over it, entering a
+//! namespace moves only the thread made for it, and guards clean up.
+//!
+//! Need root and `ip netns`; otherwise a loud SKIPPED banner (a failure
+//! under `PORTICO_REQUIRE_ROOT=1`).
+
+use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root, run, unique_name};
+use std::collections::HashSet;
+use std::time::Duration;
+
+const MAC_A: [u8; 6] = [0x02, 0x50, 0x4e, 0, 0, 0xa];
+const MAC_B: [u8; 6] = [0x02, 0x50, 0x4e, 0, 0, 0xb];
+
+/// The namespaces `ip netns list` shows.
+fn listed_namespaces() -> String {
+    let out = run("ip", &["netns", "list"]).expect("ip netns list");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `ip -o link show <ifname>` inside `ns`.
+fn link(ns: &Netns, ifname: &str) -> String {
+    let out = ns
+        .exec("ip", &["-o", "link", "show", ifname])
+        .expect("ip link show");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The network namespace of the calling thread (`net:[inode]`).
+fn own_netns() -> String {
+    std::fs::read_link("/proc/thread-self/ns/net")
+        .expect("readlink /proc/thread-self/ns/net")
+        .display()
+        .to_string()
+}
+
+/// An Ethernet frame from `MAC_A` to `MAC_B` of an experimental ethertype
+/// (0x88b5) carrying `id`, 60 bytes long.
+fn frame(id: u8) -> Vec<u8> {
+    let mut f = Vec::with_capacity(60);
+    f.extend_from_slice(&MAC_B);
+    f.extend_from_slice(&MAC_A);
+    f.extend_from_slice(&[0x88, 0xb5]);
+    f.resize(60, id);
+    f
+}
+
+fn is_test_frame(f: &[u8]) -> bool {
+    f.get(12..14) == Some(&[0x88, 0xb5][..])
+}
+
+#[test]
+fn unique_names_never_repeat_and_fit_an_interface_name() {
+    let names: HashSet<String> = (0..1000).map(|_| unique_name("abcd")).collect();
+    assert_eq!(names.len(), 1000);
+    assert!(names.iter().all(|n| n.len() <= 15), "{names:?}");
+}
+
+#[test]
+fn a_veth_pair_has_its_macs_mtus_and_addresses_and_carries_raw_frames() {
+    if !require_root("portico-netns veth test") {
+        return;
+    }
+    let a = Netns::new("nta").expect("namespace a");
+    let b = Netns::new("ntb").expect("namespace b");
+    Veth::new(&a, "va", &b, "vb")
+        .macs(MAC_A, MAC_B)
+        .mtus(1400, 1300)
+        .addrs(Some("10.99.0.1/24"), None)
+        .create()
+        .expect("veth pair");
+    let (link_a, link_b) = (link(&a, "va"), link(&b, "vb"));
+    assert!(
+        link_a.contains("link/ether 02:50:4e:00:00:0a") && link_a.contains("mtu 1400"),
+        "{link_a}"
+    );
+    assert!(
+        link_b.contains("link/ether 02:50:4e:00:00:0b") && link_b.contains("mtu 1300"),
+        "{link_b}"
+    );
+    assert!(link_a.contains("UP") && link_b.contains("UP"));
+    let addrs = a.exec("ip", &["-o", "addr", "show", "va"]).expect("addr");
+    assert!(String::from_utf8_lossy(&addrs.stdout).contains("10.99.0.1/24"));
+
+    let sender = in_netns(&a, || RawSocket::open("va")).expect("socket in a");
+    let receiver = in_netns(&b, || RawSocket::open("vb")).expect("socket in b");
+    let sent: Vec<Vec<u8>> = (0..5).map(frame).collect();
+    for f in &sent {
+        sender.send(f).expect("send");
+    }
+    let got = receiver
+        .recv_matching(sent.len(), Duration::from_secs(5), is_test_frame)
+        .expect("receive");
+    assert_eq!(got, sent, "every frame arrives, intact and in order");
+    // The sender does not see its own frames.
+    let echoed = sender
+        .recv_matching(1, Duration::from_millis(300), is_test_frame)
+        .expect("receive on the sender");
+    assert!(echoed.is_empty(), "{echoed:?}");
+    // An interface of another namespace is not found from here.
+    let err = in_netns(&a, || RawSocket::open("vb")).expect_err("vb is in b");
+    assert!(err.to_string().contains("vb"), "{err}");
+}
+
+#[test]
+fn in_netns_moves_only_its_own_thread() {
+    if !require_root("portico-netns in_netns test") {
+        return;
+    }
+    let ns = Netns::new("nte").expect("namespace");
+    let before = own_netns();
+    let inside = in_netns(&ns, own_netns);
+    assert_ne!(inside, before, "the thread entered the namespace");
+    assert_eq!(own_netns(), before, "the caller stayed where it was");
+    let other = Netns::new("nte").expect("another namespace");
+    assert_ne!(in_netns(&other, own_netns), inside);
+}
+
+#[test]
+fn dropping_a_namespace_deletes_it_and_its_veth_ends() {
+    if !require_root("portico-netns cleanup test") {
+        return;
+    }
+    let a = Netns::new("ntd").expect("namespace a");
+    let b = Netns::new("ntd").expect("namespace b");
+    let (name_a, name_b) = (a.name.clone(), b.name.clone());
+    Veth::new(&a, "da", &b, "db").create().expect("veth pair");
+    assert!(listed_namespaces().contains(&name_a));
+    drop(a);
+    let listed = listed_namespaces();
+    assert!(!listed.contains(&name_a), "{listed}");
+    assert!(listed.contains(&name_b), "{listed}");
+    // The peer end went with its partner's namespace.
+    assert!(b.exec("ip", &["link", "show", "db"]).is_err());
+    drop(b);
+    assert!(!listed_namespaces().contains(&name_b));
+}
