@@ -5,7 +5,7 @@
 //! exist. Needs root, `ip netns`, nginx, wrk, iperf3, iptables and nft
 //! (tests/run.sh installs them); otherwise it prints a loud SKIPPED line.
 
-use portico::netns::{TempDir, have, require_root, skip};
+use portico_netns::{TempDir, have, require_root, skip};
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! kernels drop the probes; only the af_packet sockets see them). Needs root
 //! and `ip netns`; otherwise it prints a loud SKIPPED line and returns.
 
-use portico::netns::{Netns, require_root, unique_name, veth, wait_until};
+use portico_netns::{Netns, require_root, unique_name, veth, wait_until};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -120,7 +120,7 @@ fn tcp_stream_handshakes_then_exchanges_data_through_a_sink() {
 
 /// Two namespaces joined by a veth pair, a `sink --echo` bound on the
 /// server side: (client, server, client interface, server MAC, sink).
-fn pair_with_sink() -> (Netns, Netns, String, String, portico::netns::Process) {
+fn pair_with_sink() -> (Netns, Netns, String, String, portico_netns::Process) {
     let client = Netns::new("pgc").expect("netns");
     let server = Netns::new("pgs").expect("netns");
     let (c_if, s_if) = (unique_name("pgc"), unique_name("pgs"));

@@ -14,7 +14,11 @@ pub mod cli;
 pub mod demo;
 pub mod gateway;
 pub mod ipam;
-pub mod netns;
 pub mod simulate;
 pub mod source;
 pub mod tool;
+
+/// Namespaces, veth pairs and process guards (the `portico-netns` crate):
+/// `portico demo` builds its topology with them; re-exported under the name
+/// the demo and the suites have always used.
+pub use portico_netns as netns;

@@ -45,7 +45,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
 use kube::config::AuthInfo;
-use portico::netns::{TempDir, unique_name};
+use portico_netns::{TempDir, unique_name};
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
 use std::os::unix::process::CommandExt as _;

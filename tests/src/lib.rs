@@ -1,12 +1,13 @@
 //! Harness for Portico's end-to-end tests. The namespace, veth and process
-//! guards live in the `portico` library ([`portico::netns`]) because
-//! `portico demo` builds the same topology ([`portico::demo::topology`]);
-//! this crate re-exports them so the suites read `portico_tests::Netns`.
+//! guards live in the `portico-netns` crate, shared with `portico demo`
+//! (which builds the same topology, [`portico::demo::topology`]) and the
+//! drivers' namespace tests; this crate re-exports them so the suites read
+//! `portico_tests::Netns`.
 //!
 //! Tests that need root call [`require_root`] first; without root (or
-//! without `ip netns`) it prints a loud `SKIPPED` line to stderr and the test
-//! returns; with `PORTICO_REQUIRE_ROOT=1` (CI) it fails instead.
+//! without `ip netns`) it prints a loud `SKIPPED` banner to stderr and the
+//! test returns; with `PORTICO_REQUIRE_ROOT=1` (CI) it fails instead.
 
-pub use portico::netns::*;
+pub use portico_netns::*;
 
 pub mod kube_cluster;

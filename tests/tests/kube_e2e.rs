@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use portico::demo::topology::{
     BACKEND_HTTP_PORT, NODE_ADDR, SNAT_ADDR, Topology, backend_addr, backend_name,
 };
-use portico::netns::{run, unique_name};
+use portico_tests::{run, unique_name};
 use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
 use serde_json::json;
 use std::net::Ipv4Addr;
@@ -49,7 +49,7 @@ struct HostVeth {
 
 impl HostVeth {
     /// `host_addr/30` on the host end, `ns_addr/30` on the end in `ns`.
-    fn new(ns: &portico::netns::Netns, host_addr: Ipv4Addr, ns_addr: Ipv4Addr) -> Self {
+    fn new(ns: &portico_tests::Netns, host_addr: Ipv4Addr, ns_addr: Ipv4Addr) -> Self {
         let host_if = unique_name("kh");
         let ns_if = unique_name("kg");
         run(

@@ -39,7 +39,7 @@ use portico::demo::topology::{
     self, AFXDP_QUEUES, BACKEND_HTTP_PORT, DriverKind, GatewayRun, HTTP_PORT, NODE_ADDR, Topology,
     TopologyConfig, VIP,
 };
-use portico::netns::{Netns, Process, have, wait_until};
+use portico_netns::{Netns, Process, have, wait_until};
 use serde::Serialize;
 use serde_json::Value;
 use std::io;
@@ -1143,7 +1143,7 @@ impl Rig<'_> {
 
 /// The PIDs of the processes in `ns` (`ip netns pids`).
 fn ns_pids(ns: &Netns) -> io::Result<Vec<String>> {
-    let out = portico::netns::run("ip", &["netns", "pids", &ns.name])?;
+    let out = portico_netns::run("ip", &["netns", "pids", &ns.name])?;
     Ok(String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .map(str::to_owned)
