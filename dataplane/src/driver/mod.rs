@@ -13,8 +13,6 @@ pub mod afxdp;
 #[cfg(all(target_os = "linux", feature = "dpdk"))]
 pub mod dpdk;
 pub mod mem;
-#[cfg(all(test, target_os = "linux"))]
-mod test_skip;
 
 use crate::packet::PortId;
 

@@ -1,26 +1,23 @@
 //! The driver on real veth pairs in throw-away network namespaces.
 //!
-//! Each test builds its own topology: namespaces `ptc-afp-<pid>-<n>-a` and
-//! `-b` with a veth pair `pa` (in a) — `pb` (in b); the driver runs on `pb`,
-//! a plain `AF_PACKET` socket (or a local TCP/UDP socket) plays the peer on
-//! `pa`. Sockets are opened from a thread that entered the namespace with
-//! `setns(2)`; a socket stays in its namespace wherever it is used later.
-//! The [`Topology`] guard deletes both namespaces by name on drop (which
-//! also destroys the veth pair), on success and on panic alike.
+//! Each test builds its own [`Topology`]: two namespaces (a, b) with a veth
+//! pair `pa` (in a) — `pb` (in b); the driver runs on `pb`, a raw
+//! `AF_PACKET` socket (or a local TCP/UDP socket) plays the peer on `pa`.
+//! Sockets are opened from a thread that entered the namespace
+//! ([`in_netns`]); a socket stays in its namespace wherever it is used
+//! later. The namespace guards delete both namespaces by name on drop
+//! (which also destroys the veth pair), on success and on panic alike.
 //!
 //! They need root and `ip netns`; without them they print a loud SKIPPED
-//! line to stderr and return (CI runs them as root).
-#![allow(unsafe_code)]
+//! banner to stderr and return (CI runs them as root, with
+//! `PORTICO_REQUIRE_ROOT=1`: then a skip fails the test).
 
 use super::*;
 use crate::wire::{MacAddr, build, ethernet, ipv4, tcp, udp};
-use std::fs::File;
+use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream, UdpSocket};
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-static TOPOLOGY_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 const MAC_A: MacAddr = MacAddr([0x02, 0x50, 0x54, 0, 0, 0xa]);
 const MAC_B: MacAddr = MacAddr([0x02, 0x50, 0x54, 0, 0, 0xb]);
@@ -31,192 +28,43 @@ const IP_B: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 const TEST_PORT: u16 = 9999;
 const DEADLINE: Duration = Duration::from_secs(10);
 
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Written straight to the process's stderr (not `eprintln!`, which the
-/// test harness captures for passing tests), so a skip is always visible.
-fn skip(why: &str) {
-    crate::driver::test_skip::skip(
-        "af_packet",
-        "namespace",
-        &format!("needs root and network namespaces ({why})"),
-    );
-}
-
-/// Two namespaces joined by a veth pair; deleted on drop.
+/// Two namespaces joined by a veth pair; deleted on drop (of the last
+/// reference: a test may lend namespace a to a thread of its own).
 struct Topology {
-    ns_a: String,
-    ns_b: String,
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        for ns in [&self.ns_a, &self.ns_b] {
-            if let Err(e) = ip(&["netns", "del", ns]) {
-                eprintln!("cleanup: {e}");
-            }
-        }
-    }
+    ns_a: Arc<Netns>,
+    ns_b: Netns,
 }
 
 impl Topology {
-    /// `None` (after a SKIPPED line) when not root or `ip netns` fails.
+    /// `None` (after a SKIPPED banner) when not root or `ip netns` fails.
     /// `mtu_a`/`mtu_b` set the two ends' MTUs.
     fn new(mtu_a: u32, mtu_b: u32) -> Option<Topology> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            skip("not running as root");
+        if !require_root("af_packet namespace test") {
             return None;
         }
-        let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let base = format!("ptc-afp-{}-{n}", std::process::id());
-        let ns_a = format!("{base}-a");
-        let ns_b = format!("{base}-b");
-        if let Err(e) = ip(&["netns", "add", &ns_a]) {
-            skip(&e);
-            return None;
-        }
-        // From here on the guard removes whatever exists.
         let topo = Topology {
-            ns_a: ns_a.clone(),
-            ns_b: ns_b.clone(),
+            ns_a: Arc::new(Netns::new("afpa").expect("namespace a")),
+            ns_b: Netns::new("afpb").expect("namespace b"),
         };
-        let (mac_a, mac_b) = (MAC_A.to_string(), MAC_B.to_string());
-        let (mtu_a, mtu_b) = (mtu_a.to_string(), mtu_b.to_string());
-        let steps: [&[&str]; 6] = [
-            &["netns", "add", &ns_b],
-            &[
-                "-n", &ns_a, "link", "add", "pa", "address", &mac_a, "mtu", &mtu_a, "type", "veth",
-                "peer", "name", "pb", "address", &mac_b, "mtu", &mtu_b, "netns", &ns_b,
-            ],
-            &["-n", &ns_a, "link", "set", "pa", "up"],
-            &["-n", &ns_b, "link", "set", "pb", "up"],
-            &["-n", &ns_a, "link", "set", "lo", "up"],
-            &["-n", &ns_b, "link", "set", "lo", "up"],
-        ];
-        for step in steps {
-            if let Err(e) = ip(step) {
-                panic!("building the test topology: {e}");
-            }
-        }
+        Veth::new(&topo.ns_a, "pa", &topo.ns_b, "pb")
+            .macs(MAC_A.0, MAC_B.0)
+            .mtus(mtu_a, mtu_b)
+            .create()
+            .expect("building the test topology");
         Some(topo)
     }
 }
 
-/// Run `f` on a thread that entered network namespace `ns`.
-fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::scope(|s| {
-        let handle = s.spawn(move || {
-            let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-            // SAFETY: `file` is an open netns file descriptor; setns only
-            // changes this thread's network namespace.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns {path}: {}", io::Error::last_os_error());
-            f()
-        });
-        match handle.join() {
-            Ok(v) => v,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
+/// The peer's raw socket on `pa`, opened in namespace a.
+fn open_peer(topo: &Topology) -> RawSocket {
+    in_netns(&topo.ns_a, || RawSocket::open("pa")).expect("peer socket")
 }
 
-/// A plain `AF_PACKET`/`SOCK_RAW` socket: the peer end.
-struct RawSocket(OwnedFd);
-
-impl RawSocket {
-    /// Open on `ifname` in the calling thread's namespace.
-    fn open(ifname: &str) -> RawSocket {
-        let proto_be = sys::ETH_P_ALL_BE;
-        // SAFETY: plain syscall with constant arguments.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::c_int::from(proto_be),
-            )
-        };
-        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
-        // SAFETY: fd is a fresh socket nothing else owns.
-        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        let ifindex = sys::if_index(ifname).expect("peer ifindex");
-        sys::bind_packet(&fd, ifindex, proto_be).expect("bind peer socket");
-        let one: libc::c_int = 1;
-        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one)
-            .expect("PACKET_IGNORE_OUTGOING");
-        let tv = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 100_000,
-        };
-        sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).expect("SO_RCVTIMEO");
-        RawSocket(fd)
-    }
-
-    fn send(&self, frame: &[u8]) {
-        // SAFETY: `frame` is a live buffer of `frame.len()` bytes the kernel
-        // only reads.
-        let rc = unsafe {
-            libc::send(
-                self.0.as_raw_fd(),
-                frame.as_ptr().cast::<libc::c_void>(),
-                frame.len(),
-                0,
-            )
-        };
-        assert_eq!(
-            rc,
-            frame.len() as isize,
-            "peer send of {} bytes: {}",
-            frame.len(),
-            io::Error::last_os_error()
-        );
-    }
-
-    /// One frame, or `None` after the 100 ms receive timeout.
-    fn recv(&self) -> Option<Vec<u8>> {
-        let mut buf = vec![0u8; 65536];
-        // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
-        let rc = unsafe {
-            libc::recv(
-                self.0.as_raw_fd(),
-                buf.as_mut_ptr().cast::<libc::c_void>(),
-                buf.len(),
-                0,
-            )
-        };
-        let n = usize::try_from(rc).ok()?;
-        buf.truncate(n);
-        Some(buf)
-    }
-
-    /// Frames addressed to [`TEST_PORT`] until `count` arrived or the deadline.
-    fn recv_test_frames(&self, count: usize) -> Vec<Vec<u8>> {
-        let end = Instant::now() + DEADLINE;
-        let mut got = Vec::new();
-        while got.len() < count && Instant::now() < end {
-            if let Some(f) = self.recv()
-                && is_test_frame(&f)
-            {
-                got.push(f);
-            }
-        }
-        got
-    }
+/// Frames addressed to [`TEST_PORT`] that `peer` receives until `count`
+/// arrived or the deadline.
+fn peer_test_frames(peer: &RawSocket, count: usize) -> Vec<Vec<u8>> {
+    peer.recv_matching(count, DEADLINE, is_test_frame)
+        .expect("peer receive")
 }
 
 /// A UDP frame to [`TEST_PORT`] (tagged or not).
@@ -278,7 +126,7 @@ fn frames_sent_into_the_peer_arrive_intact_through_rx_burst() {
     let Some(topo) = Topology::new(1500, 1500) else {
         return;
     };
-    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let peer = open_peer(&topo);
     let mut driver = in_netns(&topo.ns_b, || {
         AfPacketDriver::open(&config(RingConfig::default()))
     })
@@ -294,7 +142,7 @@ fn frames_sent_into_the_peer_arrive_intact_through_rx_burst() {
     // must put it back.
     sent.push(build::with_vlan(&test_frame(300, 2001, 41), 42));
     for f in &sent {
-        peer.send(f);
+        peer.send(f).expect("peer send");
     }
     let got = rx_test_frames(&mut driver, sent.len());
     // Frames from a raw socket are CHECKSUM_NONE on veth: nobody verified
@@ -313,7 +161,7 @@ fn tx_burst_frames_arrive_on_the_peer_and_bursts_do_not_allocate() {
     let Some(topo) = Topology::new(1500, 1500) else {
         return;
     };
-    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let peer = open_peer(&topo);
     let mut driver = in_netns(&topo.ns_b, || {
         AfPacketDriver::open(&config(RingConfig::default()))
     })
@@ -331,7 +179,7 @@ fn tx_burst_frames_arrive_on_the_peer_and_bursts_do_not_allocate() {
     });
     assert_eq!(info.count_total, 0, "tx path allocated: {info:?}");
     assert!(batch.is_empty());
-    let got = peer.recv_test_frames(sent.len());
+    let got = peer_test_frames(&peer, sent.len());
     assert_eq!(got, sent);
     let stats = driver.total_stats();
     assert_eq!(stats.tx_frames, sent.len() as u64);
@@ -340,7 +188,7 @@ fn tx_burst_frames_arrive_on_the_peer_and_bursts_do_not_allocate() {
 
     // The same frames back through rx_burst + release: no allocation either.
     for f in &sent {
-        peer.send(f);
+        peer.send(f).expect("peer send");
     }
     let end = Instant::now() + DEADLINE;
     let mut received = 0;
@@ -364,7 +212,7 @@ fn a_burst_larger_than_the_tx_ring_leaves_the_excess_with_the_caller() {
     let Some(topo) = Topology::new(1500, 1500) else {
         return;
     };
-    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let peer = open_peer(&topo);
     let ring = RingConfig {
         tx_frame_size: 2048,
         tx_frame_count: 4,
@@ -407,7 +255,7 @@ fn a_burst_larger_than_the_tx_ring_leaves_the_excess_with_the_caller() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert!(batch.is_empty(), "ring never drained");
-    assert_eq!(peer.recv_test_frames(sent.len()), sent);
+    assert_eq!(peer_test_frames(&peer, sent.len()), sent);
     assert_eq!(driver.pool_free(), 512);
 }
 
@@ -416,7 +264,7 @@ fn two_workers_with_fanout_share_a_port_and_together_see_everything() {
     let Some(topo) = Topology::new(1500, 1500) else {
         return;
     };
-    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let peer = open_peer(&topo);
     let mut cfg = config(RingConfig::default());
     cfg.ports[0].fanout_group_id = Some(0x77);
     cfg.fanout_mode = FanoutMode::Hash;
@@ -428,7 +276,8 @@ fn two_workers_with_fanout_share_a_port_and_together_see_everything() {
     });
     const FLOWS: u32 = 200;
     for i in 0..FLOWS {
-        peer.send(&test_frame(100, 10_000 + i as u16, i));
+        peer.send(&test_frame(100, 10_000 + i as u16, i))
+            .expect("peer send");
     }
     let end = Instant::now() + DEADLINE;
     let mut seen: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
@@ -464,7 +313,7 @@ fn frames_above_the_mtu_are_counted_and_dropped() {
     let Some(topo) = Topology::new(1600, 1500) else {
         return;
     };
-    let peer = in_netns(&topo.ns_a, || RawSocket::open("pa"));
+    let peer = open_peer(&topo);
     let mut driver = in_netns(&topo.ns_b, || {
         AfPacketDriver::open(&config(RingConfig::default()))
     })
@@ -478,7 +327,7 @@ fn frames_above_the_mtu_are_counted_and_dropped() {
         test_frame(1518, 5003, 4),
         tagged_fits.clone(),
     ] {
-        peer.send(&f);
+        peer.send(&f).expect("peer send");
     }
     let got: Vec<Vec<u8>> = rx_test_frames(&mut driver, 2)
         .into_iter()
@@ -494,7 +343,9 @@ fn preparation_turns_offloads_off_and_reports_kernel_addresses() {
     let Some(topo) = Topology::new(1500, 1400) else {
         return;
     };
-    ip(&["-n", &topo.ns_b, "addr", "add", "10.77.0.2/24", "dev", "pb"]).expect("addr add");
+    topo.ns_b
+        .exec("ip", &["addr", "add", "10.77.0.2/24", "dev", "pb"])
+        .expect("addr add");
     let (before, prepared, after, conflicts) = in_netns(&topo.ns_b, || {
         let before = prepare::set_gro("pb", true).expect("GRO on");
         let prepared = prepare::prepare_interface("pb").expect("prepare");
@@ -531,21 +382,23 @@ fn locally_sent_tcp_and_udp_arrive_with_completed_checksums() {
     let Some(topo) = Topology::new(1500, 1500) else {
         return;
     };
-    let ns_a = topo.ns_a.clone();
-    ip(&["-n", &ns_a, "addr", "add", "10.77.0.1/24", "dev", "pa"]).expect("addr");
-    ip(&[
-        "-n",
-        &ns_a,
-        "neigh",
-        "add",
-        "10.77.0.2",
-        "lladdr",
-        &MAC_B.to_string(),
-        "dev",
-        "pa",
-        "nud",
-        "permanent",
-    ])
+    let ns_a = Arc::clone(&topo.ns_a);
+    ns_a.exec("ip", &["addr", "add", "10.77.0.1/24", "dev", "pa"])
+        .expect("addr");
+    ns_a.exec(
+        "ip",
+        &[
+            "neigh",
+            "add",
+            "10.77.0.2",
+            "lladdr",
+            &MAC_B.to_string(),
+            "dev",
+            "pa",
+            "nud",
+            "permanent",
+        ],
+    )
     .expect("neigh");
     let mut driver = in_netns(&topo.ns_b, || {
         AfPacketDriver::open(&config(RingConfig::default()))

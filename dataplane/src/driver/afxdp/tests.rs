@@ -1,107 +1,52 @@
 //! The driver and the XDP program on real veth pairs in throw-away network
-//! namespaces: `ptc-xdp-<pid>-<n>-a` holds the peers (`pa0`, `pa1`), `-b`
-//! the driver's ends (`pb0`, `pb1`). A plain `AF_PACKET` socket plays the
-//! peer. Work runs on threads that entered a namespace with `setns(2)`;
-//! the [`Topology`] guard deletes both namespaces by name on drop (which
-//! destroys the veth pairs, the XDP attachments with them).
+//! namespaces: a [`Topology`] of two namespaces, a holding the peers
+//! (`pa0`, `pa1`), b the driver's ends (`pb0`, `pb1`). A raw `AF_PACKET`
+//! socket plays the peer. Work runs on threads that entered a namespace
+//! ([`in_netns`]); the namespace guards delete both namespaces by name on
+//! drop (which destroys the veth pairs, the XDP attachments with them).
 //!
 //! They need root and `ip netns`; without them they print a loud SKIPPED
-//! line to stderr and return (CI runs them as root).
-#![allow(unsafe_code)]
+//! banner to stderr and return (CI runs them as root, with
+//! `PORTICO_REQUIRE_ROOT=1`: then a skip fails the test).
 
 use super::*;
 use crate::wire::build;
-use std::fs::File;
+use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root};
 use std::net::Ipv4Addr;
-use std::os::fd::FromRawFd;
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-static TOPOLOGY_COUNTER: AtomicUsize = AtomicUsize::new(0);
 const MAC_A: [u8; 6] = [0x02, 0x50, 0x54, 0, 0, 0xa];
 const MAC_B: [u8; 6] = [0x02, 0x50, 0x54, 0, 0, 0xb];
 const TEST_PORT: u16 = 9999;
 const DEADLINE: Duration = Duration::from_secs(10);
 
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn skip(why: &str) {
-    crate::driver::test_skip::skip(
-        "AF_XDP",
-        "namespace",
-        &format!("needs root and network namespaces ({why})"),
-    );
-}
-
+/// Two namespaces joined by veth pairs; deleted on drop.
 struct Topology {
-    ns_a: String,
-    ns_b: String,
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        for ns in [&self.ns_a, &self.ns_b] {
-            if let Err(e) = ip(&["netns", "del", ns]) {
-                eprintln!("cleanup: {e}");
-            }
-        }
-    }
+    ns_a: Netns,
+    ns_b: Netns,
 }
 
 impl Topology {
     /// `pairs` veth pairs `pa<i>` (in a) — `pb<i>` (in b), TSO off on the
     /// peers (native XDP on veth needs it).
     fn new(pairs: usize) -> Option<Topology> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            skip("not running as root");
-            return None;
-        }
-        let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let base = format!("ptc-xdp-{}-{n}", std::process::id());
-        let (ns_a, ns_b) = (format!("{base}-a"), format!("{base}-b"));
-        if let Err(e) = ip(&["netns", "add", &ns_a]) {
-            skip(&e);
+        if !require_root("AF_XDP namespace test") {
             return None;
         }
         let topo = Topology {
-            ns_a: ns_a.clone(),
-            ns_b: ns_b.clone(),
+            ns_a: Netns::new("xdpa").expect("namespace a"),
+            ns_b: Netns::new("xdpb").expect("namespace b"),
         };
-        ip(&["netns", "add", &ns_b]).expect("netns b");
         for i in 0..pairs {
             let (pa, pb) = (format!("pa{i}"), format!("pb{i}"));
-            let mut mac_a = MacAddr(MAC_A);
-            let mut mac_b = MacAddr(MAC_B);
-            mac_a.0[4] = i as u8;
-            mac_b.0[4] = i as u8;
-            let (mac_a, mac_b) = (mac_a.to_string(), mac_b.to_string());
-            for step in [
-                vec![
-                    "-n", &ns_a, "link", "add", &pa, "address", &mac_a, "type", "veth", "peer",
-                    "name", &pb, "address", &mac_b, "netns", &ns_b,
-                ],
-                vec!["-n", &ns_a, "link", "set", &pa, "up"],
-                vec!["-n", &ns_b, "link", "set", &pb, "up"],
-            ] {
-                ip(&step).expect("topology");
-            }
-            in_netns(&ns_a, || {
+            let (mut mac_a, mut mac_b) = (MAC_A, MAC_B);
+            mac_a[4] = i as u8;
+            mac_b[4] = i as u8;
+            Veth::new(&topo.ns_a, &pa, &topo.ns_b, &pb)
+                .macs(mac_a, mac_b)
+                .create()
+                .expect("topology");
+            in_netns(&topo.ns_a, || {
                 prepare::disable_offloads(&pa).expect("offloads off on the peer");
             });
         }
@@ -109,83 +54,17 @@ impl Topology {
     }
 }
 
-fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::scope(|s| {
-        let handle = s.spawn(move || {
-            let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-            // SAFETY: `file` is an open netns fd; setns changes only this
-            // thread's network namespace.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns {path}: {}", io::Error::last_os_error());
-            f()
-        });
-        match handle.join() {
-            Ok(v) => v,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
+/// The peer's raw socket on `ifname`, opened in namespace a.
+fn open_peer(t: &Topology, ifname: &str) -> RawSocket {
+    in_netns(&t.ns_a, || RawSocket::open(ifname)).expect("peer socket")
 }
 
-/// A plain packet socket on the peer side.
-struct RawSocket(OwnedFd);
-
-impl RawSocket {
-    fn open(ifname: &str) -> RawSocket {
-        let proto = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: plain syscall with constant arguments.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::c_int::from(proto),
-            )
-        };
-        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
-        // SAFETY: a fresh socket nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_ll is plain integers; zero is valid.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = proto;
-        sll.sll_ifindex = sys::if_index(ifname).expect("ifindex") as i32;
-        // SAFETY: a live sockaddr_ll of the size passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        assert_eq!(rc, 0, "bind: {}", io::Error::last_os_error());
-        let tv = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 100_000,
-        };
-        sys::setsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).expect("timeout");
-        RawSocket(fd)
-    }
-
-    fn send(&self, frame: &[u8]) {
-        // SAFETY: `frame` is a live buffer the kernel only reads.
-        let rc = unsafe { libc::send(self.0.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(rc, frame.len() as isize, "{}", io::Error::last_os_error());
-    }
-
-    /// The next frame to UDP port [`TEST_PORT`], within the deadline.
-    fn recv_test_frame(&self) -> Option<Vec<u8>> {
-        let deadline = Instant::now() + DEADLINE;
-        let mut buf = vec![0u8; 65536];
-        while Instant::now() < deadline {
-            // SAFETY: `buf` is a live, writable buffer of its length.
-            let rc =
-                unsafe { libc::recv(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if rc > 0 && is_test_frame(&buf[..rc as usize]) {
-                return Some(buf[..rc as usize].to_vec());
-            }
-        }
-        None
-    }
+/// The next frame to UDP port [`TEST_PORT`] `peer` receives, within the
+/// deadline.
+fn peer_test_frame(peer: &RawSocket) -> Option<Vec<u8>> {
+    peer.recv_matching(1, DEADLINE, is_test_frame)
+        .expect("peer receive")
+        .pop()
 }
 
 fn is_test_frame(f: &[u8]) -> bool {
@@ -259,12 +138,12 @@ fn echo_through(mode: XdpMode) {
         }
         let mut d = AfXdpDriver::open(&config(&[("pb0", &att)])).expect("open");
         assert!(!d.ports()[0].zero_copy(), "veth has no zero-copy");
-        let peer = in_netns(&t.ns_a, || RawSocket::open("pa0"));
+        let peer = open_peer(&t, "pa0");
         let sent: Vec<Vec<u8>> = (0..100)
             .map(|i| test_frame(i, 100 + usize::from(i)))
             .collect();
         for f in &sent {
-            peer.send(f);
+            peer.send(f).expect("peer send");
         }
         let mut got = rx_test_frames(&mut d, 0, sent.len());
         let bodies: Vec<Vec<u8>> = got.iter().map(|f| f.data().to_vec()).collect();
@@ -277,7 +156,7 @@ fn echo_through(mode: XdpMode) {
             assert!(burst.is_empty());
         }
         for f in &sent {
-            assert_eq!(peer.recv_test_frame().as_ref(), Some(f), "echoed frame");
+            assert_eq!(peer_test_frame(&peer).as_ref(), Some(f), "echoed frame");
         }
         let s = *d.ports()[0].stats();
         assert_eq!(s.tx_frames, 100);
@@ -316,17 +195,16 @@ fn two_ports_share_one_umem_and_forward_without_copying() {
         let a1 = XdpAttachment::attach("pb1", 1, XdpMode::Auto).expect("attach pb1");
         let mut d = AfXdpDriver::open(&config(&[("pb0", &a0), ("pb1", &a1)])).expect("open");
         assert_eq!(d.umem_count(), 1, "XDP_SHARED_UMEM across two veths");
-        let (tx_peer, rx_peer) =
-            in_netns(&t.ns_a, || (RawSocket::open("pa0"), RawSocket::open("pa1")));
+        let (tx_peer, rx_peer) = (open_peer(&t, "pa0"), open_peer(&t, "pa1"));
         let sent: Vec<Vec<u8>> = (0..20).map(|i| test_frame(i, 64)).collect();
         for f in &sent {
-            tx_peer.send(f);
+            tx_peer.send(f).expect("peer send");
         }
         let mut got = rx_test_frames(&mut d, 0, sent.len());
         assert_eq!(got.len(), sent.len());
         assert_eq!(d.tx_burst(1, &mut got), sent.len());
         for f in &sent {
-            assert_eq!(rx_peer.recv_test_frame().as_ref(), Some(f));
+            assert_eq!(peer_test_frame(&rx_peer).as_ref(), Some(f));
         }
         assert_eq!(
             d.ports()[1].stats().tx_copies,
@@ -347,13 +225,12 @@ fn separate_umems_forward_with_one_copy() {
         c.rings.umem_frames = 1024;
         let mut d = AfXdpDriver::open(&c).expect("open");
         assert_eq!(d.umem_count(), 2);
-        let (tx_peer, rx_peer) =
-            in_netns(&t.ns_a, || (RawSocket::open("pa0"), RawSocket::open("pa1")));
+        let (tx_peer, rx_peer) = (open_peer(&t, "pa0"), open_peer(&t, "pa1"));
         let f = test_frame(7, 300);
-        tx_peer.send(&f);
+        tx_peer.send(&f).expect("peer send");
         let mut got = rx_test_frames(&mut d, 0, 1);
         assert_eq!(d.tx_burst(1, &mut got), 1);
-        assert_eq!(rx_peer.recv_test_frame(), Some(f));
+        assert_eq!(peer_test_frame(&rx_peer), Some(f));
         assert_eq!(d.ports()[1].stats().tx_copies, 1);
         assert_eq!(d.frames_out(), 0);
     });

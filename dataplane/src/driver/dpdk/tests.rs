@@ -1,29 +1,25 @@
 //! The driver on vdevs over real veth pairs in throw-away namespaces.
 //!
 //! The EAL starts once per process, so one test exercises every vdev kind
-//! over one EAL: namespaces `ptc-dpdk-<pid>-<n>-a` and `-b`, veth pairs
+//! over one EAL: a [`Topology`] of two namespaces a and b, veth pairs
 //! `pa`—`pb` (port 0, `net_af_packet` on `pb`) and `qa`—`qb` (port 1,
 //! `net_af_xdp` on `qb`, copy mode: veth has no zero-copy). The EAL, the
 //! ports and the driver live on a thread that entered namespace b (vdevs
 //! open their sockets and run their ioctls in the caller's namespace); a
-//! plain `AF_PACKET` socket on the `a` end plays the peer. The guard
-//! deletes both namespaces by name on drop (which destroys the veth pairs).
+//! raw `AF_PACKET` socket on the `a` end plays the peer. The namespace
+//! guards delete both namespaces by name on drop (which destroys the veth
+//! pairs).
 //!
-//! Needs root and `ip netns`; otherwise prints a loud SKIPPED line. An
-//! af_xdp vdev that cannot start (old kernel, no BPF) is reported as a
-//! SKIPPED line of its own; the af_packet checks still run.
+//! Needs root and `ip netns`; otherwise prints a loud SKIPPED banner (a
+//! failure under `PORTICO_REQUIRE_ROOT=1`). An af_xdp vdev that cannot
+//! start (old kernel, no BPF) is reported as a SKIPPED banner of its own;
+//! the af_packet checks still run.
 
 use super::*;
 use crate::wire::{MacAddr, build, ethernet, ipv4, udp};
-use std::fs::File;
-use std::io;
+use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root, skip};
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::Command;
-use std::sync::atomic::AtomicUsize;
 use std::time::Instant;
-
-static TOPOLOGY_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 const MAC_A: MacAddr = MacAddr([0x02, 0x50, 0x44, 0, 0, 0xa]);
 const MAC_B: MacAddr = MacAddr([0x02, 0x50, 0x44, 0, 0, 0xb]);
@@ -40,197 +36,40 @@ const FRAMES: usize = 64;
 /// padding), stripped with `truncate` before the frames go back.
 const PADDING: usize = 8;
 
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn skip(what: &str, why: &str) {
-    crate::driver::test_skip::skip("dpdk", what, why);
-}
-
+/// Two namespaces joined by two veth pairs; deleted on drop.
 struct Topology {
-    ns_a: String,
-    ns_b: String,
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        for ns in [&self.ns_a, &self.ns_b] {
-            if let Err(e) = ip(&["netns", "del", ns]) {
-                eprintln!("cleanup: {e}");
-            }
-        }
-    }
+    ns_a: Netns,
+    ns_b: Netns,
 }
 
 impl Topology {
     fn new() -> Option<Topology> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            skip(
-                "vdev",
-                "needs root and network namespaces (not running as root)",
-            );
-            return None;
-        }
-        let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let base = format!("ptc-dpdk-{}-{n}", std::process::id());
-        let ns_a = format!("{base}-a");
-        let ns_b = format!("{base}-b");
-        if let Err(e) = ip(&["netns", "add", &ns_a]) {
-            skip("vdev", &format!("needs root and network namespaces ({e})"));
+        if !require_root("dpdk vdev test") {
             return None;
         }
         let topo = Topology {
-            ns_a: ns_a.clone(),
-            ns_b: ns_b.clone(),
+            ns_a: Netns::new("dpka").expect("namespace a"),
+            ns_b: Netns::new("dpkb").expect("namespace b"),
         };
-        let macs = [MAC_A, MAC_B, MAC_C, MAC_D].map(|m| m.to_string());
-        let steps: [&[&str]; 8] = [
-            &["netns", "add", &ns_b],
-            &[
-                "-n", &ns_a, "link", "add", "pa", "address", &macs[0], "type", "veth", "peer",
-                "name", "pb", "address", &macs[1], "netns", &ns_b,
-            ],
-            &[
-                "-n", &ns_a, "link", "add", "qa", "address", &macs[2], "type", "veth", "peer",
-                "name", "qb", "address", &macs[3], "netns", &ns_b,
-            ],
-            &["-n", &ns_a, "link", "set", "pa", "up"],
-            &["-n", &ns_a, "link", "set", "qa", "up"],
-            &["-n", &ns_b, "link", "set", "pb", "up"],
-            &["-n", &ns_b, "link", "set", "qb", "up"],
-            &["-n", &ns_b, "link", "set", "lo", "up"],
-        ];
-        for step in steps {
-            if let Err(e) = ip(step) {
-                panic!("building the test topology: {e}");
-            }
+        for (a_if, b_if, a_mac, b_mac) in [("pa", "pb", MAC_A, MAC_B), ("qa", "qb", MAC_C, MAC_D)] {
+            Veth::new(&topo.ns_a, a_if, &topo.ns_b, b_if)
+                .macs(a_mac.0, b_mac.0)
+                .create()
+                .expect("building the test topology");
         }
         Some(topo)
     }
 }
 
-/// Run `f` on a thread that entered network namespace `ns`.
-fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::scope(|s| {
-        let handle = s.spawn(move || {
-            let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-            // SAFETY: an open netns descriptor; setns changes only this
-            // thread's network namespace.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns {path}: {}", io::Error::last_os_error());
-            f()
-        });
-        match handle.join() {
-            Ok(v) => v,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+/// Test frames the peer's raw socket on `ifname` (in namespace a) receives
+/// until `count` arrived or the deadline.
+fn peer_test_frames(t: &Topology, ifname: &str, count: usize) -> Vec<Vec<u8>> {
+    in_netns(&t.ns_a, || {
+        RawSocket::open(ifname)
+            .expect("peer socket")
+            .recv_matching(count, DEADLINE, is_test_frame)
+            .expect("peer receive")
     })
-}
-
-/// A plain `AF_PACKET` socket on the peer end.
-struct RawSocket(OwnedFd);
-
-impl RawSocket {
-    fn open(ifname: &str) -> RawSocket {
-        let proto = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: plain syscall with constant arguments.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::c_int::from(proto),
-            )
-        };
-        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
-        // SAFETY: a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let name = CString::new(ifname).expect("ifname");
-        // SAFETY: NUL-terminated name.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        assert_ne!(ifindex, 0, "{ifname}: {}", io::Error::last_os_error());
-        // SAFETY: sockaddr_ll is plain data.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = proto;
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        assert_eq!(rc, 0, "bind: {}", io::Error::last_os_error());
-        let one: libc::c_int = 1;
-        let tv = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 100_000,
-        };
-        for (level, name, value, len) in [
-            (
-                libc::SOL_PACKET,
-                libc::PACKET_IGNORE_OUTGOING,
-                (&one as *const libc::c_int).cast::<libc::c_void>(),
-                std::mem::size_of::<libc::c_int>(),
-            ),
-            (
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast::<libc::c_void>(),
-                std::mem::size_of::<libc::timeval>(),
-            ),
-        ] {
-            // SAFETY: `value` points at a live option value of `len` bytes.
-            let rc = unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, value, len as u32) };
-            assert_eq!(rc, 0, "setsockopt: {}", io::Error::last_os_error());
-        }
-        RawSocket(fd)
-    }
-
-    fn send(&self, frame: &[u8]) {
-        // SAFETY: `frame` is readable for its length.
-        let rc = unsafe { libc::send(self.0.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(
-            rc,
-            frame.len() as isize,
-            "peer send: {}",
-            io::Error::last_os_error()
-        );
-    }
-
-    /// Test frames until `count` arrived or the deadline.
-    fn recv_test_frames(&self, count: usize) -> Vec<Vec<u8>> {
-        let end = Instant::now() + DEADLINE;
-        let mut got = Vec::new();
-        let mut buf = vec![0u8; 65536];
-        while got.len() < count && Instant::now() < end {
-            // SAFETY: `buf` is writable for its length.
-            let rc =
-                unsafe { libc::recv(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if let Ok(n) = usize::try_from(rc)
-                && is_test_frame(&buf[..n])
-            {
-                got.push(buf[..n].to_vec());
-            }
-        }
-        got
-    }
 }
 
 fn is_test_frame(frame: &[u8]) -> bool {
@@ -301,9 +140,9 @@ fn exchange(
         })
         .collect();
     in_netns(&t.ns_a, || {
-        let s = RawSocket::open(peer);
+        let s = RawSocket::open(peer).expect("peer socket");
         for f in &sent {
-            s.send(f);
+            s.send(f).expect("peer send");
         }
     });
     let got = rx_test_frames(d, port, FRAMES);
@@ -314,8 +153,7 @@ fn exchange(
 
     // Rewrite in place (swap the MACs), strip the trailer, send back.
     let echoed = std::thread::scope(|s| {
-        let listener =
-            s.spawn(|| in_netns(&t.ns_a, || RawSocket::open(peer).recv_test_frames(FRAMES)));
+        let listener = s.spawn(|| peer_test_frames(t, peer, FRAMES));
         // Give the peer's socket time to bind before sending.
         std::thread::sleep(Duration::from_millis(200));
         let mut queue = got;
@@ -349,7 +187,7 @@ fn exchange(
     // frame_from (copies into a pool mbuf) + TX.
     let fresh = test_frame(own_mac, peer_mac, 128, 4242);
     let echoed = std::thread::scope(|s| {
-        let listener = s.spawn(|| in_netns(&t.ns_a, || RawSocket::open(peer).recv_test_frames(1)));
+        let listener = s.spawn(|| peer_test_frames(t, peer, 1));
         std::thread::sleep(Duration::from_millis(200));
         let frame = d.frame_from(&fresh).expect("a pool mbuf");
         assert_eq!(frame.data(), &fresh[..]);
@@ -368,7 +206,7 @@ fn vdevs_receive_and_send_frames_on_veth_pairs() {
     let Some(t) = Topology::new() else {
         return;
     };
-    in_netns(&t.ns_b.clone(), || {
+    in_netns(&t.ns_b, || {
         let devices = vec![
             DpdkDevice::af_packet(0, "pb", 1),
             DpdkDevice::af_xdp(1, "qb", 1),
@@ -387,7 +225,7 @@ fn vdevs_receive_and_send_frames_on_veth_pairs() {
         let have_af_xdp = eal.port_count() == 2;
         if !have_af_xdp {
             skip(
-                "af_xdp vdev",
+                "dpdk af_xdp vdev test",
                 "the net_af_xdp vdev did not probe on this kernel (see the EAL log above)",
             );
         }
