@@ -1,8 +1,10 @@
 //! veth pairs between two namespaces.
 //!
-//! Invariant: a pair is created with each end already in its namespace (no
-//! moment in the caller's namespace), so it vanishes with either
-//! [`Netns`](crate::Netns) guard.
+//! Invariants: a [`Veth`] pair is created with each end already in its
+//! namespace (no moment in the caller's namespace), so it vanishes with
+//! either [`Netns`](crate::Netns) guard; a [`HostVeth`] has one end in the
+//! caller's namespace and is deleted (by its unique name) when its guard is
+//! dropped, or with the namespace of its other end, whichever comes first.
 
 use crate::command::run;
 use crate::ns::Netns;
@@ -124,7 +126,7 @@ pub fn veth(
     b_if: &str,
     b_addr: Option<&str>,
 ) -> io::Result<()> {
-    Veth::new(a, a_if, b, b_if).addrs(a_addr, b_addr).create()
+    veth_with_queues(a, a_if, a_addr, b, b_if, b_addr, 1)
 }
 
 /// [`veth`] with `queues` RX and TX queues on both ends.
@@ -141,4 +143,41 @@ pub fn veth_with_queues(
         .addrs(a_addr, b_addr)
         .queues(queues)
         .create()
+}
+
+/// A veth pair from the caller's namespace (the host end, [`Self::host_if`])
+/// into a namespace (the end [`Self::ns_if`]), both addressed and up; the
+/// host end is deleted by name on drop, which deletes the pair.
+#[derive(Debug)]
+pub struct HostVeth {
+    pub host_if: String,
+    pub ns_if: String,
+}
+
+impl HostVeth {
+    /// `host_addr` (CIDR, e.g. `"10.254.0.1/30"`) on the host end, `ns_addr`
+    /// on the end in `ns`; both ends get [`unique_name`](crate::unique_name)s.
+    pub fn new(ns: &Netns, host_addr: &str, ns_addr: &str) -> io::Result<Self> {
+        let host_if = crate::unique_name("vh");
+        let ns_if = crate::unique_name("vn");
+        run(
+            "ip",
+            &[
+                "link", "add", &host_if, "type", "veth", "peer", "name", &ns_if, "netns", &ns.name,
+            ],
+        )?;
+        // From here on the guard deletes the pair.
+        let link = HostVeth { host_if, ns_if };
+        run("ip", &["addr", "add", host_addr, "dev", &link.host_if])?;
+        run("ip", &["link", "set", &link.host_if, "up"])?;
+        ns.exec("ip", &["addr", "add", ns_addr, "dev", &link.ns_if])?;
+        ns.exec("ip", &["link", "set", &link.ns_if, "up"])?;
+        Ok(link)
+    }
+}
+
+impl Drop for HostVeth {
+    fn drop(&mut self) {
+        let _ = run("ip", &["link", "del", &self.host_if]);
+    }
 }

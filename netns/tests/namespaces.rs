@@ -5,7 +5,7 @@
 //! Need root and `ip netns`; otherwise a loud SKIPPED banner (a failure
 //! under `PORTICO_REQUIRE_ROOT=1`).
 
-use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root, run, unique_name};
+use portico_netns::{HostVeth, Netns, RawSocket, Veth, in_netns, require_root, run, unique_name};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -134,4 +134,32 @@ fn dropping_a_namespace_deletes_it_and_its_veth_ends() {
     assert!(b.exec("ip", &["link", "show", "db"]).is_err());
     drop(b);
     assert!(!listed_namespaces().contains(&name_b));
+}
+
+#[test]
+fn a_host_veth_links_the_callers_namespace_and_goes_on_drop() {
+    if !require_root("portico-netns host veth test") {
+        return;
+    }
+    let ns = Netns::new("nth").expect("namespace");
+    // A /30 of this process, so parallel runs do not share one.
+    let pid = std::process::id();
+    let (third, block) = (pid % 256, pid / 256 % 64 * 4);
+    let host_addr = format!("10.253.{third}.{}/30", block + 1);
+    let ns_addr = format!("10.253.{third}.{}/30", block + 2);
+    let link = HostVeth::new(&ns, &host_addr, &ns_addr).expect("host veth");
+    let host_side = run("ip", &["-o", "addr", "show", &link.host_if]).expect("host end");
+    assert!(String::from_utf8_lossy(&host_side.stdout).contains(&host_addr));
+    let ns_side = ns
+        .exec("ip", &["-o", "addr", "show", &link.ns_if])
+        .expect("namespace end");
+    assert!(String::from_utf8_lossy(&ns_side.stdout).contains(&ns_addr));
+    let shown = run("ip", &["-o", "link", "show", &link.host_if]).expect("host link");
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("UP"));
+    let host_if = link.host_if.clone();
+    drop(link);
+    assert!(
+        run("ip", &["link", "show", &host_if]).is_err(),
+        "{host_if} deleted"
+    );
 }

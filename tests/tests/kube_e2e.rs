@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use portico::demo::topology::{
     BACKEND_HTTP_PORT, NODE_ADDR, SNAT_ADDR, Topology, backend_addr, backend_name,
 };
-use portico_tests::{run, unique_name};
+use portico_tests::HostVeth;
 use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
 use serde_json::json;
 use std::net::Ipv4Addr;
@@ -39,55 +39,6 @@ const MIN_SHARE: f64 = 0.15;
 /// The address pool, inside the client-facing subnet 192.0.2.0/24.
 const POOL_FIRST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 20);
 const POOL_LAST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 29);
-
-/// A veth pair from the host namespace into `ns`, the host end named
-/// `host_if`; deleted by name on drop (deleting the namespace would take
-/// it along too).
-struct HostVeth {
-    host_if: String,
-}
-
-impl HostVeth {
-    /// `host_addr/30` on the host end, `ns_addr/30` on the end in `ns`.
-    fn new(ns: &portico_tests::Netns, host_addr: Ipv4Addr, ns_addr: Ipv4Addr) -> Self {
-        let host_if = unique_name("kh");
-        let ns_if = unique_name("kg");
-        run(
-            "ip",
-            &[
-                "link", "add", &host_if, "type", "veth", "peer", "name", &ns_if, "netns", &ns.name,
-            ],
-        )
-        .expect("create the API server veth");
-        let link = HostVeth { host_if };
-        run(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{host_addr}/30"),
-                "dev",
-                &link.host_if,
-            ],
-        )
-        .expect("address the host end");
-        run("ip", &["link", "set", &link.host_if, "up"]).expect("host end up");
-        ns.exec(
-            "ip",
-            &["addr", "add", &format!("{ns_addr}/30"), "dev", &ns_if],
-        )
-        .expect("address the namespace end");
-        ns.exec("ip", &["link", "set", &ns_if, "up"])
-            .expect("namespace end up");
-        link
-    }
-}
-
-impl Drop for HostVeth {
-    fn drop(&mut self) {
-        let _ = run("ip", &["link", "del", &self.host_if]);
-    }
-}
 
 /// The /30 of this process: 10.254.(pid % 256).(4 × (pid / 256 % 64)),
 /// host `.1`, gateway `.2` of the block.
@@ -225,7 +176,12 @@ async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_
         return;
     };
     let (host_addr, gateway_addr) = api_link_addresses();
-    let _link = HostVeth::new(&t.gateway, host_addr, gateway_addr);
+    let _link = HostVeth::new(
+        &t.gateway,
+        &format!("{host_addr}/30"),
+        &format!("{gateway_addr}/30"),
+    )
+    .expect("the API server veth");
     let options = KubeClusterOptions {
         bind_address: Some(host_addr),
         ..KubeClusterOptions::default()
