@@ -13,7 +13,8 @@
 //! `PORTICO_REQUIRE_ROOT=1`: then a skip fails the test).
 
 use super::*;
-use crate::wire::{MacAddr, build, ethernet, ipv4, tcp, udp};
+use crate::driver::test_frames::{is_udp_to, numbered_payload};
+use crate::wire::{MacAddr, build, ipv4, tcp, udp};
 use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream, UdpSocket};
 use std::sync::Arc;
@@ -69,28 +70,13 @@ fn peer_test_frames(peer: &RawSocket, count: usize) -> Vec<Vec<u8>> {
 
 /// A UDP frame to [`TEST_PORT`] (tagged or not).
 fn is_test_frame(frame: &[u8]) -> bool {
-    let Ok(l3) = ethernet::Packet::new_unchecked(frame).l3_info() else {
-        return false;
-    };
-    let Some(ip_bytes) = frame.get(l3.offset..) else {
-        return false;
-    };
-    let Ok(ip) = ipv4::Packet::new_checked(ip_bytes) else {
-        return false;
-    };
-    l3.ethertype == ethernet::ethertype::IPV4
-        && ip.protocol() == ipv4::protocol::UDP
-        && udp::Packet::new_checked(ip.payload()).is_ok_and(|u| u.dst_port() == TEST_PORT)
+    is_udp_to(frame, TEST_PORT)
 }
 
 /// A test frame from a to b, `len` bytes long in total (>= 42), tagging
 /// source port `sport` and carrying `id` in its payload.
 fn test_frame(len: usize, sport: u16, id: u32) -> Vec<u8> {
-    let mut payload = vec![0u8; len.saturating_sub(42).max(4)];
-    payload[..4].copy_from_slice(&id.to_be_bytes());
-    for (i, b) in payload.iter_mut().enumerate().skip(4) {
-        *b = (i as u32 ^ id) as u8;
-    }
+    let payload = numbered_payload(len, id);
     let f = build::eth_ipv4_udp(MAC_A, MAC_B, IP_A, sport, IP_B, TEST_PORT, &payload);
     assert_eq!(f.len(), len.max(46));
     f

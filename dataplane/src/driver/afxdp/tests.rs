@@ -10,6 +10,7 @@
 //! `PORTICO_REQUIRE_ROOT=1`: then a skip fails the test).
 
 use super::*;
+use crate::driver::test_frames::is_udp_to;
 use crate::wire::build;
 use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root};
 use std::net::Ipv4Addr;
@@ -68,10 +69,7 @@ fn peer_test_frame(peer: &RawSocket) -> Option<Vec<u8>> {
 }
 
 fn is_test_frame(f: &[u8]) -> bool {
-    f.len() >= 42
-        && f[12..14] == [0x08, 0x00]
-        && f[23] == 17
-        && f[36..38] == TEST_PORT.to_be_bytes()
+    is_udp_to(f, TEST_PORT)
 }
 
 fn test_frame(i: u16, payload_len: usize) -> Vec<u8> {

@@ -16,7 +16,8 @@
 //! the af_packet checks still run.
 
 use super::*;
-use crate::wire::{MacAddr, build, ethernet, ipv4, udp};
+use crate::driver::test_frames::{is_udp_to, numbered_payload};
+use crate::wire::{MacAddr, build};
 use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root, skip};
 use std::net::Ipv4Addr;
 use std::time::Instant;
@@ -73,27 +74,12 @@ fn peer_test_frames(t: &Topology, ifname: &str, count: usize) -> Vec<Vec<u8>> {
 }
 
 fn is_test_frame(frame: &[u8]) -> bool {
-    let Ok(l3) = ethernet::Packet::new_unchecked(frame).l3_info() else {
-        return false;
-    };
-    let Some(ip_bytes) = frame.get(l3.offset..) else {
-        return false;
-    };
-    let Ok(ip) = ipv4::Packet::new_checked(ip_bytes) else {
-        return false;
-    };
-    l3.ethertype == ethernet::ethertype::IPV4
-        && ip.protocol() == ipv4::protocol::UDP
-        && udp::Packet::new_checked(ip.payload()).is_ok_and(|u| u.dst_port() == TEST_PORT)
+    is_udp_to(frame, TEST_PORT)
 }
 
 /// A UDP test frame from `src` to `dst` carrying `id`, `len` bytes long.
 fn test_frame(src: MacAddr, dst: MacAddr, len: usize, id: u32) -> Vec<u8> {
-    let mut payload = vec![0u8; len.saturating_sub(42).max(4)];
-    payload[..4].copy_from_slice(&id.to_be_bytes());
-    for (i, b) in payload.iter_mut().enumerate().skip(4) {
-        *b = (i as u32 ^ id) as u8;
-    }
+    let payload = numbered_payload(len, id);
     build::eth_ipv4_udp(src, dst, IP_A, 40000, IP_B, TEST_PORT, &payload)
 }
 
