@@ -59,5 +59,5 @@ pub use process::Process;
 pub use raw_socket::RawSocket;
 pub use skip::{require_root, skip, skips_are_failures};
 pub use temp_dir::TempDir;
-pub use veth::{HostVeth, Veth, veth, veth_with_queues};
+pub use veth::{HostVeth, Veth, veth};
 pub use wait::wait_until;

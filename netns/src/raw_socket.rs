@@ -90,12 +90,11 @@ impl RawSocket {
     fn recv_into<'b>(&self, buf: &'b mut [u8]) -> io::Result<Option<&'b [u8]>> {
         match sys::recv(&self.fd, buf) {
             Ok(n) => Ok(buf.get(..n)),
+            // SO_RCVTIMEO expired (EAGAIN), or a signal came first.
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                 ) =>
             {
                 Ok(None)

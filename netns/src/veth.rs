@@ -126,23 +126,7 @@ pub fn veth(
     b_if: &str,
     b_addr: Option<&str>,
 ) -> io::Result<()> {
-    veth_with_queues(a, a_if, a_addr, b, b_if, b_addr, 1)
-}
-
-/// [`veth`] with `queues` RX and TX queues on both ends.
-pub fn veth_with_queues(
-    a: &Netns,
-    a_if: &str,
-    a_addr: Option<&str>,
-    b: &Netns,
-    b_if: &str,
-    b_addr: Option<&str>,
-    queues: u32,
-) -> io::Result<()> {
-    Veth::new(a, a_if, b, b_if)
-        .addrs(a_addr, b_addr)
-        .queues(queues)
-        .create()
+    Veth::new(a, a_if, b, b_if).addrs(a_addr, b_addr).create()
 }
 
 /// A veth pair from the caller's namespace (the host end, [`Self::host_if`])

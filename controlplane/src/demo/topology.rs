@@ -28,7 +28,7 @@
 
 use crate::admin::{self, StatsReport};
 use crate::netns::{
-    Netns, Process, TempDir, have, nginx, run, unique_name, veth, veth_with_queues, wait_until,
+    Netns, Process, TempDir, Veth, have, nginx, run, unique_name, veth, wait_until,
 };
 pub use nic_config::DriverKind;
 use std::fmt::Write as _;
@@ -198,15 +198,10 @@ impl Topology {
             .exec("sysctl", &["-qw", "net.ipv4.ip_forward=0"])?;
 
         let client_cidr = format!("{CLIENT_ADDR}/24");
-        veth_with_queues(
-            &t.gateway,
-            &t.outside_if,
-            None,
-            &t.client,
-            &t.client_if,
-            Some(&client_cidr),
-            queues,
-        )?;
+        Veth::new(&t.gateway, &t.outside_if, &t.client, &t.client_if)
+            .addrs(None, Some(&client_cidr))
+            .queues(queues)
+            .create()?;
         t.client.exec(
             "ip",
             &["route", "add", "default", "via", &NODE_ADDR.to_string()],
@@ -228,15 +223,9 @@ impl Topology {
         )?;
         t.lan.exec("ip", &["link", "set", bridge, "up"])?;
         let lan_gw = unique_name("lg");
-        veth_with_queues(
-            &t.gateway,
-            &t.inside_if,
-            None,
-            &t.lan,
-            &lan_gw,
-            None,
-            queues,
-        )?;
+        Veth::new(&t.gateway, &t.inside_if, &t.lan, &lan_gw)
+            .queues(queues)
+            .create()?;
         t.lan
             .exec("ip", &["link", "set", &lan_gw, "master", bridge])?;
         t.offloads_off(&t.lan, &lan_gw)?;
