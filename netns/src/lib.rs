@@ -25,7 +25,7 @@
 //! without `ip netns`) it writes a loud `SKIPPED` banner to stderr and the
 //! test returns. With `PORTICO_REQUIRE_ROOT=1` (set by `tests/run.sh` when it
 //! runs as root, as CI does) a test that would skip fails instead: see
-//! [`skip`].
+//! [`skip()`].
 //!
 //! Layout: `name.rs` (unique names), `skip.rs` (root check, skip policy),
 //! `command.rs` (running programs), `ns.rs` (namespaces, entering one),

@@ -2,7 +2,7 @@
 //!
 //! Invariants: a [`Veth`] pair is created with each end already in its
 //! namespace (no moment in the caller's namespace), so it vanishes with
-//! either [`Netns`](crate::Netns) guard; a [`HostVeth`] has one end in the
+//! either [`Netns`] guard; a [`HostVeth`] has one end in the
 //! caller's namespace and is deleted (by its unique name) when its guard is
 //! dropped, or with the namespace of its other end, whichever comes first.
 
