@@ -39,27 +39,38 @@
 //! the CRD above, and a watch from a compacted resourceVersion gets `410 Gone`
 //! only with `watch_cache: false` (the watch cache serves old versions from
 //! its window otherwise): see [`KubeCluster::compact_etcd`].
+//!
+//! Files: this one (options, the cluster, its start and stop), `error.rs`
+//! (KubeClusterError), `daemon.rs` (the process guard), `pki.rs` (openssl
+//! certificates), `etcd.rs` (etcd's HTTP gateway).
 
+mod daemon;
+mod error;
+mod etcd;
+mod pki;
+
+pub use error::KubeClusterError;
+
+use daemon::{Daemon, log_tail};
+use etcd::{etcd_post, wait_etcd_healthy};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
 use kube::config::AuthInfo;
+use pki::make_pki;
 use portico_netns::{TempDir, unique_name};
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// The Kubernetes version the harness runs.
 pub const KUBE_APISERVER_VERSION: &str = "v1.20.2";
 /// Where `tests/k8s/build-kube-apiserver.sh` caches the binary.
 pub const DEFAULT_KUBE_APISERVER: &str = "/var/cache/portico/kube-apiserver-v1.20.2/kube-apiserver";
 /// The test-only v1 EndpointSlice CRD (see the file's comments).
-pub const ENDPOINTSLICE_V1_CRD_YAML: &str = include_str!("../k8s/endpointslice-v1-crd.yaml");
+pub const ENDPOINTSLICE_V1_CRD_YAML: &str = include_str!("../../k8s/endpointslice-v1-crd.yaml");
 /// The user of the admin token (member of `system:masters`).
 pub const ADMIN_USER: &str = "portico-test-admin";
 
@@ -93,134 +104,12 @@ impl Default for KubeClusterOptions {
     }
 }
 
-/// Why a test cluster could not start or an operation on it failed.
-#[derive(Debug, thiserror::Error)]
-pub enum KubeClusterError {
-    #[error("kube-apiserver not built at {}; run tests/k8s/build-kube-apiserver.sh", path.display())]
-    ApiServerNotBuilt { path: PathBuf },
-    #[error("{tool} not installed ({package}); run tests/k8s/build-kube-apiserver.sh")]
-    ToolMissing {
-        tool: &'static str,
-        package: &'static str,
-    },
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{what} failed: {detail}")]
-    Command { what: String, detail: String },
-    #[error("{what} not ready after {waited_ms} ms: {last_error}\n--- log tail ---\n{log_tail}")]
-    NotReady {
-        what: &'static str,
-        waited_ms: u128,
-        last_error: String,
-        log_tail: String,
-    },
-    #[error("{what}: {source}")]
-    Kube {
-        what: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("etcd {what}: {detail}")]
-    Etcd { what: &'static str, detail: String },
-    #[error("{what}: {detail}")]
-    Manifest { what: String, detail: String },
-}
-
-impl KubeClusterError {
-    /// True when a prerequisite is missing on this machine (not built, not
-    /// installed): the test should be skipped loudly, not failed.
-    pub fn is_skip(&self) -> bool {
-        matches!(
-            self,
-            KubeClusterError::ApiServerNotBuilt { .. } | KubeClusterError::ToolMissing { .. }
-        )
-    }
-
-    fn io(what: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
-        let what = what.into();
-        move |source| KubeClusterError::Io { what, source }
-    }
-
-    fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
-        let what = what.into();
-        move |source| KubeClusterError::Kube { what, source }
-    }
-}
-
 /// The kube-apiserver binary the harness runs: `$PORTICO_KUBE_APISERVER` or
 /// [`DEFAULT_KUBE_APISERVER`].
 pub fn kube_apiserver_binary() -> PathBuf {
     std::env::var_os("PORTICO_KUBE_APISERVER")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_KUBE_APISERVER))
-}
-
-/// A child process killed by PID (SIGKILL) and reaped on drop.
-#[derive(Debug)]
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn spawn(program: &Path, args: &[String], log: &Path) -> Result<Self, KubeClusterError> {
-        let what = format!("start {}", program.display());
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(KubeClusterError::io(format!("open {}", log.display())))?;
-        let err = file.try_clone().map_err(KubeClusterError::io(&what))?;
-        let child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(file))
-            .stderr(Stdio::from(err))
-            // Own process group: a Ctrl-C reaches only the test, whose
-            // guards then stop the daemons.
-            .process_group(0)
-            .spawn()
-            .map_err(KubeClusterError::io(what))?;
-        Ok(Daemon {
-            child,
-            log: log.to_path_buf(),
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// `Some(description)` when the process has exited.
-    fn exited(&mut self) -> Option<String> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => Some(format!("exited with {status}")),
-            Ok(None) => None,
-            Err(e) => Some(format!("wait failed: {e}")),
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        log_tail(&self.log)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // `Child::kill` sends SIGKILL to this PID only.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 /// etcd + kube-apiserver on 127.0.0.1; everything stopped and removed on drop.
@@ -720,237 +609,4 @@ fn free_ports() -> Result<[u16; 3], KubeClusterError> {
     let (b, _lb) = bind()?;
     let (c, _lc) = bind()?;
     Ok([a, b, c])
-}
-
-/// CA, API server certificate (127.0.0.1, `bind_address`, localhost) and
-/// the service account key pair in `dir`, all ECDSA P-256. Returns the CA
-/// in DER.
-fn make_pki(dir: &Path, bind_address: Ipv4Addr) -> Result<Vec<u8>, KubeClusterError> {
-    let p = |name: &str| dir.join(name).display().to_string();
-    let ext = dir.join("apiserver.ext");
-    std::fs::write(
-        &ext,
-        format!(
-            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
-             extendedKeyUsage=serverAuth\n\
-             subjectAltName=IP:127.0.0.1,IP:{bind_address},DNS:localhost,DNS:kubernetes.default.svc\n"
-        ),
-    )
-    .map_err(KubeClusterError::io("write apiserver.ext"))?;
-    let steps: [(&str, Vec<String>); 7] = [
-        (
-            "CA key",
-            vec![
-                "ecparam".into(),
-                "-genkey".into(),
-                "-name".into(),
-                "prime256v1".into(),
-                "-noout".into(),
-                "-out".into(),
-                p("ca.key"),
-            ],
-        ),
-        (
-            "CA certificate",
-            vec![
-                "req".into(),
-                "-x509".into(),
-                "-new".into(),
-                "-key".into(),
-                p("ca.key"),
-                "-subj".into(),
-                "/CN=portico-test-ca".into(),
-                "-days".into(),
-                "2".into(),
-                "-addext".into(),
-                "basicConstraints=critical,CA:TRUE".into(),
-                "-addext".into(),
-                "keyUsage=critical,keyCertSign,cRLSign".into(),
-                "-out".into(),
-                p("ca.crt"),
-            ],
-        ),
-        (
-            "API server key",
-            vec![
-                "ecparam".into(),
-                "-genkey".into(),
-                "-name".into(),
-                "prime256v1".into(),
-                "-noout".into(),
-                "-out".into(),
-                p("apiserver.key"),
-            ],
-        ),
-        (
-            "API server CSR",
-            vec![
-                "req".into(),
-                "-new".into(),
-                "-key".into(),
-                p("apiserver.key"),
-                "-subj".into(),
-                "/CN=kube-apiserver".into(),
-                "-out".into(),
-                p("apiserver.csr"),
-            ],
-        ),
-        (
-            "API server certificate",
-            vec![
-                "x509".into(),
-                "-req".into(),
-                "-in".into(),
-                p("apiserver.csr"),
-                "-CA".into(),
-                p("ca.crt"),
-                "-CAkey".into(),
-                p("ca.key"),
-                "-CAcreateserial".into(),
-                "-days".into(),
-                "2".into(),
-                "-extfile".into(),
-                p("apiserver.ext"),
-                "-out".into(),
-                p("apiserver.crt"),
-            ],
-        ),
-        (
-            "service account key",
-            vec![
-                "ecparam".into(),
-                "-genkey".into(),
-                "-name".into(),
-                "prime256v1".into(),
-                "-noout".into(),
-                "-out".into(),
-                p("sa.key"),
-            ],
-        ),
-        (
-            "service account public key",
-            vec![
-                "ec".into(),
-                "-in".into(),
-                p("sa.key"),
-                "-pubout".into(),
-                "-out".into(),
-                p("sa.pub"),
-            ],
-        ),
-    ];
-    for (what, args) in steps {
-        openssl(what, &args)?;
-    }
-    openssl(
-        "CA certificate in DER",
-        &[
-            "x509".into(),
-            "-in".into(),
-            p("ca.crt"),
-            "-outform".into(),
-            "DER".into(),
-            "-out".into(),
-            p("ca.der"),
-        ],
-    )?;
-    std::fs::read(dir.join("ca.der")).map_err(KubeClusterError::io("read ca.der"))
-}
-
-fn openssl(what: &str, args: &[String]) -> Result<(), KubeClusterError> {
-    let out = Command::new("openssl")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(KubeClusterError::io(format!("openssl ({what})")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(KubeClusterError::Command {
-            what: format!("openssl ({what})"),
-            detail: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
-    }
-}
-
-async fn wait_etcd_healthy(etcd: &mut Daemon, port: u16) -> Result<(), KubeClusterError> {
-    let started = Instant::now();
-    let mut last_error = String::from("not polled yet");
-    while started.elapsed() < READY_TIMEOUT {
-        if let Some(exit) = etcd.exited() {
-            last_error = exit;
-            break;
-        }
-        match http_request(port, "GET", "/health", "").await {
-            Ok(body) if body.contains("\"true\"") => return Ok(()),
-            Ok(body) => last_error = body,
-            Err(e) => last_error = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err(KubeClusterError::NotReady {
-        what: "etcd",
-        waited_ms: started.elapsed().as_millis(),
-        last_error,
-        log_tail: etcd.log_tail(),
-    })
-}
-
-async fn etcd_post(
-    port: u16,
-    path: &str,
-    body: &str,
-) -> Result<serde_json::Value, KubeClusterError> {
-    let what = if path.ends_with("compaction") {
-        "compaction"
-    } else {
-        "range"
-    };
-    let text =
-        http_request(port, "POST", path, body)
-            .await
-            .map_err(|e| KubeClusterError::Etcd {
-                what,
-                detail: e.to_string(),
-            })?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| KubeClusterError::Etcd {
-            what,
-            detail: format!("{e}: {text}"),
-        })?;
-    if value.get("error").is_some() || value.get("code").is_some() {
-        return Err(KubeClusterError::Etcd { what, detail: text });
-    }
-    Ok(value)
-}
-
-/// One HTTP/1.0 request to 127.0.0.1:`port` (so the answer is never
-/// chunked) with a 10 s bound; the body of a 2xx answer.
-async fn http_request(port: u16, method: &str, path: &str, body: &str) -> io::Result<String> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        let request = format!(
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).await?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await?;
-        Ok::<_, io::Error>(String::from_utf8_lossy(&response).into_owned())
-    };
-    let response = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer in 10 s"))??;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| io::Error::other(format!("not an HTTP response: {response}")))?;
-    let ok = head
-        .split_whitespace()
-        .nth(1)
-        .is_some_and(|code| code.starts_with('2'));
-    if ok {
-        Ok(body.to_string())
-    } else {
-        Err(io::Error::other(format!("{head}\n{body}")))
-    }
 }
