@@ -5,7 +5,9 @@
 //! Need root and `ip netns`; otherwise a loud SKIPPED banner (a failure
 //! under `PORTICO_REQUIRE_ROOT=1`).
 
-use portico_netns::{HostVeth, Netns, RawSocket, Veth, in_netns, require_root, run, unique_name};
+use portico_netns::{
+    HostVeth, Netns, RawSocket, Veth, in_netns, require_root, run, unique_name, wait_until,
+};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -130,8 +132,14 @@ fn dropping_a_namespace_deletes_it_and_its_veth_ends() {
     let listed = listed_namespaces();
     assert!(!listed.contains(&name_a), "{listed}");
     assert!(listed.contains(&name_b), "{listed}");
-    // The peer end went with its partner's namespace.
-    assert!(b.exec("ip", &["link", "show", "db"]).is_err());
+    // The peer end goes with its partner's namespace (the kernel destroys a
+    // namespace's devices asynchronously, after `ip netns del` returns).
+    assert!(
+        wait_until(Duration::from_secs(10), || b
+            .exec("ip", &["link", "show", "db"])
+            .is_err()),
+        "db still exists"
+    );
     drop(b);
     assert!(!listed_namespaces().contains(&name_b));
 }
