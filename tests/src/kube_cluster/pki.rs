@@ -21,19 +21,23 @@ pub(super) fn make_pki(dir: &Path, bind_address: Ipv4Addr) -> Result<Vec<u8>, Ku
         ),
     )
     .map_err(KubeClusterError::io("write apiserver.ext"))?;
+    // An ECDSA P-256 private key written to `out`.
+    let ec_key = |out: String| -> Vec<String> {
+        [
+            "ecparam",
+            "-genkey",
+            "-name",
+            "prime256v1",
+            "-noout",
+            "-out",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([out])
+        .collect()
+    };
     let steps: [(&str, Vec<String>); 7] = [
-        (
-            "CA key",
-            vec![
-                "ecparam".into(),
-                "-genkey".into(),
-                "-name".into(),
-                "prime256v1".into(),
-                "-noout".into(),
-                "-out".into(),
-                p("ca.key"),
-            ],
-        ),
+        ("CA key", ec_key(p("ca.key"))),
         (
             "CA certificate",
             vec![
@@ -54,18 +58,7 @@ pub(super) fn make_pki(dir: &Path, bind_address: Ipv4Addr) -> Result<Vec<u8>, Ku
                 p("ca.crt"),
             ],
         ),
-        (
-            "API server key",
-            vec![
-                "ecparam".into(),
-                "-genkey".into(),
-                "-name".into(),
-                "prime256v1".into(),
-                "-noout".into(),
-                "-out".into(),
-                p("apiserver.key"),
-            ],
-        ),
+        ("API server key", ec_key(p("apiserver.key"))),
         (
             "API server CSR",
             vec![
@@ -99,18 +92,7 @@ pub(super) fn make_pki(dir: &Path, bind_address: Ipv4Addr) -> Result<Vec<u8>, Ku
                 p("apiserver.crt"),
             ],
         ),
-        (
-            "service account key",
-            vec![
-                "ecparam".into(),
-                "-genkey".into(),
-                "-name".into(),
-                "prime256v1".into(),
-                "-noout".into(),
-                "-out".into(),
-                p("sa.key"),
-            ],
-        ),
+        ("service account key", ec_key(p("sa.key"))),
         (
             "service account public key",
             vec![
