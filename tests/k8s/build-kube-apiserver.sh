@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver v1.20.2 from Debian bookworm's own `kubernetes` source
-# package with Debian's Go, for the Kubernetes tests (tests/src/kube_cluster.rs).
+# package with Debian's Go, for the Kubernetes tests (tests/src/kube_cluster/).
 #
 # - Idempotent: when the cached binary exists, exits 0 at once.
 # - Installs with apt-get (root needed for that) what the Kubernetes tests need
@@ -30,7 +30,7 @@ install() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
 }
 
-# What the Kubernetes tests need at run time (tests/src/kube_cluster.rs).
+# What the Kubernetes tests need at run time (tests/src/kube_cluster/).
 need_pkgs=()
 command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
 command -v openssl >/dev/null 2>&1 || need_pkgs+=(openssl)
