@@ -11,12 +11,12 @@ use dataplane::conntrack::{ConntrackConfig, Timeouts};
 use dataplane::counters::SharedCounters;
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::{FlowKey, Proto};
-use dataplane::packet::tcp_flags as F;
 use dataplane::snapshot::{
     AddrRole, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
+use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};

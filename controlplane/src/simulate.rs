@@ -36,13 +36,14 @@ use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::driver::Frame;
 use dataplane::flow::{FlowKey, Proto, stable_addr_hash};
 use dataplane::neighbour::NeighbourTable;
-use dataplane::packet::{PacketMeta, PortId, Verdict, tcp_flags};
+use dataplane::packet::{PacketMeta, PortId, Verdict};
 use dataplane::snapshot::{
     BackendId, BuildError, EndpointCondition, ListenerKind, Snapshot, SnapshotBuilder,
 };
 use dataplane::stage::{Pipeline, PipelineConfig, PipelineError, Steering};
 use dataplane::wire::build;
 use dataplane::wire::ethernet::MacAddr;
+use dataplane::wire::tcp::flags as tcp_flags;
 use nic_config::Plan;
 use serde::Serialize;
 use std::fmt;

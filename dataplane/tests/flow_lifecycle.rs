@@ -9,8 +9,9 @@ use common::*;
 use dataplane::conntrack::TcpState;
 use dataplane::counters::DropReason;
 use dataplane::flow::Proto;
-use dataplane::packet::{Verdict, tcp_flags as F};
+use dataplane::packet::Verdict;
 use dataplane::wire::build;
+use dataplane::wire::tcp::flags as F;
 use proptest::prelude::*;
 
 fn udp(sport: u16) -> Vec<u8> {

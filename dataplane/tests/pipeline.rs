@@ -10,8 +10,9 @@ use common::*;
 use dataplane::conntrack::{Dir, TcpState};
 use dataplane::counters::DropReason;
 use dataplane::flow::{FlowKey, Proto};
-use dataplane::packet::{Verdict, tcp_flags as F};
+use dataplane::packet::Verdict;
 use dataplane::snapshot::BackendGonePolicy;
+use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build};
 use std::net::Ipv4Addr;
 

@@ -10,10 +10,10 @@ use dataplane::counters::SharedCounters;
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::{FlowKey, Proto};
 use dataplane::handoff::HandoffMesh;
-use dataplane::packet::tcp_flags as F;
 use dataplane::snapshot::{Publisher, SnapshotBuilder};
 use dataplane::snat::port_slice;
 use dataplane::wire::build;
+use dataplane::wire::tcp::flags as F;
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use std::sync::Arc;
 

@@ -13,7 +13,7 @@
 //! checksum (the IPv4 header checksum is always verified). Default: off,
 //! every checksum verified in software.
 
-use dataplane::packet::tcp_flags as F;
+use dataplane::wire::tcp::flags as F;
 use portico_bench::{INSIDE, OUTSIDE, Rig, RigConfig, client_tcp};
 use std::time::Instant;
 

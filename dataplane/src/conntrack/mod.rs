@@ -71,7 +71,7 @@ pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
 use crate::flow::{FlowKey, Proto};
-use crate::packet::tcp_flags as tcp_bits;
+use crate::wire::tcp::flags as tcp_bits;
 use index::Index;
 use std::net::Ipv4Addr;
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::packet::tcp_flags::{ACK, FIN, PSH, RST, SYN};
+use crate::wire::tcp::flags::{ACK, FIN, PSH, RST, SYN};
 use proptest::prelude::*;
 use std::collections::HashMap;
 

@@ -21,8 +21,9 @@ use crate::counters::DropReason;
 use crate::counters::ServiceCounters;
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto};
-use crate::packet::{PacketKind, PacketMeta, Verdict, tcp_flags};
+use crate::packet::{PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
+use crate::wire::tcp::flags as tcp_flags;
 use crate::wire::{MacAddr, checksum, ethernet, ipv4, tcp};
 
 /// Offset of the checksum field inside a TCP / UDP header.

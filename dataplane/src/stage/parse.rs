@@ -319,10 +319,10 @@ fn parse_icmp(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::tcp_flags::{ACK, FIN, PSH, RST, SYN};
     use crate::wire::MacAddr;
     use crate::wire::build;
     use crate::wire::icmp::{kind, unreachable};
+    use crate::wire::tcp::flags::{ACK, FIN, PSH, RST, SYN};
     use proptest::prelude::*;
     use std::collections::HashSet;
 
