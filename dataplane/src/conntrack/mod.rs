@@ -172,8 +172,9 @@ pub enum FlowState {
 }
 
 impl FlowState {
-    /// Number of distinct states (8 TCP + UDP + ICMP).
-    pub const COUNT: usize = 10;
+    /// Number of distinct states (8 TCP + UDP + ICMP): the number of
+    /// per-state gauges the counters publish.
+    pub const COUNT: usize = crate::counters::FLOW_STATES;
     /// Every state, in [`FlowState::ordinal`] order.
     pub const ALL: [FlowState; Self::COUNT] = [
         FlowState::Tcp(TcpState::SynSent),
