@@ -251,15 +251,12 @@ fn arp_frame(
     target_mac: MacAddr,
     target_ip: Ipv4Addr,
 ) -> Vec<u8> {
-    let mut body = vec![0u8; arp::PACKET_LEN];
-    let mut p = arp::Packet::new_unchecked(&mut body[..]);
-    p.set_ethernet_ipv4();
-    p.set_operation(op);
-    p.set_sender_hw_addr(sender_mac);
-    p.set_sender_proto_addr(sender_ip);
-    p.set_target_hw_addr(target_mac);
-    p.set_target_proto_addr(target_ip);
-    ethernet_frame(sender_mac, eth_dst, ethertype::ARP, &body)
+    let mut frame = vec![0u8; arp::FRAME_LEN];
+    // Cannot fail: the buffer is exactly `FRAME_LEN` bytes.
+    let _ = arp::write_frame(
+        &mut frame, op, eth_dst, sender_mac, sender_ip, target_mac, target_ip,
+    );
+    frame
 }
 
 /// Broadcast "who has `target_ip`? tell `sender_ip`" from `sender_mac`
