@@ -268,7 +268,7 @@ impl Rig {
         let (ip, port) = client(i);
         let dport = if proto == Proto::Tcp { 80 } else { 53 };
         let key = FlowKey::new(proto, ip, port, VIP, dport);
-        let ct = &self.worker.pipeline().ct;
+        let ct = self.worker.pipeline().conntrack();
         let (id, _) = ct.lookup(&key, key.stable_hash()).expect("flow is tracked");
         *ct.flow(id).reply()
     }

@@ -278,10 +278,10 @@ fn simulate_agrees_with_an_independent_pipeline_on_200_random_flows() {
             "{key:?}: {verdict:?}"
         );
         let (id, _) = pipeline
-            .ct
+            .conntrack()
             .lookup(&key, pipeline.metas()[0].hash)
             .expect("flow created");
-        let reply = *pipeline.ct.flow(id).reply();
+        let reply = *pipeline.conntrack().flow(id).reply();
         let picked = SocketAddrV4::new(reply.src_ip, reply.src_port);
 
         let spec = format!("{} {client}:{sport} -> {dst}:{dport}", proto.name());

@@ -238,7 +238,7 @@ fn a_static_neighbour_removed_on_reload_is_learned_again() {
     let garp = build::arp_request(new_mac, be, be);
     gw.send(INSIDE, &garp);
     assert_eq!(
-        gw.worker.pipeline().neighbours.peek(INSIDE, be),
+        gw.worker.pipeline().neighbours().peek(INSIDE, be),
         Some(new_mac.0)
     );
 }
