@@ -2,6 +2,7 @@ use super::*;
 use crate::wire::tcp::flags::{ACK, FIN, PSH, RST, SYN};
 use proptest::prelude::*;
 use std::collections::HashMap;
+use std::net::Ipv4Addr;
 
 const SYNACK: u8 = SYN | ACK;
 const FINACK: u8 = FIN | ACK;
