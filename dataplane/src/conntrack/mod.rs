@@ -14,7 +14,7 @@
 //! * **Free list**: `Vec<u32>` stack of free slots, capacity `capacity`.
 //!   Invariant: `free.len() + live flows == capacity`, so pushes never
 //!   reallocate.
-//! * **Index**: an [`index::Index`], a fixed-size open-addressing table
+//! * **Index**: an `index::Index`, a fixed-size open-addressing table
 //!   (linear probing in 64-byte lines, backward-shift deletion, so no
 //!   tombstones) whose entries are `slot << 1 | dir` (`dir` 0 = original,
 //!   1 = reply) tagged with 32 bits of the key's hash. A lookup compares the
@@ -37,7 +37,7 @@
 //! packets first (VPP style): pass 1 prefetches every packet's index line,
 //! pass 2 probes the (now cached) lines and prefetches the records, pass 3
 //! confirms each candidate with [`Conntrack::lookup_probed`].
-//! The "prefetch" is a load nobody waits on (see [`index::touch`]): safe
+//! The "prefetch" is a load nobody waits on (see `index::touch`): safe
 //! Rust has no prefetch instruction.
 //!
 //! # Time and expiry

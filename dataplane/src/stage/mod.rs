@@ -1,15 +1,16 @@
 //! The pipeline stages. Each stage works on a whole batch (VPP style): it
 //! walks the packets still [`Verdict::Pending`](crate::packet::Verdict) and
-//! either decides their verdict or leaves them for the next stage.
+//! either decides their verdict or leaves them for the next stage. Their
+//! order, and what the worker does around them, is the pipeline diagram in
+//! [the crate docs](crate#the-packet-path).
 //!
-//! ```text
-//! parse -> local (ARP, ICMP echo) -> steer -> flow (conntrack lookup,
-//! classify, select + create, track) -> icmp_error -> nat (rewrite, L2)
-//! ```
+//! One file per stage: [`parse`], [`local`], [`steer`], [`flow`],
+//! [`icmp_error`], [`nat`], [`neighbour`] (next-hop resolution, L2, frames
+//! held for ARP, ARP out).
 //!
 //! [`Pipeline`] holds a worker's state (conntrack, SNAT allocator, affinity,
-//! counters) and per-batch scratch space, all allocated up front; running a
-//! batch allocates nothing.
+//! counters, neighbour-stage state) and per-batch scratch space, all
+//! allocated up front; running a batch allocates nothing.
 
 pub mod flow;
 pub mod icmp_error;
