@@ -446,17 +446,7 @@ fn send_arp<F>(
         return false;
     };
     let mut buf = [0u8; ARP_FRAME_BYTES];
-    let mac = MacAddr(info.mac);
-    let written = arp::write_frame(
-        &mut buf,
-        arp::op::REQUEST,
-        MacAddr::BROADCAST,
-        mac,
-        sender,
-        MacAddr::ZERO,
-        target,
-    );
-    if written.is_err() {
+    if arp::write_request(&mut buf, MacAddr(info.mac), sender, target).is_err() {
         return false; // cannot happen: the buffer is longer than the frame
     }
     let Some(frame) = out.frame_from(&buf) else {

@@ -9,8 +9,8 @@
 //! "Packet Reception": swap sender and target, put our hardware address in the
 //! sender field, set the opcode to reply); [`reply_in_place`] does the same
 //! for a whole Ethernet frame, Ethernet addresses included.
-//! [`write_frame`] writes a whole Ethernet/ARP frame (requests, gratuitous
-//! ARP) into a caller's buffer, allocating nothing.
+//! [`write_frame`] and [`write_request`] write a whole Ethernet/ARP frame
+//! (requests, gratuitous ARP) into a caller's buffer, allocating nothing.
 
 use super::ethernet::{self, MacAddr};
 use super::field::{array_at, ipv4_at, set_bytes, set_u16, u8_at, u16_at};
@@ -216,6 +216,26 @@ pub fn write_frame(
     Ok(())
 }
 
+/// [`write_frame`] for a broadcast request "who has `target_ip`? tell
+/// `sender_ip`" from `sender_mac` (target hardware address zero); a
+/// gratuitous ARP has `sender_ip == target_ip`.
+pub fn write_request(
+    frame: &mut [u8],
+    sender_mac: MacAddr,
+    sender_ip: Ipv4Addr,
+    target_ip: Ipv4Addr,
+) -> Result<(), Error> {
+    write_frame(
+        frame,
+        op::REQUEST,
+        MacAddr::BROADCAST,
+        sender_mac,
+        sender_ip,
+        MacAddr::ZERO,
+        target_ip,
+    )
+}
+
 /// Turn the ARP request in `frame` (ARP header at `arp_offset`, after the
 /// Ethernet header and an optional tag) into our reply in place: ARP fields
 /// as [`Packet::make_reply`], Ethernet destination = the requester, Ethernet
@@ -266,17 +286,7 @@ mod tests {
     #[test]
     fn write_frame_is_ethernet_then_arp_and_leaves_padding_alone() {
         let mut f = [0xee_u8; 60];
-        let gratuitous = (US, VIP, MacAddr::ZERO, VIP);
-        write_frame(
-            &mut f,
-            op::REQUEST,
-            MacAddr::BROADCAST,
-            gratuitous.0,
-            gratuitous.1,
-            gratuitous.2,
-            gratuitous.3,
-        )
-        .unwrap();
+        write_request(&mut f, US, VIP, VIP).unwrap();
         let eth = ethernet::Packet::new_checked(&f[..]).unwrap();
         assert_eq!(eth.dst_addr(), MacAddr::BROADCAST);
         assert_eq!(eth.src_addr(), US);
