@@ -9,7 +9,7 @@
 //! transmitted buffers to the pool.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use dataplane::packet::tcp_flags as F;
+use dataplane::wire::tcp::flags as F;
 use portico_bench::{INSIDE, OUTSIDE, Rig, RigConfig, client_tcp};
 use std::time::{Duration, Instant};
 

@@ -5,11 +5,11 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dataplane::flow::{FlowKey, Proto};
-use dataplane::packet::tcp_flags as F;
 use dataplane::snat::{SnatAllocator, SnatConfig};
 use dataplane::stage::nat::rewrite_packet;
 use dataplane::stage::parse::parse_frame;
 use dataplane::wire::build;
+use dataplane::wire::tcp::flags as F;
 use portico_bench::{OUT_MAC, ROUTER_MAC, VIP, client_tcp};
 use std::hint::black_box;
 use std::net::{Ipv4Addr, SocketAddrV4};

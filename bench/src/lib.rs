@@ -11,12 +11,12 @@ use dataplane::conntrack::{ConntrackConfig, Timeouts};
 use dataplane::counters::SharedCounters;
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::{FlowKey, Proto};
-use dataplane::packet::tcp_flags as F;
 use dataplane::snapshot::{
     AddrRole, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
+use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -268,7 +268,7 @@ impl Rig {
         let (ip, port) = client(i);
         let dport = if proto == Proto::Tcp { 80 } else { 53 };
         let key = FlowKey::new(proto, ip, port, VIP, dport);
-        let ct = &self.worker.pipeline().ct;
+        let ct = self.worker.pipeline().conntrack();
         let (id, _) = ct.lookup(&key, key.stable_hash()).expect("flow is tracked");
         *ct.flow(id).reply()
     }

@@ -36,13 +36,14 @@ use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::driver::Frame;
 use dataplane::flow::{FlowKey, Proto, stable_addr_hash};
 use dataplane::neighbour::NeighbourTable;
-use dataplane::packet::{PacketMeta, PortId, Verdict, tcp_flags};
+use dataplane::packet::{PacketMeta, PortId, Verdict};
 use dataplane::snapshot::{
     BackendId, BuildError, EndpointCondition, ListenerKind, Snapshot, SnapshotBuilder,
 };
 use dataplane::stage::{Pipeline, PipelineConfig, PipelineError, Steering};
 use dataplane::wire::build;
 use dataplane::wire::ethernet::MacAddr;
+use dataplane::wire::tcp::flags as tcp_flags;
 use nic_config::Plan;
 use serde::Serialize;
 use std::fmt;
@@ -366,7 +367,7 @@ pub fn simulate_in(
     ) && let Some(timeout_ms) = service.affinity_timeout_ms
     {
         pipeline
-            .affinity
+            .affinity_mut()
             .upsert(service.id, key.src_ip, backend, timeout_ms, NOW_MS);
     }
 
@@ -469,8 +470,8 @@ pub fn simulate_in(
     }
 
     // The flow the pipeline created: its reply key is the backend's view.
-    if let Some((id, _)) = pipeline.ct.lookup(&key, meta.hash) {
-        let created = pipeline.ct.flow(id);
+    if let Some((id, _)) = pipeline.conntrack().lookup(&key, meta.hash) {
+        let created = pipeline.conntrack().flow(id);
         let reply = created.reply();
         let backend_addr = SocketAddrV4::new(reply.src_ip, reply.src_port);
         let backend = snap

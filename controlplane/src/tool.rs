@@ -24,7 +24,7 @@
 use anyhow::{Context, bail};
 use dataplane::driver::Driver;
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketDriver};
-use dataplane::packet::tcp_flags as F;
+use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build};
 use serde::Serialize;
 use std::collections::BTreeMap;

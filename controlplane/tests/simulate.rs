@@ -6,9 +6,10 @@ use dataplane::driver::Driver;
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::{FlowKey, Proto};
 use dataplane::neighbour::NeighbourTable;
-use dataplane::packet::{PortId, Verdict, tcp_flags};
+use dataplane::packet::{PortId, Verdict};
 use dataplane::snapshot::SnapshotBuilder;
 use dataplane::stage::Pipeline;
+use dataplane::wire::tcp::flags as tcp_flags;
 use dataplane::wire::{MacAddr, build};
 use nic_config::Plan;
 use portico::simulate::{AffinityReport, FlowSpec, Outcome, simulate};
@@ -277,10 +278,10 @@ fn simulate_agrees_with_an_independent_pipeline_on_200_random_flows() {
             "{key:?}: {verdict:?}"
         );
         let (id, _) = pipeline
-            .ct
+            .conntrack()
             .lookup(&key, pipeline.metas()[0].hash)
             .expect("flow created");
-        let reply = *pipeline.ct.flow(id).reply();
+        let reply = *pipeline.conntrack().flow(id).reply();
         let picked = SocketAddrV4::new(reply.src_ip, reply.src_port);
 
         let spec = format!("{} {client}:{sport} -> {dst}:{dport}", proto.name());

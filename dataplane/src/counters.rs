@@ -7,11 +7,19 @@
 //! Workers count into a plain, core-local [`Counters`] (no atomics, no sharing
 //! on the packet path) and copy it into their [`SharedCounters`] once per poll
 //! loop; readers sum the shared copies of all cores off the hot path.
+//!
+//! This module depends on nothing else in the crate: every other module
+//! counts into it. The per-state flow gauges are indexed by
+//! [`crate::conntrack::FlowState::ordinal`]; conntrack checks at compile time
+//! that it has exactly [`FLOW_STATES`] states.
 
-use crate::conntrack::FlowState;
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Number of per-state flow gauges: one per conntrack flow state (8 TCP
+/// states, UDP, ICMP), indexed by the state's ordinal.
+pub const FLOW_STATES: usize = 10;
 
 macro_rules! drop_reasons {
     ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
@@ -274,8 +282,8 @@ pub struct SharedCounters {
     live_flows: AtomicU64,
     /// SNAT tuples in use by the worker.
     snat_in_use: AtomicU64,
-    /// Live flows per [`FlowState::ordinal`].
-    flows_by_state: [AtomicU64; FlowState::COUNT],
+    /// Live flows per flow state ordinal.
+    flows_by_state: [AtomicU64; FLOW_STATES],
     /// Per-service/backend counters and per-SNAT-address stats, copied by
     /// the worker at most every 100 ms with `try_lock` (the worker never
     /// waits for a reader).
@@ -470,8 +478,9 @@ pub struct SnatAddrStats {
 pub struct Gauges {
     pub live_flows: u64,
     pub snat_in_use: u64,
-    /// Live flows per [`FlowState::ordinal`] (in [`FlowState::ALL`] order).
-    pub flows_by_state: [u64; FlowState::COUNT],
+    /// Live flows per flow state, in
+    /// [`crate::conntrack::FlowState::ALL`] order.
+    pub flows_by_state: [u64; FLOW_STATES],
 }
 
 impl Gauges {

@@ -362,7 +362,7 @@ mod tests {
                 },
                 orig.stable_hash(),
                 reply.stable_hash(),
-                crate::packet::tcp_flags::SYN,
+                crate::wire::tcp::flags::SYN,
                 5_000,
             )
             .expect("insert");

@@ -1,22 +1,62 @@
 //! Portico's dataplane: a poll-mode, run-to-completion packet pipeline.
 //!
+//! # The packet path
+//!
+//! This is the one pipeline diagram (DESIGN.md and [`stage`] refer to it).
+//! One worker core, [`worker::Worker::poll`]:
+//!
 //! ```text
-//! rx_burst(port) -> batch(<=64) -> parse -> conntrack/classify -> select -> nat
-//!               -> tx_burst(port)      (drops counted by DropReason at each stage)
+//! load the snapshot (once per poll); on a new generation:
+//!   re-key per-service counters, apply static neighbours,
+//!   announce new owned addresses (worker 0, gratuitous ARP)   stage::neighbour
+//! for each port: rx_burst(port) -> batch (<= 64 frames)
+//!   Pipeline::process, each stage over the whole batch:
+//!     parse       PacketMeta: offsets, 5-tuple, hash          stage::parse
+//!     local       ARP for the gateway, ICMP echo answered     stage::local
+//!     steer       owned by another worker -> Handoff          stage::steer
+//!     flow        conntrack lookup; new flows: classify,      stage::flow
+//!                 select (affinity, Maglev), SNAT, insert;
+//!                 track state
+//!     icmp_error  ICMP errors about tracked flows translated  stage::icmp_error
+//!     nat         addresses, ports, TTL, checksums rewritten  stage::nat
+//!     neighbour   (ends icmp_error and nat) next-hop MAC,     stage::neighbour
+//!                 L2 rewrite; unresolved -> AwaitNeighbour
+//!   release held frames whose neighbour answered              stage::neighbour
+//!   dispatch by verdict: Forward, Reply -> tx queue;          worker
+//!     Handoff -> ring; AwaitNeighbour -> held;
+//!     Drop(reason) -> counted, released; Consumed -> released
+//!   tx_burst(port)
+//! handoff rings -> the same, not steered again                worker
+//! release held frames; send the ARP requests asked for        stage::neighbour
+//! tx_burst; housekeeping (expiry); inspect mailbox; publish counters
 //! ```
 //!
-//! * [`driver`]: the port trait and the drivers (`mem` here; af_packet, AF_XDP
-//!   and DPDK plug in behind the same trait).
-//! * [`wire`]: zero-copy header views and checksums (RFC 1071, RFC 1624).
-//! * [`stage`]: the pipeline stages, each working on a whole batch.
-//! * [`conntrack`]: per-core flow table, TCP state machine, ClientIP affinity.
-//! * [`snat`]: SNAT tuple allocation with TIME_WAIT-aware quarantine.
-//! * [`maglev`]: consistent-hash lookup tables.
-//! * [`snapshot`]: the immutable tables the control plane publishes, and the
-//!   lock-free publisher the workers load once per batch.
-//! * [`worker`]: one core's poll loop tying it together.
-//! * [`inspect`]: per-worker mailboxes through which the admin thread lists
-//!   flows and looks them up, once per poll loop, never per packet.
+//! Every packet ends in exactly one verdict; a drop is counted under one
+//! [`DropReason`] at the stage that decided it.
+//!
+//! # Modules, in layers
+//!
+//! Each module uses only modules of the layers above it (checked by a test
+//! on the source, `layering.rs`):
+//!
+//! 1. [`wire`] (zero-copy header views, checksums: RFC 1071, RFC 1624),
+//!    [`flow`] (the 5-tuple and its stable hash), [`counters`] (the
+//!    [`DropReason`] catalogue, per-core counters), [`clock`], [`maglev`]
+//!    (consistent-hash lookup tables).
+//! 2. [`packet`] (per-packet metadata and verdicts), [`snat`] (SNAT tuple
+//!    allocation with TIME_WAIT-aware quarantine).
+//! 3. [`snapshot`] (the immutable tables the control plane publishes and
+//!    the lock-free publisher), [`neighbour`] (the shared ARP table),
+//!    [`handoff`] (rings between workers), [`driver`] (the port trait and
+//!    the drivers: `mem` here; af_packet, AF_XDP and DPDK behind the same
+//!    trait).
+//! 4. [`conntrack`] (per-core flow table, TCP state machine, ClientIP
+//!    affinity).
+//! 5. [`stage`] (the pipeline stages, each over a whole batch),
+//!    [`inspect`] (per-worker mailboxes through which the admin thread
+//!    lists and looks up flows, once per poll loop, never per packet).
+//! 6. [`worker`] (one core's poll loop: moves frames between the driver,
+//!    the pipeline, the handoff rings and the tx queues).
 
 pub mod clock;
 pub mod conntrack;
@@ -33,6 +73,9 @@ pub mod snat;
 pub mod stage;
 pub mod wire;
 pub mod worker;
+
+#[cfg(test)]
+mod layering;
 
 pub use counters::DropReason;
 pub use flow::{FlowKey, Proto};

@@ -118,14 +118,9 @@ impl PacketMeta {
     }
 }
 
-/// TCP flag bits as they sit in the flags byte of the header.
-pub mod tcp_flags {
-    pub const FIN: u8 = 0x01;
-    pub const SYN: u8 = 0x02;
-    pub const RST: u8 = 0x04;
-    pub const PSH: u8 = 0x08;
-    pub const ACK: u8 = 0x10;
-    pub const URG: u8 = 0x20;
-    pub const ECE: u8 = 0x40;
-    pub const CWR: u8 = 0x80;
-}
+/// The TCP flag bits, defined with the TCP header in [`crate::wire::tcp`].
+/// Kept under this path only until the driver tests name the new one
+/// (issue 12: the driver layer is being reworked in parallel); new code uses
+/// `wire::tcp::flags`.
+#[doc(hidden)]
+pub use crate::wire::tcp::flags as tcp_flags;

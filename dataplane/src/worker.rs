@@ -1,37 +1,35 @@
 //! One worker core: the run-to-completion poll loop.
 //!
-//! Each poll: for every port, receive a burst, load the current snapshot
-//! once, run the pipeline over the batch, send every frame to its verdict's
-//! port (or hand it to its owning worker, or release it and count the drop
-//! reason); then drain frames other workers handed over; then send the
-//! frames held for ARP resolution whose neighbour answered (or drop them when
-//! it did not in time) and the ARP requests the batches asked for; then
-//! bounded housekeeping (conntrack and affinity expiry); then, when an
-//! [`InspectServer`] is attached, one look at its mailbox (a flow listing
-//! advances by a bounded chunk per poll). Counters are core-local and
-//! published to [`SharedCounters`] at most once per millisecond (per-service
-//! and per-SNAT-address tables every 100 ms).
+//! Each poll loads the current snapshot once (every batch of the poll, the
+//! held frames and the ARP frames see one generation), then: for every
+//! port, receive a burst, run the pipeline over the batch, send every frame
+//! to its verdict's port (or hand it to its owning worker, or hold it for
+//! its neighbour, or release it and count the drop reason); then drain
+//! frames other workers handed over; then let the neighbour stage send the
+//! held frames whose neighbour answered and the ARP requests the batches
+//! asked for (see [`crate::stage::neighbour`]); then bounded housekeeping
+//! (conntrack and affinity expiry); then, when an [`InspectServer`] is
+//! attached, one look at its mailbox (a flow listing advances by a bounded
+//! chunk per poll). Counters are core-local and published to
+//! [`SharedCounters`] at most once per millisecond (per-service and
+//! per-SNAT-address tables every 100 ms).
 //!
-//! When a new snapshot generation appears, the worker loads its static
-//! neighbours into the shared neighbour table (again whenever the table
-//! publishes a new generation: a static entry set while a compaction copied
-//! the table may be missing from the copy, see [`crate::neighbour`]), and
-//! worker 0 announces every
-//! owned address it has not announced yet with a gratuitous ARP (RFC 5227
-//! §3 "ARP Announcement"), so VIPs move to this gateway at start and when
-//! they are added.
+//! The worker only moves frames: between its driver, its pipeline, the
+//! handoff rings and its tx queues. When a new snapshot generation appears
+//! it re-keys the per-service counters and gives the snapshot to the
+//! pipeline's neighbour stage (static neighbours; on worker 0, gratuitous
+//! ARP for owned addresses not announced yet).
 
 use crate::clock::Clock;
-use crate::counters::{DropReason, Gauges, SharedCounters};
+use crate::counters::{Counters, DropReason, Gauges, SharedCounters};
 use crate::driver::{Driver, Frame};
 use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
 use crate::inspect::InspectServer;
-use crate::neighbour::{NeighbourTable, Resolution};
+use crate::neighbour::NeighbourTable;
 use crate::packet::{PortId, Verdict};
 use crate::snapshot::{Backend, ID_CHUNK, IdTable, Service, ServiceId, Snapshot, SnapshotReader};
-use crate::stage::{MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
-use crate::wire::{MacAddr, arp, ethernet};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use crate::stage::{Egress, HeldFrames, MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
+use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -73,18 +71,11 @@ pub struct Worker<D: Driver, C: Clock> {
     rx: Vec<D::Frame>,
     tx: Vec<Vec<D::Frame>>,
     last_publish_ms: u64,
-    /// Frames translated and waiting for their next hop's MAC.
-    held: Vec<Held<D::Frame>>,
-    /// Second buffer for `held` (swapped each poll; no allocation).
-    held_spare: Vec<Held<D::Frame>>,
-    /// Snapshot generation whose neighbours/announcements were applied.
+    /// Frames translated and waiting for their next hop's MAC (handled by
+    /// the pipeline's neighbour stage).
+    held: HeldFrames<D::Frame>,
+    /// Snapshot generation the worker last applied.
     seen_generation: u64,
-    /// Neighbour table generation the static neighbours were applied to.
-    seen_neighbour_generation: u64,
-    /// Owned addresses already announced with a gratuitous ARP, with their
-    /// port (worker 0). A set: with thousands of VIPs, a list made every new
-    /// generation quadratic.
-    announced: hashbrown::HashSet<(PortId, Ipv4Addr)>,
     /// Who each service / backend id belonged to when last seen.
     service_identity: Vec<Option<Arc<str>>>,
     backend_identity: Vec<Option<(ServiceId, SocketAddrV4)>>,
@@ -95,18 +86,6 @@ pub struct Worker<D: Driver, C: Clock> {
     bound_services: IdTable<Service>,
     bound_backends: IdTable<Backend>,
 }
-
-/// A frame waiting for ARP resolution of `addr` on `port`.
-#[derive(Debug)]
-struct Held<F> {
-    frame: F,
-    port: PortId,
-    addr: Ipv4Addr,
-    deadline_ms: u64,
-}
-
-/// Frames a worker holds for ARP resolution at most.
-pub const HELD_FRAMES: usize = 256;
 
 impl<D: Driver, C: Clock> Worker<D, C> {
     pub fn new(
@@ -135,11 +114,8 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             rx: Vec::with_capacity(MAX_BATCH),
             tx: (0..ports).map(|_| Vec::with_capacity(MAX_BATCH)).collect(),
             last_publish_ms: u64::MAX,
-            held: Vec::with_capacity(HELD_FRAMES),
-            held_spare: Vec::with_capacity(HELD_FRAMES),
+            held: HeldFrames::new(),
             seen_generation: u64::MAX,
-            seen_neighbour_generation: u64::MAX,
-            announced: hashbrown::HashSet::new(),
             service_identity: Vec::new(),
             backend_identity: Vec::new(),
             inspect: None,
@@ -172,10 +148,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         let snap = self.snapshots.load();
         if snap.generation != self.seen_generation {
             self.on_new_snapshot(&snap);
-        } else if self.pipeline.neighbours.generation() != self.seen_neighbour_generation {
-            self.apply_static_neighbours(&snap);
+        } else {
+            self.pipeline.check_neighbour_generation(&snap);
         }
-        drop(snap);
         let mut work = 0;
         for port in 0..self.driver.port_count() {
             let port = port as PortId;
@@ -183,22 +158,28 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             let n = self.driver.rx_burst(port, &mut self.rx, self.batch_size);
             if n > 0 {
                 work += n;
-                self.run_batch(port, now_ms, true);
+                self.run_batch(&snap, port, now_ms, true);
             }
         }
-        work += self.drain_handoff(now_ms);
-        self.release_held(now_ms);
-        self.send_arp_requests();
+        work += self.drain_handoff(&snap, now_ms);
+        let mut tx = Tx {
+            driver: &mut self.driver,
+            queues: &mut self.tx,
+        };
+        self.pipeline
+            .release_held(&mut self.held, &snap, now_ms, &mut tx);
+        self.pipeline.send_arp_requests(&snap, &mut tx);
+        drop(snap);
         self.flush_tx();
         self.pipeline.housekeeping(now_ms);
         if let Some(inspect) = self.inspect.as_mut() {
-            work += inspect.serve(&self.pipeline.ct, &self.pipeline.affinity, now_ms);
+            work += inspect.serve(self.pipeline.conntrack(), self.pipeline.affinity(), now_ms);
         }
         if now_ms != self.last_publish_ms {
             self.publish_scalars();
             if now_ms / 100 != self.last_publish_ms / 100 {
-                self.shared.publish_services(&self.pipeline.services);
-                self.shared.publish_snat(self.pipeline.snat.addr_stats());
+                self.shared.publish_services(self.pipeline.services());
+                self.shared.publish_snat(self.pipeline.snat().addr_stats());
             }
             self.last_publish_ms = now_ms;
         }
@@ -230,35 +211,38 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     /// per-backend) out for readers.
     pub fn publish_counters(&self) {
         self.publish_scalars();
-        self.shared.publish_services(&self.pipeline.services);
-        self.shared.publish_snat(self.pipeline.snat.addr_stats());
+        self.shared.publish_services(self.pipeline.services());
+        self.shared.publish_snat(self.pipeline.snat().addr_stats());
     }
 
     fn publish_scalars(&self) {
+        let p = &self.pipeline;
         self.shared.publish(
-            &self.pipeline.counters,
+            p.counters(),
             Gauges {
-                live_flows: self.pipeline.ct.len() as u64,
-                snat_in_use: self.pipeline.snat.stats().in_use,
-                flows_by_state: self.pipeline.ct.count_by_state().map(|(_, n)| u64::from(n)),
+                live_flows: p.conntrack().len() as u64,
+                snat_in_use: p.snat().stats().in_use,
+                flows_by_state: p.conntrack().count_by_state().map(|(_, n)| u64::from(n)),
             },
         );
     }
 
-    fn run_batch(&mut self, in_port: PortId, now_ms: u64, may_hand_off: bool) {
-        let snap = self.snapshots.load();
+    fn run_batch(&mut self, snap: &Snapshot, in_port: PortId, now_ms: u64, may_hand_off: bool) {
         self.pipeline
-            .process(&snap, in_port, &mut self.rx, now_ms, may_hand_off);
-        drop(snap);
+            .process(snap, in_port, &mut self.rx, now_ms, may_hand_off);
         // Frames held for a neighbour go before newer frames of their flows
         // (this batch may have carried the ARP reply).
-        self.release_held(now_ms);
+        let mut tx = Tx {
+            driver: &mut self.driver,
+            queues: &mut self.tx,
+        };
+        self.pipeline
+            .release_held(&mut self.held, snap, now_ms, &mut tx);
         self.dispatch(in_port, now_ms);
     }
 
     /// Send each frame of the last batch where its verdict says.
     fn dispatch(&mut self, in_port: PortId, now_ms: u64) {
-        let hold_deadline_ms = now_ms.saturating_add(self.hold_ms());
         for (i, frame) in self.rx.drain(..).enumerate() {
             // A driver that returned more frames than a batch holds gets the
             // extras dropped, never a stale verdict.
@@ -267,7 +251,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                 .metas()
                 .get(i)
                 .map_or(Verdict::Drop(DropReason::Internal), |m| m.verdict);
-            let counters = &mut self.pipeline.counters;
+            let counters = self.pipeline.counters_mut();
             let out = match verdict {
                 Verdict::Forward(port) => port,
                 Verdict::Reply => in_port,
@@ -295,16 +279,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                     continue;
                 }
                 Verdict::AwaitNeighbour(port) => {
-                    if self.held.len() < HELD_FRAMES {
-                        let addr = self.pipeline.awaited_neighbour(i);
-                        self.held.push(Held {
-                            frame,
-                            port,
-                            addr,
-                            deadline_ms: hold_deadline_ms,
-                        });
-                    } else {
-                        self.pipeline.counters.drop(DropReason::NeighbourQueueFull);
+                    if let Err(frame) = self.pipeline.hold(&mut self.held, i, port, frame, now_ms) {
                         self.driver.release(frame);
                     }
                     continue;
@@ -327,205 +302,25 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.flush_tx();
     }
 
-    /// How long a frame waits for its neighbour: every probe of one
-    /// resolution round.
-    fn hold_ms(&self) -> u64 {
-        let c = self.pipeline.neighbours.config();
-        c.retrans_ms.saturating_mul(u64::from(c.max_probes.max(1)))
-    }
-
-    /// Send held frames whose neighbour is now known; drop the ones whose
-    /// time is up. Order among the frames kept is preserved.
-    fn release_held(&mut self, now_ms: u64) {
-        if self.held.is_empty() {
-            return;
-        }
-        let snap = self.snapshots.load();
-        // One neighbour generation for the whole walk (an Arc clone, not a
-        // per-frame load).
-        let table = Arc::clone(&self.pipeline.neighbours);
-        let neighbours = table.load();
-        // Walk last poll's list while new entries go to `held`; both Vecs
-        // keep their capacity (moved, not reallocated).
-        std::mem::swap(&mut self.held, &mut self.held_spare);
-        let mut waiting = std::mem::take(&mut self.held_spare);
-        for h in waiting.drain(..) {
-            let Held {
-                mut frame,
-                port,
-                addr,
-                deadline_ms,
-            } = h;
-            let port_mac = snap.ports.get(port as usize).map(|p| p.mac);
-            // Resolving again (not just peeking) re-sends the request once
-            // per retrans period while packets wait, as Linux does.
-            let resolution = neighbours.resolve(port, addr, now_ms);
-            let (mac, probe) = match resolution {
-                Resolution::Known { mac, probe } => (Some(mac), probe),
-                Resolution::Pending { probe } => (None, probe),
-                Resolution::Failed | Resolution::TableFull => (None, false),
-            };
-            if probe {
-                let requests = self.pipeline.arp_requests_mut();
-                if requests.len() < requests.capacity() {
-                    requests.push((port, addr));
-                }
-            }
-            let failed = matches!(resolution, Resolution::Failed | Resolution::TableFull);
-            match (mac, port_mac) {
-                (Some(mac), Some(port_mac)) => {
-                    let mut eth = ethernet::Packet::new_unchecked(frame.data_mut());
-                    eth.set_dst_addr(MacAddr(mac));
-                    eth.set_src_addr(MacAddr(port_mac));
-                    if self.push_tx(port, frame) {
-                        self.pipeline.counters.neighbour_held_sent += 1;
-                    }
-                }
-                _ if failed || now_ms >= deadline_ms => {
-                    self.pipeline.counters.drop(DropReason::NeighbourTimeout);
-                    self.driver.release(frame);
-                }
-                _ => self.held.push(Held {
-                    frame,
-                    port,
-                    addr,
-                    deadline_ms,
-                }),
-            }
-        }
-        self.held_spare = waiting;
-    }
-
-    /// Queue a frame for tx on `port`, flushing the port's queue first when
-    /// it is full. Returns false (frame released, counted) only for a port
-    /// that does not exist or a ring that stays full.
-    fn push_tx(&mut self, port: PortId, frame: D::Frame) -> bool {
-        if self
-            .tx
-            .get(port as usize)
-            .is_some_and(|q| q.len() >= q.capacity())
-        {
-            self.flush_tx();
-        }
-        match self.tx.get_mut(port as usize) {
-            Some(q) if q.len() < q.capacity() => {
-                q.push(frame);
-                true
-            }
-            _ => {
-                self.pipeline.counters.drop(DropReason::TxFull);
-                self.driver.release(frame);
-                false
-            }
-        }
-    }
-
-    /// Queue the ARP requests the pipeline asked for.
-    fn send_arp_requests(&mut self) {
-        if self.pipeline.arp_requests_mut().is_empty() {
-            return;
-        }
-        let snap = self.snapshots.load();
-        // Swap the request list out and back: its capacity is kept, nothing
-        // is allocated.
-        let mut requests = std::mem::take(self.pipeline.arp_requests_mut());
-        for &(port, addr) in &requests {
-            let source = snap.arp_source.get(port as usize).copied().flatten();
-            if self.queue_arp(&snap, port, source.unwrap_or(Ipv4Addr::UNSPECIFIED), addr) {
-                self.pipeline.counters.arp_requests_sent += 1;
-            }
-        }
-        requests.clear();
-        *self.pipeline.arp_requests_mut() = requests;
-    }
-
-    /// Build an ARP request (`sender` asks for `target`) on `port` into a
-    /// driver buffer and queue it for tx. A gratuitous ARP has
-    /// `sender == target`.
-    fn queue_arp(
-        &mut self,
-        snap: &Snapshot,
-        port: PortId,
-        sender: Ipv4Addr,
-        target: Ipv4Addr,
-    ) -> bool {
-        let Some(info) = snap.ports.get(port as usize) else {
-            return false;
-        };
-        let mut buf = [0u8; 60];
-        {
-            let mut eth = ethernet::Packet::new_unchecked(&mut buf[..]);
-            eth.set_dst_addr(MacAddr::BROADCAST);
-            eth.set_src_addr(MacAddr(info.mac));
-            eth.set_ethertype(ethernet::ethertype::ARP);
-        }
-        {
-            let mut a = arp::Packet::new_unchecked(&mut buf[ethernet::HEADER_LEN..]);
-            a.set_ethernet_ipv4();
-            a.set_operation(arp::op::REQUEST);
-            a.set_sender_hw_addr(MacAddr(info.mac));
-            a.set_sender_proto_addr(sender);
-            a.set_target_hw_addr(MacAddr::ZERO);
-            a.set_target_proto_addr(target);
-        }
-        let Some(frame) = self.driver.frame_from(&buf) else {
-            self.pipeline.counters.drop(DropReason::PoolExhausted);
-            return false;
-        };
-        self.push_tx(port, frame)
-    }
-
-    /// Apply a new snapshot generation: static neighbours, and (worker 0)
-    /// gratuitous ARP for owned addresses not announced yet. Cold path.
+    /// Apply a new snapshot generation: re-key the per-service counters,
+    /// then the neighbour stage (static neighbours, announcements). Cold
+    /// path.
     fn on_new_snapshot(&mut self, snap: &Snapshot) {
         self.seen_generation = snap.generation;
         self.rebind_service_counters(snap);
-        self.apply_static_neighbours(snap);
-        if self.pipeline.steering.worker != 0 {
-            return;
-        }
-        // Announce every owned address not announced yet on its port; an
-        // announcement that could not be sent is retried next generation.
-        self.announced
-            .retain(|&(port, addr)| snap.owned(addr).is_some_and(|o| o.port == port));
-        let mut fresh: Vec<(PortId, Ipv4Addr)> = snap
-            .owned
-            .iter()
-            .map(|(addr, o)| (o.port, *addr))
-            .filter(|k| !self.announced.contains(k))
-            .collect();
-        fresh.sort_unstable();
-        for (port, addr) in fresh {
-            if self.queue_arp(snap, port, addr, addr) {
-                self.pipeline.counters.garp_sent += 1;
-                self.announced.insert((port, addr));
-            }
-        }
+        let mut tx = Tx {
+            driver: &mut self.driver,
+            queues: &mut self.tx,
+        };
+        self.pipeline.on_snapshot(snap, &mut tx);
         self.flush_tx();
-    }
-
-    /// Make the neighbour table's static entries those of `snap`, in the
-    /// table's current generation. Cold path: on a new snapshot or a new
-    /// neighbour generation.
-    fn apply_static_neighbours(&mut self, snap: &Snapshot) {
-        // Read before applying: the entries go into this generation or a
-        // newer one, and a newer one is noticed next poll.
-        self.seen_neighbour_generation = self.pipeline.neighbours.generation();
-        for &(port, addr, mac) in &snap.static_neighbours {
-            self.pipeline.neighbours.set_static(port, addr, mac);
-        }
-        self.pipeline.neighbours.retain_static(|port, addr| {
-            snap.static_neighbours
-                .iter()
-                .any(|&(p, a, _)| p == port && a == addr)
-        });
     }
 
     /// Ids are reused after a service or backend is removed: zero the
     /// counters of every id whose identity (service name; service and
     /// address) changed, so a new service never shows an old one's traffic.
     fn rebind_service_counters(&mut self, snap: &Snapshot) {
-        let services = &mut self.pipeline.services;
+        let services = self.pipeline.services_mut();
         services.ensure(snap.services.len(), snap.backends.len());
         self.service_identity.resize(snap.services.len(), None);
         for (id, s) in changed_entries(&snap.services, &self.bound_services) {
@@ -551,27 +346,17 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     }
 
     fn flush_tx(&mut self) {
-        for (port, queue) in self.tx.iter_mut().enumerate() {
-            if queue.is_empty() {
-                continue;
-            }
-            let queued_bytes: u64 = queue.iter().map(|f| f.data().len() as u64).sum();
-            let sent = self.driver.tx_burst(port as PortId, queue);
-            let counters = &mut self.pipeline.counters;
-            let left_bytes: u64 = queue.iter().map(|f| f.data().len() as u64).sum();
-            counters.tx_packets += sent as u64;
-            counters.tx_bytes += queued_bytes - left_bytes;
-            for frame in queue.drain(..) {
-                counters.drop(DropReason::TxFull);
-                self.driver.release(frame);
-            }
-        }
+        let mut tx = Tx {
+            driver: &mut self.driver,
+            queues: &mut self.tx,
+        };
+        tx.flush(self.pipeline.counters_mut());
     }
 
     /// Process frames other workers handed over, in batches per ingress
     /// port. Each ring gets its own budget per poll and the first ring
     /// rotates, so no producer starves another.
-    fn drain_handoff(&mut self, now_ms: u64) -> usize {
+    fn drain_handoff(&mut self, snap: &Snapshot, now_ms: u64) -> usize {
         let rings_len = self.handoff_rx.len();
         if rings_len == 0 {
             return 0;
@@ -594,15 +379,16 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                     break;
                 };
                 work += 1;
-                self.pipeline.counters.handoff_in += 1;
+                let counters = self.pipeline.counters_mut();
+                counters.handoff_in += 1;
                 let Some(frame) = frame else {
-                    self.pipeline.counters.drop(DropReason::PoolExhausted);
+                    counters.drop(DropReason::PoolExhausted);
                     continue;
                 };
                 if let Some(p) = batch_port
                     && (p != port || self.rx.len() >= self.batch_size)
                 {
-                    self.run_batch(p, now_ms, false);
+                    self.run_batch(snap, p, now_ms, false);
                 }
                 batch_port = Some(port);
                 self.rx.push(frame);
@@ -610,11 +396,72 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             if let Some(p) = batch_port
                 && !self.rx.is_empty()
             {
-                self.run_batch(p, now_ms, false);
+                self.run_batch(snap, p, now_ms, false);
             }
         }
         self.handoff_rx = rings;
         work
+    }
+}
+
+/// A worker's way out: its per-port tx queues over its driver.
+struct Tx<'a, D: Driver> {
+    driver: &'a mut D,
+    queues: &'a mut [Vec<D::Frame>],
+}
+
+impl<D: Driver> Tx<'_, D> {
+    /// Send every queued frame; count what was sent, and drop (counted as
+    /// `tx_full`) what the ring did not take.
+    fn flush(&mut self, counters: &mut Counters) {
+        for (port, queue) in self.queues.iter_mut().enumerate() {
+            if queue.is_empty() {
+                continue;
+            }
+            let queued_bytes: u64 = queue.iter().map(|f| f.data().len() as u64).sum();
+            let sent = self.driver.tx_burst(port as PortId, queue);
+            let left_bytes: u64 = queue.iter().map(|f| f.data().len() as u64).sum();
+            counters.tx_packets += sent as u64;
+            counters.tx_bytes += queued_bytes - left_bytes;
+            for frame in queue.drain(..) {
+                counters.drop(DropReason::TxFull);
+                self.driver.release(frame);
+            }
+        }
+    }
+}
+
+impl<D: Driver> Egress<D::Frame> for Tx<'_, D> {
+    fn frame_from(&mut self, bytes: &[u8]) -> Option<D::Frame> {
+        self.driver.frame_from(bytes)
+    }
+
+    /// Queue a frame for tx on `port`, flushing the queues first when the
+    /// port's is full. False (frame released, counted) only for a port that
+    /// does not exist or a ring that stays full.
+    fn send(&mut self, port: PortId, frame: D::Frame, counters: &mut Counters) -> bool {
+        if self
+            .queues
+            .get(port as usize)
+            .is_some_and(|q| q.len() >= q.capacity())
+        {
+            self.flush(counters);
+        }
+        match self.queues.get_mut(port as usize) {
+            Some(q) if q.len() < q.capacity() => {
+                q.push(frame);
+                true
+            }
+            _ => {
+                counters.drop(DropReason::TxFull);
+                self.driver.release(frame);
+                false
+            }
+        }
+    }
+
+    fn release(&mut self, frame: D::Frame) {
+        self.driver.release(frame);
     }
 }
 

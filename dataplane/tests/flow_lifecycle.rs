@@ -9,8 +9,9 @@ use common::*;
 use dataplane::conntrack::TcpState;
 use dataplane::counters::DropReason;
 use dataplane::flow::Proto;
-use dataplane::packet::{Verdict, tcp_flags as F};
+use dataplane::packet::Verdict;
 use dataplane::wire::build;
+use dataplane::wire::tcp::flags as F;
 use proptest::prelude::*;
 
 fn udp(sport: u16) -> Vec<u8> {
@@ -353,14 +354,14 @@ proptest! {
                 Op::Backends(mask) => gw.swap(vec![web(&backends_of(mask)), dns(&backends_of(mask))]),
             }
             gw.assert_snat_accounting();
-            prop_assert!(gw.worker.pipeline().ct.len() <= 16);
+            prop_assert!(gw.worker.pipeline().conntrack().len() <= 16);
         }
         gw.clock.advance_ms(25 * 3_600_000);
         for _ in 0..4 {
             gw.worker.poll();
         }
-        prop_assert_eq!(gw.worker.pipeline().ct.len(), 0);
-        prop_assert_eq!(gw.worker.pipeline().snat.stats().in_use, 0);
+        prop_assert_eq!(gw.worker.pipeline().conntrack().len(), 0);
+        prop_assert_eq!(gw.worker.pipeline().snat().stats().in_use, 0);
         prop_assert_eq!(gw.worker.driver_mut().pool_free(), 4096, "no frame buffer leaked");
     }
 }

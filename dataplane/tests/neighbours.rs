@@ -10,7 +10,8 @@ mod common;
 use common::*;
 use dataplane::counters::DropReason;
 use dataplane::neighbour::{NeighbourConfig, NeighbourTable, Resolution};
-use dataplane::packet::{Verdict, tcp_flags as F};
+use dataplane::packet::Verdict;
+use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -237,7 +238,7 @@ fn a_static_neighbour_removed_on_reload_is_learned_again() {
     let garp = build::arp_request(new_mac, be, be);
     gw.send(INSIDE, &garp);
     assert_eq!(
-        gw.worker.pipeline().neighbours.peek(INSIDE, be),
+        gw.worker.pipeline().neighbours().peek(INSIDE, be),
         Some(new_mac.0)
     );
 }

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use dataplane::packet::tcp_flags as F;
 use dataplane::wire::build;
+use dataplane::wire::tcp::flags as F;
 use std::net::Ipv4Addr;
 
 fn mixed_traffic(round: u16) -> Vec<(u8, Vec<u8>)> {

@@ -10,8 +10,9 @@ use common::*;
 use dataplane::conntrack::{Dir, TcpState};
 use dataplane::counters::DropReason;
 use dataplane::flow::{FlowKey, Proto};
-use dataplane::packet::{Verdict, tcp_flags as F};
+use dataplane::packet::Verdict;
 use dataplane::snapshot::BackendGonePolicy;
+use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build};
 use std::net::Ipv4Addr;
 
@@ -36,7 +37,7 @@ fn flow_of(
     dport: u16,
 ) -> dataplane::conntrack::Flow {
     let key = FlowKey::new(proto, CLIENT, sport, dst, dport);
-    let ct = &gw.worker.pipeline().ct;
+    let ct = gw.worker.pipeline().conntrack();
     let (id, dir) = ct.lookup(&key, key.stable_hash()).expect("flow tracked");
     assert_eq!(dir, Dir::Original);
     *ct.flow(id)
@@ -94,7 +95,7 @@ fn open_tcp(gw: &mut Gateway, dst: Ipv4Addr, dport: u16) -> dataplane::conntrack
 
 fn tcp_state(gw: &Gateway, dst: Ipv4Addr, dport: u16) -> Option<TcpState> {
     let key = FlowKey::new(Proto::Tcp, CLIENT, CPORT, dst, dport);
-    let ct = &gw.worker.pipeline().ct;
+    let ct = gw.worker.pipeline().conntrack();
     ct.lookup(&key, key.stable_hash())
         .and_then(|(id, _)| ct.flow(id).tcp_state())
 }
@@ -377,7 +378,7 @@ fn tcp_states_follow_the_connection_and_closed_flows_expire() {
     // Counted as a new and active flow of its service and backend.
     let (s, b) = (flow.service as usize, flow.backend as usize);
     let counted = |gw: &Gateway| {
-        let c = &gw.worker.pipeline().services;
+        let c = gw.worker.pipeline().services();
         (
             c.service_flows_created[s],
             c.service_flows_active[s],
@@ -388,7 +389,7 @@ fn tcp_states_follow_the_connection_and_closed_flows_expire() {
     assert_eq!(counted(&gw), (1, 1, 1, 1));
     let other = 1 - b;
     assert_eq!(
-        gw.worker.pipeline().services.backend_flows_created[other],
+        gw.worker.pipeline().services().backend_flows_created[other],
         0
     );
     let r = *flow.reply();
@@ -428,7 +429,7 @@ fn tcp_states_follow_the_connection_and_closed_flows_expire() {
     }
     assert_eq!(tcp_state(&gw, VIP, 80), None);
     assert_eq!(
-        gw.worker.pipeline().snat.stats().in_use,
+        gw.worker.pipeline().snat().stats().in_use,
         0,
         "SNAT tuple released"
     );
@@ -637,7 +638,7 @@ fn terminating_endpoints_serve_only_when_nothing_is_ready() {
 
 fn flow_of_port(gw: &Gateway, sport: u16) -> dataplane::conntrack::Flow {
     let key = FlowKey::new(Proto::Tcp, CLIENT, sport, VIP, 80);
-    let ct = &gw.worker.pipeline().ct;
+    let ct = gw.worker.pipeline().conntrack();
     let (id, _) = ct.lookup(&key, key.stable_hash()).expect("tracked");
     *ct.flow(id)
 }
@@ -849,7 +850,7 @@ fn snat_off_preserves_the_client_address_and_matches_replies_by_conntrack() {
     );
     assert_eq!(out, vec![(OUTSIDE, expected)]);
     assert_eq!(
-        gw.worker.pipeline().snat.stats().in_use,
+        gw.worker.pipeline().snat().stats().in_use,
         0,
         "no SNAT tuple used"
     );
@@ -988,7 +989,7 @@ fn oversize_and_vlan_crossing_packets_are_dropped_before_creating_a_flow() {
         Verdict::Drop(DropReason::VlanMismatch)
     );
     assert_eq!(gw.counters().flows_created, 0);
-    assert_eq!(gw.worker.pipeline().snat.stats().in_use, 0);
+    assert_eq!(gw.worker.pipeline().snat().stats().in_use, 0);
 }
 
 /// Without SNAT, the same client port towards two services on one backend
@@ -1128,7 +1129,7 @@ fn a_new_service_does_not_inherit_a_removed_services_counters() {
     let p = gw
         .worker
         .pipeline()
-        .services
+        .services()
         .service_packets
         .get(dns_id as usize)
         .copied();

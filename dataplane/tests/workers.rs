@@ -10,10 +10,10 @@ use dataplane::counters::SharedCounters;
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::{FlowKey, Proto};
 use dataplane::handoff::HandoffMesh;
-use dataplane::packet::tcp_flags as F;
 use dataplane::snapshot::{Publisher, SnapshotBuilder};
 use dataplane::snat::port_slice;
 use dataplane::wire::build;
+use dataplane::wire::tcp::flags as F;
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use std::sync::Arc;
 
@@ -78,7 +78,7 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
         }
     }
     assert_eq!(sent, n as usize, "every SYN forwarded exactly once");
-    let handed = workers[0].pipeline().counters.handoff_out;
+    let handed = workers[0].pipeline().counters().handoff_out;
     assert!(
         handed > 40 && handed < 160,
         "about half handed over: {handed}"
@@ -95,7 +95,7 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
             .filter(|&w| {
                 workers[w]
                     .pipeline()
-                    .ct
+                    .conntrack()
                     .lookup(&key, key.stable_hash())
                     .is_some()
             })
@@ -106,7 +106,7 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
             owners[0],
             "one core per client"
         );
-        let ct = &workers[owners[0]].pipeline().ct;
+        let ct = workers[owners[0]].pipeline().conntrack();
         let (id, _) = ct.lookup(&key, key.stable_hash()).unwrap();
         let r = *ct.flow(id).reply();
         assert!(port_slice(range.clone(), owners[0], WORKERS as usize).contains(&r.dst_port));
@@ -143,7 +143,7 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
     assert_eq!(back, n as usize, "every reply translated exactly once");
     let dropped: u64 = workers
         .iter()
-        .map(|w| w.pipeline().counters.total_drops())
+        .map(|w| w.pipeline().counters().total_drops())
         .sum();
     assert_eq!(dropped, 0);
 }

@@ -13,7 +13,7 @@
 //! checksum (the IPv4 header checksum is always verified). Default: off,
 //! every checksum verified in software.
 
-use dataplane::packet::tcp_flags as F;
+use dataplane::wire::tcp::flags as F;
 use portico_bench::{INSIDE, OUTSIDE, Rig, RigConfig, client_tcp};
 use std::time::Instant;
 
@@ -93,7 +93,7 @@ fn main() {
         busy += t.elapsed();
         sent += batch;
     }
-    let c = &rig.worker.pipeline().counters;
+    let c = rig.worker.pipeline().counters();
     let kind = if offload {
         format!("{kind}+offload")
     } else {
@@ -103,7 +103,7 @@ fn main() {
         "{kind} flows={flows} packets={packets} tx={} drops={} live_flows={} ns/packet={:.1}",
         c.tx_packets,
         c.total_drops(),
-        rig.worker.pipeline().ct.len(),
+        rig.worker.pipeline().conntrack().len(),
         busy.as_nanos() as f64 / f64::from(packets.max(1))
     );
 }

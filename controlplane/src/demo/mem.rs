@@ -18,7 +18,6 @@ use dataplane::conntrack::ConntrackConfig;
 use dataplane::counters::{DropReason, SharedCounters};
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::{FlowKey, Proto};
-use dataplane::packet::tcp_flags as F;
 use dataplane::snapshot::{
     AddrRole, ListenerKind, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec,
     SnapshotBuilder, SnapshotSpec,
@@ -26,6 +25,7 @@ use dataplane::snapshot::{
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
 use dataplane::stage::parse::parse_frame;
+use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use std::collections::BTreeMap;

@@ -14,7 +14,7 @@
 //! * **Free list**: `Vec<u32>` stack of free slots, capacity `capacity`.
 //!   Invariant: `free.len() + live flows == capacity`, so pushes never
 //!   reallocate.
-//! * **Index**: an [`index::Index`], a fixed-size open-addressing table
+//! * **Index**: an `index::Index`, a fixed-size open-addressing table
 //!   (linear probing in 64-byte lines, backward-shift deletion, so no
 //!   tombstones) whose entries are `slot << 1 | dir` (`dir` 0 = original,
 //!   1 = reply) tagged with 32 bits of the key's hash. A lookup compares the
@@ -37,7 +37,7 @@
 //! packets first (VPP style): pass 1 prefetches every packet's index line,
 //! pass 2 probes the (now cached) lines and prefetches the records, pass 3
 //! confirms each candidate with [`Conntrack::lookup_probed`].
-//! The "prefetch" is a load nobody waits on (see [`index::touch`]): safe
+//! The "prefetch" is a load nobody waits on (see `index::touch`): safe
 //! Rust has no prefetch instruction.
 //!
 //! # Time and expiry
@@ -58,22 +58,32 @@
 //! TCP state tracking is in [`tcp`] (simplified Linux
 //! `nf_conntrack_proto_tcp.c`, RFC 9293 states).
 //!
+//! # Layout
+//! This file: the table (slab, free list, insert, lookup, track, remove).
+//! `record.rs`: the flow record ([`Flow`], [`FlowId`], [`Dir`],
+//! [`FlowState`]). `expiry.rs`: the expiry sweep and early drop.
+//! `index.rs`: the key index. [`tcp`]: the TCP state machine. [`timeouts`]:
+//! per-state timeouts. [`affinity`]: the ClientIP affinity table.
+//!
 //! # Panics
 //! None on the packet path: slots are reached with `get`, the free list and
 //! the index never grow past their reservations, deadlines saturate.
 
 pub mod affinity;
+mod expiry;
 mod index;
+mod record;
 pub mod tcp;
 pub mod timeouts;
 
+pub use record::{Dir, Flow, FlowId, FlowState};
 pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
 use crate::flow::{FlowKey, Proto};
-use crate::packet::tcp_flags as tcp_bits;
+use crate::wire::tcp::flags as tcp_bits;
 use index::Index;
-use std::net::Ipv4Addr;
+use record::{FREE_FLOW, flag};
 
 /// Largest configurable capacity (`slot << 1 | dir` must fit in a `u32`).
 pub const MAX_CAPACITY: u32 = 1 << 30;
@@ -131,261 +141,6 @@ pub enum InsertError {
     KeyExists,
     #[error("the flow id does not name a live flow")]
     UnknownFlow,
-}
-
-/// Which way a packet travels within its flow.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-#[repr(u8)]
-pub enum Dir {
-    /// Client -> service, as the client sent it.
-    Original = 0,
-    /// Backend -> gateway (or client, without SNAT), as the backend sends it.
-    Reply = 1,
-}
-
-impl Dir {
-    #[inline]
-    fn from_bit(bit: u32) -> Self {
-        if bit & 1 == 0 {
-            Dir::Original
-        } else {
-            Dir::Reply
-        }
-    }
-
-    /// The other direction.
-    #[inline]
-    pub fn reverse(self) -> Self {
-        match self {
-            Dir::Original => Dir::Reply,
-            Dir::Reply => Dir::Original,
-        }
-    }
-}
-
-/// Protocol state of a flow.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum FlowState {
-    Tcp(TcpState),
-    Udp,
-    Icmp,
-}
-
-impl FlowState {
-    /// Number of distinct states (8 TCP + UDP + ICMP).
-    pub const COUNT: usize = 10;
-    /// Every state, in [`FlowState::ordinal`] order.
-    pub const ALL: [FlowState; Self::COUNT] = [
-        FlowState::Tcp(TcpState::SynSent),
-        FlowState::Tcp(TcpState::SynRecv),
-        FlowState::Tcp(TcpState::Established),
-        FlowState::Tcp(TcpState::FinWait),
-        FlowState::Tcp(TcpState::CloseWait),
-        FlowState::Tcp(TcpState::LastAck),
-        FlowState::Tcp(TcpState::TimeWait),
-        FlowState::Tcp(TcpState::Close),
-        FlowState::Udp,
-        FlowState::Icmp,
-    ];
-
-    /// Dense index `0..COUNT` (for per-state counters).
-    #[inline]
-    pub const fn ordinal(self) -> usize {
-        match self {
-            FlowState::Tcp(s) => s as usize,
-            FlowState::Udp => 8,
-            FlowState::Icmp => 9,
-        }
-    }
-
-    /// Upper-case name: the TCP state name, `UDP` or `ICMP`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            FlowState::Tcp(s) => s.name(),
-            FlowState::Udp => "UDP",
-            FlowState::Icmp => "ICMP",
-        }
-    }
-}
-
-impl std::fmt::Display for FlowState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A slot of the table: stable for the flow's lifetime, reused after
-/// removal.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct FlowId(u32);
-
-impl FlowId {
-    /// The slot index.
-    #[inline]
-    pub const fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-/// Flag bits of [`Flow::flags`].
-mod flag {
-    /// The slot holds a flow.
-    pub const LIVE: u8 = 1 << 0;
-    /// A reply-direction packet was seen (assured).
-    pub const REPLIED: u8 = 1 << 1;
-    /// Replies are addressed to a gateway SNAT address.
-    pub const SNAT: u8 = 1 << 2;
-    /// The first FIN came from the reply side (TCP closing states).
-    pub const FIN_FIRST_REPLY: u8 = 1 << 3;
-}
-
-/// One tracked connection.
-///
-/// The keys are read-only (`orig()`, `reply()`): the index is keyed on them,
-/// so changing them through [`Conntrack::flow_mut`] would orphan index
-/// entries. Use [`Conntrack::rekey_reply`] to move a flow to a new backend.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(align(64))]
-pub struct Flow {
-    orig: FlowKey,
-    reply: FlowKey,
-    /// Stable service id from the snapshot.
-    pub service: u32,
-    /// Stable backend id from the snapshot.
-    pub backend: u32,
-    /// Deadline on the dataplane clock; expired once `now_ms >= expires_ms`.
-    pub expires_ms: u64,
-    /// Source MAC of the client's packets (L2 return path).
-    pub client_mac: [u8; 6],
-    /// Port the client's packets arrived on.
-    pub client_port: u8,
-    /// When the flow was inserted, in whole seconds of the dataplane clock
-    /// (saturating; for listings, `portico flows`).
-    pub created_s: u32,
-    state: FlowState,
-    flags: u8,
-}
-
-const UNSPECIFIED_KEY: FlowKey = FlowKey::new(
-    Proto::Tcp,
-    Ipv4Addr::UNSPECIFIED,
-    0,
-    Ipv4Addr::UNSPECIFIED,
-    0,
-);
-
-/// Contents of a free slot; reads as a CLOSE flow that is not live.
-const FREE_FLOW: Flow = Flow {
-    orig: UNSPECIFIED_KEY,
-    reply: UNSPECIFIED_KEY,
-    service: 0,
-    backend: 0,
-    expires_ms: 0,
-    client_mac: [0; 6],
-    client_port: 0,
-    created_s: 0,
-    state: FlowState::Tcp(TcpState::Close),
-    flags: 0,
-};
-
-impl Flow {
-    /// Key of the client's packets (client -> service address).
-    #[inline]
-    pub fn orig(&self) -> &FlowKey {
-        &self.orig
-    }
-
-    /// Key of the backend's packets (backend -> SNAT address or client).
-    #[inline]
-    pub fn reply(&self) -> &FlowKey {
-        &self.reply
-    }
-
-    /// The key of packets travelling in `dir`.
-    #[inline]
-    pub fn key(&self, dir: Dir) -> &FlowKey {
-        match dir {
-            Dir::Original => &self.orig,
-            Dir::Reply => &self.reply,
-        }
-    }
-
-    #[inline]
-    pub fn state(&self) -> FlowState {
-        self.state
-    }
-
-    #[inline]
-    pub fn tcp_state(&self) -> Option<TcpState> {
-        match self.state {
-            FlowState::Tcp(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// A reply-direction packet was accepted (Linux's seen-reply).
-    #[inline]
-    pub fn replied(&self) -> bool {
-        self.flags & flag::REPLIED != 0
-    }
-
-    /// May early drop evict this flow to make room? As Linux's `ASSURED`
-    /// bit: a TCP flow is protected once its handshake completed and until
-    /// it is closing (SYN_SENT and SYN_RECV flows, and TIME_WAIT/CLOSE ones,
-    /// are fair game: a SYN flood the backends answer must not fill the table
-    /// with flows nobody can evict); a UDP/ICMP flow once it was replied.
-    #[inline]
-    pub fn evictable(&self) -> bool {
-        match self.tcp_state() {
-            Some(s) => matches!(
-                s,
-                TcpState::SynSent | TcpState::SynRecv | TcpState::TimeWait | TcpState::Close
-            ),
-            None => !self.replied(),
-        }
-    }
-
-    /// Replies come back to a gateway SNAT address.
-    #[inline]
-    pub fn snat(&self) -> bool {
-        self.flags & flag::SNAT != 0
-    }
-
-    /// The slot holds a tracked flow (false for a removed flow's id).
-    #[inline]
-    pub fn is_live(&self) -> bool {
-        self.flags & flag::LIVE != 0
-    }
-
-    #[inline]
-    pub fn is_expired(&self, now_ms: u64) -> bool {
-        now_ms >= self.expires_ms
-    }
-
-    /// A new SYN on this tuple starts a new connection (TIME_WAIT or CLOSE),
-    /// so the caller may recycle the tuple with a fresh backend choice.
-    #[inline]
-    pub fn accepts_new_syn(&self) -> bool {
-        matches!(
-            self.state,
-            FlowState::Tcp(TcpState::TimeWait | TcpState::Close)
-        )
-    }
-
-    /// The side that sent the first FIN (TCP closing states only).
-    #[inline]
-    pub fn first_fin(&self) -> Dir {
-        if self.flags & flag::FIN_FIRST_REPLY != 0 {
-            Dir::Reply
-        } else {
-            Dir::Original
-        }
-    }
-
-    #[inline]
-    fn key_of_entry(&self, entry: u32) -> &FlowKey {
-        self.key(Dir::from_bit(entry))
-    }
 }
 
 /// What [`Conntrack::probe`] found: the first index entry with the key's
@@ -800,33 +555,6 @@ impl Conntrack {
         Ok(())
     }
 
-    /// Examines up to `max_scan` slots from the persistent cursor (wrapping
-    /// around), removes the expired flows and calls `on_expired` with each
-    /// removed record. Returns how many were removed.
-    pub fn expire(&mut self, now_ms: u64, max_scan: u32, mut on_expired: impl FnMut(&Flow)) -> u32 {
-        let scan = max_scan.min(self.slab.len() as u32);
-        let mut removed = 0;
-        for _ in 0..scan {
-            let slot = self.cursor;
-            self.advance_cursor();
-            let expired = self
-                .slab
-                .get(slot as usize)
-                .is_some_and(|f| f.is_live() && f.is_expired(now_ms));
-            if expired && let Some(flow) = self.unlink(slot) {
-                on_expired(&flow);
-                removed += 1;
-            }
-        }
-        removed
-    }
-
-    /// [`Conntrack::expire`] with the configured `expiry_scan_per_poll`.
-    #[inline]
-    pub fn poll_expire(&mut self, now_ms: u64, on_expired: impl FnMut(&Flow)) -> u32 {
-        self.expire(now_ms, self.expiry_scan_per_poll, on_expired)
-    }
-
     /// Live flows.
     #[inline]
     pub fn len(&self) -> usize {
@@ -900,16 +628,6 @@ impl Conntrack {
         &self.timeouts
     }
 
-    #[inline]
-    fn advance_cursor(&mut self) {
-        let next = self.cursor.wrapping_add(1);
-        self.cursor = if next as usize >= self.slab.len() {
-            0
-        } else {
-            next
-        };
-    }
-
     fn count(&mut self, state: FlowState, add: bool) {
         if let Some(c) = self.state_counts.get_mut(state.ordinal()) {
             *c = if add {
@@ -918,34 +636,6 @@ impl Conntrack {
                 c.saturating_sub(1)
             };
         }
-    }
-
-    /// Linux-style early drop: scan up to `early_drop_scan` slots from the
-    /// cursor; the first expired flow wins, else the first unreplied one. The
-    /// cursor moves past the victim (or past the scanned window), so the
-    /// flow about to take the victim's slot is examined last.
-    fn early_drop_victim(&mut self, now_ms: u64) -> Option<u32> {
-        let scan = self.early_drop_scan.min(self.slab.len() as u32);
-        let mut evictable: Option<(u32, u32)> = None;
-        for _ in 0..scan {
-            let slot = self.cursor;
-            self.advance_cursor();
-            let Some(f) = self.slab.get(slot as usize) else {
-                continue;
-            };
-            if !f.is_live() {
-                continue;
-            }
-            if f.is_expired(now_ms) {
-                return Some(slot);
-            }
-            if evictable.is_none() && f.evictable() {
-                evictable = Some((slot, self.cursor));
-            }
-        }
-        let (slot, after) = evictable?;
-        self.cursor = after;
-        Some(slot)
     }
 
     /// Removes the live flow in `slot` from the index and the slab.

@@ -50,7 +50,7 @@
 //! needed when ECMP moves an existing connection to this gateway) starts in
 //! ESTABLISHED on an ACK, FIN_WAIT(O) on a FIN, CLOSE on a RST.
 
-use crate::packet::tcp_flags;
+use crate::wire::tcp::flags as tcp_flags;
 
 use super::Dir;
 
@@ -226,7 +226,7 @@ pub(crate) fn step(state: TcpState, first_fin: Dir, dir: Dir, flags: u8) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::tcp_flags::{ACK, FIN, PSH, RST, SYN};
+    use crate::wire::tcp::flags::{ACK, FIN, PSH, RST, SYN};
     use Dir::{Original as O, Reply as R};
     use TcpState::*;
 

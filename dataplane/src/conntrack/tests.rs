@@ -1,7 +1,8 @@
 use super::*;
-use crate::packet::tcp_flags::{ACK, FIN, PSH, RST, SYN};
+use crate::wire::tcp::flags::{ACK, FIN, PSH, RST, SYN};
 use proptest::prelude::*;
 use std::collections::HashMap;
+use std::net::Ipv4Addr;
 
 const SYNACK: u8 = SYN | ACK;
 const FINACK: u8 = FIN | ACK;

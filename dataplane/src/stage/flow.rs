@@ -37,10 +37,11 @@ use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Prob
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto, stable_addr_hash};
-use crate::packet::{PacketKind, PacketMeta, PortId, tcp_flags};
+use crate::packet::{PacketKind, PacketMeta, PortId};
 use crate::snapshot::{BackendGonePolicy, Snapshot};
 use crate::snat::SnatAllocator;
 use crate::wire::ethernet;
+use crate::wire::tcp::flags as tcp_flags;
 use std::net::SocketAddrV4;
 
 /// The worker state the flow and ICMP-error stages share.

@@ -18,14 +18,15 @@
 //! inner TCP/UDP checksum are updated incrementally; the ICMP checksum is
 //! recomputed over the message (errors are rare and short).
 
+use super::L2Next;
 use super::flow::FlowCtx;
-use super::nat::{rewrite_l4, set_l2};
-use super::{L2Next, NeighbourCtx};
+use super::nat::rewrite_l4;
+use super::neighbour::NeighbourCtx;
 use crate::conntrack::Dir;
 use crate::counters::DropReason;
 use crate::driver::Frame;
 use crate::flow::FlowKey;
-use crate::packet::{PacketKind, PacketMeta, Verdict};
+use crate::packet::{PacketKind, PacketMeta};
 use crate::snapshot::Snapshot;
 use crate::wire::{checksum, icmp, ipv4};
 
@@ -84,13 +85,7 @@ pub fn run<F: Frame>(
         ) {
             Ok(()) => {
                 ctx.counters.icmp_errors_translated += 1;
-                match neighbours.resolve(out_port, next, i) {
-                    Ok(mac) => {
-                        set_l2(frame.data_mut(), port.mac, mac);
-                        meta.verdict = Verdict::Forward(out_port);
-                    }
-                    Err(verdict) => meta.verdict = verdict,
-                }
+                meta.verdict = neighbours.forward(frame.data_mut(), out_port, port.mac, next, i);
             }
             Err(reason) => meta.drop(reason),
         }

@@ -1,17 +1,17 @@
-//! Traffic for the gateway itself: ARP requests for owned addresses (RFC 826)
-//! and ICMP echo requests to owned addresses (RFC 792) are answered in place,
-//! out of the port they came in on. ARP for an owned address is answered
-//! only on the port the address lives on, so a gateway with two ports never
-//! claims an address on the wrong segment.
+//! Traffic for the gateway itself: ARP requests for owned addresses (RFC 826,
+//! answered and learned from by the neighbour stage, see
+//! [`super::neighbour`]) and ICMP echo requests to owned addresses (RFC 792)
+//! are answered in place, out of the port they came in on. ARP for an owned
+//! address is answered only on the port the address lives on, so a gateway
+//! with two ports never claims an address on the wrong segment.
 
+use super::neighbour::{NeighbourCtx, set_l2};
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
-use crate::neighbour::Neighbours;
 use crate::packet::{PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
-use crate::wire::{MacAddr, arp, checksum, ethernet, icmp, ipv4};
+use crate::wire::{checksum, ethernet, icmp, ipv4};
 
-const ARP_OP_REQUEST: u16 = 1;
 const ICMP_ECHO_REPLY: u8 = 0;
 const ICMP_ECHO_REQUEST: u8 = 8;
 /// TTL of packets the gateway originates.
@@ -22,8 +22,7 @@ pub fn run<F: Frame>(
     frames: &mut [F],
     metas: &mut [PacketMeta],
     counters: &mut Counters,
-    neighbours: &Neighbours<'_>,
-    now_ms: u64,
+    neighbours: &NeighbourCtx<'_>,
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if !meta.is_pending() {
@@ -31,7 +30,7 @@ pub fn run<F: Frame>(
         }
         match meta.kind {
             PacketKind::Arp => {
-                if answer_arp(snap, frame.data_mut(), meta, neighbours, now_ms) {
+                if neighbours.answer_arp(snap, frame.data_mut(), meta) {
                     counters.arp_learned += 1;
                 }
             }
@@ -42,48 +41,6 @@ pub fn run<F: Frame>(
             counters.local_replies += 1;
         }
     }
-}
-
-/// Answer a request for an owned address; learn the sender's MAC from
-/// replies to our requests and from requests of neighbours already in the
-/// table (never from strangers: the table is not theirs to fill). Returns
-/// whether the neighbour table learned something.
-fn answer_arp(
-    snap: &Snapshot,
-    frame: &mut [u8],
-    meta: &mut PacketMeta,
-    neighbours: &Neighbours<'_>,
-    now_ms: u64,
-) -> bool {
-    let Some(port) = snap.ports.get(meta.in_port as usize) else {
-        meta.drop(DropReason::NoRoute);
-        return false;
-    };
-    let our_mac = MacAddr(port.mac);
-    let l3 = meta.l3_offset as usize;
-    let Some(arp_bytes) = frame.get_mut(l3..) else {
-        meta.drop(DropReason::ArpMalformed);
-        return false;
-    };
-    let mut pkt = arp::Packet::new_unchecked(arp_bytes);
-    let (sender_ip, sender_mac) = (pkt.sender_proto_addr(), pkt.sender_hw_addr());
-    let target = pkt.target_proto_addr();
-    let ours = snap.owned(target).is_some_and(|o| o.port == meta.in_port);
-    let learned = (ours || sender_ip == target)
-        && !sender_ip.is_unspecified()
-        && neighbours.learn(meta.in_port, sender_ip, sender_mac.0, now_ms, true);
-    match pkt.operation() {
-        ARP_OP_REQUEST if ours => {
-            pkt.make_reply(our_mac);
-            let mut eth = ethernet::Packet::new_unchecked(&mut frame[..]);
-            eth.set_dst_addr(sender_mac);
-            eth.set_src_addr(our_mac);
-            meta.verdict = Verdict::Reply;
-        }
-        _ if learned => meta.verdict = Verdict::Consumed,
-        _ => meta.drop(DropReason::ArpNotOwned),
-    }
-    learned
 }
 
 fn answer_echo(snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) {
@@ -119,9 +76,7 @@ fn answer_echo(snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) {
         let new_ttl = u16::from_be_bytes([LOCAL_TTL, ip.protocol()]);
         ip.set_checksum(checksum::update_u16(ip.checksum(), old_ttl, new_ttl));
     }
-    let mut eth = ethernet::Packet::new_unchecked(&mut frame[..]);
-    let requester = eth.src_addr();
-    eth.set_dst_addr(requester);
-    eth.set_src_addr(MacAddr(port.mac));
+    let requester = ethernet::Packet::new_unchecked(&frame[..]).src_addr();
+    set_l2(frame, port.mac, requester.0);
     meta.verdict = Verdict::Reply;
 }

@@ -1,33 +1,39 @@
 //! The pipeline stages. Each stage works on a whole batch (VPP style): it
 //! walks the packets still [`Verdict::Pending`](crate::packet::Verdict) and
-//! either decides their verdict or leaves them for the next stage.
+//! either decides their verdict or leaves them for the next stage. Their
+//! order, and what the worker does around them, is the pipeline diagram in
+//! [the crate docs](crate#the-packet-path).
 //!
-//! ```text
-//! parse -> local (ARP, ICMP echo) -> steer -> flow (conntrack lookup,
-//! classify, select + create, track) -> icmp_error -> nat (rewrite, L2)
-//! ```
+//! One file per stage: [`parse`], [`local`], [`steer`], [`flow`],
+//! [`icmp_error`], [`nat`], [`neighbour`] (next-hop resolution, L2, frames
+//! held for ARP, ARP out).
 //!
 //! [`Pipeline`] holds a worker's state (conntrack, SNAT allocator, affinity,
-//! counters) and per-batch scratch space, all allocated up front; running a
-//! batch allocates nothing.
+//! counters, neighbour-stage state) and per-batch scratch space, all
+//! allocated up front; running a batch allocates nothing.
 
 pub mod flow;
 pub mod icmp_error;
 pub mod local;
 pub mod nat;
+pub mod neighbour;
 pub mod parse;
+pub mod steer;
+
+pub use neighbour::{HeldFrames, NeighbourCtx};
+pub use steer::Steering;
 
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::{Conntrack, ConntrackConfig, ConntrackError, Dir, FlowId};
-use crate::counters::{Counters, DropReason, ServiceCounters};
+use crate::counters::{Counters, ServiceCounters};
 use crate::driver::Frame;
 use crate::flow::FlowKey;
-use crate::neighbour::{NeighbourTable, Neighbours, Resolution};
-use crate::packet::{PacketKind, PacketMeta, PortId, Verdict, WorkerId};
+use crate::neighbour::NeighbourTable;
+use crate::packet::{PacketMeta, PortId, WorkerId};
 use crate::snapshot::{BackendId, ServiceId, Snapshot};
 use crate::snat::{SnatAllocator, SnatConfig, SnatError};
+use neighbour::NeighbourStage;
 use std::net::Ipv4Addr;
-use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 /// Largest batch the pipeline processes at once.
@@ -110,116 +116,38 @@ impl FlowSlot {
     }
 }
 
-/// Neighbour resolution state the NAT and ICMP-error stages share.
-#[derive(Debug)]
-pub struct NeighbourCtx<'a> {
-    /// The table's generation loaded for this batch.
-    pub table: &'a Neighbours<'a>,
-    pub now_ms: u64,
-    /// ARP requests to send: `(port, address)`; bounded by its capacity.
-    pub arp_requests: &'a mut Vec<(PortId, Ipv4Addr)>,
-    pub await_addr: &'a mut [Ipv4Addr],
+/// Where frames leave the pipeline outside a batch's verdicts (held frames
+/// released, ARP requests and announcements): the worker's tx queues over
+/// its driver's buffers.
+pub trait Egress<F> {
+    /// A driver buffer holding a copy of `bytes`, or `None` when the pool is
+    /// empty.
+    fn frame_from(&mut self, bytes: &[u8]) -> Option<F>;
+    /// Queue `frame` for tx on `port`. False: it could not be (no such
+    /// port, ring full), was counted in `counters` and released.
+    fn send(&mut self, port: PortId, frame: F, counters: &mut Counters) -> bool;
+    /// Give a frame the pipeline dropped back to the driver.
+    fn release(&mut self, frame: F);
 }
 
-impl NeighbourCtx<'_> {
-    /// The MAC for `next` on `port`, or the verdict for the packet when it
-    /// has none (held, or dropped).
-    #[inline]
-    pub fn resolve(&mut self, port: PortId, next: L2Next, i: usize) -> Result<[u8; 6], Verdict> {
-        let addr = match next {
-            L2Next::Mac(mac) => return Ok(mac),
-            L2Next::Neighbour(addr) => addr,
-        };
-        let (result, probe) = match self.table.resolve(port, addr, self.now_ms) {
-            Resolution::Known { mac, probe } => (Ok(mac), probe),
-            Resolution::Pending { probe } => {
-                if let Some(slot) = self.await_addr.get_mut(i) {
-                    *slot = addr;
-                }
-                (Err(Verdict::AwaitNeighbour(port)), probe)
-            }
-            Resolution::Failed | Resolution::TableFull => {
-                (Err(Verdict::Drop(DropReason::NeighbourUnresolved)), false)
-            }
-        };
-        if probe && self.arp_requests.len() < self.arp_requests.capacity() {
-            self.arp_requests.push((port, addr));
-        }
-        result
-    }
-}
-
-/// Which worker owns a packet's flow.
-#[derive(Clone, Debug)]
-pub struct Steering {
-    pub worker: WorkerId,
-    pub workers: u8,
-    pub snat_ports: RangeInclusive<u16>,
-}
-
-impl Steering {
-    /// Owner of a TCP/UDP packet with this (outer or inner-reversed) key.
-    ///
-    /// Client-side packets are owned by the hash of the client address;
-    /// replies to an SNAT address by the worker owning the SNAT port's slice
-    /// (the allocator of that worker handed the port out); replies straight
-    /// to a client (no SNAT) by the client's hash, the same worker that owns
-    /// the client's original direction.
-    pub fn owner(&self, key: &FlowKey, snap: &Snapshot) -> WorkerId {
-        if self.workers <= 1 {
-            return self.worker;
-        }
-        match snap.owned(key.dst_ip) {
-            // A reply to an SNAT tuple: the worker whose slice holds the port.
-            // (An address that is also a node or VIP address carries client
-            // traffic too: that is recognised by its listener.)
-            Some(o)
-                if o.snat
-                    && self.snat_ports.contains(&key.dst_port)
-                    && !((o.node || o.vip)
-                        && snap.listener(key.proto, key.dst_ip, key.dst_port).is_some()) =>
-            {
-                crate::snat::owner_of_port(
-                    self.snat_ports.clone(),
-                    key.dst_port,
-                    self.workers as usize,
-                )
-                .map_or(self.worker, |w| w as WorkerId)
-            }
-            Some(_) => client_hash(key.src_ip, self.workers),
-            None => client_hash(key.dst_ip, self.workers),
-        }
-    }
-}
-
-/// The worker owning a client: by its address alone, so every connection of
-/// a client lives on one core and ClientIP affinity is exact (drivers that
-/// steer in hardware hash on addresses only, e.g. RSS without L4 ports).
-#[inline]
-fn client_hash(ip: Ipv4Addr, workers: u8) -> WorkerId {
-    let x = u64::from(u32::from(ip)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    ((x >> 32) % u64::from(workers.max(1))) as WorkerId
-}
-
-/// One worker's pipeline state.
+/// One worker's pipeline: its flow state (conntrack, SNAT allocator,
+/// affinity), its counters, its steering and neighbour-stage state, and
+/// per-batch scratch space, all allocated up front. Fields are private:
+/// the worker drives it through [`Pipeline::process`] and the neighbour
+/// stage's methods, readers use the accessors.
 #[derive(Debug)]
 pub struct Pipeline {
-    pub ct: Conntrack,
-    pub snat: SnatAllocator,
-    pub affinity: AffinityTable,
-    pub counters: Counters,
+    ct: Conntrack,
+    snat: SnatAllocator,
+    affinity: AffinityTable,
+    counters: Counters,
     /// Packets and bytes per service and backend.
-    pub services: ServiceCounters,
-    pub steering: Steering,
-    /// The neighbour table shared by all workers.
-    pub neighbours: Arc<NeighbourTable>,
+    services: ServiceCounters,
+    steering: Steering,
+    neighbour: NeighbourStage,
     expiry_scan_per_poll: u32,
     metas: Box<[PacketMeta; MAX_BATCH]>,
     flows: Box<[FlowSlot; MAX_BATCH]>,
-    /// For a packet with verdict `AwaitNeighbour`: the address it waits for.
-    await_addr: Box<[Ipv4Addr; MAX_BATCH]>,
-    /// ARP requests the last batch asked for: `(port, address)`.
-    arp_requests: Vec<(PortId, Ipv4Addr)>,
 }
 
 impl Pipeline {
@@ -249,12 +177,10 @@ impl Pipeline {
                 workers: config.workers.max(1),
                 snat_ports: config.snat.port_range.clone(),
             },
-            neighbours,
+            neighbour: NeighbourStage::new(neighbours),
             expiry_scan_per_poll: config.conntrack.expiry_scan_per_poll,
             metas: Box::new([PacketMeta::empty(0); MAX_BATCH]),
             flows: Box::new([FlowSlot::None; MAX_BATCH]),
-            await_addr: Box::new([Ipv4Addr::UNSPECIFIED; MAX_BATCH]),
-            arp_requests: Vec::with_capacity(2 * MAX_BATCH),
         })
     }
 
@@ -266,16 +192,55 @@ impl Pipeline {
     /// The next-hop address packet `i` of the last batch waits for (valid
     /// when its verdict is `AwaitNeighbour`).
     pub fn awaited_neighbour(&self, i: usize) -> Ipv4Addr {
-        self.await_addr
-            .get(i)
-            .copied()
-            .unwrap_or(Ipv4Addr::UNSPECIFIED)
+        self.neighbour.awaited(i)
     }
 
-    /// ARP requests `(port, address)` the batches since the last flush
-    /// asked for; the worker sends and clears them.
-    pub fn arp_requests_mut(&mut self) -> &mut Vec<(PortId, Ipv4Addr)> {
-        &mut self.arp_requests
+    pub fn conntrack(&self) -> &Conntrack {
+        &self.ct
+    }
+
+    pub fn snat(&self) -> &SnatAllocator {
+        &self.snat
+    }
+
+    pub fn affinity(&self) -> &AffinityTable {
+        &self.affinity
+    }
+
+    /// The ClientIP affinity table, to seed pins (`portico simulate`).
+    pub fn affinity_mut(&mut self) -> &mut AffinityTable {
+        &mut self.affinity
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The counters, for what the worker counts around the pipeline (rx of
+    /// handed-over frames, tx, handoff, drops of the verdicts).
+    #[inline]
+    pub fn counters_mut(&mut self) -> &mut Counters {
+        &mut self.counters
+    }
+
+    /// Packets, bytes and flows per service and backend.
+    pub fn services(&self) -> &ServiceCounters {
+        &self.services
+    }
+
+    /// The per-service counters, for the worker to size and zero them when
+    /// a snapshot reuses ids.
+    pub fn services_mut(&mut self) -> &mut ServiceCounters {
+        &mut self.services
+    }
+
+    pub fn steering(&self) -> &Steering {
+        &self.steering
+    }
+
+    /// The neighbour table shared by all workers.
+    pub fn neighbours(&self) -> &NeighbourTable {
+        self.neighbour.table()
     }
 
     /// Run every stage over `frames` (at most [`MAX_BATCH`]) received on
@@ -305,26 +270,10 @@ impl Pipeline {
             self.counters.rx_bytes += frames.iter().map(|f| f.data().len() as u64).sum::<u64>();
         }
         // One generation of the neighbour table for the whole batch.
-        let neighbour_view = self.neighbours.load();
-        local::run(
-            snap,
-            frames,
-            metas,
-            &mut self.counters,
-            &neighbour_view,
-            now_ms,
-        );
-        if may_hand_off && self.steering.workers > 1 {
-            for m in metas.iter_mut().filter(|m| m.is_pending()) {
-                let owner = match m.kind {
-                    PacketKind::Tcp | PacketKind::Udp => self.steering.owner(&m.key, snap),
-                    PacketKind::IcmpError => self.steering.owner(&m.key.reversed(), snap),
-                    PacketKind::Arp | PacketKind::IcmpEcho => self.steering.worker,
-                };
-                if owner != self.steering.worker {
-                    m.verdict = Verdict::Handoff(owner);
-                }
-            }
+        let mut neighbours = self.neighbour.batch(now_ms, n);
+        local::run(snap, frames, metas, &mut self.counters, &neighbours);
+        if may_hand_off {
+            steer::run(&self.steering, snap, metas);
         }
         let flows = &mut self.flows[..n];
         flows.fill(FlowSlot::None);
@@ -337,13 +286,6 @@ impl Pipeline {
             now_ms,
         };
         flow::run(&mut ctx, snap, frames, metas, flows);
-        let neighbours = NeighbourCtx {
-            table: &neighbour_view,
-            now_ms,
-            arp_requests: &mut self.arp_requests,
-            await_addr: &mut self.await_addr[..n],
-        };
-        let mut neighbours = neighbours;
         icmp_error::run(&mut ctx, snap, frames, metas, &mut neighbours);
         nat::run(
             snap,
@@ -353,6 +295,61 @@ impl Pipeline {
             &mut neighbours,
             &mut self.services,
         );
+    }
+
+    /// Hold frame `i` of the last batch, whose verdict is
+    /// `AwaitNeighbour(port)`, in `held` until its neighbour answers (see
+    /// [`neighbour`]). `Err(frame)`: the queue is full; the drop is counted
+    /// and the caller gives the frame back to its driver.
+    #[inline]
+    pub fn hold<F>(
+        &mut self,
+        held: &mut HeldFrames<F>,
+        i: usize,
+        port: PortId,
+        frame: F,
+        now_ms: u64,
+    ) -> Result<(), F> {
+        self.neighbour
+            .hold(held, i, port, frame, now_ms, &mut self.counters)
+    }
+
+    /// Send the frames in `held` whose neighbour answered, drop the ones
+    /// whose time is up (see [`neighbour`]).
+    #[inline]
+    pub fn release_held<F: Frame>(
+        &mut self,
+        held: &mut HeldFrames<F>,
+        snap: &Snapshot,
+        now_ms: u64,
+        out: &mut impl Egress<F>,
+    ) {
+        if held.is_empty() {
+            return;
+        }
+        self.neighbour
+            .release(held, snap, now_ms, &mut self.counters, out);
+    }
+
+    /// Send the ARP requests the batches since the last call asked for.
+    #[inline]
+    pub fn send_arp_requests<F>(&mut self, snap: &Snapshot, out: &mut impl Egress<F>) {
+        self.neighbour.send_requests(snap, &mut self.counters, out);
+    }
+
+    /// A snapshot generation not seen before: apply its static neighbours
+    /// and (worker 0) announce owned addresses not announced yet. Cold path.
+    pub fn on_snapshot<F>(&mut self, snap: &Snapshot, out: &mut impl Egress<F>) {
+        let announce = self.steering.worker == 0;
+        self.neighbour
+            .on_snapshot(snap, announce, &mut self.counters, out);
+    }
+
+    /// Once per poll without a new snapshot: re-apply the static neighbours
+    /// if the neighbour table published a new generation.
+    #[inline]
+    pub fn check_neighbour_generation(&mut self, snap: &Snapshot) {
+        self.neighbour.check_generation(snap);
     }
 
     /// Bounded housekeeping for one poll loop: examine
@@ -372,60 +369,5 @@ impl Pipeline {
         self.counters.flows_expired += u64::from(expired);
         self.affinity.expire(now_ms, max_scan as usize / 4 + 1);
         self.snat.expire(now_ms, 8);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::flow::Proto;
-    use crate::snapshot::{
-        AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
-    };
-
-    #[test]
-    fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() {
-        let node = Ipv4Addr::new(192, 0, 2, 1);
-        let mut svc = ServiceSpec::new("web", Proto::Tcp, Ipv4Addr::new(203, 0, 113, 10), 80);
-        svc.listeners.push((node, 30080, ListenerKind::NodePort));
-        let snap = SnapshotBuilder::new()
-            .build(&SnapshotSpec {
-                ports: vec![PortSpec {
-                    mac: [2, 0, 0, 0, 0, 1],
-                    mtu: 1500,
-                }],
-                vip_port: 0,
-                addresses: vec![(node, 0, AddrRole::Node), (node, 0, AddrRole::Snat)],
-                routes: Vec::new(),
-                neighbours: Vec::new(),
-                services: vec![svc],
-                maglev_table_size: 251,
-            })
-            .unwrap();
-        let steer = |worker| Steering {
-            worker,
-            workers: 4,
-            snat_ports: 1024..=65535,
-        };
-        // Clients of the NodePort spread over workers by client address.
-        let owners: std::collections::HashSet<_> = (1..=64u8)
-            .map(|c| {
-                let k = FlowKey::new(
-                    Proto::Tcp,
-                    Ipv4Addr::new(198, 51, 100, c),
-                    40000,
-                    node,
-                    30080,
-                );
-                steer(0).owner(&k, &snap)
-            })
-            .collect();
-        assert_eq!(owners.len(), 4);
-        // A backend's reply to an SNAT port goes to the port's slice owner.
-        for port in [1024u16, 20000, 40000, 65535] {
-            let k = FlowKey::new(Proto::Tcp, Ipv4Addr::new(10, 1, 0, 10), 8080, node, port);
-            let expected = crate::snat::owner_of_port(1024..=65535, port, 4).unwrap() as WorkerId;
-            assert_eq!(steer(1).owner(&k, &snap), expected);
-        }
     }
 }

@@ -16,14 +16,16 @@
 //! checksum of 0 ("none", RFC 768) stays 0. TTL is decremented as a router
 //! does (RFC 1812 §5.3.1); a packet that would leave with TTL 0 is dropped.
 
-use super::{FlowSlot, NeighbourCtx};
+use super::FlowSlot;
+use super::neighbour::{NeighbourCtx, set_l2};
 use crate::counters::DropReason;
 use crate::counters::ServiceCounters;
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto};
-use crate::packet::{PacketKind, PacketMeta, Verdict, tcp_flags};
+use crate::packet::{PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
-use crate::wire::{MacAddr, checksum, ethernet, ipv4, tcp};
+use crate::wire::tcp::flags as tcp_flags;
+use crate::wire::{checksum, ethernet, ipv4, tcp};
 
 /// Offset of the checksum field inside a TCP / UDP header.
 const TCP_CHECKSUM_OFFSET: usize = 16;
@@ -58,14 +60,9 @@ pub fn run<F: Frame>(
             meta.drop(reason);
             continue;
         }
-        match neighbours.resolve(plan.out_port, plan.next, i) {
-            Ok(mac) => {
-                set_l2(buf, port.mac, mac);
-                meta.verdict = Verdict::Forward(plan.out_port);
-            }
-            // Translated already; the worker sets L2 once the MAC is known.
-            Err(verdict) => meta.verdict = verdict,
-        }
+        // Translated already: a packet awaiting its neighbour gets its
+        // Ethernet addresses when the neighbour stage releases it.
+        meta.verdict = neighbours.forward(buf, plan.out_port, port.mac, plan.next, i);
         if !matches!(meta.verdict, Verdict::Drop(_)) {
             services.count(
                 plan.service,
@@ -74,14 +71,6 @@ pub fn run<F: Frame>(
             );
         }
     }
-}
-
-/// Set the Ethernet source and destination.
-#[inline]
-pub(crate) fn set_l2(frame: &mut [u8], src: [u8; 6], dst: [u8; 6]) {
-    let mut eth = ethernet::Packet::new_unchecked(frame);
-    eth.set_dst_addr(MacAddr(dst));
-    eth.set_src_addr(MacAddr(src));
 }
 
 /// RFC 1624 eq. 3 terms `~m + m'` of a 32-bit field changing from `old` to
@@ -299,7 +288,7 @@ pub(crate) fn reset_in_place<F: Frame>(
 mod tests {
     use super::*;
     use crate::stage::parse::parse_frame;
-    use crate::wire::build;
+    use crate::wire::{MacAddr, build};
     use proptest::prelude::*;
     use std::net::Ipv4Addr;
 

@@ -9,6 +9,8 @@
 //! "Packet Reception": swap sender and target, put our hardware address in the
 //! sender field, set the opcode to reply); [`reply_in_place`] does the same
 //! for a whole Ethernet frame, Ethernet addresses included.
+//! [`write_frame`] and [`write_request`] write a whole Ethernet/ARP frame
+//! (requests, gratuitous ARP) into a caller's buffer, allocating nothing.
 
 use super::ethernet::{self, MacAddr};
 use super::field::{array_at, ipv4_at, set_bytes, set_u16, u8_at, u16_at};
@@ -181,6 +183,59 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 }
 
+/// Length of an untagged Ethernet frame carrying ARP, without padding.
+pub const FRAME_LEN: usize = ethernet::HEADER_LEN + PACKET_LEN;
+
+/// Write an untagged Ethernet/IPv4 ARP frame into the first [`FRAME_LEN`]
+/// bytes of `frame`: Ethernet from `sender_mac` to `eth_dst`, then the ARP
+/// packet. Bytes after [`FRAME_LEN`] are left as they are (zero padding up
+/// to the Ethernet minimum, say). Fails, writing nothing, when `frame` is
+/// shorter than [`FRAME_LEN`].
+pub fn write_frame(
+    frame: &mut [u8],
+    op: u16,
+    eth_dst: MacAddr,
+    sender_mac: MacAddr,
+    sender_ip: Ipv4Addr,
+    target_mac: MacAddr,
+    target_ip: Ipv4Addr,
+) -> Result<(), Error> {
+    check_min(Header::Arp, frame.len(), FRAME_LEN)?;
+    let (eth_bytes, arp_bytes) = frame.split_at_mut(ethernet::HEADER_LEN);
+    let mut eth = ethernet::Packet::new_unchecked(eth_bytes);
+    eth.set_dst_addr(eth_dst);
+    eth.set_src_addr(sender_mac);
+    eth.set_ethertype(ethernet::ethertype::ARP);
+    let mut p = Packet::new_unchecked(arp_bytes);
+    p.set_ethernet_ipv4();
+    p.set_operation(op);
+    p.set_sender_hw_addr(sender_mac);
+    p.set_sender_proto_addr(sender_ip);
+    p.set_target_hw_addr(target_mac);
+    p.set_target_proto_addr(target_ip);
+    Ok(())
+}
+
+/// [`write_frame`] for a broadcast request "who has `target_ip`? tell
+/// `sender_ip`" from `sender_mac` (target hardware address zero); a
+/// gratuitous ARP has `sender_ip == target_ip`.
+pub fn write_request(
+    frame: &mut [u8],
+    sender_mac: MacAddr,
+    sender_ip: Ipv4Addr,
+    target_ip: Ipv4Addr,
+) -> Result<(), Error> {
+    write_frame(
+        frame,
+        op::REQUEST,
+        MacAddr::BROADCAST,
+        sender_mac,
+        sender_ip,
+        MacAddr::ZERO,
+        target_ip,
+    )
+}
+
 /// Turn the ARP request in `frame` (ARP header at `arp_offset`, after the
 /// Ethernet header and an optional tag) into our reply in place: ARP fields
 /// as [`Packet::make_reply`], Ethernet destination = the requester, Ethernet
@@ -226,6 +281,27 @@ mod tests {
         assert_eq!(p.sender_proto_addr(), CLIENT_IP);
         assert_eq!(p.target_proto_addr(), VIP);
         assert_eq!(p.target_hw_addr(), MacAddr::ZERO);
+    }
+
+    #[test]
+    fn write_frame_is_ethernet_then_arp_and_leaves_padding_alone() {
+        let mut f = [0xee_u8; 60];
+        write_request(&mut f, US, VIP, VIP).unwrap();
+        let eth = ethernet::Packet::new_checked(&f[..]).unwrap();
+        assert_eq!(eth.dst_addr(), MacAddr::BROADCAST);
+        assert_eq!(eth.src_addr(), US);
+        assert_eq!(eth.ethertype(), ethernet::ethertype::ARP);
+        let p = Packet::new_checked(&f[14..FRAME_LEN]).unwrap();
+        assert_eq!(p.operation(), op::REQUEST);
+        assert_eq!((p.sender_hw_addr(), p.sender_proto_addr()), (US, VIP));
+        assert_eq!(
+            (p.target_hw_addr(), p.target_proto_addr()),
+            (MacAddr::ZERO, VIP)
+        );
+        assert!(f[FRAME_LEN..].iter().all(|&b| b == 0xee), "padding kept");
+        let mut short = [0u8; FRAME_LEN - 1];
+        assert!(write_frame(&mut short, op::REPLY, US, US, VIP, CLIENT, CLIENT_IP).is_err());
+        assert_eq!(short, [0u8; FRAME_LEN - 1], "nothing written");
     }
 
     #[test]

@@ -243,36 +243,13 @@ pub fn eth_ipv4_icmp_error(
     ethernet_frame(src_mac, dst_mac, ethertype::IPV4, &ip)
 }
 
-fn arp_frame(
-    op: u16,
-    eth_dst: MacAddr,
-    sender_mac: MacAddr,
-    sender_ip: Ipv4Addr,
-    target_mac: MacAddr,
-    target_ip: Ipv4Addr,
-) -> Vec<u8> {
-    let mut body = vec![0u8; arp::PACKET_LEN];
-    let mut p = arp::Packet::new_unchecked(&mut body[..]);
-    p.set_ethernet_ipv4();
-    p.set_operation(op);
-    p.set_sender_hw_addr(sender_mac);
-    p.set_sender_proto_addr(sender_ip);
-    p.set_target_hw_addr(target_mac);
-    p.set_target_proto_addr(target_ip);
-    ethernet_frame(sender_mac, eth_dst, ethertype::ARP, &body)
-}
-
 /// Broadcast "who has `target_ip`? tell `sender_ip`" from `sender_mac`
 /// (target hardware address zero).
 pub fn arp_request(sender_mac: MacAddr, sender_ip: Ipv4Addr, target_ip: Ipv4Addr) -> Vec<u8> {
-    arp_frame(
-        arp::op::REQUEST,
-        MacAddr::BROADCAST,
-        sender_mac,
-        sender_ip,
-        MacAddr::ZERO,
-        target_ip,
-    )
+    let mut frame = vec![0u8; arp::FRAME_LEN];
+    // Cannot fail: the buffer is exactly `FRAME_LEN` bytes.
+    let _ = arp::write_request(&mut frame, sender_mac, sender_ip, target_ip);
+    frame
 }
 
 /// Unicast "`sender_ip` is at `sender_mac`" to `target_mac`/`target_ip`.
@@ -282,12 +259,16 @@ pub fn arp_reply(
     target_mac: MacAddr,
     target_ip: Ipv4Addr,
 ) -> Vec<u8> {
-    arp_frame(
+    let mut frame = vec![0u8; arp::FRAME_LEN];
+    // Cannot fail: the buffer is exactly `FRAME_LEN` bytes.
+    let _ = arp::write_frame(
+        &mut frame,
         arp::op::REPLY,
         target_mac,
         sender_mac,
         sender_ip,
         target_mac,
         target_ip,
-    )
+    );
+    frame
 }

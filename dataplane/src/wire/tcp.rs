@@ -3,7 +3,7 @@
 //! Layout: source port (0..2), destination port (2..4), sequence number
 //! (4..8), acknowledgment number (8..12), data offset (high nibble of 12, in
 //! 32-bit words), flags (13: CWR ECE URG ACK PSH RST SYN FIN, see
-//! [`crate::packet::tcp_flags`]), window (14..16), checksum (16..18), urgent
+//! [`flags`](mod@flags)), window (14..16), checksum (16..18), urgent
 //! pointer (18..20), options up to data offset × 4.
 //!
 //! The view's buffer is the whole segment (header + payload, no Ethernet
@@ -14,11 +14,23 @@ use super::checksum;
 use super::field::{set_u8, set_u16, set_u32, u8_at, u16_at, u32_at};
 use super::ipv4::protocol;
 use super::{Error, Header, check_min};
-use crate::packet::tcp_flags;
 use std::net::Ipv4Addr;
 
 /// Length of a header without options.
 pub const HEADER_LEN: usize = 20;
+
+/// TCP flag bits as they sit in the flags byte of the header (and in
+/// `PacketMeta::tcp_flags`).
+pub mod flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+}
 
 mod off {
     pub const SRC_PORT: usize = 0;
@@ -37,7 +49,7 @@ mod off {
 /// (net/netfilter/nf_conntrack_proto_tcp.c): SYN, SYN|URG, SYN|ACK, RST,
 /// RST|ACK, FIN|ACK, FIN|ACK|URG, ACK, ACK|URG.
 const VALID_FLAG_COMBOS: u64 = {
-    use tcp_flags::*;
+    use flags::*;
     (1 << SYN)
         | (1 << (SYN | URG))
         | (1 << (SYN | ACK))
@@ -54,7 +66,7 @@ const VALID_FLAG_COMBOS: u64 = {
 /// PSH, ECE and CWR never make a combination invalid.
 #[inline(always)]
 pub const fn flags_are_valid(flags: u8) -> bool {
-    use tcp_flags::*;
+    use flags::*;
     let idx = flags & (FIN | SYN | RST | ACK | URG);
     (VALID_FLAG_COMBOS >> idx) & 1 == 1
 }
@@ -126,7 +138,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         usize::from(self.data_offset_words()) * 4
     }
 
-    /// The flags byte (see [`crate::packet::tcp_flags`]).
+    /// The flags byte (see [`flags`](mod@flags)).
     #[inline]
     pub fn flags(&self) -> u8 {
         u8_at(self.buffer.as_ref(), off::FLAGS)
@@ -242,8 +254,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
 #[cfg(test)]
 mod tests {
+    use super::flags::*;
     use super::*;
-    use crate::packet::tcp_flags::*;
     use crate::wire::{build, ipv4};
     use proptest::prelude::*;
 

@@ -222,7 +222,7 @@ impl Gateway {
     }
 
     pub fn counters(&self) -> dataplane::counters::Counters {
-        self.worker.pipeline().counters.clone()
+        self.worker.pipeline().counters().clone()
     }
 }
 
@@ -299,7 +299,7 @@ impl Gateway {
         dport: u16,
     ) -> Option<dataplane::conntrack::Flow> {
         let key = dataplane::flow::FlowKey::new(proto, client, sport, dst, dport);
-        let ct = &self.worker.pipeline().ct;
+        let ct = self.worker.pipeline().conntrack();
         ct.lookup(&key, key.stable_hash())
             .map(|(id, _)| *ct.flow(id))
     }
@@ -307,9 +307,9 @@ impl Gateway {
     /// SNAT tuples in use must equal live flows that hold one.
     pub fn assert_snat_accounting(&self) {
         let p = self.worker.pipeline();
-        let live_snat = p.ct.iter().filter(|(_, f)| f.snat()).count() as u64;
+        let live_snat = p.conntrack().iter().filter(|(_, f)| f.snat()).count() as u64;
         assert_eq!(
-            p.snat.stats().in_use,
+            p.snat().stats().in_use,
             live_snat,
             "SNAT tuples leaked or double-released"
         );
