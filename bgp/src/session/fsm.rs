@@ -386,8 +386,9 @@ impl<'a> Connection<'a> {
                 self.fsm.stats.send_modify(|s| {
                     s.notifications_received += 1;
                     s.last_notification_received = Some(n);
+                    s.last_error = Some(reason);
                 });
-                Err(self.down(reason))
+                Err(Down)
             }
             (State::OpenSent, Message::Open(o)) => {
                 self.accept_open(&o).await?;

@@ -387,7 +387,7 @@ fn parse_routes(out: &str) -> Vec<BirdRoute> {
         let t = line.trim();
         if let Some(v) = t.strip_prefix("via ") {
             r.via.push(v.to_string());
-        } else if let Some((k, v)) = t.split_once(": ") {
+        } else if let Some((k, v)) = t.split_once(':') {
             r.attrs.insert(k.to_string(), v.trim().to_string());
         }
     }
