@@ -358,3 +358,83 @@ fn wrong_asn_either_way_is_a_bad_peer_as_notification() {
     assert!(seen, "{}", lab.bird.protocol("s1"));
     lab.rt.block_on(session.shutdown("done"));
 }
+
+/// Two speakers (two namespaces, as two Portico instances) announce the
+/// same VIP; BIRD merges the equal paths into one multipath route in its
+/// namespace's FIB.
+#[test]
+fn two_speakers_give_an_ecmp_route_in_the_router_fib() {
+    let test = "two_speakers_give_an_ecmp_route_in_the_router_fib";
+    if !support::require(test, &["bird", "birdc"]) {
+        return;
+    }
+    support::logs();
+    let router_ns = Netns::new("bgr");
+    router_ns.exec(&["sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"]);
+    let mut protocols = String::new();
+    let mut speakers = Vec::new();
+    for i in 1..=2 {
+        let ns = Netns::new("bgs");
+        let (router_addr, speaker_addr) = (format!("10.0.{i}.1"), format!("10.0.{i}.2"));
+        veth(
+            &router_ns,
+            &support::unique_name("r"),
+            &format!("{router_addr}/24"),
+            &ns,
+            &support::unique_name("s"),
+            &format!("{speaker_addr}/24"),
+        );
+        protocols.push_str(&bgp_protocol(&format!("s{i}"), &router_addr, &speaker_addr, OUR_ASN, ""));
+        speakers.push((ns, router_addr, speaker_addr));
+    }
+    let bird = Bird::start(
+        &router_ns,
+        &format!(
+            "router id 10.0.0.1;\nprotocol device {{ }}\n\
+             protocol kernel {{ ipv4 {{ export all; }}; merge paths on; }}\n{protocols}"
+        ),
+    );
+    let vip = "10.128.0.10/32";
+    let mut running = Vec::new();
+    for (ns, router_addr, speaker_addr) in &speakers {
+        let rt = NsRuntime::new(ns);
+        let mut cfg = PeerConfig::new(
+            router_addr.parse().unwrap(),
+            BIRD_ASN,
+            OUR_ASN,
+            speaker_addr.parse().unwrap(),
+        );
+        cfg.hold_time_s = 3;
+        let session = rt.enter(|| Session::spawn(cfg));
+        rt.block_on(session.wait_established(Duration::from_secs(20)))
+            .unwrap_or_else(|e| panic!("{e}\n{}", bird.diagnostics()));
+        session.set_routes(routes(&[vip], &RouteAttributes::default()));
+        running.push((rt, session));
+    }
+    let fib = || router_ns.exec(&["ip", "route", "show", vip]);
+    let mut last = String::new();
+    let multipath = wait_until(Duration::from_secs(10), || {
+        last = fib();
+        last.contains("nexthop via 10.0.1.2") && last.contains("nexthop via 10.0.2.2")
+    });
+    assert!(
+        multipath,
+        "a multipath route with both speakers as next hops: {last:?}\n{}",
+        bird.birdc(&format!("show route all {vip}"))
+    );
+    eprintln!("router FIB: {last}");
+    let bird_routes = bird.birdc(&format!("show route {vip}"));
+    assert_eq!(bird_routes.matches("unicast [s").count(), 2, "{bird_routes}");
+
+    // The first speaker stops: one next hop left.
+    let (rt, session) = running.remove(0);
+    rt.block_on(session.shutdown("instance stopping"));
+    let single = wait_until(Duration::from_secs(5), || {
+        last = fib();
+        !last.contains("nexthop") && last.contains("via 10.0.2.2")
+    });
+    assert!(single, "only the second speaker remains: {last:?}");
+    for (rt, session) in running {
+        rt.block_on(session.shutdown("done"));
+    }
+}
