@@ -384,7 +384,13 @@ fn two_speakers_give_an_ecmp_route_in_the_router_fib() {
             &support::unique_name("s"),
             &format!("{speaker_addr}/24"),
         );
-        protocols.push_str(&bgp_protocol(&format!("s{i}"), &router_addr, &speaker_addr, OUR_ASN, ""));
+        protocols.push_str(&bgp_protocol(
+            &format!("s{i}"),
+            &router_addr,
+            &speaker_addr,
+            OUR_ASN,
+            "",
+        ));
         speakers.push((ns, router_addr, speaker_addr));
     }
     let bird = Bird::start(
@@ -424,7 +430,11 @@ fn two_speakers_give_an_ecmp_route_in_the_router_fib() {
     );
     eprintln!("router FIB: {last}");
     let bird_routes = bird.birdc(&format!("show route {vip}"));
-    assert_eq!(bird_routes.matches("unicast [s").count(), 2, "{bird_routes}");
+    assert_eq!(
+        bird_routes.matches("unicast [s").count(),
+        2,
+        "{bird_routes}"
+    );
 
     // The first speaker stops: one next hop left.
     let (rt, session) = running.remove(0);
