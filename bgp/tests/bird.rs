@@ -448,3 +448,56 @@ fn two_speakers_give_an_ecmp_route_in_the_router_fib() {
         rt.block_on(session.shutdown("done"));
     }
 }
+
+/// Probe, not a test: how long BIRD takes to have 1,000 and 10,000 VIPs
+/// from us (announce all), and to lose one (withdraw one), as seen by
+/// `birdc show route count`. Run with
+/// `cargo nextest run -p portico-bgp --test bird --run-ignored only convergence_probe --no-capture`.
+#[test]
+#[ignore = "a probe: prints convergence figures"]
+fn convergence_probe() {
+    let Some(lab) = lab("convergence_probe", OUR_ASN, "") else {
+        return;
+    };
+    for n in [1_000u32, 10_000] {
+        let session = lab.spawn(peer(OUR_ASN, BIRD_ASN));
+        lab.established(&session);
+        let attrs = RouteAttributes::new(None, None, [(65001 << 16) | 100]);
+        let all: Routes = (0..n)
+            .map(|i| {
+                let a = Ipv4Addr::from(0x0a80_0000 + i);
+                (Prefix::host(a.into()), attrs.clone())
+            })
+            .collect();
+        let count = |want: usize| {
+            wait_until(Duration::from_secs(60), || {
+                lab.bird.route_count("s1") == Some(want)
+            })
+        };
+        let start = Instant::now();
+        let generation = session.set_routes(all.clone());
+        let sent = lab
+            .rt
+            .block_on(session.wait_synced(generation, Duration::from_secs(60)))
+            .expect("sent");
+        let t_sent = start.elapsed();
+        assert!(count(n as usize), "BIRD has all {n}");
+        let t_all = start.elapsed();
+        let mut fewer = all;
+        fewer.pop_first();
+        let start = Instant::now();
+        session.set_routes(fewer);
+        assert!(count(n as usize - 1));
+        let t_one = start.elapsed();
+        eprintln!(
+            "PROBE n={n}: {} UPDATEs; sent in {t_sent:.1?}; all in BIRD after {t_all:.1?}; \
+             withdraw one seen after {t_one:.1?}",
+            sent.updates_sent
+        );
+        lab.rt.block_on(session.shutdown("probe done"));
+        assert!(wait_until(Duration::from_secs(10), || lab
+            .bird
+            .route_count("s1")
+            == Some(0)));
+    }
+}
