@@ -238,25 +238,40 @@ impl OpenRepr {
         })
     }
 
-    /// Appends the body: all capabilities in one optional parameter (each
-    /// parameter holds at most 255 bytes, which ours never reach).
+    /// Appends the body: the capabilities in as few optional parameters as
+    /// hold them (255 bytes each), so re-encoding a decoded OPEN never
+    /// grows it. More than 255 bytes of parameters would need RFC 9072
+    /// extended parameters: the capabilities that do not fit are left out
+    /// (ours take 20 bytes).
     pub(crate) fn emit_body(&self, out: &mut Vec<u8>) {
         out.push(BGP_VERSION);
         out.extend_from_slice(&self.my_as.to_be_bytes());
         out.extend_from_slice(&self.hold_time_s.to_be_bytes());
         out.extend_from_slice(&self.bgp_id.octets());
-        let caps_len: usize = self.capabilities.iter().map(Capability::encoded_len).sum();
-        if caps_len == 0 {
-            out.push(0);
-            return;
-        }
-        debug_assert!(caps_len <= 253, "capabilities fit one parameter");
-        out.push((caps_len + 2) as u8);
-        out.push(PARAM_CAPABILITIES);
-        out.push(caps_len as u8);
+        let opt_len_at = out.len();
+        out.push(0);
+        let mut param_at: Option<usize> = None;
         for c in &self.capabilities {
+            let n = c.encoded_len();
+            let fits_param = param_at.is_some_and(|at| out.len() - at - 2 + n <= 255);
+            let total = out.len() - opt_len_at - 1;
+            if fits_param {
+                if total + n > 255 {
+                    break;
+                }
+            } else {
+                if total + 2 + n > 255 || n > 255 {
+                    break;
+                }
+                param_at = Some(out.len());
+                out.extend_from_slice(&[PARAM_CAPABILITIES, 0]);
+            }
             c.emit(out);
+            if let Some(at) = param_at {
+                out[at + 1] = (out.len() - at - 2) as u8;
+            }
         }
+        out[opt_len_at] = (out.len() - opt_len_at - 1) as u8;
     }
 }
 
@@ -293,6 +308,31 @@ mod tests {
         );
         assert!(o.supports(1, 1));
         assert!(!o.supports(2, 1));
+    }
+
+    #[test]
+    fn many_capabilities_spread_over_parameters() {
+        // 30 capabilities of 10 bytes: two parameters.
+        let caps: Vec<Capability> = (0..30)
+            .map(|i| Capability::Other {
+                code: 100 + i,
+                value: vec![i; 8],
+            })
+            .collect();
+        let o = OpenRepr {
+            my_as: 1,
+            hold_time_s: 90,
+            bgp_id: Ipv4Addr::new(1, 1, 1, 1),
+            capabilities: caps,
+        };
+        let bytes = Message::Open(o.clone()).to_bytes(DecodeContext::default());
+        let Ok(Message::Open(back)) = Message::parse(&bytes, DecodeContext::default()) else {
+            panic!("decodes")
+        };
+        // 255 bytes of parameters hold 24 of them (two headers + 240 + ...).
+        assert!(back.capabilities.len() >= 24 && o.capabilities.starts_with(&back.capabilities));
+        let again = Message::Open(back.clone()).to_bytes(DecodeContext::default());
+        assert_eq!(again.len(), bytes.len(), "re-encoding does not grow");
     }
 
     #[test]
