@@ -32,9 +32,15 @@ struct Lab {
 /// hold time, a short error wait so reconnects are quick.
 fn bgp_protocol(name: &str, local: &str, neighbor: &str, neighbor_as: u32, extra: &str) -> String {
     let ibgp = neighbor_as == BIRD_ASN;
+    // `extra` may set its own timers.
+    let timers = if extra.contains("hold time") {
+        ""
+    } else {
+        "hold time 3;\n  keepalive time 1;"
+    };
     format!(
         "protocol bgp {name} {{\n  local {local} as {BIRD_ASN};\n  neighbor {neighbor} as {neighbor_as};\n  \
-         passive on;\n  hold time 3;\n  keepalive time 1;\n  error wait time 1, 2;\n  {extra}\n  {}\n  \
+         passive on;\n  {timers}\n  error wait time 1, 2;\n  {extra}\n  {}\n  \
          ipv4 {{ import all; export none; }};\n}}\n",
         // iBGP is multihop in BIRD unless told the neighbor is adjacent.
         if ibgp { "direct;" } else { "" }
@@ -46,16 +52,7 @@ fn lab(test: &str, neighbor_as: u32, extra: &str) -> Option<Lab> {
         return None;
     }
     support::logs();
-    let router_ns = Netns::new("bgr");
-    let speaker_ns = Netns::new("bgs");
-    veth(
-        &router_ns,
-        &support::unique_name("r"),
-        &format!("{ROUTER}/24"),
-        &speaker_ns,
-        &support::unique_name("s"),
-        &format!("{SPEAKER}/24"),
-    );
+    let (router_ns, speaker_ns) = support::router_and_speaker();
     let config = format!(
         "router id {ROUTER};\nprotocol device {{ }}\n{}",
         bgp_protocol("s1", ROUTER, SPEAKER, neighbor_as, extra)
@@ -235,7 +232,7 @@ fn ibgp_with_local_pref_md5_and_source_address() {
         .rt
         .block_on(session.wait_established(Duration::from_secs(3)));
     assert!(r.is_err(), "no session with a wrong TCP-MD5 key");
-    assert_eq!(lab.bird.bgp_state("s1").contains("Established"), false);
+    assert!(!lab.bird.bgp_state("s1").contains("Established"));
     session.abort();
 }
 
@@ -500,4 +497,91 @@ fn convergence_probe() {
             .route_count("s1")
             == Some(0)));
     }
+}
+
+/// Hold time 0 on the router's side: the negotiated hold time is 0, so
+/// neither side sends keepalives nor expires a hold timer, and the session
+/// stays up well past 3 s.
+#[test]
+fn hold_time_zero_means_no_keepalives() {
+    let Some(lab) = lab(
+        "hold_time_zero_means_no_keepalives",
+        OUR_ASN,
+        "hold time 0;",
+    ) else {
+        return;
+    };
+    let session = lab.spawn(peer(OUR_ASN, BIRD_ASN));
+    lab.established(&session);
+    assert_eq!(session.stats().hold_time_s, 0, "min(3, 0)");
+    std::thread::sleep(Duration::from_secs(4));
+    let s = session.stats();
+    assert_eq!((s.state, s.flaps), (State::Established, 0));
+    assert_eq!(lab.bird.bgp_state("s1"), "Established");
+    lab.rt.block_on(session.shutdown("done"));
+}
+
+/// eBGP multihop: BIRD two hops away (through a forwarding namespace).
+/// With the default TTL of 1 our SYN dies at the middle hop; with
+/// `multihop_ttl = 2` the session comes up.
+#[test]
+fn ebgp_multihop_needs_the_ttl() {
+    let test = "ebgp_multihop_needs_the_ttl";
+    if !support::require(test, &["bird", "birdc"]) {
+        return;
+    }
+    support::logs();
+    let (router_ns, mid_ns, speaker_ns) = (Netns::new("bgr"), Netns::new("bgm"), Netns::new("bgs"));
+    veth(
+        &speaker_ns,
+        &support::unique_name("s"),
+        "10.0.1.2/24",
+        &mid_ns,
+        &support::unique_name("m"),
+        "10.0.1.1/24",
+    );
+    veth(
+        &mid_ns,
+        &support::unique_name("m"),
+        "10.0.2.1/24",
+        &router_ns,
+        &support::unique_name("r"),
+        "10.0.2.2/24",
+    );
+    mid_ns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    speaker_ns.exec(&["ip", "route", "add", "default", "via", "10.0.1.1"]);
+    router_ns.exec(&["ip", "route", "add", "default", "via", "10.0.2.1"]);
+    let bird = Bird::start(
+        &router_ns,
+        &format!(
+            "router id 10.0.2.2;\nprotocol device {{ }}\n{}",
+            bgp_protocol("s1", "10.0.2.2", "10.0.1.2", OUR_ASN, "multihop 2;")
+        ),
+    );
+    let rt = NsRuntime::new(&speaker_ns);
+    let mut cfg = PeerConfig::new(
+        "10.0.2.2".parse().unwrap(),
+        BIRD_ASN,
+        OUR_ASN,
+        "10.0.1.2".parse().unwrap(),
+    );
+    cfg.hold_time_s = 3;
+    assert_eq!(cfg.ttl(), 1);
+    let session = rt.enter(|| Session::spawn(cfg.clone()));
+    let r = rt.block_on(session.wait_established(Duration::from_secs(3)));
+    assert!(r.is_err(), "TTL 1 cannot cross the middle hop");
+    session.abort();
+
+    cfg.multihop_ttl = Some(2);
+    let session = rt.enter(|| Session::spawn(cfg));
+    rt.block_on(session.wait_established(Duration::from_secs(20)))
+        .unwrap_or_else(|e| panic!("{e}\n{}", bird.diagnostics()));
+    session.set_routes(routes(&["10.128.0.10/32"], &RouteAttributes::default()));
+    let ok = wait_until(Duration::from_secs(5), || {
+        bird.routes("s1")
+            .iter()
+            .any(|r| r.prefix == "10.128.0.10/32")
+    });
+    assert!(ok, "{}", bird.birdc("show route all protocol s1"));
+    rt.block_on(session.shutdown("done"));
 }

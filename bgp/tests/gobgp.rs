@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session};
-use support::{Netns, NsRuntime, TempDir, veth, wait_until};
+use support::{Netns, NsRuntime, TempDir, wait_until};
 
 const GOBGP_ASN: u32 = 65000;
 const OUR_ASN: u32 = 65001;
@@ -96,7 +96,7 @@ impl GoBgp {
     }
 }
 
-fn attr<'a>(path: &'a serde_json::Value, type_code: u64) -> &'a serde_json::Value {
+fn attr(path: &serde_json::Value, type_code: u64) -> &serde_json::Value {
     path["attrs"]
         .as_array()
         .and_then(|a| a.iter().find(|x| x["type"].as_u64() == Some(type_code)))
@@ -112,16 +112,7 @@ fn gobgp_receives_attributes_and_withdrawals() {
         return;
     }
     support::logs();
-    let router_ns = Netns::new("bgr");
-    let speaker_ns = Netns::new("bgs");
-    veth(
-        &router_ns,
-        &support::unique_name("r"),
-        "10.0.0.1/24",
-        &speaker_ns,
-        &support::unique_name("s"),
-        "10.0.0.2/24",
-    );
+    let (router_ns, speaker_ns) = support::router_and_speaker();
     let gobgp = GoBgp::start(&router_ns);
     let rt = NsRuntime::new(&speaker_ns);
     let mut cfg = PeerConfig::new(

@@ -10,7 +10,9 @@ use portico_bgp::wire::{
 };
 
 fn main() {
-    let dir = std::env::args().nth(1).unwrap_or_else(|| "corpus/decode".into());
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "corpus/decode".into());
     std::fs::create_dir_all(&dir).expect("corpus dir");
     let ctx = DecodeContext::default();
     let open = Message::Open(OpenRepr::new(
@@ -34,7 +36,10 @@ fn main() {
             communities: vec![(65001 << 16) | 100],
             ..Default::default()
         },
-        nlri: vec!["10.128.0.10/32".parse().unwrap(), "10.129.0.0/24".parse().unwrap()],
+        nlri: vec![
+            "10.128.0.10/32".parse().unwrap(),
+            "10.129.0.0/24".parse().unwrap(),
+        ],
         discarded: vec![],
     }));
     let seeds: Vec<(&str, Vec<u8>)> = vec![
@@ -49,7 +54,10 @@ fn main() {
             "route_refresh",
             Message::RouteRefresh(RouteRefresh { afi: 1, safi: 1 }).to_bytes(ctx),
         ),
-        ("eor", Message::Update(Box::new(UpdateRepr::end_of_rib())).to_bytes(ctx)),
+        (
+            "eor",
+            Message::Update(Box::new(UpdateRepr::end_of_rib())).to_bytes(ctx),
+        ),
         (
             "open_then_update",
             [open.to_bytes(ctx), update.to_bytes(ctx)].concat(),

@@ -683,18 +683,26 @@ impl AttrParser {
         )
     }
 
+    /// Keeps an MP attribute of a family other than IPv4/IPv6 unicast as
+    /// received (not ours to interpret); true if it was one.
+    fn other_family(&mut self, afi: u16, safi: u8, flags: u8, type_code: u8, v: &[u8]) -> bool {
+        if matches!(afi, AFI_IPV4 | AFI_IPV6) && safi == SAFI_UNICAST {
+            return false;
+        }
+        self.attrs.other.push(RawAttribute {
+            flags: flags & !flag::EXTENDED_LENGTH,
+            type_code,
+            value: v.to_vec(),
+        });
+        true
+    }
+
     fn mp_reach(&mut self, flags: u8, v: &[u8], whole: &[u8]) -> Result<(), DecodeError> {
         let [a0, a1, safi, nh_len, ..] = *v else {
             return Err(Self::mp_error("MP_REACH_NLRI too short".into(), whole));
         };
         let afi = u16::from_be_bytes([a0, a1]);
-        if !matches!(afi, AFI_IPV4 | AFI_IPV6) || safi != SAFI_UNICAST {
-            // Another family: not ours to interpret.
-            self.attrs.other.push(RawAttribute {
-                flags: flags & !flag::EXTENDED_LENGTH,
-                type_code: attr::MP_REACH_NLRI,
-                value: v.to_vec(),
-            });
+        if self.other_family(afi, safi, flags, attr::MP_REACH_NLRI, v) {
             return Ok(());
         }
         let nh_len = usize::from(nh_len);
@@ -736,12 +744,7 @@ impl AttrParser {
             return Err(Self::mp_error("MP_UNREACH_NLRI too short".into(), whole));
         };
         let afi = u16::from_be_bytes([a0, a1]);
-        if !matches!(afi, AFI_IPV4 | AFI_IPV6) || safi != SAFI_UNICAST {
-            self.attrs.other.push(RawAttribute {
-                flags: flags & !flag::EXTENDED_LENGTH,
-                type_code: attr::MP_UNREACH_NLRI,
-                value: v.to_vec(),
-            });
+        if self.other_family(afi, safi, flags, attr::MP_UNREACH_NLRI, v) {
             return Ok(());
         }
         let withdrawn = Prefix::parse_all(&v[3..], afi)

@@ -162,6 +162,22 @@ impl Drop for Netns {
     }
 }
 
+/// A router namespace and a speaker namespace linked by a veth:
+/// 10.0.0.1/24 (router) ↔ 10.0.0.2/24 (speaker).
+pub fn router_and_speaker() -> (Netns, Netns) {
+    let router = Netns::new("bgr");
+    let speaker = Netns::new("bgs");
+    veth(
+        &router,
+        &unique_name("r"),
+        "10.0.0.1/24",
+        &speaker,
+        &unique_name("s"),
+        "10.0.0.2/24",
+    );
+    (router, speaker)
+}
+
 /// A veth pair `a_if` (in `a`, with `a_addr`) ↔ `b_if` (in `b`).
 pub fn veth(a: &Netns, a_if: &str, a_addr: &str, b: &Netns, b_if: &str, b_addr: &str) {
     run(
