@@ -73,19 +73,17 @@ pub(super) async fn run(
         };
         let wait_in = match connected {
             Ok(Ok(stream)) => {
-                let mut conn = match Connection::new(&mut fsm, stream) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        fsm.error(format!("connection without addresses: {e}"));
-                        continue;
+                match Connection::new(&mut fsm, stream) {
+                    Ok(mut conn) => {
+                        let end = conn.run(&mut desired, &mut stop).await;
+                        let up_for = conn.established_at.map(|t| t.elapsed());
+                        drop(conn);
+                        fsm.connection_ended(up_for, end == End::Stopped);
+                        if end == End::Stopped {
+                            break;
+                        }
                     }
-                };
-                let end = conn.run(&mut desired, &mut stop).await;
-                let up_for = conn.established_at.map(|t| t.elapsed());
-                drop(conn);
-                fsm.connection_ended(up_for, end == End::Stopped);
-                if end == End::Stopped {
-                    break;
+                    Err(e) => fsm.error(format!("connection without a local address: {e}")),
                 }
                 State::Idle
             }

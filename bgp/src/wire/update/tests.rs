@@ -2,6 +2,7 @@
 //! each error.
 
 use super::super::notification::update as sub;
+use super::super::prefix::{AFI_IPV6, SAFI_UNICAST};
 use super::super::{DecodeContext, ErrorAction, MARKER, Message};
 use super::*;
 
