@@ -279,6 +279,16 @@ impl PathAttributes {
     }
 }
 
+/// A Malformed Attribute List error (session reset).
+fn malformed(why: String) -> DecodeError {
+    DecodeError::reset(
+        why,
+        code::UPDATE_MESSAGE,
+        sub::MALFORMED_ATTRIBUTE_LIST,
+        vec![],
+    )
+}
+
 /// A decoded UPDATE. `withdrawn` and `nlri` are the IPv4 fields of the
 /// message; IPv6 (and MP-encoded IPv4) prefixes are in the MP attributes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -350,14 +360,6 @@ impl UpdateRepr {
 
     /// Decodes an UPDATE body (after the header; at least 4 bytes).
     pub fn parse(body: &[u8], ctx: DecodeContext) -> Result<Self, DecodeError> {
-        let malformed = |why: String| {
-            DecodeError::reset(
-                why,
-                code::UPDATE_MESSAGE,
-                sub::MALFORMED_ATTRIBUTE_LIST,
-                vec![],
-            )
-        };
         let invalid_network = |what: &str| {
             DecodeError::reset(
                 format!("malformed prefix in {what}"),

@@ -9,7 +9,7 @@ use super::super::prefix::{AFI_IPV4, AFI_IPV6, Prefix, SAFI_UNICAST};
 use super::super::{DecodeContext, DecodeError, ErrorAction};
 use super::{
     AsPath, MpReach, MpUnreach, OPT_NON_TRANS, OPT_TRANS, Origin, PathAttributes, RawAttribute,
-    WELL_KNOWN, attr, flag,
+    WELL_KNOWN, attr, flag, malformed,
 };
 
 pub(super) struct AttrParser {
@@ -23,14 +23,6 @@ pub(super) struct AttrParser {
 
 impl AttrParser {
     pub fn parse_all(&mut self, mut buf: &[u8]) -> Result<(), DecodeError> {
-        let malformed = |why: String| {
-            DecodeError::reset(
-                why,
-                code::UPDATE_MESSAGE,
-                sub::MALFORMED_ATTRIBUTE_LIST,
-                vec![],
-            )
-        };
         while !buf.is_empty() {
             let [flags, type_code, ..] = *buf else {
                 return Err(malformed("truncated attribute header".into()));
