@@ -1,9 +1,9 @@
 //! One BGP session per router: a tokio task running the RFC 4271 §8 state
-//! machine ([`fsm`]), driven by a [`Session`] handle.
+//! machine (`fsm`), driven by a [`Session`] handle.
 //!
 //! The control plane says *what* to announce with [`Session::set_routes`]
 //! (the whole desired set, each prefix with its attributes); the session
-//! keeps an Adj-RIB-Out ([`rib`]) of what the router has, and once
+//! keeps an Adj-RIB-Out (`rib`) of what the router has, and once
 //! Established sends the difference as UPDATEs, packing the prefixes that
 //! share attributes into as few messages as fit 4096 bytes. After a
 //! reconnect the full set is sent again. [`Session::shutdown`] sends a
