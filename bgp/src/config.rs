@@ -1,0 +1,582 @@
+//! The `[bgp]` section: `[[bgp.peer]]` sessions and `[[bgp.advertisement]]`
+//! attribute sets, as plain structs (serde-deserializable, so the
+//! portico.toml schema in nic-config can embed them unchanged: this crate
+//! owns these types) and [`BgpConfig::validate`], which names every problem
+//! at once as `path: reason`.
+//!
+//! Invariant: a config that passes `validate` can be handed to
+//! [`crate::session::Session::spawn`] as is; the session never re-checks it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+use std::str::FromStr;
+
+use serde::Deserialize;
+
+use crate::session::RouteAttributes;
+use crate::wire::{AS_TRANS, Prefix};
+
+/// The whole `[bgp]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BgpConfig {
+    #[serde(default, rename = "peer")]
+    pub peers: Vec<PeerConfig>,
+    #[serde(default, rename = "advertisement")]
+    pub advertisements: Vec<Advertisement>,
+}
+
+/// One BGP session (`[[bgp.peer]]`). We always open the connection
+/// (configure the router side passive or not, either works).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// The router's address.
+    pub address: IpAddr,
+    pub peer_asn: u32,
+    pub my_asn: u32,
+    /// Our BGP identifier.
+    pub router_id: Ipv4Addr,
+    /// The router's TCP port.
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// Proposed hold time: 0 (no keepalives) or 3..=65535; the session uses
+    /// the smaller of ours and the router's.
+    #[serde(default = "default_hold_time_s")]
+    pub hold_time_s: u16,
+    /// Keepalive interval; default a third of the negotiated hold time,
+    /// and never more than that.
+    #[serde(default)]
+    pub keepalive_s: Option<u16>,
+    /// Local address to connect from (one of the instance's host
+    /// addresses); also the NEXT_HOP we announce. Default: the kernel's
+    /// choice.
+    #[serde(default)]
+    pub source_address: Option<IpAddr>,
+    /// TCP-MD5 (RFC 2385) key, at most 80 bytes.
+    #[serde(default)]
+    pub md5_password: Option<String>,
+    /// eBGP multihop: the TTL of our packets (1..=255). Default: 1 for
+    /// eBGP (directly connected), 255 for iBGP.
+    #[serde(default)]
+    pub multihop_ttl: Option<u8>,
+    /// First connect-retry delay; doubles after each failure up to
+    /// `connect_retry_max_s`.
+    #[serde(default = "default_connect_retry_s")]
+    pub connect_retry_s: u16,
+    #[serde(default = "default_connect_retry_max_s")]
+    pub connect_retry_max_s: u16,
+}
+
+fn default_port() -> u16 {
+    179
+}
+fn default_hold_time_s() -> u16 {
+    90
+}
+fn default_connect_retry_s() -> u16 {
+    1
+}
+fn default_connect_retry_max_s() -> u16 {
+    60
+}
+
+impl PeerConfig {
+    /// A peer with the defaults of the TOML schema.
+    pub fn new(address: IpAddr, peer_asn: u32, my_asn: u32, router_id: Ipv4Addr) -> Self {
+        PeerConfig {
+            address,
+            peer_asn,
+            my_asn,
+            router_id,
+            port: default_port(),
+            hold_time_s: default_hold_time_s(),
+            keepalive_s: None,
+            source_address: None,
+            md5_password: None,
+            multihop_ttl: None,
+            connect_retry_s: default_connect_retry_s(),
+            connect_retry_max_s: default_connect_retry_max_s(),
+        }
+    }
+
+    /// Same AS on both sides.
+    pub fn is_ibgp(&self) -> bool {
+        self.peer_asn == self.my_asn
+    }
+
+    /// The TTL of our packets.
+    pub fn ttl(&self) -> u8 {
+        self.multihop_ttl
+            .unwrap_or(if self.is_ibgp() { 255 } else { 1 })
+    }
+
+    /// `address:port` for log lines.
+    pub fn name(&self) -> String {
+        match self.address {
+            IpAddr::V4(a) => format!("{a}:{}", self.port),
+            IpAddr::V6(a) => format!("[{a}]:{}", self.port),
+        }
+    }
+}
+
+/// An RFC 1997 community, written `asn:value` (both 0..=65535) or by its
+/// well-known name (`no-export`, `no-advertise`, `no-export-subconfed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Community(pub u32);
+
+impl Community {
+    pub const NO_EXPORT: Community = Community(0xffff_ff01);
+    pub const NO_ADVERTISE: Community = Community(0xffff_ff02);
+    pub const NO_EXPORT_SUBCONFED: Community = Community(0xffff_ff03);
+}
+
+impl FromStr for Community {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "no-export" => return Ok(Community::NO_EXPORT),
+            "no-advertise" => return Ok(Community::NO_ADVERTISE),
+            "no-export-subconfed" => return Ok(Community::NO_EXPORT_SUBCONFED),
+            _ => {}
+        }
+        let bad = || {
+            format!(
+                "community `{s}` is not `asn:value` (each 0..=65535) or no-export/no-advertise/no-export-subconfed"
+            )
+        };
+        let (a, v) = s.split_once(':').ok_or_else(bad)?;
+        let a: u16 = a.trim().parse().map_err(|_| bad())?;
+        let v: u16 = v.trim().parse().map_err(|_| bad())?;
+        Ok(Community((u32::from(a) << 16) | u32::from(v)))
+    }
+}
+
+impl TryFrom<String> for Community {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl fmt::Display for Community {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.0 >> 16, self.0 & 0xffff)
+    }
+}
+
+/// How a set of VIPs is announced (`[[bgp.advertisement]]`): to which
+/// peers, with which attributes, aggregated to which prefix length. The
+/// control plane attaches one to an address pool or static VIP.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Advertisement {
+    /// Name the pools refer to.
+    pub name: String,
+    /// Peer addresses this goes to; empty: every peer.
+    #[serde(default)]
+    pub peers: Vec<IpAddr>,
+    /// LOCAL_PREF, sent to iBGP peers only (RFC 4271 §5.1.5).
+    #[serde(default)]
+    pub local_pref: Option<u32>,
+    #[serde(default)]
+    pub communities: Vec<Community>,
+    /// Announce each IPv4 VIP as its covering `/len` (32: the VIP itself).
+    #[serde(default = "default_aggregation_length")]
+    pub aggregation_length: u8,
+    /// The same for IPv6 VIPs (128: the VIP itself).
+    #[serde(default = "default_aggregation_length_v6")]
+    pub aggregation_length_v6: u8,
+}
+
+fn default_aggregation_length() -> u8 {
+    32
+}
+fn default_aggregation_length_v6() -> u8 {
+    128
+}
+
+impl Advertisement {
+    /// An advertisement to every peer of host routes, no attributes.
+    pub fn new(name: &str) -> Self {
+        Advertisement {
+            name: name.to_string(),
+            peers: Vec::new(),
+            local_pref: None,
+            communities: Vec::new(),
+            aggregation_length: default_aggregation_length(),
+            aggregation_length_v6: default_aggregation_length_v6(),
+        }
+    }
+
+    pub fn applies_to(&self, peer: &PeerConfig) -> bool {
+        self.peers.is_empty() || self.peers.contains(&peer.address)
+    }
+
+    /// The prefix announcing `vip` (aggregated).
+    pub fn prefix_of(&self, vip: IpAddr) -> Prefix {
+        let len = if vip.is_ipv4() {
+            self.aggregation_length.min(32)
+        } else {
+            self.aggregation_length_v6.min(128)
+        };
+        Prefix::new(vip, len).unwrap_or_else(|_| Prefix::host(vip))
+    }
+
+    /// The attributes of this advertisement's routes towards `peer`
+    /// (LOCAL_PREF only for iBGP).
+    pub fn attributes_for(&self, peer: &PeerConfig) -> RouteAttributes {
+        RouteAttributes::new(
+            if peer.is_ibgp() {
+                self.local_pref
+            } else {
+                None
+            },
+            None,
+            self.communities.iter().map(|c| c.0),
+        )
+    }
+
+    /// The routes announcing `vips` to `peer` (none if this advertisement
+    /// does not go there). Several VIPs aggregated into one prefix give one
+    /// route.
+    pub fn routes_for(
+        &self,
+        peer: &PeerConfig,
+        vips: impl IntoIterator<Item = IpAddr>,
+    ) -> BTreeMap<Prefix, RouteAttributes> {
+        if !self.applies_to(peer) {
+            return BTreeMap::new();
+        }
+        let attrs = self.attributes_for(peer);
+        vips.into_iter()
+            .map(|v| (self.prefix_of(v), attrs.clone()))
+            .collect()
+    }
+}
+
+/// One problem in the `[bgp]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// `bgp.peer[0].hold_time_s` and the like.
+    pub path: String,
+    pub reason: String,
+}
+
+/// Every problem of a `[bgp]` section.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.problems.iter().map(|p| format!("{}: {}", p.path, p.reason)).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigError {
+    pub problems: Vec<Problem>,
+}
+
+/// The longest TCP-MD5 key Linux takes (TCP_MD5SIG_MAXKEYLEN).
+pub const MD5_MAX_KEY_LEN: usize = 80;
+
+impl BgpConfig {
+    /// Checks everything that does not need the network; returns every
+    /// problem at once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        let mut p = |path: String, reason: String| problems.push(Problem { path, reason });
+        let mut seen = HashSet::new();
+        for (i, peer) in self.peers.iter().enumerate() {
+            let at = |field: &str| format!("bgp.peer[{i}].{field}");
+            let a = peer.address;
+            if a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(Ipv4Addr::BROADCAST) {
+                p(
+                    at("address"),
+                    format!("{a} is not a unicast address a router can have"),
+                );
+            }
+            if !seen.insert((a, peer.port)) {
+                p(
+                    at("address"),
+                    format!("{} is configured twice", peer.name()),
+                );
+            }
+            for (field, asn) in [("peer_asn", peer.peer_asn), ("my_asn", peer.my_asn)] {
+                if asn == 0 || asn == AS_TRANS {
+                    p(
+                        at(field),
+                        format!("{asn} is reserved (0, and 23456 = AS_TRANS) and cannot be an AS"),
+                    );
+                }
+            }
+            if peer.router_id.is_unspecified() {
+                p(
+                    at("router_id"),
+                    "0.0.0.0 is not a BGP identifier (use one of this instance's IPv4 addresses)"
+                        .into(),
+                );
+            }
+            if peer.port == 0 {
+                p(
+                    at("port"),
+                    "port 0 cannot be connected to (BGP: 179)".into(),
+                );
+            }
+            if matches!(peer.hold_time_s, 1 | 2) {
+                p(
+                    at("hold_time_s"),
+                    format!(
+                        "{} s is not allowed: 0 (no keepalives) or at least 3 (RFC 4271 §4.2)",
+                        peer.hold_time_s
+                    ),
+                );
+            }
+            match peer.keepalive_s {
+                Some(0) if peer.hold_time_s != 0 => p(
+                    at("keepalive_s"),
+                    "0 sends no keepalives, so the router's hold timer expires; leave it out for a third of hold_time_s".into(),
+                ),
+                Some(k) if peer.hold_time_s != 0 && k >= peer.hold_time_s => p(
+                    at("keepalive_s"),
+                    format!("{k} s is not less than hold_time_s ({} s): the router's hold timer would expire", peer.hold_time_s),
+                ),
+                _ => {}
+            }
+            if let Some(src) = peer.source_address {
+                if src.is_ipv4() != a.is_ipv4() {
+                    p(
+                        at("source_address"),
+                        format!("{src} and the peer address {a} are of different families"),
+                    );
+                } else if src.is_unspecified() || src.is_multicast() {
+                    p(
+                        at("source_address"),
+                        format!("{src} is not a unicast host address"),
+                    );
+                }
+            }
+            if let Some(pw) = &peer.md5_password
+                && (pw.is_empty() || pw.len() > MD5_MAX_KEY_LEN)
+            {
+                p(
+                    at("md5_password"),
+                    format!(
+                        "{} bytes: a TCP-MD5 key has 1..={MD5_MAX_KEY_LEN} bytes (leave it out for none)",
+                        pw.len()
+                    ),
+                );
+            }
+            if peer.multihop_ttl == Some(0) {
+                p(
+                    at("multihop_ttl"),
+                    "0 would never leave the host: 1 (directly connected) ..= 255".into(),
+                );
+            }
+            if peer.connect_retry_s == 0 {
+                p(at("connect_retry_s"), "must be at least 1 s".into());
+            }
+            if peer.connect_retry_max_s < peer.connect_retry_s {
+                p(
+                    at("connect_retry_max_s"),
+                    format!(
+                        "{} s is less than connect_retry_s ({} s)",
+                        peer.connect_retry_max_s, peer.connect_retry_s
+                    ),
+                );
+            }
+        }
+        let mut names = HashSet::new();
+        for (i, adv) in self.advertisements.iter().enumerate() {
+            let at = |field: &str| format!("bgp.advertisement[{i}].{field}");
+            if adv.name.is_empty() {
+                p(at("name"), "must not be empty (pools refer to it)".into());
+            } else if !names.insert(adv.name.as_str()) {
+                p(at("name"), format!("`{}` is used twice", adv.name));
+            }
+            for (j, a) in adv.peers.iter().enumerate() {
+                if !self.peers.iter().any(|peer| peer.address == *a) {
+                    p(
+                        format!("bgp.advertisement[{i}].peers[{j}]"),
+                        format!("{a} is not the address of any [[bgp.peer]]"),
+                    );
+                }
+            }
+            if adv.local_pref.is_some()
+                && !self
+                    .peers
+                    .iter()
+                    .any(|peer| adv.applies_to(peer) && peer.is_ibgp())
+            {
+                p(
+                    at("local_pref"),
+                    "LOCAL_PREF is sent to iBGP peers only (peer_asn = my_asn) and this advertisement reaches none".into(),
+                );
+            }
+            if adv.aggregation_length > 32 {
+                p(
+                    at("aggregation_length"),
+                    format!(
+                        "{} is longer than an IPv4 address (0..=32)",
+                        adv.aggregation_length
+                    ),
+                );
+            }
+            if adv.aggregation_length_v6 > 128 {
+                p(
+                    at("aggregation_length_v6"),
+                    format!(
+                        "{} is longer than an IPv6 address (0..=128)",
+                        adv.aggregation_length_v6
+                    ),
+                );
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError { problems })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> BgpConfig {
+        #[derive(Deserialize)]
+        struct Root {
+            bgp: BgpConfig,
+        }
+        toml::from_str::<Root>(s).unwrap().bgp
+    }
+
+    #[test]
+    fn toml_with_defaults() {
+        let c = parse(
+            r#"
+            [[bgp.peer]]
+            address = "10.0.0.1"
+            peer_asn = 65000
+            my_asn = 65001
+            router_id = "10.0.0.2"
+
+            [[bgp.advertisement]]
+            name = "public"
+            communities = ["65001:100", "no-export"]
+            aggregation_length = 24
+            "#,
+        );
+        c.validate().unwrap();
+        let peer = &c.peers[0];
+        assert_eq!((peer.port, peer.hold_time_s, peer.ttl()), (179, 90, 1));
+        let adv = &c.advertisements[0];
+        assert_eq!(
+            adv.communities,
+            [Community(65001 << 16 | 100), Community::NO_EXPORT]
+        );
+        let routes = adv.routes_for(
+            peer,
+            ["192.0.2.10".parse().unwrap(), "192.0.2.20".parse().unwrap()],
+        );
+        assert_eq!(routes.len(), 1, "two VIPs in one /24");
+        assert_eq!(routes.keys().next().unwrap().to_string(), "192.0.2.0/24");
+        assert_eq!(routes.values().next().unwrap().local_pref, None);
+    }
+
+    #[test]
+    fn bad_community_is_a_toml_error() {
+        let e = toml::from_str::<BgpConfig>(
+            r#"
+            [[advertisement]]
+            name = "x"
+            communities = ["65536:1"]
+            "#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("is not `asn:value`"), "{e}");
+    }
+
+    #[test]
+    fn every_problem_named_at_once() {
+        let mut peer = PeerConfig::new("0.0.0.0".parse().unwrap(), 23456, 0, Ipv4Addr::UNSPECIFIED);
+        peer.port = 0;
+        peer.hold_time_s = 2;
+        peer.keepalive_s = Some(5);
+        peer.source_address = Some("2001:db8::1".parse().unwrap());
+        peer.md5_password = Some("x".repeat(81));
+        peer.multihop_ttl = Some(0);
+        peer.connect_retry_s = 0;
+        let mut dup = PeerConfig::new(
+            "10.0.0.1".parse().unwrap(),
+            65000,
+            65001,
+            Ipv4Addr::new(10, 0, 0, 2),
+        );
+        dup.keepalive_s = Some(90);
+        let mut adv = Advertisement::new("a");
+        adv.peers = vec!["10.9.9.9".parse().unwrap()];
+        adv.local_pref = Some(200);
+        adv.aggregation_length = 33;
+        adv.aggregation_length_v6 = 129;
+        let c = BgpConfig {
+            peers: vec![peer, dup.clone(), dup],
+            advertisements: vec![adv, Advertisement::new("a")],
+        };
+        let e = c.validate().unwrap_err();
+        let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "bgp.peer[0].address",
+                "bgp.peer[0].peer_asn",
+                "bgp.peer[0].my_asn",
+                "bgp.peer[0].router_id",
+                "bgp.peer[0].port",
+                "bgp.peer[0].hold_time_s",
+                "bgp.peer[0].keepalive_s",
+                "bgp.peer[0].source_address",
+                "bgp.peer[0].md5_password",
+                "bgp.peer[0].multihop_ttl",
+                "bgp.peer[0].connect_retry_s",
+                "bgp.peer[1].keepalive_s",
+                "bgp.peer[2].address",
+                "bgp.peer[2].keepalive_s",
+                "bgp.advertisement[0].peers[0]",
+                "bgp.advertisement[0].local_pref",
+                "bgp.advertisement[0].aggregation_length",
+                "bgp.advertisement[0].aggregation_length_v6",
+                "bgp.advertisement[1].name",
+            ]
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("bgp.peer[0].hold_time_s: 2 s is not allowed"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), paths.len());
+    }
+
+    #[test]
+    fn local_pref_only_for_ibgp() {
+        let ibgp = PeerConfig::new(
+            "10.0.0.1".parse().unwrap(),
+            65000,
+            65000,
+            Ipv4Addr::new(10, 0, 0, 2),
+        );
+        let ebgp = PeerConfig::new(
+            "10.0.0.3".parse().unwrap(),
+            65003,
+            65000,
+            Ipv4Addr::new(10, 0, 0, 2),
+        );
+        let mut adv = Advertisement::new("a");
+        adv.local_pref = Some(300);
+        assert_eq!(adv.attributes_for(&ibgp).local_pref, Some(300));
+        assert_eq!(adv.attributes_for(&ebgp).local_pref, None);
+        assert_eq!((ibgp.ttl(), ebgp.ttl()), (255, 1));
+        let c = BgpConfig {
+            peers: vec![ibgp, ebgp],
+            advertisements: vec![adv],
+        };
+        c.validate().unwrap();
+    }
+}

@@ -1,0 +1,373 @@
+//! Bad input from a peer: a raw TCP listener in the test speaks a valid
+//! OPEN (and KEEPALIVE), then garbage or a protocol violation; the speaker
+//! must answer with the NOTIFICATION RFC 4271 §6 prescribes, log it, count
+//! it and close — or, for what RFC 7606 says to treat as withdraw, keep
+//! the session. Loopback only: needs no root.
+
+mod support;
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use portico_bgp::wire::{Capability, DecodeContext, MARKER, Message, Notification, OpenRepr};
+use portico_bgp::{PeerConfig, Session, State};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+
+const PEER_ASN: u32 = 65000;
+const MY_ASN: u32 = 65001;
+
+struct FakePeer {
+    stream: TcpStream,
+}
+
+impl FakePeer {
+    /// Reads one message (raw bytes, header included).
+    async fn read_msg(&mut self) -> Option<Vec<u8>> {
+        let mut head = [0u8; 19];
+        tokio::time::timeout(Duration::from_secs(10), self.stream.read_exact(&mut head))
+            .await
+            .expect("a message within 10 s")
+            .ok()?;
+        assert_eq!(head[..16], MARKER);
+        let len = usize::from(u16::from_be_bytes([head[16], head[17]]));
+        let mut body = vec![0u8; len - 19];
+        self.stream.read_exact(&mut body).await.ok()?;
+        Some([&head[..], &body].concat())
+    }
+
+    async fn read_parsed(&mut self) -> Message {
+        let bytes = self.read_msg().await.expect("a message");
+        Message::parse(&bytes, DecodeContext::default()).expect("the speaker sends valid messages")
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        self.stream
+            .write_all(bytes)
+            .await
+            .expect("write to the speaker");
+    }
+
+    /// Reads until a NOTIFICATION (skipping KEEPALIVEs/UPDATEs), then
+    /// expects the speaker to close.
+    async fn expect_notification(&mut self) -> Notification {
+        loop {
+            match self.read_parsed().await {
+                Message::Notification(n) => {
+                    // As a router does: close our side on a NOTIFICATION.
+                    let _ = self.stream.shutdown().await;
+                    let mut rest = Vec::new();
+                    let eof = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        self.stream.read_to_end(&mut rest),
+                    )
+                    .await;
+                    assert!(
+                        matches!(eof, Ok(Ok(0))),
+                        "the speaker closes after its NOTIFICATION"
+                    );
+                    return n;
+                }
+                Message::Keepalive | Message::Update(_) => continue,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+}
+
+fn open_bytes(asn: u32, hold_time_s: u16) -> Vec<u8> {
+    Message::Open(OpenRepr::new(
+        asn,
+        hold_time_s,
+        Ipv4Addr::new(10, 0, 0, 1),
+        vec![Capability::Multiprotocol { afi: 1, safi: 1 }],
+    ))
+    .to_bytes(DecodeContext::default())
+}
+
+fn keepalive() -> Vec<u8> {
+    Message::Keepalive.to_bytes(DecodeContext::default())
+}
+
+/// A speaker connected to a fake peer; `established` also exchanges OPEN
+/// and KEEPALIVE.
+async fn setup(established: bool) -> (Session, FakePeer) {
+    support::logs();
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let mut cfg = PeerConfig::new(
+        "127.0.0.1".parse().unwrap(),
+        PEER_ASN,
+        MY_ASN,
+        Ipv4Addr::new(10, 0, 0, 2),
+    );
+    cfg.port = listener.local_addr().unwrap().port();
+    cfg.hold_time_s = 3;
+    // Loopback: a TTL of 1 still reaches 127.0.0.1.
+    let session = Session::spawn(cfg);
+    let (stream, _) = tokio::time::timeout(Duration::from_secs(5), listener.accept())
+        .await
+        .expect("the speaker connects")
+        .expect("accept");
+    let mut peer = FakePeer { stream };
+    let Message::Open(open) = peer.read_parsed().await else {
+        panic!("OPEN first")
+    };
+    assert_eq!(open.asn(), MY_ASN);
+    assert_eq!(open.hold_time_s, 3);
+    assert!(open.has(&Capability::FourOctetAs(MY_ASN)));
+    assert!(open.supports(1, 1));
+    if established {
+        peer.send(&open_bytes(PEER_ASN, 3)).await;
+        peer.send(&keepalive()).await;
+        assert_eq!(peer.read_parsed().await, Message::Keepalive);
+        session
+            .wait_established(Duration::from_secs(5))
+            .await
+            .expect("Established");
+    }
+    (session, peer)
+}
+
+fn code(n: &Notification) -> (u8, u8) {
+    (n.code, n.subcode)
+}
+
+async fn assert_counted(session: &Session, n: &Notification, log_part: &str) {
+    let s = session
+        .wait_for(Duration::from_secs(5), |s| {
+            s.notifications_sent >= 1 && s.state != State::Established
+        })
+        .await
+        .expect("counted");
+    assert_eq!(s.last_notification_sent.as_ref(), Some(n));
+    assert_eq!(s.flaps, 1, "Established → down is a flap");
+    let err = s.last_error.clone().unwrap_or_default();
+    assert!(
+        err.contains(log_part),
+        "last_error {err:?} names {log_part:?}"
+    );
+    let log = support::log_text();
+    assert!(
+        log.contains("bgp: malformed message")
+            || log.contains("bgp: hold timer")
+            || log.contains("bgp: unexpected"),
+        "a log line for the error: {log}"
+    );
+}
+
+#[tokio::test]
+async fn garbage_after_open_is_connection_not_synchronized() {
+    let (session, mut peer) = setup(true).await;
+    peer.send(b"GET / HTTP/1.1\r\nHost: portico\r\n\r\n").await;
+    let n = peer.expect_notification().await;
+    assert_eq!(
+        code(&n),
+        (1, 1),
+        "Message Header Error / Connection Not Synchronized"
+    );
+    assert_counted(&session, &n, "marker").await;
+}
+
+#[tokio::test]
+async fn bad_length_is_bad_message_length_with_the_length() {
+    let (session, mut peer) = setup(true).await;
+    let mut m = MARKER.to_vec();
+    m.extend_from_slice(&5000u16.to_be_bytes());
+    m.push(2);
+    peer.send(&m).await;
+    let n = peer.expect_notification().await;
+    assert_eq!(code(&n), (1, 2));
+    assert_eq!(n.data, 5000u16.to_be_bytes());
+    assert_counted(&session, &n, "length").await;
+}
+
+#[tokio::test]
+async fn unknown_type_is_bad_message_type() {
+    let (session, mut peer) = setup(true).await;
+    let mut m = MARKER.to_vec();
+    m.extend_from_slice(&[0, 19, 42]);
+    peer.send(&m).await;
+    let n = peer.expect_notification().await;
+    assert_eq!((code(&n), n.data.as_slice()), ((1, 3), &[42u8][..]));
+    assert_counted(&session, &n, "type 42").await;
+}
+
+#[tokio::test]
+async fn overrunning_update_is_malformed_attribute_list() {
+    let (session, mut peer) = setup(true).await;
+    let mut m = MARKER.to_vec();
+    // Withdrawn routes length 200 in a 4-byte body.
+    m.extend_from_slice(&[0, 23, 2, 0, 200, 0, 0]);
+    peer.send(&m).await;
+    let n = peer.expect_notification().await;
+    assert_eq!(
+        code(&n),
+        (3, 1),
+        "UPDATE Message Error / Malformed Attribute List"
+    );
+    assert_counted(&session, &n, "withdrawn routes length").await;
+}
+
+#[tokio::test]
+async fn bad_origin_is_treat_as_withdraw_and_keeps_the_session() {
+    let (session, mut peer) = setup(true).await;
+    let attrs: &[u8] = &[
+        0x40, 1, 1, 7, // ORIGIN 7
+        0x40, 2, 6, 2, 1, 0, 0, 0xfd, 0xe8, // AS_PATH 65000
+        0x40, 3, 4, 127, 0, 0, 1, // NEXT_HOP
+    ];
+    let mut m = MARKER.to_vec();
+    let len = 19 + 4 + attrs.len() + 4;
+    m.extend_from_slice(&(len as u16).to_be_bytes());
+    m.push(2);
+    m.extend_from_slice(&[0, 0, 0, attrs.len() as u8]);
+    m.extend_from_slice(attrs);
+    m.extend_from_slice(&[24, 192, 0, 2]);
+    peer.send(&m).await;
+    let s = session
+        .wait_for(Duration::from_secs(5), |s| s.updates_malformed == 1)
+        .await
+        .expect("counted as malformed");
+    assert_eq!(s.state, State::Established, "RFC 7606: no session reset");
+    assert_eq!(s.notifications_sent, 0);
+    assert!(support::log_text().contains("kept the session (RFC 7606)"));
+    // Still talking: a KEEPALIVE comes within the keepalive interval (1 s)
+    // (after the End-of-RIB).
+    loop {
+        match peer.read_parsed().await {
+            Message::Keepalive => break,
+            Message::Update(_) => continue,
+            other => panic!("{other:?}"),
+        }
+    }
+    session.shutdown("test over").await;
+}
+
+#[tokio::test]
+async fn unexpected_open_in_established_is_an_fsm_error() {
+    let (session, mut peer) = setup(true).await;
+    peer.send(&open_bytes(PEER_ASN, 3)).await;
+    let n = peer.expect_notification().await;
+    assert_eq!(
+        code(&n),
+        (5, 3),
+        "FSM Error / Unexpected Message in Established"
+    );
+    assert_counted(&session, &n, "unexpected message type 1 in Established").await;
+}
+
+#[tokio::test]
+async fn hold_time_one_is_unacceptable() {
+    let (session, mut peer) = setup(false).await;
+    let mut open = open_bytes(PEER_ASN, 3);
+    open[22..24].copy_from_slice(&1u16.to_be_bytes());
+    peer.send(&open).await;
+    let n = peer.expect_notification().await;
+    assert_eq!(
+        code(&n),
+        (2, 6),
+        "OPEN Message Error / Unacceptable Hold Time"
+    );
+    let s = session
+        .wait_for(Duration::from_secs(5), |s| s.notifications_sent == 1)
+        .await
+        .unwrap();
+    assert_eq!(s.flaps, 0, "never Established: no flap");
+}
+
+#[tokio::test]
+async fn wrong_peer_asn_is_bad_peer_as() {
+    let (session, mut peer) = setup(false).await;
+    peer.send(&open_bytes(65099, 3)).await;
+    let n = peer.expect_notification().await;
+    assert_eq!(code(&n), (2, 2), "OPEN Message Error / Bad Peer AS");
+    let s = session
+        .wait_for(Duration::from_secs(5), |s| s.notifications_sent == 1)
+        .await
+        .unwrap();
+    assert!(s.last_error.unwrap().contains("AS 65099"));
+}
+
+#[tokio::test]
+async fn silent_peer_expires_the_hold_timer() {
+    let (session, mut peer) = setup(true).await;
+    let start = Instant::now();
+    // Read (and drop) our KEEPALIVEs; send nothing.
+    let n = peer.expect_notification().await;
+    let waited = start.elapsed();
+    assert_eq!(code(&n), (4, 0), "Hold Timer Expired");
+    assert!(
+        waited >= Duration::from_millis(2500) && waited < Duration::from_secs(5),
+        "after the 3 s hold time, not {waited:?}"
+    );
+    assert_counted(&session, &n, "hold timer expired").await;
+}
+
+#[tokio::test]
+async fn shutdown_sends_cease_with_the_shutdown_communication() {
+    let (session, mut peer) = setup(true).await;
+    let stats = tokio::spawn(session.shutdown("maintenance"));
+    let n = peer.expect_notification().await;
+    assert_eq!(code(&n), (6, 2), "Cease / Administrative Shutdown");
+    assert_eq!(n.shutdown_message(), Some("maintenance"));
+    let s = stats.await.unwrap();
+    assert_eq!(s.state, State::Idle);
+    assert_eq!(s.flaps, 0, "a shutdown is not a flap");
+}
+
+#[tokio::test]
+async fn routes_are_sent_once_established_and_diffed() {
+    use portico_bgp::{Prefix, RouteAttributes, Routes};
+    let (session, mut peer) = setup(false).await;
+    let attrs = RouteAttributes::new(None, None, [(65001 << 16) | 7]);
+    let routes: Routes = ["192.0.2.1/32", "192.0.2.2/32", "198.51.100.0/24"]
+        .iter()
+        .map(|p| (p.parse::<Prefix>().unwrap(), attrs.clone()))
+        .collect();
+    let generation = session.set_routes(routes.clone());
+    // Nothing before Established.
+    peer.send(&open_bytes(PEER_ASN, 3)).await;
+    assert_eq!(peer.read_parsed().await, Message::Keepalive);
+    peer.send(&keepalive()).await;
+    let Message::Update(u) = peer.read_parsed().await else {
+        panic!("UPDATE after Established")
+    };
+    assert_eq!(
+        u.nlri.len(),
+        3,
+        "one UPDATE for three prefixes sharing attributes"
+    );
+    let a = &u.attributes;
+    assert_eq!(
+        a.next_hop,
+        Some(Ipv4Addr::LOCALHOST),
+        "NEXT_HOP is our address"
+    );
+    assert_eq!(a.as_path.as_ref().unwrap().segments[0].asns, [MY_ASN]);
+    assert_eq!(a.communities, [(65001 << 16) | 7]);
+    assert_eq!(a.local_pref, None, "eBGP");
+    // End-of-RIB.
+    let Message::Update(eor) = peer.read_parsed().await else {
+        panic!("End-of-RIB")
+    };
+    assert_eq!(*eor, portico_bgp::wire::UpdateRepr::end_of_rib());
+    session
+        .wait_synced(generation, Duration::from_secs(5))
+        .await
+        .unwrap();
+    // Withdraw one.
+    let mut fewer = routes;
+    fewer.remove(&"192.0.2.2/32".parse().unwrap());
+    session.set_routes(fewer);
+    let u = loop {
+        match peer.read_parsed().await {
+            Message::Update(u) => break u,
+            Message::Keepalive => continue,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(u.withdrawn, ["192.0.2.2/32".parse::<Prefix>().unwrap()]);
+    assert!(u.nlri.is_empty());
+    let s = session.stats();
+    assert_eq!((s.prefixes_sent, s.updates_sent), (2, 3));
+}

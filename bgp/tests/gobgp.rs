@@ -1,0 +1,179 @@
+//! The speaker against a real GoBGP (`gobgpd`, Debian `gobgpd`) in a
+//! namespace: session, attributes seen in GoBGP's RIB (`gobgp global rib
+//! -j`), withdraw, and a Cease on stop.
+
+mod support;
+
+use std::time::Duration;
+
+use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session};
+use support::{Netns, NsRuntime, TempDir, wait_until};
+
+const GOBGP_ASN: u32 = 65000;
+const OUR_ASN: u32 = 65001;
+
+struct GoBgp {
+    _daemon: support::Daemon,
+    ns_name: String,
+    _dir: TempDir,
+    log: std::path::PathBuf,
+}
+
+impl GoBgp {
+    fn start(ns: &Netns) -> GoBgp {
+        let dir = TempDir::new("gobgp");
+        let conf = dir.path.join("gobgpd.toml");
+        std::fs::write(
+            &conf,
+            "[global.config]\n  as = 65000\n  router-id = \"10.0.0.1\"\n  port = 179\n\
+             \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"10.0.0.2\"\n    peer-as = 65001\n\
+             \x20 [neighbors.transport.config]\n    passive-mode = true\n\
+             \x20 [neighbors.timers.config]\n    hold-time = 3\n    keepalive-interval = 1\n",
+        )
+        .expect("gobgpd.toml");
+        let log = dir.path.join("gobgpd.log");
+        let daemon = ns.spawn(
+            &[
+                "gobgpd",
+                "-f",
+                conf.to_str().expect("utf-8"),
+                "-p",
+                "--api-hosts",
+                "127.0.0.1:50051",
+                "--pprof-disable",
+                "-l",
+                "debug",
+            ],
+            &log,
+        );
+        let g = GoBgp {
+            _daemon: daemon,
+            ns_name: ns.name.clone(),
+            _dir: dir,
+            log,
+        };
+        let up = wait_until(Duration::from_secs(15), || {
+            g.cli(&["global"]).contains("AS:")
+        });
+        assert!(up, "gobgpd did not come up: {}", g.log_text());
+        g
+    }
+
+    /// `gobgp <args>` inside the namespace (its API listens on the
+    /// namespace's loopback).
+    fn cli(&self, args: &[&str]) -> String {
+        let mut argv = vec![
+            "netns",
+            "exec",
+            &self.ns_name,
+            "gobgp",
+            "-u",
+            "127.0.0.1",
+            "-p",
+            "50051",
+        ];
+        argv.extend_from_slice(args);
+        match std::process::Command::new("ip").args(&argv).output() {
+            Ok(o) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => format!("gobgp: {e}"),
+        }
+    }
+
+    fn rib(&self) -> serde_json::Map<String, serde_json::Value> {
+        let out = self.cli(&["global", "rib", "-a", "ipv4", "-j"]);
+        match serde_json::from_str::<serde_json::Value>(out.trim()) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn attr(path: &serde_json::Value, type_code: u64) -> &serde_json::Value {
+    path["attrs"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["type"].as_u64() == Some(type_code)))
+        .unwrap_or_else(|| panic!("attribute {type_code} in {path}"))
+}
+
+#[test]
+fn gobgp_receives_attributes_and_withdrawals() {
+    if !support::require(
+        "gobgp_receives_attributes_and_withdrawals",
+        &["gobgpd", "gobgp"],
+    ) {
+        return;
+    }
+    support::logs();
+    let (router_ns, speaker_ns) = support::router_and_speaker();
+    let gobgp = GoBgp::start(&router_ns);
+    let rt = NsRuntime::new(&speaker_ns);
+    let mut cfg = PeerConfig::new(
+        "10.0.0.1".parse().unwrap(),
+        GOBGP_ASN,
+        OUR_ASN,
+        "10.0.0.2".parse().unwrap(),
+    );
+    cfg.hold_time_s = 3;
+    let session = rt.enter(|| Session::spawn(cfg));
+    rt.block_on(session.wait_established(Duration::from_secs(20)))
+        .unwrap_or_else(|e| panic!("{e}\n{}", gobgp.log_text()));
+    let established = wait_until(Duration::from_secs(5), || {
+        gobgp.cli(&["neighbor"]).contains("Establ")
+    });
+    assert!(established, "{}", gobgp.cli(&["neighbor"]));
+
+    let attrs = RouteAttributes::new(None, None, [(65001 << 16) | 100]);
+    let all: Routes = ["10.128.0.10/32", "10.128.0.11/32"]
+        .iter()
+        .map(|p| (p.parse::<Prefix>().unwrap(), attrs.clone()))
+        .collect();
+    session.set_routes(all.clone());
+    let mut rib = serde_json::Map::new();
+    let ok = wait_until(Duration::from_secs(5), || {
+        rib = gobgp.rib();
+        rib.len() == 2
+    });
+    assert!(ok, "GoBGP has both prefixes: {rib:?}");
+    for (prefix, paths) in &rib {
+        let path = &paths[0];
+        assert_eq!(attr(path, 1)["value"], 0, "ORIGIN IGP for {prefix}");
+        assert_eq!(
+            attr(path, 2)["as_paths"][0]["asns"],
+            serde_json::json!([65001])
+        );
+        assert_eq!(attr(path, 3)["nexthop"], "10.0.0.2");
+        assert_eq!(
+            attr(path, 8)["communities"],
+            serde_json::json!([(65001u32 << 16) | 100])
+        );
+    }
+
+    // Withdraw one.
+    let mut one = all;
+    one.remove(&"10.128.0.11/32".parse().unwrap());
+    session.set_routes(one);
+    let ok = wait_until(Duration::from_secs(5), || {
+        rib = gobgp.rib();
+        rib.len() == 1 && rib.contains_key("10.128.0.10/32")
+    });
+    assert!(ok, "{rib:?}");
+
+    // Stop: GoBGP gets the Cease and drops the path.
+    rt.block_on(session.shutdown("portico stopping"));
+    let ok = wait_until(Duration::from_secs(5), || gobgp.rib().is_empty());
+    assert!(ok, "{:?}", gobgp.rib());
+    let log = gobgp.log_text();
+    assert!(
+        log.contains("code 6(cease) subcode 2(administrative shutdown)")
+            && log.contains("Communicated-Reason=\"portico stopping\""),
+        "GoBGP logs our Cease with its shutdown communication: {log}"
+    );
+}
