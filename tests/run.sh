@@ -26,6 +26,12 @@ need_command wrk wrk
 need_command iperf3 iperf3
 need_command nft nftables
 need_command iptables-restore iptables
+# The BGP speaker's tests against real routers (bgp/tests/): BIRD 2 and
+# GoBGP, each daemon and its control client.
+need_command bird bird2
+need_command birdc bird2
+need_command gobgpd gobgpd
+need_command gobgp gobgpd
 # The DPDK driver (cargo feature `dpdk`, the last steps below): Debian's DPDK
 # 22.11 as `pkg-config libdpdk` finds it (dataplane/dpdk-sys/build.rs), the
 # C library bindgen loads (clang-sys opens `libclang.so`; `libclang-cpp.so`
