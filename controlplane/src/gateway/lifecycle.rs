@@ -7,7 +7,7 @@ use super::GatewayError;
 #[cfg(feature = "dpdk")]
 use super::dpdk;
 use super::driver_plan::{gateway_driver, neighbour_config, prepare_port, warn_kernel_conflicts};
-use super::reload::{ReloadOutcome, restart_required};
+use super::reload::{ReloadDecision, ReloadOutcome, decide};
 use super::stats::StatsSource;
 use crate::admin::{
     AdminServer, ControlPlaneMetrics, DEFAULT_DROP_LOG_INTERVAL_MS, DropLog, LiveAdmin,
@@ -274,12 +274,10 @@ impl Gateway {
             Ok(plan) => plan,
             Err(e) => return ReloadOutcome::Invalid(e),
         };
-        let changes = restart_required(&self.plan, &plan);
-        if !changes.is_empty() {
-            return ReloadOutcome::NeedsRestart(changes);
-        }
-        if plan == self.plan {
-            return ReloadOutcome::Unchanged;
+        match decide(&self.plan, &plan) {
+            ReloadDecision::NeedsRestart(changes) => return ReloadOutcome::NeedsRestart(changes),
+            ReloadDecision::Unchanged => return ReloadOutcome::Unchanged,
+            ReloadDecision::Live => {}
         }
         let Some(builder) = self.builder.as_mut() else {
             return ReloadOutcome::NeedsRestart(vec![

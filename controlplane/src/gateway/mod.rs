@@ -24,7 +24,7 @@
 //!   backends;
 //! * a reload either publishes a complete new snapshot or changes nothing:
 //!   an invalid file, a spec the builder rejects, or a change only a restart
-//!   can apply ([`restart_required`]) leaves the running configuration as it
+//!   can apply ([`decide`]) leaves the running configuration as it
 //!   was, and every problem is logged;
 //! * the workers own their drivers and pipelines; other threads see only
 //!   what the workers publish (counters, driver stats), what they answer
@@ -70,7 +70,7 @@ mod workers;
 
 pub use driver_plan::owned_addresses;
 pub use lifecycle::{Gateway, NEIGHBOUR_GC_INTERVAL_MS, signals};
-pub use reload::{ReloadOutcome, restart_required};
+pub use reload::{ReloadDecision, ReloadOutcome, decide, restart_required};
 
 use crate::admin::{AdminError, MetricsError};
 use crate::source::kube::KubeSourceError;

@@ -1,6 +1,7 @@
 //! The reload decision: which differences between the running plan and a
 //! re-read one only a restart can apply (ports, workers and everything the
-//! workers were built with), and what a reload did.
+//! workers were built with), and what a reload did. The plan's halves come
+//! from [`Plan::split`], so every setting is in one of them.
 
 use dataplane::snapshot::BuildError;
 use nic_config::{ConfigError, Plan};
@@ -21,128 +22,39 @@ pub enum ReloadOutcome {
     Rejected(BuildError),
 }
 
+/// What a re-read plan asks of the running gateway.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReloadDecision {
+    /// Nothing differs.
+    Unchanged,
+    /// Only what a new snapshot applies differs.
+    Live,
+    /// Settings only a restart applies differ, each as `path (old -> new)`.
+    NeedsRestart(Vec<String>),
+}
+
+/// Compare the restart parts and the live parts of `old` and `new` (see
+/// [`nic_config::restart`]).
+pub fn decide(old: &Plan, new: &Plan) -> ReloadDecision {
+    let (old_restart, old_live) = old.split();
+    let (new_restart, new_live) = new.split();
+    if old_restart != new_restart {
+        ReloadDecision::NeedsRestart(old_restart.changes_to(&new_restart))
+    } else if old_live == new_live {
+        ReloadDecision::Unchanged
+    } else {
+        ReloadDecision::Live
+    }
+}
+
 /// Settings of `new` that differ from `old` and cannot change while the
 /// gateway runs (ports, workers and everything the workers were built
 /// with), each as `path (old -> new)`. Empty: `new` can be applied live.
 pub fn restart_required(old: &Plan, new: &Plan) -> Vec<String> {
-    let mut changed = Vec::new();
-    let mut check = |path: &str, a: String, b: String| {
-        if a != b {
-            changed.push(format!("{path} ({a} -> {b})"));
-        }
-    };
-    let (a, b) = (&old.dataplane, &new.dataplane);
-    check(
-        "dataplane.workers",
-        a.workers.to_string(),
-        b.workers.to_string(),
-    );
-    check(
-        "dataplane.cores",
-        format!("{:?}", a.cores),
-        format!("{:?}", b.cores),
-    );
-    check(
-        "dataplane.batch_size",
-        a.batch_size.to_string(),
-        b.batch_size.to_string(),
-    );
-    check("dataplane.idle", a.idle.to_string(), b.idle.to_string());
-    check(
-        "dataplane.conntrack.capacity",
-        a.conntrack.capacity.to_string(),
-        b.conntrack.capacity.to_string(),
-    );
-    check(
-        "dataplane.conntrack.expiry_scan_per_poll",
-        a.conntrack.expiry_scan_per_poll.to_string(),
-        b.conntrack.expiry_scan_per_poll.to_string(),
-    );
-    check(
-        "dataplane.conntrack.early_drop_scan",
-        a.conntrack.early_drop_scan.to_string(),
-        b.conntrack.early_drop_scan.to_string(),
-    );
-    for ((name, x), (_, y)) in a
-        .conntrack
-        .timeouts
-        .named()
-        .iter()
-        .zip(b.conntrack.timeouts.named().iter())
-    {
-        check(
-            &format!("dataplane.conntrack.timeouts.{name}"),
-            x.to_string(),
-            y.to_string(),
-        );
+    match decide(old, new) {
+        ReloadDecision::NeedsRestart(changes) => changes,
+        ReloadDecision::Unchanged | ReloadDecision::Live => Vec::new(),
     }
-    check(
-        "SNAT addresses",
-        format!("{:?}", a.snat.addresses),
-        format!("{:?}", b.snat.addresses),
-    );
-    check(
-        "dataplane.snat.port_range",
-        format!("{:?}", a.snat.port_range),
-        format!("{:?}", b.snat.port_range),
-    );
-    check(
-        "dataplane.snat.quarantine_ms",
-        a.snat.quarantine_ms.to_string(),
-        b.snat.quarantine_ms.to_string(),
-    );
-    check(
-        "dataplane.affinity.capacity",
-        a.affinity_capacity.to_string(),
-        b.affinity_capacity.to_string(),
-    );
-    check(
-        "dataplane.afxdp",
-        format!("{:?}", a.afxdp),
-        format!("{:?}", b.afxdp),
-    );
-    check(
-        "dataplane.neighbour_table",
-        format!("{:?}", a.neighbour_table),
-        format!("{:?}", b.neighbour_table),
-    );
-    if old.ports.len() != new.ports.len() {
-        check(
-            "number of ports",
-            old.ports.len().to_string(),
-            new.ports.len().to_string(),
-        );
-    } else {
-        for (i, (p, q)) in old.ports.iter().zip(&new.ports).enumerate() {
-            check(&format!("port[{i}].name"), p.name.clone(), q.name.clone());
-            check(
-                &format!("port[{i}].driver"),
-                p.driver.to_string(),
-                q.driver.to_string(),
-            );
-            check(
-                &format!("port[{i}].interface"),
-                p.interface.clone(),
-                q.interface.clone(),
-            );
-            check(
-                &format!("port[{i}].role"),
-                p.role.to_string(),
-                q.role.to_string(),
-            );
-            check(
-                &format!("port[{i}].mac"),
-                format!("{:?}", p.mac.map(|m| m.to_string())),
-                format!("{:?}", q.mac.map(|m| m.to_string())),
-            );
-            check(
-                &format!("port[{i}].mtu"),
-                format!("{:?}", p.mtu),
-                format!("{:?}", q.mtu),
-            );
-        }
-    }
-    changed
 }
 
 #[cfg(test)]
