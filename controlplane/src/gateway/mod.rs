@@ -3,9 +3,9 @@
 //!
 //! Drivers: every port of a gateway uses the same driver (`driver` of the
 //! ports; nic-config refuses a mix), because one worker drives all its
-//! ports through one [`Driver`]. The worker loop is generic over
-//! [`GatewayDriver`] (how a worker opens its driver, sleeps when idle and
-//! publishes its port counters); [`WorkerDriver`] picks the implementation
+//! ports through one [`Driver`](dataplane::driver::Driver). The worker loop is generic over
+//! `GatewayDriver` (how a worker opens its driver, sleeps when idle and
+//! publishes its port counters); `WorkerDriver` picks the implementation
 //! once per worker thread, so nothing is dispatched per packet.
 //!
 //! Start-up, in order: every port's interface is prepared (offloads off) and
@@ -19,7 +19,7 @@
 //! Prometheus endpoint (`--metrics-addr`, in the gateway's namespace).
 //!
 //! Invariants:
-//! * one [`SnapshotBuilder`] lives as long as the gateway, so service and
+//! * one [`SnapshotBuilder`](dataplane::snapshot::SnapshotBuilder) lives as long as the gateway, so service and
 //!   backend ids stay stable across reloads and established flows keep their
 //!   backends;
 //! * a reload either publishes a complete new snapshot or changes nothing:
@@ -36,14 +36,14 @@
 //!   generation, see [`dataplane::neighbour`]), so pods coming and going
 //!   as next hops never fill it up;
 //! * snapshot build times and reload-to-live latency go to the
-//!   [`ControlPlaneMetrics`] handle other sources feed too
+//!   [`ControlPlaneMetrics`](crate::admin::ControlPlaneMetrics) handle other sources feed too
 //!   ([`Gateway::control_plane_metrics`]); the control thread logs drop
 //!   summaries at most once per interval, never per packet.
 //!
 //! With a `[kubernetes]` section the Kubernetes source
 //! ([`crate::source::kube`]) starts after the workers, on its own thread
 //! (pinned off the worker cores when `cores` is set), and takes over the
-//! snapshot builder: it publishes through the same [`Publisher`]. The
+//! snapshot builder: it publishes through the same [`Publisher`](dataplane::snapshot::Publisher). The
 //! file's standalone `[[service]]`s stay in force next to the cluster's
 //! Services (the address pools cannot overlap their addresses; a Kubernetes
 //! Service whose listener clashes with one is left out and gets a
@@ -52,11 +52,11 @@
 //! restart. On SIGTERM the source stops first, releasing its Lease, then the
 //! workers.
 //!
-//! Layout, one file per role: [`lifecycle`] (start, serve, reload entry
-//! point, shutdown, signals), [`reload`] (which changes need a restart),
-//! [`driver_plan`] (the plan's ports and settings mapped to driver
+//! Layout, one file per role: `lifecycle` (start, serve, reload entry
+//! point, shutdown, signals), `reload` (which changes need a restart),
+//! `driver_plan` (the plan's ports and settings mapped to driver
 //! configurations; interface preparation and the XDP attachment),
-//! [`workers`] (the worker threads and their poll loop), [`stats`] (what
+//! `workers` (the worker threads and their poll loop), `stats` (what
 //! the admin socket and `/metrics` report from) and `dpdk` (the same for
 //! `driver = "dpdk"`, cargo feature `dpdk`).
 
