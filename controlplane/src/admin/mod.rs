@@ -48,12 +48,11 @@ pub use socket::{
     Handler, ask, fetch,
 };
 
+use crate::mirror::ToConfig;
 use dataplane::conntrack::FlowState;
 use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters, SnatAddrStats};
 use dataplane::driver::afpacket::{KernelStats, PortStats};
-use dataplane::snapshot::{
-    Backend, EndpointCondition, Listener, ListenerKey, ListenerKind, Service, Snapshot,
-};
+use dataplane::snapshot::{Backend, Listener, ListenerKey, Service, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -269,12 +268,7 @@ impl ListenerReport {
     /// The row of one listener.
     pub fn of(key: &ListenerKey, listener: &Listener) -> Self {
         ListenerReport {
-            kind: match listener.kind {
-                ListenerKind::Vip => "vip",
-                ListenerKind::ExternalIp => "external_ip",
-                ListenerKind::NodePort => "node_port",
-            }
-            .to_owned(),
+            kind: listener.kind.to_config().name().to_owned(),
             address: format!("{}:{}", key.addr, key.port),
         }
     }
@@ -285,12 +279,7 @@ impl BackendReport {
     pub fn of(b: &Backend, counted: &ServiceCounters) -> Self {
         BackendReport {
             address: b.addr.to_string(),
-            condition: match b.condition {
-                EndpointCondition::Ready => "ready",
-                EndpointCondition::ServingTerminating => "serving_terminating",
-                EndpointCondition::Draining => "draining",
-            }
-            .to_owned(),
+            condition: b.condition.to_config().name().to_owned(),
             weight: b.weight,
             packets: counter_at(&counted.backend_packets, b.id),
             bytes: counter_at(&counted.backend_bytes, b.id),

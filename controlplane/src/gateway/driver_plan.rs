@@ -5,16 +5,15 @@
 
 use super::GatewayError;
 use super::lifecycle::Gateway;
+use crate::mirror::ToDataplane;
 use crate::source::static_file::PortFacts;
 use dataplane::driver::afpacket::prepare::{kernel_owned_conflicts, prepare_interface};
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig};
 use dataplane::driver::afxdp::{
-    AfXdpConfig, AfXdpError, AfXdpPortConfig, XdpAttachment, XdpMode, XdpRingConfig, ZeroCopy,
+    AfXdpConfig, AfXdpError, AfXdpPortConfig, XdpAttachment, XdpRingConfig,
 };
 use dataplane::neighbour::NeighbourConfig;
-use nic_config::{
-    AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan, XdpModeSetting, ZeroCopySetting,
-};
+use nic_config::{AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan};
 use std::net::Ipv4Addr;
 #[cfg(feature = "dpdk")]
 use std::sync::Arc;
@@ -140,11 +139,7 @@ pub(super) fn attach_xdp(port: &PortPlan, plan: &Plan) -> Result<XdpAttachment, 
             workers,
         }));
     }
-    let mode = match plan.dataplane.afxdp.mode {
-        XdpModeSetting::Native => XdpMode::Native,
-        XdpModeSetting::Generic => XdpMode::Generic,
-        XdpModeSetting::Auto => XdpMode::Auto,
-    };
+    let mode = plan.dataplane.afxdp.mode.to_dataplane();
     let attachment = XdpAttachment::attach(&port.interface, queues, mode).map_err(err)?;
     for stale in attachment.stale_removed() {
         warn!(interface = %port.interface, id = stale.id, mode = %stale.mode,
@@ -180,11 +175,7 @@ pub(super) fn afxdp_config(
         rx_ring: a.rx_ring_size,
         tx_ring: a.tx_ring_size,
     };
-    config.zero_copy = match a.zero_copy {
-        ZeroCopySetting::Auto => ZeroCopy::Auto,
-        ZeroCopySetting::On => ZeroCopy::On,
-        ZeroCopySetting::Off => ZeroCopy::Off,
-    };
+    config.zero_copy = a.zero_copy.to_dataplane();
     config.need_wakeup = a.need_wakeup;
     config.shared_umem = a.shared_umem;
     if workers > 1 {
