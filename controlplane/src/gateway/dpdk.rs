@@ -15,15 +15,15 @@
 //! adds the device's byte counts and drops (`rte_eth_stats`), which are per
 //! port, not per queue.
 
-use super::{GatewayDriver, GatewayError};
+use super::GatewayError;
+use super::workers::GatewayDriver;
 use crate::admin::{KernelTotals, PortCounters, PortStatsCell};
 use crate::source::static_file::PortFacts;
 use dataplane::driver::Driver;
-use dataplane::driver::afpacket::prepare::prepare_interface;
 use dataplane::driver::dpdk::{DpdkDevice, DpdkDriver, DpdkPorts, DpdkPortsConfig, Eal, EalConfig};
 use nic_config::{DpdkDevicePlan, Plan};
 use std::sync::Arc;
-use tracing::{info, warn};
+use tracing::info;
 
 /// The EAL devices of the plan's ports, in port order.
 pub(super) fn devices(plan: &Plan) -> Vec<DpdkDevice> {
@@ -52,15 +52,7 @@ pub(super) fn start_ports(plan: &Plan) -> Result<Arc<DpdkPorts>, GatewayError> {
             port.dpdk_device,
             None | Some(DpdkDevicePlan::AfPacket | DpdkDevicePlan::AfXdp)
         ) {
-            let prepared =
-                prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
-                    port: port.name.clone(),
-                    source,
-                })?;
-            if !prepared.offloads.all_off() {
-                warn!(interface = %port.interface, offloads = ?prepared.offloads,
-                    "some offloads stay on; frames above the MTU will be dropped");
-            }
+            super::driver_plan::prepare_offloads(port)?;
         }
     }
     let devices = devices(plan);
