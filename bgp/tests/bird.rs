@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use portico_bgp::{PeerConfig, wire::Notification};
 use portico_bgp::{Prefix, RouteAttributes, Routes, Session, State};
-use support::{Bird, Netns, NsRuntime, veth, wait_until};
+use portico_netns::{Netns, NsRuntime, unique_name, veth, wait_until};
+use support::Bird;
 
 const BIRD_ASN: u32 = 65000;
 const OUR_ASN: u32 = 65001;
@@ -58,7 +59,7 @@ fn lab(test: &str, neighbor_as: u32, extra: &str) -> Option<Lab> {
         bgp_protocol("s1", ROUTER, SPEAKER, neighbor_as, extra)
     );
     let bird = Bird::start(&router_ns, &config);
-    let rt = NsRuntime::new(&speaker_ns);
+    let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
     Some(Lab {
         bird,
         rt,
@@ -219,7 +220,11 @@ fn ibgp_with_local_pref_md5_and_source_address() {
     assert_eq!(r.attrs["BGP.community"], "(65000,1)");
     // The TCP connection is MD5-signed (BIRD would refuse it otherwise) and
     // comes from the configured source address.
-    let ss = lab.speaker_ns.exec(&["ss", "-tniH", "dst", ROUTER]);
+    let ss = lab
+        .speaker_ns
+        .exec("ss", &["-tniH", "dst", ROUTER])
+        .expect("ss");
+    let ss = String::from_utf8_lossy(&ss.stdout);
     assert!(ss.contains("md5"), "ss shows TCP-MD5: {ss}");
     assert!(ss.contains(&format!("{SPEAKER}:")), "{ss}");
     lab.rt.block_on(session.shutdown("done"));
@@ -268,7 +273,11 @@ fn crash_drops_routes_and_a_silent_speaker_expires_birds_hold_timer() {
     session.set_routes(routes(&vip, &attrs));
     lab.bird_has(&vip, Duration::from_secs(5));
     lab.speaker_ns
-        .exec(&["ip", "route", "add", "blackhole", &format!("{ROUTER}/32")]);
+        .exec(
+            "ip",
+            &["route", "add", "blackhole", &format!("{ROUTER}/32")],
+        )
+        .expect("blackhole route");
     let start = Instant::now();
     let gone = wait_until(Duration::from_secs(8), || lab.bird.routes("s1").is_empty());
     let waited = start.elapsed();
@@ -298,7 +307,11 @@ fn crash_drops_routes_and_a_silent_speaker_expires_birds_hold_timer() {
     );
     // Heal the path: the session comes back with the routes.
     lab.speaker_ns
-        .exec(&["ip", "route", "del", "blackhole", &format!("{ROUTER}/32")]);
+        .exec(
+            "ip",
+            &["route", "del", "blackhole", &format!("{ROUTER}/32")],
+        )
+        .expect("remove the blackhole route");
     let back = lab
         .rt
         .block_on(session.wait_for(Duration::from_secs(20), |s| {
@@ -366,21 +379,24 @@ fn two_speakers_give_an_ecmp_route_in_the_router_fib() {
         return;
     }
     support::logs();
-    let router_ns = Netns::new("bgr");
-    router_ns.exec(&["sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"]);
+    let router_ns = Netns::new("bgr").expect("router namespace");
+    router_ns
+        .exec("sysctl", &["-qw", "net.ipv4.fib_multipath_hash_policy=1"])
+        .expect("sysctl");
     let mut protocols = String::new();
     let mut speakers = Vec::new();
     for i in 1..=2 {
-        let ns = Netns::new("bgs");
+        let ns = Netns::new("bgs").expect("speaker namespace");
         let (router_addr, speaker_addr) = (format!("10.0.{i}.1"), format!("10.0.{i}.2"));
         veth(
             &router_ns,
-            &support::unique_name("r"),
-            &format!("{router_addr}/24"),
+            &unique_name("r"),
+            Some(&format!("{router_addr}/24")),
             &ns,
-            &support::unique_name("s"),
-            &format!("{speaker_addr}/24"),
-        );
+            &unique_name("s"),
+            Some(&format!("{speaker_addr}/24")),
+        )
+        .expect("veth router ↔ speaker");
         protocols.push_str(&bgp_protocol(
             &format!("s{i}"),
             &router_addr,
@@ -400,7 +416,7 @@ fn two_speakers_give_an_ecmp_route_in_the_router_fib() {
     let vip = "10.128.0.10/32";
     let mut running = Vec::new();
     for (ns, router_addr, speaker_addr) in &speakers {
-        let rt = NsRuntime::new(ns);
+        let rt = NsRuntime::new(ns).expect("speaker runtime");
         let mut cfg = PeerConfig::new(
             router_addr.parse().unwrap(),
             BIRD_ASN,
@@ -414,7 +430,12 @@ fn two_speakers_give_an_ecmp_route_in_the_router_fib() {
         session.set_routes(routes(&[vip], &RouteAttributes::default()));
         running.push((rt, session));
     }
-    let fib = || router_ns.exec(&["ip", "route", "show", vip]);
+    let fib = || {
+        let out = router_ns
+            .exec("ip", &["route", "show", vip])
+            .expect("ip route show");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
     let mut last = String::new();
     let multipath = wait_until(Duration::from_secs(10), || {
         last = fib();
@@ -531,26 +552,35 @@ fn ebgp_multihop_needs_the_ttl() {
         return;
     }
     support::logs();
-    let (router_ns, mid_ns, speaker_ns) = (Netns::new("bgr"), Netns::new("bgm"), Netns::new("bgs"));
+    let ns = |prefix| Netns::new(prefix).expect("namespace");
+    let (router_ns, mid_ns, speaker_ns) = (ns("bgr"), ns("bgm"), ns("bgs"));
     veth(
         &speaker_ns,
-        &support::unique_name("s"),
-        "10.0.1.2/24",
+        &unique_name("s"),
+        Some("10.0.1.2/24"),
         &mid_ns,
-        &support::unique_name("m"),
-        "10.0.1.1/24",
-    );
+        &unique_name("m"),
+        Some("10.0.1.1/24"),
+    )
+    .expect("veth speaker ↔ middle");
     veth(
         &mid_ns,
-        &support::unique_name("m"),
-        "10.0.2.1/24",
+        &unique_name("m"),
+        Some("10.0.2.1/24"),
         &router_ns,
-        &support::unique_name("r"),
-        "10.0.2.2/24",
-    );
-    mid_ns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
-    speaker_ns.exec(&["ip", "route", "add", "default", "via", "10.0.1.1"]);
-    router_ns.exec(&["ip", "route", "add", "default", "via", "10.0.2.1"]);
+        &unique_name("r"),
+        Some("10.0.2.2/24"),
+    )
+    .expect("veth middle ↔ router");
+    mid_ns
+        .exec("sysctl", &["-qw", "net.ipv4.ip_forward=1"])
+        .expect("forwarding in the middle");
+    speaker_ns
+        .exec("ip", &["route", "add", "default", "via", "10.0.1.1"])
+        .expect("speaker's default route");
+    router_ns
+        .exec("ip", &["route", "add", "default", "via", "10.0.2.1"])
+        .expect("router's default route");
     let bird = Bird::start(
         &router_ns,
         &format!(
@@ -558,7 +588,7 @@ fn ebgp_multihop_needs_the_ttl() {
             bgp_protocol("s1", "10.0.2.2", "10.0.1.2", OUR_ASN, "multihop 2;")
         ),
     );
-    let rt = NsRuntime::new(&speaker_ns);
+    let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
     let mut cfg = PeerConfig::new(
         "10.0.2.2".parse().unwrap(),
         BIRD_ASN,

@@ -7,13 +7,13 @@ mod support;
 use std::time::Duration;
 
 use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session};
-use support::{Netns, NsRuntime, TempDir, wait_until};
+use portico_netns::{Netns, NsRuntime, Process, TempDir, wait_until};
 
 const GOBGP_ASN: u32 = 65000;
 const OUR_ASN: u32 = 65001;
 
 struct GoBgp {
-    _daemon: support::Daemon,
+    _daemon: Process,
     ns_name: String,
     _dir: TempDir,
     log: std::path::PathBuf,
@@ -21,7 +21,7 @@ struct GoBgp {
 
 impl GoBgp {
     fn start(ns: &Netns) -> GoBgp {
-        let dir = TempDir::new("gobgp");
+        let dir = TempDir::new("gobgp").expect("GoBGP's temporary directory");
         let conf = dir.path.join("gobgpd.toml");
         std::fs::write(
             &conf,
@@ -32,20 +32,22 @@ impl GoBgp {
         )
         .expect("gobgpd.toml");
         let log = dir.path.join("gobgpd.log");
-        let daemon = ns.spawn(
-            &[
+        let daemon = ns
+            .spawn_logged(
                 "gobgpd",
-                "-f",
-                conf.to_str().expect("utf-8"),
-                "-p",
-                "--api-hosts",
-                "127.0.0.1:50051",
-                "--pprof-disable",
-                "-l",
-                "debug",
-            ],
-            &log,
-        );
+                &[
+                    "-f",
+                    conf.to_str().expect("utf-8"),
+                    "-p",
+                    "--api-hosts",
+                    "127.0.0.1:50051",
+                    "--pprof-disable",
+                    "-l",
+                    "debug",
+                ],
+                &log,
+            )
+            .expect("spawn gobgpd");
         let g = GoBgp {
             _daemon: daemon,
             ns_name: ns.name.clone(),
@@ -114,7 +116,7 @@ fn gobgp_receives_attributes_and_withdrawals() {
     support::logs();
     let (router_ns, speaker_ns) = support::router_and_speaker();
     let gobgp = GoBgp::start(&router_ns);
-    let rt = NsRuntime::new(&speaker_ns);
+    let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
     let mut cfg = PeerConfig::new(
         "10.0.0.1".parse().unwrap(),
         GOBGP_ASN,

@@ -5,8 +5,9 @@
 //! the benchmarks' namespace tests, and the drivers' namespace tests in the
 //! dataplane.
 //!
-//! This crate depends on no other Portico crate, so every one of them may
-//! use it (the dataplane as a dev-dependency only).
+//! This crate depends on no other Portico crate (only on `libc`, and on
+//! `tokio` for [`NsRuntime`]), so every one of them may use it (the
+//! dataplane as a dev-dependency only).
 //!
 //! Invariants:
 //! * every resource is owned by a guard that removes it on drop, also when a
@@ -17,21 +18,25 @@
 //! * names carry the process id and a per-process counter
 //!   ([`unique_name`]), so tests running in parallel never collide;
 //! * entering a namespace ([`in_netns`]) changes only a thread spawned for
-//!   the purpose, never the caller's; a socket opened there stays in that
-//!   namespace wherever it is used afterwards;
+//!   the purpose, never the caller's (likewise the thread of an
+//!   [`NsRuntime`], whose tasks open their sockets in its namespace); a
+//!   socket opened there stays in that namespace wherever it is used
+//!   afterwards;
 //! * all `unsafe` code (`setns`, raw sockets) is in the private `sys` module.
 //!
-//! Tests that need root call [`require_root`] first; without root (or
-//! without `ip netns`) it writes a loud `SKIPPED` banner to stderr and the
-//! test returns. With `PORTICO_REQUIRE_ROOT=1` (set by `tests/run.sh` when it
+//! Tests that need root call [`require_root`] first, and
+//! [`require_programs`] for the programs they run; without root, `ip netns`
+//! or a program, these write a loud `SKIPPED` banner to stderr and the test
+//! returns. With `PORTICO_REQUIRE_ROOT=1` (set by `tests/run.sh` when it
 //! runs as root, as CI does) a test that would skip fails instead: see
 //! [`skip()`].
 //!
 //! Layout: `name.rs` (unique names), `skip.rs` (root check, skip policy),
 //! `command.rs` (running programs), `ns.rs` (namespaces, entering one),
-//! `veth.rs` (veth pairs), `process.rs` (process guards), `wait.rs`
-//! (polling), `temp_dir.rs`, `nginx.rs` (a backend web server),
-//! `raw_socket.rs` (a raw `AF_PACKET` peer), `sys.rs` (the syscalls).
+//! `veth.rs` (veth pairs), `process.rs` (process guards), `runtime.rs` (a
+//! tokio runtime on a thread in a namespace), `wait.rs` (polling),
+//! `temp_dir.rs`, `nginx.rs` (a backend web server), `raw_socket.rs` (a raw
+//! `AF_PACKET` peer), `sys.rs` (the syscalls).
 
 mod command;
 mod name;
@@ -46,6 +51,8 @@ mod wait;
 #[cfg(target_os = "linux")]
 mod raw_socket;
 #[cfg(target_os = "linux")]
+mod runtime;
+#[cfg(target_os = "linux")]
 mod sys;
 
 pub use command::{have, run};
@@ -57,7 +64,9 @@ pub use ns::in_netns;
 pub use process::Process;
 #[cfg(target_os = "linux")]
 pub use raw_socket::RawSocket;
-pub use skip::{require_root, skip, skips_are_failures};
+#[cfg(target_os = "linux")]
+pub use runtime::NsRuntime;
+pub use skip::{require_programs, require_root, skip, skips_are_failures};
 pub use temp_dir::TempDir;
 pub use veth::{HostVeth, Veth, veth};
 pub use wait::wait_until;

@@ -3,7 +3,7 @@
 //! Invariant: under `PORTICO_REQUIRE_ROOT=1` no test skips: [`skip`] panics,
 //! so a CI run as root never passes by skipping.
 
-use crate::command::run;
+use crate::command::{have, run};
 use std::io::Write as _;
 
 /// True when `PORTICO_REQUIRE_ROOT=1`: `tests/run.sh` sets it when it runs
@@ -39,6 +39,22 @@ pub fn require_root(test: &str) -> bool {
         return true;
     };
     skip(test, why);
+    false
+}
+
+/// True when every program in `programs` is on `PATH`; otherwise reports
+/// the skip with [`skip`], naming the missing programs and `install_hint`
+/// (how to get them, e.g. `"apt-get install bird2"`), and returns false.
+/// Under `PORTICO_REQUIRE_ROOT=1` a missing program fails the test.
+pub fn require_programs(test: &str, programs: &[&str], install_hint: &str) -> bool {
+    let missing: Vec<&str> = programs.iter().copied().filter(|p| !have(p)).collect();
+    if missing.is_empty() {
+        return true;
+    }
+    skip(
+        test,
+        &format!("{} not installed ({install_hint})", missing.join(", ")),
+    );
     false
 }
 

@@ -1,15 +1,20 @@
 //! The building blocks on real namespaces: a veth pair gets what was asked
 //! for, raw sockets in two namespaces exchange frames over it, entering a
-//! namespace moves only the thread made for it, and guards clean up.
+//! namespace moves only the thread made for it, the tasks of a namespace's
+//! tokio runtime open their sockets there, and guards clean up.
 //!
 //! Need root and `ip netns`; otherwise a loud SKIPPED banner (a failure
 //! under `PORTICO_REQUIRE_ROOT=1`).
 
 use portico_netns::{
-    HostVeth, Netns, RawSocket, Veth, in_netns, require_root, run, unique_name, wait_until,
+    HostVeth, Netns, NsRuntime, RawSocket, Veth, in_netns, require_programs, require_root, run,
+    skips_are_failures, unique_name, wait_until,
 };
 use std::collections::HashSet;
+use std::io::{self, Read as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
+use tokio::io::AsyncWriteExt as _;
 
 const MAC_A: [u8; 6] = [0x02, 0x50, 0x4e, 0, 0, 0xa];
 const MAC_B: [u8; 6] = [0x02, 0x50, 0x4e, 0, 0, 0xb];
@@ -170,4 +175,96 @@ fn a_host_veth_links_the_callers_namespace_and_goes_on_drop() {
         run("ip", &["link", "show", &host_if]).is_err(),
         "{host_if} deleted"
     );
+}
+
+#[test]
+fn require_programs_passes_installed_programs_and_reports_missing_ones() {
+    assert!(require_programs(
+        "require_programs self-test",
+        &["sh", "ip"],
+        "iproute2"
+    ));
+    let missing = std::panic::catch_unwind(|| {
+        require_programs(
+            "require_programs self-test (this SKIPPED banner is expected)",
+            &["sh", "portico-no-such-program"],
+            "nowhere",
+        )
+    });
+    if skips_are_failures() {
+        let panic = missing.expect_err("a missing program fails the test");
+        let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            message.contains("portico-no-such-program not installed (nowhere)"),
+            "{message}"
+        );
+    } else {
+        assert!(!missing.expect("a skip, not a panic"), "a skip");
+    }
+}
+
+/// Address and port of a listener that a task on `rt` binds to `ip:0`
+/// (panicking if it cannot); the task then accepts one connection, waits
+/// 50 ms on a timer and writes `hello`, or holds the listener for ever when
+/// `serve` is false.
+fn listen_on(rt: &NsRuntime, ip: &'static str, serve: bool) -> SocketAddr {
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    rt.enter(|| {
+        tokio::spawn(async move {
+            let listener = tokio::net::TcpListener::bind((ip, 0))
+                .await
+                .expect("bind in the namespace");
+            let _ = bound_tx.send(listener.local_addr().expect("local address"));
+            if !serve {
+                return std::future::pending::<()>().await;
+            }
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            stream.write_all(b"hello").await.expect("write");
+        })
+    });
+    rt.block_on(bound_rx).expect("the task bound its listener")
+}
+
+#[test]
+fn a_namespace_runtime_runs_its_tasks_in_the_namespace_until_stopped() {
+    if !require_root("portico-netns NsRuntime test") {
+        return;
+    }
+    let ns = Netns::new("ntr").expect("namespace");
+    // An address only this namespace has.
+    let ip = "10.252.0.1";
+    ns.exec("ip", &["addr", "add", &format!("{ip}/32"), "dev", "lo"])
+        .expect("address on lo");
+    let mut rt = NsRuntime::new(&ns).expect("namespace runtime");
+
+    let before = own_netns();
+    let task = rt.enter(|| tokio::spawn(async { own_netns() }));
+    let task_netns = rt.block_on(task).expect("task");
+    assert_eq!(task_netns, in_netns(&ns, own_netns), "the task runs in ns");
+    assert_eq!(own_netns(), before, "the caller stayed where it was");
+    let err = TcpListener::bind((ip, 0)).expect_err("the address is not here");
+    assert_eq!(err.kind(), io::ErrorKind::AddrNotAvailable, "{err}");
+
+    // A task's socket is in the namespace; its IO and its timer progress
+    // while the test thread waits elsewhere.
+    let addr = listen_on(&rt, ip, true);
+    let got = in_netns(&ns, || {
+        let mut stream = TcpStream::connect(addr)?;
+        let mut got = String::new();
+        stream.read_to_string(&mut got)?;
+        io::Result::Ok(got)
+    })
+    .expect("a client in the namespace");
+    assert_eq!(got, "hello");
+
+    // Stopping drops the tasks still on the runtime: their sockets close.
+    let addr = listen_on(&rt, ip, false);
+    assert!(
+        in_netns(&ns, || TcpStream::connect(addr)).is_ok(),
+        "listening"
+    );
+    rt.stop();
+    let err = in_netns(&ns, || TcpStream::connect(addr)).expect_err("closed");
+    assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
 }
