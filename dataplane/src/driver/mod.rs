@@ -13,6 +13,8 @@ pub mod afxdp;
 #[cfg(all(target_os = "linux", feature = "dpdk"))]
 pub mod dpdk;
 pub mod mem;
+#[cfg(target_os = "linux")]
+mod sys;
 #[cfg(all(test, target_os = "linux"))]
 mod test_skip;
 

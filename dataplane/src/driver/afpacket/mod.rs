@@ -43,22 +43,24 @@
 //! panic, `rx_burst` makes no syscall and `tx_burst` at most one. Pool buffers
 //! hold the largest frame any port accepts, and TX slots hold a pool buffer.
 //!
-//! All `unsafe` code lives in `sys.rs` (and the namespace tests).
+//! No `unsafe` code here: the Linux calls are the shared wrappers of
+//! [`crate::driver::sys`] (packet-socket ones in `socket.rs`), the ring
+//! mapping a [`sys::Region`], the idle wait a [`sys::PollSet`].
 
 pub mod prepare;
 
 mod fixup;
 mod port;
-mod sys;
+mod socket;
 #[cfg(test)]
 mod tests;
 
-use super::{Driver, Frame};
+use super::{Driver, Frame, sys};
 use crate::packet::PortId;
 use crate::wire::MacAddr;
 use port::{RxContext, RxRing, TxRing};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 /// Why opening or preparing an interface failed. Every variant names the
 /// interface and carries the OS error.
@@ -316,11 +318,12 @@ impl AfPacketPort {
     /// The kernel's counters since the last call (a syscall; reading resets
     /// them in the kernel).
     pub fn kernel_stats(&self) -> Result<KernelStats, AfPacketError> {
-        let s = sys::packet_statistics(&self.fd).map_err(|source| AfPacketError::SocketOption {
-            ifname: self.ifname.clone(),
-            option: "PACKET_STATISTICS",
-            source,
-        })?;
+        let s =
+            socket::packet_statistics(&self.fd).map_err(|source| AfPacketError::SocketOption {
+                ifname: self.ifname.clone(),
+                option: "PACKET_STATISTICS",
+                source,
+            })?;
         Ok(KernelStats {
             packets: s.tp_packets,
             drops: s.tp_drops,
@@ -402,7 +405,7 @@ impl AfPacketPort {
             tp_feature_req_word: 0,
         };
 
-        let fd = sys::packet_socket().map_err(|source| AfPacketError::Socket {
+        let fd = socket::packet_socket().map_err(|source| AfPacketError::Socket {
             ifname: ifname.to_string(),
             source,
         })?;
@@ -436,13 +439,14 @@ impl AfPacketPort {
             ring.tx_frame_size,
         );
         let len_bytes = rx.len_bytes() + tx.len_bytes();
-        let region = sys::Region::map(&fd, len_bytes).map_err(|source| AfPacketError::Mmap {
-            ifname: ifname.to_string(),
-            len_bytes,
-            source,
-        })?;
+        let region =
+            sys::Region::shared(&fd, len_bytes, 0).map_err(|source| AfPacketError::Mmap {
+                ifname: ifname.to_string(),
+                len_bytes,
+                source,
+            })?;
 
-        sys::bind_packet(&fd, info.ifindex, sys::ETH_P_ALL_BE).map_err(|source| {
+        socket::bind_packet(&fd, info.ifindex, socket::ETH_P_ALL_BE).map_err(|source| {
             AfPacketError::Bind {
                 ifname: ifname.to_string(),
                 source,
@@ -480,22 +484,13 @@ impl AfPacketPort {
     }
 }
 
-/// The `pollfd` set of a driver's sockets, built once.
-struct PollSet(Vec<libc::pollfd>);
-
-impl std::fmt::Debug for PollSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.iter().map(|p| p.fd)).finish()
-    }
-}
-
 /// One worker's af_packet ports.
 #[derive(Debug)]
 pub struct AfPacketDriver {
     ports: Vec<AfPacketPort>,
     pool: Vec<AfPacketFrame>,
     frame_capacity: usize,
-    poll_set: PollSet,
+    poll_set: sys::PollSet,
     poll_timeout_ms: u32,
 }
 
@@ -523,16 +518,7 @@ impl AfPacketDriver {
                 checksum_verified: false,
             })
             .collect();
-        let poll_set = PollSet(
-            ports
-                .iter()
-                .map(|p| libc::pollfd {
-                    fd: p.fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect(),
-        );
+        let poll_set = sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         Ok(AfPacketDriver {
             ports,
             pool,
@@ -592,24 +578,18 @@ impl AfPacketDriver {
         if self.ports.iter().any(|p| p.rx.has_open_frames()) {
             return true;
         }
-        for p in &mut self.poll_set.0 {
-            p.revents = 0;
+        if !self.poll_set.wait(timeout_ms) {
+            return false;
         }
-        let timeout = i32::try_from(timeout_ms).unwrap_or(i32::MAX);
-        match sys::poll(&mut self.poll_set.0, timeout) {
-            Ok(0) | Err(_) => false,
-            Ok(_) => {
-                let mut readable = false;
-                for (pfd, port) in self.poll_set.0.iter().zip(&mut self.ports) {
-                    if pfd.revents & libc::POLLERR != 0 {
-                        port.stats.socket_errors += 1;
-                        let _ = sys::take_socket_error(&port.fd);
-                    }
-                    readable |= pfd.revents & libc::POLLIN != 0;
-                }
-                readable
+        let mut readable = false;
+        for (events, port) in self.poll_set.events().zip(&mut self.ports) {
+            if events.error {
+                port.stats.socket_errors += 1;
+                let _ = sys::take_socket_error(&port.fd);
             }
+            readable |= events.readable;
         }
+        readable
     }
 
     /// [`Self::wait`] with the configured `poll_timeout_ms`.
@@ -650,7 +630,7 @@ impl Driver for AfPacketDriver {
         );
         p.stats.tx_ring_full += frames.len() as u64;
         if queued > 0 || p.tx.kick_pending {
-            match sys::kick_tx(&p.fd) {
+            match socket::kick_tx(&p.fd) {
                 Ok(()) => p.tx.kick_pending = false,
                 Err(_) => {
                     p.stats.tx_send_errors += 1;

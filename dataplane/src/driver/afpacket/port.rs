@@ -19,8 +19,8 @@
 //!   the cursor means the ring is full.
 
 use super::fixup;
-use super::sys::Region;
 use super::{AfPacketFrame, PortStats};
+use crate::driver::sys::Region;
 use std::mem::offset_of;
 use std::sync::atomic::Ordering;
 

@@ -16,6 +16,7 @@ use super::*;
 use crate::wire::{MacAddr, build, ethernet, ipv4, tcp, udp};
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -142,7 +143,7 @@ struct RawSocket(OwnedFd);
 impl RawSocket {
     /// Open on `ifname` in the calling thread's namespace.
     fn open(ifname: &str) -> RawSocket {
-        let proto_be = sys::ETH_P_ALL_BE;
+        let proto_be = socket::ETH_P_ALL_BE;
         // SAFETY: plain syscall with constant arguments.
         let fd = unsafe {
             libc::socket(
@@ -155,7 +156,7 @@ impl RawSocket {
         // SAFETY: fd is a fresh socket nothing else owns.
         let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         let ifindex = sys::if_index(ifname).expect("peer ifindex");
-        sys::bind_packet(&fd, ifindex, proto_be).expect("bind peer socket");
+        socket::bind_packet(&fd, ifindex, proto_be).expect("bind peer socket");
         let one: libc::c_int = 1;
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one)
             .expect("PACKET_IGNORE_OUTGOING");

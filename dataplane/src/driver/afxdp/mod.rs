@@ -70,13 +70,14 @@ pub use program::{AttachedMode, XdpAttachment};
 
 use super::afpacket::prepare;
 use super::{Driver, Frame};
+use crate::driver::sys::{self as driver_sys, Region};
 use crate::packet::PortId;
 use crate::wire::MacAddr;
 use ring::{Entry, Ring, RingOffsets};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use sys::{Chunk, Mapping};
+use sys::Chunk;
 
 /// Headroom the kernel leaves before received data in a chunk
 /// (`XDP_PACKET_HEADROOM`); frames we build start at the same offset.
@@ -330,7 +331,7 @@ impl Frame for XdpFrame {
 /// A UMEM: the mapping and its free chunks (base addresses).
 #[derive(Debug)]
 struct Umem {
-    map: Mapping,
+    map: Region,
     frame_size: u32,
     free: Vec<u64>,
 }
@@ -338,7 +339,7 @@ struct Umem {
 impl Umem {
     fn new(ifname: &str, rings: &XdpRingConfig) -> Result<Umem, AfXdpError> {
         let len = rings.umem_frames as usize * rings.frame_size as usize;
-        let map = Mapping::anonymous(len).map_err(|source| AfXdpError::Mmap {
+        let map = Region::anonymous(len).map_err(|source| AfXdpError::Mmap {
             ifname: ifname.to_string(),
             what: "UMEM",
             len_bytes: len,
@@ -380,7 +381,7 @@ impl Umem {
         if u64::from(len) > cap {
             return None;
         }
-        let chunk = self.map.chunk(usize::try_from(addr).ok()?, cap as usize)?;
+        let chunk = Chunk::new(&self.map, usize::try_from(addr).ok()?, cap as usize)?;
         Some(XdpFrame {
             chunk,
             addr,
@@ -521,7 +522,7 @@ impl XdpPort {
         }
         self.fill.submit();
         if self.need_wakeup && self.fill.needs_wakeup() {
-            let _ = sys::kick_rx(self.fd.as_fd());
+            let _ = driver_sys::recv_empty(&self.fd);
         }
     }
 
@@ -537,7 +538,7 @@ impl XdpPort {
         }
         for _ in 0..MAX_TX_KICKS {
             self.stats.tx_kicks += 1;
-            match sys::kick_tx(self.fd.as_fd()) {
+            match driver_sys::send_empty(&self.fd) {
                 Ok(()) => {}
                 Err(e)
                     if matches!(
@@ -562,7 +563,7 @@ impl XdpPort {
 /// RX queues of `ifname` as the driver reports them (`ETHTOOL_GCHANNELS`:
 /// RX plus combined channels), or 1 when it reports none.
 pub fn rx_queue_count(ifname: &str) -> Result<u32, AfXdpError> {
-    sys::rx_queue_count(ifname)
+    driver_sys::rx_queue_count(ifname)
         .map(|n| n.filter(|&n| n > 0).unwrap_or(1))
         .map_err(|source| {
             if source.raw_os_error() == Some(libc::ENODEV) {
@@ -646,26 +647,26 @@ fn open_socket(
             flags: 0,
             tx_metadata_len: 0,
         };
-        sys::setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)
+        driver_sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)
             .map_err(opt("XDP_UMEM_REG"))?;
     }
-    sys::setsockopt(
-        fd.as_fd(),
+    driver_sys::setsockopt(
+        &fd,
         libc::SOL_XDP,
         libc::XDP_UMEM_FILL_RING,
         &rings.fill_ring,
     )
     .map_err(opt("XDP_UMEM_FILL_RING"))?;
-    sys::setsockopt(
-        fd.as_fd(),
+    driver_sys::setsockopt(
+        &fd,
         libc::SOL_XDP,
         libc::XDP_UMEM_COMPLETION_RING,
         &rings.completion_ring,
     )
     .map_err(opt("XDP_UMEM_COMPLETION_RING"))?;
-    sys::setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_RX_RING, &rings.rx_ring)
+    driver_sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_RX_RING, &rings.rx_ring)
         .map_err(opt("XDP_RX_RING"))?;
-    sys::setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_TX_RING, &rings.tx_ring)
+    driver_sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_TX_RING, &rings.tx_ring)
         .map_err(opt("XDP_TX_RING"))?;
     let off = sys::mmap_offsets(fd.as_fd()).map_err(opt("XDP_MMAP_OFFSETS"))?;
     let map_ring = |what: &'static str,
@@ -676,7 +677,7 @@ fn open_socket(
      -> Result<Ring, AfXdpError> {
         let offsets = RingOffsets::from_kernel(o);
         let len = offsets.map_len(size, entry);
-        let map = Mapping::ring(fd.as_fd(), len, pgoff).map_err(|source| AfXdpError::Mmap {
+        let map = Region::shared(&fd, len, pgoff).map_err(|source| AfXdpError::Mmap {
             ifname: ifname.to_string(),
             what,
             len_bytes: len,
@@ -726,15 +727,6 @@ fn open_socket(
     })
 }
 
-/// The `pollfd` set of a driver's sockets, built once.
-struct PollSet(Vec<libc::pollfd>);
-
-impl std::fmt::Debug for PollSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.iter().map(|p| p.fd)).finish()
-    }
-}
-
 /// One worker's AF_XDP ports.
 #[derive(Debug)]
 pub struct AfXdpDriver {
@@ -743,7 +735,7 @@ pub struct AfXdpDriver {
     umems: Vec<Umem>,
     /// Frames handed out (rx, frame_from) and not yet back (tx, release).
     frames_out: usize,
-    poll_set: PollSet,
+    poll_set: driver_sys::PollSet,
     poll_timeout_ms: u32,
 }
 
@@ -755,7 +747,7 @@ impl AfXdpDriver {
         let rings = &config.rings;
         let first = config.ports.first().map_or("", |p| p.ifname.as_str());
         if !(rings.frame_size == 2048 || rings.frame_size == 4096)
-            || rings.frame_size as usize > sys::page_size()
+            || rings.frame_size as usize > driver_sys::page_size()
         {
             return Err(invalid(
                 first,
@@ -881,16 +873,7 @@ impl AfXdpDriver {
                 p.refill(umem);
             }
         }
-        let poll_set = PollSet(
-            ports
-                .iter()
-                .map(|p| libc::pollfd {
-                    fd: p.fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect(),
-        );
+        let poll_set = driver_sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         Ok(AfXdpDriver {
             ports,
             umems,
@@ -946,23 +929,17 @@ impl AfXdpDriver {
         if ready {
             return true;
         }
-        for p in &mut self.poll_set.0 {
-            p.revents = 0;
+        if !self.poll_set.wait(timeout_ms) {
+            return false;
         }
-        let timeout = i32::try_from(timeout_ms).unwrap_or(i32::MAX);
-        match sys::poll(&mut self.poll_set.0, timeout) {
-            Ok(0) | Err(_) => false,
-            Ok(_) => {
-                let mut readable = false;
-                for (pfd, port) in self.poll_set.0.iter().zip(&mut self.ports) {
-                    if pfd.revents & libc::POLLERR != 0 {
-                        port.stats.socket_errors += 1;
-                    }
-                    readable |= pfd.revents & libc::POLLIN != 0;
-                }
-                readable
+        let mut readable = false;
+        for (events, port) in self.poll_set.events().zip(&mut self.ports) {
+            if events.error {
+                port.stats.socket_errors += 1;
             }
+            readable |= events.readable;
         }
+        readable
     }
 
     /// [`Self::wait`] with the configured `poll_timeout_ms`.

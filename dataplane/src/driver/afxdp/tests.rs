@@ -13,6 +13,7 @@ use super::*;
 use crate::wire::build;
 use std::fs::File;
 use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
 use std::os::fd::FromRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -148,7 +149,7 @@ impl RawSocket {
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = proto;
-        sll.sll_ifindex = sys::if_index(ifname).expect("ifindex") as i32;
+        sll.sll_ifindex = driver_sys::if_index(ifname).expect("ifindex") as i32;
         // SAFETY: a live sockaddr_ll of the size passed.
         let rc = unsafe {
             libc::bind(
@@ -162,7 +163,8 @@ impl RawSocket {
             tv_sec: 0,
             tv_usec: 100_000,
         };
-        sys::setsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).expect("timeout");
+        driver_sys::setsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv)
+            .expect("timeout");
         RawSocket(fd)
     }
 
@@ -363,7 +365,7 @@ fn separate_umems_forward_with_one_copy() {
 fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
     let Some(t) = Topology::new(1) else { return };
     in_netns(&t.ns_b, || {
-        let ifindex = sys::if_index("pb0").expect("ifindex");
+        let ifindex = driver_sys::if_index("pb0").expect("ifindex");
         // A program attached through netlink outlives its process: stage
         // one as a crashed Portico would leave it.
         let map = XskMap::create(1).expect("map");
