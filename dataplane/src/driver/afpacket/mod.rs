@@ -52,13 +52,16 @@ pub mod prepare;
 mod fixup;
 mod port;
 mod socket;
+mod stats;
 #[cfg(test)]
 mod tests;
 
-use super::{Driver, Frame, sys};
+use super::{Driver, Frame, PortCounters, sys};
 use crate::packet::PortId;
 use crate::wire::MacAddr;
 use port::{RxContext, RxRing, TxRing};
+use stats::KernelTotals;
+pub use stats::{KernelStats, PortStats};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -183,7 +186,7 @@ pub struct AfPacketConfig {
     pub qdisc_bypass: bool,
     /// Receive frames for any destination MAC (`PACKET_MR_PROMISC`).
     pub promiscuous: bool,
-    /// What [`AfPacketDriver::wait_idle`] sleeps at most.
+    /// What the driver's [`Driver::wait_idle`] sleeps at most.
     pub poll_timeout_ms: u32,
     /// Buffers in the worker's frame pool.
     pub pool_frames: usize,
@@ -209,47 +212,6 @@ impl AfPacketConfig {
             pool_frames: 4096,
         }
     }
-}
-
-/// Per-port counters kept by the driver.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PortStats {
-    pub rx_frames: u64,
-    pub rx_bytes: u64,
-    /// Frames above MTU + Ethernet header (+ one tag), dropped.
-    pub rx_too_big: u64,
-    /// Frames the ring truncated (snaplen < len), dropped.
-    pub rx_truncated: u64,
-    /// `TP_STATUS_CSUMNOTREADY` frames whose L4 checksum we completed.
-    pub rx_csum_completed: u64,
-    /// `TP_STATUS_CSUMNOTREADY` frames that are not IPv4 TCP/UDP (left as is).
-    pub rx_csum_partial_left: u64,
-    /// Frames whose VLAN tag was put back from ring metadata.
-    pub rx_vlan_restored: u64,
-    /// Bursts cut short because the pool was empty (frames stay in the ring).
-    pub rx_pool_empty: u64,
-    /// Ring metadata that pointed outside its block (should never happen).
-    pub rx_ring_errors: u64,
-    pub tx_frames: u64,
-    pub tx_bytes: u64,
-    /// Frames above the port's limit handed to `tx_burst`, dropped.
-    pub tx_too_big: u64,
-    /// Frames `tx_burst` left with the caller because the ring was full.
-    pub tx_ring_full: u64,
-    /// `send` calls that failed (the frames stay queued and are retried).
-    pub tx_send_errors: u64,
-    /// Socket errors (e.g. `ENETDOWN`) cleared while waiting.
-    pub socket_errors: u64,
-}
-
-/// The kernel's counters of one socket since the previous read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelStats {
-    pub packets: u32,
-    /// Frames dropped because the RX ring was full.
-    pub drops: u32,
-    /// Times the ring froze (all blocks owned by user space).
-    pub freeze_count: u32,
 }
 
 /// A frame in a pooled buffer.
@@ -292,6 +254,9 @@ pub struct AfPacketPort {
     rx: RxRing,
     tx: TxRing,
     stats: PortStats,
+    /// The kernel's counters, accumulated over reads (each read resets
+    /// them in the kernel).
+    kernel: KernelTotals,
 }
 
 impl AfPacketPort {
@@ -480,6 +445,7 @@ impl AfPacketPort {
             rx,
             tx,
             stats: PortStats::default(),
+            kernel: KernelTotals::default(),
         })
     }
 }
@@ -591,11 +557,6 @@ impl AfPacketDriver {
         }
         readable
     }
-
-    /// [`Self::wait`] with the configured `poll_timeout_ms`.
-    pub fn wait_idle(&mut self) -> bool {
-        self.wait(self.poll_timeout_ms)
-    }
 }
 
 impl Driver for AfPacketDriver {
@@ -643,6 +604,22 @@ impl Driver for AfPacketDriver {
 
     fn release(&mut self, frame: AfPacketFrame) {
         self.pool.push(frame);
+    }
+
+    /// [`AfPacketDriver::wait`] with the configured `poll_timeout_ms`.
+    fn wait_idle(&mut self) -> bool {
+        self.wait(self.poll_timeout_ms)
+    }
+
+    /// The driver's [`PortStats`] plus the kernel's `PACKET_STATISTICS`
+    /// (read here, one syscall per port, and accumulated).
+    fn port_counters(&mut self, out: &mut [PortCounters]) {
+        for (port, slot) in self.ports.iter_mut().zip(out) {
+            if let Ok(read) = port.kernel_stats() {
+                port.kernel.add(read);
+            }
+            *slot = port.stats.counters(port.kernel);
+        }
     }
 
     fn frame_from(&mut self, bytes: &[u8]) -> Option<AfPacketFrame> {

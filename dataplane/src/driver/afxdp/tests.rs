@@ -10,11 +10,11 @@
 #![allow(unsafe_code)]
 
 use super::*;
-use crate::wire::build;
+use crate::wire::{MacAddr, build};
 use std::fs::File;
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
-use std::os::fd::FromRawFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
