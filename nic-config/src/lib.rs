@@ -43,6 +43,7 @@
 
 pub mod addr;
 pub mod plan;
+pub mod restart;
 pub mod schema;
 pub mod validate;
 
@@ -53,6 +54,7 @@ pub use plan::{
     NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan,
     ServicePlan, SnatPlan, TimeoutsMs,
 };
+pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
     AddressPoolSection, AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition,
     IdlePolicy, KubernetesSection, NeighbourTableSection, PortRole, Protocol, SessionAffinity,

@@ -15,7 +15,8 @@
 //! adds the device's byte counts and drops (`rte_eth_stats`), which are per
 //! port, not per queue.
 
-use super::{GatewayDriver, GatewayError};
+use super::GatewayError;
+use super::workers::GatewayDriver;
 use crate::admin::{KernelTotals, PortCounters, PortStatsCell};
 use crate::source::static_file::PortFacts;
 use dataplane::driver::Driver;

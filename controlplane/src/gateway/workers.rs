@@ -1,0 +1,333 @@
+//! The worker threads: each pins itself, opens its driver, builds its
+//! pipeline and polls until the gateway stops, publishing its counters and
+//! its driver's port stats for [`super::stats`].
+
+use super::GatewayError;
+use super::driver_plan::WorkerDriver;
+use super::lifecycle::Gateway;
+use super::stats::WorkerCells;
+use crate::admin::{KernelTotals, PortCounters, PortStatsCell};
+use crate::source::static_file::worker_config;
+use dataplane::clock::MonotonicClock;
+use dataplane::counters::SharedCounters;
+use dataplane::driver::Driver;
+use dataplane::driver::afpacket::{AfPacketConfig, AfPacketDriver};
+use dataplane::driver::afxdp::{AfXdpConfig, AfXdpDriver};
+use dataplane::handoff::{HandoffMesh, WorkerHandoff};
+use dataplane::inspect::InspectServer;
+use dataplane::neighbour::NeighbourTable;
+use dataplane::snapshot::SnapshotReader;
+use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// Frames each handoff ring between two workers holds.
+const HANDOFF_RING_FRAMES: usize = 1024;
+/// How often a worker copies its driver's port stats out.
+const DRIVER_STATS_INTERVAL_MS: u64 = 100;
+/// Polls between two clock reads for the driver stats timer while busy.
+const POLLS_PER_STATS_CHECK: u32 = 64;
+/// Idle polls an adaptive worker spins before it sleeps in `poll(2)`.
+const ADAPTIVE_SPIN_POLLS: u32 = 1024;
+/// How long a worker may take to open its sockets and allocate its tables.
+const WORKER_START_TIMEOUT_MS: u64 = 60_000;
+
+impl Gateway {
+    /// Start one thread per worker and wait until each has opened its
+    /// sockets and built its pipeline. `self.workers` holds every thread
+    /// started, so that dropping `self` on error stops them.
+    pub(super) fn start_workers(&mut self) -> Result<Vec<Arc<WorkerCells>>, GatewayError> {
+        let workers = self.plan.dataplane.workers;
+        let frame_capacity = self
+            .facts
+            .iter()
+            .map(|f| usize::from(f.mtu) + 18)
+            .max()
+            .unwrap_or(1518)
+            .max(64);
+        let mut mesh: Vec<Option<WorkerHandoff>> = if workers > 1 {
+            HandoffMesh::new(workers, HANDOFF_RING_FRAMES, frame_capacity)
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None]
+        };
+        let driver = self.worker_driver()?;
+        let clock = self.clock.clone();
+        let neighbours = Arc::clone(&self.neighbours);
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), String>)>();
+        let mut cells = Vec::with_capacity(workers);
+        for w in 0..workers {
+            let core = self.plan.dataplane.cores.get(w).copied();
+            let (inspect_client, inspect_server) = dataplane::inspect::mailbox(w as u8);
+            let shared = Arc::new(WorkerCells {
+                core,
+                counters: Arc::new(SharedCounters::default()),
+                ports: (0..self.plan.ports.len())
+                    .map(|_| PortStatsCell::default())
+                    .collect(),
+                inspect: Arc::new(Mutex::new(inspect_client)),
+            });
+            cells.push(Arc::clone(&shared));
+            let mut config = worker_config(&self.plan, w);
+            // A fresh SNAT start-port sequence per process: after a restart
+            // the same tuples do not come back in the same order and land on
+            // the backends' TIME_WAIT sockets of the previous run.
+            config.pipeline.seed ^= process_seed();
+            let ctx = WorkerContext {
+                worker: w,
+                core,
+                config,
+                clock: clock.clone(),
+                snapshots: self.publisher.reader(),
+                cells: shared,
+                handoff: mesh.get_mut(w).and_then(Option::take),
+                neighbours: Arc::clone(&neighbours),
+                stop: Arc::clone(&self.stop),
+                inspect: inspect_server,
+            };
+            let ready = ready_tx.clone();
+            let driver = driver.for_worker(w);
+            let handle = std::thread::Builder::new()
+                .name(format!("portico-w{w}"))
+                .spawn(move || worker_main(ctx, driver, &ready))
+                .map_err(|e| GatewayError::WorkerStart {
+                    worker: w,
+                    reason: e.to_string(),
+                })?;
+            self.workers.push(handle);
+        }
+        drop(ready_tx);
+        let deadline = Instant::now() + Duration::from_millis(WORKER_START_TIMEOUT_MS);
+        for _ in 0..workers {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match ready_rx.recv_timeout(left) {
+                Ok((_, Ok(()))) => {}
+                Ok((worker, Err(reason))) => {
+                    return Err(GatewayError::WorkerStart { worker, reason });
+                }
+                Err(_) => {
+                    return Err(GatewayError::WorkerStart {
+                        worker: workers,
+                        reason: "workers did not report ready in time".into(),
+                    });
+                }
+            }
+        }
+        info!(workers, cores = ?self.plan.dataplane.cores, idle = %self.plan.dataplane.idle,
+            "workers running");
+        Ok(cells)
+    }
+}
+
+/// Everything a worker thread starts from.
+pub(super) struct WorkerContext {
+    worker: usize,
+    core: Option<usize>,
+    config: WorkerConfig,
+    clock: MonotonicClock,
+    snapshots: SnapshotReader,
+    cells: Arc<WorkerCells>,
+    handoff: Option<WorkerHandoff>,
+    neighbours: Arc<NeighbourTable>,
+    stop: Arc<AtomicBool>,
+    /// The worker's end of its inspect mailbox (`portico flows`, `simulate
+    /// --live`).
+    inspect: InspectServer,
+}
+
+/// The driver-specific parts of a worker: how it opens its driver, sleeps
+/// when idle and publishes its port counters. The worker loop is generic
+/// over it, so the packet path is monomorphised per driver.
+pub(super) trait GatewayDriver: Driver + Sized {
+    /// What one worker opens its driver from.
+    type Config;
+    fn open(config: &Self::Config) -> Result<Self, String>;
+    /// Sleep until frames may be waiting or the driver's idle timeout
+    /// passes (the adaptive idle policy).
+    fn wait_idle(&mut self);
+    /// Copy the driver's counters of every port into `cells` (one per
+    /// port); `kernel` accumulates counters the kernel resets on read.
+    fn publish_stats(&mut self, kernel: &mut [KernelTotals], cells: &[PortStatsCell]);
+}
+
+impl GatewayDriver for AfPacketDriver {
+    type Config = AfPacketConfig;
+
+    fn open(config: &AfPacketConfig) -> Result<Self, String> {
+        AfPacketDriver::open(config).map_err(|e| e.to_string())
+    }
+
+    fn wait_idle(&mut self) {
+        AfPacketDriver::wait_idle(self);
+    }
+
+    fn publish_stats(&mut self, kernel: &mut [KernelTotals], cells: &[PortStatsCell]) {
+        for ((port, totals), cell) in self.ports().iter().zip(kernel.iter_mut()).zip(cells) {
+            if let Ok(read) = port.kernel_stats() {
+                totals.add(read);
+            }
+            cell.store(PortCounters::new(port.stats(), *totals));
+        }
+    }
+}
+
+impl GatewayDriver for AfXdpDriver {
+    type Config = AfXdpConfig;
+
+    fn open(config: &AfXdpConfig) -> Result<Self, String> {
+        let driver = AfXdpDriver::open(config).map_err(|e| e.to_string())?;
+        for p in driver.ports() {
+            info!(
+                interface = p.ifname(),
+                queue = p.queue_id(),
+                zero_copy = p.zero_copy(),
+                umem = p.umem_index(),
+                "AF_XDP socket bound"
+            );
+        }
+        Ok(driver)
+    }
+
+    fn wait_idle(&mut self) {
+        AfXdpDriver::wait_idle(self);
+    }
+
+    fn publish_stats(&mut self, _kernel: &mut [KernelTotals], cells: &[PortStatsCell]) {
+        for (port, cell) in self.ports().iter().zip(cells) {
+            let s = port.stats();
+            // XDP_STATISTICS are cumulative: no accumulation needed.
+            let k = port.kernel_stats().unwrap_or_default();
+            cell.store(PortCounters {
+                rx_frames: s.rx_frames,
+                rx_bytes: s.rx_bytes,
+                tx_frames: s.tx_frames,
+                tx_bytes: s.tx_bytes,
+                rx_too_big: s.rx_too_big,
+                rx_pool_empty: s.rx_pool_empty,
+                rx_ring_errors: s.rx_ring_errors + k.rx_invalid_descs,
+                tx_too_big: s.tx_too_big,
+                tx_ring_full: s.tx_ring_full,
+                tx_send_errors: s.tx_send_errors,
+                socket_errors: s.socket_errors,
+                kernel_rx_drops: k.rx_dropped + k.rx_ring_full,
+                ..PortCounters::default()
+            });
+        }
+    }
+}
+
+/// A worker thread: pin, open the driver, build the pipeline (all on the
+/// worker's own core, so its memory is local), report ready, then poll until
+/// stopped.
+pub(super) fn worker_main(
+    ctx: WorkerContext,
+    driver: WorkerDriver,
+    ready: &mpsc::Sender<(usize, Result<(), String>)>,
+) {
+    let w = ctx.worker;
+    if let Some(core) = ctx.core {
+        if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+            info!(worker = w, core, "worker pinned");
+        } else {
+            warn!(
+                worker = w,
+                core, "pinning the worker to its core failed; it runs unpinned"
+            );
+        }
+    }
+    match driver {
+        WorkerDriver::Afpacket(config) => run_worker::<AfPacketDriver>(ctx, &config, ready),
+        WorkerDriver::Afxdp(config) => run_worker::<AfXdpDriver>(ctx, &config, ready),
+        #[cfg(feature = "dpdk")]
+        WorkerDriver::Dpdk { ports, worker } => {
+            run_worker::<dataplane::driver::dpdk::DpdkDriver>(ctx, &(ports, worker), ready);
+        }
+    }
+}
+
+/// Open `D`, build the worker, report ready, poll until stopped.
+pub(super) fn run_worker<D: GatewayDriver>(
+    ctx: WorkerContext,
+    config: &D::Config,
+    ready: &mpsc::Sender<(usize, Result<(), String>)>,
+) {
+    let w = ctx.worker;
+    let driver = match D::open(config) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = ready.send((w, Err(e)));
+            return;
+        }
+    };
+    let mut worker = match Worker::new(
+        &ctx.config,
+        driver,
+        ctx.clock,
+        ctx.snapshots,
+        Arc::clone(&ctx.cells.counters),
+        ctx.handoff,
+        Arc::clone(&ctx.neighbours),
+    ) {
+        Ok(worker) => worker,
+        Err(e) => {
+            let _ = ready.send((w, Err(e.to_string())));
+            return;
+        }
+    };
+    worker.attach_inspect(ctx.inspect);
+    let _ = ready.send((w, Ok(())));
+    poll_loop(&mut worker, ctx.config.idle, &ctx.cells, &ctx.stop);
+}
+
+/// [`Worker::run`] with the driver's idle sleep as the adaptive policy's
+/// back-off and a periodic copy of the driver's port stats.
+pub(super) fn poll_loop<D: GatewayDriver>(
+    worker: &mut Worker<D, MonotonicClock>,
+    idle: IdlePolicy,
+    cells: &WorkerCells,
+    stop: &AtomicBool,
+) {
+    let mut kernel = vec![KernelTotals::default(); cells.ports.len()];
+    let mut idle_polls: u32 = 0;
+    let mut polls_since_check: u32 = 0;
+    let mut last_stats = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let work = worker.poll();
+        polls_since_check += 1;
+        if work == 0 || polls_since_check >= POLLS_PER_STATS_CHECK {
+            polls_since_check = 0;
+            if last_stats.elapsed() >= Duration::from_millis(DRIVER_STATS_INTERVAL_MS) {
+                worker.driver_mut().publish_stats(&mut kernel, &cells.ports);
+                last_stats = Instant::now();
+            }
+        }
+        if work > 0 {
+            idle_polls = 0;
+            continue;
+        }
+        idle_polls = idle_polls.saturating_add(1);
+        match idle {
+            IdlePolicy::Spin => std::hint::spin_loop(),
+            IdlePolicy::Adaptive if idle_polls < ADAPTIVE_SPIN_POLLS => std::hint::spin_loop(),
+            IdlePolicy::Adaptive => worker.driver_mut().wait_idle(),
+        }
+    }
+    worker.publish_counters();
+    worker.driver_mut().publish_stats(&mut kernel, &cells.ports);
+}
+
+/// A random value per process (std's hash keys come from the OS's random
+/// source), for the SNAT allocators' start ports.
+pub(super) fn process_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(u64::from(std::process::id()));
+        h.finish()
+    })
+}
