@@ -77,7 +77,8 @@ pub struct AfXdpConfig {
     /// One UMEM for all ports (`XDP_SHARED_UMEM`); falls back to one per
     /// port if the kernel refuses.
     pub shared_umem: bool,
-    /// What [`AfXdpDriver::wait_idle`] sleeps at most.
+    /// What the driver's [`Driver::wait_idle`](crate::driver::Driver::wait_idle)
+    /// sleeps at most.
     pub poll_timeout_ms: u32,
 }
 
