@@ -12,16 +12,20 @@
 //! Needs root and `ip netns`; otherwise prints a loud SKIPPED line. An
 //! af_xdp vdev that cannot start (old kernel, no BPF) is reported as a
 //! SKIPPED line of its own; the af_packet checks still run.
+#![allow(unsafe_code)]
 
 use super::*;
+use crate::driver::{Driver, Frame};
+use crate::packet::PortId;
 use crate::wire::{MacAddr, build, ethernet, ipv4, udp};
+use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
-use std::sync::atomic::AtomicUsize;
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 static TOPOLOGY_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
