@@ -16,13 +16,13 @@
 //! counts and drops (`rte_eth_stats`, per port, not per queue).
 
 use super::GatewayError;
+use super::driver_plan::prepare_kernel_interface;
 use super::workers::{OpenDriver, WorkerStartError};
 use crate::source::static_file::PortFacts;
-use dataplane::driver::afpacket::prepare::prepare_interface;
 use dataplane::driver::dpdk::{DpdkDevice, DpdkDriver, DpdkPorts, DpdkPortsConfig, Eal, EalConfig};
 use nic_config::{DpdkDevicePlan, Plan};
 use std::sync::Arc;
-use tracing::{info, warn};
+use tracing::info;
 
 /// The EAL devices of the plan's ports, in port order.
 pub(super) fn devices(plan: &Plan) -> Vec<DpdkDevice> {
@@ -51,15 +51,7 @@ pub(super) fn start_ports(plan: &Plan) -> Result<Arc<DpdkPorts>, GatewayError> {
             port.dpdk_device,
             None | Some(DpdkDevicePlan::AfPacket | DpdkDevicePlan::AfXdp)
         ) {
-            let prepared =
-                prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
-                    port: port.name.clone(),
-                    source,
-                })?;
-            if !prepared.offloads.all_off() {
-                warn!(interface = %port.interface, offloads = ?prepared.offloads,
-                    "some offloads stay on; frames above the MTU will be dropped");
-            }
+            prepare_kernel_interface(port)?;
         }
     }
     let devices = devices(plan);

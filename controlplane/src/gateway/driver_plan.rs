@@ -6,7 +6,9 @@
 use super::GatewayError;
 use super::lifecycle::Gateway;
 use crate::source::static_file::PortFacts;
-use dataplane::driver::afpacket::prepare::{kernel_owned_conflicts, prepare_interface};
+use dataplane::driver::afpacket::prepare::{
+    PreparedInterface, kernel_owned_conflicts, prepare_interface,
+};
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig};
 use dataplane::driver::afxdp::{
     AfXdpConfig, AfXdpError, AfXdpPortConfig, XdpAttachment, XdpMode, XdpRingConfig, ZeroCopy,
@@ -84,6 +86,21 @@ pub(super) fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
     }
 }
 
+/// Prepare `port`'s kernel interface ([`prepare_interface`]: offloads
+/// off, facts read), warning about offloads that stay on. For af_packet
+/// and AF_XDP ports, and the kernel interfaces under DPDK vdevs.
+pub(super) fn prepare_kernel_interface(port: &PortPlan) -> Result<PreparedInterface, GatewayError> {
+    let prepared = prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
+        port: port.name.clone(),
+        source,
+    })?;
+    if !prepared.offloads.all_off() {
+        warn!(interface = %port.interface, offloads = ?prepared.offloads,
+            "some offloads stay on; frames above the MTU will be dropped");
+    }
+    Ok(prepared)
+}
+
 /// Prepare one port's interface for `driver` and read its MAC and MTU.
 /// For afxdp, also check that the interface has one RX queue per worker
 /// and attach the redirect program (returned; it stays attached as long as
@@ -95,15 +112,7 @@ pub(super) fn prepare_port(
 ) -> Result<(PortFacts, Option<XdpAttachment>), GatewayError> {
     match driver {
         DriverKind::Afpacket | DriverKind::Afxdp => {
-            let prepared =
-                prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
-                    port: port.name.clone(),
-                    source,
-                })?;
-            if !prepared.offloads.all_off() {
-                warn!(interface = %port.interface, offloads = ?prepared.offloads,
-                    "some offloads stay on; frames above the MTU will be dropped");
-            }
+            let prepared = prepare_kernel_interface(port)?;
             let info = &prepared.info;
             info!(port = %port.name, interface = %port.interface, mac = %info.mac, mtu = info.mtu,
                 role = %port.role, driver = %driver, "port prepared");

@@ -544,18 +544,13 @@ impl AfPacketDriver {
         if self.ports.iter().any(|p| p.rx.has_open_frames()) {
             return true;
         }
-        if !self.poll_set.wait(timeout_ms) {
-            return false;
-        }
-        let mut readable = false;
-        for (events, port) in self.poll_set.events().zip(&mut self.ports) {
-            if events.error {
+        let ports = &mut self.ports;
+        self.poll_set.wait(timeout_ms, |i| {
+            if let Some(port) = ports.get_mut(i) {
                 port.stats.socket_errors += 1;
                 let _ = sys::take_socket_error(&port.fd);
             }
-            readable |= events.readable;
-        }
-        readable
+        })
     }
 }
 

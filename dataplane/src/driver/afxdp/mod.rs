@@ -385,17 +385,12 @@ impl AfXdpDriver {
         if ready {
             return true;
         }
-        if !self.poll_set.wait(timeout_ms) {
-            return false;
-        }
-        let mut readable = false;
-        for (events, port) in self.poll_set.events().zip(&mut self.ports) {
-            if events.error {
+        let ports = &mut self.ports;
+        self.poll_set.wait(timeout_ms, |i| {
+            if let Some(port) = ports.get_mut(i) {
                 port.stats.socket_errors += 1;
             }
-            readable |= events.readable;
-        }
-        readable
+        })
     }
 
     /// Counters summed over all ports.

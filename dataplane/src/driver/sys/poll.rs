@@ -15,15 +15,6 @@ impl std::fmt::Debug for PollSet {
     }
 }
 
-/// What the last [`PollSet::wait`] saw on one socket.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct PollEvents {
-    /// `POLLIN`: frames are (probably) waiting.
-    pub(crate) readable: bool,
-    /// `POLLERR`: the socket has a pending error.
-    pub(crate) error: bool,
-}
-
 impl PollSet {
     /// A set over `fds` (one per port, in port order). The descriptors must
     /// stay open as long as the set is waited on (the driver owns both).
@@ -40,23 +31,26 @@ impl PollSet {
     }
 
     /// Sleep in `poll(2)` until a socket is readable or has an error, or
-    /// `timeout_ms` passes. Returns whether any socket has events; a
-    /// timeout, a signal or a poll error count as "nothing yet" (and
-    /// [`PollSet::events`] then reports none).
-    pub(crate) fn wait(&mut self, timeout_ms: u32) -> bool {
+    /// `timeout_ms` passes; then call `on_error(i)` for every socket `i`
+    /// (index in the order of [`PollSet::new`]) with a pending error.
+    /// Returns whether any socket is readable; a timeout, a signal or a poll
+    /// error count as "nothing yet".
+    pub(crate) fn wait(&mut self, timeout_ms: u32, mut on_error: impl FnMut(usize)) -> bool {
         for p in &mut self.0 {
             p.revents = 0;
         }
         let timeout = i32::try_from(timeout_ms).unwrap_or(i32::MAX);
-        matches!(fd::poll(&mut self.0, timeout), Ok(n) if n > 0)
-    }
-
-    /// Per socket, in the order of [`PollSet::new`]: what the last wait saw.
-    pub(crate) fn events(&self) -> impl Iterator<Item = PollEvents> + '_ {
-        self.0.iter().map(|p| PollEvents {
-            readable: p.revents & libc::POLLIN != 0,
-            error: p.revents & libc::POLLERR != 0,
-        })
+        if !matches!(fd::poll(&mut self.0, timeout), Ok(n) if n > 0) {
+            return false;
+        }
+        let mut readable = false;
+        for (i, p) in self.0.iter().enumerate() {
+            if p.revents & libc::POLLERR != 0 {
+                on_error(i);
+            }
+            readable |= p.revents & libc::POLLIN != 0;
+        }
+        readable
     }
 }
 
@@ -64,28 +58,41 @@ impl PollSet {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::net::UdpSocket;
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream;
 
     #[test]
-    fn wait_reports_which_socket_is_readable_and_times_out_otherwise() {
+    fn wait_reports_readable_sockets_and_times_out_otherwise() {
         let (a, mut a_peer) = UnixStream::pair().expect("socket pair");
         let (b, _b_peer) = UnixStream::pair().expect("socket pair");
         let mut set = PollSet::new([a.as_fd(), b.as_fd()]);
-        assert!(!set.wait(0), "nothing sent yet");
-        assert!(set.events().all(|e| e == PollEvents::default()));
+        let mut errors = Vec::new();
+        assert!(!set.wait(0, |i| errors.push(i)), "nothing sent yet");
         a_peer.write_all(b"x").expect("write");
-        assert!(set.wait(1000));
-        let events: Vec<PollEvents> = set.events().collect();
+        assert!(set.wait(1000, |i| errors.push(i)));
+        assert!(errors.is_empty());
+    }
+
+    #[test]
+    fn wait_names_the_sockets_with_a_pending_error() {
+        let (a, _a_peer) = UnixStream::pair().expect("socket pair");
+        // A UDP socket connected to a loopback port nobody listens on: the
+        // ICMP port unreachable its datagram draws leaves ECONNREFUSED
+        // pending (POLLERR).
+        let closed = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let dead_end = closed.local_addr().expect("addr");
+        drop(closed);
+        let b = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        b.connect(dead_end).expect("connect");
+        b.send(b"y").expect("send");
+        let mut set = PollSet::new([a.as_fd(), b.as_fd()]);
+        let mut errors = Vec::new();
+        set.wait(1000, |i| errors.push(i));
+        assert_eq!(errors, [1], "only the UDP socket has an error");
         assert_eq!(
-            events,
-            [
-                PollEvents {
-                    readable: true,
-                    error: false
-                },
-                PollEvents::default()
-            ]
+            b.take_error().expect("SO_ERROR").map(|e| e.kind()),
+            Some(std::io::ErrorKind::ConnectionRefused)
         );
     }
 }
