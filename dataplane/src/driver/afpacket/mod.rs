@@ -44,8 +44,8 @@
 //! hold the largest frame any port accepts, and TX slots hold a pool buffer.
 //!
 //! No `unsafe` code here: the Linux calls are the shared wrappers of
-//! [`crate::driver::sys`] (packet-socket ones in `socket.rs`), the ring
-//! mapping a [`sys::Region`], the idle wait a [`sys::PollSet`].
+//! `driver::sys` (packet-socket ones in `socket.rs`), the ring mapping a
+//! `sys::Region`, the idle wait a `sys::PollSet`.
 
 pub mod prepare;
 

@@ -1,6 +1,8 @@
 //! What one worker's AF_XDP driver is opened with: ports (interface,
 //! queue, XSK map), UMEM and ring sizes, zero-copy and wake-up modes.
 
+#[cfg(doc)]
+use super::XdpAttachment;
 use super::XskMap;
 use std::sync::Arc;
 

@@ -59,7 +59,7 @@
 //! frames), `port.rs` (one socket's ring work), `stats.rs` (counters),
 //! `bpf.rs`/`program.rs`/`netlink.rs` (the XDP program), this file (the
 //! driver). All `unsafe` code lives in `sys.rs` (and the namespace tests);
-//! the calls af_packet also makes are in [`crate::driver::sys`].
+//! the calls af_packet also makes are in `driver::sys`.
 
 pub mod bpf;
 pub mod netlink;

@@ -50,7 +50,7 @@ pub struct DpdkPortsConfig {
 }
 
 impl DpdkPortsConfig {
-    /// Defaults for the devices of an [`EalConfig`]: 1024 descriptors per
+    /// Defaults for the devices of an [`EalConfig`](super::EalConfig): 1024 descriptors per
     /// ring, automatic pool size, 256-mbuf caches, promiscuous, 200 µs idle
     /// sleeps.
     pub fn new(devices: &[DpdkDevice], workers: usize) -> Self {
