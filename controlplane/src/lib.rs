@@ -14,6 +14,7 @@ pub mod cli;
 pub mod demo;
 pub mod gateway;
 pub mod ipam;
+pub mod mirror;
 pub mod netns;
 pub mod simulate;
 pub mod source;

@@ -32,14 +32,13 @@
 //! simulation cannot know in advance is the SNAT port: the dataplane draws it
 //! at random from the owning worker's slice.
 
+use crate::mirror::ToConfig;
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::driver::Frame;
 use dataplane::flow::{FlowKey, Proto, stable_addr_hash};
 use dataplane::neighbour::NeighbourTable;
 use dataplane::packet::{PacketMeta, PortId, Verdict, tcp_flags};
-use dataplane::snapshot::{
-    BackendId, BuildError, EndpointCondition, ListenerKind, Snapshot, SnapshotBuilder,
-};
+use dataplane::snapshot::{BackendId, BuildError, EndpointCondition, Snapshot, SnapshotBuilder};
 use dataplane::stage::{Pipeline, PipelineConfig, PipelineError, Steering};
 use dataplane::wire::build;
 use dataplane::wire::ethernet::MacAddr;
@@ -431,11 +430,7 @@ pub fn simulate_in(
     let listener = snap.listener(key.proto, key.dst_ip, key.dst_port);
     let service = listener.and_then(|l| snap.service(l.service));
     outcome.listener = listener.map(|l| ListenerReport {
-        kind: match l.kind {
-            ListenerKind::Vip => "vip",
-            ListenerKind::ExternalIp => "external_ip",
-            ListenerKind::NodePort => "node_port",
-        },
+        kind: l.kind.to_config().name(),
         address: flow.dest,
     });
     if let Some(service) = service {

@@ -15,10 +15,15 @@
 //!   [`Problem`] at once, each with its key path and reason.
 //!
 //! The plan uses plain types (std::net, this crate's enums); the control
-//! plane maps it to the dataplane's types. This crate does not depend on the
-//! dataplane; where the dataplane has limits (batch size, Maglev table size,
-//! conntrack capacity), they are restated as constants in [`mod@validate`] and
-//! checked here, so a plan always builds.
+//! plane maps it to the dataplane's types, in one place (`portico::mirror`,
+//! which also says which side owns each concept both define). This crate
+//! does not depend on the dataplane; where the dataplane has limits (batch
+//! size, Maglev table size, conntrack capacity), they are restated in
+//! [`validate::limits`] and checked here, so a plan always builds; the
+//! control plane's tests assert the restated values equal the dataplane's.
+//!
+//! A running gateway applies some of a plan live and needs a restart for
+//! the rest: [`Plan::split`] ([`restart`]) cuts a plan into the two parts.
 //!
 //! ```
 //! let plan = nic_config::parse(r#"

@@ -436,23 +436,37 @@ impl fmt::Display for BackendGone {
     }
 }
 
-impl fmt::Display for EndpointCondition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl EndpointCondition {
+    /// The name in files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
             EndpointCondition::Ready => "ready",
             EndpointCondition::ServingTerminating => "serving_terminating",
             EndpointCondition::Draining => "draining",
-        })
+        }
+    }
+}
+
+impl fmt::Display for EndpointCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl ListenerKind {
+    /// The name in reports (`portico services`, `simulate`, `check`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ListenerKind::Vip => "vip",
+            ListenerKind::ExternalIp => "external_ip",
+            ListenerKind::NodePort => "node_port",
+        }
     }
 }
 
 impl fmt::Display for ListenerKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ListenerKind::Vip => "vip",
-            ListenerKind::ExternalIp => "external_ip",
-            ListenerKind::NodePort => "node_port",
-        })
+        f.write_str(self.name())
     }
 }
 

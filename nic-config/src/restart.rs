@@ -320,26 +320,8 @@ mod tests {
         crate::parse(text).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    const BASE: &str = r#"
-        [[port]]
-        name = "outside"
-        driver = "afpacket"
-        interface = "o0"
-        role = "outside"
-        node_addresses = ["192.0.2.1/24"]
-        [[port]]
-        name = "inside"
-        driver = "afpacket"
-        interface = "i0"
-        role = "inside"
-        snat_addresses = ["10.1.0.1/24"]
-        [[service]]
-        name = "web"
-        protocol = "tcp"
-        vip = "192.0.2.10"
-        port = 80
-        backends = [{ address = "10.1.0.10", port = 8080 }]
-    "#;
+    /// Two ports, two services, a route.
+    const BASE: &str = include_str!("../../examples/standalone-two-port.toml");
 
     /// An edit of a plan: what it changes, whether only a restart applies
     /// it, the edit.

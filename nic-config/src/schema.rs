@@ -9,6 +9,12 @@
 //! port numbers, ranges) are kept loose here (strings, `u64`) so that
 //! [`validate`](crate::validate()) can report every problem of a file at once,
 //! each with its field path, instead of stopping at the first bad value.
+//!
+//! Why one file of ~900 lines: it is the format's reference, read top to
+//! bottom like the specification it is (one struct per table, in the
+//! file's order, each field with its meaning, unit and default; a third of
+//! it is doc comments). The checks live apart, one file per section, in
+//! [`mod@crate::validate`].
 
 use serde::Deserialize;
 

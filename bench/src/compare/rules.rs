@@ -14,33 +14,19 @@
 //! * traffic from outside the cluster CIDR (`10.244.0.0/16`) is masqueraded,
 //!   as kube-proxy does with `--cluster-cidr`, so all three do full NAT.
 
+pub use dataplane::flow::Proto;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 
 /// The cluster CIDR whose sources kube-proxy does not masquerade.
 pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
 
-/// A service's transport protocol.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proto {
-    Tcp,
-    Udp,
-}
-
-impl Proto {
-    pub fn name(self) -> &'static str {
-        match self {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-        }
-    }
-}
-
 /// One service: VIP, port, protocol and endpoints.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Service {
     pub vip: Ipv4Addr,
     pub port: u16,
+    /// Tcp or Udp (a service has no ICMP rules).
     pub proto: Proto,
     pub endpoints: Vec<(Ipv4Addr, u16)>,
 }

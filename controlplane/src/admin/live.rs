@@ -237,7 +237,7 @@ impl LiveAdmin {
                 address: hop,
                 mac: table
                     .peek(fw.port_index, hop)
-                    .map(|mac| nic_config::MacAddr(mac).to_string()),
+                    .map(|mac| dataplane::wire::ethernet::MacAddr(mac).to_string()),
             });
         }
         live.text = live.to_string();

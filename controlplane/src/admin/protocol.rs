@@ -1,8 +1,9 @@
 //! What the admin socket is asked and answers: one JSON [`Request`] line
 //! from the client (an empty request means [`Request::Stats`], so a client
 //! that only reads still gets the counters), one JSON document back — the
-//! requested report, or `{"error": "…"}`.
+//! requested report, or `{"error": "…"}`. [`handle`] answers one request.
 
+use super::{LiveAdmin, StatsReport};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -14,7 +15,7 @@ pub enum Request {
     Stats,
     /// Conntrack entries ([`FlowsReport`]).
     Flows(FlowsQuery),
-    /// `simulate --live` ([`crate::simulate::LiveOutcome`]): `flow` as
+    /// `simulate --live` ([`super::LiveOutcome`]): `flow` as
     /// `portico simulate` takes it.
     Simulate { flow: String },
 }
@@ -123,5 +124,20 @@ impl fmt::Display for FlowsReport {
             write!(f, " (stopped at the limit; --limit N for more)")?;
         }
         writeln!(f)
+    }
+}
+
+/// Answer one admin request: the stats report, a flow listing or a live
+/// simulation, as JSON.
+pub fn handle(
+    request: Request,
+    report: impl FnOnce() -> StatsReport,
+    live: &LiveAdmin,
+) -> Result<String, String> {
+    let json = |r: Result<String, serde_json::Error>| r.map_err(|e| e.to_string());
+    match request {
+        Request::Stats => json(serde_json::to_string(&report())),
+        Request::Flows(query) => json(serde_json::to_string(&live.flows(&query)?)),
+        Request::Simulate { flow } => json(serde_json::to_string(&live.simulate(&flow)?)),
     }
 }

@@ -16,7 +16,6 @@
 //! counts and drops (`rte_eth_stats`, per port, not per queue).
 
 use super::GatewayError;
-use super::driver_plan::prepare_kernel_interface;
 use super::workers::{OpenDriver, WorkerStartError};
 use crate::source::static_file::PortFacts;
 use dataplane::driver::dpdk::{DpdkDevice, DpdkDriver, DpdkPorts, DpdkPortsConfig, Eal, EalConfig};
@@ -51,7 +50,7 @@ pub(super) fn start_ports(plan: &Plan) -> Result<Arc<DpdkPorts>, GatewayError> {
             port.dpdk_device,
             None | Some(DpdkDevicePlan::AfPacket | DpdkDevicePlan::AfXdp)
         ) {
-            prepare_kernel_interface(port)?;
+            super::driver_plan::prepare_offloads(port)?;
         }
     }
     let devices = devices(plan);

@@ -5,18 +5,17 @@
 
 use super::GatewayError;
 use super::lifecycle::Gateway;
+use crate::mirror::ToDataplane;
 use crate::source::static_file::PortFacts;
 use dataplane::driver::afpacket::prepare::{
     PreparedInterface, kernel_owned_conflicts, prepare_interface,
 };
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig};
 use dataplane::driver::afxdp::{
-    AfXdpConfig, AfXdpError, AfXdpPortConfig, XdpAttachment, XdpMode, XdpRingConfig, ZeroCopy,
+    AfXdpConfig, AfXdpError, AfXdpPortConfig, XdpAttachment, XdpRingConfig,
 };
 use dataplane::neighbour::NeighbourConfig;
-use nic_config::{
-    AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan, XdpModeSetting, ZeroCopySetting,
-};
+use nic_config::{AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan};
 use std::net::Ipv4Addr;
 #[cfg(feature = "dpdk")]
 use std::sync::Arc;
@@ -86,10 +85,10 @@ pub(super) fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
     }
 }
 
-/// Prepare `port`'s kernel interface ([`prepare_interface`]: offloads
-/// off, facts read), warning about offloads that stay on. For af_packet
-/// and AF_XDP ports, and the kernel interfaces under DPDK vdevs.
-pub(super) fn prepare_kernel_interface(port: &PortPlan) -> Result<PreparedInterface, GatewayError> {
+/// Turn the offloads of `port`'s interface off (GRO/TSO would hand the
+/// driver frames above the MTU; a warning names any that stay on) and read
+/// its MAC and MTU.
+pub(super) fn prepare_offloads(port: &PortPlan) -> Result<PreparedInterface, GatewayError> {
     let prepared = prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
         port: port.name.clone(),
         source,
@@ -112,7 +111,7 @@ pub(super) fn prepare_port(
 ) -> Result<(PortFacts, Option<XdpAttachment>), GatewayError> {
     match driver {
         DriverKind::Afpacket | DriverKind::Afxdp => {
-            let prepared = prepare_kernel_interface(port)?;
+            let prepared = prepare_offloads(port)?;
             let info = &prepared.info;
             info!(port = %port.name, interface = %port.interface, mac = %info.mac, mtu = info.mtu,
                 role = %port.role, driver = %driver, "port prepared");
@@ -149,11 +148,7 @@ pub(super) fn attach_xdp(port: &PortPlan, plan: &Plan) -> Result<XdpAttachment, 
             workers,
         }));
     }
-    let mode = match plan.dataplane.afxdp.mode {
-        XdpModeSetting::Native => XdpMode::Native,
-        XdpModeSetting::Generic => XdpMode::Generic,
-        XdpModeSetting::Auto => XdpMode::Auto,
-    };
+    let mode = plan.dataplane.afxdp.mode.to_dataplane();
     let attachment = XdpAttachment::attach(&port.interface, queues, mode).map_err(err)?;
     for stale in attachment.stale_removed() {
         warn!(interface = %port.interface, id = stale.id, mode = %stale.mode,
@@ -189,11 +184,7 @@ pub(super) fn afxdp_config(
         rx_ring: a.rx_ring_size,
         tx_ring: a.tx_ring_size,
     };
-    config.zero_copy = match a.zero_copy {
-        ZeroCopySetting::Auto => ZeroCopy::Auto,
-        ZeroCopySetting::On => ZeroCopy::On,
-        ZeroCopySetting::Off => ZeroCopy::Off,
-    };
+    config.zero_copy = a.zero_copy.to_dataplane();
     config.need_wakeup = a.need_wakeup;
     config.shared_umem = a.shared_umem;
     if workers > 1 {

@@ -22,7 +22,7 @@
 //! Prometheus endpoint (`--metrics-addr`, in the gateway's namespace).
 //!
 //! Invariants:
-//! * one [`SnapshotBuilder`] lives as long as the gateway, so service and
+//! * one [`SnapshotBuilder`](dataplane::snapshot::SnapshotBuilder) lives as long as the gateway, so service and
 //!   backend ids stay stable across reloads and established flows keep their
 //!   backends;
 //! * a reload either publishes a complete new snapshot or changes nothing:
@@ -39,14 +39,14 @@
 //!   generation, see [`dataplane::neighbour`]), so pods coming and going
 //!   as next hops never fill it up;
 //! * snapshot build times and reload-to-live latency go to the
-//!   [`ControlPlaneMetrics`] handle other sources feed too
+//!   [`ControlPlaneMetrics`](crate::admin::ControlPlaneMetrics) handle other sources feed too
 //!   ([`Gateway::control_plane_metrics`]); the control thread logs drop
 //!   summaries at most once per interval, never per packet.
 //!
 //! With a `[kubernetes]` section the Kubernetes source
 //! ([`crate::source::kube`]) starts after the workers, on its own thread
 //! (pinned off the worker cores when `cores` is set), and takes over the
-//! snapshot builder: it publishes through the same [`Publisher`]. The
+//! snapshot builder: it publishes through the same [`Publisher`](dataplane::snapshot::Publisher). The
 //! file's standalone `[[service]]`s stay in force next to the cluster's
 //! Services (the address pools cannot overlap their addresses; a Kubernetes
 //! Service whose listener clashes with one is left out and gets a
@@ -55,11 +55,11 @@
 //! restart. On SIGTERM the source stops first, releasing its Lease, then the
 //! workers.
 //!
-//! Layout, one file per role: [`lifecycle`] (start, serve, reload entry
-//! point, shutdown, signals), [`reload`] (which changes need a restart),
-//! [`driver_plan`] (the plan's ports and settings mapped to driver
+//! Layout, one file per role: `lifecycle` (start, serve, reload entry
+//! point, shutdown, signals), `reload` (which changes need a restart),
+//! `driver_plan` (the plan's ports and settings mapped to driver
 //! configurations; interface preparation and the XDP attachment),
-//! [`workers`] (the worker threads: open the driver, run the loop), [`stats`] (what
+//! `workers` (the worker threads: open the driver, run the loop), `stats` (what
 //! the admin socket and `/metrics` report from) and `dpdk` (the same for
 //! `driver = "dpdk"`, cargo feature `dpdk`).
 

@@ -105,6 +105,27 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn the_decision_compares_both_parts() {
+        let old = plan(BASE);
+        assert_eq!(decide(&old, &old.clone()), ReloadDecision::Unchanged);
+        let more_backends = plan(&BASE.replace(
+            r#"{ address = "10.1.0.10", port = 8080 }"#,
+            r#"{ address = "10.1.0.10", port = 8080 }, { address = "10.1.0.11", port = 8080 }"#,
+        ));
+        assert_eq!(decide(&old, &more_backends), ReloadDecision::Live);
+        // A section the hand-kept list used to forget: adding [kubernetes]
+        // to a running file-only gateway would not start the source.
+        let with_kubernetes = plan(&format!("{BASE}\n[kubernetes]\n"));
+        let ReloadDecision::NeedsRestart(changes) = decide(&old, &with_kubernetes) else {
+            panic!("adding [kubernetes] needs a restart");
+        };
+        assert!(
+            changes[0].starts_with("kubernetes (None -> Some("),
+            "{changes:?}"
+        );
+    }
+
+    #[test]
     fn worker_and_port_changes_need_a_restart() {
         let old = plan(BASE);
         let cases = [

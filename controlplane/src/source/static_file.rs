@@ -5,15 +5,14 @@
 //! Port MACs and MTUs not given in the file are read from the interfaces
 //! when the gateway starts; callers pass what they found as [`PortFacts`].
 
+use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
-use dataplane::flow::Proto;
 use dataplane::snapshot::{
-    AddrRole, BackendGonePolicy, EndpointCondition, EndpointSpec, ListenerKind, NeighbourSpec,
-    PortSpec, Route, ServiceSpec, SnapshotSpec,
+    AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec,
 };
 use dataplane::snat::{DEFAULT_PROBE_LIMIT, DEFAULT_QUARANTINE_CAPACITY, SnatConfig};
 use dataplane::stage::PipelineConfig;
-use dataplane::worker::{IdlePolicy, WorkerConfig};
+use dataplane::worker::WorkerConfig;
 use nic_config::Plan;
 
 /// What the running system says about a port (the file may override it).
@@ -82,24 +81,13 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
 }
 
 fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
-    let proto = match s.protocol {
-        nic_config::Protocol::Tcp => Proto::Tcp,
-        nic_config::Protocol::Udp => Proto::Udp,
-    };
     ServiceSpec {
         name: s.name.clone(),
-        proto,
+        proto: s.protocol.to_dataplane(),
         listeners: s
             .listeners
             .iter()
-            .map(|l| {
-                let kind = match l.kind {
-                    nic_config::ListenerKind::Vip => ListenerKind::Vip,
-                    nic_config::ListenerKind::ExternalIp => ListenerKind::ExternalIp,
-                    nic_config::ListenerKind::NodePort => ListenerKind::NodePort,
-                };
-                (l.address, l.port, kind)
-            })
+            .map(|l| (l.address, l.port, l.kind.to_dataplane()))
             .collect(),
         endpoints: s
             .backends
@@ -107,21 +95,12 @@ fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
             .map(|b| EndpointSpec {
                 addr: b.address,
                 weight: b.weight,
-                condition: match b.condition {
-                    nic_config::EndpointCondition::Ready => EndpointCondition::Ready,
-                    nic_config::EndpointCondition::ServingTerminating => {
-                        EndpointCondition::ServingTerminating
-                    }
-                    nic_config::EndpointCondition::Draining => EndpointCondition::Draining,
-                },
+                condition: b.condition.to_dataplane(),
             })
             .collect(),
         snat: s.snat,
         affinity_timeout_ms: s.affinity_timeout_ms,
-        tcp_backend_gone: match s.tcp_backend_gone {
-            nic_config::BackendGone::Drop => BackendGonePolicy::Drop,
-            nic_config::BackendGone::Reset => BackendGonePolicy::Reset,
-        },
+        tcp_backend_gone: s.tcp_backend_gone.to_dataplane(),
     }
 }
 
@@ -162,10 +141,7 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
             seed: 0x7061_7274_6963_6f00 ^ worker as u64,
         },
         batch_size: d.batch_size,
-        idle: match d.idle {
-            nic_config::IdlePolicy::Spin => IdlePolicy::Spin,
-            nic_config::IdlePolicy::Adaptive => IdlePolicy::Adaptive,
-        },
+        idle: d.idle.to_dataplane(),
     }
 }
 

@@ -1,0 +1,134 @@
+//! Reading what a load cost and did: CPU ticks (`/proc/stat`,
+//! `/proc/PID/stat`), TCP counters (`netstat`) and wrk's summary.
+
+use portico::netns::Netns;
+use std::io;
+
+/// Machine-wide CPU ticks — see [`CpuUse`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct MachineTicks {
+    pub(super) busy: u64,
+    pub(super) kernel: u64,
+    pub(super) softirq: u64,
+}
+
+pub(super) fn proc_stat_ticks() -> io::Result<MachineTicks> {
+    let text = std::fs::read_to_string("/proc/stat")?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .ok_or_else(|| io::Error::other("no cpu line in /proc/stat"))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal
+    let softirq = at(5) + at(6);
+    let kernel = at(2) + softirq;
+    Ok(MachineTicks {
+        busy: at(0) + at(1) + kernel,
+        kernel,
+        softirq,
+    })
+}
+
+/// Fields 14.. of `/proc/PID/stat` (utime, stime, cutime, cstime), or
+/// `None` when the process is gone.
+pub(super) fn pid_cpu_fields(pid: &str) -> Option<[u64; 4]> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces: split after ')'.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11) // fields 3..=13
+        .take(4)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    Some([*f.first()?, *f.get(1)?, *f.get(2)?, *f.get(3)?])
+}
+
+/// CPU ticks of the comparison's own processes: per PID in its namespaces
+/// (utime + stime + their reaped children's), and this process's reaped
+/// children (cutime + cstime).
+#[derive(Clone, Debug, Default)]
+pub(super) struct OurTicks {
+    pub(super) per_pid: std::collections::HashMap<String, u64>,
+    pub(super) reaped_children: u64,
+}
+
+impl OurTicks {
+    /// Ticks between `self` (before) and `after`; a process that started
+    /// in between counts whole.
+    pub(super) fn delta(&self, after: &OurTicks) -> u64 {
+        let live: u64 = after
+            .per_pid
+            .iter()
+            .map(|(pid, &t)| t.saturating_sub(self.per_pid.get(pid).copied().unwrap_or(0)))
+            .sum();
+        live + after.reaped_children.saturating_sub(self.reaped_children)
+    }
+}
+
+/// A TcpExt counter table (`/proc/net/netstat` read inside a namespace):
+/// the value of every counter whose name satisfies `want`, summed.
+pub fn tcpext_sum(netstat: &str, want: impl Fn(&str) -> bool) -> u64 {
+    let mut lines = netstat.lines();
+    let mut sum = 0;
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        let (Some(("TcpExt", names)), Some(("TcpExt", values))) =
+            (names.split_once(": "), values.split_once(": "))
+        else {
+            continue;
+        };
+        for (name, value) in names.split_whitespace().zip(values.split_whitespace()) {
+            if want(name) {
+                sum += value.parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    sum
+}
+
+pub(super) fn ns_tcpext(ns: &Netns, want: impl Fn(&str) -> bool) -> u64 {
+    ns.exec("cat", &["/proc/net/netstat"])
+        .map(|o| tcpext_sum(&String::from_utf8_lossy(&o.stdout), want))
+        .unwrap_or(0)
+}
+
+pub(super) fn is_syn_retrans(name: &str) -> bool {
+    name == "TCPSynRetrans"
+}
+
+pub(super) fn is_paws(name: &str) -> bool {
+    name.starts_with("PAWS")
+}
+
+/// wrk's summary: (requests, requests/s, errors).
+pub fn parse_wrk(text: &str) -> Option<(u64, f64, u64)> {
+    let requests = text
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())?;
+    let per_s = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse::<f64>().ok())?;
+    // "Socket errors: connect 0, read 1, write 0, timeout 2" and
+    // "Non-2xx or 3xx responses: 3".
+    let mut errors = 0;
+    for line in text.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("Socket errors:") {
+            errors += rest
+                .split(',')
+                .filter_map(|part| part.split_whitespace().nth(1))
+                .filter_map(|n| n.parse::<u64>().ok())
+                .sum::<u64>();
+        } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {
+            errors += rest.trim().parse::<u64>().unwrap_or(0);
+        }
+    }
+    Some((requests, per_s, errors))
+}

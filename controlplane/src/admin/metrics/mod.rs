@@ -1,0 +1,460 @@
+//! The Prometheus endpoint: `GET /metrics` on a plain TCP listener (a std
+//! thread, no async runtime), in the OpenMetrics text format of the
+//! `prometheus-client` crate.
+//!
+//! Invariants:
+//! * the metrics are built from a [`StatsReport`], the same report
+//!   `portico stats` prints, so the two never disagree; the report is summed
+//!   from the workers' published counters off the hot path;
+//! * names follow OpenMetrics: a `portico_` prefix, the unit as a suffix
+//!   (`_bytes`, `_seconds`) with a `# UNIT` line, counters end in `_total`;
+//! * every [`dataplane::counters::DropReason`] appears as a `reason` label
+//!   of `portico_drops_total` under its stable name, zero or not;
+//! * the server reads at most one request head per connection and answers
+//!   it; anything but `GET /metrics` gets a 404 (or 405 for another method).
+//!
+//! Families (all prefixed `portico_`):
+//! * ports: `port_{rx,tx}_packets_total`, `port_{rx,tx}_bytes_total`,
+//!   `port_driver_drops_total` {port, interface};
+//! * dataplane: `drops_total{reason}`, `flows_{created,expired,early_dropped}_total`,
+//!   `flows_live`, `snat_tuples_in_use`;
+//! * conntrack: `conntrack_flows{protocol[,state]}` (TCP states in lower
+//!   case), `conntrack_{inserts,expiries,early_drops,insert_refusals}_total`;
+//! * SNAT: `snat_ports_in_use{snat_ip}`, `snat_exhausted_total{snat_ip}`;
+//! * services and backends: `{service,backend}_{packets,bytes}_total`,
+//!   `{service,backend}_flows_created_total`, `{service,backend}_flows_active`
+//!   {service, protocol[, backend]};
+//! * control plane: `snapshot_generation`, `snapshot_age_seconds`,
+//!   `snapshot_build_seconds` and `event_to_live_seconds` (histograms),
+//!   `watch_restarts_total{watch}`, `watch_failing{watch}`,
+//!   `ipam_pool_addresses{,_used}{pool}`,
+//!   `leader` (see [`super::ControlPlaneMetrics`]).
+//!
+//! The families are built here ([`encode_report`]); the HTTP server is in
+//! `server`, the tests in `tests`.
+
+use super::{HistogramReport, StatsReport};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::{Registry, Unit};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+
+mod server;
+#[cfg(test)]
+mod tests;
+
+pub use server::MetricsServer;
+
+/// Where `portico run` serves /metrics by default.
+pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9464";
+/// The content type of the OpenMetrics text format.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Why the metrics endpoint could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("listening on {addr} for metrics: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("starting the metrics thread: {0}")]
+    Thread(io::Error),
+    #[error("encoding metrics: {0}")]
+    Encode(#[from] std::fmt::Error),
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+fn counter(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+) -> Family<Labels, Counter> {
+    let family = Family::<Labels, Counter>::default();
+    match unit {
+        Some(u) => registry.register_with_unit(name, help, u, family.clone()),
+        None => registry.register(name, help, family.clone()),
+    }
+    family
+}
+
+/// Register a labelled gauge family.
+fn gauges(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
+    let family = Family::<Labels, Gauge>::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
+/// A histogram kept in milliseconds ([`HistogramReport`]), exposed in
+/// seconds.
+#[derive(Debug)]
+struct HistogramMetric(HistogramReport);
+
+impl TypedMetric for HistogramMetric {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for HistogramMetric {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let h = &self.0;
+        let mut buckets: Vec<(f64, u64)> = h
+            .bounds_ms
+            .iter()
+            .map(|b| b / 1000.0)
+            .chain(std::iter::once(f64::MAX))
+            .zip(h.counts.iter().copied())
+            .collect();
+        if buckets.is_empty() {
+            buckets.push((f64::MAX, h.count));
+        }
+        encoder.encode_histogram::<NoLabelSet>(h.sum_ms / 1000.0, h.count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Register an unlabelled gauge holding `value`.
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let g = Gauge::<u64, AtomicU64>::default();
+    g.set(value);
+    registry.register(name, help, g);
+}
+
+/// The OpenMetrics text for `report`.
+pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
+    let mut r = Registry::with_prefix("portico");
+
+    // Ports.
+    let port_rx_packets = counter(&mut r, "port_rx_packets", "Frames received on a port", None);
+    let port_rx_bytes = counter(
+        &mut r,
+        "port_rx",
+        "Bytes received on a port",
+        Some(Unit::Bytes),
+    );
+    let port_tx_packets = counter(&mut r, "port_tx_packets", "Frames sent on a port", None);
+    let port_tx_bytes = counter(&mut r, "port_tx", "Bytes sent on a port", Some(Unit::Bytes));
+    let port_drops = counter(
+        &mut r,
+        "port_driver_drops",
+        "Frames the driver or the kernel lost on a port (too big, truncated, TX ring full, RX ring full)",
+        None,
+    );
+    for p in &report.ports {
+        let l: Labels = vec![("port", p.name.clone()), ("interface", p.interface.clone())];
+        port_rx_packets.get_or_create(&l).inc_by(p.stats.rx_frames);
+        port_rx_bytes.get_or_create(&l).inc_by(p.stats.rx_bytes);
+        port_tx_packets.get_or_create(&l).inc_by(p.stats.tx_frames);
+        port_tx_bytes.get_or_create(&l).inc_by(p.stats.tx_bytes);
+        port_drops.get_or_create(&l).inc_by(p.stats.dropped());
+    }
+
+    // Dataplane totals.
+    let t = &report.total;
+    let drops = counter(
+        &mut r,
+        "drops",
+        "Packets the dataplane dropped, by reason",
+        None,
+    );
+    for (reason, n) in &t.drops {
+        drops
+            .get_or_create(&vec![("reason", reason.clone())])
+            .inc_by(*n);
+    }
+    for (name, help, value) in [
+        (
+            "flows_created",
+            "Conntrack entries created",
+            t.flows_created,
+        ),
+        (
+            "flows_expired",
+            "Conntrack entries expired",
+            t.flows_expired,
+        ),
+        (
+            "flows_early_dropped",
+            "Conntrack entries evicted early to make room",
+            t.flows_early_dropped,
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(value);
+        r.register(name, help, c);
+    }
+    gauge(&mut r, "flows_live", "Conntrack entries now", t.live_flows);
+    gauge(
+        &mut r,
+        "snat_tuples_in_use",
+        "SNAT tuples allocated now",
+        t.snat_in_use,
+    );
+
+    // Services and backends.
+    let svc_packets = counter(
+        &mut r,
+        "service_packets",
+        "Packets of a service (both directions)",
+        None,
+    );
+    let svc_bytes = counter(
+        &mut r,
+        "service",
+        "Bytes of a service (both directions)",
+        Some(Unit::Bytes),
+    );
+    let be_packets = counter(
+        &mut r,
+        "backend_packets",
+        "Packets of a backend (both directions)",
+        None,
+    );
+    let be_bytes = counter(
+        &mut r,
+        "backend",
+        "Bytes of a backend (both directions)",
+        Some(Unit::Bytes),
+    );
+    for s in &report.services {
+        let l: Labels = vec![
+            ("service", s.name.clone()),
+            ("protocol", s.protocol.clone()),
+        ];
+        svc_packets.get_or_create(&l).inc_by(s.packets);
+        svc_bytes.get_or_create(&l).inc_by(s.bytes);
+        for b in &s.backends {
+            let l: Labels = vec![
+                ("service", s.name.clone()),
+                ("protocol", s.protocol.clone()),
+                ("backend", b.address.clone()),
+            ];
+            be_packets.get_or_create(&l).inc_by(b.packets);
+            be_bytes.get_or_create(&l).inc_by(b.bytes);
+        }
+    }
+
+    // Control plane.
+    gauge(
+        &mut r,
+        "snapshot_generation",
+        "Generation of the forwarding tables in force",
+        report.snapshot.generation,
+    );
+    let age = Gauge::<f64, AtomicU64>::default();
+    age.set(report.snapshot.age_ms as f64 / 1000.0);
+    r.register_with_unit(
+        "snapshot_age",
+        "Time since the forwarding tables in force were published",
+        Unit::Seconds,
+        age.clone(),
+    );
+
+    // Conntrack.
+    let by_state = gauges(
+        &mut r,
+        "conntrack_flows",
+        "Live conntrack entries by protocol and TCP state",
+    );
+    for (state, n) in &t.flows_by_state {
+        let l: Labels = match state.as_str() {
+            "UDP" => vec![("protocol", "udp".to_owned())],
+            "ICMP" => vec![("protocol", "icmp".to_owned())],
+            tcp => vec![
+                ("protocol", "tcp".to_owned()),
+                ("state", tcp.to_ascii_lowercase()),
+            ],
+        };
+        by_state.get_or_create(&l).set(*n as i64);
+    }
+    for (name, help, value) in [
+        (
+            "conntrack_inserts",
+            "Conntrack entries inserted",
+            t.flows_created,
+        ),
+        (
+            "conntrack_expiries",
+            "Conntrack entries removed at their timeout",
+            t.flows_expired,
+        ),
+        (
+            "conntrack_early_drops",
+            "Conntrack entries evicted to make room in a full table",
+            t.flows_early_dropped,
+        ),
+        (
+            "conntrack_insert_refusals",
+            "New flows refused because the table was full and nothing could be evicted",
+            t.drops
+                .get(dataplane::DropReason::ConntrackFull.name())
+                .copied()
+                .unwrap_or(0),
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(value);
+        r.register(name, help, c);
+    }
+
+    // Neighbour (ARP) table.
+    let n = &report.neighbours;
+    gauge(
+        &mut r,
+        "neighbour_entries",
+        "Next hops in the neighbour table now",
+        n.entries,
+    );
+    gauge(
+        &mut r,
+        "neighbour_capacity",
+        "Next hops the neighbour table can hold",
+        n.capacity,
+    );
+    for (name, help, value) in [
+        (
+            "neighbour_refusals",
+            "New next hops refused because the neighbour table was full",
+            n.refused,
+        ),
+        (
+            "neighbour_reclaimed",
+            "Neighbour entries removed after going unused for gc_stale_ms",
+            n.reclaimed,
+        ),
+        (
+            "neighbour_compactions",
+            "Compactions of the neighbour table that reclaimed entries",
+            n.compactions,
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(value);
+        r.register(name, help, c);
+    }
+
+    // SNAT per address.
+    let snat_in_use = gauges(
+        &mut r,
+        "snat_ports_in_use",
+        "SNAT tuples (address, port) in use, per SNAT address",
+    );
+    let snat_exhausted = counter(
+        &mut r,
+        "snat_exhausted",
+        "Allocations that found no free tuple on a SNAT address",
+        None,
+    );
+    for a in &report.snat {
+        let l: Labels = vec![("snat_ip", a.address.clone())];
+        snat_in_use.get_or_create(&l).set(a.ports_in_use as i64);
+        snat_exhausted.get_or_create(&l).inc_by(a.exhausted);
+    }
+
+    // Flows per service and backend.
+    let svc_new = counter(
+        &mut r,
+        "service_flows_created",
+        "New flows (conntrack inserts) of a service",
+        None,
+    );
+    let svc_active = gauges(
+        &mut r,
+        "service_flows_active",
+        "Flows of a service in conntrack now",
+    );
+    let be_new = counter(
+        &mut r,
+        "backend_flows_created",
+        "New flows (conntrack inserts) towards a backend",
+        None,
+    );
+    let be_active = gauges(
+        &mut r,
+        "backend_flows_active",
+        "Flows of a backend in conntrack now",
+    );
+    for s in &report.services {
+        let l: Labels = vec![
+            ("service", s.name.clone()),
+            ("protocol", s.protocol.clone()),
+        ];
+        svc_new.get_or_create(&l).inc_by(s.flows_created);
+        svc_active.get_or_create(&l).set(s.flows_active as i64);
+        for b in &s.backends {
+            let l: Labels = vec![
+                ("service", s.name.clone()),
+                ("protocol", s.protocol.clone()),
+                ("backend", b.address.clone()),
+            ];
+            be_new.get_or_create(&l).inc_by(b.flows_created);
+            be_active.get_or_create(&l).set(b.flows_active as i64);
+        }
+    }
+
+    // Control plane.
+    let cp = &report.control_plane;
+    r.register_with_unit(
+        "snapshot_build",
+        "Time to build one snapshot from the desired model",
+        Unit::Seconds,
+        HistogramMetric(cp.build_ms.clone()),
+    );
+    r.register_with_unit(
+        "event_to_live",
+        "Time from the event that changed the model (API watch event, SIGHUP) to the snapshot being live",
+        Unit::Seconds,
+        HistogramMetric(cp.event_to_live_ms.clone()),
+    );
+    let restarts = counter(
+        &mut r,
+        "watch_restarts",
+        "Restarts (relists) of a Kubernetes watch",
+        None,
+    );
+    for (watch, n) in &cp.watch_restarts {
+        restarts
+            .get_or_create(&vec![("watch", watch.clone())])
+            .inc_by(*n);
+    }
+    let failing = gauges(
+        &mut r,
+        "watch_failing",
+        "1 while a Kubernetes watch is failing (from its error until it resumes)",
+    );
+    for (watch, f) in &cp.watch_failing {
+        failing
+            .get_or_create(&vec![("watch", watch.clone())])
+            .set(i64::from(*f));
+    }
+    let pool_used = gauges(
+        &mut r,
+        "ipam_pool_addresses_used",
+        "Addresses of an IPAM pool allocated to services",
+    );
+    let pool_size = gauges(&mut r, "ipam_pool_addresses", "Addresses in an IPAM pool");
+    for (pool, u) in &cp.pools {
+        let l: Labels = vec![("pool", pool.clone())];
+        pool_used.get_or_create(&l).set(u.used as i64);
+        pool_size.get_or_create(&l).set(u.size as i64);
+    }
+    if let Some(leader) = cp.leader {
+        gauge(
+            &mut r,
+            "leader",
+            "1 when this instance is the leader, 0 on standby",
+            u64::from(leader),
+        );
+    }
+
+    let mut text = String::new();
+    encode(&mut text, &r)?;
+    Ok(text)
+}

@@ -1,0 +1,448 @@
+use super::*;
+use crate::admin::{
+    BackendReport, CounterReport, PortCounters, PortReport, ServiceReport, SnapshotReport,
+};
+use dataplane::counters::{Counters, DropReason, Gauges};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+fn sample() -> StatsReport {
+    let mut c = Counters {
+        rx_packets: 40,
+        flows_created: 6,
+        flows_expired: 2,
+        flows_early_dropped: 1,
+        ..Counters::default()
+    };
+    for _ in 0..3 {
+        c.drop(DropReason::NoFlow);
+    }
+    StatsReport {
+        pid: 1,
+        uptime_ms: 10_000,
+        config: "portico.toml".into(),
+        snapshot: SnapshotReport {
+            generation: 4,
+            age_ms: 2_500,
+        },
+        total: CounterReport::new(
+            &c,
+            Gauges {
+                live_flows: 4,
+                snat_in_use: 3,
+                // SYN_SENT 1, ESTABLISHED 2, TIME_WAIT 0 ..., UDP 1.
+                flows_by_state: [1, 0, 2, 0, 0, 0, 0, 0, 1, 0],
+            },
+        ),
+        workers: Vec::new(),
+        ports: vec![PortReport {
+            port: 0,
+            name: "outside".into(),
+            interface: "veth0".into(),
+            stats: PortCounters {
+                rx_frames: 11,
+                rx_bytes: 1100,
+                tx_frames: 9,
+                tx_bytes: 900,
+                tx_ring_full: 2,
+                kernel_rx_drops: 5,
+                ..PortCounters::default()
+            },
+        }],
+        services: vec![ServiceReport {
+            name: "web".into(),
+            protocol: "tcp".into(),
+            packets: 7,
+            bytes: 700,
+            flows_created: 2,
+            flows_active: 1,
+            listeners: Vec::new(),
+            backends: vec![BackendReport {
+                address: "10.1.0.10:8080".into(),
+                condition: "ready".into(),
+                weight: 1,
+                packets: 5,
+                bytes: 500,
+                flows_created: 2,
+                flows_active: 1,
+            }],
+        }],
+        snat: vec![crate::admin::SnatAddrReport {
+            address: "10.1.0.1".into(),
+            ports_in_use: 3,
+            exhausted: 6,
+        }],
+        control_plane: {
+            let m = crate::admin::ControlPlaneMetrics::new();
+            m.observe_build_ms(3.0);
+            m.observe_build_ms(40.0);
+            m.inc_watch_restarts("services");
+            m.set_pool_usage("default", 2, 16);
+            m.report()
+        },
+        neighbours: crate::admin::NeighbourReport {
+            capacity: 16_384,
+            entries: 25,
+            statics: 20,
+            refused: 2,
+            reclaimed: 700,
+            compactions: 9,
+        },
+    }
+}
+
+/// One sample line: `name{labels} value`, labels as a sorted map.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parse the exposition line by line; panics on a line that is neither
+/// a `# TYPE|HELP|UNIT` comment, `# EOF`, nor a sample. Returns the
+/// declared types and the samples.
+fn parse(text: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
+    let mut types = BTreeMap::new();
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut w = rest.splitn(3, ' ');
+            match (w.next(), w.next(), w.next()) {
+                (Some("TYPE"), Some(name), Some(t)) => {
+                    types.insert(name.to_owned(), t.to_owned());
+                }
+                (Some("HELP" | "UNIT"), Some(_), Some(_)) => {}
+                (Some("EOF"), None, None) => {}
+                _ => panic!("bad comment line {line:?}"),
+            }
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("`series value`");
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => {
+                let body = rest.strip_suffix('}').expect("labels close");
+                let labels = body
+                    .split(',')
+                    .map(|kv| {
+                        let (k, v) = kv.split_once('=').expect("k=v");
+                        let v = v
+                            .strip_prefix('"')
+                            .and_then(|v| v.strip_suffix('"'))
+                            .expect("quoted value");
+                        (k.to_owned(), v.to_owned())
+                    })
+                    .collect();
+                (name, labels)
+            }
+            None => (series, BTreeMap::new()),
+        };
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "metric name {name:?}"
+        );
+        samples.push(Sample {
+            name: name.to_owned(),
+            labels,
+            value: value.parse().expect("numeric value"),
+        });
+    }
+    (types, samples)
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    let want: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let found: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.name == name && s.labels == want)
+        .collect();
+    assert_eq!(found.len(), 1, "{name} {want:?} in {samples:#?}");
+    found.first().map_or(f64::NAN, |s| s.value)
+}
+
+#[test]
+fn the_metrics_text_has_every_family_with_units_and_labels() {
+    let report = sample();
+    let text = encode_report(&report).expect("encodes");
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let (types, samples) = parse(&text);
+
+    for (family, t) in [
+        ("portico_port_rx_packets", "counter"),
+        ("portico_port_rx_bytes", "counter"),
+        ("portico_port_tx_packets", "counter"),
+        ("portico_port_tx_bytes", "counter"),
+        ("portico_port_driver_drops", "counter"),
+        ("portico_drops", "counter"),
+        ("portico_flows_created", "counter"),
+        ("portico_flows_expired", "counter"),
+        ("portico_flows_early_dropped", "counter"),
+        ("portico_flows_live", "gauge"),
+        ("portico_snat_tuples_in_use", "gauge"),
+        ("portico_service_packets", "counter"),
+        ("portico_service_bytes", "counter"),
+        ("portico_backend_packets", "counter"),
+        ("portico_backend_bytes", "counter"),
+        ("portico_snapshot_generation", "gauge"),
+        ("portico_snapshot_age_seconds", "gauge"),
+        ("portico_neighbour_entries", "gauge"),
+        ("portico_neighbour_capacity", "gauge"),
+        ("portico_neighbour_refusals", "counter"),
+        ("portico_neighbour_reclaimed", "counter"),
+        ("portico_neighbour_compactions", "counter"),
+    ] {
+        assert_eq!(
+            types.get(family).map(String::as_str),
+            Some(t),
+            "{family}\n{text}"
+        );
+    }
+    assert!(
+        text.contains("# UNIT portico_port_rx_bytes bytes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# UNIT portico_snapshot_age_seconds seconds"),
+        "{text}"
+    );
+    for s in &samples {
+        if types
+            .get(s.name.trim_end_matches("_total"))
+            .map(String::as_str)
+            == Some("counter")
+        {
+            assert!(s.name.ends_with("_total"), "counter sample {}", s.name);
+        }
+    }
+
+    let port = [("port", "outside"), ("interface", "veth0")];
+    assert_eq!(
+        value(&samples, "portico_port_rx_packets_total", &port),
+        11.0
+    );
+    assert_eq!(
+        value(&samples, "portico_port_rx_bytes_total", &port),
+        1100.0
+    );
+    assert_eq!(value(&samples, "portico_port_tx_packets_total", &port), 9.0);
+    assert_eq!(value(&samples, "portico_port_tx_bytes_total", &port), 900.0);
+    assert_eq!(
+        value(&samples, "portico_port_driver_drops_total", &port),
+        7.0
+    );
+
+    let reasons: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.name == "portico_drops_total")
+        .collect();
+    assert_eq!(
+        reasons.len(),
+        DropReason::COUNT,
+        "every reason, zero or not"
+    );
+    for r in DropReason::ALL {
+        let want = if *r == DropReason::NoFlow { 3.0 } else { 0.0 };
+        assert_eq!(
+            value(&samples, "portico_drops_total", &[("reason", r.name())]),
+            want
+        );
+    }
+
+    assert_eq!(value(&samples, "portico_flows_created_total", &[]), 6.0);
+    assert_eq!(value(&samples, "portico_flows_expired_total", &[]), 2.0);
+    assert_eq!(
+        value(&samples, "portico_flows_early_dropped_total", &[]),
+        1.0
+    );
+    assert_eq!(value(&samples, "portico_flows_live", &[]), 4.0);
+    assert_eq!(value(&samples, "portico_snat_tuples_in_use", &[]), 3.0);
+
+    let svc = [("service", "web"), ("protocol", "tcp")];
+    assert_eq!(value(&samples, "portico_service_packets_total", &svc), 7.0);
+    assert_eq!(value(&samples, "portico_service_bytes_total", &svc), 700.0);
+    let be = [
+        ("service", "web"),
+        ("protocol", "tcp"),
+        ("backend", "10.1.0.10:8080"),
+    ];
+    assert_eq!(value(&samples, "portico_backend_packets_total", &be), 5.0);
+    assert_eq!(value(&samples, "portico_backend_bytes_total", &be), 500.0);
+
+    assert_eq!(value(&samples, "portico_snapshot_generation", &[]), 4.0);
+    assert_eq!(value(&samples, "portico_snapshot_age_seconds", &[]), 2.5);
+    assert_eq!(value(&samples, "portico_neighbour_entries", &[]), 25.0);
+    assert_eq!(value(&samples, "portico_neighbour_capacity", &[]), 16_384.0);
+    assert_eq!(
+        value(&samples, "portico_neighbour_refusals_total", &[]),
+        2.0
+    );
+    assert_eq!(
+        value(&samples, "portico_neighbour_reclaimed_total", &[]),
+        700.0
+    );
+    assert_eq!(
+        value(&samples, "portico_neighbour_compactions_total", &[]),
+        9.0
+    );
+
+    // Conntrack by protocol and state, and its counters.
+    let tcp = |state: &'static str| [("protocol", "tcp"), ("state", state)];
+    assert_eq!(
+        value(&samples, "portico_conntrack_flows", &tcp("syn_sent")),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "portico_conntrack_flows", &tcp("established")),
+        2.0
+    );
+    assert_eq!(
+        value(&samples, "portico_conntrack_flows", &tcp("time_wait")),
+        0.0
+    );
+    assert_eq!(
+        value(&samples, "portico_conntrack_flows", &[("protocol", "udp")]),
+        1.0
+    );
+    assert_eq!(value(&samples, "portico_conntrack_inserts_total", &[]), 6.0);
+    assert_eq!(
+        value(&samples, "portico_conntrack_expiries_total", &[]),
+        2.0
+    );
+    assert_eq!(
+        value(&samples, "portico_conntrack_early_drops_total", &[]),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "portico_conntrack_insert_refusals_total", &[]),
+        0.0
+    );
+    // SNAT per address.
+    let ip = [("snat_ip", "10.1.0.1")];
+    assert_eq!(value(&samples, "portico_snat_ports_in_use", &ip), 3.0);
+    assert_eq!(value(&samples, "portico_snat_exhausted_total", &ip), 6.0);
+    // Flows per service and backend.
+    assert_eq!(
+        value(&samples, "portico_service_flows_created_total", &svc),
+        2.0
+    );
+    assert_eq!(value(&samples, "portico_service_flows_active", &svc), 1.0);
+    assert_eq!(
+        value(&samples, "portico_backend_flows_created_total", &be),
+        2.0
+    );
+    assert_eq!(value(&samples, "portico_backend_flows_active", &be), 1.0);
+    // Control plane: a histogram in seconds, cumulative buckets.
+    assert_eq!(
+        types
+            .get("portico_snapshot_build_seconds")
+            .map(String::as_str),
+        Some("histogram")
+    );
+    assert_eq!(
+        types
+            .get("portico_event_to_live_seconds")
+            .map(String::as_str),
+        Some("histogram")
+    );
+    assert_eq!(
+        value(&samples, "portico_snapshot_build_seconds_count", &[]),
+        2.0
+    );
+    assert!((value(&samples, "portico_snapshot_build_seconds_sum", &[]) - 0.043).abs() < 1e-9);
+    assert_eq!(
+        value(
+            &samples,
+            "portico_snapshot_build_seconds_bucket",
+            &[("le", "0.005")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "portico_snapshot_build_seconds_bucket",
+            &[("le", "0.05")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "portico_snapshot_build_seconds_bucket",
+            &[("le", "+Inf")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(&samples, "portico_event_to_live_seconds_count", &[]),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "portico_watch_restarts_total",
+            &[("watch", "services")]
+        ),
+        1.0
+    );
+    let pool = [("pool", "default")];
+    assert_eq!(
+        value(&samples, "portico_ipam_pool_addresses_used", &pool),
+        2.0
+    );
+    assert_eq!(value(&samples, "portico_ipam_pool_addresses", &pool), 16.0);
+    assert!(!types.contains_key("portico_leader"), "no leader election");
+}
+
+fn get(addr: SocketAddr, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connects");
+    s.write_all(request.as_bytes()).expect("sends");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("reads");
+    out
+}
+
+#[test]
+fn the_server_answers_get_metrics_and_nothing_else() {
+    let generation = Arc::new(AtomicU64::new(10));
+    let server = {
+        let generation = Arc::clone(&generation);
+        MetricsServer::start("127.0.0.1:0".parse().expect("addr"), move || {
+            let mut r = sample();
+            r.snapshot.generation = generation.fetch_add(1, Ordering::Relaxed);
+            r
+        })
+        .expect("starts")
+    };
+    let addr = server.addr();
+    assert_ne!(addr.port(), 0);
+    let first = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(first.starts_with("HTTP/1.1 200 OK\r\n"), "{first}");
+    assert!(first.contains(CONTENT_TYPE), "{first}");
+    assert!(
+        first.contains("portico_snapshot_generation 10\n"),
+        "{first}"
+    );
+    let second = get(addr, "GET /metrics?x=1 HTTP/1.0\r\n\r\n");
+    assert!(
+        second.contains("portico_snapshot_generation 11\n"),
+        "fresh per scrape"
+    );
+    let (head, body) = second.split_once("\r\n\r\n").expect("head and body");
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|v| v.parse().ok())
+        .expect("content length");
+    assert_eq!(length, body.len());
+    assert!(get(addr, "GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    assert!(get(addr, "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    drop(server);
+    assert!(TcpStream::connect(addr).is_err(), "closed on drop");
+}

@@ -1,0 +1,446 @@
+//! The text the admin clients print: `portico stats` ([`StatsReport`]'s
+//! Display, [`Rates`] between two reports) and `portico services`
+//! ([`ServicesTable`]).
+
+use super::report::{ServiceReport, StatsReport};
+use dataplane::counters::DropReason;
+use std::fmt::{self, Write as _};
+
+/// Rates between two reports of the same gateway (`portico stats`): per
+/// second, over the time between them.
+#[derive(Debug)]
+pub struct Rates<'a> {
+    pub before: &'a StatsReport,
+    pub after: &'a StatsReport,
+}
+
+impl fmt::Display for Rates<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dt_ms = self.after.uptime_ms.saturating_sub(self.before.uptime_ms);
+        if dt_ms == 0 || self.after.pid != self.before.pid {
+            return Ok(());
+        }
+        let per_s = |a: u64, b: u64| a.saturating_sub(b) as f64 * 1000.0 / dt_ms as f64;
+        let (a, b) = (&self.after.total, &self.before.total);
+        writeln!(
+            f,
+            "\nrates over the last {:.1} s (per second):",
+            dt_ms as f64 / 1000.0
+        )?;
+        writeln!(
+            f,
+            "  rx {:.1} pkt/s {:.1} B/s, tx {:.1} pkt/s {:.1} B/s, dropped {:.1}/s, new flows {:.1}/s",
+            per_s(a.rx_packets, b.rx_packets),
+            per_s(a.rx_bytes, b.rx_bytes),
+            per_s(a.tx_packets, b.tx_packets),
+            per_s(a.tx_bytes, b.tx_bytes),
+            per_s(a.dropped, b.dropped),
+            per_s(a.flows_created, b.flows_created)
+        )?;
+        for s in &self.after.services {
+            let Some(old) = self
+                .before
+                .services
+                .iter()
+                .find(|o| o.name == s.name && o.protocol == s.protocol)
+            else {
+                continue;
+            };
+            writeln!(
+                f,
+                "  {:<32} {:>10.1} pkt/s {:>12.1} B/s {:>8.1} flows/s",
+                format!("{} ({})", s.name, s.protocol),
+                per_s(s.packets, old.packets),
+                per_s(s.bytes, old.bytes),
+                per_s(s.flows_created, old.flows_created)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Milliseconds as `1h02m03s`, `4.5s` or `12ms`.
+fn fmt_duration_ms(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let s = ms / 1000;
+    if s < 60 {
+        return format!("{}.{}s", s, (ms % 1000) / 100);
+    }
+    let (h, m, s) = (s / 3600, (s / 60) % 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m{s:02}s")
+    } else {
+        format!("{m}m{s:02}s")
+    }
+}
+
+/// What `portico services` prints: like `ipvsadm -Ln`, each service with
+/// its listeners, then its backends with weight, condition and traffic.
+#[derive(Debug)]
+pub struct ServicesTable<'a>(pub &'a [ServiceReport]);
+
+impl fmt::Display for ServicesTable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return writeln!(f, "no services");
+        }
+        writeln!(
+            f,
+            "{:<5} {:<28} {:>6} {:<20} {:>12} {:>14} {:>10} {:>8}",
+            "Prot",
+            "Service / Listener",
+            "Weight",
+            "Condition",
+            "Packets",
+            "Bytes",
+            "NewFlows",
+            "Active"
+        )?;
+        writeln!(f, "  -> Backend")?;
+        for s in self.0 {
+            writeln!(
+                f,
+                "{:<5} {:<28} {:>6} {:<20} {:>12} {:>14} {:>10} {:>8}",
+                s.protocol.to_uppercase(),
+                s.name,
+                "",
+                "",
+                s.packets,
+                s.bytes,
+                s.flows_created,
+                s.flows_active
+            )?;
+            for l in &s.listeners {
+                writeln!(f, "      {:<28} ({})", l.address, l.kind)?;
+            }
+            for b in &s.backends {
+                writeln!(
+                    f,
+                    "  -> {:<29} {:>6} {:<20} {:>12} {:>14} {:>10} {:>8}",
+                    b.address,
+                    b.weight,
+                    b.condition,
+                    b.packets,
+                    b.bytes,
+                    b.flows_created,
+                    b.flows_active
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What `portico stats` prints.
+fn write_services(f: &mut fmt::Formatter<'_>, services: &[ServiceReport]) -> fmt::Result {
+    if services.is_empty() {
+        return Ok(());
+    }
+    writeln!(f, "\nservices:")?;
+    writeln!(
+        f,
+        "  {:<32} {:>12} {:>14} {:>10} {:>8}",
+        "service / backend", "packets", "bytes", "new flows", "active"
+    )?;
+    for s in services {
+        writeln!(
+            f,
+            "  {:<32} {:>12} {:>14} {:>10} {:>8}",
+            format!("{} ({})", s.name, s.protocol),
+            s.packets,
+            s.bytes,
+            s.flows_created,
+            s.flows_active
+        )?;
+        for b in &s.backends {
+            writeln!(
+                f,
+                "    {:<30} {:>12} {:>14} {:>10} {:>8}",
+                format!("{} {}", b.address, b.condition),
+                b.packets,
+                b.bytes,
+                b.flows_created,
+                b.flows_active
+            )?;
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for StatsReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "portico pid {}, up {}, config {}",
+            self.pid,
+            fmt_duration_ms(self.uptime_ms),
+            self.config
+        )?;
+        writeln!(
+            f,
+            "snapshot generation {}, published {} ago",
+            self.snapshot.generation,
+            fmt_duration_ms(self.snapshot.age_ms)
+        )?;
+
+        writeln!(f, "\nports:")?;
+        writeln!(
+            f,
+            "  {:<12} {:<16} {:>12} {:>14} {:>12} {:>14} {:>10}",
+            "port", "interface", "rx frames", "rx bytes", "tx frames", "tx bytes", "dropped"
+        )?;
+        for p in &self.ports {
+            let s = &p.stats;
+            writeln!(
+                f,
+                "  {:<12} {:<16} {:>12} {:>14} {:>12} {:>14} {:>10}",
+                p.name,
+                p.interface,
+                s.rx_frames,
+                s.rx_bytes,
+                s.tx_frames,
+                s.tx_bytes,
+                s.dropped()
+            )?;
+            let mut details = String::new();
+            for (name, v) in [
+                ("rx_too_big", s.rx_too_big),
+                ("rx_truncated", s.rx_truncated),
+                ("tx_too_big", s.tx_too_big),
+                ("tx_ring_full", s.tx_ring_full),
+                ("kernel_rx_drops", s.kernel_rx_drops),
+                ("rx_pool_empty", s.rx_pool_empty),
+                ("tx_send_errors", s.tx_send_errors),
+                ("socket_errors", s.socket_errors),
+            ] {
+                if v > 0 {
+                    let _ = write!(details, " {name}={v}");
+                }
+            }
+            if !details.is_empty() {
+                writeln!(f, "    {}", details.trim_start())?;
+            }
+        }
+
+        writeln!(f, "\nworkers:")?;
+        writeln!(
+            f,
+            "  {:<8} {:>6} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+            "worker", "core", "rx pkts", "tx pkts", "dropped", "flows", "snat", "handoff"
+        )?;
+        let rows = self
+            .workers
+            .iter()
+            .map(|w| (w.worker.to_string(), w.core, &w.counters))
+            .chain(std::iter::once(("total".to_owned(), None, &self.total)));
+        for (name, core, c) in rows {
+            writeln!(
+                f,
+                "  {:<8} {:>6} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+                name,
+                core.map_or_else(|| "-".to_owned(), |c| c.to_string()),
+                c.rx_packets,
+                c.tx_packets,
+                c.dropped,
+                c.live_flows,
+                c.snat_in_use,
+                c.handoff_out,
+            )?;
+        }
+
+        let t = &self.total;
+        writeln!(f, "\nflows:")?;
+        writeln!(
+            f,
+            "  live {}, created {}, expired {}, early-dropped {}, recycled {}, reselected {}",
+            t.live_flows,
+            t.flows_created,
+            t.flows_expired,
+            t.flows_early_dropped,
+            t.flows_recycled,
+            t.flows_reselected
+        )?;
+        writeln!(
+            f,
+            "  snat tuples in use {}, allocations {}, quarantine reuses {}; affinity hits {}",
+            t.snat_in_use, t.snat_allocations, t.snat_quarantine_reuses, t.affinity_hits
+        )?;
+        writeln!(
+            f,
+            "  local replies {}, icmp errors translated {}, resets sent {}, handoff out {} / in {}",
+            t.local_replies, t.icmp_errors_translated, t.resets_sent, t.handoff_out, t.handoff_in
+        )?;
+        writeln!(
+            f,
+            "  arp: learned {}, requests {}, gratuitous {}, held packets sent {}",
+            t.arp_learned, t.arp_requests_sent, t.garp_sent, t.neighbour_held_sent
+        )?;
+        let n = &self.neighbours;
+        writeln!(
+            f,
+            "  neighbours: {} of {} ({} static), refused {}, reclaimed {} in {} compactions",
+            n.entries, n.capacity, n.statics, n.refused, n.reclaimed, n.compactions
+        )?;
+        let states: Vec<String> = t
+            .flows_by_state
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        if !states.is_empty() {
+            writeln!(f, "  by state: {}", states.join(", "))?;
+        }
+        for a in &self.snat {
+            writeln!(
+                f,
+                "  snat {}: ports in use {}, exhausted {}",
+                a.address, a.ports_in_use, a.exhausted
+            )?;
+        }
+        let cp = &self.control_plane;
+        if cp.build_ms.count > 0 {
+            writeln!(
+                f,
+                "  control plane: {} snapshot builds (mean {:.2} ms), {} changes live (mean {:.2} ms after the event)",
+                cp.build_ms.count,
+                cp.build_ms.sum_ms / cp.build_ms.count as f64,
+                cp.event_to_live_ms.count,
+                cp.event_to_live_ms.sum_ms / cp.event_to_live_ms.count.max(1) as f64
+            )?;
+        }
+
+        writeln!(f, "\ndrops ({} total):", t.dropped)?;
+        let mut any = false;
+        for r in DropReason::ALL {
+            let v = t.drops.get(r.name()).copied().unwrap_or(0);
+            if v > 0 {
+                any = true;
+                writeln!(f, "  {:<24} {v:>12}", r.name())?;
+            }
+        }
+        if !any {
+            writeln!(f, "  none")?;
+        }
+        write_services(f, &self.services)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::report::tests::worker;
+    use crate::admin::{
+        BackendReport, ControlPlaneReport, ListenerReport, NeighbourReport, PortCounters,
+        PortReport, SnapshotReport, sum_workers,
+    };
+
+    #[test]
+    fn report_survives_json_and_renders() {
+        let workers = vec![worker(0, 10, &[(DropReason::NotOwned, 2)], 1)];
+        let report = StatsReport {
+            pid: 42,
+            uptime_ms: 65_000,
+            config: "/etc/portico.toml".into(),
+            snapshot: SnapshotReport {
+                generation: 3,
+                age_ms: 1500,
+            },
+            total: sum_workers(&workers),
+            workers,
+            ports: vec![PortReport {
+                port: 0,
+                name: "outside".into(),
+                interface: "veth0".into(),
+                stats: PortCounters {
+                    rx_frames: 11,
+                    ..PortCounters::default()
+                },
+            }],
+            services: vec![ServiceReport {
+                name: "web".into(),
+                protocol: "tcp".into(),
+                packets: 7,
+                bytes: 700,
+                flows_created: 2,
+                flows_active: 1,
+                listeners: vec![ListenerReport {
+                    kind: "vip".into(),
+                    address: "203.0.113.10:80".into(),
+                }],
+                backends: vec![BackendReport {
+                    address: "10.1.0.10:8080".into(),
+                    condition: "ready".into(),
+                    weight: 3,
+                    packets: 7,
+                    bytes: 700,
+                    flows_created: 2,
+                    flows_active: 1,
+                }],
+            }],
+            snat: Vec::new(),
+            control_plane: ControlPlaneReport::default(),
+            neighbours: NeighbourReport {
+                capacity: 16_384,
+                entries: 21,
+                statics: 20,
+                refused: 3,
+                reclaimed: 1_234,
+                compactions: 5,
+            },
+        };
+        let json = serde_json::to_string(&report).expect("serializes");
+        let value: serde_json::Value = serde_json::from_str(&json).expect("json");
+        assert_eq!(value["workers"][0]["rx_packets"], 10, "flattened");
+        assert_eq!(value["ports"][0]["rx_frames"], 11, "flattened");
+        assert_eq!(value["total"]["drops"]["not_owned"], 2);
+        let back: StatsReport = serde_json::from_str(&json).expect("parses back");
+        assert_eq!(back, report);
+        let text = report.to_string();
+        assert!(text.contains("generation 3"), "{text}");
+        assert!(text.contains("not_owned"), "{text}");
+        assert!(text.contains("outside"), "{text}");
+        assert!(text.contains("1m05s"), "{text}");
+        assert!(
+            text.contains(
+                "neighbours: 21 of 16384 (20 static), refused 3, reclaimed 1234 in 5 compactions"
+            ),
+            "{text}"
+        );
+        assert_eq!(value["neighbours"]["reclaimed"], 1_234);
+        assert!(
+            text.contains("web (tcp)") && text.contains("10.1.0.10:8080 ready"),
+            "{text}"
+        );
+        assert_eq!(value["services"][0]["backends"][0]["packets"], 7);
+        assert_eq!(value["services"][0]["backends"][0]["weight"], 3);
+        let table = ServicesTable(&report.services).to_string();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("TCP") && l.contains("web") && l.contains(" 7 ")),
+            "{table}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("203.0.113.10:80") && l.contains("(vip)")),
+            "{table}"
+        );
+        assert!(
+            lines.iter().any(|l| l.starts_with("  -> 10.1.0.10:8080")
+                && l.split_whitespace().collect::<Vec<_>>()[2..5] == ["3", "ready", "7"]),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(fmt_duration_ms(12), "12ms");
+        assert_eq!(fmt_duration_ms(4_500), "4.5s");
+        assert_eq!(fmt_duration_ms(3_723_000), "1h02m03s");
+    }
+}

@@ -1,0 +1,424 @@
+//! The reports the admin socket answers with and `/metrics` is built
+//! from, as JSON types, and how they are summed from the workers' cells.
+//!
+//! Invariants: [`CounterReport`] is generated from the dataplane's one list
+//! of counters; every drop reason and conntrack state is present by its
+//! stable name, zero or not; `total` is the field-wise sum of `workers`.
+
+use super::ControlPlaneReport;
+use crate::mirror::ToConfig;
+use dataplane::conntrack::FlowState;
+use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters, SnatAddrStats};
+use dataplane::driver::PortCounters;
+use dataplane::snapshot::{Backend, Listener, ListenerKey, Service, Snapshot};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Everything `portico stats` shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatsReport {
+    pub pid: u32,
+    pub uptime_ms: u64,
+    /// The configuration file the gateway runs from.
+    pub config: String,
+    pub snapshot: SnapshotReport,
+    /// Sum over all workers.
+    pub total: CounterReport,
+    pub workers: Vec<WorkerReport>,
+    pub ports: Vec<PortReport>,
+    /// Packets and bytes per service and per backend, summed over workers.
+    #[serde(default)]
+    pub services: Vec<ServiceReport>,
+    /// Per SNAT address, summed over workers.
+    #[serde(default)]
+    pub snat: Vec<SnatAddrReport>,
+    /// The control plane's own measurements.
+    #[serde(default)]
+    pub control_plane: ControlPlaneReport,
+    /// The shared neighbour (ARP) table.
+    #[serde(default)]
+    pub neighbours: NeighbourReport,
+}
+
+/// The neighbour table shared by the workers
+/// ([`dataplane::neighbour::NeighbourStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighbourReport {
+    /// Slots: next hops the table can hold.
+    pub capacity: u64,
+    /// Next hops in the table now.
+    pub entries: u64,
+    /// Of which configured (static).
+    pub statics: u64,
+    /// New next hops refused because the table was full.
+    pub refused: u64,
+    /// Entries removed because they were unused for `gc_stale_ms`.
+    pub reclaimed: u64,
+    /// Compactions that reclaimed entries.
+    pub compactions: u64,
+}
+
+impl From<dataplane::neighbour::NeighbourStats> for NeighbourReport {
+    fn from(s: dataplane::neighbour::NeighbourStats) -> Self {
+        NeighbourReport {
+            capacity: s.capacity,
+            entries: s.entries,
+            statics: s.statics,
+            refused: s.refused,
+            reclaimed: s.reclaimed,
+            compactions: s.compactions,
+        }
+    }
+}
+
+/// One SNAT address, summed over the workers' allocators.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnatAddrReport {
+    pub address: String,
+    /// Tuples in use now.
+    pub ports_in_use: u64,
+    /// Allocations that found no free tuple on this address.
+    pub exhausted: u64,
+}
+
+/// Sum the workers' per-address SNAT stats, addresses in first-seen order.
+pub fn snat_reports(per_worker: &[Vec<SnatAddrStats>]) -> Vec<SnatAddrReport> {
+    let mut out: Vec<SnatAddrReport> = Vec::new();
+    for s in per_worker.iter().flatten() {
+        let address = s.addr.to_string();
+        let i = match out.iter().position(|r| r.address == address) {
+            Some(i) => i,
+            None => {
+                out.push(SnatAddrReport {
+                    address,
+                    ..SnatAddrReport::default()
+                });
+                out.len() - 1
+            }
+        };
+        if let Some(r) = out.get_mut(i) {
+            r.ports_in_use += s.in_use;
+            r.exhausted += s.exhausted;
+        }
+    }
+    out
+}
+
+/// Traffic of one service (both directions), with its backends.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceReport {
+    pub name: String,
+    pub protocol: String,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Conntrack inserts for this service.
+    #[serde(default)]
+    pub flows_created: u64,
+    /// Its flows in conntrack now.
+    #[serde(default)]
+    pub flows_active: u64,
+    /// Where the service accepts traffic, sorted.
+    #[serde(default)]
+    pub listeners: Vec<ListenerReport>,
+    pub backends: Vec<BackendReport>,
+}
+
+/// One `(protocol, address, port)` a service accepts traffic on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ListenerReport {
+    /// `vip`, `external_ip` or `node_port`.
+    pub kind: String,
+    /// `address:port`.
+    pub address: String,
+}
+
+/// Traffic of one backend of a service (both directions).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendReport {
+    pub address: String,
+    /// `ready`, `serving_terminating` or `draining`.
+    pub condition: String,
+    /// Maglev weight.
+    #[serde(default)]
+    pub weight: u32,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Conntrack inserts towards this backend.
+    #[serde(default)]
+    pub flows_created: u64,
+    /// Its flows in conntrack now.
+    #[serde(default)]
+    pub flows_active: u64,
+}
+
+/// Per-service and per-backend traffic of the snapshot in force, from the
+/// workers' summed [`ServiceCounters`] (indexed by the snapshot's ids).
+///
+/// Services in id order, each with its listeners sorted and its backends in
+/// id order. Linear in services + listeners + backends: the listeners and
+/// backends are sorted into per-service buckets (indexed by service id) in
+/// one pass each, not searched per service.
+pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<ServiceReport> {
+    // Every service id in use is below `snap.services.len()`; a listener or
+    // backend naming any other id belongs to no service and is not shown.
+    let ids = snap.services.len();
+    let mut listeners: Vec<Vec<ListenerReport>> = Vec::new();
+    listeners.resize_with(ids, Vec::new);
+    for (k, l) in snap.listeners.iter() {
+        if let Some(bucket) = listeners.get_mut(l.service as usize) {
+            bucket.push(ListenerReport::of(k, l));
+        }
+    }
+    let mut backends: Vec<Vec<BackendReport>> = Vec::new();
+    backends.resize_with(ids, Vec::new);
+    for b in snap.backends.iter().flatten() {
+        if let Some(bucket) = backends.get_mut(b.service as usize) {
+            bucket.push(BackendReport::of(b, counted));
+        }
+    }
+    snap.services
+        .iter()
+        .flatten()
+        .map(|s| {
+            let mut listeners = listeners
+                .get_mut(s.id as usize)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            listeners.sort();
+            let backends = backends
+                .get_mut(s.id as usize)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            ServiceReport::of(s, counted, listeners, backends)
+        })
+        .collect()
+}
+
+/// The value of id `i` in a per-id counter vector (0 past its end).
+fn counter_at(v: &[u64], i: u32) -> u64 {
+    v.get(i as usize).copied().unwrap_or(0)
+}
+
+impl ServiceReport {
+    /// The row of service `s` with the given listeners and backends.
+    pub fn of(
+        s: &Service,
+        counted: &ServiceCounters,
+        listeners: Vec<ListenerReport>,
+        backends: Vec<BackendReport>,
+    ) -> Self {
+        ServiceReport {
+            name: s.name.to_string(),
+            protocol: s.proto.name().to_owned(),
+            packets: counter_at(&counted.service_packets, s.id),
+            bytes: counter_at(&counted.service_bytes, s.id),
+            flows_created: counter_at(&counted.service_flows_created, s.id),
+            flows_active: counter_at(&counted.service_flows_active, s.id),
+            listeners,
+            backends,
+        }
+    }
+}
+
+impl ListenerReport {
+    /// The row of one listener.
+    pub fn of(key: &ListenerKey, listener: &Listener) -> Self {
+        ListenerReport {
+            kind: listener.kind.to_config().name().to_owned(),
+            address: format!("{}:{}", key.addr, key.port),
+        }
+    }
+}
+
+impl BackendReport {
+    /// The row of backend `b` with its summed counters.
+    pub fn of(b: &Backend, counted: &ServiceCounters) -> Self {
+        BackendReport {
+            address: b.addr.to_string(),
+            condition: b.condition.to_config().name().to_owned(),
+            weight: b.weight,
+            packets: counter_at(&counted.backend_packets, b.id),
+            bytes: counter_at(&counted.backend_bytes, b.id),
+            flows_created: counter_at(&counted.backend_flows_created, b.id),
+            flows_active: counter_at(&counted.backend_flows_active, b.id),
+        }
+    }
+}
+
+/// The forwarding tables in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotReport {
+    /// Increases by one with every published snapshot (start and each
+    /// applied reload).
+    pub generation: u64,
+    /// Time since it was published.
+    pub age_ms: u64,
+}
+
+macro_rules! define_counter_report {
+    ($($(#[$doc:meta])* $field:ident,)*) => {
+        /// The dataplane counters of one worker, or of all of them: every
+        /// scalar of [`Counters`] (generated from the same list,
+        /// [`dataplane::with_counters`]), the drops by reason and the gauges.
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct CounterReport {
+            $($(#[$doc])* pub $field: u64,)*
+            /// Sum of `drops`.
+            pub dropped: u64,
+            /// Every drop reason by its stable name.
+            pub drops: BTreeMap<String, u64>,
+            /// Flows in the conntrack tables now.
+            pub live_flows: u64,
+            /// SNAT tuples in use now.
+            pub snat_in_use: u64,
+            /// Live flows per conntrack state (`ESTABLISHED`, …, `UDP`,
+            /// `ICMP`), every state present.
+            #[serde(default)]
+            pub flows_by_state: BTreeMap<String, u64>,
+        }
+
+        impl CounterReport {
+            pub fn new(c: &Counters, g: Gauges) -> Self {
+                CounterReport {
+                    $($field: c.$field,)*
+                    dropped: c.total_drops(),
+                    drops: DropReason::ALL
+                        .iter()
+                        .map(|r| (r.name().to_owned(), c.dropped(*r)))
+                        .collect(),
+                    live_flows: g.live_flows,
+                    snat_in_use: g.snat_in_use,
+                    flows_by_state: FlowState::ALL
+                        .iter()
+                        .zip(g.flows_by_state)
+                        .map(|(s, n)| (s.name().to_owned(), n))
+                        .collect(),
+                }
+            }
+
+            /// The counters and gauges back (the inverse of
+            /// [`CounterReport::new`]; names it does not know are ignored).
+            pub fn split(&self) -> (Counters, Gauges) {
+                let drops = std::array::from_fn(|i| {
+                    DropReason::ALL
+                        .get(i)
+                        .and_then(|r| self.drops.get(r.name()))
+                        .copied()
+                        .unwrap_or(0)
+                });
+                let counters = Counters {
+                    $($field: self.$field,)*
+                    drops,
+                };
+                let gauges = Gauges {
+                    live_flows: self.live_flows,
+                    snat_in_use: self.snat_in_use,
+                    flows_by_state: std::array::from_fn(|i| {
+                        FlowState::ALL
+                            .get(i)
+                            .and_then(|s| self.flows_by_state.get(s.name()))
+                            .copied()
+                            .unwrap_or(0)
+                    }),
+                };
+                (counters, gauges)
+            }
+        }
+    };
+}
+
+dataplane::with_counters!(define_counter_report);
+
+/// One worker thread.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerReport {
+    pub worker: usize,
+    /// The core it is pinned to, if any.
+    pub core: Option<usize>,
+    #[serde(flatten)]
+    pub counters: CounterReport,
+}
+
+/// One port's driver counters, summed over the workers' sockets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortReport {
+    pub port: usize,
+    pub name: String,
+    pub interface: String,
+    #[serde(flatten)]
+    pub stats: PortCounters,
+}
+
+/// Aggregate per-worker counters into `total`.
+pub fn sum_workers(workers: &[WorkerReport]) -> CounterReport {
+    let mut counters = Counters::default();
+    let mut gauges = Gauges::default();
+    for w in workers {
+        let (c, g) = w.counters.split();
+        counters.accumulate(&c);
+        gauges.accumulate(&g);
+    }
+    CounterReport::new(&counters, gauges)
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub(in crate::admin) fn worker(
+        i: usize,
+        rx: u64,
+        drops: &[(DropReason, u64)],
+        flows: u64,
+    ) -> WorkerReport {
+        let mut c = Counters {
+            rx_packets: rx,
+            tx_packets: rx / 2,
+            ..Counters::default()
+        };
+        for (r, n) in drops {
+            for _ in 0..*n {
+                c.drop(*r);
+            }
+        }
+        WorkerReport {
+            worker: i,
+            core: Some(i),
+            counters: CounterReport::new(
+                &c,
+                Gauges {
+                    live_flows: flows,
+                    snat_in_use: flows,
+                    flows_by_state: [0; dataplane::conntrack::FlowState::COUNT],
+                },
+            ),
+        }
+    }
+
+    #[test]
+    fn every_drop_reason_is_reported_by_name() {
+        let w = worker(0, 10, &[(DropReason::NoFlow, 3)], 1);
+        assert_eq!(w.counters.drops.len(), DropReason::COUNT);
+        for r in DropReason::ALL {
+            assert!(w.counters.drops.contains_key(r.name()), "{r}");
+        }
+        assert_eq!(w.counters.drops["no_flow"], 3);
+        assert_eq!(w.counters.dropped, 3);
+    }
+
+    #[test]
+    fn total_is_the_sum_of_the_workers() {
+        let workers = vec![
+            worker(0, 10, &[(DropReason::NoFlow, 3)], 4),
+            worker(1, 7, &[(DropReason::NoFlow, 1), (DropReason::TxFull, 2)], 5),
+        ];
+        let t = sum_workers(&workers);
+        assert_eq!(t.rx_packets, 17);
+        assert_eq!(t.tx_packets, 5 + 3);
+        assert_eq!(t.drops["no_flow"], 4);
+        assert_eq!(t.drops["tx_full"], 2);
+        assert_eq!(t.dropped, 6);
+        assert_eq!(t.live_flows, 9);
+        assert_eq!(t.snat_in_use, 9);
+    }
+}

@@ -1,0 +1,47 @@
+//! The bounds the validator checks values against. Where the dataplane has
+//! the same limit, the dataplane owns it and the constant here restates it
+//! (this crate does not depend on the dataplane); the control plane's tests
+//! assert that each restated value equals the dataplane's.
+
+use std::ops::RangeInclusive;
+
+/// Most workers (and pinned cores).
+pub const MAX_WORKERS: u64 = 64;
+/// Largest receive burst (the dataplane's `MAX_BATCH`).
+pub const MAX_BATCH_SIZE: u64 = 64;
+/// Largest Maglev table (the dataplane's `maglev::MAX_TABLE_SIZE`).
+pub const MAX_MAGLEV_TABLE_SIZE: u64 = 1 << 24;
+/// Most backends per service (the dataplane's `maglev::MAX_BACKENDS`).
+pub const MAX_BACKENDS: usize = 65_535;
+/// Largest conntrack or affinity table per worker (the dataplane's
+/// `conntrack::MAX_CAPACITY`).
+pub const MAX_TABLE_CAPACITY: u64 = 1 << 30;
+/// SNAT ports each worker needs at least.
+pub const MIN_SNAT_PORTS_PER_WORKER: u64 = 64;
+/// Longest Linux interface name in bytes (`IFNAMSIZ` - 1).
+pub const MAX_INTERFACE_NAME_BYTES: usize = 15;
+/// MTU bounds: IPv4's minimum (RFC 791: 68) to the usual jumbo limit.
+pub const MTU_RANGE: RangeInclusive<u64> = 68..=9216;
+/// Kubernetes' bound on `sessionAffinityConfig.clientIP.timeoutSeconds`.
+pub const MAX_AFFINITY_TIMEOUT_S: u64 = 86_400;
+/// Largest backend weight.
+pub const MAX_WEIGHT: u64 = 65_535;
+/// EAL memory bounds, in megabytes.
+pub const DPDK_MEMORY_MB_RANGE: RangeInclusive<u64> = 64..=1 << 20;
+/// Descriptors per DPDK queue.
+pub const DPDK_DESC_RANGE: RangeInclusive<u64> = 64..=16_384;
+
+/// Whether this build has the DPDK driver (nic-config's feature `dpdk`).
+pub const DPDK_AVAILABLE: bool = cfg!(feature = "dpdk");
+
+/// AF_XDP ring sizes (entries): powers of two in this range.
+pub const XDP_RING_RANGE: RangeInclusive<u64> = 64..=32_768;
+/// Most frames of one AF_XDP UMEM.
+pub const MAX_UMEM_FRAMES: u64 = 1 << 20;
+
+/// Bounds of `kubernetes.debounce_ms`.
+pub const DEBOUNCE_RANGE_MS: RangeInclusive<u64> = 0..=10_000;
+/// Largest `kubernetes.debounce_max_ms`.
+pub const MAX_DEBOUNCE_MAX_MS: u64 = 60_000;
+/// Default `kubernetes.debounce_max_ms` as a multiple of `debounce_ms`.
+pub const DEFAULT_DEBOUNCE_MAX_FACTOR: u64 = 10;

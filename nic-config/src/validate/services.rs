@@ -1,0 +1,219 @@
+//! `[[service]]`: names, listeners (VIP, external IPs, NodePort on every
+//! node address), session affinity and backends.
+
+use super::Validator;
+use super::limits::{MAX_AFFINITY_TIMEOUT_S, MAX_BACKENDS, MAX_WEIGHT};
+use super::ports::Ports;
+use crate::plan::{AddressRole, BackendPlan, ListenerKind, ListenerPlan, ServicePlan};
+use crate::schema::{ConfigFile, DEFAULT_AFFINITY_TIMEOUT_S, Protocol, SessionAffinity};
+use std::collections::{HashMap, HashSet};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::ops::RangeInclusive;
+
+impl Validator {
+    /// `port_range`: the SNAT port range, when it is valid.
+    pub(super) fn services(
+        &mut self,
+        file: &ConfigFile,
+        ports: &Ports<'_>,
+        port_range: Option<&RangeInclusive<u16>>,
+    ) -> Vec<ServicePlan> {
+        let owners = &ports.owners;
+        let node_addrs = ports.with_role(AddressRole::Node);
+        let snat_addrs = ports.with_role(AddressRole::Snat);
+        let dual: Vec<Ipv4Addr> = node_addrs
+            .iter()
+            .copied()
+            .filter(|a| snat_addrs.contains(a))
+            .collect();
+        let any_node_addresses = file.ports.iter().any(|p| !p.node_addresses.is_empty());
+        let any_snat_addresses = file.ports.iter().any(|p| !p.snat_addresses.is_empty());
+
+        let mut services = Vec::new();
+        let mut service_names: HashMap<&str, usize> = HashMap::new();
+        // (protocol, address, port) → (service index, path) of its first use
+        let mut listeners_taken: HashMap<(Protocol, Ipv4Addr, u16), (usize, String)> =
+            HashMap::new();
+        let mut snat_wanted_at: Option<usize> = None;
+        for (i, s) in file.services.iter().enumerate() {
+            let at = format!("service[{i}]");
+            self.unique_name("service", i, &s.name, &mut service_names);
+            if s.vip.is_none() && s.node_port.is_none() && s.external_ips.is_empty() {
+                self.problem(
+                    at.clone(),
+                    "has nowhere to listen: give at least one of vip, node_port, external_ips",
+                );
+            }
+            let port = self
+                .ranged(&format!("{at}.port"), s.port, 1..=65_535)
+                .and_then(|p| u16::try_from(p).ok());
+
+            let mut listeners = Vec::new();
+            let mut candidates: Vec<(String, Ipv4Addr, Option<u16>, ListenerKind)> = Vec::new();
+            if let Some(text) = &s.vip {
+                let path = format!("{at}.vip");
+                if let Some(addr) = self.host(&path, text) {
+                    candidates.push((path, addr, port, ListenerKind::Vip));
+                }
+            }
+            for (j, text) in s.external_ips.iter().enumerate() {
+                let path = format!("{at}.external_ips[{j}]");
+                if let Some(addr) = self.host(&path, text) {
+                    candidates.push((path, addr, port, ListenerKind::ExternalIp));
+                }
+            }
+            if let Some(np) = s.node_port {
+                let path = format!("{at}.node_port");
+                let np = self
+                    .ranged(&path, np, 1..=65_535)
+                    .and_then(|p| u16::try_from(p).ok());
+                if !any_node_addresses {
+                    self.problem(
+                        &path,
+                        "needs a node address, but no port has node_addresses",
+                    );
+                } else if let Some(np) = np {
+                    if let Some(range) = &port_range
+                        && range.contains(&np)
+                        && let Some(addr) = dual.first()
+                    {
+                        self.problem(
+                            &path,
+                            format!(
+                                "{np} is inside the SNAT port range {}-{}, and {addr} is both a node and a SNAT address",
+                                range.start(),
+                                range.end()
+                            ),
+                        );
+                    }
+                    for &addr in &node_addrs {
+                        candidates.push((path.clone(), addr, Some(np), ListenerKind::NodePort));
+                    }
+                }
+            }
+            let mut reported: HashSet<String> = HashSet::new();
+            for (path, addr, lport, kind) in candidates {
+                if kind != ListenerKind::NodePort
+                    && let Some(owner) = owners.get(&addr)
+                {
+                    self.problem(
+                        &path,
+                        format!("{addr} is the gateway's own address ({})", owner.path),
+                    );
+                    continue;
+                }
+                let Some(lport) = lport else { continue };
+                let key = (s.protocol, addr, lport);
+                if let Some((other, first)) = listeners_taken.get(&key) {
+                    if reported.insert(path.clone()) {
+                        let whose = if *other == i {
+                            "this service".to_owned()
+                        } else {
+                            format!("service[{other}] ({:?})", file.services[*other].name)
+                        };
+                        self.problem(
+                            &path,
+                            format!(
+                                "{} {addr}:{lport} is already served by {whose} at {first}",
+                                s.protocol
+                            ),
+                        );
+                    }
+                    continue;
+                }
+                listeners_taken.insert(key, (i, path));
+                listeners.push(ListenerPlan {
+                    address: addr,
+                    port: lport,
+                    kind,
+                });
+            }
+
+            if s.snat && snat_wanted_at.is_none() {
+                snat_wanted_at = Some(i);
+            }
+            let affinity_timeout_ms = match (s.session_affinity, s.affinity_timeout_s) {
+                (SessionAffinity::None, None) => None,
+                (SessionAffinity::None, Some(_)) => {
+                    self.problem(
+                        format!("{at}.affinity_timeout_s"),
+                        "only applies with session_affinity = \"client_ip\"",
+                    );
+                    None
+                }
+                (SessionAffinity::ClientIp, t) => {
+                    let t = t.unwrap_or(DEFAULT_AFFINITY_TIMEOUT_S);
+                    self.ranged(
+                        &format!("{at}.affinity_timeout_s"),
+                        t,
+                        1..=MAX_AFFINITY_TIMEOUT_S,
+                    )
+                    .map(|t| t * 1000)
+                }
+            };
+            if s.protocol == Protocol::Udp && s.tcp_backend_gone.is_some() {
+                self.problem(
+                    format!("{at}.tcp_backend_gone"),
+                    "only applies to tcp services (udp flows move to another backend)",
+                );
+            }
+
+            if s.backends.len() > MAX_BACKENDS {
+                self.problem(
+                    format!("{at}.backends"),
+                    format!(
+                        "{} backends exceed the maximum of {MAX_BACKENDS}",
+                        s.backends.len()
+                    ),
+                );
+            }
+            let mut backends = Vec::new();
+            let mut backend_at: HashMap<SocketAddrV4, usize> = HashMap::new();
+            for (j, b) in s.backends.iter().enumerate() {
+                let bat = format!("{at}.backends[{j}]");
+                let addr = self.host(&format!("{bat}.address"), &b.address);
+                let bport = self
+                    .ranged(&format!("{bat}.port"), b.port, 1..=65_535)
+                    .and_then(|p| u16::try_from(p).ok());
+                let weight = self
+                    .ranged(&format!("{bat}.weight"), b.weight, 0..=MAX_WEIGHT)
+                    .and_then(|w| u32::try_from(w).ok());
+                let (Some(addr), Some(bport), Some(weight)) = (addr, bport, weight) else {
+                    continue;
+                };
+                let sa = SocketAddrV4::new(addr, bport);
+                if let Some(first) = backend_at.get(&sa) {
+                    self.problem(
+                        bat,
+                        format!("backend {sa} is already listed at {at}.backends[{first}]"),
+                    );
+                    continue;
+                }
+                backend_at.insert(sa, j);
+                backends.push(BackendPlan {
+                    address: sa,
+                    weight,
+                    condition: b.condition,
+                });
+            }
+            services.push(ServicePlan {
+                name: s.name.clone(),
+                protocol: s.protocol,
+                listeners,
+                backends,
+                snat: s.snat,
+                affinity_timeout_ms,
+                tcp_backend_gone: s.tcp_backend_gone.unwrap_or_default(),
+            });
+        }
+        if let Some(i) = snat_wanted_at
+            && !any_snat_addresses
+        {
+            self.problem(
+                format!("service[{i}].snat"),
+                "full NAT needs a SNAT address, but no port has snat_addresses (or set snat = false)",
+            );
+        }
+        services
+    }
+}
