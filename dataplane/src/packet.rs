@@ -117,10 +117,3 @@ impl PacketMeta {
         self.verdict = Verdict::Drop(reason);
     }
 }
-
-/// The TCP flag bits, defined with the TCP header in [`crate::wire::tcp`].
-/// Kept under this path only until the driver tests name the new one
-/// (issue 12: the driver layer is being reworked in parallel); new code uses
-/// `wire::tcp::flags`.
-#[doc(hidden)]
-pub use crate::wire::tcp::flags as tcp_flags;

@@ -19,10 +19,15 @@
 //! it re-keys the per-service counters and gives the snapshot to the
 //! pipeline's neighbour stage (static neighbours; on worker 0, gratuitous
 //! ARP for owned addresses not announced yet).
+//!
+//! [`Worker::run`] is the one production loop around [`Worker::poll`]
+//! (`portico run` runs it on every worker thread): the idle policy with the
+//! driver's wait, and the driver's port counters published every
+//! [`DRIVER_STATS_INTERVAL_MS`]. Tests and benches call `poll` directly.
 
 use crate::clock::Clock;
 use crate::counters::{Counters, DropReason, Gauges, SharedCounters};
-use crate::driver::{Driver, Frame};
+use crate::driver::{Driver, Frame, PortCounters, PortStatsCell};
 use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
 use crate::inspect::InspectServer;
 use crate::neighbour::NeighbourTable;
@@ -32,17 +37,25 @@ use crate::stage::{Egress, HeldFrames, MAX_BATCH, Pipeline, PipelineConfig, Pipe
 use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 /// What a worker does when a poll found no packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum IdlePolicy {
     /// Busy-poll: lowest latency, one full core per worker.
     Spin,
-    /// Spin briefly, then back off to short sleeps (shared machines, CI).
+    /// Spin for [`ADAPTIVE_SPIN_POLLS`] idle polls, then wait in the
+    /// driver ([`Driver::wait_idle`]) after each idle poll (shared
+    /// machines, CI).
     #[default]
     Adaptive,
 }
+
+/// Idle polls an adaptive worker spins before it waits in its driver.
+pub const ADAPTIVE_SPIN_POLLS: u32 = 1024;
+/// How often [`Worker::run`] copies its driver's port counters out.
+pub const DRIVER_STATS_INTERVAL_MS: u64 = 100;
+/// Busy polls between two looks at the port-counter timer (a clock read).
+pub const POLLS_PER_STATS_CHECK: u32 = 64;
 
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
@@ -186,25 +199,60 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         work
     }
 
-    /// Poll until `stop` is set, idling per the configured policy.
-    pub fn run(&mut self, stop: &AtomicBool) {
+    /// The production poll loop (`portico run`'s worker threads): [`poll`]
+    /// until `stop` is set. After a poll that found work the next one
+    /// follows at once; after an idle one the worker spins
+    /// ([`IdlePolicy::Spin`], and the first [`ADAPTIVE_SPIN_POLLS`] idle
+    /// polls of [`IdlePolicy::Adaptive`]) or waits in its driver
+    /// ([`Driver::wait_idle`]: `poll(2)` on the sockets, or a sleep). Every
+    /// [`DRIVER_STATS_INTERVAL_MS`] (looked at after an idle poll, or every
+    /// [`POLLS_PER_STATS_CHECK`] busy ones) the driver's port counters are
+    /// copied into `ports` (one cell per port). On stop, the final counters
+    /// and port counters are published. Allocates once, before the loop.
+    ///
+    /// [`poll`]: Worker::poll
+    pub fn run(&mut self, stop: &AtomicBool, ports: &[PortStatsCell]) {
+        let mut port_counters = vec![PortCounters::default(); ports.len()];
         let mut idle_polls: u32 = 0;
+        let mut polls_since_check: u32 = 0;
+        let mut last_stats_ms = self.clock.now_ms();
         while !stop.load(Ordering::Relaxed) {
-            if self.poll() > 0 {
+            let work = self.poll();
+            polls_since_check += 1;
+            if work == 0 || polls_since_check >= POLLS_PER_STATS_CHECK {
+                polls_since_check = 0;
+                let now_ms = self.clock.now_ms();
+                if now_ms.saturating_sub(last_stats_ms) >= DRIVER_STATS_INTERVAL_MS {
+                    self.publish_port_counters(&mut port_counters, ports);
+                    last_stats_ms = now_ms;
+                }
+            }
+            if work > 0 {
                 idle_polls = 0;
                 continue;
             }
             idle_polls = idle_polls.saturating_add(1);
             match self.idle {
                 IdlePolicy::Spin => std::hint::spin_loop(),
-                IdlePolicy::Adaptive if idle_polls < 1024 => std::hint::spin_loop(),
+                IdlePolicy::Adaptive if idle_polls < ADAPTIVE_SPIN_POLLS => {
+                    std::hint::spin_loop();
+                }
                 IdlePolicy::Adaptive => {
-                    let us = if idle_polls < 4096 { 50 } else { 500 };
-                    std::thread::sleep(Duration::from_micros(us));
+                    self.driver.wait_idle();
                 }
             }
         }
         self.publish_counters();
+        self.publish_port_counters(&mut port_counters, ports);
+    }
+
+    /// Copy the driver's port counters into `cells` (`scratch` holds one
+    /// per cell; no allocation).
+    fn publish_port_counters(&mut self, scratch: &mut [PortCounters], cells: &[PortStatsCell]) {
+        self.driver.port_counters(scratch);
+        for (counters, cell) in scratch.iter().zip(cells) {
+            cell.store(*counters);
+        }
     }
 
     /// Copy every core-local counter (scalars, gauges, per-service and

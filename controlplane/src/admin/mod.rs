@@ -30,8 +30,8 @@
 //!   workers of their driver's stats for port `i`.
 //!
 //! Files: `report` (the report types and how they are summed from the
-//! workers' cells), `port_stats` (a port's driver counters and the cell a
-//! worker publishes them in), `render` (the text `portico stats` and
+//! workers' cells; a port's counters are the dataplane's
+//! [`PortCounters`], filled by each driver), `render` (the text `portico stats` and
 //! `portico services` print), [`protocol`] (requests, answers and
 //! [`handle`], which answers one request), `socket` (the unix socket
 //! server and client), `metrics` (the Prometheus endpoint), `control`
@@ -41,7 +41,6 @@ mod control;
 mod drop_log;
 pub mod live;
 mod metrics;
-mod port_stats;
 pub mod protocol;
 mod render;
 mod report;
@@ -50,10 +49,12 @@ mod socket;
 pub use control::{
     ControlPlaneMetrics, ControlPlaneReport, HistogramReport, LATENCY_BUCKETS_MS, PoolUsage,
 };
+/// The port counters every driver reports ([`dataplane::driver::stats`]),
+/// and the cell each worker publishes them through.
+pub use dataplane::driver::{PortCounters, PortStatsCell};
 pub use drop_log::{DEFAULT_DROP_LOG_INTERVAL_MS, DropLog};
 pub use live::{LiveAdmin, LiveOutcome};
 pub use metrics::{CONTENT_TYPE, DEFAULT_METRICS_ADDR, MetricsError, MetricsServer, encode_report};
-pub use port_stats::{KernelTotals, PortCounters, PortStatsCell};
 pub use protocol::{DEFAULT_FLOW_LIMIT, FlowRow, FlowsQuery, FlowsReport, Request, handle};
 pub use render::{Rates, ServicesTable};
 pub use report::{

@@ -6,10 +6,10 @@
 //! stable name, zero or not; `total` is the field-wise sum of `workers`.
 
 use super::ControlPlaneReport;
-use super::port_stats::PortCounters;
 use crate::mirror::ToConfig;
 use dataplane::conntrack::FlowState;
 use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters, SnatAddrStats};
+use dataplane::driver::PortCounters;
 use dataplane::snapshot::{Backend, Listener, ListenerKey, Service, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -11,15 +11,13 @@
 //! are what DPDK reports. Each worker thread then takes its queues
 //! ([`DpdkPorts::driver`]).
 //!
-//! Counters: each worker publishes its own frame counts per port; worker 0
-//! adds the device's byte counts and drops (`rte_eth_stats`), which are per
-//! port, not per queue.
+//! Counters: the driver reports them (`Driver::port_counters`): each
+//! worker its own frame counts per port, worker 0 also the device's byte
+//! counts and drops (`rte_eth_stats`, per port, not per queue).
 
 use super::GatewayError;
-use super::workers::GatewayDriver;
-use crate::admin::{KernelTotals, PortCounters, PortStatsCell};
+use super::workers::{OpenDriver, WorkerStartError};
 use crate::source::static_file::PortFacts;
-use dataplane::driver::Driver;
 use dataplane::driver::dpdk::{DpdkDevice, DpdkDriver, DpdkPorts, DpdkPortsConfig, Eal, EalConfig};
 use nic_config::{DpdkDevicePlan, Plan};
 use std::sync::Arc;
@@ -92,42 +90,12 @@ pub(super) fn port_facts(ports: &DpdkPorts) -> Vec<PortFacts> {
         .collect()
 }
 
-impl GatewayDriver for DpdkDriver {
+impl OpenDriver for DpdkDriver {
     /// The started ports and the worker index (its queues).
     type Config = (Arc<DpdkPorts>, usize);
 
-    fn open(config: &Self::Config) -> Result<Self, String> {
+    fn open(config: &Self::Config) -> Result<Self, WorkerStartError> {
         let (ports, worker) = config;
-        ports.driver(*worker).map_err(|e| e.to_string())
-    }
-
-    fn wait_idle(&mut self) {
-        DpdkDriver::wait_idle(self);
-    }
-
-    fn publish_stats(&mut self, _kernel: &mut [KernelTotals], cells: &[PortStatsCell]) {
-        let worker = self.worker();
-        for (port, cell) in (0..self.port_count()).zip(cells) {
-            let Some(s) = u8::try_from(port).ok().and_then(|p| self.stats(p)) else {
-                continue;
-            };
-            let mut counters = PortCounters {
-                rx_frames: s.rx_frames,
-                tx_frames: s.tx_frames,
-                tx_ring_full: s.tx_ring_full,
-                rx_too_big: s.rx_multiseg_dropped,
-                rx_pool_empty: s.pool_empty,
-                ..PortCounters::default()
-            };
-            if worker == 0
-                && let Some(dev) = self.ports().port_stats(port)
-            {
-                counters.rx_bytes = dev.rx_bytes;
-                counters.tx_bytes = dev.tx_bytes;
-                counters.kernel_rx_drops = dev.rx_missed + dev.rx_nombuf;
-                counters.tx_send_errors = dev.tx_errors;
-            }
-            cell.store(counters);
-        }
+        Ok(ports.driver(*worker)?)
     }
 }

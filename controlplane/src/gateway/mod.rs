@@ -3,9 +3,12 @@
 //!
 //! Drivers: every port of a gateway uses the same driver (`driver` of the
 //! ports; nic-config refuses a mix), because one worker drives all its
-//! ports through one [`Driver`](dataplane::driver::Driver). The worker loop is generic over
-//! `GatewayDriver` (how a worker opens its driver, sleeps when idle and
-//! publishes its port counters); `WorkerDriver` picks the implementation
+//! ports through one [`Driver`](dataplane::driver::Driver). Every worker
+//! thread runs the dataplane's one poll loop
+//! ([`Worker::run`](dataplane::worker::Worker::run): idle policy, the
+//! driver's wait, the driver's port counters) generic over its driver
+//! type; the only per-driver glue here is opening the driver
+//! (`workers::OpenDriver`), and `driver_plan::WorkerDriver` picks the type
 //! once per worker thread, so nothing is dispatched per packet.
 //!
 //! Start-up, in order: every port's interface is prepared (offloads off) and
@@ -56,7 +59,7 @@
 //! point, shutdown, signals), `reload` (which changes need a restart),
 //! `driver_plan` (the plan's ports and settings mapped to driver
 //! configurations; interface preparation and the XDP attachment),
-//! `workers` (the worker threads and their poll loop), `stats` (what
+//! `workers` (the worker threads: open the driver, run the loop), `stats` (what
 //! the admin socket and `/metrics` report from) and `dpdk` (the same for
 //! `driver = "dpdk"`, cargo feature `dpdk`).
 

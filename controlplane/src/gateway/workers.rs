@@ -1,36 +1,35 @@
 //! The worker threads: each pins itself, opens its driver, builds its
-//! pipeline and polls until the gateway stops, publishing its counters and
-//! its driver's port stats for [`super::stats`].
+//! pipeline and runs the dataplane's poll loop ([`Worker::run`]: idle
+//! policy, driver wait, counters and the driver's port counters published
+//! for [`super::stats`]) until the gateway stops.
+//!
+//! The only per-driver code here is opening the driver ([`OpenDriver`]);
+//! waiting and port counters are the dataplane [`Driver`]'s.
 
 use super::GatewayError;
 use super::driver_plan::WorkerDriver;
 use super::lifecycle::Gateway;
 use super::stats::WorkerCells;
-use crate::admin::{KernelTotals, PortCounters, PortStatsCell};
 use crate::source::static_file::worker_config;
 use dataplane::clock::MonotonicClock;
 use dataplane::counters::SharedCounters;
 use dataplane::driver::Driver;
-use dataplane::driver::afpacket::{AfPacketConfig, AfPacketDriver};
-use dataplane::driver::afxdp::{AfXdpConfig, AfXdpDriver};
+use dataplane::driver::PortStatsCell;
+use dataplane::driver::afpacket::{AfPacketConfig, AfPacketDriver, AfPacketError};
+use dataplane::driver::afxdp::{AfXdpConfig, AfXdpDriver, AfXdpError};
 use dataplane::handoff::{HandoffMesh, WorkerHandoff};
 use dataplane::inspect::InspectServer;
 use dataplane::neighbour::NeighbourTable;
 use dataplane::snapshot::SnapshotReader;
-use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
-use std::sync::atomic::{AtomicBool, Ordering};
+use dataplane::stage::PipelineError;
+use dataplane::worker::{Worker, WorkerConfig};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// Frames each handoff ring between two workers holds.
 const HANDOFF_RING_FRAMES: usize = 1024;
-/// How often a worker copies its driver's port stats out.
-const DRIVER_STATS_INTERVAL_MS: u64 = 100;
-/// Polls between two clock reads for the driver stats timer while busy.
-const POLLS_PER_STATS_CHECK: u32 = 64;
-/// Idle polls an adaptive worker spins before it sleeps in `poll(2)`.
-const ADAPTIVE_SPIN_POLLS: u32 = 1024;
 /// How long a worker may take to open its sockets and allocate its tables.
 const WORKER_START_TIMEOUT_MS: u64 = 60_000;
 
@@ -58,7 +57,7 @@ impl Gateway {
         let driver = self.worker_driver()?;
         let clock = self.clock.clone();
         let neighbours = Arc::clone(&self.neighbours);
-        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), String>)>();
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), WorkerStartError>)>();
         let mut cells = Vec::with_capacity(workers);
         for w in 0..workers {
             let core = self.plan.dataplane.cores.get(w).copied();
@@ -106,8 +105,11 @@ impl Gateway {
             let left = deadline.saturating_duration_since(Instant::now());
             match ready_rx.recv_timeout(left) {
                 Ok((_, Ok(()))) => {}
-                Ok((worker, Err(reason))) => {
-                    return Err(GatewayError::WorkerStart { worker, reason });
+                Ok((worker, Err(e))) => {
+                    return Err(GatewayError::WorkerStart {
+                        worker,
+                        reason: e.to_string(),
+                    });
                 }
                 Err(_) => {
                     return Err(GatewayError::WorkerStart {
@@ -139,47 +141,42 @@ pub(super) struct WorkerContext {
     inspect: InspectServer,
 }
 
-/// The driver-specific parts of a worker: how it opens its driver, sleeps
-/// when idle and publishes its port counters. The worker loop is generic
-/// over it, so the packet path is monomorphised per driver.
-pub(super) trait GatewayDriver: Driver + Sized {
+/// Why a worker thread could not start.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum WorkerStartError {
+    #[error(transparent)]
+    AfPacket(#[from] AfPacketError),
+    #[error(transparent)]
+    AfXdp(#[from] AfXdpError),
+    #[cfg(feature = "dpdk")]
+    #[error(transparent)]
+    Dpdk(#[from] dataplane::driver::dpdk::DpdkError),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+}
+
+/// How a worker opens its driver, the one per-driver part of a worker
+/// thread. The worker is generic over it, so the packet path is
+/// monomorphised per driver.
+pub(super) trait OpenDriver: Driver + Sized {
     /// What one worker opens its driver from.
     type Config;
-    fn open(config: &Self::Config) -> Result<Self, String>;
-    /// Sleep until frames may be waiting or the driver's idle timeout
-    /// passes (the adaptive idle policy).
-    fn wait_idle(&mut self);
-    /// Copy the driver's counters of every port into `cells` (one per
-    /// port); `kernel` accumulates counters the kernel resets on read.
-    fn publish_stats(&mut self, kernel: &mut [KernelTotals], cells: &[PortStatsCell]);
+    fn open(config: &Self::Config) -> Result<Self, WorkerStartError>;
 }
 
-impl GatewayDriver for AfPacketDriver {
+impl OpenDriver for AfPacketDriver {
     type Config = AfPacketConfig;
 
-    fn open(config: &AfPacketConfig) -> Result<Self, String> {
-        AfPacketDriver::open(config).map_err(|e| e.to_string())
-    }
-
-    fn wait_idle(&mut self) {
-        AfPacketDriver::wait_idle(self);
-    }
-
-    fn publish_stats(&mut self, kernel: &mut [KernelTotals], cells: &[PortStatsCell]) {
-        for ((port, totals), cell) in self.ports().iter().zip(kernel.iter_mut()).zip(cells) {
-            if let Ok(read) = port.kernel_stats() {
-                totals.add(read);
-            }
-            cell.store(PortCounters::new(port.stats(), *totals));
-        }
+    fn open(config: &AfPacketConfig) -> Result<Self, WorkerStartError> {
+        Ok(AfPacketDriver::open(config)?)
     }
 }
 
-impl GatewayDriver for AfXdpDriver {
+impl OpenDriver for AfXdpDriver {
     type Config = AfXdpConfig;
 
-    fn open(config: &AfXdpConfig) -> Result<Self, String> {
-        let driver = AfXdpDriver::open(config).map_err(|e| e.to_string())?;
+    fn open(config: &AfXdpConfig) -> Result<Self, WorkerStartError> {
+        let driver = AfXdpDriver::open(config)?;
         for p in driver.ports() {
             info!(
                 interface = p.ifname(),
@@ -191,33 +188,6 @@ impl GatewayDriver for AfXdpDriver {
         }
         Ok(driver)
     }
-
-    fn wait_idle(&mut self) {
-        AfXdpDriver::wait_idle(self);
-    }
-
-    fn publish_stats(&mut self, _kernel: &mut [KernelTotals], cells: &[PortStatsCell]) {
-        for (port, cell) in self.ports().iter().zip(cells) {
-            let s = port.stats();
-            // XDP_STATISTICS are cumulative: no accumulation needed.
-            let k = port.kernel_stats().unwrap_or_default();
-            cell.store(PortCounters {
-                rx_frames: s.rx_frames,
-                rx_bytes: s.rx_bytes,
-                tx_frames: s.tx_frames,
-                tx_bytes: s.tx_bytes,
-                rx_too_big: s.rx_too_big,
-                rx_pool_empty: s.rx_pool_empty,
-                rx_ring_errors: s.rx_ring_errors + k.rx_invalid_descs,
-                tx_too_big: s.tx_too_big,
-                tx_ring_full: s.tx_ring_full,
-                tx_send_errors: s.tx_send_errors,
-                socket_errors: s.socket_errors,
-                kernel_rx_drops: k.rx_dropped + k.rx_ring_full,
-                ..PortCounters::default()
-            });
-        }
-    }
 }
 
 /// A worker thread: pin, open the driver, build the pipeline (all on the
@@ -226,7 +196,7 @@ impl GatewayDriver for AfXdpDriver {
 pub(super) fn worker_main(
     ctx: WorkerContext,
     driver: WorkerDriver,
-    ready: &mpsc::Sender<(usize, Result<(), String>)>,
+    ready: &mpsc::Sender<(usize, Result<(), WorkerStartError>)>,
 ) {
     let w = ctx.worker;
     if let Some(core) = ctx.core {
@@ -250,10 +220,10 @@ pub(super) fn worker_main(
 }
 
 /// Open `D`, build the worker, report ready, poll until stopped.
-pub(super) fn run_worker<D: GatewayDriver>(
+pub(super) fn run_worker<D: OpenDriver>(
     ctx: WorkerContext,
     config: &D::Config,
-    ready: &mpsc::Sender<(usize, Result<(), String>)>,
+    ready: &mpsc::Sender<(usize, Result<(), WorkerStartError>)>,
 ) {
     let w = ctx.worker;
     let driver = match D::open(config) {
@@ -274,50 +244,13 @@ pub(super) fn run_worker<D: GatewayDriver>(
     ) {
         Ok(worker) => worker,
         Err(e) => {
-            let _ = ready.send((w, Err(e.to_string())));
+            let _ = ready.send((w, Err(e.into())));
             return;
         }
     };
     worker.attach_inspect(ctx.inspect);
     let _ = ready.send((w, Ok(())));
-    poll_loop(&mut worker, ctx.config.idle, &ctx.cells, &ctx.stop);
-}
-
-/// [`Worker::run`] with the driver's idle sleep as the adaptive policy's
-/// back-off and a periodic copy of the driver's port stats.
-pub(super) fn poll_loop<D: GatewayDriver>(
-    worker: &mut Worker<D, MonotonicClock>,
-    idle: IdlePolicy,
-    cells: &WorkerCells,
-    stop: &AtomicBool,
-) {
-    let mut kernel = vec![KernelTotals::default(); cells.ports.len()];
-    let mut idle_polls: u32 = 0;
-    let mut polls_since_check: u32 = 0;
-    let mut last_stats = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let work = worker.poll();
-        polls_since_check += 1;
-        if work == 0 || polls_since_check >= POLLS_PER_STATS_CHECK {
-            polls_since_check = 0;
-            if last_stats.elapsed() >= Duration::from_millis(DRIVER_STATS_INTERVAL_MS) {
-                worker.driver_mut().publish_stats(&mut kernel, &cells.ports);
-                last_stats = Instant::now();
-            }
-        }
-        if work > 0 {
-            idle_polls = 0;
-            continue;
-        }
-        idle_polls = idle_polls.saturating_add(1);
-        match idle {
-            IdlePolicy::Spin => std::hint::spin_loop(),
-            IdlePolicy::Adaptive if idle_polls < ADAPTIVE_SPIN_POLLS => std::hint::spin_loop(),
-            IdlePolicy::Adaptive => worker.driver_mut().wait_idle(),
-        }
-    }
-    worker.publish_counters();
-    worker.driver_mut().publish_stats(&mut kernel, &cells.ports);
+    worker.run(&ctx.stop, &ctx.cells.ports);
 }
 
 /// A random value per process (std's hash keys come from the OS's random

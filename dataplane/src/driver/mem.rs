@@ -12,11 +12,15 @@
 //! a TX ring accepts the whole queue) is one `Vec::append`, a `memcpy` of
 //! the frame handles; a partial move drains from the front.
 
-use super::{Driver, Frame};
+use super::{Driver, Frame, PortCounters};
 use crate::packet::PortId;
+use std::time::Duration;
 
 /// Largest frame a pooled buffer holds (jumbo frames are out of scope here).
 pub const MEM_FRAME_CAPACITY: usize = 2048;
+/// How long [`Driver::wait_idle`] sleeps when no RX ring holds a frame
+/// (only the owning thread injects, so nothing arrives while it sleeps).
+pub const MEM_IDLE_SLEEP_US: u64 = 50;
 
 /// A frame in a pooled buffer.
 #[derive(Debug)]
@@ -216,6 +220,20 @@ impl Driver for MemDriver {
         frame.len = bytes.len();
         frame.checksum_verified = false;
         Some(frame)
+    }
+
+    fn wait_idle(&mut self) -> bool {
+        if self.ports.iter().any(|p| !p.rx.is_empty()) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(MEM_IDLE_SLEEP_US));
+        false
+    }
+
+    /// The in-memory driver keeps no counters (the pipeline's own count
+    /// every frame): every port reports zeros.
+    fn port_counters(&mut self, out: &mut [PortCounters]) {
+        out.fill(PortCounters::default());
     }
 }
 

@@ -5,6 +5,17 @@
 //! pipeline rewrites frames in place and hands them back to `tx_burst` on
 //! the port of their verdict; frames it drops go back with `release`. No
 //! call allocates per packet: buffers come from the driver's pool.
+//!
+//! Besides the bursts, every driver answers the two questions the worker's
+//! poll loop ([`crate::worker::Worker::run`]) asks off the packet path:
+//! how to wait for work when idle ([`Driver::wait_idle`]) and what its
+//! ports counted ([`Driver::port_counters`], one [`PortCounters`] shape
+//! for every driver).
+//!
+//! Layout: [`mem`] (in-memory rings for tests and benches), [`afpacket`],
+//! [`afxdp`] and `dpdk` (feature `dpdk`), one folder per driver; `sys`,
+//! the Linux calls af_packet and AF_XDP share (sockets, mappings, `poll`,
+//! interface ioctls); [`stats`], the common port counters.
 
 #[cfg(target_os = "linux")]
 pub mod afpacket;
@@ -13,8 +24,13 @@ pub mod afxdp;
 #[cfg(all(target_os = "linux", feature = "dpdk"))]
 pub mod dpdk;
 pub mod mem;
+pub mod stats;
+#[cfg(target_os = "linux")]
+mod sys;
 #[cfg(all(test, target_os = "linux"))]
 mod test_frames;
+
+pub use stats::{PortCounters, PortStatsCell};
 
 use crate::packet::PortId;
 
@@ -52,4 +68,17 @@ pub trait Driver {
     /// A pool buffer holding a copy of `bytes` (frames handed over from
     /// another worker), or `None` if the pool is empty or `bytes` too long.
     fn frame_from(&mut self, bytes: &[u8]) -> Option<Self::Frame>;
+
+    /// Sleep until frames may be waiting on a port or the driver's idle
+    /// timeout passes (its configuration says how long: `poll(2)` on the
+    /// sockets, or a plain sleep for poll-mode devices); returns whether
+    /// frames are (probably) waiting. The back-off of the worker's adaptive
+    /// idle policy; never called while packets flow.
+    fn wait_idle(&mut self) -> bool;
+
+    /// Each port's counters since the driver opened, into `out` (index =
+    /// port id; ports beyond `out.len()` are skipped). Counters the kernel
+    /// resets on read are accumulated by the driver. May make a syscall per
+    /// port: a few calls a second, never per packet.
+    fn port_counters(&mut self, out: &mut [PortCounters]);
 }

@@ -108,7 +108,7 @@ mod tests {
             vlan in proptest::option::of(1u16..4095),
         ) {
             let mut f = build::eth_ipv4_tcp(A, B, Ipv4Addr::from(src), sport, Ipv4Addr::from(dst),
-                dport, crate::packet::tcp_flags::ACK, seq, 1, &payload);
+                dport, crate::wire::tcp::flags::ACK, seq, 1, &payload);
             if let Some(v) = vlan { f = build::with_vlan(&f, v); }
             let l3 = if vlan.is_some() { 18 } else { 14 };
             let good = f.clone();

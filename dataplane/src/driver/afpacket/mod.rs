@@ -43,22 +43,27 @@
 //! panic, `rx_burst` makes no syscall and `tx_burst` at most one. Pool buffers
 //! hold the largest frame any port accepts, and TX slots hold a pool buffer.
 //!
-//! All `unsafe` code lives in `sys.rs` (and the namespace tests).
+//! No `unsafe` code here: the Linux calls are the shared wrappers of
+//! `driver::sys` (packet-socket ones in `socket.rs`), the ring mapping a
+//! `sys::Region`, the idle wait a `sys::PollSet`.
 
 pub mod prepare;
 
 mod fixup;
 mod port;
-mod sys;
+mod socket;
+mod stats;
 #[cfg(test)]
 mod tests;
 
-use super::{Driver, Frame};
+use super::{Driver, Frame, PortCounters, sys};
 use crate::packet::PortId;
 use crate::wire::MacAddr;
 use port::{RxContext, RxRing, TxRing};
+use stats::KernelTotals;
+pub use stats::{KernelStats, PortStats};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 /// Why opening or preparing an interface failed. Every variant names the
 /// interface and carries the OS error.
@@ -181,7 +186,7 @@ pub struct AfPacketConfig {
     pub qdisc_bypass: bool,
     /// Receive frames for any destination MAC (`PACKET_MR_PROMISC`).
     pub promiscuous: bool,
-    /// What [`AfPacketDriver::wait_idle`] sleeps at most.
+    /// What the driver's [`Driver::wait_idle`] sleeps at most.
     pub poll_timeout_ms: u32,
     /// Buffers in the worker's frame pool.
     pub pool_frames: usize,
@@ -207,47 +212,6 @@ impl AfPacketConfig {
             pool_frames: 4096,
         }
     }
-}
-
-/// Per-port counters kept by the driver.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PortStats {
-    pub rx_frames: u64,
-    pub rx_bytes: u64,
-    /// Frames above MTU + Ethernet header (+ one tag), dropped.
-    pub rx_too_big: u64,
-    /// Frames the ring truncated (snaplen < len), dropped.
-    pub rx_truncated: u64,
-    /// `TP_STATUS_CSUMNOTREADY` frames whose L4 checksum we completed.
-    pub rx_csum_completed: u64,
-    /// `TP_STATUS_CSUMNOTREADY` frames that are not IPv4 TCP/UDP (left as is).
-    pub rx_csum_partial_left: u64,
-    /// Frames whose VLAN tag was put back from ring metadata.
-    pub rx_vlan_restored: u64,
-    /// Bursts cut short because the pool was empty (frames stay in the ring).
-    pub rx_pool_empty: u64,
-    /// Ring metadata that pointed outside its block (should never happen).
-    pub rx_ring_errors: u64,
-    pub tx_frames: u64,
-    pub tx_bytes: u64,
-    /// Frames above the port's limit handed to `tx_burst`, dropped.
-    pub tx_too_big: u64,
-    /// Frames `tx_burst` left with the caller because the ring was full.
-    pub tx_ring_full: u64,
-    /// `send` calls that failed (the frames stay queued and are retried).
-    pub tx_send_errors: u64,
-    /// Socket errors (e.g. `ENETDOWN`) cleared while waiting.
-    pub socket_errors: u64,
-}
-
-/// The kernel's counters of one socket since the previous read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelStats {
-    pub packets: u32,
-    /// Frames dropped because the RX ring was full.
-    pub drops: u32,
-    /// Times the ring froze (all blocks owned by user space).
-    pub freeze_count: u32,
 }
 
 /// A frame in a pooled buffer.
@@ -290,6 +254,9 @@ pub struct AfPacketPort {
     rx: RxRing,
     tx: TxRing,
     stats: PortStats,
+    /// The kernel's counters, accumulated over reads (each read resets
+    /// them in the kernel).
+    kernel: KernelTotals,
 }
 
 impl AfPacketPort {
@@ -316,11 +283,12 @@ impl AfPacketPort {
     /// The kernel's counters since the last call (a syscall; reading resets
     /// them in the kernel).
     pub fn kernel_stats(&self) -> Result<KernelStats, AfPacketError> {
-        let s = sys::packet_statistics(&self.fd).map_err(|source| AfPacketError::SocketOption {
-            ifname: self.ifname.clone(),
-            option: "PACKET_STATISTICS",
-            source,
-        })?;
+        let s =
+            socket::packet_statistics(&self.fd).map_err(|source| AfPacketError::SocketOption {
+                ifname: self.ifname.clone(),
+                option: "PACKET_STATISTICS",
+                source,
+            })?;
         Ok(KernelStats {
             packets: s.tp_packets,
             drops: s.tp_drops,
@@ -402,7 +370,7 @@ impl AfPacketPort {
             tp_feature_req_word: 0,
         };
 
-        let fd = sys::packet_socket().map_err(|source| AfPacketError::Socket {
+        let fd = socket::packet_socket().map_err(|source| AfPacketError::Socket {
             ifname: ifname.to_string(),
             source,
         })?;
@@ -436,13 +404,14 @@ impl AfPacketPort {
             ring.tx_frame_size,
         );
         let len_bytes = rx.len_bytes() + tx.len_bytes();
-        let region = sys::Region::map(&fd, len_bytes).map_err(|source| AfPacketError::Mmap {
-            ifname: ifname.to_string(),
-            len_bytes,
-            source,
-        })?;
+        let region =
+            sys::Region::shared(&fd, len_bytes, 0).map_err(|source| AfPacketError::Mmap {
+                ifname: ifname.to_string(),
+                len_bytes,
+                source,
+            })?;
 
-        sys::bind_packet(&fd, info.ifindex, sys::ETH_P_ALL_BE).map_err(|source| {
+        socket::bind_packet(&fd, info.ifindex, socket::ETH_P_ALL_BE).map_err(|source| {
             AfPacketError::Bind {
                 ifname: ifname.to_string(),
                 source,
@@ -476,16 +445,8 @@ impl AfPacketPort {
             rx,
             tx,
             stats: PortStats::default(),
+            kernel: KernelTotals::default(),
         })
-    }
-}
-
-/// The `pollfd` set of a driver's sockets, built once.
-struct PollSet(Vec<libc::pollfd>);
-
-impl std::fmt::Debug for PollSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.iter().map(|p| p.fd)).finish()
     }
 }
 
@@ -495,7 +456,7 @@ pub struct AfPacketDriver {
     ports: Vec<AfPacketPort>,
     pool: Vec<AfPacketFrame>,
     frame_capacity: usize,
-    poll_set: PollSet,
+    poll_set: sys::PollSet,
     poll_timeout_ms: u32,
 }
 
@@ -523,16 +484,7 @@ impl AfPacketDriver {
                 checksum_verified: false,
             })
             .collect();
-        let poll_set = PollSet(
-            ports
-                .iter()
-                .map(|p| libc::pollfd {
-                    fd: p.fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect(),
-        );
+        let poll_set = sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         Ok(AfPacketDriver {
             ports,
             pool,
@@ -592,29 +544,13 @@ impl AfPacketDriver {
         if self.ports.iter().any(|p| p.rx.has_open_frames()) {
             return true;
         }
-        for p in &mut self.poll_set.0 {
-            p.revents = 0;
-        }
-        let timeout = i32::try_from(timeout_ms).unwrap_or(i32::MAX);
-        match sys::poll(&mut self.poll_set.0, timeout) {
-            Ok(0) | Err(_) => false,
-            Ok(_) => {
-                let mut readable = false;
-                for (pfd, port) in self.poll_set.0.iter().zip(&mut self.ports) {
-                    if pfd.revents & libc::POLLERR != 0 {
-                        port.stats.socket_errors += 1;
-                        let _ = sys::take_socket_error(&port.fd);
-                    }
-                    readable |= pfd.revents & libc::POLLIN != 0;
-                }
-                readable
+        let ports = &mut self.ports;
+        self.poll_set.wait(timeout_ms, |i| {
+            if let Some(port) = ports.get_mut(i) {
+                port.stats.socket_errors += 1;
+                let _ = sys::take_socket_error(&port.fd);
             }
-        }
-    }
-
-    /// [`Self::wait`] with the configured `poll_timeout_ms`.
-    pub fn wait_idle(&mut self) -> bool {
-        self.wait(self.poll_timeout_ms)
+        })
     }
 }
 
@@ -650,7 +586,7 @@ impl Driver for AfPacketDriver {
         );
         p.stats.tx_ring_full += frames.len() as u64;
         if queued > 0 || p.tx.kick_pending {
-            match sys::kick_tx(&p.fd) {
+            match socket::kick_tx(&p.fd) {
                 Ok(()) => p.tx.kick_pending = false,
                 Err(_) => {
                     p.stats.tx_send_errors += 1;
@@ -663,6 +599,22 @@ impl Driver for AfPacketDriver {
 
     fn release(&mut self, frame: AfPacketFrame) {
         self.pool.push(frame);
+    }
+
+    /// [`AfPacketDriver::wait`] with the configured `poll_timeout_ms`.
+    fn wait_idle(&mut self) -> bool {
+        self.wait(self.poll_timeout_ms)
+    }
+
+    /// The driver's [`PortStats`] plus the kernel's `PACKET_STATISTICS`
+    /// (read here, one syscall per port, and accumulated).
+    fn port_counters(&mut self, out: &mut [PortCounters]) {
+        for (port, slot) in self.ports.iter_mut().zip(out) {
+            if let Ok(read) = port.kernel_stats() {
+                port.kernel.add(read);
+            }
+            *slot = port.stats.counters(port.kernel);
+        }
     }
 
     fn frame_from(&mut self, bytes: &[u8]) -> Option<AfPacketFrame> {

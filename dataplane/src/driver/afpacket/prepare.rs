@@ -18,7 +18,7 @@
 //! Everything here acts on the calling thread's network namespace.
 
 use super::AfPacketError;
-use super::sys;
+use crate::driver::sys;
 use crate::wire::MacAddr;
 use std::io;
 use std::net::Ipv4Addr;

@@ -54,29 +54,43 @@
 //! only when the sending peer has TSO off (else the kernel skips the veth
 //! NAPI path); generic XDP has no such condition.
 //!
-//! All `unsafe` code lives in `sys.rs` (and the namespace tests).
+//! Files: `config.rs` (what a driver opens with), `socket.rs` (opening and
+//! binding a socket), `ring.rs` (the ring protocol), `umem.rs` (chunks and
+//! frames), `port.rs` (one socket's ring work), `stats.rs` (counters),
+//! `bpf.rs`/`program.rs`/`netlink.rs` (the XDP program), this file (the
+//! driver). All `unsafe` code lives in `sys.rs` (and the namespace tests);
+//! the calls af_packet also makes are in `driver::sys`.
 
 pub mod bpf;
 pub mod netlink;
 pub mod program;
 
+mod config;
+mod port;
 mod ring;
+mod socket;
+mod stats;
 mod sys;
 #[cfg(test)]
 mod tests;
+mod umem;
 
 pub use bpf::XskMap;
+pub use config::{AfXdpConfig, AfXdpPortConfig, XdpMode, XdpRingConfig, ZeroCopy};
+pub use port::XdpPort;
 pub use program::{AttachedMode, XdpAttachment};
+pub use socket::rx_queue_count;
+pub use stats::{XdpKernelStats, XdpPortStats};
+pub use umem::XdpFrame;
 
 use super::afpacket::prepare;
-use super::{Driver, Frame};
+use super::{Driver, Frame, PortCounters};
+use crate::driver::sys as driver_sys;
 use crate::packet::PortId;
-use crate::wire::MacAddr;
-use ring::{Entry, Ring, RingOffsets};
+use socket::{bind_own, flag_names, open_socket, ring_size};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::Arc;
-use sys::{Chunk, Mapping};
+use std::os::fd::AsFd;
+use umem::Umem;
 
 /// Headroom the kernel leaves before received data in a chunk
 /// (`XDP_PACKET_HEADROOM`); frames we build start at the same offset.
@@ -162,576 +176,10 @@ pub enum AfXdpError {
     MapInsert { ifname: String, source: io::Error },
 }
 
-fn invalid(ifname: &str, reason: impl Into<String>) -> AfXdpError {
+pub(super) fn invalid(ifname: &str, reason: impl Into<String>) -> AfXdpError {
     AfXdpError::InvalidConfig {
         ifname: ifname.to_string(),
         reason: reason.into(),
-    }
-}
-
-/// Where the XDP program runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum XdpMode {
-    /// In the NIC driver (`XDP_FLAGS_DRV_MODE`).
-    Native,
-    /// In the kernel's generic receive path (`XDP_FLAGS_SKB_MODE`).
-    Generic,
-    /// Native if the driver supports it, else generic.
-    #[default]
-    Auto,
-}
-
-/// Zero-copy (`XDP_ZEROCOPY`: the NIC DMAs into the UMEM) or copy mode.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ZeroCopy {
-    /// Zero-copy where the driver supports it, else copy.
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-/// UMEM and ring sizes of every socket of a driver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct XdpRingConfig {
-    /// Bytes per UMEM chunk: 2048 or 4096 (aligned mode).
-    pub frame_size: u32,
-    /// Chunks in the worker's UMEM (per UMEM when not shared).
-    pub umem_frames: u32,
-    /// Entries of each ring, powers of two.
-    pub fill_ring: u32,
-    pub completion_ring: u32,
-    pub rx_ring: u32,
-    pub tx_ring: u32,
-}
-
-impl Default for XdpRingConfig {
-    fn default() -> Self {
-        XdpRingConfig {
-            frame_size: 4096,
-            umem_frames: 8192,
-            fill_ring: 2048,
-            completion_ring: 2048,
-            rx_ring: 2048,
-            tx_ring: 2048,
-        }
-    }
-}
-
-/// One port of a worker.
-#[derive(Clone, Debug)]
-pub struct AfXdpPortConfig {
-    /// Kernel interface name (in the caller's network namespace).
-    pub ifname: String,
-    /// RX queue the socket binds to.
-    pub queue_id: u32,
-    /// The interface's XSK map (from its [`XdpAttachment`]); `None` opens
-    /// the socket without receiving (tests of TX only).
-    pub xsk_map: Option<Arc<XskMap>>,
-}
-
-/// Everything one worker's driver needs.
-#[derive(Clone, Debug)]
-pub struct AfXdpConfig {
-    /// Ports in `PortId` order.
-    pub ports: Vec<AfXdpPortConfig>,
-    pub rings: XdpRingConfig,
-    pub zero_copy: ZeroCopy,
-    /// `XDP_USE_NEED_WAKEUP`: the kernel says when it needs a syscall.
-    pub need_wakeup: bool,
-    /// One UMEM for all ports (`XDP_SHARED_UMEM`); falls back to one per
-    /// port if the kernel refuses.
-    pub shared_umem: bool,
-    /// What [`AfXdpDriver::wait_idle`] sleeps at most.
-    pub poll_timeout_ms: u32,
-}
-
-impl AfXdpConfig {
-    /// Defaults for `ports` (interface, queue, map).
-    pub fn new(ports: Vec<AfXdpPortConfig>) -> Self {
-        AfXdpConfig {
-            ports,
-            rings: XdpRingConfig::default(),
-            zero_copy: ZeroCopy::Auto,
-            need_wakeup: true,
-            shared_umem: true,
-            poll_timeout_ms: 10,
-        }
-    }
-}
-
-/// Per-port counters kept by the driver.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct XdpPortStats {
-    pub rx_frames: u64,
-    pub rx_bytes: u64,
-    /// Frames above MTU + Ethernet header (+ one tag), dropped.
-    pub rx_too_big: u64,
-    /// RX descriptors outside the UMEM or its chunk (never expected).
-    pub rx_ring_errors: u64,
-    /// Fill-ring top-ups that found the free list empty.
-    pub rx_pool_empty: u64,
-    pub tx_frames: u64,
-    pub tx_bytes: u64,
-    /// Frames above the port's limit handed to `tx_burst`, dropped.
-    pub tx_too_big: u64,
-    /// Frames `tx_burst` left with the caller (TX ring full or no chunk
-    /// for a copy).
-    pub tx_ring_full: u64,
-    /// Frames copied because they came from another UMEM.
-    pub tx_copies: u64,
-    /// `sendto` kicks made, and the ones that failed with something other
-    /// than `EAGAIN`/`EBUSY`/`ENOBUFS` (the ring is retried later).
-    pub tx_kicks: u64,
-    pub tx_send_errors: u64,
-    /// Socket errors seen while waiting.
-    pub socket_errors: u64,
-}
-
-/// The kernel's counters of one socket (`XDP_STATISTICS`, cumulative).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct XdpKernelStats {
-    /// Dropped for other reasons (e.g. too big for a chunk).
-    pub rx_dropped: u64,
-    pub rx_invalid_descs: u64,
-    pub tx_invalid_descs: u64,
-    /// Dropped because the RX ring was full.
-    pub rx_ring_full: u64,
-    /// Times the kernel found the fill ring empty.
-    pub rx_fill_ring_empty: u64,
-    pub tx_ring_empty: u64,
-}
-
-/// A frame in a UMEM chunk.
-#[derive(Debug)]
-pub struct XdpFrame {
-    chunk: Chunk,
-    /// UMEM address of the first byte.
-    addr: u64,
-    len: u32,
-    umem: u8,
-}
-
-impl Frame for XdpFrame {
-    #[inline]
-    fn data(&self) -> &[u8] {
-        self.chunk.bytes(self.len as usize)
-    }
-    #[inline]
-    fn data_mut(&mut self) -> &mut [u8] {
-        self.chunk.bytes_mut(self.len as usize)
-    }
-    #[inline]
-    fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(u32::try_from(len).unwrap_or(u32::MAX));
-    }
-}
-
-/// A UMEM: the mapping and its free chunks (base addresses).
-#[derive(Debug)]
-struct Umem {
-    map: Mapping,
-    frame_size: u32,
-    free: Vec<u64>,
-}
-
-impl Umem {
-    fn new(ifname: &str, rings: &XdpRingConfig) -> Result<Umem, AfXdpError> {
-        let len = rings.umem_frames as usize * rings.frame_size as usize;
-        let map = Mapping::anonymous(len).map_err(|source| AfXdpError::Mmap {
-            ifname: ifname.to_string(),
-            what: "UMEM",
-            len_bytes: len,
-            source,
-        })?;
-        let free = (0..u64::from(rings.umem_frames))
-            .rev()
-            .map(|i| i * u64::from(rings.frame_size))
-            .collect();
-        Ok(Umem {
-            map,
-            frame_size: rings.frame_size,
-            free,
-        })
-    }
-
-    /// The chunk base of a UMEM address.
-    #[inline]
-    fn base(&self, addr: u64) -> u64 {
-        addr - addr % u64::from(self.frame_size)
-    }
-
-    /// Put the chunk of `addr` back on the free list. The list never
-    /// grows beyond its capacity (every chunk is in one place; a corrupt
-    /// duplicate from the kernel is dropped rather than allocating).
-    #[inline]
-    fn give_back(&mut self, addr: u64) {
-        if self.free.len() < self.free.capacity() && addr < self.map.len() as u64 {
-            let base = self.base(addr);
-            self.free.push(base);
-        }
-    }
-
-    /// A frame over `len` bytes at `addr` (which must not cross its chunk).
-    #[inline]
-    fn frame(&self, index: u8, addr: u64, len: u32) -> Option<XdpFrame> {
-        let in_chunk = addr % u64::from(self.frame_size);
-        let cap = u64::from(self.frame_size) - in_chunk;
-        if u64::from(len) > cap {
-            return None;
-        }
-        let chunk = self.map.chunk(usize::try_from(addr).ok()?, cap as usize)?;
-        Some(XdpFrame {
-            chunk,
-            addr,
-            len,
-            umem: index,
-        })
-    }
-
-    /// A free chunk holding a copy of `bytes` at the XDP headroom.
-    #[inline]
-    fn frame_with(&mut self, index: u8, bytes: &[u8]) -> Option<XdpFrame> {
-        if bytes.len() + XDP_HEADROOM as usize > self.frame_size as usize {
-            return None;
-        }
-        let base = self.free.pop()?;
-        let len = bytes.len() as u32;
-        match self.frame(index, base + u64::from(XDP_HEADROOM), len) {
-            Some(mut f) => {
-                f.data_mut().copy_from_slice(bytes);
-                Some(f)
-            }
-            None => {
-                self.free.push(base);
-                None
-            }
-        }
-    }
-}
-
-/// One socket on one interface queue.
-#[derive(Debug)]
-pub struct XdpPort {
-    ifname: String,
-    ifindex: u32,
-    queue_id: u32,
-    mac: MacAddr,
-    mtu: u32,
-    /// Largest frame accepted/sent: MTU + Ethernet header + one tag.
-    max_frame: u32,
-    umem: u8,
-    zero_copy: bool,
-    need_wakeup: bool,
-    /// Frames to keep in the fill ring.
-    fill_target: u32,
-    tx_kick_pending: bool,
-    stats: XdpPortStats,
-    xsk_map: Option<Arc<XskMap>>,
-    // Field order is drop order: unmap the rings before closing the socket.
-    rx: Ring,
-    tx: Ring,
-    fill: Ring,
-    comp: Ring,
-    fd: OwnedFd,
-}
-
-impl XdpPort {
-    pub fn ifname(&self) -> &str {
-        &self.ifname
-    }
-    pub fn ifindex(&self) -> u32 {
-        self.ifindex
-    }
-    pub fn queue_id(&self) -> u32 {
-        self.queue_id
-    }
-    pub fn mac(&self) -> MacAddr {
-        self.mac
-    }
-    pub fn mtu(&self) -> u32 {
-        self.mtu
-    }
-    /// The socket runs in zero-copy mode.
-    pub fn zero_copy(&self) -> bool {
-        self.zero_copy
-    }
-    /// Index of the UMEM the socket uses (equal for ports sharing one).
-    pub fn umem_index(&self) -> usize {
-        usize::from(self.umem)
-    }
-    pub fn stats(&self) -> &XdpPortStats {
-        &self.stats
-    }
-
-    /// The kernel's counters of the socket (a syscall).
-    pub fn kernel_stats(&self) -> Result<XdpKernelStats, AfXdpError> {
-        let s =
-            sys::xdp_statistics(self.fd.as_fd()).map_err(|source| AfXdpError::SocketOption {
-                ifname: self.ifname.clone(),
-                option: "XDP_STATISTICS",
-                source,
-            })?;
-        Ok(XdpKernelStats {
-            rx_dropped: s.rx_dropped,
-            rx_invalid_descs: s.rx_invalid_descs,
-            tx_invalid_descs: s.tx_invalid_descs,
-            rx_ring_full: s.rx_ring_full,
-            rx_fill_ring_empty: s.rx_fill_ring_empty_descs,
-            tx_ring_empty: s.tx_ring_empty_descs,
-        })
-    }
-
-    /// Move completed TX chunks to the free list.
-    #[inline]
-    fn reclaim(&mut self, umem: &mut Umem) {
-        let n = self.comp.available(self.comp.size());
-        let mut taken = 0;
-        while taken < n {
-            let Some(addr) = self.comp.peek_addr(taken) else {
-                break;
-            };
-            taken += 1;
-            umem.give_back(addr);
-        }
-        self.comp.release(taken);
-    }
-
-    /// Top the fill ring up to its target from the free list.
-    #[inline]
-    fn refill(&mut self, umem: &mut Umem) {
-        let level = self.fill.outstanding();
-        let want = self.fill_target.saturating_sub(level);
-        if want == 0 {
-            return;
-        }
-        if (umem.free.len() as u32) < want {
-            self.reclaim(umem);
-        }
-        let n = self.fill.free(want).min(umem.free.len() as u32);
-        if n < want && umem.free.is_empty() {
-            self.stats.rx_pool_empty += 1;
-        }
-        for _ in 0..n {
-            let Some(addr) = umem.free.pop() else { break };
-            if !self.fill.push_addr(addr) {
-                umem.free.push(addr);
-                break;
-            }
-        }
-        self.fill.submit();
-        if self.need_wakeup && self.fill.needs_wakeup() {
-            let _ = sys::kick_rx(self.fd.as_fd());
-        }
-    }
-
-    /// Kick the TX path: always in copy mode, in zero-copy mode only when
-    /// the kernel asks. Repeats while frames stay queued (copy mode sends
-    /// 32 per call), at most [`MAX_TX_KICKS`] times.
-    #[inline]
-    fn kick_tx(&mut self) {
-        let needed = !self.zero_copy || !self.need_wakeup || self.tx.needs_wakeup();
-        if !needed {
-            self.tx_kick_pending = false;
-            return;
-        }
-        for _ in 0..MAX_TX_KICKS {
-            self.stats.tx_kicks += 1;
-            match sys::kick_tx(self.fd.as_fd()) {
-                Ok(()) => {}
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS)
-                    ) => {}
-                Err(_) => {
-                    self.stats.tx_send_errors += 1;
-                    self.tx_kick_pending = true;
-                    return;
-                }
-            }
-            if self.tx.outstanding() == 0 {
-                self.tx_kick_pending = false;
-                return;
-            }
-        }
-        self.tx_kick_pending = true;
-    }
-}
-
-/// RX queues of `ifname` as the driver reports them (`ETHTOOL_GCHANNELS`:
-/// RX plus combined channels), or 1 when it reports none.
-pub fn rx_queue_count(ifname: &str) -> Result<u32, AfXdpError> {
-    sys::rx_queue_count(ifname)
-        .map(|n| n.filter(|&n| n > 0).unwrap_or(1))
-        .map_err(|source| {
-            if source.raw_os_error() == Some(libc::ENODEV) {
-                AfXdpError::NoSuchInterface {
-                    ifname: ifname.to_string(),
-                    source,
-                }
-            } else {
-                AfXdpError::SocketOption {
-                    ifname: ifname.to_string(),
-                    option: "SIOCETHTOOL ETHTOOL_GCHANNELS",
-                    source,
-                }
-            }
-        })
-}
-
-fn ring_size(ifname: &str, what: &str, v: u32) -> Result<u32, AfXdpError> {
-    if v.is_power_of_two() && v >= 64 {
-        Ok(v)
-    } else {
-        Err(invalid(
-            ifname,
-            format!("{what} {v} must be a power of two, at least 64"),
-        ))
-    }
-}
-
-fn flag_names(flags: u16) -> String {
-    let mut names = Vec::new();
-    for (bit, name) in [
-        (libc::XDP_SHARED_UMEM, "XDP_SHARED_UMEM"),
-        (libc::XDP_COPY, "XDP_COPY"),
-        (libc::XDP_ZEROCOPY, "XDP_ZEROCOPY"),
-        (libc::XDP_USE_NEED_WAKEUP, "XDP_USE_NEED_WAKEUP"),
-    ] {
-        if flags & bit != 0 {
-            names.push(name);
-        }
-    }
-    if names.is_empty() {
-        "no flags".into()
-    } else {
-        names.join("|")
-    }
-}
-
-/// A socket with its rings set up and mapped, not bound yet.
-struct OpenSocket {
-    fd: OwnedFd,
-    rx: Ring,
-    tx: Ring,
-    fill: Ring,
-    comp: Ring,
-}
-
-/// Open a socket; register `umem` on it when given (the UMEM owner), and
-/// give it its own fill/completion rings either way.
-fn open_socket(
-    ifname: &str,
-    rings: &XdpRingConfig,
-    register: Option<&Umem>,
-) -> Result<OpenSocket, AfXdpError> {
-    let fd = sys::xdp_socket().map_err(|source| AfXdpError::Socket {
-        ifname: ifname.to_string(),
-        source,
-    })?;
-    let opt = |option: &'static str| {
-        move |source| AfXdpError::SocketOption {
-            ifname: ifname.to_string(),
-            option,
-            source,
-        }
-    };
-    if let Some(umem) = register {
-        let reg = libc::xdp_umem_reg {
-            addr: umem.map.addr(),
-            len: umem.map.len() as u64,
-            chunk_size: umem.frame_size,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        sys::setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)
-            .map_err(opt("XDP_UMEM_REG"))?;
-    }
-    sys::setsockopt(
-        fd.as_fd(),
-        libc::SOL_XDP,
-        libc::XDP_UMEM_FILL_RING,
-        &rings.fill_ring,
-    )
-    .map_err(opt("XDP_UMEM_FILL_RING"))?;
-    sys::setsockopt(
-        fd.as_fd(),
-        libc::SOL_XDP,
-        libc::XDP_UMEM_COMPLETION_RING,
-        &rings.completion_ring,
-    )
-    .map_err(opt("XDP_UMEM_COMPLETION_RING"))?;
-    sys::setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_RX_RING, &rings.rx_ring)
-        .map_err(opt("XDP_RX_RING"))?;
-    sys::setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_TX_RING, &rings.tx_ring)
-        .map_err(opt("XDP_TX_RING"))?;
-    let off = sys::mmap_offsets(fd.as_fd()).map_err(opt("XDP_MMAP_OFFSETS"))?;
-    let map_ring = |what: &'static str,
-                    o: &libc::xdp_ring_offset,
-                    entry: Entry,
-                    size: u32,
-                    pgoff: u64|
-     -> Result<Ring, AfXdpError> {
-        let offsets = RingOffsets::from_kernel(o);
-        let len = offsets.map_len(size, entry);
-        let map = Mapping::ring(fd.as_fd(), len, pgoff).map_err(|source| AfXdpError::Mmap {
-            ifname: ifname.to_string(),
-            what,
-            len_bytes: len,
-            source,
-        })?;
-        Ring::new(map, offsets, entry, size)
-            .ok_or_else(|| invalid(ifname, format!("{what} of {size} entries does not fit")))
-    };
-    let mut rx = map_ring(
-        "RX ring",
-        &off.rx,
-        Entry::Desc,
-        rings.rx_ring,
-        libc::XDP_PGOFF_RX_RING as u64,
-    )?;
-    let mut tx = map_ring(
-        "TX ring",
-        &off.tx,
-        Entry::Desc,
-        rings.tx_ring,
-        libc::XDP_PGOFF_TX_RING as u64,
-    )?;
-    let mut fill = map_ring(
-        "fill ring",
-        &off.fr,
-        Entry::Addr,
-        rings.fill_ring,
-        libc::XDP_UMEM_PGOFF_FILL_RING,
-    )?;
-    let mut comp = map_ring(
-        "completion ring",
-        &off.cr,
-        Entry::Addr,
-        rings.completion_ring,
-        libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-    )?;
-    rx.init_consumer();
-    comp.init_consumer();
-    tx.init_producer();
-    fill.init_producer();
-    Ok(OpenSocket {
-        fd,
-        rx,
-        tx,
-        fill,
-        comp,
-    })
-}
-
-/// The `pollfd` set of a driver's sockets, built once.
-struct PollSet(Vec<libc::pollfd>);
-
-impl std::fmt::Debug for PollSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.iter().map(|p| p.fd)).finish()
     }
 }
 
@@ -743,7 +191,7 @@ pub struct AfXdpDriver {
     umems: Vec<Umem>,
     /// Frames handed out (rx, frame_from) and not yet back (tx, release).
     frames_out: usize,
-    poll_set: PollSet,
+    poll_set: driver_sys::PollSet,
     poll_timeout_ms: u32,
 }
 
@@ -755,7 +203,7 @@ impl AfXdpDriver {
         let rings = &config.rings;
         let first = config.ports.first().map_or("", |p| p.ifname.as_str());
         if !(rings.frame_size == 2048 || rings.frame_size == 4096)
-            || rings.frame_size as usize > sys::page_size()
+            || rings.frame_size as usize > driver_sys::page_size()
         {
             return Err(invalid(
                 first,
@@ -881,16 +329,7 @@ impl AfXdpDriver {
                 p.refill(umem);
             }
         }
-        let poll_set = PollSet(
-            ports
-                .iter()
-                .map(|p| libc::pollfd {
-                    fd: p.fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect(),
-        );
+        let poll_set = driver_sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         Ok(AfXdpDriver {
             ports,
             umems,
@@ -946,28 +385,12 @@ impl AfXdpDriver {
         if ready {
             return true;
         }
-        for p in &mut self.poll_set.0 {
-            p.revents = 0;
-        }
-        let timeout = i32::try_from(timeout_ms).unwrap_or(i32::MAX);
-        match sys::poll(&mut self.poll_set.0, timeout) {
-            Ok(0) | Err(_) => false,
-            Ok(_) => {
-                let mut readable = false;
-                for (pfd, port) in self.poll_set.0.iter().zip(&mut self.ports) {
-                    if pfd.revents & libc::POLLERR != 0 {
-                        port.stats.socket_errors += 1;
-                    }
-                    readable |= pfd.revents & libc::POLLIN != 0;
-                }
-                readable
+        let ports = &mut self.ports;
+        self.poll_set.wait(timeout_ms, |i| {
+            if let Some(port) = ports.get_mut(i) {
+                port.stats.socket_errors += 1;
             }
-        }
-    }
-
-    /// [`Self::wait`] with the configured `poll_timeout_ms`.
-    pub fn wait_idle(&mut self) -> bool {
-        self.wait(self.poll_timeout_ms)
+        })
     }
 
     /// Counters summed over all ports.
@@ -999,42 +422,6 @@ impl AfXdpDriver {
             u.give_back(frame.addr);
         }
     }
-}
-
-/// Bind the UMEM owner's socket per `zero_copy`; returns whether it runs
-/// zero-copy.
-fn bind_own(
-    s: &OpenSocket,
-    ifname: &str,
-    ifindex: u32,
-    queue: u32,
-    config: &AfXdpConfig,
-) -> Result<bool, AfXdpError> {
-    let wake = if config.need_wakeup {
-        libc::XDP_USE_NEED_WAKEUP
-    } else {
-        0
-    };
-    let bind = |flags: u16| {
-        sys::bind_xdp(s.fd.as_fd(), ifindex, queue, flags, None).map_err(|source| {
-            AfXdpError::Bind {
-                ifname: ifname.to_string(),
-                queue,
-                flags: flag_names(flags),
-                source,
-            }
-        })
-    };
-    match config.zero_copy {
-        ZeroCopy::On => bind(libc::XDP_ZEROCOPY | wake)?,
-        ZeroCopy::Off => bind(libc::XDP_COPY | wake)?,
-        ZeroCopy::Auto => {
-            if bind(libc::XDP_ZEROCOPY | wake).is_err() {
-                bind(libc::XDP_COPY | wake)?;
-            }
-        }
-    }
-    Ok(sys::xdp_zero_copy(s.fd.as_fd()).unwrap_or(false))
 }
 
 impl Drop for AfXdpDriver {
@@ -1175,6 +562,20 @@ impl Driver for AfXdpDriver {
 
     fn release(&mut self, frame: XdpFrame) {
         self.free_frame(frame);
+    }
+
+    /// [`AfXdpDriver::wait`] with the configured `poll_timeout_ms`.
+    fn wait_idle(&mut self) -> bool {
+        self.wait(self.poll_timeout_ms)
+    }
+
+    /// The driver's [`XdpPortStats`] plus the kernel's `XDP_STATISTICS`
+    /// (one syscall per port; an unreadable socket reports zeros).
+    fn port_counters(&mut self, out: &mut [PortCounters]) {
+        for (port, slot) in self.ports.iter().zip(out) {
+            let kernel = port.kernel_stats().unwrap_or_default();
+            *slot = port.stats().counters(&kernel);
+        }
     }
 
     fn frame_from(&mut self, bytes: &[u8]) -> Option<XdpFrame> {

@@ -76,7 +76,7 @@ impl XdpAttachment {
     /// network namespace.
     pub fn attach(ifname: &str, queues: u32, mode: XdpMode) -> Result<Self, AfXdpError> {
         let ifindex =
-            super::sys::if_index(ifname).map_err(|source| AfXdpError::NoSuchInterface {
+            crate::driver::sys::if_index(ifname).map_err(|source| AfXdpError::NoSuchInterface {
                 ifname: ifname.to_string(),
                 source,
             })?;

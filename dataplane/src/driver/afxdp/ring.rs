@@ -20,7 +20,7 @@
 //! number of free entries. Out-of-range offsets (a corrupt mapping) read as
 //! `None` and end a burst; they never touch memory outside the mapping.
 
-use super::sys::Mapping;
+use crate::driver::sys::Region;
 use std::sync::atomic::Ordering;
 
 /// Entry layout of a ring.
@@ -69,7 +69,7 @@ impl RingOffsets {
 /// One mapped ring and the cached indices of our side.
 #[derive(Debug)]
 pub(super) struct Ring {
-    map: Mapping,
+    map: Region,
     off: RingOffsets,
     entry: Entry,
     size: u32,
@@ -80,7 +80,7 @@ pub(super) struct Ring {
 
 impl Ring {
     /// A ring over `map`; `size` must be a power of two.
-    pub(super) fn new(map: Mapping, off: RingOffsets, entry: Entry, size: u32) -> Option<Ring> {
+    pub(super) fn new(map: Region, off: RingOffsets, entry: Entry, size: u32) -> Option<Ring> {
         if !size.is_power_of_two() || map.len() < off.map_len(size, entry) {
             return None;
         }
@@ -142,6 +142,22 @@ impl Ring {
         self.off.desc + (idx & self.mask) as usize * self.entry.size()
     }
 
+    /// The `xdp_desc` (addr, len) at `off`.
+    #[inline]
+    fn read_desc(&self, off: usize) -> Option<(u64, u32)> {
+        Some((self.map.read_u64(off)?, self.map.read_u32(off + 8)?))
+    }
+
+    /// Store an `xdp_desc` (addr, len, options 0) at `off`; false, with
+    /// nothing written, if it does not fit the mapping (its last word is
+    /// written first).
+    #[inline]
+    fn write_desc(&mut self, off: usize, addr: u64, len: u32) -> bool {
+        self.map.write_u32(off + 12, 0)
+            && self.map.write_u64(off, addr)
+            && self.map.write_u32(off + 8, len)
+    }
+
     // ------------------------------------------------- producer side
 
     /// Free entries, up to `want` (re-reads the consumer only when the
@@ -172,7 +188,7 @@ impl Ring {
     #[inline]
     pub(super) fn push_desc(&mut self, addr: u64, len: u32) -> bool {
         let off = self.entry_off(self.cached_prod);
-        if !self.map.write_desc(off, addr, len) {
+        if !self.write_desc(off, addr, len) {
             return false;
         }
         self.cached_prod = self.cached_prod.wrapping_add(1);
@@ -217,8 +233,7 @@ impl Ring {
     /// The descriptor at consumer position `cached_cons + i`.
     #[inline]
     pub(super) fn peek_desc(&self, i: u32) -> Option<(u64, u32)> {
-        self.map
-            .read_desc(self.entry_off(self.cached_cons.wrapping_add(i)))
+        self.read_desc(self.entry_off(self.cached_cons.wrapping_add(i)))
     }
 
     /// Hand `n` consumed entries back to the kernel.
@@ -265,7 +280,7 @@ impl Ring {
     #[cfg(test)]
     pub(super) fn kernel_write_desc(&mut self, idx: u32, addr: u64, len: u32) {
         let off = self.entry_off(idx);
-        assert!(self.map.write_desc(off, addr, len));
+        assert!(self.write_desc(off, addr, len));
     }
 
     #[cfg(test)]
@@ -286,15 +301,15 @@ mod tests {
     };
 
     fn ring(entry: Entry, size: u32) -> Ring {
-        let map = Mapping::anonymous(OFF.map_len(size, entry)).expect("anonymous mapping");
+        let map = Region::anonymous(OFF.map_len(size, entry)).expect("anonymous mapping");
         Ring::new(map, OFF, entry, size).expect("ring")
     }
 
     #[test]
     fn sizes_must_be_powers_of_two_and_fit_the_mapping() {
-        let map = Mapping::anonymous(OFF.map_len(8, Entry::Desc)).expect("map");
+        let map = Region::anonymous(OFF.map_len(8, Entry::Desc)).expect("map");
         assert!(Ring::new(map, OFF, Entry::Desc, 6).is_none());
-        let map = Mapping::anonymous(OFF.map_len(8, Entry::Addr)).expect("map");
+        let map = Region::anonymous(OFF.map_len(8, Entry::Addr)).expect("map");
         assert!(Ring::new(map, OFF, Entry::Desc, 8).is_none(), "too short");
     }
 

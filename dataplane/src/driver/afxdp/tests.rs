@@ -11,9 +11,10 @@
 
 use super::*;
 use crate::driver::test_frames::is_udp_to;
-use crate::wire::build;
+use crate::wire::{MacAddr, build};
 use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root};
 use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 const MAC_A: [u8; 6] = [0x02, 0x50, 0x54, 0, 0, 0xa];
@@ -238,7 +239,7 @@ fn separate_umems_forward_with_one_copy() {
 fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
     let Some(t) = Topology::new(1) else { return };
     in_netns(&t.ns_b, || {
-        let ifindex = sys::if_index("pb0").expect("ifindex");
+        let ifindex = driver_sys::if_index("pb0").expect("ifindex");
         // A program attached through netlink outlives its process: stage
         // one as a crashed Portico would leave it.
         let map = XskMap::create(1).expect("map");

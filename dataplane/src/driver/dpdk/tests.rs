@@ -17,10 +17,12 @@
 
 use super::*;
 use crate::driver::test_frames::{is_udp_to, numbered_payload};
+use crate::driver::{Driver, Frame};
+use crate::packet::PortId;
 use crate::wire::{MacAddr, build};
 use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root, skip};
 use std::net::Ipv4Addr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const MAC_A: MacAddr = MacAddr([0x02, 0x50, 0x44, 0, 0, 0xa]);
 const MAC_B: MacAddr = MacAddr([0x02, 0x50, 0x44, 0, 0, 0xb]);

@@ -1,15 +1,23 @@
-//! A port's driver counters as the admin reports show them, and the cell
-//! a worker publishes them in for the admin thread.
+//! The port counters every driver reports in one shape ([`PortCounters`],
+//! filled by [`super::Driver::port_counters`]), and the cell a worker
+//! publishes them through ([`PortStatsCell`]).
+//!
+//! Invariants: a driver fills the counters itself, from its own per-port
+//! stats and the kernel's or device's counters (accumulating those the
+//! kernel resets on read), so every report is a total since the driver
+//! opened; a counter a driver does not have stays 0. Counters are read a
+//! few times a second (see [`crate::worker::DRIVER_STATS_INTERVAL_MS`]),
+//! never per packet. A field added to [`PortCounters`] is stored, loaded
+//! and summed without further code (one list, in `port_counters!`).
 
-use dataplane::driver::afpacket::{KernelStats, PortStats};
-use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 macro_rules! port_counters {
     ($($(#[$doc:meta])* $field:ident,)*) => {
-        /// Driver counters of a port (af_packet [`PortStats`] plus the
-        /// kernel's socket counters, accumulated).
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        /// The counters of one port, as every driver reports them (one
+        /// worker's queue; sum over the workers for the port).
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         pub struct PortCounters {
             $($(#[$doc])* pub $field: u64,)*
         }
@@ -50,36 +58,13 @@ port_counters! {
     tx_ring_full,
     tx_send_errors,
     socket_errors,
-    /// Frames the kernel dropped because the RX ring was full.
+    /// Frames the kernel (or device) dropped because the RX ring was full.
     kernel_rx_drops,
     /// Times the RX ring froze.
     kernel_freezes,
 }
 
 impl PortCounters {
-    /// The driver's counters plus the kernel's accumulated ones.
-    pub fn new(s: &PortStats, kernel: KernelTotals) -> Self {
-        PortCounters {
-            rx_frames: s.rx_frames,
-            rx_bytes: s.rx_bytes,
-            tx_frames: s.tx_frames,
-            tx_bytes: s.tx_bytes,
-            rx_too_big: s.rx_too_big,
-            rx_truncated: s.rx_truncated,
-            rx_pool_empty: s.rx_pool_empty,
-            rx_ring_errors: s.rx_ring_errors,
-            rx_csum_completed: s.rx_csum_completed,
-            rx_csum_partial_left: s.rx_csum_partial_left,
-            rx_vlan_restored: s.rx_vlan_restored,
-            tx_too_big: s.tx_too_big,
-            tx_ring_full: s.tx_ring_full,
-            tx_send_errors: s.tx_send_errors,
-            socket_errors: s.socket_errors,
-            kernel_rx_drops: kernel.drops,
-            kernel_freezes: kernel.freezes,
-        }
-    }
-
     /// Every frame this port lost, for whatever reason.
     pub fn dropped(&self) -> u64 {
         self.rx_too_big
@@ -99,24 +84,9 @@ impl PortCounters {
     }
 }
 
-/// The kernel's socket counters accumulated over reads (each read of
-/// `PACKET_STATISTICS` resets them in the kernel).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelTotals {
-    pub drops: u64,
-    pub freezes: u64,
-}
-
-impl KernelTotals {
-    pub fn add(&mut self, read: KernelStats) {
-        self.drops += u64::from(read.drops);
-        self.freezes += u64::from(read.freeze_count);
-    }
-}
-
-/// One worker's published copy of one port's driver counters: written by
-/// the worker thread (relaxed stores, a few times a second), read by the
-/// admin thread.
+/// One worker's published copy of one port's counters: written by the
+/// worker thread (relaxed stores, a few times a second), read by the admin
+/// thread.
 #[derive(Debug)]
 pub struct PortStatsCell {
     values: [AtomicU64; PortCounters::FIELDS],
@@ -150,34 +120,25 @@ mod tests {
 
     #[test]
     fn port_cells_round_trip_and_sum() {
-        let stats = PortStats {
+        let c = PortCounters {
             rx_frames: 5,
             rx_bytes: 500,
             tx_ring_full: 2,
             socket_errors: 1,
-            ..PortStats::default()
+            kernel_rx_drops: 5,
+            kernel_freezes: 1,
+            ..PortCounters::default()
         };
-        let mut kernel = KernelTotals::default();
-        kernel.add(KernelStats {
-            packets: 9,
-            drops: 4,
-            freeze_count: 1,
-        });
-        kernel.add(KernelStats {
-            packets: 1,
-            drops: 1,
-            freeze_count: 0,
-        });
-        let c = PortCounters::new(&stats, kernel);
         let cell = PortStatsCell::default();
+        assert_eq!(cell.load(), PortCounters::default());
         cell.store(c);
         assert_eq!(cell.load(), c);
-        assert_eq!(c.kernel_rx_drops, 5);
         assert_eq!(c.dropped(), 2 + 5);
         let mut sum = c;
         sum.accumulate(&c);
         assert_eq!(sum.rx_bytes, 1000);
         assert_eq!(sum.kernel_freezes, 2);
         assert_eq!(sum.socket_errors, 2);
+        assert_eq!(sum.dropped(), 2 * c.dropped());
     }
 }

@@ -1,0 +1,272 @@
+//! Descriptors and sockets: thin wrappers that take and return plain Rust
+//! values (`io::Result`, [`OwnedFd`], copies of bytes).
+//!
+//! Invariants: a descriptor a wrapper creates is owned by exactly one
+//! [`OwnedFd`] (closed once, on drop); buffers handed to the kernel are live
+//! Rust values of exactly the length passed; the kernel writes only into
+//! values of a [`Plain`] type, for which any bytes are a valid value.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+
+/// A type for which every bit pattern of its size is a valid value: C
+/// integers, raw pointers and `#[repr(C)]` structs and unions of them. The
+/// kernel may write any bytes into one ([`getsockopt`]) and all-zero bytes
+/// are a valid value ([`zeroed`]).
+///
+/// # Safety
+///
+/// Implement it only for types without references, `bool`s, `char`s,
+/// enums, niches or `Drop`: any byte pattern must be a valid value.
+pub(crate) unsafe trait Plain: Copy {}
+
+// SAFETY: integers accept every bit pattern.
+unsafe impl Plain for libc::c_int {}
+// SAFETY: integers accept every bit pattern.
+unsafe impl Plain for u32 {}
+// SAFETY: integers accept every bit pattern.
+unsafe impl Plain for u64 {}
+// SAFETY: integers and a byte array.
+unsafe impl Plain for libc::sockaddr_ll {}
+// SAFETY: integers (family, padding, port id, groups).
+unsafe impl Plain for libc::sockaddr_nl {}
+// SAFETY: three u32 counters.
+unsafe impl Plain for libc::tpacket_stats_v3 {}
+// SAFETY: seven u32 fields.
+unsafe impl Plain for libc::tpacket_req3 {}
+// SAFETY: integers and a byte array.
+unsafe impl Plain for libc::packet_mreq {}
+// SAFETY: integers and a byte array.
+unsafe impl Plain for libc::timeval {}
+// SAFETY: a name array and a union of integers, sockaddrs, maps and a raw
+// pointer; a raw pointer accepts every bit pattern (null included).
+unsafe impl Plain for libc::ifreq {}
+
+/// All-zero bytes as a `T` (C structs the kernel fills or reads with unused
+/// fields zero).
+pub(crate) fn zeroed<T: Plain>() -> T {
+    // SAFETY: `T: Plain`, so all-zero bytes are a valid `T`.
+    unsafe { std::mem::zeroed() }
+}
+
+/// An `InvalidInput` error saying what was wrong.
+pub(crate) fn einval(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, what.to_string())
+}
+
+/// A libc return code: negative is the thread's `errno`.
+pub(crate) fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// [`cvt`] for the `ssize_t` of `send`/`recv`: the byte count.
+fn cvt_size(rc: libc::ssize_t) -> io::Result<usize> {
+    usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+}
+
+/// Own the descriptor a creating call returned (or its `errno` if it is
+/// negative).
+///
+/// # Safety
+///
+/// `fd`, if not negative, must be a descriptor the caller just created
+/// (`socket(2)`, `bpf(2)`, ...) and that nothing else owns or closes.
+pub(crate) unsafe fn owned_fd(fd: libc::c_int) -> io::Result<OwnedFd> {
+    let fd = cvt(fd)?;
+    // SAFETY: `fd` is open and unowned (the caller's contract).
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `socket(domain, kind | SOCK_CLOEXEC, protocol)`.
+pub(crate) fn socket(
+    domain: libc::c_int,
+    kind: libc::c_int,
+    protocol: libc::c_int,
+) -> io::Result<OwnedFd> {
+    // SAFETY: a plain syscall with integer arguments; returns a new fd or -1.
+    let fd = unsafe { libc::socket(domain, kind | libc::SOCK_CLOEXEC, protocol) };
+    // SAFETY: `fd` was just created by socket(2) and nothing else owns it.
+    unsafe { owned_fd(fd) }
+}
+
+/// The interface name as a C string that fits `IFNAMSIZ` with its NUL.
+pub(crate) fn ifname_c(ifname: &str) -> io::Result<CString> {
+    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
+        return Err(einval("interface names are 1 to 15 bytes"));
+    }
+    CString::new(ifname).map_err(|_| einval("interface name contains a NUL byte"))
+}
+
+/// The interface index of `ifname` in the calling thread's network
+/// namespace.
+pub(crate) fn if_index(ifname: &str) -> io::Result<u32> {
+    let c = ifname_c(ifname)?;
+    // SAFETY: `c` is a NUL-terminated string alive across the call; the
+    // function only reads it.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(idx)
+    }
+}
+
+/// The size of `T` as a `socklen_t`.
+fn socklen<T>() -> io::Result<libc::socklen_t> {
+    libc::socklen_t::try_from(size_of::<T>()).map_err(|_| einval("option too large"))
+}
+
+/// `setsockopt(fd, level, name, &value, sizeof value)`.
+pub(crate) fn setsockopt<T: Plain>(
+    fd: impl AsFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    let len = socklen::<T>()?;
+    // SAFETY: `value` points to a live `T` of exactly `len` bytes for the
+    // duration of the call; the kernel only reads it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_fd().as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast::<libc::c_void>(),
+            len,
+        )
+    })
+    .map(drop)
+}
+
+/// `getsockopt` into `value` (its initial bytes are what the kernel sees
+/// for options that read them); returns the value and the length the
+/// kernel wrote.
+pub(crate) fn getsockopt<T: Plain>(
+    fd: impl AsFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    mut value: T,
+) -> io::Result<(T, usize)> {
+    let mut len = socklen::<T>()?;
+    // SAFETY: `value` is a live, writable `T` of `len` bytes and `len` a
+    // live socklen_t; the kernel writes at most `len` bytes, and any bytes
+    // are a valid `T` (`T: Plain`).
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_fd().as_raw_fd(),
+            level,
+            name,
+            (&mut value as *mut T).cast::<libc::c_void>(),
+            &mut len,
+        )
+    })?;
+    Ok((value, len as usize))
+}
+
+/// Read and clear the socket's pending error (`SO_ERROR`), e.g. `ENETDOWN`
+/// queued when the interface went down; returns the errno (0 if none).
+pub(crate) fn take_socket_error(fd: impl AsFd) -> io::Result<i32> {
+    getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, 0 as libc::c_int).map(|(e, _)| e)
+}
+
+/// `bind(fd, &addr, sizeof addr)`; `A` is the `sockaddr_*` of the socket's
+/// family.
+pub(crate) fn bind<A: Plain>(fd: impl AsFd, addr: &A) -> io::Result<()> {
+    let len = socklen::<A>()?;
+    // SAFETY: `addr` is a live `A` of `len` bytes; the kernel only reads it.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_fd().as_raw_fd(),
+            (addr as *const A).cast::<libc::sockaddr>(),
+            len,
+        )
+    })
+    .map(drop)
+}
+
+/// `send(fd, NULL, 0, MSG_DONTWAIT)`: the kick that makes the kernel
+/// transmit what a socket's TX ring holds.
+pub(crate) fn send_empty(fd: impl AsFd) -> io::Result<()> {
+    // SAFETY: a NULL buffer of length 0 is valid for send(2): the kernel
+    // reads no bytes from it (a ring socket reads its frames from the ring).
+    let rc = unsafe {
+        libc::send(
+            fd.as_fd().as_raw_fd(),
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    cvt_size(rc).map(drop)
+}
+
+/// `recv(fd, NULL, 0, MSG_DONTWAIT)`: the wake-up an AF_XDP socket's fill
+/// ring asks for (as libxdp does).
+pub(crate) fn recv_empty(fd: impl AsFd) -> io::Result<()> {
+    // SAFETY: a NULL buffer of length 0 is valid for recv(2): the kernel
+    // writes no bytes into it.
+    let rc = unsafe {
+        libc::recv(
+            fd.as_fd().as_raw_fd(),
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    cvt_size(rc).map(drop)
+}
+
+/// `sendto(fd, msg, len, 0, &addr, sizeof addr)`; returns the bytes sent.
+pub(crate) fn send_to<A: Plain>(fd: impl AsFd, msg: &[u8], addr: &A) -> io::Result<usize> {
+    let len = socklen::<A>()?;
+    // SAFETY: `msg` is a live buffer of `msg.len()` bytes and `addr` a live
+    // `A` of `len` bytes; the kernel only reads both.
+    let rc = unsafe {
+        libc::sendto(
+            fd.as_fd().as_raw_fd(),
+            msg.as_ptr().cast::<libc::c_void>(),
+            msg.len(),
+            0,
+            (addr as *const A).cast::<libc::sockaddr>(),
+            len,
+        )
+    };
+    cvt_size(rc)
+}
+
+/// One datagram into `buf` (blocking); returns its length.
+pub(crate) fn recv(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes; the
+    // kernel writes at most that many.
+    let rc = unsafe {
+        libc::recv(
+            fd.as_fd().as_raw_fd(),
+            buf.as_mut_ptr().cast::<libc::c_void>(),
+            buf.len(),
+            0,
+        )
+    };
+    cvt_size(rc)
+}
+
+/// `poll(2)` over `fds`; returns how many have events (0 on timeout).
+pub(super) fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    let nfds = libc::nfds_t::try_from(fds.len()).map_err(|_| einval("too many fds"))?;
+    // SAFETY: `fds` is a live, writable slice of `nfds` pollfd structs; the
+    // kernel writes only their `revents` fields.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), nfds, timeout_ms) };
+    cvt(rc).map(|n| n as usize)
+}
+
+/// The system page size (ring blocks and UMEM chunks are measured in it).
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(v).ok().filter(|&p| p > 0).unwrap_or(4096)
+}

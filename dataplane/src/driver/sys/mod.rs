@@ -1,0 +1,34 @@
+//! The Linux calls the kernel-socket drivers (af_packet, AF_XDP) share, in
+//! one place: sockets and their options, `poll(2)`, interface ioctls, and
+//! the memory mappings of rings and UMEMs.
+//!
+//! * `fd`: descriptors and sockets (`socket`, `bind`, `setsockopt`,
+//!   `getsockopt`, empty `send`/`recv` kicks, `if_nametoindex`, `poll`,
+//!   the page size), and [`Plain`], the types the kernel may write into;
+//! * `region`: [`Region`], one `mmap(2)` mapping with bounds-checked
+//!   accessors (af_packet's RX/TX rings, AF_XDP's rings and UMEM);
+//! * `poll`: [`PollSet`], a driver's sockets waited on together (the idle
+//!   sleep of every kernel-socket driver);
+//! * `iface`: the interface ioctls (`SIOCGIFHWADDR`, `SIOCGIFMTU`,
+//!   `SIOCETHTOOL`) and `getifaddrs(3)`.
+//!
+//! Only `fd.rs`, `region.rs` and `iface.rs` contain `unsafe` code (each
+//! opts in with `#![allow(unsafe_code)]`, every block with its `SAFETY:`
+//! argument); everything they export takes and returns plain Rust values
+//! (`io::Result`, owned fds, copies of bytes), except `&AtomicU32` words
+//! shared with the kernel (see [`Region`]). Driver-specific calls stay with
+//! their driver (AF_XDP's `bpf(2)`, netlink and UMEM chunks in
+//! `afxdp/sys.rs`; DPDK's FFI in `dpdk/sys.rs`).
+
+mod fd;
+mod iface;
+mod poll;
+mod region;
+
+pub(crate) use fd::{
+    Plain, bind, einval, getsockopt, if_index, owned_fd, page_size, recv, recv_empty, send_empty,
+    send_to, setsockopt, socket, take_socket_error, zeroed,
+};
+pub(crate) use iface::{ethtool_value, hw_addr, ioctl_socket, ipv4_addrs, mtu, rx_queue_count};
+pub(crate) use poll::PollSet;
+pub(crate) use region::Region;
