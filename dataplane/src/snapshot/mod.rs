@@ -3,7 +3,7 @@
 //! The control plane describes what it wants in a [`SnapshotSpec`] (plain
 //! data), a [`SnapshotBuilder`] turns it into a complete [`Snapshot`] off the
 //! hot path, and the [`Publisher`] swaps it in with `arc-swap`. Workers load
-//! the current snapshot once per batch; they never lock and never see a
+//! the current snapshot once per poll; they never lock and never see a
 //! half-built table.
 //!
 //! A snapshot's tables ([`IdTable`], [`ShardedMap`]) are persistent: the

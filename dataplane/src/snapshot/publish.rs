@@ -1,8 +1,9 @@
 //! Lock-free publication of snapshots (`arc-swap`): one writer swaps a new
-//! `Arc<Snapshot>` in; workers load the current one once per batch. A worker
-//! keeps the snapshot it loaded for the whole batch, so every packet of a
-//! batch sees one consistent set of tables; the old snapshot is freed when
-//! the last batch using it ends.
+//! `Arc<Snapshot>` in; workers load the current one once per poll. A worker
+//! keeps the snapshot it loaded for the whole poll (every batch of it, the
+//! held frames and the ARP frames), so every packet of a poll sees one
+//! consistent set of tables; the old snapshot is freed when the last poll
+//! using it ends.
 
 use super::Snapshot;
 use arc_swap::{ArcSwap, Guard};
@@ -44,7 +45,7 @@ impl Publisher {
 }
 
 impl SnapshotReader {
-    /// The current snapshot; hold it for one batch, not longer.
+    /// The current snapshot; hold it for one poll, not longer.
     #[inline]
     pub fn load(&self) -> Guard<Arc<Snapshot>> {
         self.cell.load()
