@@ -1,5 +1,6 @@
-//! The packet generator's frame format, echo transform and statistics
-//! (the `pktgen` binary drives them over the af_packet driver).
+//! The packet generator: its frame format, echo transform and statistics,
+//! and the send and sink runs the `pktgen` binary drives over the af_packet
+//! driver.
 //!
 //! Each file holds one role and states its invariants:
 //! * `frame`: the frame format (Ethernet + IPv4 + UDP/TCP carrying a
@@ -7,9 +8,16 @@
 //! * `echo`: the sink's in-place answer to a probe.
 //! * `stream`: TCP "established-like" streams, the sender's per-flow state.
 //! * `stats`: latency histogram, percentiles, loss and reordering.
+//! * `session`: what a run shares (its af_packet port, bounds, errors).
+//! * `send`, `sink`: the two runs; `report`: their progress lines and
+//!   summaries.
 
 mod echo;
 mod frame;
+mod report;
+mod send;
+mod session;
+mod sink;
 mod stats;
 mod stream;
 
@@ -19,6 +27,9 @@ pub use frame::{
     MAX_FRAME_BYTES, PROBE_LEN, PROBE_MAGIC, PktgenError, Probe, TrafficProto, parse_mac,
     parse_probe, stamp,
 };
+pub use send::{SendConfig, send};
+pub use session::SessionError;
+pub use sink::{SinkConfig, sink};
 pub use stats::{Histogram, Percentiles, SeqTracker, ratio};
 pub use stream::{
     StreamFlow, StreamSegment, StreamState, TcpEcho, parse_tcp_echo, stamp_stream, stream_isn,
