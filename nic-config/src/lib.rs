@@ -5,7 +5,13 @@
 //! a [`Plan`]: ports with their resolved addresses, the VIP port, connected
 //! and static routes resolved to ports, static neighbours, and services with
 //! their listeners and backends, the Kubernetes source's settings and the
-//! LoadBalancer address pools, with every duration in milliseconds.
+//! LoadBalancer address pools, and the BGP peers with what is announced to
+//! them, with every duration in milliseconds.
+//!
+//! `[bgp]` is portico-bgp's `BgpConfig`, embedded unchanged: that crate owns
+//! the types and their own checks; [`validate()`] reports its problems with
+//! the rest of the file's and adds the checks that need the rest of the
+//! file (see [`plan::BgpPlan`]).
 //!
 //! Errors come in two kinds ([`ConfigError`]):
 //! * the text is not TOML, or does not have the schema's shape (unknown key,
@@ -54,10 +60,10 @@ pub mod validate;
 
 pub use addr::{Ipv4Prefix, Ipv4Range, MacAddr, is_buggy_ip};
 pub use plan::{
-    AddressPoolPlan, AddressRole, AfxdpPlan, BackendPlan, ConntrackPlan, DataplanePlan,
-    DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan, ListenerKind, ListenerPlan,
-    NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan,
-    ServicePlan, SnatPlan, TimeoutsMs,
+    AddressPoolPlan, AddressRole, AdvertisementPlan, AfxdpPlan, BackendPlan, BgpPlan,
+    ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan,
+    ListenerKind, ListenerPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex,
+    PortPlan, RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
 };
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{

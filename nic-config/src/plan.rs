@@ -18,13 +18,25 @@
 //!   address is in two pool ranges (of one pool or of two), and none is a
 //!   node or SNAT address or a standalone service's VIP or external IP;
 //! * with Kubernetes, `retry_period_ms < renew_deadline_ms <
-//!   lease_duration_ms` and `debounce_ms <= debounce_max_ms`.
+//!   lease_duration_ms` and `debounce_ms <= debounce_max_ms`;
+//! * [`Plan::bgp`] passes portico-bgp's own `BgpConfig::validate` (so it
+//!   can be handed to the sessions as is); peer addresses are unique
+//!   (advertisements name peers by address), IPv4 and not the gateway's
+//!   own; every peer has the same router id, one of the node addresses;
+//!   a source address is a node address; an eBGP peer without multihop is
+//!   in a connected subnet; every advertisement is used by a pool or a
+//!   service, and every name a pool or service lists is an advertisement.
+//!
+//! Why ~770 lines: the plan's types and the `Display` that `portico check`
+//! prints (a third of the file), which could move to its own file if it
+//! grows further.
 
 use crate::addr::{Ipv4Prefix, Ipv4Range, MacAddr};
 pub use crate::schema::{
     BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol, XdpModeSetting,
     ZeroCopySetting,
 };
+pub use portico_bgp::{Advertisement, PeerConfig};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
@@ -53,6 +65,33 @@ pub struct Plan {
     /// LoadBalancer address pools, in file order (the order in which
     /// auto-assign pools are tried).
     pub address_pools: Vec<AddressPoolPlan>,
+    /// `[bgp]`: the peers and what is announced to them; empty without
+    /// the section.
+    pub bgp: BgpPlan,
+}
+
+/// `[bgp]`, validated. The peers and advertisements are portico-bgp's
+/// types (that crate owns them); this adds what each advertisement is
+/// attached to. The gateway does not start sessions from it yet (the next
+/// step of issue 13); `portico check` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BgpPlan {
+    /// `[[bgp.peer]]` in file order; addresses unique.
+    pub peers: Vec<PeerConfig>,
+    /// `[[bgp.advertisement]]` in file order, each with its users.
+    pub advertisements: Vec<AdvertisementPlan>,
+}
+
+/// One `[[bgp.advertisement]]` and the addresses announced with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdvertisementPlan {
+    pub advertisement: Advertisement,
+    /// Names of the address pools that list it, in file order: their
+    /// addresses, once assigned to a Service with a ready backend.
+    pub address_pools: Vec<String>,
+    /// The standalone services' VIPs and external IPs that list it, in
+    /// file order, each once.
+    pub vips: Vec<Ipv4Addr>,
 }
 
 /// `[dpdk]`, validated.
@@ -629,6 +668,8 @@ impl fmt::Display for Plan {
             }
         }
 
+        fmt_bgp(f, &self.bgp)?;
+
         writeln!(f, "services:")?;
         if self.services.is_empty() {
             writeln!(f, "  none")?;
@@ -664,4 +705,72 @@ impl fmt::Display for Plan {
         }
         Ok(())
     }
+}
+
+/// The `[bgp]` part of the printed plan (nothing without peers).
+fn fmt_bgp(f: &mut fmt::Formatter<'_>, bgp: &BgpPlan) -> fmt::Result {
+    if bgp.peers.is_empty() && bgp.advertisements.is_empty() {
+        return Ok(());
+    }
+    writeln!(f, "bgp peers:")?;
+    for p in &bgp.peers {
+        write!(
+            f,
+            "  {} AS {} ({}), local AS {}, router id {}, from {}, hold {} s, keepalive ",
+            p.name(),
+            p.peer_asn,
+            if p.is_ibgp() { "iBGP" } else { "eBGP" },
+            p.my_asn,
+            p.router_id,
+            p.source_address
+                .map_or_else(|| "the kernel's choice".to_owned(), |a| a.to_string()),
+            p.hold_time_s,
+        )?;
+        match p.keepalive_s {
+            Some(k) => write!(f, "{k} s")?,
+            None => write!(f, "a third of the hold time")?,
+        }
+        write!(
+            f,
+            ", ttl {}, connect retry {}-{} s",
+            p.ttl(),
+            p.connect_retry_s,
+            p.connect_retry_max_s
+        )?;
+        if p.md5_password.is_some() {
+            write!(f, ", TCP-MD5")?;
+        }
+        writeln!(f)?;
+    }
+    writeln!(f, "bgp advertisements:")?;
+    for a in &bgp.advertisements {
+        let adv = &a.advertisement;
+        let peers: Vec<String> = adv.peers.iter().map(ToString::to_string).collect();
+        write!(
+            f,
+            "  {}: to {}, as /{}",
+            adv.name,
+            if peers.is_empty() {
+                "every peer".to_owned()
+            } else {
+                peers.join(", ")
+            },
+            adv.aggregation_length
+        )?;
+        if let Some(lp) = adv.local_pref {
+            write!(f, ", local_pref {lp} (iBGP)")?;
+        }
+        if !adv.communities.is_empty() {
+            let c: Vec<String> = adv.communities.iter().map(ToString::to_string).collect();
+            write!(f, ", communities {}", c.join(" "))?;
+        }
+        writeln!(f)?;
+        for pool in &a.address_pools {
+            writeln!(f, "      address pool {pool}")?;
+        }
+        for vip in &a.vips {
+            writeln!(f, "      vip {vip}")?;
+        }
+    }
+    Ok(())
 }

@@ -7,6 +7,12 @@
 //! restart ([`RestartPart::changes_to`] names each changed setting), a
 //! different live part is a new snapshot, equal halves are no change.
 //!
+//! `[bgp]` is in the live part: a changed peer needs that peer's session
+//! restarted, not the workers, and a changed advertisement only new
+//! UPDATEs. (The gateway runs no sessions yet; when it does, a reload
+//! restarts the sessions whose `PeerConfig` differs, comparing peer by
+//! peer with `PartialEq`, and re-sends the routes of the others.)
+//!
 //! Invariants:
 //! * every field of a plan is in exactly one half: [`Plan::split`]
 //!   destructures [`Plan`], [`DataplanePlan`] and [`PortPlan`] without `..`,
@@ -18,7 +24,7 @@
 
 use crate::addr::{Ipv4Prefix, MacAddr};
 use crate::plan::{
-    AddressPoolPlan, AfxdpPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
+    AddressPoolPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
     KubernetesPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex, PortPlan,
     RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
 };
@@ -56,8 +62,9 @@ pub struct PortRestartPart<'a> {
     pub dpdk_device: Option<&'a DpdkDevicePlan>,
 }
 
-/// What a new snapshot applies live: addresses, routes, neighbours,
-/// services, the Maglev table size and the address pools.
+/// What a reload applies live: addresses, routes, neighbours, services,
+/// the Maglev table size and the address pools (a new snapshot), and BGP
+/// (per session).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LivePart<'a> {
     pub maglev_table_size: u32,
@@ -69,6 +76,7 @@ pub struct LivePart<'a> {
     pub neighbours: &'a [NeighbourPlan],
     pub services: &'a [ServicePlan],
     pub address_pools: &'a [AddressPoolPlan],
+    pub bgp: &'a BgpPlan,
 }
 
 /// A port's addresses (the SNAT addresses as a whole are also in the
@@ -94,6 +102,7 @@ impl Plan {
             dpdk,
             kubernetes,
             address_pools,
+            bgp,
         } = self;
         let DataplanePlan {
             workers,
@@ -132,6 +141,7 @@ impl Plan {
                 neighbours,
                 services,
                 address_pools,
+                bgp,
             },
         )
     }
@@ -403,6 +413,21 @@ mod tests {
                     ranges: Vec::new(),
                     auto_assign: true,
                     avoid_buggy_ips: true,
+                });
+            }),
+            ("bgp peers", false, |p| {
+                p.bgp.peers.push(portico_bgp::PeerConfig::new(
+                    "192.0.2.254".parse().expect("addr"),
+                    65000,
+                    65001,
+                    "192.0.2.1".parse().expect("addr"),
+                ));
+            }),
+            ("bgp advertisements", false, |p| {
+                p.bgp.advertisements.push(crate::AdvertisementPlan {
+                    advertisement: portico_bgp::Advertisement::new("public"),
+                    address_pools: Vec::new(),
+                    vips: vec!["192.0.2.10".parse().expect("addr")],
                 });
             }),
         ]

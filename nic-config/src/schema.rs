@@ -10,12 +10,19 @@
 //! [`validate`](crate::validate()) can report every problem of a file at once,
 //! each with its field path, instead of stopping at the first bad value.
 //!
+//! One section is not defined here: `[bgp]` is portico-bgp's
+//! [`BgpConfig`] (`[[bgp.peer]]`, `[[bgp.advertisement]]`), embedded as is:
+//! that crate owns the types, their defaults and their own checks
+//! ([`BgpConfig::validate`]); [`mod@crate::validate`] adds the checks that
+//! need the rest of the file (addresses, pools, services).
+//!
 //! Why one file of ~900 lines: it is the format's reference, read top to
 //! bottom like the specification it is (one struct per table, in the
 //! file's order, each field with its meaning, unit and default; a third of
 //! it is doc comments). The checks live apart, one file per section, in
 //! [`mod@crate::validate`].
 
+pub use portico_bgp::BgpConfig;
 use serde::Deserialize;
 
 /// The whole file.
@@ -53,6 +60,13 @@ pub struct ConfigFile {
     /// `[kubernetes]`.
     #[serde(default, rename = "address_pool", alias = "address_pools")]
     pub address_pools: Vec<AddressPoolSection>,
+    /// `[bgp]`: `[[bgp.peer]]` sessions and `[[bgp.advertisement]]`
+    /// attribute sets, portico-bgp's [`BgpConfig`] (see its fields for the
+    /// keys, units and defaults). Pools and services choose the
+    /// advertisements their addresses are announced with
+    /// (`bgp_advertisements`). Default: no BGP.
+    #[serde(default)]
+    pub bgp: BgpConfig,
 }
 
 /// `[dpdk]`: how the DPDK environment (EAL) starts. Workers, their cores
@@ -194,6 +208,12 @@ pub struct AddressPoolSection {
     /// Default false.
     #[serde(default)]
     pub avoid_buggy_ips: bool,
+    /// Names of the `[[bgp.advertisement]]`s the pool's addresses are
+    /// announced with (when assigned to a Service with a ready backend),
+    /// each listed once. Default none: the pool's addresses are not
+    /// announced by BGP (only by ARP on the outside port).
+    #[serde(default)]
+    pub bgp_advertisements: Vec<String>,
 }
 
 /// `[dataplane]`.
@@ -699,6 +719,12 @@ pub struct ServiceSection {
     /// Default none (traffic is dropped).
     #[serde(default)]
     pub backends: Vec<BackendSection>,
+    /// Names of the `[[bgp.advertisement]]`s `vip` and `external_ips` are
+    /// announced with, each listed once; needs a `vip` or `external_ips`.
+    /// Default none: not announced by BGP (only by ARP on the outside
+    /// port).
+    #[serde(default)]
+    pub bgp_advertisements: Vec<String>,
 }
 
 /// One backend of a service.

@@ -156,3 +156,23 @@ fn kubernetes() {
     assert_eq!(pools, [("public", 43, true), ("reserved", 254, false)]);
     assert!(plan.services.is_empty());
 }
+
+#[test]
+fn bgp() {
+    let plan = load("bgp.toml");
+    let [peer] = &plan.bgp.peers[..] else {
+        panic!("{:?}", plan.bgp)
+    };
+    assert_eq!(peer.address.to_string(), "192.0.2.254");
+    assert_eq!((peer.peer_asn, peer.my_asn, peer.ttl()), (65000, 65001, 1));
+    assert_eq!(
+        peer.source_address,
+        Some(Ipv4Addr::new(192, 0, 2, 1).into())
+    );
+    assert_eq!((peer.hold_time_s, peer.keepalive_s), (9, Some(3)));
+    let [adv] = &plan.bgp.advertisements[..] else {
+        panic!("{:?}", plan.bgp)
+    };
+    assert_eq!(adv.advertisement.name, "public");
+    assert_eq!(adv.vips, [Ipv4Addr::new(192, 0, 2, 10)]);
+}

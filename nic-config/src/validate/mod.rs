@@ -13,12 +13,14 @@
 //! `Validator`: `dataplane` (`[dataplane]` and its tables), `ports`
 //! (`[[port]]`, their addresses and roles), `dpdk` (`[dpdk]` and the
 //! ports' DPDK devices), `routes` (`[[route]]` and `[[neighbour]]`),
-//! `services` (`[[service]]`) and `kubernetes` (`[kubernetes]` and
-//! `[[address_pool]]`). The bounds values are checked against are in
+//! `services` (`[[service]]`), `kubernetes` (`[kubernetes]` and
+//! `[[address_pool]]`) and `bgp` (`[bgp]`: portico-bgp's own checks and
+//! the cross-checks with ports, pools and services). The bounds values are checked against are in
 //! [`limits`]. `Validator::run` calls the sections in a fixed order (the
 //! order the problems are listed in); later sections see what earlier
 //! ones resolved (port names, owned addresses, connected subnets).
 
+mod bgp;
 mod dataplane;
 mod dpdk;
 mod kubernetes;
@@ -176,6 +178,7 @@ impl Validator {
         let kubernetes = file.kubernetes.as_ref().map(|k| self.kubernetes(k));
         let taken = kubernetes::not_poolable(&ports.owners, &services);
         let address_pools = self.address_pools(&file.address_pools, &taken);
+        let bgp = self.bgp(file, &ports, &services, &address_pools);
         Plan {
             dataplane: dataplane.into_plan(
                 file,
@@ -192,6 +195,7 @@ impl Validator {
             dpdk,
             kubernetes,
             address_pools,
+            bgp,
         }
     }
 }

@@ -1,0 +1,263 @@
+//! `[bgp]`: portico-bgp's own checks ([`BgpConfig::validate`], whose
+//! problems already carry their full path, `bgp.peer[1].hold_time_s`),
+//! reported with the rest of the file's, and the checks only the whole file
+//! can do:
+//! * peers: an IPv4 address (the ports have no IPv6 yet) that is not the
+//!   gateway's own and is used by one peer only (advertisements name peers
+//!   by address); an eBGP peer without `multihop_ttl` (TTL 1) in a
+//!   connected subnet; the source address a node address of a port (until
+//!   the host path of issue 13 §1 gives ports host addresses: then it will
+//!   be one of those); one router id for every peer (RFC 4271 §4.2: the
+//!   BGP Identifier "is the same for every local interface and BGP peer"),
+//!   which is one of the node addresses (an address of the speaker, and so
+//!   distinct between the instances of a tier, whose node addresses are
+//!   their own). portico-bgp's type has no default router id, so it is
+//!   always written;
+//! * advertisements: every name a pool or service lists in
+//!   `bgp_advertisements` is an advertisement (once per list), a service
+//!   that lists one has a VIP or external IP to announce, every
+//!   advertisement is listed by a pool or service (else it announces
+//!   nothing), and advertisements need a peer.
+//!
+//! A field portico-bgp already found wrong is left out of these checks
+//! (one mistake, one problem).
+
+use super::Validator;
+use super::ports::Ports;
+use crate::plan::{
+    AddressPoolPlan, AddressRole, AdvertisementPlan, BgpPlan, ListenerKind, ServicePlan,
+};
+use crate::schema::{BgpConfig, ConfigFile};
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr};
+
+impl Validator {
+    /// `services` and `pools`: the plans of `file.services` and
+    /// `file.address_pools`, one per section in file order.
+    pub(super) fn bgp(
+        &mut self,
+        file: &ConfigFile,
+        ports: &Ports<'_>,
+        services: &[ServicePlan],
+        pools: &[AddressPoolPlan],
+    ) -> BgpPlan {
+        let bgp = &file.bgp;
+        let mut flagged = HashSet::new();
+        if let Err(e) = bgp.validate() {
+            for p in e.problems {
+                flagged.insert(p.path.clone());
+                self.problem(p.path, p.reason);
+            }
+        }
+        self.peers(bgp, ports, &flagged);
+        let advertisements = self.advertisement_users(file, services, pools, &flagged);
+        BgpPlan {
+            peers: bgp.peers.clone(),
+            advertisements,
+        }
+    }
+
+    fn peers(&mut self, bgp: &BgpConfig, ports: &Ports<'_>, flagged: &HashSet<String>) {
+        let node = ports.with_role(AddressRole::Node);
+        let any_broken = !ports.broken.is_empty();
+        let mut first_at: HashMap<IpAddr, usize> = HashMap::new();
+        for (i, peer) in bgp.peers.iter().enumerate() {
+            let at = |field: &str| format!("bgp.peer[{i}].{field}");
+            let ok = |field: &str| !flagged.contains(&at(field));
+            if ok("address") {
+                let a = peer.address;
+                if let Some(first) = first_at.get(&a) {
+                    self.problem(
+                        at("address"),
+                        format!(
+                            "{a} is already the address of bgp.peer[{first}]: advertisements name peers by address, so a router has one session"
+                        ),
+                    );
+                } else {
+                    first_at.insert(a, i);
+                    self.peer_address(&at("address"), peer, ports, any_broken);
+                }
+            }
+            if ok("source_address")
+                && let Some(src) = peer.source_address
+                && src.is_ipv4() == peer.address.is_ipv4()
+                && !matches!(src, IpAddr::V4(s) if node.contains(&s))
+            {
+                self.problem(
+                    at("source_address"),
+                    format!(
+                        "{src} is not a node address of any port (BGP runs from a node address until ports have host addresses)"
+                    ),
+                );
+            }
+            if ok("router_id") {
+                let id = peer.router_id;
+                let first = &bgp.peers[0];
+                if i > 0 && id != first.router_id {
+                    if !flagged.contains("bgp.peer[0].router_id") {
+                        self.problem(
+                            at("router_id"),
+                            format!(
+                                "{id} differs from bgp.peer[0]'s {}: a BGP speaker has one identifier for every peer (RFC 4271 §4.2)",
+                                first.router_id
+                            ),
+                        );
+                    }
+                } else if i == 0 && !node.contains(&id) {
+                    self.problem(
+                        at("router_id"),
+                        format!(
+                            "{id} is not a node address of any port (use one: an identifier of this instance's own keeps the instances of a tier distinct)"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A peer's address (the first peer with it): IPv4, not ours, and in a
+    /// connected subnet when its packets have TTL 1.
+    fn peer_address(
+        &mut self,
+        path: &str,
+        peer: &portico_bgp::PeerConfig,
+        ports: &Ports<'_>,
+        any_broken: bool,
+    ) {
+        let a = match peer.address {
+            IpAddr::V4(a) => a,
+            IpAddr::V6(a) => {
+                self.problem(
+                    path,
+                    format!("{a} is IPv6, and the ports have IPv4 addresses only"),
+                );
+                return;
+            }
+        };
+        if let Some(owner) = ports.owners.get(&a) {
+            self.problem(
+                path,
+                format!("{a} is the gateway's own address ({})", owner.path),
+            );
+        } else if peer.ttl() == 1
+            && !any_broken
+            && !ports.connected.iter().any(|(net, _, _)| net.contains(a))
+        {
+            self.problem(
+                path,
+                format!(
+                    "{a} is in no port's connected subnet, and eBGP packets have TTL 1: put the router on a port's subnet or set multihop_ttl"
+                ),
+            );
+        }
+    }
+
+    /// Who uses each advertisement, and the names pools and services list.
+    fn advertisement_users(
+        &mut self,
+        file: &ConfigFile,
+        services: &[ServicePlan],
+        pools: &[AddressPoolPlan],
+        flagged: &HashSet<String>,
+    ) -> Vec<AdvertisementPlan> {
+        let bgp = &file.bgp;
+        let mut plans: Vec<AdvertisementPlan> = bgp
+            .advertisements
+            .iter()
+            .map(|a| AdvertisementPlan {
+                advertisement: a.clone(),
+                address_pools: Vec::new(),
+                vips: Vec::new(),
+            })
+            .collect();
+        // The first advertisement of each name (later ones are reported by
+        // portico-bgp as duplicates).
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        for (i, a) in bgp.advertisements.iter().enumerate() {
+            by_name.entry(a.name.as_str()).or_insert(i);
+        }
+        let mut used = vec![false; plans.len()];
+
+        for (i, pool) in file.address_pools.iter().enumerate() {
+            let at = format!("address_pool[{i}].bgp_advertisements");
+            for k in self.listed(&at, &pool.bgp_advertisements, &by_name) {
+                used[k] = true;
+                if let (Some(plan), Some(p)) = (plans.get_mut(k), pools.get(i)) {
+                    plan.address_pools.push(p.name.clone());
+                }
+            }
+        }
+        for (i, s) in file.services.iter().enumerate() {
+            let at = format!("service[{i}].bgp_advertisements");
+            if !s.bgp_advertisements.is_empty() && s.vip.is_none() && s.external_ips.is_empty() {
+                self.problem(
+                    &at,
+                    "nothing to announce: the service has no vip or external_ips",
+                );
+            }
+            let vips: Vec<Ipv4Addr> = services.get(i).map_or_else(Vec::new, |p| {
+                p.listeners
+                    .iter()
+                    .filter(|l| matches!(l.kind, ListenerKind::Vip | ListenerKind::ExternalIp))
+                    .map(|l| l.address)
+                    .collect()
+            });
+            for k in self.listed(&at, &s.bgp_advertisements, &by_name) {
+                used[k] = true;
+                if let Some(plan) = plans.get_mut(k) {
+                    for v in &vips {
+                        if !plan.vips.contains(v) {
+                            plan.vips.push(*v);
+                        }
+                    }
+                }
+            }
+        }
+
+        for (i, a) in bgp.advertisements.iter().enumerate() {
+            let path = format!("bgp.advertisement[{i}].name");
+            if !used[i] && by_name.get(a.name.as_str()) == Some(&i) && !flagged.contains(&path) {
+                self.problem(
+                    path,
+                    format!(
+                        "no address_pool or service lists {:?} in bgp_advertisements, so it announces nothing",
+                        a.name
+                    ),
+                );
+            }
+        }
+        if bgp.peers.is_empty() && !bgp.advertisements.is_empty() {
+            self.problem(
+                "bgp.peer",
+                "there is no [[bgp.peer]] for the advertisements to go to",
+            );
+        }
+        plans
+    }
+
+    /// The advertisements (indices) a `bgp_advertisements` list at `path`
+    /// names; a name that is no advertisement, or is listed twice, is a
+    /// problem.
+    fn listed(
+        &mut self,
+        path: &str,
+        names: &[String],
+        by_name: &HashMap<&str, usize>,
+    ) -> Vec<usize> {
+        let mut found = Vec::new();
+        for (j, name) in names.iter().enumerate() {
+            let at = format!("{path}[{j}]");
+            match by_name.get(name.as_str()) {
+                None => self.problem(
+                    at,
+                    format!("{name:?} is not the name of any [[bgp.advertisement]]"),
+                ),
+                Some(&k) if found.contains(&k) => {
+                    self.problem(at, format!("{name:?} is listed twice"));
+                }
+                Some(&k) => found.push(k),
+            }
+        }
+        found
+    }
+}

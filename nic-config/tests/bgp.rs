@@ -1,0 +1,352 @@
+//! `[bgp]` validation: portico-bgp's own problems with their full paths,
+//! together with the rest of the file's, and the cross-checks with ports,
+//! pools and services. In the style of `validation.rs`: `BASE` is valid,
+//! each case breaks one rule and expects exactly its problem.
+
+use nic_config::{ConfigError, Problem, parse};
+use std::net::{IpAddr, Ipv4Addr};
+
+const BASE: &str = r#"
+[[port]]
+name = "outside"
+driver = "afpacket"
+interface = "out0"
+role = "outside"
+node_addresses = ["192.0.2.1/24", "192.0.2.2/24"]
+
+[[port]]
+name = "inside"
+driver = "mem"
+interface = "in0"
+role = "inside"
+snat_addresses = ["10.1.0.1/24"]
+
+[[service]]
+name = "web"
+protocol = "tcp"
+vip = "203.0.113.10"
+external_ips = ["203.0.113.20"]
+port = 80
+bgp_advertisements = ["public"]
+backends = [{ address = "10.1.0.10", port = 8080 }]
+
+[[service]]
+name = "dns"
+protocol = "udp"
+vip = "203.0.113.10"
+port = 53
+bgp_advertisements = ["public", "ibgp"]
+backends = [{ address = "10.1.0.12", port = 53 }]
+
+[kubernetes]
+
+[[address_pool]]
+name = "lb"
+addresses = ["198.51.100.0/28"]
+bgp_advertisements = ["ibgp"]
+
+[[bgp.peer]]
+address = "192.0.2.254"
+peer_asn = 65000
+my_asn = 65001
+router_id = "192.0.2.1"
+source_address = "192.0.2.1"
+
+[[bgp.peer]]
+address = "198.18.0.1"
+peer_asn = 65001
+my_asn = 65001
+router_id = "192.0.2.1"
+source_address = "192.0.2.2"
+
+[[bgp.advertisement]]
+name = "public"
+peers = ["192.0.2.254"]
+communities = ["65001:100"]
+
+[[bgp.advertisement]]
+name = "ibgp"
+peers = ["198.18.0.1"]
+local_pref = 200
+"#;
+
+fn edit(edits: &[(&str, &str)]) -> String {
+    let mut text = BASE.to_owned();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from:?} not in the config");
+        text = text.replacen(from, to, 1);
+    }
+    text
+}
+
+fn problems(text: &str) -> Vec<Problem> {
+    match parse(text) {
+        Err(ConfigError::Invalid(problems)) => problems,
+        Err(other) => panic!("expected validation problems, got: {other}"),
+        Ok(plan) => panic!("expected validation problems, got a plan:\n{plan}"),
+    }
+}
+
+/// (edits, path, words of the reason)
+type Case = (
+    &'static [(&'static str, &'static str)],
+    &'static str,
+    &'static str,
+);
+
+const CASES: &[Case] = &[
+    // portico-bgp's own checks, with their full path
+    (
+        &[("peer_asn = 65000", "peer_asn = 23456")],
+        "bgp.peer[0].peer_asn",
+        "reserved",
+    ),
+    (
+        &[(
+            "source_address = \"192.0.2.2\"",
+            "source_address = \"192.0.2.2\"\nhold_time_s = 2",
+        )],
+        "bgp.peer[1].hold_time_s",
+        "2 s is not allowed",
+    ),
+    (
+        &[(
+            "local_pref = 200",
+            "local_pref = 200\naggregation_length = 33",
+        )],
+        "bgp.advertisement[1].aggregation_length",
+        "0..=32",
+    ),
+    // peers against the rest of the file
+    (
+        &[
+            (
+                "address = \"198.18.0.1\"",
+                "address = \"192.0.2.254\"\nport = 1179",
+            ),
+            ("peers = [\"198.18.0.1\"]", "peers = [\"192.0.2.254\"]"),
+        ],
+        "bgp.peer[1].address",
+        "already the address of bgp.peer[0]",
+    ),
+    (
+        &[
+            ("address = \"192.0.2.254\"", "address = \"192.0.2.2\""),
+            ("peers = [\"192.0.2.254\"]", "peers = [\"192.0.2.2\"]"),
+        ],
+        "bgp.peer[0].address",
+        "the gateway's own address (port[0].node_addresses[1])",
+    ),
+    (
+        &[
+            ("address = \"192.0.2.254\"", "address = \"192.0.9.254\""),
+            ("peers = [\"192.0.2.254\"]", "peers = [\"192.0.9.254\"]"),
+        ],
+        "bgp.peer[0].address",
+        "no port's connected subnet",
+    ),
+    (
+        &[
+            (
+                "address = \"192.0.2.254\"",
+                "address = \"2001:db8::1\"\nmultihop_ttl = 2",
+            ),
+            ("peers = [\"192.0.2.254\"]", "peers = [\"2001:db8::1\"]"),
+            ("source_address = \"192.0.2.1\"\n", ""),
+        ],
+        "bgp.peer[0].address",
+        "IPv6",
+    ),
+    (
+        &[(
+            "source_address = \"192.0.2.1\"",
+            "source_address = \"10.1.0.1\"",
+        )],
+        "bgp.peer[0].source_address",
+        "not a node address",
+    ),
+    (
+        &[
+            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.9\""),
+            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.9\""),
+        ],
+        "bgp.peer[0].router_id",
+        "not a node address",
+    ),
+    (
+        &[(
+            "my_asn = 65001\nrouter_id = \"192.0.2.1\"\nsource_address = \"192.0.2.2\"",
+            "my_asn = 65001\nrouter_id = \"192.0.2.2\"\nsource_address = \"192.0.2.2\"",
+        )],
+        "bgp.peer[1].router_id",
+        "differs from bgp.peer[0]'s 192.0.2.1",
+    ),
+    // advertisements against pools and services
+    (
+        &[(
+            "bgp_advertisements = [\"ibgp\"]",
+            "bgp_advertisements = [\"ibgp\", \"private\"]",
+        )],
+        "address_pool[0].bgp_advertisements[1]",
+        "\"private\" is not the name of any [[bgp.advertisement]]",
+    ),
+    (
+        &[(
+            "bgp_advertisements = [\"public\", \"ibgp\"]",
+            "bgp_advertisements = [\"public\", \"ibgp\", \"public\"]",
+        )],
+        "service[1].bgp_advertisements[2]",
+        "listed twice",
+    ),
+    (
+        &[(
+            "vip = \"203.0.113.10\"\nexternal_ips = [\"203.0.113.20\"]\n",
+            "node_port = 30080\n",
+        )],
+        "service[0].bgp_advertisements",
+        "no vip or external_ips",
+    ),
+    (
+        &[
+            ("bgp_advertisements = [\"ibgp\"]\n", ""),
+            ("[\"public\", \"ibgp\"]", "[\"public\"]"),
+        ],
+        "bgp.advertisement[1].name",
+        "announces nothing",
+    ),
+];
+
+#[test]
+fn base_is_valid_and_resolved() {
+    let plan = parse(BASE).unwrap_or_else(|e| panic!("{e}"));
+    let bgp = &plan.bgp;
+    assert_eq!(bgp.peers.len(), 2);
+    assert_eq!(bgp.peers[0].address, IpAddr::from([192, 0, 2, 254]));
+    assert_eq!((bgp.peers[0].port, bgp.peers[0].hold_time_s), (179, 90));
+    assert!(bgp.peers[1].is_ibgp());
+    let [public, ibgp] = &bgp.advertisements[..] else {
+        panic!("{bgp:?}")
+    };
+    assert_eq!(public.advertisement.name, "public");
+    assert_eq!(
+        public.vips,
+        [
+            Ipv4Addr::new(203, 0, 113, 10),
+            Ipv4Addr::new(203, 0, 113, 20)
+        ],
+        "the VIP both services share, once, then the external IP"
+    );
+    assert!(public.address_pools.is_empty());
+    assert_eq!(ibgp.vips, [Ipv4Addr::new(203, 0, 113, 10)]);
+    assert_eq!(ibgp.address_pools, ["lb"]);
+    assert_eq!(ibgp.advertisement.local_pref, Some(200));
+    let printed = plan.to_string();
+    for words in [
+        "bgp peers:",
+        "192.0.2.254:179 AS 65000 (eBGP), local AS 65001, router id 192.0.2.1, from 192.0.2.1",
+        "198.18.0.1:179 AS 65001 (iBGP)",
+        "bgp advertisements:",
+        "public: to 192.0.2.254, as /32, communities 65001:100",
+        "ibgp: to 198.18.0.1, as /32, local_pref 200 (iBGP)",
+        "      address pool lb",
+        "      vip 203.0.113.20",
+    ] {
+        assert!(printed.contains(words), "{words:?} not in:\n{printed}");
+    }
+}
+
+#[test]
+fn without_bgp_the_plan_has_none() {
+    let text = "[[port]]\nname = \"p\"\ndriver = \"mem\"\ninterface = \"p\"\nrole = \"both\"\n";
+    let plan = parse(text).unwrap();
+    assert_eq!(plan.bgp, nic_config::BgpPlan::default());
+    assert!(!plan.to_string().contains("bgp"));
+}
+
+#[test]
+fn each_rule_alone_yields_exactly_its_problem() {
+    let mut failures = Vec::new();
+    for (i, (edits, path, reason)) in CASES.iter().enumerate() {
+        let got = problems(&edit(edits));
+        if !(got.len() == 1 && got[0].path == *path && got[0].reason.contains(reason)) {
+            failures.push(format!("case {i} ({path} / {reason:?}): got {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn bgp_problems_come_with_every_other_problem_of_the_file() {
+    let text = edit(&[
+        ("port = 80\n", "port = 0\n"),
+        ("peer_asn = 65000", "peer_asn = 0"),
+        (
+            "source_address = \"192.0.2.1\"",
+            "source_address = \"10.1.0.1\"\nkeepalive_s = 90",
+        ),
+        (
+            "router_id = \"192.0.2.1\"\nsource_address = \"192.0.2.2\"",
+            "router_id = \"192.0.2.2\"\nsource_address = \"192.0.2.2\"\nmd5_password = \"\"",
+        ),
+        (
+            "local_pref = 200",
+            "local_pref = 200\naggregation_length = 40",
+        ),
+        (
+            "bgp_advertisements = [\"ibgp\"]",
+            "bgp_advertisements = [\"nope\"]",
+        ),
+    ]);
+    let got = problems(&text);
+    let paths: Vec<&str> = got.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "service[0].port",
+            "bgp.peer[0].peer_asn",
+            "bgp.peer[0].keepalive_s",
+            "bgp.peer[1].md5_password",
+            "bgp.advertisement[1].aggregation_length",
+            "bgp.peer[0].source_address",
+            "bgp.peer[1].router_id",
+            "address_pool[0].bgp_advertisements[0]",
+        ],
+        "{got:#?}"
+    );
+    let printed = parse(&text).unwrap_err().to_string();
+    assert_eq!(printed.lines().count(), paths.len());
+    assert!(printed.contains("bgp.peer[0].keepalive_s: 90 s is not less than hold_time_s"));
+}
+
+#[test]
+fn advertisements_need_a_peer() {
+    let text = "[[port]]\nname = \"p\"\ndriver = \"mem\"\ninterface = \"p\"\nrole = \"both\"\n\
+                node_addresses = [\"192.0.2.1/24\"]\n\n\
+                [[service]]\nname = \"s\"\nprotocol = \"tcp\"\nvip = \"192.0.2.10\"\nport = 80\n\
+                snat = false\nbgp_advertisements = [\"a\"]\n\n\
+                [[bgp.advertisement]]\nname = \"a\"\n";
+    let got = problems(text);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].path, "bgp.peer");
+}
+
+#[test]
+fn a_bad_community_is_a_syntax_error_with_its_line() {
+    let text = edit(&[(
+        "communities = [\"65001:100\"]",
+        "communities = [\"65001:70000\"]",
+    )]);
+    let e = parse(&text).unwrap_err();
+    let ConfigError::Syntax {
+        line,
+        key_path,
+        message,
+        ..
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert!(*line > 0, "{e}");
+    assert!(key_path.starts_with("bgp.advertisement"), "{e}");
+    assert!(message.contains("is not `asn:value`"), "{e}");
+}
