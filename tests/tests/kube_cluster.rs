@@ -468,7 +468,11 @@ async fn node_port_range_and_the_load_balancer_opt_out_are_applied() {
         allocated.extend(node_ports(&svc));
     }
     allocated.sort_unstable();
-    assert_eq!(allocated, [40_000, 40_001], "NodePorts from the configured range");
+    assert_eq!(
+        allocated,
+        [40_000, 40_001],
+        "NodePorts from the configured range"
+    );
     let full = bounded("create", api.create(&pp, &load_balancer("with-c", true))).await;
     assert!(
         full.as_ref()
