@@ -233,6 +233,10 @@ fn child(kubeconfig: &Path, services: usize, debounce_ms: u64, cold: bool) -> Re
         }
         publisher.current().listeners.len() >= services
     })?;
+    // The timing is recorded right after the publish.
+    wait_for("the first generation's timing", || {
+        stats.report().generations_published >= 1
+    })?;
     let live = Instant::now();
     let rss_live_kib = memory_kib("VmHWM:");
     let report = stats.report();
@@ -351,6 +355,23 @@ async fn patch_endpoints(
     Ok(())
 }
 
+/// A complete paged list; returns the object count.
+async fn list_all<K>(api: &Api<K>, page: u32) -> Result<usize>
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut n = 0;
+    let mut params = ListParams::default().limit(page);
+    loop {
+        let list = api.list(&params).await?;
+        n += list.items.len();
+        match list.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(n),
+        }
+    }
+}
+
 async fn create_all(client: &kube::Client, a: &Args) -> Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     for k in 0..a.create_concurrency {
@@ -417,6 +438,21 @@ async fn main() -> Result<()> {
     );
 
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    // What the API server (and the client's decoding) alone take for the
+    // two lists the source makes at start, by page size.
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    for page in [500u32, 5_000] {
+        let t = Instant::now();
+        let n_services = list_all(&services, page).await?;
+        let services_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let t = Instant::now();
+        let n_slices = list_all(&slices, page).await?;
+        println!(
+            "list alone, pages of {page}: {n_services} Services {services_ms:.0} ms, \
+             {n_slices} EndpointSlices {:.0} ms",
+            t.elapsed().as_secs_f64() * 1000.0
+        );
+    }
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     for (cold, phase) in [
         (true, "cold (empty statuses)"),
@@ -463,7 +499,6 @@ async fn main() -> Result<()> {
         wait_for("every VIP live", || p.current().listeners.len() >= n)
     })
     .await??;
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
     let vip0 = vip(0).context("svc-0 has no ingress address")?;
     let published_before = source.stats().report().generations_published;
     let mut single = Vec::with_capacity(a.writes);
