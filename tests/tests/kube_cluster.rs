@@ -2,7 +2,8 @@
 //! real kube-apiserver v1.20.2 + etcd answer, serve discovery.k8s.io/v1
 //! EndpointSlices through the test CRD, survive an API server restart, give
 //! 410 Gone on a stale watch after a compaction with the watch cache off, and
-//! authenticate tokens, ServiceAccounts and impersonated users under RBAC.
+//! authenticate tokens, ServiceAccounts and impersonated users under RBAC,
+//! and apply a NodePort range and the LoadBalancer node-port opt-out.
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{
@@ -13,7 +14,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchParams,
 };
 use kube::core::WatchEvent;
-use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
+use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions, LB_NODE_PORT_OPT_OUT_GATE};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -418,4 +419,75 @@ async fn tokens_service_accounts_and_impersonation_are_authenticated_under_rbac(
     )
     .await
     .expect("admin kubeconfig lists services");
+}
+
+fn load_balancer(name: &str, node_ports: bool) -> Service {
+    let mut spec = serde_json::json!({
+        "type": "LoadBalancer",
+        "ports": [{ "name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP" }],
+    });
+    if !node_ports {
+        spec["allocateLoadBalancerNodePorts"] = serde_json::json!(false);
+    }
+    serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name, "namespace": "default" },
+        "spec": spec,
+    }))
+    .expect("service object")
+}
+
+fn node_ports(svc: &Service) -> Vec<i32> {
+    svc.spec
+        .iter()
+        .flat_map(|s| s.ports.iter().flatten())
+        .filter_map(|p| p.node_port)
+        .collect()
+}
+
+/// The scale benchmark's two ways past the default 2,768 NodePorts: a
+/// wider `--service-node-port-range` (here a two-port one, so its end is
+/// reachable) and Services that opt out of node ports.
+#[tokio::test]
+async fn node_port_range_and_the_load_balancer_opt_out_are_applied() {
+    let test = "kube_cluster::node_port_range_and_the_load_balancer_opt_out_are_applied";
+    let options = KubeClusterOptions {
+        node_port_range: Some((40_000, 40_001)),
+        feature_gates: vec![LB_NODE_PORT_OPT_OUT_GATE.into()],
+        ..KubeClusterOptions::default()
+    };
+    let Some(cluster) = KubeCluster::start_or_skip(test, options).await else {
+        return;
+    };
+    let api: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let pp = PostParams::default();
+    let mut allocated = Vec::new();
+    for name in ["with-a", "with-b"] {
+        let svc = bounded("create", api.create(&pp, &load_balancer(name, true)))
+            .await
+            .expect("a Service with a NodePort inside the range");
+        allocated.extend(node_ports(&svc));
+    }
+    allocated.sort_unstable();
+    assert_eq!(
+        allocated,
+        [40_000, 40_001],
+        "NodePorts from the configured range"
+    );
+    let full = bounded("create", api.create(&pp, &load_balancer("with-c", true))).await;
+    assert!(
+        full.as_ref()
+            .err()
+            .is_some_and(|e| e.to_string().contains("range is full")),
+        "a third NodePort does not fit: {full:?}"
+    );
+    // The opt-out needs no NodePort, so it fits into the full range.
+    let none = bounded("create", api.create(&pp, &load_balancer("without", false)))
+        .await
+        .expect("a LoadBalancer Service without node ports");
+    assert!(node_ports(&none).is_empty(), "no NodePort: {:?}", none.spec);
+    assert_eq!(
+        none.spec.and_then(|s| s.allocate_load_balancer_node_ports),
+        Some(false),
+        "the API server kept the opt-out (feature gate on)"
+    );
 }

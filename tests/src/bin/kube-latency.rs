@@ -113,7 +113,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let args = args()?;
-    let cluster = KubeCluster::start(KubeClusterOptions::default()).await?;
+    // Wide enough for one NodePort per LoadBalancer Service at 10k+ (the
+    // default 30000-32767 holds 2,768).
+    let cluster = KubeCluster::start(KubeClusterOptions {
+        node_port_range: Some((20_000, 59_999)),
+        ..KubeClusterOptions::default()
+    })
+    .await?;
     let plan = nic_config_plan(&cluster, args.debounce_ms)?;
     let facts = vec![
         PortFacts {

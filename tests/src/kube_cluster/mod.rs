@@ -93,14 +93,45 @@ pub struct KubeClusterOptions {
     /// of a veth into a test namespace, so a process there reaches the API
     /// server). etcd stays on 127.0.0.1.
     pub bind_address: Option<Ipv4Addr>,
+    /// `--service-node-port-range` (`first-last`, inclusive); `None` for the
+    /// API server's default 30000-32767, which holds 2,768 NodePorts: fewer
+    /// than the LoadBalancer Services of a scale benchmark need.
+    pub node_port_range: Option<(u16, u16)>,
+    /// `--feature-gates` entries (`Name=true`), e.g.
+    /// [`LB_NODE_PORT_OPT_OUT_GATE`] for `spec.allocateLoadBalancerNodePorts`.
+    pub feature_gates: Vec<String>,
 }
+
+/// The 1.20 feature gate (alpha) that lets a LoadBalancer Service opt out
+/// of node ports with `spec.allocateLoadBalancerNodePorts: false`; without
+/// it the API server drops the field and allocates them anyway.
+pub const LB_NODE_PORT_OPT_OUT_GATE: &str = "ServiceLBNodePortControl=true";
 
 impl Default for KubeClusterOptions {
     fn default() -> Self {
         KubeClusterOptions {
             watch_cache: true,
             bind_address: None,
+            node_port_range: None,
+            feature_gates: Vec::new(),
         }
+    }
+}
+
+impl KubeClusterOptions {
+    /// The API server flags these options add to the fixed ones.
+    pub fn apiserver_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if !self.watch_cache {
+            flags.push("--watch-cache=false".into());
+        }
+        if let Some((first, last)) = self.node_port_range {
+            flags.push(format!("--service-node-port-range={first}-{last}"));
+        }
+        if !self.feature_gates.is_empty() {
+            flags.push(format!("--feature-gates={}", self.feature_gates.join(",")));
+        }
+        flags
     }
 }
 
@@ -469,9 +500,7 @@ impl KubeCluster {
             "--logtostderr=true".into(),
             "--v=1".into(),
         ];
-        if !self.options.watch_cache {
-            args.push("--watch-cache=false".into());
-        }
+        args.extend(self.options.apiserver_flags());
         self.apiserver_starts += 1;
         let log = self.apiserver_log_path();
         if self.apiserver_starts > 1 {

@@ -28,12 +28,19 @@
 //!   them owned addresses of the outside port: the workers answer ARP for
 //!   them and send a gratuitous ARP when one appears, as for a reload;
 //! * only the Lease holder writes statuses and Events ([`lease`],
-//!   [`status`]); all instances forward.
+//!   [`status`]); all instances forward;
+//! * status writes are paced ([`pace`]): one PATCH in flight per Service,
+//!   at most [`pace::STATUS_MAX_IN_FLIGHT`] in all, at most
+//!   [`pace::STATUS_RATE_PER_S`] per second after a burst of
+//!   [`pace::STATUS_BURST`], Events included; the rest wait in the
+//!   [`outbox`].
 //!
 //! Per published generation the build time and the event-to-live latency
 //! are kept in [`KubeSourceStats`] (and logged at debug).
 
 pub mod lease;
+pub mod outbox;
+pub mod pace;
 pub mod reconcile;
 pub mod stats;
 pub mod status;
@@ -47,22 +54,21 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use lease::{LeaderElector, Leadership, LeaseConfig};
 use nic_config::{KubernetesPlan, Plan};
-use reconcile::{Reconciler, ServiceEvent};
+use outbox::Outbox;
+use pace::StatusPacer;
+use reconcile::Reconciler;
 pub use stats::{GenerationTiming, KubeSourceReport, KubeSourceStats};
-use status::{StatusError, StatusWriter, WriteOutcome};
-use std::collections::{BTreeSet, HashSet};
+use status::StatusWriter;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use store::ClusterState;
 use tokio::sync::{mpsc, watch as tokio_watch};
-use tokio::task::JoinSet;
 use tracing::{debug, error, info, warn};
 use watch::Change;
 
-/// Wait before retrying a failed status write.
-const STATUS_RETRY_MS: u64 = 1_000;
 /// How long a stop waits for the Lease to be released.
 const RELEASE_TIMEOUT_MS: u64 = 2_000;
 
@@ -320,11 +326,7 @@ async fn run(
     let ms = |t: Instant| t.saturating_duration_since(epoch).as_millis() as u64;
     let mut first_event: Option<Instant> = None;
     let mut published_once = false;
-    let mut status_dirty: BTreeSet<ServiceKey> = BTreeSet::new();
-    let mut status_retry: Option<Instant> = None;
-    let mut in_flight: HashSet<ServiceKey> = HashSet::new();
-    let mut writes: JoinSet<(ServiceKey, Result<WriteOutcome, StatusError>)> = JoinSet::new();
-    let mut event_tasks: JoinSet<()> = JoinSet::new();
+    let mut outbox = Outbox::new(StatusPacer::default(), epoch);
     let far = Duration::from_secs(3600);
 
     loop {
@@ -333,7 +335,8 @@ async fn run(
             (true, None) if !published_once => Instant::now(),
             _ => Instant::now() + far,
         };
-        let retry_at = status_retry.unwrap_or_else(|| Instant::now() + far);
+        let retry_at = outbox.retry_at.unwrap_or_else(|| Instant::now() + far);
+        let paced_at = outbox.next_at.unwrap_or_else(|| Instant::now() + far);
         tokio::select! {
             biased;
             changed = stop.changed() => {
@@ -379,12 +382,11 @@ async fn run(
                 }
                 first_event = None;
                 for event in outcome.events {
-                    spawn_event(&mut event_tasks, &writer, event);
+                    outbox.event(&writer, event, leader);
                 }
                 if leader {
-                    status_dirty.extend(keys);
-                    start_writes(&mut reconciler, &state, &mut status_dirty, &mut in_flight,
-                        &mut writes, &writer);
+                    outbox.check_statuses(keys);
+                    outbox.pump(&mut reconciler, &state, &writer);
                 }
             }
             Some(change) = rx.recv() => {
@@ -423,27 +425,28 @@ async fn run(
                     dirty.mark(key.clone(), ms(now));
                 }
             }
-            Some(joined) = writes.join_next(), if !writes.is_empty() => {
-                if let Ok((key, result)) = joined {
-                    in_flight.remove(&key);
-                    match result {
-                        Ok(_) => {}
-                        Err(e) => {
-                            warn!(error = %e, "status write failed; retrying");
-                            status_dirty.insert(key);
-                            status_retry.get_or_insert_with(|| {
-                                Instant::now() + Duration::from_millis(STATUS_RETRY_MS)
-                            });
-                        }
-                    }
+            Some(joined) = outbox.writes.join_next(), if !outbox.writes.is_empty() => {
+                outbox.write_done(joined);
+                if leadership.may_write() {
+                    outbox.pump_if_idle(&mut reconciler, &state, &writer);
                 }
             }
-            Some(_) = event_tasks.join_next(), if !event_tasks.is_empty() => {}
-            () = until(retry_at) => {
-                status_retry = None;
+            Some(joined) = outbox.event_tasks.join_next(), if !outbox.event_tasks.is_empty() => {
+                outbox.event_done(joined);
                 if leadership.may_write() {
-                    start_writes(&mut reconciler, &state, &mut status_dirty, &mut in_flight,
-                        &mut writes, &writer);
+                    outbox.pump_if_idle(&mut reconciler, &state, &writer);
+                }
+            }
+            () = until(paced_at), if outbox.next_at.is_some() => {
+                outbox.next_at = None;
+                if leadership.may_write() {
+                    outbox.pump(&mut reconciler, &state, &writer);
+                }
+            }
+            () = until(retry_at), if outbox.retry_at.is_some() => {
+                outbox.retry_failed();
+                if leadership.may_write() {
+                    outbox.pump(&mut reconciler, &state, &writer);
                 }
             }
         }
@@ -451,8 +454,7 @@ async fn run(
     for w in watches {
         w.abort();
     }
-    writes.abort_all();
-    event_tasks.abort_all();
+    outbox.abort_all();
     info!("Kubernetes source stopped");
 }
 
@@ -463,44 +465,4 @@ async fn until(deadline: Instant) {
     if deadline > Instant::now() {
         tokio::time::sleep_until(deadline.into()).await;
     }
-}
-
-/// Send the status patches the reconciler finds owed for `status_dirty`
-/// (one in flight per Service; the others wait for its completion).
-fn start_writes(
-    reconciler: &mut Reconciler,
-    state: &ClusterState,
-    status_dirty: &mut BTreeSet<ServiceKey>,
-    in_flight: &mut HashSet<ServiceKey>,
-    writes: &mut JoinSet<(ServiceKey, Result<WriteOutcome, StatusError>)>,
-    writer: &StatusWriter,
-) {
-    let keys: BTreeSet<ServiceKey> = status_dirty
-        .iter()
-        .filter(|k| !in_flight.contains(*k))
-        .cloned()
-        .collect();
-    for key in &keys {
-        status_dirty.remove(key);
-    }
-    for (key, addresses) in reconciler.status_writes(state, &keys) {
-        in_flight.insert(key.clone());
-        let writer = writer.clone();
-        writes.spawn(async move {
-            let result = writer.write_ingress(&key, &addresses).await;
-            (key, result)
-        });
-    }
-}
-
-fn spawn_event(tasks: &mut JoinSet<()>, writer: &StatusWriter, event: ServiceEvent) {
-    let writer = writer.clone();
-    tasks.spawn(async move {
-        if let Err(e) = writer
-            .event(&event.service, event.warning, &event.reason, &event.note)
-            .await
-        {
-            warn!(error = %e, "sending the event failed");
-        }
-    });
 }

@@ -114,6 +114,10 @@ async fn watch_kind<K>(
     let config = watcher::Config::default();
     let mut stream = watcher(api.clone(), config)
         .backoff(RetryBackoff::default())
+        // Server-side apply bookkeeping, never read here: at 10,000
+        // Services and their EndpointSlices it is a large share of what
+        // the store would hold (bench/RESULTS.md, issue 18).
+        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
         .boxed();
     let mut buffer: Option<Vec<K>> = None;
     let mut failing = false;
