@@ -63,7 +63,7 @@ pub use plan::{
     AddressPoolPlan, AddressRole, AdvertisementPlan, AfxdpPlan, BackendPlan, BgpPlan,
     ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan,
     ListenerKind, ListenerPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex,
-    PortPlan, RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
+    PortPlan, RoutePlan, ServicePlan, SnatPlan, StatusWritesPlan, TimeoutsMs,
 };
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{

@@ -380,6 +380,11 @@ mod tests {
                     serve_unclassed: false,
                     debounce_ms: 0,
                     debounce_max_ms: 0,
+                    status_writes: crate::StatusWritesPlan {
+                        per_s: 200,
+                        burst: 50,
+                        in_flight: 8,
+                    },
                     leader_election: crate::LeaderElectionPlan {
                         lease_name: "l".into(),
                         lease_namespace: "n".into(),

@@ -165,6 +165,20 @@ pub struct KubernetesSection {
     /// Default: the host name.
     #[serde(default)]
     pub identity: Option<String>,
+    /// The leader's budget on the API server for what it writes back
+    /// (status PATCHes and Events, which have no batch form): requests per
+    /// second at most after a burst, `1..=10000`. Default 200 (ten times
+    /// controller-runtime's default client QPS; a cold start at 10,000
+    /// Services writes every status in 50 s).
+    #[serde(default = "default_status_writes_per_s")]
+    pub status_writes_per_s: u64,
+    /// Requests the leader may send at once after a quiet period,
+    /// `1..=10000`. Default 50.
+    #[serde(default = "default_status_write_burst")]
+    pub status_write_burst: u64,
+    /// Status PATCHes and Events in flight at most, `1..=256`. Default 8.
+    #[serde(default = "default_status_writes_in_flight")]
+    pub status_writes_in_flight: u64,
 }
 
 impl Default for KubernetesSection {
@@ -181,6 +195,9 @@ impl Default for KubernetesSection {
             renew_deadline_ms: default_renew_deadline_ms(),
             retry_period_ms: default_retry_period_ms(),
             identity: None,
+            status_writes_per_s: default_status_writes_per_s(),
+            status_write_burst: default_status_write_burst(),
+            status_writes_in_flight: default_status_writes_in_flight(),
         }
     }
 }
@@ -839,6 +856,15 @@ fn default_load_balancer_class() -> String {
 }
 fn default_debounce_ms() -> u64 {
     20
+}
+fn default_status_writes_per_s() -> u64 {
+    200
+}
+fn default_status_write_burst() -> u64 {
+    50
+}
+fn default_status_writes_in_flight() -> u64 {
+    8
 }
 fn default_lease_name() -> String {
     "portico".to_owned()

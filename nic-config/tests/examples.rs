@@ -148,6 +148,14 @@ fn kubernetes() {
     let k = plan.kubernetes.as_ref().expect("[kubernetes]");
     assert!(k.serve_unclassed);
     assert_eq!((k.debounce_ms, k.debounce_max_ms), (20, 200));
+    assert_eq!(
+        (
+            k.status_writes.per_s,
+            k.status_writes.burst,
+            k.status_writes.in_flight
+        ),
+        (100, 20, 4)
+    );
     let pools: Vec<(&str, u64, bool)> = plan
         .address_pools
         .iter()

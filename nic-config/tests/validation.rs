@@ -728,6 +728,30 @@ const CASES: &[Case] = &[
     ),
     case(
         &[(
+            "debounce_ms = 30",
+            "debounce_ms = 30\nstatus_writes_per_s = 0",
+        )],
+        "kubernetes.status_writes_per_s",
+        "out of range 1..=10000",
+    ),
+    case(
+        &[(
+            "debounce_ms = 30",
+            "debounce_ms = 30\nstatus_write_burst = 10001",
+        )],
+        "kubernetes.status_write_burst",
+        "out of range 1..=10000",
+    ),
+    case(
+        &[(
+            "debounce_ms = 30",
+            "debounce_ms = 30\nstatus_writes_in_flight = 257",
+        )],
+        "kubernetes.status_writes_in_flight",
+        "out of range 1..=256",
+    ),
+    case(
+        &[(
             "identity = \"gw-1\"",
             "identity = \"gw-1\"\nlease_name = \"Portico\"",
         )],
@@ -917,6 +941,15 @@ fn base_is_valid_and_resolved() {
     assert!(k.serve_unclassed);
     // The longest delay defaults to ten quiet times.
     assert_eq!((k.debounce_ms, k.debounce_max_ms), (30, 300));
+    // The leader's write-back pacing defaults.
+    assert_eq!(
+        (
+            k.status_writes.per_s,
+            k.status_writes.burst,
+            k.status_writes.in_flight
+        ),
+        (200, 50, 8)
+    );
     let le = &k.leader_election;
     assert_eq!(
         (le.lease_name.as_str(), le.lease_namespace.as_str()),

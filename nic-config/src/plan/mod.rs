@@ -135,7 +135,21 @@ pub struct KubernetesPlan {
     pub debounce_ms: u64,
     /// Longest delay after the first event of a burst, `debounce_ms..=60000`.
     pub debounce_max_ms: u64,
+    /// The leader's pacing of status PATCHes and Events.
+    pub status_writes: StatusWritesPlan,
     pub leader_election: LeaderElectionPlan,
+}
+
+/// How fast the leader writes back to the API server (a token bucket plus
+/// an in-flight cap; `controlplane/src/source/kube/pace.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusWritesPlan {
+    /// Requests per second after a burst, `1..=10000`.
+    pub per_s: u32,
+    /// Requests at once after a quiet period, `1..=10000`.
+    pub burst: u32,
+    /// Requests in flight at most, `1..=256`.
+    pub in_flight: usize,
 }
 
 /// Leader election over a coordination.k8s.io/v1 Lease.

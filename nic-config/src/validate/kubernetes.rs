@@ -2,10 +2,16 @@
 //! Kubernetes name rules they use.
 
 use super::Validator;
-use super::limits::{DEBOUNCE_RANGE_MS, DEFAULT_DEBOUNCE_MAX_FACTOR, MAX_DEBOUNCE_MAX_MS};
+use super::limits::{
+    DEBOUNCE_RANGE_MS, DEFAULT_DEBOUNCE_MAX_FACTOR, MAX_DEBOUNCE_MAX_MS, STATUS_WRITE_RATE_RANGE,
+    STATUS_WRITES_IN_FLIGHT_RANGE,
+};
 use super::ports::Owner;
 use crate::addr::Ipv4Range;
-use crate::plan::{AddressPoolPlan, KubernetesPlan, LeaderElectionPlan, ListenerKind, ServicePlan};
+use crate::plan::{
+    AddressPoolPlan, KubernetesPlan, LeaderElectionPlan, ListenerKind, ServicePlan,
+    StatusWritesPlan,
+};
 use crate::schema::{AddressPoolSection, KubernetesSection};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -126,6 +132,21 @@ impl Validator {
             ),
             (None, _) => None,
         };
+        let status_writes_per_s = self.ranged(
+            &format!("{at}.status_writes_per_s"),
+            k.status_writes_per_s,
+            STATUS_WRITE_RATE_RANGE,
+        );
+        let status_write_burst = self.ranged(
+            &format!("{at}.status_write_burst"),
+            k.status_write_burst,
+            STATUS_WRITE_RATE_RANGE,
+        );
+        let status_writes_in_flight = self.ranged(
+            &format!("{at}.status_writes_in_flight"),
+            k.status_writes_in_flight,
+            STATUS_WRITES_IN_FLIGHT_RANGE,
+        );
         if !is_dns_subdomain(&k.lease_name) {
             self.problem(
                 format!("{at}.lease_name"),
@@ -177,6 +198,12 @@ impl Validator {
             serve_unclassed: k.serve_unclassed,
             debounce_ms: debounce_ms.unwrap_or(0),
             debounce_max_ms: debounce_max_ms.unwrap_or(0),
+            status_writes: StatusWritesPlan {
+                per_s: u32::try_from(status_writes_per_s.unwrap_or(1)).unwrap_or(u32::MAX),
+                burst: u32::try_from(status_write_burst.unwrap_or(1)).unwrap_or(u32::MAX),
+                in_flight: usize::try_from(status_writes_in_flight.unwrap_or(1))
+                    .unwrap_or(usize::MAX),
+            },
             leader_election: LeaderElectionPlan {
                 lease_name: k.lease_name.clone(),
                 lease_namespace: k.lease_namespace.clone(),

@@ -45,3 +45,7 @@ pub const DEBOUNCE_RANGE_MS: RangeInclusive<u64> = 0..=10_000;
 pub const MAX_DEBOUNCE_MAX_MS: u64 = 60_000;
 /// Default `kubernetes.debounce_max_ms` as a multiple of `debounce_ms`.
 pub const DEFAULT_DEBOUNCE_MAX_FACTOR: u64 = 10;
+/// Bounds of `kubernetes.status_writes_per_s` and `status_write_burst`.
+pub const STATUS_WRITE_RATE_RANGE: RangeInclusive<u64> = 1..=10_000;
+/// Bounds of `kubernetes.status_writes_in_flight`.
+pub const STATUS_WRITES_IN_FLIGHT_RANGE: RangeInclusive<u64> = 1..=256;

@@ -30,10 +30,10 @@
 //! * only the Lease holder writes statuses and Events ([`lease`],
 //!   [`status`]); all instances forward;
 //! * status writes are paced ([`pace`]): one PATCH in flight per Service,
-//!   at most [`pace::STATUS_MAX_IN_FLIGHT`] in all, at most
-//!   [`pace::STATUS_RATE_PER_S`] per second after a burst of
-//!   [`pace::STATUS_BURST`], Events included; the rest wait in the
-//!   [`outbox`].
+//!   at most `status_writes_in_flight` in all, at most
+//!   `status_writes_per_s` per second after a burst of
+//!   `status_write_burst` (`[kubernetes]`, defaults 8, 200 and 50), Events
+//!   included; the rest wait in the [`outbox`].
 //!
 //! Per published generation the build time and the event-to-live latency
 //! are kept in [`KubeSourceStats`] (and logged at debug).
@@ -326,7 +326,7 @@ async fn run(
     let ms = |t: Instant| t.saturating_duration_since(epoch).as_millis() as u64;
     let mut first_event: Option<Instant> = None;
     let mut published_once = false;
-    let mut outbox = Outbox::new(StatusPacer::default(), epoch);
+    let mut outbox = Outbox::new(StatusPacer::from_plan(&kubernetes.status_writes), epoch);
     let far = Duration::from_secs(3600);
 
     loop {

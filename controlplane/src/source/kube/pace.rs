@@ -14,15 +14,6 @@
 //! Pure bookkeeping: the caller passes the time in milliseconds from any
 //! fixed epoch (so tests need no clock).
 
-/// Status PATCHes per second at most (the budget the leader uses on the
-/// API server; kube-controller-manager's own client defaults to 20 QPS
-/// and burst 30 in 1.20, spread over all its controllers).
-pub const STATUS_RATE_PER_S: u32 = 200;
-/// Requests that may go out at once after a quiet period.
-pub const STATUS_BURST: u32 = 50;
-/// Status PATCHes in flight at most.
-pub const STATUS_MAX_IN_FLIGHT: usize = 8;
-
 /// A token bucket plus an in-flight cap.
 #[derive(Clone, Debug)]
 pub struct StatusPacer {
@@ -36,13 +27,13 @@ pub struct StatusPacer {
     admitted: u64,
 }
 
-impl Default for StatusPacer {
-    fn default() -> Self {
-        StatusPacer::new(STATUS_RATE_PER_S, STATUS_BURST, STATUS_MAX_IN_FLIGHT)
-    }
-}
-
 impl StatusPacer {
+    /// The pacer `[kubernetes]` configures (`status_writes_per_s`,
+    /// `status_write_burst`, `status_writes_in_flight`).
+    pub fn from_plan(plan: &nic_config::StatusWritesPlan) -> Self {
+        StatusPacer::new(plan.per_s, plan.burst, plan.in_flight)
+    }
+
     /// A pacer with a full bucket at time 0. `rate_per_s`, `burst` and
     /// `max_in_flight` are raised to at least 1.
     pub fn new(rate_per_s: u32, burst: u32, max_in_flight: usize) -> Self {
