@@ -6,7 +6,7 @@
 //! repeatable, unlike wall-clock time on a shared machine). Without valgrind
 //! it prints the wall-clock ns/packet of the same loop.
 //!
-//! usage: pipeline-probe <tcp_established|tcp_reply|udp_established|tcp_new_flow> <flows> <packets> [offload]
+//! usage: `pipeline-probe <tcp_established|tcp_reply|udp_established|tcp_new_flow> <flows> <packets> [offload]`
 //!
 //! With `offload`, the mem driver marks frames checksum-verified, as a NIC
 //! with RX checksum offload would: the parse stage then skips the TCP/UDP

@@ -8,7 +8,7 @@
 //! process CPU time (user + system from `/proc/self/stat`, so time the
 //! machine gave to other processes is not counted) per operation.
 //!
-//! usage: snapshot-probe <services> <endpoints> <rounds> [threads] [maglev_cap]
+//! usage: `snapshot-probe <services> <endpoints> <rounds> [threads] [maglev_cap]`
 //!
 //! `maglev_cap` (default 16381, prime) is the configured `maglev_table_size`:
 //! a lower cap trades balance for build time.

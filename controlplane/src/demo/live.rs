@@ -1,4 +1,4 @@
-//! `portico demo` on real interfaces: the [`topology`](super::topology),
+//! `portico demo` on real interfaces: the [`topology`],
 //! `portico run` (this same binary) in the gateway namespace, curl (or the
 //! built-in client) in the client namespace.
 //!

@@ -27,7 +27,7 @@
 //!   in a connected subnet; every advertisement is used by a pool or a
 //!   service, and every name a pool or service lists is an advertisement.
 //!
-//! How `portico check` prints a plan (`Display`) is in [`display`].
+//! How `portico check` prints a plan (`Display`) is in `plan/display.rs`.
 
 use crate::addr::{Ipv4Prefix, Ipv4Range, MacAddr};
 pub use crate::schema::{

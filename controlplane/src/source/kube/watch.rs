@@ -1,5 +1,5 @@
 //! The two watches (core/v1 Services, discovery.k8s.io/v1 EndpointSlices),
-//! each a kube-runtime [`watcher`] turned into [`Change`]s on one channel.
+//! each a kube-runtime [`watcher()`] turned into [`Change`]s on one channel.
 //!
 //! Invariants:
 //! * objects of a (re)list are never passed on one by one: a watcher
