@@ -1,0 +1,203 @@
+//! Reconciler windows without an API server: IPAM, the model and the
+//! snapshot update of one debounce window, checked against the specs.
+
+use super::super::watch::Update;
+use super::*;
+use dataplane::flow::Proto;
+use dataplane::snapshot::{AddrRole, BackendGonePolicy, PortSpec, Route, SnapshotSpec};
+
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap_or(Ipv4Addr::UNSPECIFIED)
+}
+
+fn reconciler() -> Reconciler {
+    let mut builder = SnapshotBuilder::new();
+    let base = SnapshotSpec {
+        ports: vec![
+            PortSpec {
+                mac: [2, 0, 0, 0, 0, 1],
+                mtu: 1500,
+            };
+            2
+        ],
+        vip_port: 0,
+        addresses: vec![
+            (ip("192.0.2.1"), 0, AddrRole::Node),
+            (ip("10.1.0.1"), 1, AddrRole::Snat),
+        ],
+        routes: vec![Route {
+            dest: ip("10.1.0.0"),
+            prefix_len: 24,
+            port: 1,
+            via: None,
+        }],
+        neighbours: Vec::new(),
+        services: Vec::new(),
+        maglev_table_size: 251,
+    };
+    if let Err(e) = builder.build(&base) {
+        panic!("base: {e}");
+    }
+    let options = ModelConfig {
+        load_balancer_class: "portico.dev/lb".into(),
+        serve_unclassed: true,
+        node_addresses: vec![ip("192.0.2.1")],
+        gateway_addresses: vec![ip("10.1.0.1"), ip("192.0.2.1")],
+        tcp_backend_gone: BackendGonePolicy::Drop,
+    };
+    Reconciler::new(options, Allocator::new(&[]), builder)
+}
+
+fn external_ip_service(name: &str, rv: &str) -> Service {
+    dated_external_ip_service(name, rv, None, "192.0.2.50")
+}
+
+fn dated_external_ip_service(
+    name: &str,
+    rv: &str,
+    created: Option<&str>,
+    external_ip: &str,
+) -> Service {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "resourceVersion": rv,
+            "creationTimestamp": created,
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "externalIPs": [external_ip],
+            "ports": [{ "port": 80, "targetPort": 8080 }],
+        },
+    }))
+    .unwrap_or_default()
+}
+
+#[test]
+fn a_clashing_service_is_left_out_reported_and_served_once_the_clash_goes() {
+    let mut r = reconciler();
+    let mut state = ClusterState::default();
+    state.apply_slices(Update::Listed(Vec::new()));
+    let touched = state.apply_services(Update::Listed(vec![external_ip_service("first", "1")]));
+    let out = r.window(&state, &touched, true);
+    let snap = out.snapshot.unwrap_or_else(|| panic!("first is served"));
+    let listener = snap.listener(Proto::Tcp, ip("192.0.2.50"), 80);
+    let first = listener
+        .and_then(|l| snap.service(l.service))
+        .map(|s| s.name.to_string());
+    assert_eq!(first.as_deref(), Some("default/first:80/tcp"));
+
+    // The same externalIP:port again: left out, with a Warning Event.
+    let touched = state.apply_services(Update::Applied(external_ip_service("second", "2")));
+    let out = r.window(&state, &touched, true);
+    assert!(out.snapshot.is_none(), "nothing changed in the tables");
+    assert!(!out.build_failed);
+    let rejected: Vec<(String, String)> = out
+        .events
+        .iter()
+        .map(|e| (ServiceKey::of(&e.service).to_string(), e.reason.clone()))
+        .collect();
+    assert_eq!(
+        rejected,
+        [("default/second".to_owned(), "ServiceRejected".to_owned())]
+    );
+
+    // The first goes: the second is retried and served.
+    let touched = state.apply_services(Update::Deleted(external_ip_service("first", "3")));
+    let out = r.window(&state, &touched, true);
+    let snap = out.snapshot.unwrap_or_else(|| panic!("second is served"));
+    let listener = snap.listener(Proto::Tcp, ip("192.0.2.50"), 80);
+    let served = listener
+        .and_then(|l| snap.service(l.service))
+        .map(|s| s.name.to_string());
+    assert_eq!(served.as_deref(), Some("default/second:80/tcp"));
+}
+
+/// The name of the Service serving 192.0.2.50:80/tcp.
+fn served_at_50(snap: &Snapshot) -> Option<String> {
+    snap.listener(Proto::Tcp, ip("192.0.2.50"), 80)
+        .and_then(|l| snap.service(l.service))
+        .map(|s| s.name.to_string())
+}
+
+fn rejections(out: &WindowOutcome) -> Vec<String> {
+    out.events
+        .iter()
+        .filter(|e| e.reason == "ServiceRejected")
+        .map(|e| ServiceKey::of(&e.service).to_string())
+        .collect()
+}
+
+#[test]
+fn of_two_clashing_services_the_older_is_served_whatever_the_order_of_events() {
+    // "late" is named first in order but created later.
+    let old =
+        |rv| dated_external_ip_service("zz-old", rv, Some("2026-01-01T00:00:00Z"), "192.0.2.50");
+    let late = |rv, external_ip| {
+        dated_external_ip_service("aa-late", rv, Some("2026-06-01T00:00:00Z"), external_ip)
+    };
+
+    // Both in the initial list (a fresh or restarted instance).
+    let mut r = reconciler();
+    let mut state = ClusterState::default();
+    state.apply_slices(Update::Listed(Vec::new()));
+    let touched = state.apply_services(Update::Listed(vec![late("1", "192.0.2.50"), old("2")]));
+    let out = r.window(&state, &touched, true);
+    let snap = out
+        .snapshot
+        .as_ref()
+        .unwrap_or_else(|| panic!("one of them is served"));
+    assert_eq!(served_at_50(snap).as_deref(), Some("default/zz-old:80/tcp"));
+    assert_eq!(rejections(&out), ["default/aa-late"]);
+
+    // One at a time, the younger first and in force: when the older
+    // comes, it takes the listener and the younger gives way.
+    let mut r = reconciler();
+    let mut state = ClusterState::default();
+    state.apply_slices(Update::Listed(Vec::new()));
+    let touched = state.apply_services(Update::Listed(vec![late("1", "192.0.2.50")]));
+    let out = r.window(&state, &touched, true);
+    let snap = out
+        .snapshot
+        .as_ref()
+        .unwrap_or_else(|| panic!("late is served alone"));
+    assert_eq!(
+        served_at_50(snap).as_deref(),
+        Some("default/aa-late:80/tcp")
+    );
+    let touched = state.apply_services(Update::Applied(old("2")));
+    let out = r.window(&state, &touched, true);
+    let snap = out
+        .snapshot
+        .as_ref()
+        .unwrap_or_else(|| panic!("the older replaces it"));
+    assert_eq!(served_at_50(snap).as_deref(), Some("default/zz-old:80/tcp"));
+    assert_eq!(rejections(&out), ["default/aa-late"]);
+
+    // Another change retries the rejected one: still refused, and not
+    // reported again for the same problem.
+    let other = dated_external_ip_service("other", "3", Some("2026-02-01T00:00:00Z"), "192.0.2.60");
+    let touched = state.apply_services(Update::Applied(other));
+    let out = r.window(&state, &touched, true);
+    let snap = out
+        .snapshot
+        .as_ref()
+        .unwrap_or_else(|| panic!("other is served"));
+    assert_eq!(served_at_50(snap).as_deref(), Some("default/zz-old:80/tcp"));
+    assert!(rejections(&out).is_empty(), "{:?}", out.events);
+
+    // The younger moves off the clashing address: served again.
+    let touched = state.apply_services(Update::Applied(late("4", "192.0.2.70")));
+    let out = r.window(&state, &touched, true);
+    let snap = out
+        .snapshot
+        .as_ref()
+        .unwrap_or_else(|| panic!("late is served again"));
+    assert_eq!(served_at_50(snap).as_deref(), Some("default/zz-old:80/tcp"));
+    let at_70 = snap
+        .listener(Proto::Tcp, ip("192.0.2.70"), 80)
+        .and_then(|l| snap.service(l.service))
+        .map(|s| s.name.to_string());
+    assert_eq!(at_70.as_deref(), Some("default/aa-late:80/tcp"));
+}
