@@ -13,13 +13,12 @@
 
 use anyhow::{Context, Result, bail};
 use dataplane::flow::Proto;
-use dataplane::snapshot::{Publisher, SnapshotBuilder};
+use dataplane::snapshot::Publisher;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
-use portico::source::kube::{KubeSource, KubeSourceParts};
-use portico::source::static_file::{PortFacts, snapshot_spec};
 use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
+use portico_tests::kube_source_rig;
 use serde_json::json;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -120,19 +119,13 @@ async fn main() -> Result<()> {
         ..KubeClusterOptions::default()
     })
     .await?;
-    let plan = nic_config_plan(&cluster, args.debounce_ms)?;
-    let facts = vec![
-        PortFacts {
-            mac: [2, 0, 0, 0, 0, 1],
-            mtu: 1500
-        };
-        plan.ports.len()
-    ];
-    let mut builder = SnapshotBuilder::new();
-    let publisher = Publisher::new(builder.build(&snapshot_spec(&plan, &facts))?);
-    let parts = KubeSourceParts::from_plan(&plan, builder, publisher.clone())
-        .context("no [kubernetes] section")?;
-    let source = KubeSource::start(parts)?;
+    let plan = kube_source_rig::plan(
+        cluster.kubeconfig_path(),
+        args.debounce_ms,
+        "latency",
+        r#"["192.0.2.100-192.0.2.250", "198.51.100.0/24", "203.0.113.0/24"]"#,
+    )?;
+    let (source, publisher) = kube_source_rig::start(&plan)?;
 
     let client = cluster.client();
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
@@ -223,35 +216,4 @@ async fn main() -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn nic_config_plan(cluster: &KubeCluster, debounce_ms: u64) -> Result<nic_config::Plan> {
-    let text = format!(
-        r#"
-        [[port]]
-        name = "outside"
-        driver = "afpacket"
-        interface = "o0"
-        role = "outside"
-        node_addresses = ["192.0.2.1/24"]
-        [[port]]
-        name = "inside"
-        driver = "afpacket"
-        interface = "i0"
-        role = "inside"
-        snat_addresses = ["10.0.0.1/8"]
-        [kubernetes]
-        kubeconfig = "{}"
-        serve_unclassed = true
-        debounce_ms = {debounce_ms}
-        debounce_max_ms = {}
-        identity = "latency"
-        [[address_pool]]
-        name = "public"
-        addresses = ["192.0.2.100-192.0.2.250", "198.51.100.0/24", "203.0.113.0/24"]
-        "#,
-        cluster.kubeconfig_path().display(),
-        debounce_ms.max(1) * 10,
-    );
-    nic_config::parse(&text).map_err(|e| anyhow::anyhow!("{e}"))
 }

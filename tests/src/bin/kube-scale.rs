@@ -28,14 +28,14 @@
 
 use anyhow::{Context, Result, bail};
 use dataplane::flow::Proto;
-use dataplane::snapshot::{Publisher, SnapshotBuilder};
+use dataplane::snapshot::Publisher;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use portico::source::kube::KubeSource;
 use portico::source::kube::status::ingress_addresses;
-use portico::source::kube::{KubeSource, KubeSourceParts};
-use portico::source::static_file::{PortFacts, snapshot_spec};
 use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions, LB_NODE_PORT_OPT_OUT_GATE};
+use portico_tests::kube_source_rig;
 use serde_json::json;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -144,53 +144,16 @@ fn slice(service: &str, first: Ipv4Addr, count: usize) -> Result<EndpointSlice> 
     }))?)
 }
 
-fn plan(kubeconfig: &Path, debounce_ms: u64, identity: &str) -> Result<nic_config::Plan> {
-    let text = format!(
-        r#"
-        [[port]]
-        name = "outside"
-        driver = "afpacket"
-        interface = "o0"
-        role = "outside"
-        node_addresses = ["192.0.2.1/24"]
-        [[port]]
-        name = "inside"
-        driver = "afpacket"
-        interface = "i0"
-        role = "inside"
-        snat_addresses = ["10.0.0.1/8"]
-        [kubernetes]
-        kubeconfig = "{}"
-        serve_unclassed = true
-        debounce_ms = {debounce_ms}
-        debounce_max_ms = {}
-        identity = "{identity}"
-        [[address_pool]]
-        name = "public"
-        addresses = ["100.96.0.0/16"]
-        "#,
-        kubeconfig.display(),
-        debounce_ms.max(1) * 10,
-    );
-    nic_config::parse(&text).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
 /// The source as `portico run` starts it, publishing into a fresh
 /// Publisher.
 fn start_source(kubeconfig: &Path, debounce_ms: u64) -> Result<(KubeSource, Publisher)> {
-    let plan = plan(kubeconfig, debounce_ms, "kube-scale")?;
-    let facts = vec![
-        PortFacts {
-            mac: [2, 0, 0, 0, 0, 1],
-            mtu: 1500
-        };
-        plan.ports.len()
-    ];
-    let mut builder = SnapshotBuilder::new();
-    let publisher = Publisher::new(builder.build(&snapshot_spec(&plan, &facts))?);
-    let parts = KubeSourceParts::from_plan(&plan, builder, publisher.clone())
-        .context("no [kubernetes] section")?;
-    Ok((KubeSource::start(parts)?, publisher))
+    let plan = kube_source_rig::plan(
+        kubeconfig,
+        debounce_ms,
+        "kube-scale",
+        r#"["100.96.0.0/16"]"#,
+    )?;
+    Ok(kube_source_rig::start(&plan)?)
 }
 
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) -> Result<()> {
