@@ -124,6 +124,7 @@ pub fn pipeline_config(worker: u8, workers: u8) -> PipelineConfig {
         },
         affinity_capacity: 1024,
         seed: 0x5eed + u64::from(worker),
+        table_hasher: dataplane::flow::TableHasher::from_seed(0x5eed),
     }
 }
 
@@ -300,7 +301,7 @@ impl Gateway {
     ) -> Option<dataplane::conntrack::Flow> {
         let key = dataplane::flow::FlowKey::new(proto, client, sport, dst, dport);
         let ct = self.worker.pipeline().conntrack();
-        ct.lookup(&key, key.stable_hash())
+        ct.lookup(&key, ct.hash(&key))
             .map(|(id, _)| *ct.flow(id))
     }
 
