@@ -59,7 +59,10 @@ fn insert(ct: &mut Conntrack, init: FlowInit) -> FlowId {
 }
 
 fn table(capacity: u32) -> Conntrack {
-    match Conntrack::new(ConntrackConfig::with_capacity(capacity), TableHasher::from_seed(9)) {
+    match Conntrack::new(
+        ConntrackConfig::with_capacity(capacity),
+        TableHasher::from_seed(9),
+    ) {
         Ok(ct) => ct,
         Err(e) => panic!("bench config: {e}"),
     }

@@ -45,7 +45,8 @@ fn bench_stages(c: &mut Criterion) {
         addrs: vec![Ipv4Addr::new(10, 1, 0, 1)],
         ..SnatConfig::default()
     };
-    let mut snat = SnatAllocator::new(&cfg, 0, 1, 42, TableHasher::from_seed(5)).expect("valid SNAT config");
+    let mut snat =
+        SnatAllocator::new(&cfg, 0, 1, 42, TableHasher::from_seed(5)).expect("valid SNAT config");
     let backend = SocketAddrV4::new(Ipv4Addr::new(10, 1, 1, 5), 8080);
     g.bench_function("snat_alloc_release_udp", |b| {
         b.iter(|| {

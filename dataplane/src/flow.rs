@@ -245,10 +245,20 @@ mod tests {
         );
         let a = TableHasher::random().expect("urandom");
         let b = TableHasher::random().expect("urandom");
-        assert_ne!(a.hash(&k), b.hash(&k), "two processes place flows differently");
+        assert_ne!(
+            a.hash(&k),
+            b.hash(&k),
+            "two processes place flows differently"
+        );
         assert_ne!(a.hash(&k), k.stable_hash(), "not the public hash");
-        assert_eq!(TableHasher::from_seed(7).hash(&k), TableHasher::from_seed(7).hash(&k));
-        assert_ne!(TableHasher::from_seed(7).hash(&k), TableHasher::from_seed(8).hash(&k));
+        assert_eq!(
+            TableHasher::from_seed(7).hash(&k),
+            TableHasher::from_seed(7).hash(&k)
+        );
+        assert_ne!(
+            TableHasher::from_seed(7).hash(&k),
+            TableHasher::from_seed(8).hash(&k)
+        );
         assert_eq!(format!("{a:?}"), "TableHasher { secret: <hidden> }");
     }
 

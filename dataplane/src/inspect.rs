@@ -347,7 +347,11 @@ mod tests {
     }
 
     fn table(n: u32, capacity: u32) -> Conntrack {
-        let mut ct = Conntrack::new(ConntrackConfig::with_capacity(capacity), TableHasher::from_seed(9)).expect("table");
+        let mut ct = Conntrack::new(
+            ConntrackConfig::with_capacity(capacity),
+            TableHasher::from_seed(9),
+        )
+        .expect("table");
         for i in 0..n {
             let (orig, reply) = key(i);
             ct.insert(

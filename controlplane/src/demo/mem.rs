@@ -156,9 +156,14 @@ impl Demo {
 }
 
 fn key_of(frame: &[u8], port: u8) -> anyhow::Result<FlowKey> {
-    parse_frame(frame, port, false, &dataplane::flow::TableHasher::from_seed(0))
-        .map(|m| m.key)
-        .map_err(|r| anyhow::anyhow!("gateway emitted a frame the parser rejects: {r}"))
+    parse_frame(
+        frame,
+        port,
+        false,
+        &dataplane::flow::TableHasher::from_seed(0),
+    )
+    .map(|m| m.key)
+    .map_err(|r| anyhow::anyhow!("gateway emitted a frame the parser rejects: {r}"))
 }
 
 /// The backends' side: answer each delivered segment with `flags`/`payload`.

@@ -290,7 +290,10 @@ impl Index {
             }
             live += 1;
             let displacement = pos.wrapping_sub(self.home(entry_tag(e))) & self.mask;
-            assert!(displacement < MAX_PROBE, "entry {pos} is {displacement} from home");
+            assert!(
+                displacement < MAX_PROBE,
+                "entry {pos} is {displacement} from home"
+            );
             let mut p = self.home(entry_tag(e));
             while p != pos {
                 assert_ne!(self.get(p), EMPTY, "gap on the probe path of {pos}");
@@ -410,7 +413,10 @@ mod tests {
         assert_eq!(ix.insert(0x40, 999), Err(IndexFull::Crowded));
         assert_eq!(ix.len(), MAX_PROBE);
         assert_eq!(ix.window(0x40).count(), MAX_PROBE);
-        assert_eq!(ix.find(0x40, |v| v == MAX_PROBE as u32 - 1), Some(MAX_PROBE as u32 - 1));
+        assert_eq!(
+            ix.find(0x40, |v| v == MAX_PROBE as u32 - 1),
+            Some(MAX_PROBE as u32 - 1)
+        );
         assert_eq!(ix.max_displacement(), MAX_PROBE - 1);
         // Freeing one entry of the window makes room again.
         assert!(ix.remove(0x40, 3));

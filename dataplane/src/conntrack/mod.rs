@@ -693,17 +693,13 @@ impl Conntrack {
         for (dir, hash) in [(0, orig_hash), (1, reply_hash)] {
             let mut placed = self.index.insert(hash, slot << 1 | dir);
             if placed == Err(IndexFull::Crowded) && evicted.is_none() {
-                let victim = self
-                    .index
-                    .window(hash)
-                    .map(|e| e >> 1)
-                    .find(|&s| {
-                        s != slot
-                            && self
-                                .slab
-                                .get(s as usize)
-                                .is_some_and(|f| f.is_live() && (f.is_expired(now_ms) || f.evictable()))
-                    });
+                let victim = self.index.window(hash).map(|e| e >> 1).find(|&s| {
+                    s != slot
+                        && self
+                            .slab
+                            .get(s as usize)
+                            .is_some_and(|f| f.is_live() && (f.is_expired(now_ms) || f.evictable()))
+                });
                 if let Some(victim) = victim {
                     *evicted = self.unlink(victim);
                     placed = self.index.insert(hash, slot << 1 | dir);

@@ -146,10 +146,7 @@ fn snat_flag_is_recorded() {
     let (o, r) = keys(Proto::Udp, 1);
     let mut i = init(o, r);
     i.snat = false;
-    let id = ct
-        .insert(i, th(&o), th(&r), 0, 0)
-        .unwrap()
-        .id;
+    let id = ct.insert(i, th(&o), th(&r), 0, 0).unwrap().id;
     assert!(!ct.flow(id).snat());
 }
 
@@ -426,10 +423,7 @@ fn early_drop_evicts_an_unreplied_flow_never_a_replied_one() {
     let (vo, vr) = keys(Proto::Udp, 2);
     assert!(!ct.contains(&vo, th(&vo)));
     assert!(!ct.contains(&vr, th(&vr)));
-    assert_eq!(
-        ct.lookup(&o, th(&o)),
-        Some((got.id, Dir::Original))
-    );
+    assert_eq!(ct.lookup(&o, th(&o)), Some((got.id, Dir::Original)));
     check_no_leaks(&ct);
 
     // Now the newest flow is the only unreplied one: it is the next victim.
@@ -520,7 +514,7 @@ fn expire_is_bounded_and_eventually_removes_everything_expired() {
     let removed = ct.expire(now, 10, |f| seen.push(*f.orig()));
     assert_eq!(removed, 5, "10 slots scanned, every other one expired");
     assert_eq!(seen.len(), 5);
-    assert!(seen.iter().all(|k| !ct.contains(k, th(&k))));
+    assert!(seen.iter().all(|k| !ct.contains(k, th(k))));
     let mut calls = 1;
     while ct.len() > 50 {
         let n = ct.expire(now, 10, |f| {
@@ -556,20 +550,11 @@ fn rekey_reply_moves_the_reply_key() {
     let (_, ra) = keys(Proto::Udp, 1);
     let (ob, rb) = keys(Proto::Udp, 2);
     let (_, fresh) = keys(Proto::Udp, 3);
-    assert_eq!(
-        ct.rekey_reply(a, rb, th(&rb)),
-        Err(InsertError::KeyExists)
-    );
-    assert_eq!(
-        ct.rekey_reply(a, ob, th(&ob)),
-        Err(InsertError::KeyExists)
-    );
+    assert_eq!(ct.rekey_reply(a, rb, th(&rb)), Err(InsertError::KeyExists));
+    assert_eq!(ct.rekey_reply(a, ob, th(&ob)), Err(InsertError::KeyExists));
     assert_eq!(ct.rekey_reply(a, ra, th(&ra)), Ok(()));
     assert_eq!(ct.rekey_reply(a, fresh, th(&fresh)), Ok(()));
-    assert_eq!(
-        ct.lookup(&fresh, th(&fresh)),
-        Some((a, Dir::Reply))
-    );
+    assert_eq!(ct.lookup(&fresh, th(&fresh)), Some((a, Dir::Reply)));
     assert_eq!(ct.lookup(&ra, th(&ra)), None);
     assert_eq!(ct.flow(a).reply(), &fresh);
     assert_eq!(ct.lookup(&rb, th(&rb)), Some((b, Dir::Reply)));
@@ -955,12 +940,15 @@ fn th(key: &FlowKey) -> u64 {
 fn tuples_colliding_under_the_public_hash_do_not_cluster() {
     const FLOWS: u32 = 1024;
     const ATTACK: usize = 300;
-    let mut ct = Conntrack::new(ConntrackConfig::with_capacity(FLOWS), TableHasher::from_seed(0xf100d))
-        .expect("table");
+    let mut ct = Conntrack::new(
+        ConntrackConfig::with_capacity(FLOWS),
+        TableHasher::from_seed(0xf100d),
+    )
+    .expect("table");
     let mask = ct.index.entries() - 1;
     let vip = Ipv4Addr::new(203, 0, 113, 10);
-    let target = FlowKey::new(Proto::Tcp, Ipv4Addr::new(198, 51, 100, 1), 1024, vip, 80).stable_hash()
-        as u32 as usize
+    let target = FlowKey::new(Proto::Tcp, Ipv4Addr::new(198, 51, 100, 1), 1024, vip, 80)
+        .stable_hash() as u32 as usize
         & mask;
     // The attacker's search: client addresses and ports whose tuple lands
     // on `target` under the public hash.
@@ -982,8 +970,20 @@ fn tuples_colliding_under_the_public_hash_do_not_cluster() {
     // Under the public hash these would form one cluster ATTACK entries
     // long: a miss would read all of them.
     for (i, &orig) in attack.iter().enumerate() {
-        let reply = FlowKey::new(Proto::Tcp, Ipv4Addr::new(10, 1, 0, 10), 8080, Ipv4Addr::new(10, 1, 0, 1), 10_000 + i as u16);
-        let inserted = ct.insert(init(orig, reply), ct.hash(&orig), ct.hash(&reply), SYN, 1_000);
+        let reply = FlowKey::new(
+            Proto::Tcp,
+            Ipv4Addr::new(10, 1, 0, 10),
+            8080,
+            Ipv4Addr::new(10, 1, 0, 1),
+            10_000 + i as u16,
+        );
+        let inserted = ct.insert(
+            init(orig, reply),
+            ct.hash(&orig),
+            ct.hash(&reply),
+            SYN,
+            1_000,
+        );
         assert!(inserted.is_ok(), "flow {i}: {inserted:?}");
     }
     ct.index.check_invariants();
@@ -1014,19 +1014,37 @@ fn a_crowded_window_early_drops_or_refuses() {
     let mut same_home = Vec::new();
     let mut n: u32 = 0;
     while same_home.len() < index::MAX_PROBE + 1 {
-        let key = FlowKey::new(Proto::Tcp, Ipv4Addr::from(0xc633_0000 | (n >> 16)), (n & 0xffff) as u16, vip, 80);
+        let key = FlowKey::new(
+            Proto::Tcp,
+            Ipv4Addr::from(0xc633_0000 | (n >> 16)),
+            (n & 0xffff) as u16,
+            vip,
+            80,
+        );
         if home(&ct, &key) == target {
             same_home.push(key);
         }
         n += 1;
     }
     let reply_of = |i: usize| {
-        FlowKey::new(Proto::Tcp, Ipv4Addr::new(10, 1, 0, 10), 8080, Ipv4Addr::new(10, 1, 0, 1), 20_000 + i as u16)
+        FlowKey::new(
+            Proto::Tcp,
+            Ipv4Addr::new(10, 1, 0, 10),
+            8080,
+            Ipv4Addr::new(10, 1, 0, 1),
+            20_000 + i as u16,
+        )
     };
     let mut placed = 0;
     for (i, &orig) in same_home.iter().take(index::MAX_PROBE).enumerate() {
         let reply = reply_of(i);
-        match ct.insert(init(orig, reply), ct.hash(&orig), ct.hash(&reply), SYN, 1_000) {
+        match ct.insert(
+            init(orig, reply),
+            ct.hash(&orig),
+            ct.hash(&reply),
+            SYN,
+            1_000,
+        ) {
             Ok(_) => placed += 1,
             Err(e) => panic!("flow {i}: {e}"),
         }
@@ -1037,10 +1055,16 @@ fn a_crowded_window_early_drops_or_refuses() {
     let last = *same_home.last().expect("key");
     let reply = reply_of(999);
     let inserted = ct
-        .insert(init(last, reply), ct.hash(&last), ct.hash(&reply), SYN, 1_001)
+        .insert(
+            init(last, reply),
+            ct.hash(&last),
+            ct.hash(&reply),
+            SYN,
+            1_001,
+        )
         .expect("placed after an early drop in its window");
     let victim = inserted.evicted.expect("an early-dropped flow");
-    assert!(same_home.contains(&victim.orig) || same_home.iter().any(|k| *k == victim.reply));
+    assert!(same_home.contains(&victim.orig) || same_home.contains(&victim.reply));
     assert!(ct.lookup(&last, ct.hash(&last)).is_some());
     ct.index.check_invariants();
     assert!(ct.index.max_displacement() < index::MAX_PROBE);
@@ -1055,7 +1079,13 @@ fn a_crowded_window_early_drops_or_refuses() {
     let victim_key = victim.orig;
     let reply = reply_of(1_000);
     assert_eq!(
-        ct.insert(init(victim_key, reply), ct.hash(&victim_key), ct.hash(&reply), SYN, 1_004),
+        ct.insert(
+            init(victim_key, reply),
+            ct.hash(&victim_key),
+            ct.hash(&reply),
+            SYN,
+            1_004
+        ),
         Err(InsertError::Crowded { evicted: None })
     );
     ct.index.check_invariants();

@@ -466,7 +466,9 @@ impl SnatAllocator {
                     }
                     // offset < slice_len, so the port stays inside the slice.
                     *port = self.slice_start.wrapping_add(offset as u16);
-                    *hash = self.quarantine.hash(&reply_key(proto, addr, *port, backend));
+                    *hash = self
+                        .quarantine
+                        .hash(&reply_key(proto, addr, *port, backend));
                     prefetch(*hash);
                 }
                 i += window;

@@ -164,9 +164,10 @@ impl Quarantine {
         self.live += 1;
         let (ring, hasher) = (&self.ring, &self.hasher);
         // `slot < capacity <= u32::MAX`, checked by the allocator.
-        self.index.insert_unique(hasher.hash(&key), slot as u32, |&s| {
-            ring.get(s as usize).map_or(0, |e| hasher.hash(&e.key))
-        });
+        self.index
+            .insert_unique(hasher.hash(&key), slot as u32, |&s| {
+                ring.get(s as usize).map_or(0, |e| hasher.hash(&e.key))
+            });
         overflowed
     }
 

@@ -368,7 +368,8 @@ fn release_ignores_foreign_tuples() {
 #[test]
 fn config_errors() {
     let ok = config(&[SNAT_A], 1024..=1027);
-    let new = |c: &SnatConfig, w, n| SnatAllocator::new(c, w, n, 0, TableHasher::from_seed(5)).err();
+    let new =
+        |c: &SnatConfig, w, n| SnatAllocator::new(c, w, n, 0, TableHasher::from_seed(5)).err();
     assert_eq!(new(&ok, 0, 4), None);
     assert_eq!(
         new(&config(&[], 1024..=2000), 0, 1),
@@ -701,7 +702,7 @@ fn alloc_hashed_matches_alloc_and_prefetches_what_it_checks() {
             b,
             now,
             |k, hash| {
-                assert_eq!(hash, TableHasher::from_seed(5).hash(&k));
+                assert_eq!(hash, TableHasher::from_seed(5).hash(k));
                 assert!(
                     prefetched.borrow().contains(&hash),
                     "checked before prefetch"

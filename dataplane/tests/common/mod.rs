@@ -301,8 +301,7 @@ impl Gateway {
     ) -> Option<dataplane::conntrack::Flow> {
         let key = dataplane::flow::FlowKey::new(proto, client, sport, dst, dport);
         let ct = self.worker.pipeline().conntrack();
-        ct.lookup(&key, ct.hash(&key))
-            .map(|(id, _)| *ct.flow(id))
+        ct.lookup(&key, ct.hash(&key)).map(|(id, _)| *ct.flow(id))
     }
 
     /// SNAT tuples in use must equal live flows that hold one.

@@ -390,7 +390,10 @@ fn driver_verified_checksums_skip_l4_but_not_ipv4() {
         assert!(parse_frame(f, 0, true, &hasher()).is_ok());
     }
     let ip_bad = edit_ip(tcp_frame(ACK, b""), false, |p| p.set_ttl(1));
-    assert_eq!(parse_frame(&ip_bad, 0, true, &hasher()).err(), Some(Ipv4BadChecksum));
+    assert_eq!(
+        parse_frame(&ip_bad, 0, true, &hasher()).err(),
+        Some(Ipv4BadChecksum)
+    );
 }
 
 #[test]
@@ -425,10 +428,16 @@ fn valid_udp_frame_with_ethernet_padding() {
 #[test]
 fn udp_zero_checksum_is_accepted_and_length_below_payload_is_fine() {
     let f = edit_l4(udp_frame(b"hello"), |s| s[6..8].copy_from_slice(&[0, 0]));
-    assert_eq!(parse_frame(&f, 0, false, &hasher()).unwrap().kind, PacketKind::Udp);
+    assert_eq!(
+        parse_frame(&f, 0, false, &hasher()).unwrap().kind,
+        PacketKind::Udp
+    );
     // Length field 8 (no payload) inside a longer IP payload, checksum 0.
     let f = edit_l4(f, |s| s[4..6].copy_from_slice(&8u16.to_be_bytes()));
-    assert_eq!(parse_frame(&f, 0, false, &hasher()).unwrap().kind, PacketKind::Udp);
+    assert_eq!(
+        parse_frame(&f, 0, false, &hasher()).unwrap().kind,
+        PacketKind::Udp
+    );
 }
 
 #[test]
@@ -486,7 +495,10 @@ fn valid_arp_request_and_reply() {
     );
     let mut f = build::arp_reply(CLIENT_MAC, CLIENT, GW_MAC, VIP);
     f.resize(60, 0);
-    assert_eq!(parse_frame(&f, 1, false, &hasher()).unwrap().kind, PacketKind::Arp);
+    assert_eq!(
+        parse_frame(&f, 1, false, &hasher()).unwrap().kind,
+        PacketKind::Arp
+    );
 }
 
 #[test]
