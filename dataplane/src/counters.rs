@@ -181,6 +181,12 @@ macro_rules! with_counters {
             local_replies,
             /// ICMP errors translated back to the other side of a flow.
             icmp_errors_translated,
+            /// ICMP errors the gateway originated: fragmentation needed
+            /// (RFC 1191) for DF packets over the egress MTU, time exceeded
+            /// for expired TTLs (`stage::icmp_reply`).
+            icmp_errors_sent,
+            /// ICMP errors not sent: the per-worker rate limit was reached.
+            icmp_errors_rate_limited,
             /// TCP RSTs generated for flows whose backend was removed.
             resets_sent,
             /// Conntrack inserts.

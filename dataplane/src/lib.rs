@@ -21,6 +21,8 @@
 //!     nat         addresses, ports, TTL, checksums rewritten  stage::nat
 //!     neighbour   (ends icmp_error and nat) next-hop MAC,     stage::neighbour
 //!                 L2 rewrite; unresolved -> AwaitNeighbour
+//!     icmp_reply  too_big (DF) / TTL expired -> ICMP error    stage::icmp_reply
+//!                 to the sender, rate-limited -> Reply
 //!   release held frames whose neighbour answered              stage::neighbour
 //!   dispatch by verdict: Forward, Reply -> tx queue;          worker
 //!     Handoff -> ring; AwaitNeighbour -> held;
@@ -40,7 +42,7 @@
 //! on the source, `layering.rs`):
 //!
 //! 1. [`wire`] (zero-copy header views, checksums: RFC 1071, RFC 1624),
-//!    [`flow`] (the 5-tuple and its stable hash), [`counters`] (the
+//!    [`flow`] (the 5-tuple, its stable hash and the keyed table hash), [`counters`] (the
 //!    [`DropReason`] catalogue, per-core counters), [`clock`], [`maglev`]
 //!    (consistent-hash lookup tables).
 //! 2. [`packet`] (per-packet metadata and verdicts), [`snat`] (SNAT tuple
@@ -57,6 +59,9 @@
 //!    lists and looks up flows, once per poll loop, never per packet).
 //! 6. [`worker`] (one core's poll loop: moves frames between the driver,
 //!    the pipeline, the handoff rings and the tx queues).
+//! 7. [`fuzz_harness`] (the stateful fuzz harness: a small gateway on the
+//!    mem driver fed byte-encoded frame sequences; tests and fuzz targets
+//!    only, never on a packet path).
 
 pub mod clock;
 pub mod conntrack;

@@ -79,6 +79,9 @@ pub struct PacketMeta {
     /// and reused by every conntrack lookup of the packet. Not Maglev's
     /// hash: backend selection uses the public `key.stable_hash()`.
     pub hash: u64,
+    /// For a packet dropped as `too_big`: the MTU of the port it would have
+    /// left by (the next-hop MTU its ICMP error reports); 0 otherwise.
+    pub egress_mtu: u16,
     pub verdict: Verdict,
 }
 
@@ -105,6 +108,7 @@ impl PacketMeta {
                 0,
             ),
             hash: 0,
+            egress_mtu: 0,
             verdict: Verdict::Pending,
         }
     }

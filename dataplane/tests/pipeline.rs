@@ -761,14 +761,69 @@ fn malformed_frames_are_dropped_by_reason_through_the_worker() {
     assert_eq!(c.flows_created, 0);
 }
 
+/// The ICMP error the gateway should send back to the client about
+/// `offending` (an Ethernet frame from the client), built independently of
+/// the dataplane: from the node address of the outside port, quoting the
+/// offending IP header and 8 bytes of its payload, DF clear, TTL 64, every
+/// checksum computed from scratch.
+fn expected_icmp_error(offending: &[u8], icmp_type: u8, code: u8, mtu: u16) -> Vec<u8> {
+    let quote = &offending[14..14 + 20 + 8];
+    let mut frame =
+        build::eth_ipv4_icmp_error(OUT_MAC, ROUTER_MAC, NODE, CLIENT, icmp_type, code, quote);
+    {
+        let mut msg = dataplane::wire::icmp::Packet::new_unchecked(&mut frame[34..]);
+        msg.set_next_hop_mtu(mtu);
+        msg.fill_checksum();
+    }
+    let mut ip = dataplane::wire::ipv4::Packet::new_unchecked(&mut frame[14..34]);
+    ip.set_flags_frag(false, false, 0);
+    ip.fill_checksum();
+    frame
+}
+
 #[test]
-fn ttl_expiring_on_forward_is_dropped() {
+fn ttl_expiring_on_forward_is_answered_with_time_exceeded() {
     let mut gw = Gateway::new(vec![web(&[0])]);
-    let f = with_ttl(client_tcp(VIP, 80, F::SYN, 1, 0, b""), 1);
+    // A probe with some payload (as traceroute sends): answered.
+    let probe = with_ttl(client_tcp(VIP, 80, F::SYN, 1, 0, &[7u8; 32]), 1);
+    let (verdict, out) = gw.send(OUTSIDE, &probe);
+    assert_eq!(verdict, Verdict::Reply);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, OUTSIDE);
+    assert_eq!(out[0].1, expected_icmp_error(&probe, 11, 0, 0));
+    assert!(checksums_valid(&out[0].1));
+    let c = gw.counters();
     assert_eq!(
-        gw.send(OUTSIDE, &f).0,
-        Verdict::Drop(DropReason::Ipv4TtlExpired)
+        c.dropped(DropReason::Ipv4TtlExpired),
+        1,
+        "still not forwarded"
     );
+    assert_eq!(c.icmp_errors_sent, 1);
+    assert_eq!(c.flows_created, 0, "no flow for a packet that cannot go on");
+    // A bare 40-byte SYN in a minimum-size frame has no room for the error:
+    // dropped silently (frames do not grow).
+    let bare = with_ttl(client_tcp(VIP, 80, F::SYN, 1, 0, b""), 1);
+    let (verdict, out) = gw.send(OUTSIDE, &bare);
+    assert_eq!(verdict, Verdict::Drop(DropReason::Ipv4TtlExpired));
+    assert!(out.is_empty());
+}
+
+#[test]
+fn icmp_errors_are_rate_limited_per_worker() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let probe = with_ttl(client_tcp(VIP, 80, F::SYN, 1, 0, &[7u8; 32]), 1);
+    let frames = vec![probe.clone(); 60];
+    let (verdicts, out) = gw.send_batch(OUTSIDE, &frames);
+    let answered = verdicts.iter().filter(|v| **v == Verdict::Reply).count();
+    assert_eq!(answered, 50, "the burst");
+    assert_eq!(out.len(), 50);
+    let c = gw.counters();
+    assert_eq!((c.icmp_errors_sent, c.icmp_errors_rate_limited), (50, 10));
+    assert_eq!(c.dropped(DropReason::Ipv4TtlExpired), 60);
+    // Tokens come back at 1,000 per second.
+    gw.clock.advance_ms(5);
+    let (verdicts, _) = gw.send_batch(OUTSIDE, &frames[..10]);
+    assert_eq!(verdicts.iter().filter(|v| **v == Verdict::Reply).count(), 5);
 }
 
 #[test]
@@ -981,8 +1036,24 @@ fn draining_endpoints_keep_their_flows_but_take_no_new_ones() {
 #[test]
 fn oversize_and_vlan_crossing_packets_are_dropped_before_creating_a_flow() {
     let mut gw = Gateway::new(vec![web(&[0])]);
+    // DF set (the builder's default): "fragmentation needed" with the
+    // inside port's MTU goes back to the client (RFC 1191).
     let big = client_tcp(VIP, 80, F::SYN, 1, 0, &[0u8; 1600]);
-    assert_eq!(gw.send(OUTSIDE, &big).0, Verdict::Drop(DropReason::TooBig));
+    let (verdict, out) = gw.send(OUTSIDE, &big);
+    assert_eq!(verdict, Verdict::Reply);
+    assert_eq!(out, vec![(OUTSIDE, expected_icmp_error(&big, 3, 4, 1500))]);
+    assert_eq!(gw.counters().dropped(DropReason::TooBig), 1);
+    // Without DF the gateway would have to fragment, which it does not:
+    // dropped, silently.
+    let mut big_no_df = big.clone();
+    {
+        let mut ip = dataplane::wire::ipv4::Packet::new_unchecked(&mut big_no_df[14..]);
+        ip.set_flags_frag(false, false, 0);
+        ip.fill_checksum();
+    }
+    let (verdict, out) = gw.send(OUTSIDE, &big_no_df);
+    assert_eq!(verdict, Verdict::Drop(DropReason::TooBig));
+    assert!(out.is_empty());
     let tagged = build::with_vlan(&client_tcp(VIP, 80, F::SYN, 1, 0, b""), 42);
     assert_eq!(
         gw.send(OUTSIDE, &tagged).0,

@@ -40,8 +40,8 @@ use crate::flow::{FlowKey, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId};
 use crate::snapshot::{BackendGonePolicy, Snapshot};
 use crate::snat::SnatAllocator;
-use crate::wire::ethernet;
 use crate::wire::tcp::flags as tcp_flags;
+use crate::wire::{ethernet, ipv4};
 use std::net::SocketAddrV4;
 
 /// The worker state the flow and ICMP-error stages share.
@@ -86,7 +86,7 @@ pub(crate) fn plan_for(
     snap: &Snapshot,
     flow: &Flow,
     dir: Dir,
-    meta: &PacketMeta,
+    meta: &mut PacketMeta,
 ) -> Result<NatPlan, DropReason> {
     let (key, hop) = match dir {
         Dir::Original => (
@@ -111,14 +111,21 @@ pub(crate) fn plan_for(
     })
 }
 
-/// Checks of the egress port a packet would leave on.
+/// Checks of the egress port a packet would leave on. A packet too big
+/// for it has the port's MTU noted for its ICMP error (see
+/// [`super::icmp_reply`]).
 #[inline]
-fn egress_check(snap: &Snapshot, meta: &PacketMeta, out_port: PortId) -> Result<(), DropReason> {
+fn egress_check(
+    snap: &Snapshot,
+    meta: &mut PacketMeta,
+    out_port: PortId,
+) -> Result<(), DropReason> {
     let port = snap
         .ports
         .get(out_port as usize)
         .ok_or(DropReason::NoRoute)?;
     if meta.l3_end.saturating_sub(meta.l3_offset) > port.mtu {
+        meta.egress_mtu = port.mtu;
         return Err(DropReason::TooBig);
     }
     if meta.vlan.is_some() && out_port != meta.in_port {
@@ -361,6 +368,17 @@ fn create<F: Frame>(
         meta.drop(DropReason::NoRoute);
         return FlowSlot::None;
     };
+    // A packet whose TTL runs out here is never forwarded: no flow, no
+    // SNAT tuple for it (the NAT stage checks the packets of existing
+    // flows). `stage::icmp_reply` answers it.
+    let ttl = frame
+        .data()
+        .get(usize::from(meta.l3_offset)..)
+        .map_or(0, |ip| ipv4::Packet::new_unchecked(ip).ttl());
+    if ttl <= 1 {
+        meta.drop(DropReason::Ipv4TtlExpired);
+        return FlowSlot::None;
+    }
     if let Err(reason) = egress_check(snap, meta, hop.port) {
         meta.drop(reason);
         return FlowSlot::None;

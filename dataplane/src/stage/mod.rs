@@ -14,6 +14,7 @@
 
 pub mod flow;
 pub mod icmp_error;
+pub mod icmp_reply;
 pub mod local;
 pub mod nat;
 pub mod neighbour;
@@ -48,23 +49,12 @@ pub struct PipelineConfig {
     pub snat: SnatConfig,
     /// Entries of the ClientIP affinity table.
     pub affinity_capacity: u32,
-    /// Seed of the worker's SNAT port randomisation (random per process
-    /// in a gateway: [`PipelineConfig::random_seeds`]).
+    /// Seed of the worker's SNAT port randomisation (mixed with a random
+    /// per-process value by the gateway).
     pub seed: u64,
     /// The keyed hash of the per-worker tables: the same for every worker
     /// of a process, random per process in a gateway.
     pub table_hasher: TableHasher,
-}
-
-impl PipelineConfig {
-    /// A random SNAT seed and table hasher from the kernel's random source:
-    /// what a gateway facing traffic uses (tests and benches pass fixed
-    /// ones for reproducibility).
-    pub fn random_seeds() -> std::io::Result<(u64, TableHasher)> {
-        let hasher = TableHasher::random()?;
-        let seed = TableHasher::random()?.hash_bytes(b"snat");
-        Ok((seed, hasher))
-    }
 }
 
 /// Why a pipeline could not be set up.
@@ -155,6 +145,7 @@ pub struct Pipeline {
     ct: Conntrack,
     snat: SnatAllocator,
     affinity: AffinityTable,
+    icmp_errors: icmp_reply::IcmpErrorLimiter,
     counters: Counters,
     /// Packets and bytes per service and backend.
     services: ServiceCounters,
@@ -186,6 +177,7 @@ impl Pipeline {
                 config.table_hasher,
             )?,
             affinity: AffinityTable::new(config.affinity_capacity, config.table_hasher),
+            icmp_errors: icmp_reply::IcmpErrorLimiter::default(),
             counters: Counters::default(),
             services: ServiceCounters::default(),
             steering: Steering {
@@ -310,6 +302,14 @@ impl Pipeline {
             flows,
             &mut neighbours,
             &mut self.services,
+        );
+        icmp_reply::run(
+            snap,
+            frames,
+            metas,
+            &mut self.counters,
+            &mut self.icmp_errors,
+            now_ms,
         );
     }
 
