@@ -138,6 +138,9 @@ drop_reasons! {
     NeighbourTimeout => "neighbour_timeout",
     /// The queue of packets waiting for ARP resolution is full.
     NeighbourQueueFull => "neighbour_queue_full",
+    /// ARP request for a VIP this instance owns but does not announce:
+    /// another instance of the tier is elected for it and answers.
+    ArpNotAnnounced => "arp_not_announced",
 }
 
 impl std::fmt::Display for DropReason {
