@@ -65,6 +65,11 @@ enum Command {
     Check {
         #[arg(long, short)]
         config: PathBuf,
+        /// Check the plan of this `[[instance]]` (default
+        /// `$PORTICO_INSTANCE`; without either, every instance is checked
+        /// and the first one's plan printed).
+        #[arg(long)]
+        instance: Option<String>,
     },
     /// Run the gateway: SIGHUP reloads the configuration file,
     /// SIGTERM/SIGINT stop it. Logs go to stderr (RUST_LOG filters them).
@@ -86,6 +91,12 @@ enum Command {
         /// Address serving Prometheus metrics at /metrics (`off`: none).
         #[arg(long, default_value = admin::DEFAULT_METRICS_ADDR, value_parser = parse_metrics_addr)]
         metrics_addr: MetricsAddr,
+        /// Run as this `[[instance]]` of the file: its own node and SNAT
+        /// addresses, its name in the tier's per-VIP ARP election. Default
+        /// `$PORTICO_INSTANCE` (the Kubernetes manifests set it from the
+        /// pod's name); needed when the file declares instances.
+        #[arg(long)]
+        instance: Option<String>,
     },
     /// Each service with its listeners and backends (weight, condition,
     /// traffic), like `ipvsadm -Ln`.
@@ -190,6 +201,17 @@ struct RunArgs {
     drop_log_interval_s: u64,
     admin_socket: PathBuf,
     metrics_addr: MetricsAddr,
+    instance: Option<String>,
+}
+
+/// The environment variable naming the instance when `--instance` is not
+/// given.
+pub const INSTANCE_ENV: &str = "PORTICO_INSTANCE";
+
+/// `--instance`, else a non-empty `$PORTICO_INSTANCE`.
+fn instance_name(flag: Option<String>) -> Option<String> {
+    flag.or_else(|| std::env::var(INSTANCE_ENV).ok())
+        .filter(|s| !s.is_empty())
 }
 
 fn run(args: RunArgs) -> ExitCode {
@@ -200,8 +222,14 @@ fn run(args: RunArgs) -> ExitCode {
         drop_log_interval_s,
         admin_socket,
         metrics_addr,
+        instance,
     } = args;
-    let plan = match nic_config::load(&config) {
+    let instance = instance_name(instance);
+    let choice = match &instance {
+        Some(name) => nic_config::InstanceChoice::Named(name),
+        None => nic_config::InstanceChoice::Unnamed,
+    };
+    let plan = match nic_config::load_instance(&config, choice) {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("{}: invalid configuration:\n{e}", config.display());
@@ -313,7 +341,13 @@ fn run_flows(socket: &std::path::Path, query: admin::FlowsQuery, json: bool) -> 
 /// Parse the command line and run it.
 pub fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
-        Command::Check { config } => match nic_config::load(&config) {
+        Command::Check { config, instance } => match nic_config::load_instance(
+            &config,
+            match &instance_name(instance) {
+                Some(name) => nic_config::InstanceChoice::Named(name),
+                None => nic_config::InstanceChoice::Every,
+            },
+        ) {
             Ok(plan) => {
                 print!("{plan}");
                 Ok(ExitCode::SUCCESS)
@@ -330,6 +364,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
             drop_log_interval_s,
             admin_socket,
             metrics_addr,
+            instance,
         } => Ok(run(RunArgs {
             config,
             log_format,
@@ -337,6 +372,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
             drop_log_interval_s,
             admin_socket,
             metrics_addr,
+            instance,
         })),
         Command::Flows {
             admin_socket,

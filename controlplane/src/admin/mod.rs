@@ -47,7 +47,8 @@ mod report;
 mod socket;
 
 pub use control::{
-    ControlPlaneMetrics, ControlPlaneReport, HistogramReport, LATENCY_BUCKETS_MS, PoolUsage,
+    ControlPlaneMetrics, ControlPlaneReport, HistogramReport, LATENCY_BUCKETS_MS, MembersReport,
+    PoolUsage,
 };
 /// The port counters every driver reports ([`dataplane::driver::stats`]),
 /// and the cell each worker publishes them through.
@@ -58,9 +59,9 @@ pub use metrics::{CONTENT_TYPE, DEFAULT_METRICS_ADDR, MetricsError, MetricsServe
 pub use protocol::{DEFAULT_FLOW_LIMIT, FlowRow, FlowsQuery, FlowsReport, Request, handle};
 pub use render::{Rates, ServicesTable};
 pub use report::{
-    BackendReport, CounterReport, ListenerReport, NeighbourReport, PortReport, ServiceReport,
-    SnapshotReport, SnatAddrReport, StatsReport, WorkerReport, service_reports, snat_reports,
-    sum_workers,
+    AnnouncementReport, BackendReport, CounterReport, ListenerReport, NeighbourReport, PortReport,
+    ServiceReport, SnapshotReport, SnatAddrReport, StatsReport, WorkerReport, announcement_report,
+    service_reports, snat_reports, sum_workers,
 };
 pub use socket::{
     AdminError, AdminLimits, AdminServer, ClientError, DEFAULT_MAX_CONNECTIONS, DEFAULT_SOCKET,

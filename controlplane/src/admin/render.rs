@@ -283,6 +283,35 @@ impl fmt::Display for StatsReport {
             "  neighbours: {} of {} ({} static), refused {}, reclaimed {} in {} compactions",
             n.entries, n.capacity, n.statics, n.refused, n.reclaimed, n.compactions
         )?;
+        let a = &self.announcements;
+        if !a.announced.is_empty() || !a.silent.is_empty() {
+            let list = |l: &[std::net::Ipv4Addr]| {
+                l.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            writeln!(
+                f,
+                "  l2: announcing {} of {} VIPs [{}]",
+                a.announced.len(),
+                a.announced.len() + a.silent.len(),
+                list(&a.announced)
+            )?;
+        }
+        if let Some(m) = &self.control_plane.members {
+            writeln!(
+                f,
+                "  members: {} ({} {})",
+                m.live.join(", "),
+                m.me,
+                match (m.known, m.me_live) {
+                    (false, _) => "starting",
+                    (true, true) => "live",
+                    (true, false) => "not renewed: announcing nothing",
+                }
+            )?;
+        }
         let states: Vec<String> = t
             .flows_by_state
             .iter()
@@ -390,6 +419,7 @@ mod tests {
                 reclaimed: 1_234,
                 compactions: 5,
             },
+            announcements: Default::default(),
         };
         let json = serde_json::to_string(&report).expect("serializes");
         let value: serde_json::Value = serde_json::from_str(&json).expect("json");

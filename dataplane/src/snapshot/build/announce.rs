@@ -25,6 +25,11 @@ impl AnnounceFilter {
         AnnounceFilter(None)
     }
 
+    /// No VIP (an instance not yet, or no longer, sure of its membership).
+    pub fn none() -> Self {
+        AnnounceFilter(Some(Arc::new(|_| false)))
+    }
+
     /// The VIPs for which `elected` is true.
     pub fn only(elected: impl Fn(Ipv4Addr) -> bool + Send + Sync + 'static) -> Self {
         AnnounceFilter(Some(Arc::new(elected)))
