@@ -195,7 +195,10 @@ fn every_instance_problem_is_reported_at_once_with_its_path() {
             "service[0].vip",
             "own address (instance[1].port[0].node_addresses[1])",
         ),
-        ("instance[3].port[0].node_addresses[1]", "not-an-address"),
+        (
+            "instance[3].port[0].node_addresses[1]",
+            "expected an IPv4 address",
+        ),
     ];
     for (path, words) in expect {
         assert!(
