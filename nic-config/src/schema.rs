@@ -80,8 +80,10 @@ pub struct ConfigFile {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InstanceSection {
-    /// Unique among the instances, a DNS label (it names the instance's
-    /// member Lease): e.g. the node or pod name the Deployment passes in.
+    /// Unique among the instances, a DNS subdomain name of at most 180
+    /// bytes (it names the instance's member Lease): the node name the
+    /// shipped Deployment passes in (`PORTICO_INSTANCE` from
+    /// `spec.nodeName`).
     pub name: String,
     /// `[[instance.port]]`: the instance's addresses on each `[[port]]`.
     #[serde(default, rename = "port")]

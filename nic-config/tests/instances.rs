@@ -190,7 +190,7 @@ fn every_instance_problem_is_reported_at_once_with_its_path() {
             "no [[port]] is named \"nowhere\"",
         ),
         ("instance[2].name", "already the name of instance[0]"),
-        ("instance[3].name", "not a DNS label"),
+        ("instance[3].name", "not a DNS subdomain"),
         (
             "service[0].vip",
             "own address (instance[1].port[0].node_addresses[1])",

@@ -4,7 +4,8 @@
 //! a plan is for (`portico run --instance NAME`).
 //!
 //! Rules (every problem at once, with its path):
-//! * instance names are unique DNS labels (they name member Leases);
+//! * instance names are unique DNS subdomain names, like node names (they
+//!   name member Leases);
 //! * an `[[instance.port]]` names a `[[port]]`, once per instance;
 //! * with instances declared, `[[port]]` leaves the per-instance keys
 //!   empty (an address there would be claimed by every instance);
@@ -25,6 +26,10 @@ use crate::plan::Plan;
 use crate::schema::{ConfigFile, PortOverrideSection};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
+
+/// Longest instance name: a node name (a DNS subdomain) that leaves room
+/// in the member Lease's name (`<lease_name>-member-<name>`, at most 253).
+pub const MAX_INSTANCE_NAME_BYTES: usize = 180;
 
 /// Which instance a plan is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,12 +189,16 @@ impl Validator {
         let mut resolved = Vec::with_capacity(file.instances.len());
         for (k, inst) in file.instances.iter().enumerate() {
             self.unique_name("instance", k, &inst.name, &mut names);
-            if !inst.name.is_empty() && !super::is_dns_label(&inst.name) {
+            if !inst.name.is_empty()
+                && !(super::is_dns_subdomain(&inst.name)
+                    && inst.name.len() <= MAX_INSTANCE_NAME_BYTES)
+            {
                 self.problem(
                     format!("instance[{k}].name"),
                     format!(
-                        "{:?} is not a DNS label (lower-case letters, digits and '-', \
-                         at most 63): it names the instance's member Lease",
+                        "{:?} is not a DNS subdomain name of at most {MAX_INSTANCE_NAME_BYTES} \
+                         bytes (lower-case letters, digits, '-' and '.', like a node name): \
+                         it names the instance's member Lease",
                         inst.name
                     ),
                 );

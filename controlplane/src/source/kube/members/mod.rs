@@ -8,7 +8,8 @@
 //! own clock as client-go's leader election does (a record first seen, or
 //! changed, counts from the moment it was seen; one unchanged for its
 //! `leaseDurationSeconds` has expired), so no two hosts' clocks are ever
-//! compared. A Lease deleted on a clean stop is gone at the next list.
+//! compared. A clean stop releases the Lease (clears its holder): the
+//! member is gone at the others' next list.
 //!
 //! The owner of each VIP is the rendezvous hash of the VIP over the live
 //! members ([`elect`]): instances that see the same members agree without
@@ -41,7 +42,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -363,23 +364,39 @@ impl Membership {
         });
     }
 
-    /// A clean stop: announce nothing, then delete the Lease.
+    /// A clean stop: announce nothing, then release the Lease (clear its
+    /// holder: the others drop this member at their next list; no delete
+    /// permission needed, and the object is reused at the next start).
     async fn leave(&mut self) {
         self.live_until = None;
         self.publish(false);
         let timeout = self.config.retry_period.max(Duration::from_millis(500));
-        match tokio::time::timeout(
-            timeout,
-            self.api.delete(&self.lease_name, &DeleteParams::default()),
-        )
-        .await
-        {
-            Ok(Ok(_)) => info!(lease = %self.lease_name, "member lease deleted"),
-            Ok(Err(e)) => {
-                warn!(lease = %self.lease_name, error = %e, "deleting the member lease failed")
-            }
-            Err(_) => warn!(lease = %self.lease_name, "deleting the member lease timed out"),
+        match tokio::time::timeout(timeout, self.release()).await {
+            Ok(Ok(())) => info!(lease = %self.lease_name, "member lease released"),
+            Ok(Err(e)) => warn!(error = %e, "releasing the member lease failed"),
+            Err(_) => warn!(lease = %self.lease_name, "releasing the member lease timed out"),
         }
+    }
+
+    async fn release(&self) -> Result<(), MemberError> {
+        let Some(mut lease) = self
+            .api
+            .get_opt(&self.lease_name)
+            .await
+            .map_err(|e| self.api_error(e))?
+        else {
+            return Ok(());
+        };
+        lease.spec = Some(LeaseSpec {
+            holder_identity: None,
+            renew_time: Some(MicroTime(Timestamp::now())),
+            ..lease.spec.unwrap_or_default()
+        });
+        self.api
+            .replace(&self.lease_name, &PostParams::default(), &lease)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.api_error(e))
     }
 }
 
