@@ -20,10 +20,10 @@
 
 mod common;
 
-use common::{PORTICO, parse_curl, tally};
+use common::kube::{curl_vip as curl, endpoint_slice, eventually, lb_service, status_ips};
+use common::{PORTICO, tally};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::Client;
 use kube::api::{Api, PostParams};
 use portico::admin::{self, StatsReport};
 use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
@@ -31,7 +31,6 @@ use portico_tests::{
     HostVeth, Netns, Process, RawSocket, TempDir, in_netns, nginx, require_programs, require_root,
     unique_name, veth,
 };
-use serde_json::json;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,8 +38,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const TEST: &str = "l2_election::one_instance_answers_arp_for_a_vip_and_the_other_takes_over";
-/// Longest wait for anything (the machine is shared and slow).
-const WAIT: Duration = Duration::from_secs(60);
 const NS: &str = "default";
 const SERVICE: &str = "web";
 const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 100);
@@ -293,69 +290,6 @@ fn start(i: &Instance, config: &Path, dir: &Path) -> Running {
     }
 }
 
-fn lb_service() -> Service {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": { "name": SERVICE, "namespace": NS },
-        "spec": {
-            "type": "LoadBalancer",
-            "ports": [{ "name": "http", "port": 80, "targetPort": BACKEND_PORT, "protocol": "TCP" }],
-        },
-    }))
-    .expect("the Service manifest")
-}
-
-fn slice(backends: &[Ipv4Addr]) -> EndpointSlice {
-    let endpoints: Vec<serde_json::Value> = backends
-        .iter()
-        .map(|a| json!({ "addresses": [a.to_string()], "conditions": { "ready": true } }))
-        .collect();
-    serde_json::from_value(json!({
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": format!("{SERVICE}-1"),
-            "namespace": NS,
-            "labels": { "kubernetes.io/service-name": SERVICE },
-        },
-        "addressType": "IPv4",
-        "ports": [{ "name": "http", "port": BACKEND_PORT, "protocol": "TCP" }],
-        "endpoints": endpoints,
-    }))
-    .expect("the EndpointSlice manifest")
-}
-
-async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn status_ips(client: &Client) -> Vec<Ipv4Addr> {
-    let api: Api<Service> = Api::namespaced(client.clone(), NS);
-    match api.get_opt(SERVICE).await {
-        Ok(Some(svc)) => portico::source::kube::status::ingress_addresses(&svc),
-        _ => Vec::new(),
-    }
-}
-
-/// `count` GETs of the VIP from the client, each on its own connection.
-fn curl(client: &Netns, vip: Ipv4Addr, count: usize, max_time_s: u32) -> Vec<Option<String>> {
-    let url = format!("http://{vip}/");
-    let max_time = max_time_s.to_string();
-    let mut args = vec!["-sS", "--max-time", &max_time, "-w", "\n== %{http_code}\n"];
-    args.extend(["-H", "Connection: close"]);
-    args.extend(std::iter::repeat_n(url.as_str(), count));
-    let out = client.exec_unchecked("curl", &args).expect("curl runs");
-    parse_curl(&String::from_utf8_lossy(&out.stdout), count)
-}
-
 fn fmt_mac(mac: [u8; 6]) -> String {
     mac.iter()
         .map(|b| format!("{b:02x}"))
@@ -496,17 +430,23 @@ async fn one_instance_answers_arp_for_a_vip_and_the_other_takes_over() {
     // A LoadBalancer Service: an address of the pool.
     let services: Api<Service> = Api::namespaced(kube.clone(), NS);
     services
-        .create(&PostParams::default(), &lb_service())
+        .create(
+            &PostParams::default(),
+            &lb_service(NS, SERVICE, BACKEND_PORT),
+        )
         .await
         .expect("create the Service");
     let slices: Api<EndpointSlice> = Api::namespaced(kube.clone(), NS);
-    let backend_addrs: Vec<Ipv4Addr> = backends.iter().map(|(_, a)| *a).collect();
+    let ready: Vec<(Ipv4Addr, bool)> = backends.iter().map(|(_, a)| (*a, true)).collect();
     slices
-        .create(&PostParams::default(), &slice(&backend_addrs))
+        .create(
+            &PostParams::default(),
+            &endpoint_slice(NS, SERVICE, BACKEND_PORT, &ready),
+        )
         .await
         .expect("create the EndpointSlice");
     let vip = eventually("status.loadBalancer.ingress", async || {
-        let ips = status_ips(&kube).await;
+        let ips = status_ips(&kube, NS, SERVICE).await;
         (ips.len() == 1).then(|| ips[0])
     })
     .await;

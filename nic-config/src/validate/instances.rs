@@ -189,8 +189,8 @@ impl Validator {
         let mut resolved = Vec::with_capacity(file.instances.len());
         for (k, inst) in file.instances.iter().enumerate() {
             self.unique_name("instance", k, &inst.name, &mut names);
-            let good_name = super::is_dns_subdomain(&inst.name)
-                && inst.name.len() <= MAX_INSTANCE_NAME_BYTES;
+            let good_name =
+                super::is_dns_subdomain(&inst.name) && inst.name.len() <= MAX_INSTANCE_NAME_BYTES;
             if !inst.name.is_empty() && !good_name {
                 self.problem(
                     format!("instance[{k}].name"),
