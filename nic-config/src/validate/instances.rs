@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 /// Longest instance name: a node name (a DNS subdomain) that leaves room
-/// in the member Lease's name (`<lease_name>-member-<name>`, at most 253).
+/// in the member Lease's name (`<lease_name>-member.<name>`, at most 253).
 pub const MAX_INSTANCE_NAME_BYTES: usize = 180;
 
 /// Which instance a plan is for.

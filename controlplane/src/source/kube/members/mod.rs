@@ -1,7 +1,7 @@
 //! Membership of the tier and the per-VIP L2 election (issue 13 §3).
 //!
 //! Every instance holds its own `coordination.k8s.io/v1` Lease,
-//! `<lease_name>-member-<identity>` in the election's namespace, labelled
+//! `<lease_name>-member.<identity>` in the election's namespace, labelled
 //! [`LABEL_MEMBER_OF`]` = <lease_name>` (the tier), renewed every
 //! `retry_period`. Each round it also lists the tier's Leases: a member is
 //! *live* while its Lease record keeps changing, judged on this instance's
@@ -20,7 +20,10 @@
 //! Invariants:
 //! * this instance counts itself live only until `renew_deadline` after the
 //!   start of its last successful renewal; after that (API server
-//!   unreachable, a partition) it announces no VIP at all. Others drop it
+//!   unreachable, a partition) it announces no VIP at all — unless it was
+//!   the only live member: then nobody could take its VIPs over, and it
+//!   keeps announcing them (a single instance rides out an API server
+//!   outage on its last tables, as it does for forwarding). Others drop it
 //!   only `lease_duration` after its record stopped changing, and
 //!   `renew_deadline < lease_duration` (validated), so two instances never
 //!   both announce a VIP because of a silent member — the VIP is briefly
@@ -69,23 +72,29 @@ pub struct MemberConfig {
 }
 
 impl MemberConfig {
-    /// Name of this instance's Lease: `<tier>-member-<identity>`, made a
-    /// valid object name (lower case; other characters than `[a-z0-9.-]`
-    /// become `-`; at most 253 bytes).
+    /// Name of this instance's Lease: `<tier>-member.<identity>`, made a
+    /// valid object name (a DNS subdomain: each label lower case, other
+    /// characters than `[a-z0-9-]` turned into `-`, at most 63 bytes, not
+    /// starting or ending with `-`; at most 253 bytes in all).
     pub fn lease_name(&self) -> String {
-        let raw = format!("{}-member-{}", self.tier, self.identity).to_lowercase();
-        let mut name: String = raw
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        name.truncate(253);
-        name.trim_end_matches(['-', '.']).to_owned()
+        let raw = format!("{}-member.{}", self.tier, self.identity).to_lowercase();
+        let mut name = String::new();
+        for label in raw.split('.') {
+            let clean: String = label
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .take(63)
+                .collect();
+            let clean = clean.trim_matches('-');
+            if clean.is_empty() || name.len() + 1 + clean.len() > 253 {
+                continue;
+            }
+            if !name.is_empty() {
+                name.push('.');
+            }
+            name.push_str(clean);
+        }
+        name
     }
 }
 
@@ -325,7 +334,15 @@ impl Membership {
     /// The view as of now; sent when it changed.
     fn publish(&mut self, known: bool) {
         let now = Instant::now();
-        let me_live = self.live_until.is_some_and(|t| now < t);
+        let renewed = self.live_until.is_some_and(|t| now < t);
+        // Alone in the last view, nobody could take the VIPs over: an
+        // instance that cannot reach the API server keeps announcing them
+        // (the single-instance case: the last tables stay in force).
+        let alone = {
+            let last = self.view.borrow();
+            last.me_live && last.live.len() == 1
+        };
+        let me_live = renewed || (alone && known && self.live_until.is_some());
         let mut live: Vec<String> = self
             .observed
             .values()
@@ -408,5 +425,71 @@ impl From<&MemberView> for crate::admin::MembersReport {
             me_live: view.me_live,
             live: view.live.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(me: &str, known: bool, me_live: bool, live: &[&str]) -> MemberView {
+        MemberView {
+            me: me.into(),
+            known,
+            me_live,
+            live: live.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn every_member_announces_exactly_the_vips_it_owns() {
+        let members = ["gw-a", "gw-b", "gw-c"];
+        let views: Vec<MemberView> = members
+            .iter()
+            .map(|m| view(m, true, true, &members))
+            .collect();
+        for i in 0..600u32 {
+            let vip = Ipv4Addr::from(0xc000_0200 + i);
+            let announcers: Vec<&str> = views
+                .iter()
+                .filter(|v| v.filter().covers(vip))
+                .map(|v| v.me.as_str())
+                .collect();
+            assert_eq!(announcers.len(), 1, "{vip}: {announcers:?}");
+            assert_eq!(Some(announcers[0]), views[0].owner(vip));
+        }
+    }
+
+    #[test]
+    fn an_instance_unsure_of_its_membership_announces_nothing() {
+        let vip = Ipv4Addr::new(192, 0, 2, 20);
+        for v in [
+            view("gw-a", false, true, &["gw-a"]),
+            view("gw-a", true, false, &["gw-b"]),
+        ] {
+            assert!(!v.announces(vip), "{v:?}");
+            assert!(!v.filter().covers(vip), "{v:?}");
+        }
+        assert!(view("gw-a", true, true, &["gw-a"]).filter().covers(vip));
+    }
+
+    #[test]
+    fn member_lease_names_are_valid_object_names() {
+        let config = |identity: &str| MemberConfig {
+            namespace: "portico-system".into(),
+            tier: "portico".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        };
+        assert_eq!(config("gw-a").lease_name(), "portico-member.gw-a");
+        assert_eq!(
+            config("Node_7.Example").lease_name(),
+            "portico-member.node-7.example"
+        );
+        let long = format!("{}.{}", "n".repeat(70), "m.".repeat(150));
+        let name = config(&long).lease_name();
+        assert!(name.len() <= 253 && nic_config::validate::is_dns_subdomain(&name));
     }
 }
