@@ -30,7 +30,10 @@
 //!   unannounced instead (forwarding goes on; upstream caches keep the
 //!   last MAC until they expire);
 //! * until the first round completed the view is not `known` and no VIP is
-//!   announced (an instance starting does not grab VIPs another one holds);
+//!   announced; a member that (re)joins claims its VIPs only
+//!   [`JOIN_ROUNDS`] retry periods after its first renewal, when the others
+//!   have listed it and fallen silent for them (no two announcers while a
+//!   member joins, at worst a silence of one retry period);
 //! * the cost of a view change is one filter call per owned VIP in the
 //!   builder; nothing on the packet path changes.
 //!
@@ -52,6 +55,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tracing::{info, warn};
+
+/// Retry periods a (re)joining member waits after its first renewal before
+/// it announces VIPs: the others list the tier once per retry period, so by
+/// then they count it and are silent for the VIPs it wins.
+pub const JOIN_ROUNDS: u32 = 2;
 
 /// Label of a member Lease: the tier (the election's `lease_name`).
 pub const LABEL_MEMBER_OF: &str = "portico.dev/member-of";
@@ -122,9 +130,12 @@ pub struct MemberView {
     pub me: String,
     /// Whether a round has completed (before: nothing is announced).
     pub known: bool,
-    /// This instance renewed its Lease less than `renew_deadline` ago.
+    /// This instance may announce: it renewed its Lease less than
+    /// `renew_deadline` ago and has been a member for [`JOIN_ROUNDS`] retry
+    /// periods (or it is the only member and cannot renew).
     pub me_live: bool,
-    /// The live members, sorted (this instance among them when `me_live`).
+    /// The live members, sorted (this instance among them once it renewed,
+    /// so the owners it computes are those the others compute).
     pub live: Vec<String>,
 }
 
@@ -162,6 +173,9 @@ pub struct Membership {
     observed: HashMap<String, (LeaseSpec, Instant)>,
     /// This instance counts itself live until then.
     live_until: Option<Instant>,
+    /// Since when this instance has renewed without a lapse (it claims
+    /// VIPs only [`JOIN_ROUNDS`] retry periods later).
+    member_since: Option<Instant>,
     view: watch::Sender<MemberView>,
 }
 
@@ -177,6 +191,7 @@ impl Membership {
             config,
             observed: HashMap::new(),
             live_until: None,
+            member_since: None,
             view: tx,
         };
         (members, rx)
@@ -342,7 +357,18 @@ impl Membership {
             let last = self.view.borrow();
             last.me_live && last.live.len() == 1
         };
-        let me_live = renewed || (alone && known && self.live_until.is_some());
+        if !renewed {
+            self.member_since = None;
+        } else if self.member_since.is_none() {
+            self.member_since = Some(now);
+        }
+        // A member that (re)joins is counted by everyone at once, but claims
+        // its VIPs only once the others have had time to see it and fall
+        // silent for them: never two announcers while a member joins.
+        let settled = self.member_since.is_some_and(|t| {
+            now.saturating_duration_since(t) >= self.config.retry_period * JOIN_ROUNDS
+        });
+        let me_live = (renewed && settled) || (alone && known && self.live_until.is_some());
         let mut live: Vec<String> = self
             .observed
             .values()
@@ -359,7 +385,7 @@ impl Membership {
             })
             .filter(|h| *h != self.config.identity)
             .collect();
-        if me_live {
+        if renewed || me_live {
             live.push(self.config.identity.clone());
         }
         live.sort();
