@@ -82,6 +82,10 @@ fn each_instance_runs_with_its_own_addresses() {
     ] {
         let p = plan(TIER, InstanceChoice::Named(name));
         assert_eq!(p.instance.as_deref(), Some(name));
+        assert!(
+            p.to_string().starts_with(&format!("instance: {name}\n")),
+            "`portico check` names the instance"
+        );
         assert_eq!(p.ports[0].node_addresses, vec![prefix(node)]);
         assert!(p.ports[0].snat_addresses.is_empty());
         assert_eq!(p.ports[1].snat_addresses, vec![prefix(snat)]);
