@@ -410,7 +410,15 @@ mod tests {
                 }],
             }],
             snat: Vec::new(),
-            control_plane: ControlPlaneReport::default(),
+            control_plane: ControlPlaneReport {
+                members: Some(crate::admin::MembersReport {
+                    me: "gw-a".into(),
+                    known: true,
+                    me_live: true,
+                    live: vec!["gw-a".into(), "gw-b".into()],
+                }),
+                ..ControlPlaneReport::default()
+            },
             neighbours: NeighbourReport {
                 capacity: 16_384,
                 entries: 21,
@@ -419,7 +427,10 @@ mod tests {
                 reclaimed: 1_234,
                 compactions: 5,
             },
-            announcements: Default::default(),
+            announcements: crate::admin::AnnouncementReport {
+                announced: vec![std::net::Ipv4Addr::new(203, 0, 113, 10)],
+                silent: vec![std::net::Ipv4Addr::new(203, 0, 113, 11)],
+            },
         };
         let json = serde_json::to_string(&report).expect("serializes");
         let value: serde_json::Value = serde_json::from_str(&json).expect("json");
@@ -440,6 +451,11 @@ mod tests {
             "{text}"
         );
         assert_eq!(value["neighbours"]["reclaimed"], 1_234);
+        assert!(
+            text.contains("l2: announcing 1 of 2 VIPs [203.0.113.10]"),
+            "{text}"
+        );
+        assert!(text.contains("members: gw-a, gw-b (gw-a live)"), "{text}");
         assert!(
             text.contains("web (tcp)") && text.contains("10.1.0.10:8080 ready"),
             "{text}"
