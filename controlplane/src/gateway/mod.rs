@@ -131,4 +131,6 @@ pub enum GatewayError {
     Kube(#[from] KubeSourceError),
     #[error("the Kubernetes source stopped unexpectedly")]
     KubeSourceDied,
+    #[error("reading /dev/urandom for the flow tables' hash key: {0}")]
+    Random(#[source] std::io::Error),
 }
