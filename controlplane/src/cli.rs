@@ -65,6 +65,11 @@ enum Command {
     Check {
         #[arg(long, short)]
         config: PathBuf,
+        /// Check the plan of this `[[instance]]` (default
+        /// `$PORTICO_INSTANCE`; without either, every instance is checked
+        /// and the first one's plan printed).
+        #[arg(long)]
+        instance: Option<String>,
     },
     /// Run the gateway: SIGHUP reloads the configuration file,
     /// SIGTERM/SIGINT stop it. Logs go to stderr (RUST_LOG filters them).
@@ -90,6 +95,12 @@ enum Command {
         /// Address serving Prometheus metrics at /metrics (`off`: none).
         #[arg(long, default_value = admin::DEFAULT_METRICS_ADDR, value_parser = parse_metrics_addr)]
         metrics_addr: MetricsAddr,
+        /// Run as this `[[instance]]` of the file: its own node and SNAT
+        /// addresses, its name in the tier's per-VIP ARP election. Default
+        /// `$PORTICO_INSTANCE` (the Kubernetes manifests set it from the
+        /// pod's name); needed when the file declares instances.
+        #[arg(long)]
+        instance: Option<String>,
     },
     /// Each service with its listeners and backends (weight, condition,
     /// traffic), like `ipvsadm -Ln`.
@@ -195,6 +206,17 @@ struct RunArgs {
     admin_socket: PathBuf,
     admin_group: Option<String>,
     metrics_addr: MetricsAddr,
+    instance: Option<String>,
+}
+
+/// The environment variable naming the instance when `--instance` is not
+/// given.
+pub const INSTANCE_ENV: &str = "PORTICO_INSTANCE";
+
+/// `--instance`, else a non-empty `$PORTICO_INSTANCE`.
+fn instance_name(flag: Option<String>) -> Option<String> {
+    flag.or_else(|| std::env::var(INSTANCE_ENV).ok())
+        .filter(|s| !s.is_empty())
 }
 
 /// `--limit` of `portico flows`: 1 to [`admin::MAX_FLOW_LIMIT`].
@@ -220,6 +242,7 @@ fn run(args: RunArgs) -> ExitCode {
         admin_socket,
         admin_group,
         metrics_addr,
+        instance,
     } = args;
     let admin_access = match admin::AdminAccess::for_group(admin_group.as_deref()) {
         Ok(access) => access,
@@ -228,7 +251,12 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let plan = match nic_config::load(&config) {
+    let instance = instance_name(instance);
+    let choice = match &instance {
+        Some(name) => nic_config::InstanceChoice::Named(name),
+        None => nic_config::InstanceChoice::Unnamed,
+    };
+    let plan = match nic_config::load_instance(&config, choice) {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("{}: invalid configuration:\n{e}", config.display());
@@ -341,7 +369,13 @@ fn run_flows(socket: &std::path::Path, query: admin::FlowsQuery, json: bool) -> 
 /// Parse the command line and run it.
 pub fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
-        Command::Check { config } => match nic_config::load(&config) {
+        Command::Check { config, instance } => match nic_config::load_instance(
+            &config,
+            match &instance_name(instance) {
+                Some(name) => nic_config::InstanceChoice::Named(name),
+                None => nic_config::InstanceChoice::Every,
+            },
+        ) {
             Ok(plan) => {
                 print!("{plan}");
                 Ok(ExitCode::SUCCESS)
@@ -359,6 +393,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
             admin_socket,
             admin_group,
             metrics_addr,
+            instance,
         } => Ok(run(RunArgs {
             config,
             log_format,
@@ -367,6 +402,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
             admin_socket,
             admin_group,
             metrics_addr,
+            instance,
         })),
         Command::Flows {
             admin_socket,

@@ -241,17 +241,21 @@ impl Frame for SimFrame {
     }
 }
 
-/// Load and validate a configuration file, with the problems on one line.
+/// Load and validate a configuration file, with the problems on one line
+/// (a file with `[[instance]]`s: every instance checked, the first one's
+/// addresses simulated).
 pub fn load_plan(path: &Path) -> Result<Plan, SimulateError> {
-    nic_config::load(path).map_err(|e| SimulateError::Config {
-        path: path.display().to_string(),
-        problems: e
-            .to_string()
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<_>>()
-            .join("; "),
+    nic_config::load_instance(path, nic_config::InstanceChoice::Every).map_err(|e| {
+        SimulateError::Config {
+            path: path.display().to_string(),
+            problems: e
+                .to_string()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
     })
 }
 

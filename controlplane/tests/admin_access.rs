@@ -35,6 +35,7 @@ fn report() -> StatsReport {
         snat: Vec::new(),
         control_plane: Default::default(),
         neighbours: Default::default(),
+        announcements: Default::default(),
     }
 }
 

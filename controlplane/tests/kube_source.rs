@@ -630,6 +630,15 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
     let a = Instance::start(&cluster, "a");
     wait_leader(&a).await;
     let (vip, want) = serve_web(&client, &a).await;
+    // The last snapshot is the settled one: the per-VIP election has
+    // elected this (only) instance for the VIP.
+    eventually("the VIP announced", async || {
+        a.snapshot()
+            .owned(vip)
+            .is_some_and(|o| o.announce)
+            .then_some(())
+    })
+    .await;
     let generation = a.snapshot().generation;
 
     cluster.stop_apiserver();

@@ -141,6 +141,9 @@ drop_reasons! {
     /// A new flow's key found no free conntrack index entry within the
     /// probe bound of its home, and no flow there could be early-dropped.
     ConntrackCrowded => "conntrack_crowded",
+    /// ARP request for a VIP this instance owns but does not announce:
+    /// another instance of the tier is elected for it and answers.
+    ArpNotAnnounced => "arp_not_announced",
 }
 
 impl std::fmt::Display for DropReason {

@@ -1,7 +1,8 @@
 //! ARP on the forwarding path: next hops without a known MAC are resolved
 //! with ARP requests while their packets wait in a bounded queue; replies
 //! are learned; unanswered resolution drops the waiting packets; owned
-//! addresses are announced with gratuitous ARP at start and when added;
+//! addresses are announced with gratuitous ARP at start and when added,
+//! VIPs only while this instance is elected for them;
 //! compactions of the table (entries unused for `gc_stale_ms` reclaimed)
 //! do not disturb forwarding.
 
@@ -161,6 +162,83 @@ fn owned_addresses_are_announced_at_start_and_new_vips_when_added() {
         vec![garp(OUT_MAC, new_vip)]
     );
     assert!(gw.worker.driver_mut().take_tx(INSIDE).is_empty());
+}
+
+/// Per-VIP election (issue 13): a VIP another instance is elected for is
+/// not answered for ARP and not announced, but its traffic is still
+/// forwarded; node, SNAT and other VIPs are unaffected; when this instance
+/// is elected for it again, one gratuitous ARP goes out at once and ARP is
+/// answered again.
+#[test]
+fn a_vip_not_elected_is_silent_for_arp_but_forwarded_and_announced_when_elected() {
+    use dataplane::snapshot::AnnounceFilter;
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let asker = MacAddr([0x02, 0xcc, 0, 0, 0, 9]);
+    let asker_ip = Ipv4Addr::new(203, 0, 113, 1);
+    let who_has = |target| build::arp_request(asker, asker_ip, target);
+    let garp = |mac: MacAddr, addr: Ipv4Addr| arp_request_from(mac, addr, addr);
+
+    let snap = gw
+        .builder
+        .set_announce(AnnounceFilter::only(|vip| vip != VIP))
+        .expect("the VIP's flag flips");
+    assert!(snap.owned(VIP).is_some_and(|o| o.vip && !o.announce));
+    assert!(snap.owned(NODE).is_some_and(|o| o.announce));
+    gw.publisher.publish(snap);
+    gw.worker.poll();
+    assert!(
+        gw.worker.driver_mut().take_tx(OUTSIDE).is_empty(),
+        "no GARP"
+    );
+    let (v, out) = gw.send(OUTSIDE, &who_has(VIP));
+    assert_eq!(v, Verdict::Drop(DropReason::ArpNotAnnounced));
+    assert!(out.is_empty());
+    for target in [EXTERNAL_IP, NODE] {
+        assert_eq!(
+            gw.send(OUTSIDE, &who_has(target)).0,
+            Verdict::Reply,
+            "{target}"
+        );
+    }
+    assert_eq!(gw.send(INSIDE, &who_has(SNAT)).0, Verdict::Reply);
+    // Traffic a stale cache still sends here is forwarded.
+    assert_eq!(gw.send(OUTSIDE, &syn(41_000)).0, Verdict::Forward(INSIDE));
+    // The same filter again changes nothing: no snapshot to publish.
+    assert!(
+        gw.builder
+            .set_announce(AnnounceFilter::only(|vip| vip != VIP))
+            .is_none()
+    );
+
+    // Elected again (the owner failed): one GARP at once, ARP answered.
+    let garps_before = gw.counters().garp_sent;
+    let snap = gw
+        .builder
+        .set_announce(AnnounceFilter::all())
+        .expect("flips back");
+    gw.publisher.publish(snap);
+    gw.worker.poll();
+    assert_eq!(
+        gw.worker.driver_mut().take_tx(OUTSIDE),
+        vec![garp(OUT_MAC, VIP)]
+    );
+    assert_eq!(gw.counters().garp_sent, garps_before + 1);
+    assert_eq!(gw.send(OUTSIDE, &who_has(VIP)).0, Verdict::Reply);
+    // A VIP added while its filter says no is owned, silent, not announced.
+    let late_vip = Ipv4Addr::new(203, 0, 113, 78);
+    let snap = gw
+        .builder
+        .set_announce(AnnounceFilter::only(move |vip| vip != late_vip));
+    assert!(snap.is_none(), "no owned VIP flips");
+    let extra =
+        dataplane::snapshot::ServiceSpec::new("extra", dataplane::flow::Proto::Tcp, late_vip, 80);
+    gw.swap(vec![web(&[0]), extra]);
+    gw.worker.poll();
+    assert!(gw.worker.driver_mut().take_tx(OUTSIDE).is_empty());
+    assert_eq!(
+        gw.send(OUTSIDE, &who_has(late_vip)).0,
+        Verdict::Drop(DropReason::ArpNotAnnounced)
+    );
 }
 
 /// more than MAX_BATCH (64) frames held for one neighbour are released

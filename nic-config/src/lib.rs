@@ -68,10 +68,10 @@ pub use plan::{
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
     AddressPoolSection, AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition,
-    IdlePolicy, KubernetesSection, NeighbourTableSection, PortRole, Protocol, SessionAffinity,
-    XdpModeSetting, ZeroCopySetting,
+    IdlePolicy, InstanceSection, KubernetesSection, NeighbourTableSection, PortOverrideSection,
+    PortRole, Protocol, SessionAffinity, XdpModeSetting, ZeroCopySetting,
 };
-pub use validate::validate;
+pub use validate::{InstanceChoice, validate, validate_instance};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -186,17 +186,30 @@ pub fn parse_file(text: &str) -> Result<ConfigFile, ConfigError> {
     })
 }
 
-/// Parse and validate TOML text.
+/// Parse and validate TOML text (a file without `[[instance]]`).
 pub fn parse(text: &str) -> Result<Plan, ConfigError> {
-    validate(&parse_file(text)?).map_err(ConfigError::Invalid)
+    parse_instance(text, InstanceChoice::Unnamed)
 }
 
-/// Read, parse and validate a file.
+/// Parse and validate TOML text into the plan of one instance.
+pub fn parse_instance(text: &str, choice: InstanceChoice<'_>) -> Result<Plan, ConfigError> {
+    validate_instance(&parse_file(text)?, choice).map_err(ConfigError::Invalid)
+}
+
+/// Read, parse and validate a file (without `[[instance]]`).
 pub fn load(path: impl AsRef<Path>) -> Result<Plan, ConfigError> {
+    load_instance(path, InstanceChoice::Unnamed)
+}
+
+/// Read, parse and validate a file into the plan of one instance.
+pub fn load_instance(
+    path: impl AsRef<Path>,
+    choice: InstanceChoice<'_>,
+) -> Result<Plan, ConfigError> {
     let path = path.as_ref();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_owned(),
         source,
     })?;
-    parse(&text)
+    parse_instance(&text, choice)
 }

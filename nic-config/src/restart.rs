@@ -48,6 +48,8 @@ pub struct RestartPart<'a> {
     pub ports: Vec<PortRestartPart<'a>>,
     pub dpdk: &'a DpdkPlan,
     pub kubernetes: Option<&'a KubernetesPlan>,
+    /// The instance's name in the tier (its member Lease).
+    pub instance: Option<&'a str>,
 }
 
 /// What a port's driver was opened with.
@@ -103,6 +105,7 @@ impl Plan {
             kubernetes,
             address_pools,
             bgp,
+            instance,
         } = self;
         let DataplanePlan {
             workers,
@@ -131,6 +134,7 @@ impl Plan {
                 ports: port_restart,
                 dpdk,
                 kubernetes: kubernetes.as_ref(),
+                instance: instance.as_deref(),
             },
             LivePart {
                 maglev_table_size: *maglev_table_size,
@@ -215,6 +219,7 @@ impl RestartPart<'_> {
             ports,
             dpdk,
             kubernetes,
+            instance,
         } = self;
         let mut c = Changes::default();
         c.display("dataplane.workers", workers, &new.workers);
@@ -243,6 +248,7 @@ impl RestartPart<'_> {
         }
         c.debug("dpdk", dpdk, &new.dpdk);
         c.debug("kubernetes", kubernetes, &new.kubernetes);
+        c.debug("instance", instance, &new.instance);
         if c.0.is_empty() && self != new {
             c.0.push("settings only a restart applies".to_owned());
         }

@@ -67,6 +67,65 @@ pub struct ConfigFile {
     /// (`bgp_advertisements`). Default: no BGP.
     #[serde(default)]
     pub bgp: BgpConfig,
+    /// `[[instance]]`: the instances of a tier run from this one file, each
+    /// with its own node and SNAT addresses (two instances must never
+    /// claim the same address). An instance runs as one of them with
+    /// `portico run --instance NAME` (or `PORTICO_INSTANCE`). Default none:
+    /// the `[[port]]` addresses are the one instance's.
+    #[serde(default, rename = "instance")]
+    pub instances: Vec<InstanceSection>,
+}
+
+/// `[[instance]]`: one instance of the tier.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceSection {
+    /// Unique among the instances, a DNS subdomain name of at most 180
+    /// bytes (it names the instance's member Lease): the node name the
+    /// shipped Deployment passes in (`PORTICO_INSTANCE` from
+    /// `spec.nodeName`).
+    pub name: String,
+    /// `[[instance.port]]`: the instance's addresses on each `[[port]]`.
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortOverrideSection>,
+}
+
+/// `[[instance.port]]`: what one instance has of its own on one port: the
+/// per-instance keys of `[[port]]`, which the `[[port]]` itself then leaves
+/// empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortOverrideSection {
+    /// The `[[port]]`'s name.
+    pub name: String,
+    /// As `[[port]]`'s `node_addresses`, for this instance. Default none.
+    #[serde(default)]
+    pub node_addresses: Vec<String>,
+    /// As `[[port]]`'s `snat_addresses`, for this instance. Default none.
+    #[serde(default)]
+    pub snat_addresses: Vec<String>,
+}
+
+impl PortOverrideSection {
+    /// Put this instance's keys into `port` (the one place that knows
+    /// which keys are per instance).
+    pub fn apply_to(&self, port: &mut PortSection) {
+        port.node_addresses.clone_from(&self.node_addresses);
+        port.snat_addresses.clone_from(&self.snat_addresses);
+    }
+
+    /// The per-instance keys a `[[port]]` sets itself (those must stay
+    /// empty when instances are declared), by key name.
+    pub fn keys_set_in(port: &PortSection) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        if !port.node_addresses.is_empty() {
+            keys.push("node_addresses");
+        }
+        if !port.snat_addresses.is_empty() {
+            keys.push("snat_addresses");
+        }
+        keys
+    }
 }
 
 /// `[dpdk]`: how the DPDK environment (EAL) starts. Workers, their cores

@@ -196,6 +196,14 @@ async fn manifests_apply_and_grant_exactly_what_portico_needs() {
             None,
             Some(NAMESPACE),
         ),
+        // The tier's member Leases (the per-VIP ARP election).
+        (
+            "list",
+            "coordination.k8s.io",
+            "leases",
+            None,
+            Some(NAMESPACE),
+        ),
     ];
     // What it must not do.
     let denied: &[Access] = &[
@@ -227,6 +235,13 @@ async fn manifests_apply_and_grant_exactly_what_portico_needs() {
         ),
         (
             "update",
+            "coordination.k8s.io",
+            "leases",
+            None,
+            Some("kube-system"),
+        ),
+        (
+            "list",
             "coordination.k8s.io",
             "leases",
             None,
@@ -343,6 +358,19 @@ async fn manifests_apply_and_grant_exactly_what_portico_needs() {
         kubernetes.get("lease_namespace").and_then(|v| v.as_str()),
         Some(NAMESPACE)
     );
+    // Each pod is the [[instance]] named after its node: the file is valid
+    // for every instance, and the pod's name for it comes from its node.
+    let plan = nic_config::parse_instance(&toml_text, nic_config::InstanceChoice::Every)
+        .unwrap_or_else(|e| panic!("the ConfigMap's portico.toml:\n{e}"));
+    assert!(plan.instance.is_some(), "the ConfigMap declares instances");
+    let instance_env = container
+        .env
+        .as_ref()
+        .and_then(|env| env.iter().find(|e| e.name == "PORTICO_INSTANCE"))
+        .and_then(|e| e.value_from.as_ref())
+        .and_then(|v| v.field_ref.as_ref())
+        .map(|f| f.field_path.clone());
+    assert_eq!(instance_env.as_deref(), Some("spec.nodeName"));
     let caps = container
         .security_context
         .as_ref()

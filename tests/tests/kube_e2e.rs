@@ -10,26 +10,22 @@
 //! 127.0.0.1. That veth carries only the control plane's kube client; the
 //! gateway's packet ports are the topology's two other veths.
 //!
-//! Every wait is bounded ([`WAIT`]); no test asserts a duration.
+//! Every wait is bounded (`common::kube::WAIT`); no test asserts a duration.
 
 mod common;
 
-use common::{parse_curl, tally};
+use common::kube::{curl_vip, endpoint_slice, eventually, lb_service, status_ips};
+use common::tally;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use portico::demo::topology::{
     BACKEND_HTTP_PORT, NODE_ADDR, SNAT_ADDR, Topology, backend_addr, backend_name,
 };
 use portico_tests::HostVeth;
 use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
-use serde_json::json;
 use std::net::Ipv4Addr;
-use std::time::{Duration, Instant};
 
-/// Longest wait for anything to happen (the machine is shared and slow).
-const WAIT: Duration = Duration::from_secs(60);
 const NS: &str = "default";
 const SERVICE: &str = "web";
 /// Requests per check; with two backends each must answer at least
@@ -96,78 +92,6 @@ addresses = ["{POOL_FIRST}-{POOL_LAST}"]
     )
 }
 
-fn lb_service() -> Service {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": { "name": SERVICE, "namespace": NS },
-        "spec": {
-            "type": "LoadBalancer",
-            "ports": [{ "name": "http", "port": 80, "targetPort": BACKEND_HTTP_PORT, "protocol": "TCP" }],
-        },
-    }))
-    .expect("the Service manifest")
-}
-
-/// The Service's EndpointSlice: backend `i` with its readiness.
-fn slice(endpoints: &[(usize, bool)]) -> EndpointSlice {
-    let endpoints: Vec<serde_json::Value> = endpoints
-        .iter()
-        .map(|&(i, ready)| {
-            json!({
-                "addresses": [backend_addr(i).to_string()],
-                "conditions": { "ready": ready, "serving": ready, "terminating": false },
-            })
-        })
-        .collect();
-    serde_json::from_value(json!({
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": format!("{SERVICE}-1"),
-            "namespace": NS,
-            "labels": { "kubernetes.io/service-name": SERVICE },
-        },
-        "addressType": "IPv4",
-        "ports": [{ "name": "http", "port": BACKEND_HTTP_PORT, "protocol": "TCP" }],
-        "endpoints": endpoints,
-    }))
-    .expect("the EndpointSlice manifest")
-}
-
-/// Poll `f` every 100 ms until it returns `Some`, at most [`WAIT`].
-async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The IPv4 addresses in the Service's `status.loadBalancer.ingress`.
-async fn status_ips(client: &Client) -> Vec<Ipv4Addr> {
-    let api: Api<Service> = Api::namespaced(client.clone(), NS);
-    match api.get_opt(SERVICE).await {
-        Ok(Some(svc)) => portico::source::kube::status::ingress_addresses(&svc),
-        _ => Vec::new(),
-    }
-}
-
-/// `count` GETs of `http://vip/`, each on its own connection, each bounded
-/// by `max_time_s`: the bodies (`None` for a failed transfer).
-fn curl(t: &Topology, vip: Ipv4Addr, count: usize, max_time_s: u32) -> Vec<Option<String>> {
-    let url = format!("http://{vip}/");
-    let max_time = max_time_s.to_string();
-    let mut args = vec!["-sS", "--max-time", &max_time, "-w", "\n== %{http_code}\n"];
-    args.extend(["-H", "Connection: close"]);
-    args.extend(std::iter::repeat_n(url.as_str(), count));
-    let out = t.client_exec("curl", &args).expect("curl runs");
-    parse_curl(&String::from_utf8_lossy(&out.stdout), count)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_away() {
     const TEST: &str =
@@ -199,7 +123,7 @@ async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_
     // address of the pool and writes it to the status.
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
     services
-        .create(&PostParams::default(), &lb_service())
+        .create(&PostParams::default(), &lb())
         .await
         .expect("create the Service");
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
@@ -208,7 +132,7 @@ async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_
         .await
         .expect("create the EndpointSlice");
     let vip = eventually("status.loadBalancer.ingress", async || {
-        let ips = status_ips(&client).await;
+        let ips = status_ips(&client, NS, SERVICE).await;
         (ips.len() == 1).then(|| ips[0])
     })
     .await;
@@ -284,4 +208,21 @@ async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_
         bodies.iter().all(Option::is_none),
         "no answers after the delete: {bodies:?}"
     );
+}
+
+fn lb() -> Service {
+    lb_service(NS, SERVICE, BACKEND_HTTP_PORT)
+}
+
+/// The Service's EndpointSlice: backend `i` with its readiness.
+fn slice(endpoints: &[(usize, bool)]) -> EndpointSlice {
+    let endpoints: Vec<(Ipv4Addr, bool)> = endpoints
+        .iter()
+        .map(|&(i, ready)| (backend_addr(i), ready))
+        .collect();
+    endpoint_slice(NS, SERVICE, BACKEND_HTTP_PORT, &endpoints)
+}
+
+fn curl(t: &Topology, vip: Ipv4Addr, count: usize, max_time_s: u32) -> Vec<Option<String>> {
+    curl_vip(&t.client, vip, count, max_time_s)
 }

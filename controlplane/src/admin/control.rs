@@ -22,7 +22,9 @@
 //!   `portico_ipam_pool_addresses{pool}`
 //!   ([`ControlPlaneMetrics::set_pool_usage`]);
 //! * `portico_leader` (1 leader, 0 standby; absent without leader election,
-//!   [`ControlPlaneMetrics::set_leader`]).
+//!   [`ControlPlaneMetrics::set_leader`]);
+//! * `portico_l2_members` (live members of the tier this instance sees;
+//!   absent without a membership, [`ControlPlaneMetrics::set_members`]).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -96,6 +98,23 @@ pub struct ControlPlaneReport {
     pub pools: BTreeMap<String, PoolUsage>,
     /// `None` when this gateway runs no leader election.
     pub leader: Option<bool>,
+    /// The tier as this instance sees it; `None` without a membership
+    /// (no `[kubernetes]`: a single instance announces every VIP).
+    #[serde(default)]
+    pub members: Option<MembersReport>,
+}
+
+/// The tier's membership as one instance sees it (the L2 election's input).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MembersReport {
+    /// This instance's name.
+    pub me: String,
+    /// A first round completed (before, no VIP is announced).
+    pub known: bool,
+    /// This instance renewed its own Lease within `renew_deadline`.
+    pub me_live: bool,
+    /// The live members, sorted.
+    pub live: Vec<String>,
 }
 
 /// The control plane's metrics handle; see the module docs.
@@ -149,6 +168,11 @@ impl ControlPlaneMetrics {
     /// This instance became leader (`true`) or standby (`false`).
     pub fn set_leader(&self, leader: bool) {
         self.update(|s| s.leader = Some(leader));
+    }
+
+    /// The tier's membership changed.
+    pub fn set_members(&self, members: MembersReport) {
+        self.update(|s| s.members = Some(members));
     }
 
     /// A copy of the current state.

@@ -48,7 +48,8 @@ mod report;
 mod socket;
 
 pub use control::{
-    ControlPlaneMetrics, ControlPlaneReport, HistogramReport, LATENCY_BUCKETS_MS, PoolUsage,
+    ControlPlaneMetrics, ControlPlaneReport, HistogramReport, LATENCY_BUCKETS_MS, MembersReport,
+    PoolUsage,
 };
 /// The port counters every driver reports ([`dataplane::driver::stats`]),
 /// and the cell each worker publishes them through.
@@ -61,9 +62,9 @@ pub use protocol::{
 };
 pub use render::{Rates, ServicesTable};
 pub use report::{
-    BackendReport, CounterReport, ListenerReport, NeighbourReport, PortReport, ServiceReport,
-    SnapshotReport, SnatAddrReport, StatsReport, WorkerReport, service_reports, snat_reports,
-    sum_workers,
+    AnnouncementReport, BackendReport, CounterReport, ListenerReport, NeighbourReport, PortReport,
+    ServiceReport, SnapshotReport, SnatAddrReport, StatsReport, WorkerReport, announcement_report,
+    service_reports, snat_reports, sum_workers,
 };
 pub use socket::{
     AccessError, AdminAccess, AdminError, AdminLimits, AdminServer, ClientError,

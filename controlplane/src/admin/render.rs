@@ -283,6 +283,35 @@ impl fmt::Display for StatsReport {
             "  neighbours: {} of {} ({} static), refused {}, reclaimed {} in {} compactions",
             n.entries, n.capacity, n.statics, n.refused, n.reclaimed, n.compactions
         )?;
+        let a = &self.announcements;
+        if !a.announced.is_empty() || !a.silent.is_empty() {
+            let list = |l: &[std::net::Ipv4Addr]| {
+                l.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            writeln!(
+                f,
+                "  l2: announcing {} of {} VIPs [{}]",
+                a.announced.len(),
+                a.announced.len() + a.silent.len(),
+                list(&a.announced)
+            )?;
+        }
+        if let Some(m) = &self.control_plane.members {
+            writeln!(
+                f,
+                "  members: {} ({} {})",
+                m.live.join(", "),
+                m.me,
+                match (m.known, m.me_live) {
+                    (false, _) => "starting",
+                    (true, true) => "live",
+                    (true, false) => "not renewed: announcing nothing",
+                }
+            )?;
+        }
         let states: Vec<String> = t
             .flows_by_state
             .iter()
@@ -381,7 +410,15 @@ mod tests {
                 }],
             }],
             snat: Vec::new(),
-            control_plane: ControlPlaneReport::default(),
+            control_plane: ControlPlaneReport {
+                members: Some(crate::admin::MembersReport {
+                    me: "gw-a".into(),
+                    known: true,
+                    me_live: true,
+                    live: vec!["gw-a".into(), "gw-b".into()],
+                }),
+                ..ControlPlaneReport::default()
+            },
             neighbours: NeighbourReport {
                 capacity: 16_384,
                 entries: 21,
@@ -389,6 +426,10 @@ mod tests {
                 refused: 3,
                 reclaimed: 1_234,
                 compactions: 5,
+            },
+            announcements: crate::admin::AnnouncementReport {
+                announced: vec![std::net::Ipv4Addr::new(203, 0, 113, 10)],
+                silent: vec![std::net::Ipv4Addr::new(203, 0, 113, 11)],
             },
         };
         let json = serde_json::to_string(&report).expect("serializes");
@@ -410,6 +451,11 @@ mod tests {
             "{text}"
         );
         assert_eq!(value["neighbours"]["reclaimed"], 1_234);
+        assert!(
+            text.contains("l2: announcing 1 of 2 VIPs [203.0.113.10]"),
+            "{text}"
+        );
+        assert!(text.contains("members: gw-a, gw-b (gw-a live)"), "{text}");
         assert!(
             text.contains("web (tcp)") && text.contains("10.1.0.10:8080 ready"),
             "{text}"

@@ -13,6 +13,7 @@ use dataplane::driver::PortCounters;
 use dataplane::snapshot::{Backend, Listener, ListenerKey, Service, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 
 /// Everything `portico stats` shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -38,6 +39,37 @@ pub struct StatsReport {
     /// The shared neighbour (ARP) table.
     #[serde(default)]
     pub neighbours: NeighbourReport,
+    /// Which VIPs this instance answers ARP for (the tier's members are in
+    /// `control_plane.members`).
+    #[serde(default)]
+    pub announcements: AnnouncementReport,
+}
+
+/// The VIPs and externalIPs of the current snapshot by whether this
+/// instance announces them (answers ARP, sends gratuitous ARP) or leaves
+/// them to the instance elected for them (and only forwards).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnnouncementReport {
+    /// Announced here, sorted.
+    pub announced: Vec<Ipv4Addr>,
+    /// Owned and forwarded here, announced by another instance, sorted.
+    pub silent: Vec<Ipv4Addr>,
+}
+
+/// The [`AnnouncementReport`] of `snap` (cold path: one pass over the
+/// owned addresses).
+pub fn announcement_report(snap: &Snapshot) -> AnnouncementReport {
+    let mut report = AnnouncementReport::default();
+    for (addr, owned) in snap.owned.iter().filter(|(_, o)| o.vip) {
+        if owned.announce {
+            report.announced.push(*addr);
+        } else {
+            report.silent.push(*addr);
+        }
+    }
+    report.announced.sort_unstable();
+    report.silent.sort_unstable();
+    report
 }
 
 /// The neighbour table shared by the workers

@@ -19,7 +19,7 @@ use crate::source::static_file::{PortFacts, snapshot_spec};
 use dataplane::clock::{Clock, MonotonicClock};
 use dataplane::driver::afxdp::XdpAttachment;
 use dataplane::neighbour::NeighbourTable;
-use dataplane::snapshot::{Publisher, SnapshotBuilder};
+use dataplane::snapshot::{AnnounceFilter, Publisher, SnapshotBuilder};
 #[cfg(feature = "dpdk")]
 use nic_config::DriverKind;
 use nic_config::Plan;
@@ -111,6 +111,13 @@ impl Gateway {
         let started = Instant::now();
         let control = ControlPlaneMetrics::new();
         let mut builder = control_plane_builder(&plan.dataplane.cores);
+        if plan.kubernetes.is_some() {
+            // The tier's election decides which VIPs this instance
+            // announces; until its first view, none (never grab a VIP
+            // another instance holds). Without Kubernetes this is the one
+            // instance: it announces every VIP.
+            let _ = builder.set_announce(AnnounceFilter::none());
+        }
         let snapshot = builder.build(&snapshot_spec(&plan, &facts))?;
         control.observe_build_ms(started.elapsed().as_secs_f64() * 1000.0);
         info!(
@@ -274,7 +281,12 @@ impl Gateway {
     fn try_reload(&mut self) -> ReloadOutcome {
         // The SIGHUP is the event; the new snapshot being published is live.
         let event = Instant::now();
-        let plan = match nic_config::load(&self.config_path) {
+        // The same instance as at start (its own addresses).
+        let choice = match &self.plan.instance {
+            Some(name) => nic_config::InstanceChoice::Named(name),
+            None => nic_config::InstanceChoice::Unnamed,
+        };
+        let plan = match nic_config::load_instance(&self.config_path, choice) {
             Ok(plan) => plan,
             Err(e) => return ReloadOutcome::Invalid(e),
         };

@@ -4,7 +4,7 @@
 
 use crate::admin::{
     ControlPlaneMetrics, CounterReport, PortCounters, PortReport, PortStatsCell, SnapshotReport,
-    StatsReport, WorkerReport, service_reports, snat_reports, sum_workers,
+    StatsReport, WorkerReport, announcement_report, service_reports, snat_reports, sum_workers,
 };
 use dataplane::counters::{ServiceCounters, SharedCounters};
 use dataplane::inspect::InspectClient;
@@ -103,6 +103,7 @@ impl StatsSource {
             ),
             control_plane: self.control.report(),
             neighbours: self.neighbours.stats().into(),
+            announcements: announcement_report(&self.publisher.current()),
         }
     }
 

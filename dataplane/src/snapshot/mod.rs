@@ -29,8 +29,8 @@ mod publish;
 mod table;
 
 pub use build::{
-    AddrRole, BuildError, EndpointSpec, NeighbourSpec, PortSpec, Problem, Route, ServiceChanges,
-    ServiceSpec, SnapshotBuilder, SnapshotSpec,
+    AddrRole, AnnounceFilter, BuildError, EndpointSpec, NeighbourSpec, PortSpec, Problem, Route,
+    ServiceChanges, ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
 pub use publish::{Publisher, SnapshotReader};
 pub use table::{ID_CHUNK, IdTable, MAP_SHARDS, ShardedMap};
@@ -166,7 +166,8 @@ impl Service {
     }
 }
 
-/// Roles of an address the gateway owns (answers ARP and ICMP echo for).
+/// Roles of an address the gateway owns (forwards for, answers ICMP echo
+/// for, and answers ARP for when it `announce`s it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct OwnedAddr {
     /// The port the address lives on (ARP is answered only there).
@@ -174,6 +175,13 @@ pub struct OwnedAddr {
     pub vip: bool,
     pub node: bool,
     pub snat: bool,
+    /// This instance answers ARP requests for the address and sends a
+    /// gratuitous ARP when it starts to. Always true for node and SNAT
+    /// addresses (they are this instance's own); for a VIP or externalIP,
+    /// true when the builder's [`AnnounceFilter`] elects this instance. A
+    /// VIP not announced is still forwarded (a stale ARP cache upstream
+    /// may still send its traffic here during a failover).
+    pub announce: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

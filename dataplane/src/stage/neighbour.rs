@@ -3,7 +3,10 @@
 //! [`crate::neighbour`] for the table's states and timers).
 //!
 //! * **ARP in** (for the local stage): a request for an address the gateway
-//!   owns on the port it came in on is answered in place (RFC 826); the
+//!   owns *and announces* on the port it came in on is answered in place
+//!   (RFC 826); one for a VIP another instance of the tier is elected to
+//!   announce is dropped as `arp_not_announced` (silence, so the upstream
+//!   cache holds one MAC per VIP); the
 //!   sender's MAC is learned from replies to our requests and from requests
 //!   of neighbours already in the table, never from strangers.
 //! * **Resolve** (for the NAT and ICMP-error stages): the next hop's MAC in
@@ -23,10 +26,12 @@
 //!   Order among the frames kept is preserved.
 //! * **ARP out**: the requests the batches asked for (a probe claimed in the
 //!   table: at most one per address per `retrans_ms`, from the port's ARP
-//!   source address), and on worker 0 one gratuitous ARP for every owned
-//!   address not announced yet (RFC 5227 §3 "ARP Announcement"), so VIPs
-//!   move to this gateway at start and when they are added; an announcement
-//!   that could not be sent is retried with the next snapshot.
+//!   source address), and on worker 0 one gratuitous ARP for every
+//!   announced address not announced yet (RFC 5227 §3 "ARP Announcement"),
+//!   so VIPs move to this gateway at start, when they are added and when
+//!   this instance is elected for them (a failover); an announcement that
+//!   could not be sent is retried with the next snapshot. The flag is read
+//!   per snapshot, never per forwarded packet.
 //! * **Static neighbours**: the snapshot's static entries are applied to the
 //!   table on every new snapshot, and again whenever the table publishes a
 //!   new generation (a static entry set while a compaction copied the table
@@ -206,18 +211,22 @@ impl NeighbourCtx<'_> {
         let (sender_ip, sender_mac) = (pkt.sender_proto_addr(), pkt.sender_hw_addr());
         let target = pkt.target_proto_addr();
         let operation = pkt.operation();
-        let ours = snap.owned(target).is_some_and(|o| o.port == meta.in_port);
+        let owned = snap.owned(target).filter(|o| o.port == meta.in_port);
+        let ours = owned.is_some();
         let learned = (ours || sender_ip == target)
             && !sender_ip.is_unspecified()
             && self
                 .table
                 .learn(meta.in_port, sender_ip, sender_mac.0, self.now_ms, true);
         match operation {
-            arp::op::REQUEST if ours => match arp::reply_in_place(frame, l3, MacAddr(port.mac)) {
-                Ok(_) => meta.verdict = Verdict::Reply,
-                Err(_) => meta.drop(DropReason::ArpMalformed),
-            },
+            arp::op::REQUEST if owned.is_some_and(|o| o.announce) => {
+                match arp::reply_in_place(frame, l3, MacAddr(port.mac)) {
+                    Ok(_) => meta.verdict = Verdict::Reply,
+                    Err(_) => meta.drop(DropReason::ArpMalformed),
+                }
+            }
             _ if learned => meta.verdict = Verdict::Consumed,
+            arp::op::REQUEST if ours => meta.drop(DropReason::ArpNotAnnounced),
             _ => meta.drop(DropReason::ArpNotOwned),
         }
         learned
@@ -387,11 +396,16 @@ impl NeighbourStage {
             return;
         }
         // An announcement that could not be sent is retried next generation.
-        self.announced
-            .retain(|&(port, addr)| snap.owned(addr).is_some_and(|o| o.port == port));
+        // An address no longer announced leaves the set, so it is
+        // announced again the moment it comes back (a VIP failing back).
+        self.announced.retain(|&(port, addr)| {
+            snap.owned(addr)
+                .is_some_and(|o| o.port == port && o.announce)
+        });
         let mut fresh: Vec<(PortId, Ipv4Addr)> = snap
             .owned
             .iter()
+            .filter(|(_, o)| o.announce)
             .map(|(addr, o)| (o.port, *addr))
             .filter(|k| !self.announced.contains(k))
             .collect();

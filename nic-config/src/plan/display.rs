@@ -121,6 +121,9 @@ impl fmt::Display for Duration {
 /// What `portico check` prints.
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(instance) = &self.instance {
+            writeln!(f, "instance: {instance}")?;
+        }
         let d = &self.dataplane;
         write!(f, "dataplane: {} worker(s)", d.workers)?;
         if d.cores.is_empty() {

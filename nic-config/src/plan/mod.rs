@@ -68,6 +68,10 @@ pub struct Plan {
     /// `[bgp]`: the peers and what is announced to them; empty without
     /// the section.
     pub bgp: BgpPlan,
+    /// The instance this plan is for (`--instance`): its `[[instance]]`'s
+    /// addresses are the ports' addresses above, and it is this instance's
+    /// name in the tier. `None`: no name given (one instance).
+    pub instance: Option<String>,
 }
 
 /// `[bgp]`, validated. The peers and advertisements are portico-bgp's

@@ -14,8 +14,9 @@
 //! (`[[port]]`, their addresses and roles), `dpdk` (`[dpdk]` and the
 //! ports' DPDK devices), `routes` (`[[route]]` and `[[neighbour]]`),
 //! `services` (`[[service]]`), `kubernetes` (`[kubernetes]` and
-//! `[[address_pool]]`) and `bgp` (`[bgp]`: portico-bgp's own checks and
-//! the cross-checks with ports, pools and services). The bounds values are checked against are in
+//! `[[address_pool]]`), `bgp` (`[bgp]`: portico-bgp's own checks and
+//! the cross-checks with ports, pools and services) and `instances`
+//! (`[[instance]]`: the file as each instance runs it, around the rest). The bounds values are checked against are in
 //! [`limits`]. `Validator::run` calls the sections in a fixed order (the
 //! order the problems are listed in); later sections see what earlier
 //! ones resolved (port names, owned addresses, connected subnets).
@@ -23,12 +24,14 @@
 mod bgp;
 mod dataplane;
 mod dpdk;
+mod instances;
 mod kubernetes;
 pub mod limits;
 mod ports;
 mod routes;
 mod services;
 
+pub use instances::{InstanceChoice, validate_instance};
 pub use kubernetes::{is_dns_label, is_dns_subdomain, is_qualified_name};
 pub use limits::*;
 
@@ -40,15 +43,10 @@ use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
 
-/// Validate a parsed file into a plan.
+/// Validate a parsed file into a plan (for a file without `[[instance]]`;
+/// see [`validate_instance`]).
 pub fn validate(file: &ConfigFile) -> Result<Plan, Vec<Problem>> {
-    let mut v = Validator::default();
-    let plan = v.run(file);
-    if v.problems.is_empty() {
-        Ok(plan)
-    } else {
-        Err(v.problems)
-    }
+    validate_instance(file, InstanceChoice::Unnamed)
 }
 
 #[derive(Default)]
@@ -196,6 +194,7 @@ impl Validator {
             kubernetes,
             address_pools,
             bgp,
+            instance: None,
         }
     }
 }

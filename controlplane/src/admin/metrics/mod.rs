@@ -445,6 +445,27 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         pool_used.get_or_create(&l).set(u.used as i64);
         pool_size.get_or_create(&l).set(u.size as i64);
     }
+    if let Some(members) = &cp.members {
+        gauge(
+            &mut r,
+            "l2_members",
+            "Live members of the tier this instance sees (the per-VIP ARP election's input)",
+            members.live.len() as u64,
+        );
+    }
+    let announced = gauges(
+        &mut r,
+        "l2_announced",
+        "1 for a VIP this instance answers ARP for, 0 for one another instance announces",
+    );
+    let a = &report.announcements;
+    for (list, value) in [(&a.announced, 1), (&a.silent, 0)] {
+        for vip in list {
+            announced
+                .get_or_create(&vec![("vip", vip.to_string())])
+                .set(value);
+        }
+    }
     if let Some(leader) = cp.leader {
         gauge(
             &mut r,

@@ -81,6 +81,12 @@ fn sample() -> StatsReport {
             m.observe_build_ms(40.0);
             m.inc_watch_restarts("services");
             m.set_pool_usage("default", 2, 16);
+            m.set_members(crate::admin::MembersReport {
+                me: "gw-a".into(),
+                known: true,
+                me_live: true,
+                live: vec!["gw-a".into(), "gw-b".into()],
+            });
             m.report()
         },
         neighbours: crate::admin::NeighbourReport {
@@ -90,6 +96,10 @@ fn sample() -> StatsReport {
             refused: 2,
             reclaimed: 700,
             compactions: 9,
+        },
+        announcements: crate::admin::AnnouncementReport {
+            announced: vec![std::net::Ipv4Addr::new(203, 0, 113, 10)],
+            silent: vec![std::net::Ipv4Addr::new(203, 0, 113, 11)],
         },
     }
 }
@@ -220,6 +230,16 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
             assert!(s.name.ends_with("_total"), "counter sample {}", s.name);
         }
     }
+
+    assert_eq!(value(&samples, "portico_l2_members", &[]), 2.0);
+    assert_eq!(
+        value(&samples, "portico_l2_announced", &[("vip", "203.0.113.10")]),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "portico_l2_announced", &[("vip", "203.0.113.11")]),
+        0.0
+    );
 
     let port = [("port", "outside"), ("interface", "veth0")];
     assert_eq!(

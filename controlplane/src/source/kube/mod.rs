@@ -29,6 +29,11 @@
 //!   them and send a gratuitous ARP when one appears, as for a reload;
 //! * only the Lease holder writes statuses and Events ([`lease`],
 //!   [`status`]); all instances forward;
+//! * each instance also holds a member Lease of the tier ([`members`]);
+//!   the live members elect one announcer per VIP, and a change of the
+//!   view re-flags the owned VIPs (`SnapshotBuilder::set_announce`) and
+//!   publishes: the workers answer ARP and send gratuitous ARP only for
+//!   the VIPs this instance is elected for;
 //! * status writes are paced ([`pace`]): one PATCH in flight per Service,
 //!   at most `status_writes_in_flight` in all, at most
 //!   `status_writes_per_s` per second after a burst of
@@ -39,6 +44,7 @@
 //! are kept in [`KubeSourceStats`] (and logged at debug).
 
 pub mod lease;
+pub mod members;
 pub mod outbox;
 pub mod pace;
 pub mod reconcile;
@@ -47,12 +53,14 @@ pub mod status;
 pub mod store;
 pub mod watch;
 
+use crate::admin::MembersReport;
 use crate::build::{Debouncer, ModelConfig};
 use crate::ipam::{Allocator, ServiceKey};
 use dataplane::snapshot::{Publisher, SnapshotBuilder};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use lease::{LeaderElector, Leadership, LeaseConfig};
+use members::{MemberConfig, MemberView, Membership};
 use nic_config::{KubernetesPlan, Plan};
 use outbox::Outbox;
 use pace::StatusPacer;
@@ -107,16 +115,36 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<Client, KubeSourceErro
     Ok(Client::try_from(config)?)
 }
 
-/// The Lease settings of a plan; the identity defaults to the host name.
-pub fn lease_config(plan: &KubernetesPlan) -> LeaseConfig {
+/// The Lease settings of a plan; the identity defaults to the instance's
+/// name (`portico run --instance`), else the host name.
+pub fn lease_config(plan: &KubernetesPlan, instance: Option<&str>) -> LeaseConfig {
     let le = &plan.leader_election;
     LeaseConfig {
         namespace: le.lease_namespace.clone(),
         name: le.lease_name.clone(),
-        identity: le.identity.clone().unwrap_or_else(host_name),
+        identity: le
+            .identity
+            .clone()
+            .or_else(|| instance.map(str::to_owned))
+            .unwrap_or_else(host_name),
         lease_duration: Duration::from_millis(le.lease_duration_ms),
         renew_deadline: Duration::from_millis(le.renew_deadline_ms),
         retry_period: Duration::from_millis(le.retry_period_ms),
+    }
+}
+
+/// The member Lease settings: the election's namespace and timings, the
+/// tier named after its Lease; the member is the instance's name, else
+/// the election's identity.
+pub fn member_config(plan: &KubernetesPlan, instance: Option<&str>) -> MemberConfig {
+    let lease = lease_config(plan, instance);
+    MemberConfig {
+        namespace: lease.namespace,
+        tier: lease.name,
+        identity: instance.map_or(lease.identity, str::to_owned),
+        lease_duration: lease.lease_duration,
+        renew_deadline: lease.renew_deadline,
+        retry_period: lease.retry_period,
     }
 }
 
@@ -132,6 +160,8 @@ fn host_name() -> String {
 #[derive(Debug)]
 pub struct KubeSourceParts {
     pub kubernetes: KubernetesPlan,
+    /// This instance's name (`[[instance]]` selected by `--instance`).
+    pub instance: Option<String>,
     pub options: ModelConfig,
     pub allocator: Allocator,
     /// Has built the base snapshot (ports, addresses, static services)
@@ -153,6 +183,7 @@ impl KubeSourceParts {
             options: ModelConfig::from_plan(plan)?,
             allocator: Allocator::new(&plan.address_pools),
             kubernetes,
+            instance: plan.instance.clone(),
             builder,
             publisher,
             worker_cores: plan.dataplane.cores.clone(),
@@ -204,16 +235,20 @@ impl KubeSource {
                             return;
                         }
                     };
-                    let (elector, leadership) =
-                        LeaderElector::new(client.clone(), lease_config(&parts.kubernetes));
+                    let instance = parts.instance.as_deref();
+                    let (elector, leadership) = LeaderElector::new(
+                        client.clone(),
+                        lease_config(&parts.kubernetes, instance),
+                    );
+                    let (membership, members) =
+                        Membership::new(client.clone(), member_config(&parts.kubernetes, instance));
                     let _ = ready_tx.send(Ok(leadership.clone()));
                     let elector_task = tokio::spawn(elector.run(stop_rx.clone()));
-                    run(client, parts, leadership, thread_stats, stop_rx).await;
-                    let _ = tokio::time::timeout(
-                        Duration::from_millis(RELEASE_TIMEOUT_MS),
-                        elector_task,
-                    )
-                    .await;
+                    let member_task = tokio::spawn(membership.run(stop_rx.clone()));
+                    run(client, parts, leadership, members, thread_stats, stop_rx).await;
+                    let release = Duration::from_millis(RELEASE_TIMEOUT_MS);
+                    let _ = tokio::time::timeout(release, elector_task).await;
+                    let _ = tokio::time::timeout(release, member_task).await;
                 });
             })
             .map_err(|e| KubeSourceError::Thread(e.to_string()))?;
@@ -296,18 +331,21 @@ async fn run(
     client: Client,
     parts: KubeSourceParts,
     leadership: Leadership,
+    mut members: tokio_watch::Receiver<MemberView>,
     stats: Arc<KubeSourceStats>,
     mut stop: tokio_watch::Receiver<bool>,
 ) {
     let KubeSourceParts {
         kubernetes,
+        instance,
         options,
         allocator,
         builder,
         publisher,
+        metrics,
         ..
     } = parts;
-    let identity = lease_config(&kubernetes).identity;
+    let identity = lease_config(&kubernetes, instance.as_deref()).identity;
     let writer = StatusWriter::new(
         client.clone(),
         &identity,
@@ -411,6 +449,18 @@ async fn run(
                         }
                     }
                     next = rx.try_recv().ok();
+                }
+            }
+            Ok(()) = members.changed() => {
+                let view = members.borrow_and_update().clone();
+                if let Some(m) = &metrics {
+                    m.set_members(MembersReport::from(&view));
+                }
+                if let Some(snapshot) = reconciler.set_announce(view.filter()) {
+                    let generation = snapshot.generation;
+                    publisher.publish(snapshot);
+                    info!(generation, members = ?view.live,
+                        "VIP announcements follow the new tier membership");
                 }
             }
             Ok(()) = leader_changes.changed() => {

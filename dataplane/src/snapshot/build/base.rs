@@ -78,6 +78,7 @@ fn owned_addresses(spec: &SnapshotSpec) -> HashMap<Ipv4Addr, OwnedAddr> {
     for &(addr, port, role) in &spec.addresses {
         let o = owned.entry(addr).or_insert(OwnedAddr {
             port,
+            announce: true,
             ..OwnedAddr::default()
         });
         match role {

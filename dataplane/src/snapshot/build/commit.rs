@@ -83,6 +83,7 @@ impl SnapshotBuilder {
                         OwnedAddr {
                             port: vip_port,
                             vip: true,
+                            announce: self.announce.covers(addr),
                             ..OwnedAddr::default()
                         },
                     );

@@ -35,9 +35,11 @@
 //! types), `validate.rs` (the problems, the static checks), `base.rs` (the
 //! static part and what derives from it), `prepare.rs` (steps 1–2: what
 //! changed, validated, with ids), `tables.rs` (step 3: Maglev tables),
-//! `commit.rs` (step 4: into the persistent tables), `ids.rs` (stable ids);
+//! `commit.rs` (step 4: into the persistent tables), `ids.rs` (stable ids),
+//! `announce.rs` (which VIPs this instance announces, [`AnnounceFilter`]);
 //! this file holds the builder and runs the steps ([`SnapshotBuilder::apply`]).
 
+mod announce;
 mod base;
 mod commit;
 mod ids;
@@ -48,6 +50,7 @@ mod tables;
 mod tests;
 mod validate;
 
+pub use announce::AnnounceFilter;
 pub use spec::{
     AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceChanges, ServiceSpec,
     SnapshotSpec,
@@ -104,6 +107,8 @@ pub struct SnapshotBuilder {
     /// Listeners per address that is owned only because of them (a VIP or
     /// externalIP): the address is owned while this is above 0.
     listener_addrs: HashMap<Ipv4Addr, u32>,
+    /// Which of those VIPs this instance announces (`announce.rs`).
+    announce: AnnounceFilter,
     service_table: IdTable<Service>,
     backend_table: IdTable<Backend>,
     /// Threads for building Maglev tables when many are due (1: none).
@@ -130,6 +135,7 @@ impl SnapshotBuilder {
             listeners: ShardedMap::new(),
             owned: ShardedMap::new(),
             listener_addrs: HashMap::new(),
+            announce: AnnounceFilter::all(),
             service_table: IdTable::new(),
             backend_table: IdTable::new(),
             threads: 1,

@@ -109,6 +109,15 @@ impl Reconciler {
         &self.allocator
     }
 
+    /// Announce the VIPs `filter` covers from now on; the snapshot to
+    /// publish when a VIP's flag changed.
+    pub fn set_announce(
+        &mut self,
+        filter: dataplane::snapshot::AnnounceFilter,
+    ) -> Option<dataplane::snapshot::Snapshot> {
+        self.builder.set_announce(filter)
+    }
+
     /// Whether Portico serves this Service's LoadBalancer addresses.
     fn wants_address(&self, svc: &Service) -> bool {
         wants_load_balancer_address(svc, &self.options)

@@ -1,0 +1,226 @@
+//! `[[instance]]`: per-instance node and SNAT addresses from one file, the
+//! choice of the instance (`--instance`), and what validation refuses (every
+//! problem at once, each at its path).
+
+use nic_config::{ConfigError, InstanceChoice, Ipv4Prefix, Plan, Problem, parse_instance};
+
+const TIER: &str = r#"
+[[port]]
+name = "outside"
+driver = "afpacket"
+interface = "out0"
+role = "outside"
+
+[[port]]
+name = "inside"
+driver = "afpacket"
+interface = "in0"
+role = "inside"
+
+[[service]]
+name = "web"
+protocol = "tcp"
+vip = "192.0.2.10"
+port = 80
+backends = [{ address = "10.1.0.10", port = 8080 }]
+
+[kubernetes]
+
+[[address_pool]]
+name = "public"
+addresses = ["192.0.2.64/27"]
+
+[[instance]]
+name = "gw-a"
+[[instance.port]]
+name = "outside"
+node_addresses = ["192.0.2.1/24"]
+[[instance.port]]
+name = "inside"
+snat_addresses = ["10.1.0.1/24"]
+
+[[instance]]
+name = "gw-b"
+[[instance.port]]
+name = "outside"
+node_addresses = ["192.0.2.2/24"]
+[[instance.port]]
+name = "inside"
+snat_addresses = ["10.1.0.2/24"]
+"#;
+
+fn edit(edits: &[(&str, &str)]) -> String {
+    let mut text = TIER.to_owned();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from:?} not in the config");
+        text = text.replacen(from, to, 1);
+    }
+    text
+}
+
+fn plan(text: &str, choice: InstanceChoice<'_>) -> Plan {
+    parse_instance(text, choice).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn problems(text: &str, choice: InstanceChoice<'_>) -> Vec<Problem> {
+    match parse_instance(text, choice) {
+        Err(ConfigError::Invalid(problems)) => problems,
+        Err(other) => panic!("expected validation problems, got: {other}"),
+        Ok(plan) => panic!("expected validation problems, got a plan:\n{plan}"),
+    }
+}
+
+fn prefix(s: &str) -> Ipv4Prefix {
+    s.parse().expect("prefix")
+}
+
+#[test]
+fn each_instance_runs_with_its_own_addresses() {
+    for (name, node, snat) in [
+        ("gw-a", "192.0.2.1/24", "10.1.0.1/24"),
+        ("gw-b", "192.0.2.2/24", "10.1.0.2/24"),
+    ] {
+        let p = plan(TIER, InstanceChoice::Named(name));
+        assert_eq!(p.instance.as_deref(), Some(name));
+        assert!(
+            p.to_string().starts_with(&format!("instance: {name}\n")),
+            "`portico check` names the instance"
+        );
+        assert_eq!(p.ports[0].node_addresses, vec![prefix(node)]);
+        assert!(p.ports[0].snat_addresses.is_empty());
+        assert_eq!(p.ports[1].snat_addresses, vec![prefix(snat)]);
+        assert_eq!(
+            p.dataplane.snat.addresses,
+            vec![prefix(snat).address],
+            "{name}: SNAT from its own address only"
+        );
+    }
+    // `portico check`: every instance checked, the first one's plan.
+    let p = plan(TIER, InstanceChoice::Every);
+    assert_eq!(p.instance.as_deref(), Some("gw-a"));
+}
+
+#[test]
+fn a_name_without_instances_is_only_the_name_in_the_tier() {
+    let single = edit(&[
+        (
+            "role = \"outside\"\n",
+            "role = \"outside\"\nnode_addresses = [\"192.0.2.1/24\"]\n",
+        ),
+        (
+            "role = \"inside\"\n",
+            "role = \"inside\"\nsnat_addresses = [\"10.1.0.1/24\"]\n",
+        ),
+    ]);
+    let single = single.split("[[instance]]").next().unwrap_or_default();
+    let p = plan(single, InstanceChoice::Named("node-7"));
+    assert_eq!(p.instance.as_deref(), Some("node-7"));
+    assert_eq!(p.ports[0].node_addresses, vec![prefix("192.0.2.1/24")]);
+    assert_eq!(plan(single, InstanceChoice::Unnamed).instance, None);
+}
+
+#[test]
+fn instances_need_a_name_that_exists() {
+    let p = problems(TIER, InstanceChoice::Unnamed);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_eq!(p[0].path, "instance");
+    assert!(p[0].reason.contains("--instance"), "{}", p[0].reason);
+    let p = problems(TIER, InstanceChoice::Named("gw-z"));
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_eq!(p[0].path, "instance");
+    assert!(p[0].reason.contains("gw-a, gw-b"), "{}", p[0].reason);
+}
+
+#[test]
+fn several_instances_need_kubernetes_for_the_election() {
+    let text = edit(&[
+        ("[kubernetes]\n", ""),
+        (
+            "[[address_pool]]\nname = \"public\"\naddresses = [\"192.0.2.64/27\"]\n",
+            "",
+        ),
+    ]);
+    let p = problems(&text, InstanceChoice::Named("gw-a"));
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_eq!(p[0].path, "instance");
+    assert!(p[0].reason.contains("[kubernetes]"), "{}", p[0].reason);
+    // One instance alone announces everything: no election needed.
+    let one = text
+        .split("[[instance]]\nname = \"gw-b\"")
+        .next()
+        .unwrap_or_default();
+    assert_eq!(
+        plan(one, InstanceChoice::Named("gw-a")).instance.as_deref(),
+        Some("gw-a")
+    );
+}
+
+#[test]
+fn every_instance_problem_is_reported_at_once_with_its_path() {
+    let text = edit(&[
+        // Shared addresses on [[port]] would be claimed by every instance.
+        (
+            "role = \"inside\"\n",
+            "role = \"inside\"\nsnat_addresses = [\"10.1.0.9/24\"]\n",
+        ),
+        // gw-b: the node address of gw-a, and the static VIP.
+        (
+            "node_addresses = [\"192.0.2.2/24\"]",
+            "node_addresses = [\"192.0.2.1/24\", \"192.0.2.10/24\"]",
+        ),
+        // gw-b: an address in the pool.
+        (
+            "snat_addresses = [\"10.1.0.2/24\"]",
+            "snat_addresses = [\"10.1.0.2/24\"]\n[[instance.port]]\nname = \"inside\"\n[[instance.port]]\nname = \"nowhere\"\n",
+        ),
+    ]);
+    let text = format!(
+        "{text}\n[[instance]]\nname = \"gw-a\"\n\n[[instance]]\nname = \"GW_C\"\n[[instance.port]]\nname = \"outside\"\nnode_addresses = [\"192.0.2.70/24\", \"not-an-address\"]\n"
+    );
+    let got = problems(&text, InstanceChoice::Named("gw-a"));
+    let paths: Vec<&str> = got.iter().map(|p| p.path.as_str()).collect();
+    let expect = [
+        ("port[1].snat_addresses", "each instance has its own"),
+        (
+            "instance[1].port[0].node_addresses[0]",
+            "another instance (instance[0].port[0].node_addresses[0])",
+        ),
+        (
+            "instance[1].port[2].name",
+            "already set at instance[1].port[1]",
+        ),
+        (
+            "instance[1].port[3].name",
+            "no [[port]] is named \"nowhere\"",
+        ),
+        ("instance[2].name", "already the name of instance[0]"),
+        ("instance[3].name", "not a DNS subdomain"),
+        (
+            "service[0].vip",
+            "own address (instance[1].port[0].node_addresses[1])",
+        ),
+        (
+            "instance[3].port[0].node_addresses[1]",
+            "expected an IPv4 address",
+        ),
+    ];
+    for (path, words) in expect {
+        assert!(
+            got.iter()
+                .any(|p| p.path == path && p.reason.contains(words)),
+            "no problem at {path} with {words:?} in {got:#?}"
+        );
+    }
+    // The pool overlap of GW_C's address is named with the instance's path.
+    assert!(
+        got.iter().any(
+            |p| p.reason.contains("instance[3].port[0].node_addresses[0]")
+                || p.path == "instance[3].port[0].node_addresses[0]"
+        ),
+        "{got:#?}"
+    );
+    let mut unique = paths.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), paths.len(), "each problem once: {got:#?}");
+}
