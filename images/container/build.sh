@@ -50,18 +50,18 @@ case "$variant" in
     dpdk) features=(--features dpdk) tag=$version-dpdk caps+=,cap_sys_admin,cap_sys_rawio ;;
     *) echo "container/build.sh: --variant plain or dpdk" >&2; exit 2 ;;
 esac
-# The plain variant has its own binary (no DPDK libraries linked).
-bin_target=$target
-[ "$variant" = plain ] && bin_target=$target/container-plain
+# Both variants build into target/appliance/portico (cargo keeps each feature
+# set's crates; only portico's own crates and the link differ): the binary is
+# copied into the root filesystem right after its build.
 echo "== cargo build --profile appliance -p portico ${features[*]}"
-(cd "$repo" && CARGO_TARGET_DIR=$bin_target cargo build --profile appliance -p portico "${features[@]}" --bin portico)
-binary=$bin_target/appliance/portico
+(cd "$repo" && cargo build --profile appliance -p portico "${features[@]}" --bin portico)
+binary=$target/appliance/portico
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/portico-container.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 root=$work/rootfs
 rootfs_init "$root"
-mkdir -p "$root"/{usr/bin,etc/portico,etc/ssl/certs,run/portico,tmp}
+mkdir -p "$root"/{usr/bin,etc/portico,etc/ssl/certs,run/portico,tmp,proc,sys,dev}
 chmod 1777 "$root/tmp"
 strip --strip-debug -o "$root/usr/bin/portico" "$binary"
 chmod 0755 "$root/usr/bin/portico"

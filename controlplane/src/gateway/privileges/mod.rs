@@ -37,9 +37,7 @@ pub const CAP_SYS_ADMIN: u32 = 21;
 /// run with more privileges than documented).
 #[derive(Debug, thiserror::Error)]
 pub enum PrivilegeError {
-    #[error("reading the highest capability number (/proc/sys/kernel/cap_last_cap): {0}")]
-    CapLastCap(std::io::Error),
-    #[error("listing the process's threads (/proc/self/task): {0}")]
+    #[error("listing the process's threads (/proc/self/task; is /proc mounted?): {0}")]
     Tasks(std::io::Error),
     #[error("installing the privilege-drop signal handler: {0}")]
     Handler(std::io::Error),

@@ -209,11 +209,12 @@ fn recorded() -> Vec<(i32, i32)> {
 /// process; returns how many threads were dropped.
 pub fn drop_in_every_thread(kept: u64) -> Result<usize, PrivilegeError> {
     let _one = BROADCAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Without /proc/sys every number up to 63 is tried (PR_CAPBSET_READ
+    // fails for numbers the kernel does not know).
     let last_cap: u32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .map_err(PrivilegeError::CapLastCap)?
-        .trim()
-        .parse()
-        .map_err(|e| PrivilegeError::CapLastCap(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63);
     KEPT.store(kept, Ordering::Release);
     LAST_CAP.store(last_cap, Ordering::Release);
     for i in 0..MAX_THREADS {
