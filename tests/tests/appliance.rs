@@ -33,7 +33,11 @@ const VIP: &str = "192.0.2.10";
 const NODE_ADDR: &str = "192.0.2.1";
 const NODE_PORT: u16 = 30080;
 const SNAT_ADDR: &str = "10.1.0.1";
-const BACKENDS: [(&str, &str); 3] = [("b1", "10.1.0.10"), ("b2", "10.1.0.11"), ("b3", "10.1.0.12")];
+const BACKENDS: [(&str, &str); 3] = [
+    ("b1", "10.1.0.10"),
+    ("b2", "10.1.0.11"),
+    ("b3", "10.1.0.12"),
+];
 /// Ports of QEMU's host forwards, inside the QEMU namespace.
 const ADMIN_PORT: u16 = 8080;
 const METRICS_PORT: u16 = 9100;
@@ -66,11 +70,7 @@ fn config(driver: Driver) -> String {
     let name = driver_name(driver);
     let (driver_section, dev0, dev1) = match driver {
         Driver::Afpacket => (String::new(), "", ""),
-        Driver::Afxdp => (
-            "[dataplane.afxdp]\nmode = \"native\"\n".to_owned(),
-            "",
-            "",
-        ),
+        Driver::Afxdp => ("[dataplane.afxdp]\nmode = \"native\"\n".to_owned(), "", ""),
         Driver::Dpdk => (
             "[dpdk]\nhugepages = true\nmemory_mb = 256\nextra_args = [\"--iova-mode=pa\"]\n"
                 .to_owned(),
@@ -157,7 +157,10 @@ impl Appliance {
         let mut args = vec!["-sS", "--max-time", "10", "-H", "Connection: close"];
         args.extend(["-w", "\n== %{http_code}\n"]);
         args.extend(std::iter::repeat_n(url, count));
-        let out = self.client.exec_unchecked("curl", &args).expect("curl runs");
+        let out = self
+            .client
+            .exec_unchecked("curl", &args)
+            .expect("curl runs");
         parse_curl(&String::from_utf8_lossy(&out.stdout), count)
     }
 
@@ -312,7 +315,10 @@ fn boot(test: &str, config: &str, hugepages: u32) -> Option<Appliance> {
         "QEMU never attached the TAPs; console:\n{}",
         appliance.console()
     );
-    let sides = [(&appliance.client, &taps[0]), (&appliance._backend, &taps[1])];
+    let sides = [
+        (&appliance.client, &taps[0]),
+        (&appliance._backend, &taps[1]),
+    ];
     for (ns, tap) in sides {
         appliance
             .qemu_ns
@@ -327,7 +333,10 @@ fn boot(test: &str, config: &str, hugepages: u32) -> Option<Appliance> {
     for (name, addr) in BACKENDS {
         let backend = &appliance._backend;
         backend
-            .exec("ip", &["addr", "add", &format!("{addr}/24"), "dev", &taps[1]])
+            .exec(
+                "ip",
+                &["addr", "add", &format!("{addr}/24"), "dev", &taps[1]],
+            )
             .expect("backend address");
         let (server, ngx_dir) = nginx(backend, name, &format!("{addr}:8080")).expect("nginx");
         appliance._servers.push(server);
@@ -375,7 +384,10 @@ fn assert_every_backend_from_snat(a: &Appliance, label: &str, answers: &[Option<
     );
     assert_eq!(
         per_backend.keys().cloned().collect::<Vec<_>>(),
-        BACKENDS.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>(),
+        BACKENDS
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect::<Vec<_>>(),
         "{label}: every backend answers"
     );
     assert_eq!(
@@ -409,9 +421,13 @@ fn traffic_through_the_appliance(test: &str, driver: Driver) {
         text.contains("outside") && text.contains("eth0") && text.contains("inside"),
         "portico stats through the admin page: {text}"
     );
-    let raw = a.get(ADMIN_PORT, "/cgi-bin/stats?json").expect("JSON stats");
+    let raw = a
+        .get(ADMIN_PORT, "/cgi-bin/stats?json")
+        .expect("JSON stats");
     let stats: Value = serde_json::from_str(&raw).unwrap_or_else(|e| panic!("{e}: {raw}"));
-    let flows = stats.pointer("/total/flows_created").and_then(Value::as_u64);
+    let flows = stats
+        .pointer("/total/flows_created")
+        .and_then(Value::as_u64);
     assert!(
         flows.is_some_and(|n| n >= 3 * REQUESTS as u64),
         "flows created in the guest's stats: {flows:?} in {stats}"
@@ -437,23 +453,45 @@ fn traffic_through_the_appliance(test: &str, driver: Driver) {
     );
     // afpacket and AF_XDP keep no capability; DPDK keeps SYS_ADMIN,
     // IPC_LOCK and SYS_RAWIO (gateway::privileges).
-    let kept = if driver == Driver::Dpdk { "0x224000" } else { "0x0" };
-    let dropped = format!("privileges dropped (no_new_privs set) driver={}", driver_name(driver));
+    let kept = if driver == Driver::Dpdk {
+        "0x224000"
+    } else {
+        "0x0"
+    };
+    let dropped = format!(
+        "privileges dropped (no_new_privs set) driver={}",
+        driver_name(driver)
+    );
     assert!(
-        console.contains(&dropped) && console.contains(&format!("effective={kept} permitted={kept}")),
+        console.contains(&dropped)
+            && console.contains(&format!("effective={kept} permitted={kept}")),
         "{dropped} keeping {kept} on the console:\n{console}"
     );
 
-    assert!(a.power_off(), "the appliance did not power off:\n{}", a.console());
+    assert!(
+        a.power_off(),
+        "the appliance did not power off:\n{}",
+        a.console()
+    );
     let console = a.console();
-    for line in ["state: stopping", "portico::gateway::lifecycle: stopped", "powering off"] {
-        assert!(console.contains(line), "{line:?} on the console:\n{console}");
+    for line in [
+        "state: stopping",
+        "portico::gateway::lifecycle: stopped",
+        "powering off",
+    ] {
+        assert!(
+            console.contains(line),
+            "{line:?} on the console:\n{console}"
+        );
     }
 }
 
 #[test]
 fn appliance_forwards_on_afpacket() {
-    traffic_through_the_appliance("appliance::appliance_forwards_on_afpacket", Driver::Afpacket);
+    traffic_through_the_appliance(
+        "appliance::appliance_forwards_on_afpacket",
+        Driver::Afpacket,
+    );
 }
 
 #[test]
@@ -492,13 +530,21 @@ fn bad_config_prints_every_problem_and_the_appliance_stays_up() {
     // Two problems: an interface name too long for Linux and a VIP that
     // is no address.
     let bad = config(Driver::Afpacket)
-        .replace("interface = \"eth1\"", "interface = \"this-name-is-far-too-long\"")
-        .replace(&format!("vip = \"{VIP}\"\nport = 53"), "vip = \"192.0.2.300\"\nport = 53");
+        .replace(
+            "interface = \"eth1\"",
+            "interface = \"this-name-is-far-too-long\"",
+        )
+        .replace(
+            &format!("vip = \"{VIP}\"\nport = 53"),
+            "vip = \"192.0.2.300\"\nport = 53",
+        );
     let Some(mut a) = boot(TEST, &bad, 0) else {
         return;
     };
     wait_for_state(&a, "bad-config");
-    let check = a.get(ADMIN_PORT, "/check.txt").expect("the admin page serves the check");
+    let check = a
+        .get(ADMIN_PORT, "/check.txt")
+        .expect("the admin page serves the check");
     // Let a boot loop show itself if there were one.
     std::thread::sleep(Duration::from_secs(5));
     let console = a.console();
@@ -507,7 +553,10 @@ fn bad_config_prints_every_problem_and_the_appliance_stays_up() {
         "service[1].vip: \"192.0.2.300\"",
     ] {
         assert!(check.contains(problem), "{problem} in /check.txt:\n{check}");
-        assert!(console.contains(problem), "{problem} on the console:\n{console}");
+        assert!(
+            console.contains(problem),
+            "{problem} on the console:\n{console}"
+        );
     }
     assert_eq!(
         console.matches("state: booting").count(),
@@ -519,7 +568,11 @@ fn bad_config_prints_every_problem_and_the_appliance_stays_up() {
         "portico run never starts on a bad config:\n{console}"
     );
     assert_eq!(a.state().as_deref(), Some("bad-config"));
-    assert!(a.power_off(), "the appliance did not power off:\n{}", a.console());
+    assert!(
+        a.power_off(),
+        "the appliance did not power off:\n{}",
+        a.console()
+    );
 }
 
 #[test]
@@ -534,11 +587,18 @@ fn a_crashing_gateway_is_restarted_with_backoff() {
     let console = a.console();
     assert!(backed_off, "restarts with a growing backoff:\n{console}");
     for line in ["next start in 1s", "next start in 2s", "eth7"] {
-        assert!(console.contains(line), "{line:?} on the console:\n{console}");
+        assert!(
+            console.contains(line),
+            "{line:?} on the console:\n{console}"
+        );
     }
     assert!(
         a.get(ADMIN_PORT, "/cgi-bin/state").is_some(),
         "the admin page answers while portico restarts"
     );
-    assert!(a.power_off(), "the appliance did not power off:\n{}", a.console());
+    assert!(
+        a.power_off(),
+        "the appliance did not power off:\n{}",
+        a.console()
+    );
 }

@@ -84,12 +84,7 @@ fn unpack(dir: &Path, into: &TempDir) -> PathBuf {
     let bundle = into.path.join("bundle");
     output(
         "umoci",
-        &[
-            "unpack",
-            "--image",
-            &layout,
-            bundle.to_str().expect("path"),
-        ],
+        &["unpack", "--image", &layout, bundle.to_str().expect("path")],
     );
     bundle.join("rootfs")
 }
@@ -169,7 +164,10 @@ fn unpacked_rootfs_runs_version_and_check_as_the_image_user() {
         assert!(caps.contains(cap), "file capabilities: {caps}");
     }
     let userspec = format!("--userspec={USER}");
-    let version = output("chroot", &[&userspec, root, "/usr/bin/portico", "--version"]);
+    let version = output(
+        "chroot",
+        &[&userspec, root, "/usr/bin/portico", "--version"],
+    );
     assert_eq!(version.trim(), format!("portico {VERSION}"));
 
     std::fs::write(rootfs.join("etc/portico/portico.toml"), configmap_toml()).expect("write");

@@ -70,7 +70,11 @@ fn privileges_are_dropped_in_every_thread_on(test: &str, driver: DriverKind) {
     let bodies = curl(&t, &format!("http://{VIP}/"), 20, true);
     let (per_backend, per_source, failed) = tally(&bodies);
     assert_eq!(failed, 0, "answers {per_backend:?}");
-    assert_eq!(per_backend.len(), 2, "every backend answers: {per_backend:?}");
+    assert_eq!(
+        per_backend.len(),
+        2,
+        "every backend answers: {per_backend:?}"
+    );
     assert_eq!(
         per_source.keys().collect::<Vec<_>>(),
         vec![&SNAT_ADDR.to_string()]

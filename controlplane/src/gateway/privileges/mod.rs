@@ -80,7 +80,10 @@ pub fn drop_after_start(driver: DriverKind) -> Result<(), PrivilegeError> {
     let threads = match sys::drop_in_every_thread(kept) {
         Ok(n) => n,
         Err(PrivilegeError::Timeout { tids, timeout_ms }) => {
-            warn!(?tids, timeout_ms, "threads kept their privileges: they did not take the drop signal");
+            warn!(
+                ?tids,
+                timeout_ms, "threads kept their privileges: they did not take the drop signal"
+            );
             0
         }
         Err(e) => return Err(e),
@@ -94,7 +97,10 @@ pub fn drop_after_start(driver: DriverKind) -> Result<(), PrivilegeError> {
         "privileges dropped (no_new_privs set)"
     );
     if now.effective & !kept != 0 {
-        warn!(effective = format_args!("{:#x}", now.effective), "capabilities left beyond the kept set");
+        warn!(
+            effective = format_args!("{:#x}", now.effective),
+            "capabilities left beyond the kept set"
+        );
     }
     Ok(())
 }

@@ -208,7 +208,9 @@ fn recorded() -> Vec<(i32, i32)> {
 /// Drop to `kept` in the calling thread and every other thread of the
 /// process; returns how many threads were dropped.
 pub fn drop_in_every_thread(kept: u64) -> Result<usize, PrivilegeError> {
-    let _one = BROADCAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = BROADCAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // Without /proc/sys every number up to 63 is tried (PR_CAPBSET_READ
     // fails for numbers the kernel does not know).
     let last_cap: u32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
