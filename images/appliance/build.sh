@@ -14,13 +14,10 @@
 # is written in sorted order (newc, owner root).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 # shellcheck source=../lib/rootfs.sh
-. "$here/../lib/rootfs.sh"
-target=${CARGO_TARGET_DIR:-$repo/target}
+. "$here/../lib/rootfs.sh"   # repo, target, epoch, build_portico, rootfs_*
 out=${PORTICO_APPLIANCE_OUT:-$target/appliance-image}
 cache=${PORTICO_APPLIANCE_CACHE:-/var/cache/portico/appliance}
-epoch=${SOURCE_DATE_EPOCH:-1700000000}
 # Modules loaded at boot, in order (their dependencies come along).
 modules=(virtio_pci virtio_net uio_pci_generic qemu_fw_cfg button evdev)
 
@@ -33,8 +30,7 @@ need apt-get apt
     { echo "appliance/build.sh: /bin/busybox is not static (apt-get install busybox-static)" >&2; exit 1; }
 pkg-config --exists libdpdk || { echo "appliance/build.sh: apt-get install libdpdk-dev" >&2; exit 1; }
 
-echo "== cargo build --profile appliance -p portico --features dpdk"
-(cd "$repo" && cargo build --profile appliance -p portico --features dpdk --bin portico)
+build_portico --features dpdk
 binary=$target/appliance/portico
 
 # The Debian kernel: the version linux-image-amd64 depends on.

@@ -21,12 +21,9 @@
 # identical inputs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 # shellcheck source=../lib/rootfs.sh
-. "$here/../lib/rootfs.sh"
-target=${CARGO_TARGET_DIR:-$repo/target}
+. "$here/../lib/rootfs.sh"   # repo, target, epoch, build_portico, rootfs_*
 out=${PORTICO_CONTAINER_OUT:-$target/container-image}
-epoch=${SOURCE_DATE_EPOCH:-1700000000}
 variant=plain
 while (($#)); do
     case "$1" in
@@ -50,11 +47,9 @@ case "$variant" in
     dpdk) features=(--features dpdk) tag=$version-dpdk caps+=,cap_sys_admin,cap_sys_rawio ;;
     *) echo "container/build.sh: --variant plain or dpdk" >&2; exit 2 ;;
 esac
-# Both variants build into target/appliance/portico (cargo keeps each feature
-# set's crates; only portico's own crates and the link differ): the binary is
-# copied into the root filesystem right after its build.
-echo "== cargo build --profile appliance -p portico ${features[*]}"
-(cd "$repo" && cargo build --profile appliance -p portico "${features[@]}" --bin portico)
+# Both variants build into target/appliance/portico: the binary is copied
+# into the root filesystem right after its build.
+build_portico "${features[@]}"
 binary=$target/appliance/portico
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/portico-container.XXXXXX")

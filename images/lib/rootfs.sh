@@ -2,6 +2,19 @@
 # (sourced): copying ELF files with their shared libraries into a root
 # filesystem laid out like Debian's merged /usr.
 
+# The repository, cargo's target directory and the file times of the images.
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+target=${CARGO_TARGET_DIR:-$repo/target}
+epoch=${SOURCE_DATE_EPOCH:-1700000000}
+
+# build_portico [CARGO ARGS]: the release `portico` of profile `appliance`
+# (thin LTO, see Cargo.toml); its path is $target/appliance/portico. Each
+# feature set's crates stay cached, so switching variants only relinks.
+build_portico() {
+    echo "== cargo build --profile appliance -p portico $*"
+    (cd "$repo" && cargo build --profile appliance -p portico --bin portico "$@")
+}
+
 # The DPDK PMDs the images carry in the EAL's plugin directory (the EAL loads
 # every library there; these need nothing beyond libbpf/libxdp).
 PORTICO_PMDS=(bus_pci bus_vdev mempool_ring net_virtio net_af_packet net_af_xdp net_ring)
