@@ -88,8 +88,9 @@ export PORTICO_REQUIRE_KUBE_APISERVER=1
 # LTO: ~6 min on a fresh 2-core machine, the rest a few seconds).
 echo "== images/appliance/build.sh"
 images/appliance/build.sh
-echo "== images/container/build.sh"
+echo "== images/container/build.sh (plain and dpdk variants)"
 images/container/build.sh
+images/container/build.sh --variant dpdk
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -105,6 +105,7 @@ rm -rf "$out/oci.tmp" && cp -a "$oci" "$out/oci.tmp"
 if [ -d "$out/oci" ]; then
     # Keep the other variant's tag: merge by copying this tag into the existing layout.
     skopeo copy --quiet "oci:$oci:$tag" "oci:$out/oci:$tag"
+    umoci gc --layout "$out/oci"   # the blobs of the tag's previous image
     rm -rf "$out/oci.tmp"
 else
     mv "$out/oci.tmp" "$out/oci"

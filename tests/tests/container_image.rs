@@ -5,8 +5,8 @@
 //! `portico check` on the ConfigMap's portico.toml run in it (chroot, as the
 //! image's user), and `portico run` from it forwards traffic as that
 //! non-root user with the file capabilities the image gives the binary,
-//! then drops them. images/k8s/deployment.yaml names the image and runs it
-//! as that user.
+//! then drops them. The `-dpdk` variant carries the DPDK runtime and PMDs.
+//! images/k8s/deployment.yaml names the image and runs it as that user.
 //!
 //! The image must exist (`images/container/build.sh`; tests/run.sh builds
 //! it before the suites); `PORTICO_CONTAINER_IMAGE` names another directory.
@@ -78,9 +78,9 @@ fn output(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `umoci unpack` of the image into a fresh directory; the rootfs path.
-fn unpack(dir: &Path, into: &TempDir) -> PathBuf {
-    let layout = format!("{}:{VERSION}", dir.join("oci").display());
+/// `umoci unpack` of the image `tag` into a fresh directory; the rootfs path.
+fn unpack(dir: &Path, tag: &str, into: &TempDir) -> PathBuf {
+    let layout = format!("{}:{tag}", dir.join("oci").display());
     let bundle = into.path.join("bundle");
     output(
         "umoci",
@@ -157,7 +157,7 @@ fn unpacked_rootfs_runs_version_and_check_as_the_image_user() {
         return;
     };
     let tmp = TempDir::new("oci").expect("temp dir");
-    let rootfs = unpack(&dir, &tmp);
+    let rootfs = unpack(&dir, VERSION, &tmp);
     let root = rootfs.to_str().expect("path");
     let caps = output("getcap", &[&format!("{root}/usr/bin/portico")]);
     for cap in ["cap_net_admin", "cap_net_raw"] {
@@ -216,7 +216,7 @@ fn non_root_gateway_from_the_image_forwards_then_holds_no_capability() {
         return;
     };
     let tmp = TempDir::new("oci").expect("temp dir");
-    let rootfs = unpack(&dir, &tmp);
+    let rootfs = unpack(&dir, VERSION, &tmp);
     std::fs::write(
         rootfs.join("etc/portico/portico.toml"),
         t.config_toml(&ServiceOptions::all(&t)),
@@ -281,4 +281,39 @@ fn non_root_gateway_from_the_image_forwards_then_holds_no_capability() {
             log_text()
         );
     }
+}
+
+/// The `-dpdk` variant: its label, the PMDs in DPDK's plugin directory, the
+/// DPDK capabilities on the binary, and a binary whose DPDK libraries
+/// resolve inside the image (`portico --version` runs).
+#[test]
+fn dpdk_variant_carries_the_dpdk_runtime() {
+    const TEST: &str = "container_image::dpdk_variant_carries_the_dpdk_runtime";
+    let Some(dir) = image(TEST) else {
+        return;
+    };
+    let tag = format!("{VERSION}-dpdk");
+    let layout = format!("oci:{}:{tag}", dir.join("oci").display());
+    let config: Value =
+        serde_json::from_str(&output("skopeo", &["inspect", "--config", &layout])).expect("JSON");
+    assert_eq!(label(&config["config"]["Labels"], "dev.portico.variant"), "dpdk");
+    assert_eq!(config["config"]["User"], USER);
+    let tmp = TempDir::new("oci").expect("temp dir");
+    let rootfs = unpack(&dir, &tag, &tmp);
+    let root = rootfs.to_str().expect("path");
+    let pmds: Vec<String> = std::fs::read_dir(rootfs.join("usr/lib/x86_64-linux-gnu/dpdk"))
+        .expect("DPDK's plugin directory")
+        .flat_map(|d| std::fs::read_dir(d.expect("entry").path()).expect("pmds"))
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    for pmd in ["librte_net_virtio.so", "librte_bus_pci.so", "librte_mempool_ring.so"] {
+        assert!(pmds.iter().any(|p| p == pmd), "{pmd} in {pmds:?}");
+    }
+    let caps = output("getcap", &[&format!("{root}/usr/bin/portico")]);
+    for cap in ["cap_sys_admin", "cap_sys_rawio", "cap_ipc_lock"] {
+        assert!(caps.contains(cap), "file capabilities: {caps}");
+    }
+    let userspec = format!("--userspec={USER}");
+    let version = output("chroot", &[&userspec, root, "/usr/bin/portico", "--version"]);
+    assert_eq!(version.trim(), format!("portico {VERSION}"));
 }
