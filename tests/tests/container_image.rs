@@ -296,7 +296,10 @@ fn dpdk_variant_carries_the_dpdk_runtime() {
     let layout = format!("oci:{}:{tag}", dir.join("oci").display());
     let config: Value =
         serde_json::from_str(&output("skopeo", &["inspect", "--config", &layout])).expect("JSON");
-    assert_eq!(label(&config["config"]["Labels"], "dev.portico.variant"), "dpdk");
+    assert_eq!(
+        label(&config["config"]["Labels"], "dev.portico.variant"),
+        "dpdk"
+    );
     assert_eq!(config["config"]["User"], USER);
     let tmp = TempDir::new("oci").expect("temp dir");
     let rootfs = unpack(&dir, &tag, &tmp);
@@ -306,7 +309,11 @@ fn dpdk_variant_carries_the_dpdk_runtime() {
         .flat_map(|d| std::fs::read_dir(d.expect("entry").path()).expect("pmds"))
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
-    for pmd in ["librte_net_virtio.so", "librte_bus_pci.so", "librte_mempool_ring.so"] {
+    for pmd in [
+        "librte_net_virtio.so",
+        "librte_bus_pci.so",
+        "librte_mempool_ring.so",
+    ] {
         assert!(pmds.iter().any(|p| p == pmd), "{pmd} in {pmds:?}");
     }
     let caps = output("getcap", &[&format!("{root}/usr/bin/portico")]);
@@ -314,6 +321,9 @@ fn dpdk_variant_carries_the_dpdk_runtime() {
         assert!(caps.contains(cap), "file capabilities: {caps}");
     }
     let userspec = format!("--userspec={USER}");
-    let version = output("chroot", &[&userspec, root, "/usr/bin/portico", "--version"]);
+    let version = output(
+        "chroot",
+        &[&userspec, root, "/usr/bin/portico", "--version"],
+    );
     assert_eq!(version.trim(), format!("portico {VERSION}"));
 }
