@@ -14,7 +14,8 @@
 #     --memory-mb MB              guest memory (default 1024)
 #     --monitor PATH              QEMU monitor socket (`system_powerdown` = ACPI
 #                                 power button: the appliance powers off cleanly)
-#     --image DIR                 kernel + initramfs (default target/appliance-image)
+#     --image DIR                 kernel + initramfs (default $PORTICO_APPLIANCE_IMAGE,
+#                                 else target/appliance-image)
 #
 # Acceleration: KVM when /dev/kvm works for a stock guest, else TCG
 # (`-accel tcg -cpu max`). kvm-pvm (a paravirtual KVM) cannot boot a stock
@@ -24,7 +25,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-image=${CARGO_TARGET_DIR:-$repo/target}/appliance-image
+image=${PORTICO_APPLIANCE_IMAGE:-${CARGO_TARGET_DIR:-$repo/target}/appliance-image}
 config= tap0=portico-tap0 tap1=portico-tap1 admin_port= metrics_port= hugepages=0 memory_mb=1024 monitor=
 while (($#)); do
     case "$1" in

@@ -14,6 +14,9 @@
 //! the ACPI power button (QEMU monitor `system_powerdown`) and checks that
 //! `portico run` stopped cleanly before the power went.
 //!
+//! `images/appliance/demo.sh`, the README's "boot it and see traffic"
+//! command, runs too, and its output is checked.
+//!
 //! The image must exist (`images/appliance/build.sh`; tests/run.sh builds
 //! it before the suites); `PORTICO_APPLIANCE_IMAGE` names another directory.
 
@@ -23,6 +26,7 @@ use common::{PORTICO, parse_curl, tally};
 use portico_tests::{Netns, Process, TempDir, nginx, require_programs, require_root, skip};
 use portico_tests::{unique_name, wait_until};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -109,6 +113,22 @@ fn image_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
     target.join("appliance-image")
+}
+
+/// The appliance image, or `None` after a skip.
+fn image_or_skip(test: &str) -> Option<PathBuf> {
+    let image = image_dir();
+    if image.join("initramfs.img").is_file() {
+        return Some(image);
+    }
+    skip(
+        test,
+        &format!(
+            "no appliance image in {} (build it with images/appliance/build.sh; tests/run.sh does)",
+            image.display()
+        ),
+    );
+    None
 }
 
 /// A booted appliance with its client and backend namespaces. Field order
@@ -229,17 +249,7 @@ fn boot(test: &str, config: &str, hugepages: u32) -> Option<Appliance> {
     {
         return None;
     }
-    let image = image_dir();
-    if !image.join("initramfs.img").is_file() {
-        skip(
-            test,
-            &format!(
-                "no appliance image in {} (build it with images/appliance/build.sh; tests/run.sh does)",
-                image.display()
-            ),
-        );
-        return None;
-    }
+    let image = image_or_skip(test)?;
     let dir = TempDir::new("appl").expect("temp dir");
     let config_path = dir.path.join("portico.toml");
     std::fs::write(&config_path, config).expect("write the config");
@@ -601,4 +611,80 @@ fn a_crashing_gateway_is_restarted_with_backoff() {
         "the appliance did not power off:\n{}",
         a.console()
     );
+}
+
+/// The `N text` lines `uniq -c` printed under the demo's heading starting
+/// with `heading`, as text -> count.
+fn demo_section(out: &str, heading: &str) -> BTreeMap<String, usize> {
+    out.lines()
+        .skip_while(|l| !l.starts_with(heading))
+        .skip(1)
+        .take_while(|l| !l.starts_with("=="))
+        .filter_map(|l| {
+            let (n, text) = l.trim().split_once(' ')?;
+            Some((text.to_owned(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// images/appliance/demo.sh (the README's command) boots the appliance,
+/// shows HTTP and UDP through it from every backend, the guest's stats,
+/// and powers it off.
+#[test]
+fn the_demo_boots_the_appliance_and_shows_traffic_through_it() {
+    const TEST: &str = "appliance::the_demo_boots_the_appliance_and_shows_traffic_through_it";
+    if !require_root(TEST)
+        || !require_programs(
+            TEST,
+            &["qemu-system-x86_64", "curl", "python3", "timeout"],
+            "apt-get install qemu-system-x86 curl python3 coreutils",
+        )
+    {
+        return;
+    }
+    let Some(image) = image_or_skip(TEST) else {
+        return;
+    };
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/appliance/demo.sh");
+    let out = std::process::Command::new("timeout")
+        .arg("600")
+        .arg(&demo)
+        .env("PORTICO", PORTICO)
+        .env("PORTICO_APPLIANCE_IMAGE", &image)
+        .output()
+        .expect("demo.sh runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "demo.sh: {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    let every_backend_from_snat = |answers: &BTreeMap<String, usize>, prefix: &str| {
+        let want: BTreeMap<String, usize> = BACKENDS
+            .iter()
+            .map(|(n, _)| (format!("{prefix}{n} saw {SNAT_ADDR}"), 0))
+            .collect();
+        assert_eq!(
+            answers.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{stdout}"
+        );
+        assert_eq!(answers.values().sum::<usize>(), 30, "{stdout}");
+    };
+    every_backend_from_snat(
+        &demo_section(&stdout, "== 30 HTTP requests to the VIP"),
+        "backend ",
+    );
+    every_backend_from_snat(
+        &demo_section(&stdout, "== 30 HTTP requests to the NodePort"),
+        "backend ",
+    );
+    every_backend_from_snat(&demo_section(&stdout, "== 30 UDP queries"), "");
+    for line in ["portico pid", "web (tcp)", "powering off"] {
+        assert!(
+            stdout.contains(line),
+            "{line:?} in the demo's output:\n{stdout}"
+        );
+    }
 }
