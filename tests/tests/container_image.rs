@@ -89,6 +89,22 @@ fn unpack(dir: &Path, tag: &str, into: &TempDir) -> PathBuf {
     bundle.join("rootfs")
 }
 
+/// `/usr/bin/portico` in `root` carries the file capabilities `caps`, and
+/// `portico --version` runs there as the image's user (its libraries
+/// resolve inside the image).
+fn assert_capabilities_and_version(root: &str, caps: &[&str]) {
+    let have = output("getcap", &[&format!("{root}/usr/bin/portico")]);
+    for cap in caps {
+        assert!(have.contains(cap), "{cap} in the file capabilities: {have}");
+    }
+    let userspec = format!("--userspec={USER}");
+    let version = output(
+        "chroot",
+        &[&userspec, root, "/usr/bin/portico", "--version"],
+    );
+    assert_eq!(version.trim(), format!("portico {VERSION}"));
+}
+
 fn label<'a>(labels: &'a Value, key: &str) -> &'a str {
     labels
         .get(key)
@@ -159,16 +175,8 @@ fn unpacked_rootfs_runs_version_and_check_as_the_image_user() {
     let tmp = TempDir::new("oci").expect("temp dir");
     let rootfs = unpack(&dir, VERSION, &tmp);
     let root = rootfs.to_str().expect("path");
-    let caps = output("getcap", &[&format!("{root}/usr/bin/portico")]);
-    for cap in ["cap_net_admin", "cap_net_raw"] {
-        assert!(caps.contains(cap), "file capabilities: {caps}");
-    }
+    assert_capabilities_and_version(root, &["cap_net_admin", "cap_net_raw"]);
     let userspec = format!("--userspec={USER}");
-    let version = output(
-        "chroot",
-        &[&userspec, root, "/usr/bin/portico", "--version"],
-    );
-    assert_eq!(version.trim(), format!("portico {VERSION}"));
 
     std::fs::write(rootfs.join("etc/portico/portico.toml"), configmap_toml()).expect("write");
     let plan = output(
@@ -316,14 +324,5 @@ fn dpdk_variant_carries_the_dpdk_runtime() {
     ] {
         assert!(pmds.iter().any(|p| p == pmd), "{pmd} in {pmds:?}");
     }
-    let caps = output("getcap", &[&format!("{root}/usr/bin/portico")]);
-    for cap in ["cap_sys_admin", "cap_sys_rawio", "cap_ipc_lock"] {
-        assert!(caps.contains(cap), "file capabilities: {caps}");
-    }
-    let userspec = format!("--userspec={USER}");
-    let version = output(
-        "chroot",
-        &[&userspec, root, "/usr/bin/portico", "--version"],
-    );
-    assert_eq!(version.trim(), format!("portico {VERSION}"));
+    assert_capabilities_and_version(root, &["cap_sys_admin", "cap_sys_rawio", "cap_ipc_lock"]);
 }
