@@ -33,7 +33,11 @@ pkg-config --exists libdpdk || { echo "appliance/build.sh: apt-get install libdp
 build_portico --features dpdk
 binary=$target/appliance/portico
 
-# The Debian kernel: the version linux-image-amd64 depends on.
+# The Debian kernel: the version linux-image-amd64 depends on (apt's lists
+# are refreshed once when they do not know it, e.g. on a fresh machine).
+if ! apt-cache show linux-image-amd64 >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+fi
 kpkg=$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -n1)
 kver=${kpkg#linux-image-}
 kdeb_version=$(apt-cache policy "$kpkg" | sed -n 's/^ *Candidate: //p')
