@@ -9,7 +9,8 @@
 #
 # Cached under $PORTICO_APPLIANCE_CACHE (default /var/cache/portico/appliance),
 # keyed on every input (binary, libraries, busybox, kernel package, init,
-# this script): an unchanged input set is a copy of the cached files.
+# this script): an unchanged input set is a copy of the cached files; the
+# three newest builds are kept.
 # Reproducible: file times are set to SOURCE_DATE_EPOCH and the cpio archive
 # is written in sorted order (newc, owner root).
 set -euo pipefail
@@ -108,6 +109,8 @@ if [ ! -f "$entry/initramfs.img" ]; then
     } >"$entry.tmp/manifest"
     rm -rf "$entry" && mv "$entry.tmp" "$entry"
     echo "== built $entry"
+    # The cache keeps the three newest builds.
+    ls -1dt "$cache"/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
 else
     echo "== cached $entry"
 fi
