@@ -133,6 +133,8 @@ pub enum GatewayError {
     Kube(#[from] KubeSourceError),
     #[error("the Kubernetes source stopped unexpectedly")]
     KubeSourceDied,
+    #[error("reading /dev/urandom for the flow tables' hash key: {0}")]
+    Random(#[source] std::io::Error),
     #[error("dropping privileges: {0}")]
     Privileges(#[from] privileges::PrivilegeError),
 }
