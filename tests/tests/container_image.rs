@@ -232,8 +232,8 @@ fn non_root_gateway_from_the_image_forwards_then_holds_no_capability() {
     .expect("write the config");
     let log = tmp.path.join("portico.log");
     let userspec = format!("--userspec={USER}");
-    // A private mount namespace with /proc in the rootfs (a container
-    // runtime mounts it): gone with the process. unshare, sh and chroot
+    // A private mount namespace with /proc and /dev in the rootfs (a
+    // container runtime mounts them): gone with the process. unshare, sh and chroot
     // exec each other, so the PID is portico's.
     let root = rootfs.to_str().expect("path");
     let gw = t
@@ -246,7 +246,7 @@ fn non_root_gateway_from_the_image_forwards_then_holds_no_capability() {
                 "private",
                 "sh",
                 "-c",
-                "r=$1 u=$2; shift 2; mount -t proc proc \"$r/proc\" && exec chroot \"$u\" \"$r\" \"$@\"",
+                "r=$1 u=$2; shift 2; mount -t proc proc \"$r/proc\" && mount --rbind /dev \"$r/dev\" && exec chroot \"$u\" \"$r\" \"$@\"",
                 "sh",
                 root,
                 &userspec,
