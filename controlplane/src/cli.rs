@@ -276,6 +276,9 @@ fn run(args: RunArgs) -> ExitCode {
     let result =
         gateway::Gateway::start(plan, &config, &admin_socket, admin_access, metrics_addr.0)
             .and_then(|mut gw| {
+                // Ports, rings and sockets are open: keep only what the
+                // running gateway needs (gateway::privileges).
+                gw.drop_privileges()?;
                 gw.set_drop_log_interval_ms(drop_log_interval_s.saturating_mul(1000));
                 gw.serve(&mut signals)
             });

@@ -60,13 +60,15 @@
 //! `driver_plan` (the plan's ports and settings mapped to driver
 //! configurations; interface preparation and the XDP attachment),
 //! `workers` (the worker threads: open the driver, run the loop), `stats` (what
-//! the admin socket and `/metrics` report from) and `dpdk` (the same for
-//! `driver = "dpdk"`, cargo feature `dpdk`).
+//! the admin socket and `/metrics` report from), `privileges` (the
+//! capabilities and `no_new_privs` after start-up, per driver) and `dpdk`
+//! (the same for `driver = "dpdk"`, cargo feature `dpdk`).
 
 #[cfg(feature = "dpdk")]
 mod dpdk;
 mod driver_plan;
 mod lifecycle;
+pub mod privileges;
 mod reload;
 mod stats;
 mod workers;
@@ -133,4 +135,6 @@ pub enum GatewayError {
     KubeSourceDied,
     #[error("reading /dev/urandom for the flow tables' hash key: {0}")]
     Random(#[source] std::io::Error),
+    #[error("dropping privileges: {0}")]
+    Privileges(#[from] privileges::PrivilegeError),
 }

@@ -1,0 +1,122 @@
+//! Dropping privileges once the gateway is set up.
+//!
+//! `portico run` needs root's capabilities to open its ports (AF_PACKET and
+//! AF_XDP sockets, XDP attachment, offloads, promiscuous mode; for DPDK the
+//! EAL: hugepages, PCI resources, port I/O, physical addresses). Once the
+//! ports, rings and sockets exist and the workers have opened their drivers,
+//! [`drop_after_start`] keeps only the capabilities the running gateway
+//! still uses ([`kept_capabilities`]) and sets `no_new_privs`:
+//!
+//! | driver | capabilities kept after start-up |
+//! |---|---|
+//! | `afpacket`, `afxdp`, `mem` | none (sockets, rings, UMEMs and the XDP link are open file descriptors; closing them needs nothing) |
+//! | `dpdk` | `CAP_SYS_ADMIN`, `CAP_IPC_LOCK`, `CAP_SYS_RAWIO` (the EAL may map further hugepages at run time, and with `--iova-mode=pa` reads their physical addresses from `/proc/self/pagemap`; PMDs access their PCI resources) |
+//!
+//! Invariants:
+//! * capabilities are per thread in Linux: the drop is applied to every
+//!   thread of the process (each existing thread is signalled and applies
+//!   it to itself, see `sys`), and threads started later inherit the
+//!   reduced sets from their (already reduced) parent;
+//! * dropped capabilities are removed from the effective, permitted,
+//!   inheritable, ambient and bounding sets, so nothing can raise them again
+//!   (and `no_new_privs` stops an `execve` from gaining any);
+//! * nothing is dropped that the process does not have: an unprivileged
+//!   run (tests with the `mem` driver) only sets `no_new_privs`.
+
+mod sys;
+
+use nic_config::DriverKind;
+use tracing::{info, warn};
+
+/// Linux capability numbers (`linux/capability.h`) that may be kept.
+pub const CAP_IPC_LOCK: u32 = 14;
+pub const CAP_SYS_RAWIO: u32 = 17;
+pub const CAP_SYS_ADMIN: u32 = 21;
+
+/// Why dropping privileges failed (the gateway stops: it would otherwise
+/// run with more privileges than documented).
+#[derive(Debug, thiserror::Error)]
+pub enum PrivilegeError {
+    #[error("listing the process's threads (/proc/self/task; is /proc mounted?): {0}")]
+    Tasks(std::io::Error),
+    #[error("installing the privilege-drop signal handler: {0}")]
+    Handler(std::io::Error),
+    #[error("dropping privileges in thread {tid}: {source}")]
+    Thread { tid: i32, source: std::io::Error },
+    #[error("thread(s) {tids:?} did not drop their privileges within {timeout_ms} ms")]
+    Timeout { tids: Vec<i32>, timeout_ms: u64 },
+}
+
+/// The capabilities (a bit per capability number) a gateway running
+/// `driver` keeps after start-up.
+pub fn kept_capabilities(driver: DriverKind) -> u64 {
+    match driver {
+        DriverKind::Dpdk => bit(CAP_SYS_ADMIN) | bit(CAP_IPC_LOCK) | bit(CAP_SYS_RAWIO),
+        _ => 0,
+    }
+}
+
+fn bit(cap: u32) -> u64 {
+    1 << cap
+}
+
+impl super::Gateway {
+    /// Drop the privileges the running gateway no longer needs
+    /// ([`drop_after_start`] for its driver). `portico run` calls it right
+    /// after [`Gateway::start`](super::Gateway::start), which returns once
+    /// the ports are prepared and every worker has opened its driver.
+    pub fn drop_privileges(&self) -> Result<(), super::GatewayError> {
+        let driver = super::driver_plan::gateway_driver(&self.plan)?;
+        Ok(drop_after_start(driver)?)
+    }
+}
+
+/// Keep only [`kept_capabilities`]`(driver)` in every thread of the process
+/// and set `no_new_privs`. A thread that does not take the signal within
+/// the broadcast's timeout (one that blocks it) is named in a warning; the
+/// others, the calling thread included, are dropped.
+pub fn drop_after_start(driver: DriverKind) -> Result<(), PrivilegeError> {
+    let kept = kept_capabilities(driver);
+    let threads = match sys::drop_in_every_thread(kept) {
+        Ok(n) => n,
+        Err(PrivilegeError::Timeout { tids, timeout_ms }) => {
+            warn!(
+                ?tids,
+                timeout_ms, "threads kept their privileges: they did not take the drop signal"
+            );
+            0
+        }
+        Err(e) => return Err(e),
+    };
+    let now = sys::current_sets();
+    info!(
+        %driver,
+        threads,
+        effective = format_args!("{:#x}", now.effective),
+        permitted = format_args!("{:#x}", now.permitted),
+        "privileges dropped (no_new_privs set)"
+    );
+    if now.effective & !kept != 0 {
+        warn!(
+            effective = format_args!("{:#x}", now.effective),
+            "capabilities left beyond the kept set"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_dpdk_keeps_capabilities() {
+        assert_eq!(kept_capabilities(DriverKind::Afpacket), 0);
+        assert_eq!(kept_capabilities(DriverKind::Afxdp), 0);
+        assert_eq!(kept_capabilities(DriverKind::Mem), 0);
+        assert_eq!(
+            kept_capabilities(DriverKind::Dpdk),
+            (1 << 14) | (1 << 17) | (1 << 21)
+        );
+    }
+}
