@@ -138,6 +138,15 @@ drop_reasons! {
     NeighbourTimeout => "neighbour_timeout",
     /// The queue of packets waiting for ARP resolution is full.
     NeighbourQueueFull => "neighbour_queue_full",
+    /// A TCP ACK without a flow for a SYN-proxied service whose
+    /// acknowledgment number is not a valid SYN cookie (forged, or older
+    /// than two 64 s slices).
+    SynCookieInvalid => "syn_cookie_invalid",
+    /// A segment of a SYN-proxied flow whose backend has not answered the
+    /// gateway's SYN yet (other than the client's ACKs, which re-send it).
+    SynProxyPending => "syn_proxy_pending",
+    /// The SYN proxy's queue of generated window updates was full.
+    SynProxyOutboxFull => "syn_proxy_outbox_full",
 }
 
 impl std::fmt::Display for DropReason {
@@ -194,6 +203,19 @@ macro_rules! with_counters {
             snat_allocations,
             /// SNAT tuples reused while still inside the quarantine period.
             snat_quarantine_reuses,
+            /// Half-open (unassured) flows evicted because the SNAT tuple
+            /// space towards their backend was exhausted (also counted in
+            /// `flows_early_dropped`).
+            snat_early_drops,
+            /// Client SYNs answered with a SYN cookie (SYN proxy).
+            syn_cookies_sent,
+            /// Client ACKs whose SYN cookie validated: proxied flows opened
+            /// towards a backend.
+            syn_cookies_validated,
+            /// Proxied flows whose backend answered: sequence spaces spliced.
+            syn_proxy_spliced,
+            /// Window updates sent to proxied clients once spliced.
+            syn_proxy_window_updates,
         }
     };
 }

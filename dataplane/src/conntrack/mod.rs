@@ -27,8 +27,12 @@
 //! Records are 64-byte aligned ([`Flow`] is exactly one cache line), so a
 //! flow costs one cache miss at most.
 //!
-//! Memory at capacity 2^20: 64 B slab + 4 B free list + 32 B index (2^22
-//! entries of 8 B) = 100 B per flow; at most ~114 B for any capacity.
+//! * **Splice array**: `Vec<Splice>` parallel to the slab: the SYN proxy's
+//!   per-flow sequence offsets, read only for flows flagged `SYN_PROXIED`.
+//!
+//! Memory at capacity 2^20: 64 B slab + 20 B splice + 4 B free list + 32 B
+//! index (2^22 entries of 8 B) = 120 B per flow; at most ~134 B for any
+//! capacity.
 //!
 //! # Batched lookups (memory-level parallelism)
 //! At a million flows every lookup misses the caches twice (index line,
@@ -76,7 +80,7 @@ mod record;
 pub mod tcp;
 pub mod timeouts;
 
-pub use record::{Dir, Flow, FlowId, FlowState};
+pub use record::{Dir, Flow, FlowId, FlowState, NO_WSCALE, Splice};
 pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
@@ -195,6 +199,10 @@ pub struct Tracked {
 /// One core's flow table. See the module docs for the layout and invariants.
 pub struct Conntrack {
     slab: Vec<Flow>,
+    /// SYN-proxy state per slot, meaningful while the slot's flow has the
+    /// `SYN_PROXIED` flag (parallel to `slab`, so [`Flow`] stays one cache
+    /// line and flows that are not proxied never touch it).
+    splices: Vec<Splice>,
     free: Vec<u32>,
     index: Index,
     /// Inserts and rekeys so far (never wraps: one per packet at most); see
@@ -248,6 +256,12 @@ impl Conntrack {
         slab.try_reserve_exact(n).map_err(|_| alloc("slab"))?;
         slab.resize(n, FREE_FLOW);
 
+        let mut splices = Vec::new();
+        splices
+            .try_reserve_exact(n)
+            .map_err(|_| alloc("splice array"))?;
+        splices.resize(n, Splice::default());
+
         let mut free = Vec::new();
         free.try_reserve_exact(n).map_err(|_| alloc("free list"))?;
         // Pop order 0, 1, 2, ...: flows fill the slab from the front.
@@ -257,6 +271,7 @@ impl Conntrack {
 
         Ok(Conntrack {
             slab,
+            splices,
             free,
             index,
             keys_added: 0,
@@ -599,9 +614,55 @@ impl Conntrack {
             .map(move |(i, f)| (FlowId((start + i) as u32), f))
     }
 
-    /// Bytes allocated by the table: slab + free list + index.
+    /// Marks flow `id` SYN-proxied with `splice` as its state. False (nothing
+    /// changed) when `id` is not live.
+    pub fn set_splice(&mut self, id: FlowId, splice: Splice) -> bool {
+        let (Some(flow), Some(slot)) = (
+            self.slab.get_mut(id.index()).filter(|f| f.is_live()),
+            self.splices.get_mut(id.index()),
+        ) else {
+            return false;
+        };
+        flow.flags |= flag::SYN_PROXIED;
+        *slot = splice;
+        true
+    }
+
+    /// The splice state of a SYN-proxied flow (`None` for any other id).
+    #[inline]
+    pub fn splice(&self, id: FlowId) -> Option<&Splice> {
+        self.slab
+            .get(id.index())
+            .filter(|f| f.is_live() && f.syn_proxied())
+            .and(self.splices.get(id.index()))
+    }
+
+    /// Mutable [`Conntrack::splice`].
+    #[inline]
+    pub fn splice_mut(&mut self, id: FlowId) -> Option<&mut Splice> {
+        let proxied = self
+            .slab
+            .get(id.index())
+            .is_some_and(|f| f.is_live() && f.syn_proxied());
+        if proxied {
+            self.splices.get_mut(id.index())
+        } else {
+            None
+        }
+    }
+
+    /// Live flows in the half-open states (SYN_SENT, SYN_RECV): what the
+    /// SYN proxy's `auto` mode compares with its threshold.
+    #[inline]
+    pub fn half_open(&self) -> u32 {
+        self.count_in_state(FlowState::Tcp(TcpState::SynSent))
+            + self.count_in_state(FlowState::Tcp(TcpState::SynRecv))
+    }
+
+    /// Bytes allocated by the table: slab + splice array + free list + index.
     pub fn memory_bytes(&self) -> usize {
-        self.slab.capacity() * std::mem::size_of::<Flow>()
+        self.splices.capacity() * std::mem::size_of::<Splice>()
+            + self.slab.capacity() * std::mem::size_of::<Flow>()
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.index.allocation_size()
     }

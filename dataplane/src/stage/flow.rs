@@ -39,10 +39,11 @@ use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId};
 use crate::snapshot::{BackendGonePolicy, Snapshot};
-use crate::snat::SnatAllocator;
+use crate::snat::{SnatAllocator, SnatExhausted, SnatTuple};
 use crate::wire::ethernet;
 use crate::wire::tcp::flags as tcp_flags;
 use std::net::SocketAddrV4;
+use super::synproxy::{self, CookieSecret, NewSegment, Outbox, Proxied};
 
 /// The worker state the flow and ICMP-error stages share.
 #[derive(Debug)]
@@ -53,6 +54,9 @@ pub struct FlowCtx<'a> {
     pub counters: &'a mut Counters,
     /// Per-service/backend flow counts (new and active flows).
     pub services: &'a mut ServiceCounters,
+    /// The SYN proxy's cookie key and its queue of generated frames.
+    pub cookies: &'a CookieSecret,
+    pub outbox: &'a mut Outbox,
     pub now_ms: u64,
 }
 
@@ -212,7 +216,11 @@ pub fn run<F: Frame>(
     }
 
     // 4. track
-    for (meta, slot) in metas.iter_mut().zip(flows.iter_mut()) {
+    for ((frame, meta), slot) in frames
+        .iter_mut()
+        .zip(metas.iter_mut())
+        .zip(flows.iter_mut())
+    {
         let FlowSlot::Hit { id, dir, .. } = *slot else {
             continue;
         };
@@ -225,6 +233,17 @@ pub fn run<F: Frame>(
         if !flow.is_live() || flow.key(dir) != &meta.key {
             continue;
         }
+        let proxied = flow.syn_proxied();
+        if proxied {
+            match synproxy::proxied(ctx, snap, id, dir, frame, meta) {
+                Proxied::Forward => {}
+                Proxied::ForwardUntracked => continue,
+                Proxied::Done => {
+                    *slot = FlowSlot::None;
+                    continue;
+                }
+            }
+        }
         if !ctx
             .ct
             .track_checked(id, dir, meta.tcp_flags, ctx.now_ms)
@@ -232,6 +251,8 @@ pub fn run<F: Frame>(
         {
             meta.drop(DropReason::TcpInvalid);
             *slot = FlowSlot::None;
+        } else if proxied {
+            synproxy::splice(ctx, id, dir, frame, meta);
         }
     }
 }
@@ -272,6 +293,60 @@ fn client_side_tuple(ctx: &mut FlowCtx<'_>, direct: FlowKey, meta: &PacketMeta) 
     None
 }
 
+/// A SNAT tuple towards `backend`. When every candidate probed is in use,
+/// the oldest unassured flow among them (SYN_SENT/SYN_RECV, closing, or an
+/// unreplied UDP flow: [`Flow::evictable`]) is evicted and the allocation
+/// tried once more, as Linux's `early_drop` makes room in conntrack: a
+/// flood of half-open flows towards one backend cannot lock real clients
+/// out of its tuple space. `probed` gets the last candidate checked and its
+/// hash (see `create`).
+fn alloc_snat(
+    ctx: &mut FlowCtx<'_>,
+    proto: Proto,
+    backend: SocketAddrV4,
+    probed: &mut Option<(FlowKey, u64)>,
+) -> Result<SnatTuple, SnatExhausted> {
+    // (created_s, expires_ms, id) of the oldest evictable holder seen.
+    let mut victim: Option<(u32, u64, FlowId)> = None;
+    let ct = &*ctx.ct;
+    let result = ctx.snat.alloc_hashed(
+        proto,
+        backend,
+        ctx.now_ms,
+        |k, hash| {
+            *probed = Some((*k, hash));
+            let Some((id, _)) = ct.lookup(k, hash) else {
+                return false;
+            };
+            let f = ct.flow(id);
+            if f.evictable() && victim.is_none_or(|(c, e, _)| (f.created_s, f.expires_ms) < (c, e))
+            {
+                victim = Some((f.created_s, f.expires_ms, id));
+            }
+            true
+        },
+        |hash| ct.prefetch_index(hash),
+    );
+    let (Err(exhausted), Some((_, _, id))) = (result, victim) else {
+        return result;
+    };
+    // The victim's tuple goes straight to the new flow (no quarantine: the
+    // backend never completed a connection on it, or is closing it).
+    let Some(flow) = ctx.ct.remove(id) else {
+        return Err(exhausted);
+    };
+    ctx.services.flow_closed(flow.service, flow.backend);
+    ctx.counters.flows_early_dropped += 1;
+    ctx.counters.snat_early_drops += 1;
+    match ctx.snat.reassign(flow.reply()) {
+        Some(t) => {
+            *probed = Some((*flow.reply(), flow.reply().stable_hash()));
+            Ok(t)
+        }
+        None => Err(exhausted),
+    }
+}
+
 /// A TCP segment for a service whose flow cannot continue: a RST back to the
 /// client under the `Reset` policy, else dropped with `reason`.
 fn answer_gone_tcp<F: Frame>(
@@ -310,6 +385,14 @@ fn create<F: Frame>(
         meta.drop(DropReason::NoListener);
         return FlowSlot::None;
     };
+    let mut splice = None;
+    if key.proto == Proto::Tcp {
+        match synproxy::new_segment(ctx, snap, service, frame, meta) {
+            NewSegment::Pass => {}
+            NewSegment::Done => return FlowSlot::None,
+            NewSegment::Open(s) => splice = Some(s),
+        }
+    }
     if key.proto == Proto::Tcp && !is_syn(meta.tcp_flags) {
         answer_gone_tcp(
             ctx,
@@ -368,17 +451,7 @@ fn create<F: Frame>(
     // handed out, unless a quarantined tuple was reused.
     let mut probed: Option<(FlowKey, u64)> = None;
     let reply = if service.snat {
-        let ct = &*ctx.ct;
-        match ctx.snat.alloc_hashed(
-            key.proto,
-            backend.addr,
-            ctx.now_ms,
-            |k, hash| {
-                probed = Some((*k, hash));
-                ct.contains(k, hash)
-            },
-            |hash| ct.prefetch_index(hash),
-        ) {
+        match alloc_snat(ctx, key.proto, backend.addr, &mut probed) {
             Ok(t) => {
                 ctx.counters.snat_allocations += 1;
                 if t.reused_in_quarantine {
@@ -439,6 +512,9 @@ fn create<F: Frame>(
             }
             ctx.counters.flows_created += 1;
             ctx.services.flow_opened(service.id, backend.id);
+            if let Some(splice) = splice {
+                ctx.ct.set_splice(inserted.id, splice);
+            }
             if let Some(timeout_ms) = service.affinity_timeout_ms {
                 if pinned.is_some() {
                     ctx.counters.affinity_hits += 1;

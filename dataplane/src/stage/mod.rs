@@ -19,6 +19,7 @@ pub mod nat;
 pub mod neighbour;
 pub mod parse;
 pub mod steer;
+pub mod synproxy;
 
 pub use neighbour::{HeldFrames, NeighbourCtx};
 pub use steer::Steering;
@@ -145,6 +146,9 @@ pub struct Pipeline {
     services: ServiceCounters,
     steering: Steering,
     neighbour: NeighbourStage,
+    /// The SYN proxy's cookie key (random per pipeline) and generated frames.
+    cookies: synproxy::CookieSecret,
+    outbox: synproxy::Outbox,
     expiry_scan_per_poll: u32,
     metas: Box<[PacketMeta; MAX_BATCH]>,
     flows: Box<[FlowSlot; MAX_BATCH]>,
@@ -178,6 +182,8 @@ impl Pipeline {
                 snat_ports: config.snat.port_range.clone(),
             },
             neighbour: NeighbourStage::new(neighbours),
+            cookies: synproxy::CookieSecret::random(),
+            outbox: synproxy::Outbox::default(),
             expiry_scan_per_poll: config.conntrack.expiry_scan_per_poll,
             metas: Box::new([PacketMeta::empty(0); MAX_BATCH]),
             flows: Box::new([FlowSlot::None; MAX_BATCH]),
@@ -283,6 +289,8 @@ impl Pipeline {
             affinity: &mut self.affinity,
             counters: &mut self.counters,
             services: &mut self.services,
+            cookies: &self.cookies,
+            outbox: &mut self.outbox,
             now_ms,
         };
         flow::run(&mut ctx, snap, frames, metas, flows);
@@ -331,10 +339,14 @@ impl Pipeline {
             .release(held, snap, now_ms, &mut self.counters, out);
     }
 
-    /// Send the ARP requests the batches since the last call asked for.
+    /// Send the ARP requests the batches since the last call asked for, and
+    /// the frames the SYN proxy generated (window updates to clients).
     #[inline]
     pub fn send_arp_requests<F>(&mut self, snap: &Snapshot, out: &mut impl Egress<F>) {
         self.neighbour.send_requests(snap, &mut self.counters, out);
+        if !self.outbox.is_empty() {
+            self.outbox.send(out, &mut self.counters);
+        }
     }
 
     /// A snapshot generation not seen before: apply its static neighbours
