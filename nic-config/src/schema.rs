@@ -740,6 +740,17 @@ pub struct ServiceSection {
     /// flows always move to another backend.
     #[serde(default)]
     pub tcp_backend_gone: Option<BackendGone>,
+    /// SYN flood defence (TCP services only): `"on"` answers every client
+    /// SYN with a SYN cookie and opens the backend connection only once the
+    /// client's ACK proves its address; `"auto"` does so only while a
+    /// worker tracks more than `syn_proxy_half_open_threshold` half-open
+    /// flows; `"off"` forwards every SYN. Default `"off"`.
+    #[serde(default)]
+    pub syn_proxy: Option<SynProxy>,
+    /// Half-open flows per worker above which `syn_proxy = "auto"` answers
+    /// SYNs with cookies, `1..=16777216`; only with `"auto"`. Default 1000.
+    #[serde(default)]
+    pub syn_proxy_half_open_threshold: Option<u64>,
     /// The backends, e.g. `[{ address = "10.1.0.10", port = 8080 }]`.
     /// Default none (traffic is dropped).
     #[serde(default)]
@@ -833,6 +844,21 @@ pub enum BackendGone {
     Drop,
     Reset,
 }
+
+/// When a service's TCP handshakes are answered by the gateway (SYN proxy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SynProxy {
+    #[default]
+    Off,
+    On,
+    Auto,
+}
+
+/// Default `syn_proxy_half_open_threshold`.
+pub const DEFAULT_SYN_PROXY_HALF_OPEN_THRESHOLD: u64 = 1000;
+/// Largest `syn_proxy_half_open_threshold`.
+pub const MAX_SYN_PROXY_HALF_OPEN_THRESHOLD: u64 = 1 << 24;
 
 /// Condition of a backend (Kubernetes EndpointSlice conditions).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]

@@ -386,6 +386,29 @@ pub struct ServicePlan {
     /// ClientIP affinity timeout; `None`: no affinity.
     pub affinity_timeout_ms: Option<u64>,
     pub tcp_backend_gone: BackendGone,
+    pub syn_proxy: SynProxyPlan,
+}
+
+/// A service's SYN proxy setting, validated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SynProxyPlan {
+    #[default]
+    Off,
+    On,
+    /// Cookies while a worker tracks more half-open flows than this.
+    Auto { half_open_threshold: u32 },
+}
+
+impl std::fmt::Display for SynProxyPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SynProxyPlan::Off => f.write_str("off"),
+            SynProxyPlan::On => f.write_str("on"),
+            SynProxyPlan::Auto {
+                half_open_threshold,
+            } => write!(f, "auto above {half_open_threshold} half-open flows"),
+        }
+    }
 }
 
 impl Plan {
