@@ -147,6 +147,10 @@ drop_reasons! {
     SynProxyPending => "syn_proxy_pending",
     /// The SYN proxy's queue of generated window updates was full.
     SynProxyOutboxFull => "syn_proxy_outbox_full",
+    /// A TCP segment outside its flow's sequence window (conntrack's
+    /// `tcp_in_window`): data or an ACK for bytes never sent, or an RST
+    /// outside the receive window (RFC 5961 §3.2: a blind reset).
+    TcpOutOfWindow => "tcp_out_of_window",
 }
 
 impl std::fmt::Display for DropReason {
@@ -216,6 +220,9 @@ macro_rules! with_counters {
             syn_proxy_spliced,
             /// Window updates sent to proxied clients once spliced.
             syn_proxy_window_updates,
+            /// Challenge ACKs answering an in-window but inexact RST
+            /// (RFC 5961 §3.2).
+            challenge_acks_sent,
         }
     };
 }

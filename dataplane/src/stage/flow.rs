@@ -24,9 +24,13 @@
 //!    insert (early drop when full); only then the affinity pin.
 //! 4. **track**: advance the TCP state machine / UDP replied state of every
 //!    packet of an existing flow, if its flow is still the one it found
-//!    (a later packet of the batch may have removed it). Segments the TCP
-//!    state machine calls invalid are dropped (`tcp_invalid`), as kube-proxy
-//!    drops conntrack INVALID.
+//!    (a later packet of the batch may have removed it). TCP segments first
+//!    pass window tracking ([`crate::conntrack::window`]): outside the
+//!    window they are dropped (`tcp_out_of_window`), an RST inside the
+//!    window but not exact is answered with a challenge ACK (RFC 5961
+//!    §3.2). Segments the TCP state machine calls invalid are dropped
+//!    (`tcp_invalid`), as kube-proxy drops conntrack INVALID. Packets of
+//!    SYN-proxied flows go through [`super::synproxy`] around this.
 //!
 //! Every check that can drop a packet runs before the packet changes any
 //! flow state, so a dropped packet never advances a connection.
@@ -40,7 +44,10 @@ use crate::flow::{FlowKey, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId};
 use crate::snapshot::{BackendGonePolicy, Snapshot};
 use crate::snat::{SnatAllocator, SnatExhausted, SnatTuple};
+use crate::conntrack::window::{SegmentInfo, WindowVerdict};
 use crate::wire::ethernet;
+use crate::wire::tcp;
+use crate::wire::tcp::SynOptions;
 use crate::wire::tcp::flags as tcp_flags;
 use std::net::SocketAddrV4;
 use super::synproxy::{self, CookieSecret, NewSegment, Outbox, Proxied};
@@ -243,6 +250,42 @@ pub fn run<F: Frame>(
                     continue;
                 }
             }
+            // Windows are tracked in the client's view: a backend packet
+            // moves to it first.
+            if dir == Dir::Reply {
+                synproxy::splice(ctx, id, dir, frame, meta);
+            }
+        }
+        if meta.kind == PacketKind::Tcp
+            && let Some(seg) = segment_info(frame.data(), meta)
+        {
+            match ctx.ct.check_window(id, dir, &seg) {
+                WindowVerdict::Accept => {}
+                WindowVerdict::OutOfWindow => {
+                    meta.drop(DropReason::TcpOutOfWindow);
+                    *slot = FlowSlot::None;
+                    continue;
+                }
+                WindowVerdict::Challenge { seq, ack, window } => {
+                    // RFC 5961 §3.2: the RST's sender must prove it sees
+                    // the connection by answering with an exact RST. (A
+                    // proxied backend's numbers were moved to the client's
+                    // view: its acknowledgment goes back to its own.)
+                    let ack = match (proxied, dir) {
+                        (true, Dir::Reply) => ack.wrapping_add(
+                            ctx.ct.splice(id).map_or(0, |s| s.delta),
+                        ),
+                        _ => ack,
+                    };
+                    if synproxy::answer_ack(snap, frame, meta, seq, ack, window) {
+                        ctx.counters.challenge_acks_sent += 1;
+                    } else {
+                        meta.drop(DropReason::TcpOutOfWindow);
+                    }
+                    *slot = FlowSlot::None;
+                    continue;
+                }
+            }
         }
         if !ctx
             .ct
@@ -251,10 +294,34 @@ pub fn run<F: Frame>(
         {
             meta.drop(DropReason::TcpInvalid);
             *slot = FlowSlot::None;
-        } else if proxied {
+        } else if proxied && dir == Dir::Original {
             synproxy::splice(ctx, id, dir, frame, meta);
         }
     }
+}
+
+/// The fields window tracking reads of the TCP segment at `meta`'s
+/// offsets (the options only on SYNs).
+#[inline]
+fn segment_info(data: &[u8], meta: &PacketMeta) -> Option<SegmentInfo> {
+    let seg = data.get(usize::from(meta.l4_offset)..usize::from(meta.l3_end))?;
+    let p = tcp::Packet::new_checked(seg).ok()?;
+    let header_len = p.header_len();
+    let wscale = if meta.tcp_flags & tcp_flags::SYN != 0 {
+        seg.get(tcp::HEADER_LEN..header_len)
+            .map_or(SynOptions::NONE, SynOptions::parse)
+            .wscale
+    } else {
+        None
+    };
+    Some(SegmentInfo {
+        seq: p.seq_number(),
+        ack: p.ack_number(),
+        len: (seg.len() - header_len) as u32,
+        window: p.window(),
+        flags: meta.tcp_flags,
+        wscale,
+    })
 }
 
 /// The reply tuple of a flow without SNAT: the backend answers the client

@@ -52,6 +52,7 @@ pub use cookie::{CookieData, CookieSecret, CookieTuple};
 pub use segment::Outbox;
 
 use super::flow::FlowCtx;
+use crate::conntrack::window::TcpWindow;
 use crate::conntrack::{Dir, FlowId, NO_WSCALE, Splice};
 use crate::counters::DropReason;
 use crate::driver::Frame;
@@ -250,6 +251,39 @@ pub fn proxied<F: Frame>(
                 s.backend_wscale = backend_wscale;
                 s.spliced = true;
             }
+            // Window tracking in the client's view (the handshakes it
+            // would have seen): the client sent up to its ISN + 1 and may
+            // send what it announced; the gateway's side ("the server")
+            // sent up to the cookie + 1.
+            let client_scale = if sp.client_wscale == NO_WSCALE {
+                0
+            } else {
+                sp.client_wscale
+            };
+            let client_win = (u32::from(sp.client_window) << client_scale).max(1);
+            let server_win =
+                (u32::from(rescale(seg.window, backend_wscale, sp.our_wscale)) << sp.our_wscale)
+                    .max(1);
+            if let Some([c, g]) = ctx.ct.windows_mut(id) {
+                *c = TcpWindow {
+                    end: sp.client_isn.wrapping_add(1),
+                    maxend: sp.client_isn.wrapping_add(1).wrapping_add(server_win),
+                    maxwin: client_win,
+                    rcv_nxt: sp.our_isn.wrapping_add(1),
+                    scale: client_scale,
+                    offered: client_scale,
+                    acked: true,
+                };
+                *g = TcpWindow {
+                    end: sp.our_isn.wrapping_add(1),
+                    maxend: sp.our_isn.wrapping_add(1).wrapping_add(client_win),
+                    maxwin: server_win,
+                    rcv_nxt: sp.client_isn.wrapping_add(1),
+                    scale: sp.our_wscale,
+                    offered: sp.our_wscale,
+                    acked: true,
+                };
+            }
             let now = ctx.now_ms;
             ctx.ct.track(id, Dir::Reply, syn_ack, now);
             ctx.ct.track(id, Dir::Original, tcp_flags::ACK, now);
@@ -316,6 +350,33 @@ fn ack_backend<F: Frame>(
         sp.client_window,
         &SynOptions::NONE,
     );
+}
+
+/// Answer the TCP segment in place with an ACK (`seq`, `ack`, `window`)
+/// back to its sender, out of the port it came in on (the challenge ACK of
+/// window tracking, RFC 5961 §3.2). False when the port is unknown.
+pub fn answer_ack<F: Frame>(
+    snap: &Snapshot,
+    frame: &mut F,
+    meta: &mut PacketMeta,
+    seq: u32,
+    ack: u32,
+    window: u16,
+) -> bool {
+    let Some(port) = snap.ports.get(usize::from(meta.in_port)) else {
+        return false;
+    };
+    segment::answer_in_place(
+        frame,
+        meta,
+        port.mac,
+        seq,
+        ack,
+        tcp_flags::ACK,
+        window,
+        &SynOptions::NONE,
+    );
+    true
 }
 
 /// A window field scaled by `from` as the same window scaled by `to`.

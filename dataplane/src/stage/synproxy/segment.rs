@@ -14,11 +14,8 @@ use crate::stage::{Egress, MAX_BATCH};
 use crate::counters::{Counters, DropReason};
 use crate::wire::{checksum, ethernet, ipv4, tcp};
 
-const OPT_EOL: u8 = 0;
-const OPT_NOP: u8 = 1;
-const OPT_MSS: u8 = 2;
-const OPT_WSCALE: u8 = 3;
-const OPT_SACK_PERMITTED: u8 = 4;
+use crate::wire::tcp::option::{MSS as OPT_MSS, NOP as OPT_NOP, WSCALE as OPT_WSCALE};
+pub(super) use crate::wire::tcp::SynOptions;
 
 /// The fixed fields of a received segment the proxy needs.
 #[derive(Clone, Copy, Debug)]
@@ -30,40 +27,21 @@ pub(super) struct Segment {
     pub header_len: usize,
 }
 
-/// Handshake options of a SYN or SYN-ACK (`None`: absent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct SynOptions {
-    pub mss: Option<u16>,
-    pub wscale: Option<u8>,
-    pub sack: bool,
-}
-
-impl SynOptions {
-    pub const NONE: SynOptions = SynOptions {
-        mss: None,
-        wscale: None,
-        sack: false,
-    };
-
-    /// The options as bytes (each padded to 4 with NOPs) and their length.
-    fn encode(&self) -> ([u8; 12], usize) {
-        let mut out = [0u8; 12];
-        let mut n = 0;
-        if let Some(mss) = self.mss {
-            let [hi, lo] = mss.to_be_bytes();
-            out[n..n + 4].copy_from_slice(&[OPT_MSS, 4, hi, lo]);
-            n += 4;
-        }
-        if let Some(w) = self.wscale {
-            out[n..n + 4].copy_from_slice(&[OPT_NOP, OPT_WSCALE, 3, w]);
-            n += 4;
-        }
-        if self.sack {
-            out[n..n + 4].copy_from_slice(&[OPT_NOP, OPT_NOP, OPT_SACK_PERMITTED, 2]);
-            n += 4;
-        }
-        (out, n)
+/// The options as bytes (each padded to 4 with NOPs) and their length
+/// (SACK is never offered, see [`super::cookie`]).
+fn encode(opts: &SynOptions) -> ([u8; 12], usize) {
+    let mut out = [0u8; 12];
+    let mut n = 0;
+    if let Some(mss) = opts.mss {
+        let [hi, lo] = mss.to_be_bytes();
+        out[n..n + 4].copy_from_slice(&[OPT_MSS, 4, hi, lo]);
+        n += 4;
     }
+    if let Some(w) = opts.wscale {
+        out[n..n + 4].copy_from_slice(&[OPT_NOP, OPT_WSCALE, 3, w]);
+        n += 4;
+    }
+    (out, n)
 }
 
 impl Segment {
@@ -79,41 +57,11 @@ impl Segment {
         })
     }
 
-    /// The handshake options of this segment; malformed options end the
-    /// walk (what was read before stays).
+    /// The handshake options of this segment.
     pub fn syn_options(&self, data: &[u8], meta: &PacketMeta) -> SynOptions {
         let start = usize::from(meta.l4_offset) + tcp::HEADER_LEN;
         let end = usize::from(meta.l4_offset) + self.header_len;
-        let mut opts = SynOptions::NONE;
-        let Some(mut rest) = data.get(start..end) else {
-            return opts;
-        };
-        while let Some((&kind, tail)) = rest.split_first() {
-            match kind {
-                OPT_EOL => break,
-                OPT_NOP => {
-                    rest = tail;
-                    continue;
-                }
-                _ => {}
-            }
-            let Some(&len) = tail.first() else { break };
-            let len = usize::from(len);
-            let Some(body) = rest.get(2..len.max(2)) else {
-                break;
-            };
-            if len < 2 {
-                break;
-            }
-            match (kind, body) {
-                (OPT_MSS, &[hi, lo]) => opts.mss = Some(u16::from_be_bytes([hi, lo])),
-                (OPT_WSCALE, &[w]) => opts.wscale = Some(w),
-                (OPT_SACK_PERMITTED, &[]) => opts.sack = true,
-                _ => {}
-            }
-            rest = rest.get(len..).unwrap_or_default();
-        }
-        opts
+        data.get(start..end).map_or(SynOptions::NONE, SynOptions::parse)
     }
 }
 
@@ -136,7 +84,7 @@ fn rewrite<F: Frame>(
     let mut opts = *opts;
     opts.sack = false;
     let (bytes, len) = loop {
-        let (bytes, len) = opts.encode();
+        let (bytes, len) = encode(&opts);
         let end = l4 + tcp::HEADER_LEN + len;
         if frame.data().len() >= end || frame.extend(end) {
             break (bytes, len);
