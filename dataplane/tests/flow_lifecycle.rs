@@ -213,7 +213,16 @@ fn a_challenge_ack_to_a_syn_reaches_the_client_and_its_rst_lets_the_retry_throug
     // sequence number window tracking expects) goes to the backend on the
     // same tuple, the retry opens the flow again.
     let rst = build::eth_ipv4_tcp(
-        ROUTER_MAC, OUT_MAC, CLIENT, 40_100, VIP, 80, F::RST, 2, 0, b"",
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        40_100,
+        VIP,
+        80,
+        F::RST,
+        2,
+        0,
+        b"",
     );
     let (v, out) = gw.send(OUTSIDE, &rst);
     assert_eq!(v, Verdict::Forward(INSIDE));

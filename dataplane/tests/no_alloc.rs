@@ -191,7 +191,10 @@ fn the_syn_proxy_path_allocates_nothing() {
     let mut measured = Vec::new();
     for sport in 2000..2016u16 {
         let cookie = cookie_of(&mut gw, sport);
-        gw.send(OUTSIDE, &client(sport, F::ACK, 101, cookie.wrapping_add(1), b""));
+        gw.send(
+            OUTSIDE,
+            &client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
+        );
         let r = *gw
             .flow(dataplane::flow::Proto::Tcp, CLIENT, sport, VIP, 80)
             .expect("proxied flow")
@@ -220,7 +223,10 @@ fn the_syn_proxy_path_allocates_nothing() {
     for sport in 3000..3016u16 {
         let cookie = cookie_of(&mut gw, sport);
         measured.push((OUTSIDE, client(sport, F::SYN, 100, 0, b"")));
-        measured.push((OUTSIDE, client(sport, F::ACK, 101, cookie.wrapping_add(1), b"")));
+        measured.push((
+            OUTSIDE,
+            client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
+        ));
         measured.push((OUTSIDE, client(sport + 100, F::ACK, 101, 12345, b"")));
     }
     for p in [OUTSIDE, INSIDE] {
@@ -238,7 +244,10 @@ fn the_syn_proxy_path_allocates_nothing() {
     });
     let c = gw.counters();
     assert_eq!(c.syn_proxy_spliced - before.syn_proxy_spliced, 16, "{c:?}");
-    assert_eq!(c.syn_proxy_window_updates - before.syn_proxy_window_updates, 16);
+    assert_eq!(
+        c.syn_proxy_window_updates - before.syn_proxy_window_updates,
+        16
+    );
     assert_eq!(c.syn_cookies_validated - before.syn_cookies_validated, 16);
     assert_eq!(c.syn_cookies_sent - before.syn_cookies_sent, 16);
     assert_eq!(

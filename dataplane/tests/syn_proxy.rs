@@ -46,7 +46,7 @@ fn tcp(
     seg[2..4].copy_from_slice(&dport.to_be_bytes());
     seg[4..8].copy_from_slice(&seq.to_be_bytes());
     seg[8..12].copy_from_slice(&ack.to_be_bytes());
-    seg[12] = ((20 + options.len()) / 4 << 4) as u8;
+    seg[12] = (((20 + options.len()) / 4) << 4) as u8;
     seg[13] = flags;
     seg[14..16].copy_from_slice(&window.to_be_bytes());
     seg[20..].copy_from_slice(options);
@@ -87,7 +87,10 @@ fn proxied_web(mode: SynProxyMode) -> ServiceSpec {
 
 /// Send the client's SYN; returns the cookie of the SYN-ACK.
 fn syn(gw: &mut Gateway) -> u32 {
-    let (v, out) = gw.send(OUTSIDE, &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""));
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""),
+    );
     assert_eq!(v, Verdict::Reply);
     assert_eq!(out.len(), 1);
     seq_of(&out[0].1)
@@ -127,7 +130,10 @@ fn backend_synack(gw: &Gateway, window: u16, opts: &[u8]) -> Vec<u8> {
 #[test]
 fn a_syn_is_answered_with_a_cookie_and_leaves_no_state() {
     let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
-    let (v, out) = gw.send(OUTSIDE, &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""));
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""),
+    );
     assert_eq!(v, Verdict::Reply);
     let cookie = seq_of(&out[0].1);
     // MSS of the ingress port (1500 - 40), our window scale, window 0, no
@@ -232,7 +238,10 @@ fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
     let r = *flow.reply();
     let bmac = backend_mac(r.src_ip);
     // The backend scales by 5; the client was told 7.
-    let (v, out) = gw.send(INSIDE, &backend_synack(&gw, 29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5]));
+    let (v, out) = gw.send(
+        INSIDE,
+        &backend_synack(&gw, 29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5]),
+    );
     assert_eq!(v, Verdict::Reply);
     let ack_to_backend = tcp(
         (IN_MAC, bmac),
@@ -270,7 +279,14 @@ fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
     // sequence space.
     let (v, out) = gw.send(
         OUTSIDE,
-        &from_client(F::ACK | F::PSH, ISN + 1, cookie.wrapping_add(1), 502, &[], b"GET /"),
+        &from_client(
+            F::ACK | F::PSH,
+            ISN + 1,
+            cookie.wrapping_add(1),
+            502,
+            &[],
+            b"GET /",
+        ),
     );
     assert_eq!(v, Verdict::Forward(INSIDE));
     let want = tcp(
@@ -319,7 +335,10 @@ fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
     assert!(checksums_valid(&out[0].1));
 
     // A retransmitted backend SYN-ACK (our ACK was lost) is acked again.
-    let (v, out) = gw.send(INSIDE, &backend_synack(&gw, 29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5]));
+    let (v, out) = gw.send(
+        INSIDE,
+        &backend_synack(&gw, 29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5]),
+    );
     assert_eq!(v, Verdict::Reply);
     assert_eq!(out.len(), 1);
     assert_eq!(seq_of(&out[0].1), ISN + 1);
@@ -339,7 +358,14 @@ fn client_segments_before_the_backend_answers_resend_the_syn_or_are_dropped() {
     // Data or a FIN is dropped until then.
     let (v, _) = gw.send(
         OUTSIDE,
-        &from_client(F::FIN | F::ACK, ISN + 1, cookie.wrapping_add(1), 502, &[], b""),
+        &from_client(
+            F::FIN | F::ACK,
+            ISN + 1,
+            cookie.wrapping_add(1),
+            502,
+            &[],
+            b"",
+        ),
     );
     assert_eq!(v, Verdict::Drop(DropReason::SynProxyPending));
     assert_eq!(gw.counters().dropped(DropReason::SynProxyPending), 1);
@@ -387,7 +413,10 @@ fn a_cookie_of_the_previous_slice_is_accepted_an_older_one_is_not() {
 #[test]
 fn off_forwards_syns_and_auto_proxies_only_above_its_threshold() {
     let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::Off)]);
-    let (v, _) = gw.send(OUTSIDE, &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""));
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""),
+    );
     assert_eq!(v, Verdict::Forward(INSIDE));
 
     let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::Auto {
@@ -436,7 +465,18 @@ fn small_snat_gateway() -> Gateway {
 }
 
 fn plain_syn(port: u16) -> Vec<u8> {
-    build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, port, VIP, 80, F::SYN, ISN, 0, b"")
+    build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        port,
+        VIP,
+        80,
+        F::SYN,
+        ISN,
+        0,
+        b"",
+    )
 }
 
 #[test]
@@ -450,7 +490,10 @@ fn snat_exhaustion_evicts_the_oldest_half_open_flow_of_the_tuple_space() {
     let oldest = gw.flow(Proto::Tcp, CLIENT, 1, VIP, 80).unwrap();
     let (v, out) = gw.send(OUTSIDE, &plain_syn(5));
     assert_eq!(v, Verdict::Forward(INSIDE));
-    assert!(gw.flow(Proto::Tcp, CLIENT, 1, VIP, 80).is_none(), "oldest evicted");
+    assert!(
+        gw.flow(Proto::Tcp, CLIENT, 1, VIP, 80).is_none(),
+        "oldest evicted"
+    );
     let new = gw.flow(Proto::Tcp, CLIENT, 5, VIP, 80).unwrap();
     assert_eq!(new.reply(), oldest.reply(), "its tuple reused at once");
     assert_eq!(out[0].1[34..36], oldest.reply().dst_port.to_be_bytes());

@@ -42,11 +42,19 @@ fn backend(r: &FlowKey, flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8
 
 /// An established flow; returns its reply key.
 fn established(gw: &mut Gateway) -> FlowKey {
-    assert_eq!(gw.send(OUTSIDE, &client(F::SYN, C - 1, 0, b"")).0, Verdict::Forward(INSIDE));
+    assert_eq!(
+        gw.send(OUTSIDE, &client(F::SYN, C - 1, 0, b"")).0,
+        Verdict::Forward(INSIDE)
+    );
     let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
-    let v = gw.send(INSIDE, &backend(&r, F::SYN | F::ACK, B - 1, C, b"")).0;
+    let v = gw
+        .send(INSIDE, &backend(&r, F::SYN | F::ACK, B - 1, C, b""))
+        .0;
     assert_eq!(v, Verdict::Forward(OUTSIDE));
-    assert_eq!(gw.send(OUTSIDE, &client(F::ACK, C, B, b"")).0, Verdict::Forward(INSIDE));
+    assert_eq!(
+        gw.send(OUTSIDE, &client(F::ACK, C, B, b"")).0,
+        Verdict::Forward(INSIDE)
+    );
     r
 }
 
@@ -59,12 +67,21 @@ fn state(gw: &Gateway) -> Option<TcpState> {
 fn in_window_data_passes_both_ways() {
     let mut gw = Gateway::new(vec![web(&[0])]);
     let r = established(&mut gw);
-    let (v, _) = gw.send(OUTSIDE, &client(F::ACK | F::PSH, C, B, b"GET / HTTP/1.1\r\n\r\n"));
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &client(F::ACK | F::PSH, C, B, b"GET / HTTP/1.1\r\n\r\n"),
+    );
     assert_eq!(v, Verdict::Forward(INSIDE));
-    let (v, _) = gw.send(INSIDE, &backend(&r, F::ACK | F::PSH, B, C + 18, b"HTTP/1.1 200 OK"));
+    let (v, _) = gw.send(
+        INSIDE,
+        &backend(&r, F::ACK | F::PSH, B, C + 18, b"HTTP/1.1 200 OK"),
+    );
     assert_eq!(v, Verdict::Forward(OUTSIDE));
     // A retransmission of what was already sent is in the window too.
-    let (v, _) = gw.send(OUTSIDE, &client(F::ACK | F::PSH, C, B, b"GET / HTTP/1.1\r\n\r\n"));
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &client(F::ACK | F::PSH, C, B, b"GET / HTTP/1.1\r\n\r\n"),
+    );
     assert_eq!(v, Verdict::Forward(INSIDE));
     assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 0);
 }

@@ -215,12 +215,18 @@ mod tests {
     /// Client ISN 100, server ISN 900, windows 1000 both ways.
     fn established() -> [TcpWindow; 2] {
         let mut w = [TcpWindow::default(); 2];
-        assert_eq!(check(&mut w, Dir::Original, &seg(SYN, 100, 0, 0, 1000)), WindowVerdict::Accept);
+        assert_eq!(
+            check(&mut w, Dir::Original, &seg(SYN, 100, 0, 0, 1000)),
+            WindowVerdict::Accept
+        );
         assert_eq!(
             check(&mut w, Dir::Reply, &seg(SYN | ACK, 900, 101, 0, 1000)),
             WindowVerdict::Accept
         );
-        assert_eq!(check(&mut w, Dir::Original, &seg(ACK, 101, 901, 0, 1000)), WindowVerdict::Accept);
+        assert_eq!(
+            check(&mut w, Dir::Original, &seg(ACK, 101, 901, 0, 1000)),
+            WindowVerdict::Accept
+        );
         w
     }
 
@@ -247,7 +253,11 @@ mod tests {
         let v = check(&mut w, Dir::Original, &seg(ACK, 101, 50_000, 0, 1000));
         assert_eq!(v, WindowVerdict::OutOfWindow);
         // Far in the past.
-        let v = check(&mut w, Dir::Original, &seg(ACK, 101u32.wrapping_sub(1 << 30), 901, 10, 1000));
+        let v = check(
+            &mut w,
+            Dir::Original,
+            &seg(ACK, 101u32.wrapping_sub(1 << 30), 901, 10, 1000),
+        );
         assert_eq!(v, WindowVerdict::OutOfWindow);
     }
 
@@ -255,7 +265,10 @@ mod tests {
     fn rst_exact_closes_inexact_is_challenged_outside_is_dropped() {
         let mut w = established();
         // The server expects 101 next (its SYN-ACK acknowledged 101).
-        assert_eq!(check(&mut w.clone(), Dir::Original, &seg(RST, 101, 0, 0, 0)), WindowVerdict::Accept);
+        assert_eq!(
+            check(&mut w.clone(), Dir::Original, &seg(RST, 101, 0, 0, 0)),
+            WindowVerdict::Accept
+        );
         assert_eq!(
             check(&mut w.clone(), Dir::Original, &seg(RST, 150, 0, 0, 0)),
             WindowVerdict::Challenge {
@@ -269,7 +282,10 @@ mod tests {
             WindowVerdict::OutOfWindow
         );
         // From the server: the client acknowledged 901.
-        assert_eq!(check(&mut w.clone(), Dir::Reply, &seg(RST, 901, 0, 0, 0)), WindowVerdict::Accept);
+        assert_eq!(
+            check(&mut w.clone(), Dir::Reply, &seg(RST, 901, 0, 0, 0)),
+            WindowVerdict::Accept
+        );
         assert_eq!(
             check(&mut w, Dir::Reply, &seg(RST, 1200, 0, 0, 0)),
             WindowVerdict::Challenge {
@@ -283,9 +299,18 @@ mod tests {
     #[test]
     fn a_flow_picked_up_mid_stream_carries_on() {
         let mut w = [TcpWindow::default(); 2];
-        assert_eq!(check(&mut w, Dir::Original, &seg(ACK, 5000, 9000, 100, 500)), WindowVerdict::Accept);
-        assert_eq!(check(&mut w, Dir::Reply, &seg(ACK, 9000, 5100, 200, 500)), WindowVerdict::Accept);
-        assert_eq!(check(&mut w, Dir::Original, &seg(ACK | FIN, 5100, 9200, 0, 500)), WindowVerdict::Accept);
+        assert_eq!(
+            check(&mut w, Dir::Original, &seg(ACK, 5000, 9000, 100, 500)),
+            WindowVerdict::Accept
+        );
+        assert_eq!(
+            check(&mut w, Dir::Reply, &seg(ACK, 9000, 5100, 200, 500)),
+            WindowVerdict::Accept
+        );
+        assert_eq!(
+            check(&mut w, Dir::Original, &seg(ACK | FIN, 5100, 9200, 0, 500)),
+            WindowVerdict::Accept
+        );
     }
 
     #[test]

@@ -35,8 +35,10 @@
 //! Every check that can drop a packet runs before the packet changes any
 //! flow state, so a dropped packet never advances a connection.
 
+use super::synproxy::{self, CookieSecret, NewSegment, Outbox, Proxied};
 use super::{FlowSlot, L2Next, MAX_BATCH, NatPlan};
 use crate::conntrack::affinity::AffinityTable;
+use crate::conntrack::window::{SegmentInfo, WindowVerdict};
 use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe};
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
@@ -44,13 +46,11 @@ use crate::flow::{FlowKey, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId};
 use crate::snapshot::{BackendGonePolicy, Snapshot};
 use crate::snat::{SnatAllocator, SnatExhausted, SnatTuple};
-use crate::conntrack::window::{SegmentInfo, WindowVerdict};
 use crate::wire::ethernet;
 use crate::wire::tcp;
 use crate::wire::tcp::SynOptions;
 use crate::wire::tcp::flags as tcp_flags;
 use std::net::SocketAddrV4;
-use super::synproxy::{self, CookieSecret, NewSegment, Outbox, Proxied};
 
 /// The worker state the flow and ICMP-error stages share.
 #[derive(Debug)]
@@ -272,9 +272,9 @@ pub fn run<F: Frame>(
                     // proxied backend's numbers were moved to the client's
                     // view: its acknowledgment goes back to its own.)
                     let ack = match (proxied, dir) {
-                        (true, Dir::Reply) => ack.wrapping_add(
-                            ctx.ct.splice(id).map_or(0, |s| s.delta),
-                        ),
+                        (true, Dir::Reply) => {
+                            ack.wrapping_add(ctx.ct.splice(id).map_or(0, |s| s.delta))
+                        }
                         _ => ack,
                     };
                     if synproxy::answer_ack(snap, frame, meta, seq, ack, window) {

@@ -396,7 +396,9 @@ pub enum SynProxyPlan {
     Off,
     On,
     /// Cookies while a worker tracks more half-open flows than this.
-    Auto { half_open_threshold: u32 },
+    Auto {
+        half_open_threshold: u32,
+    },
 }
 
 impl std::fmt::Display for SynProxyPlan {

@@ -250,8 +250,10 @@ impl Validator {
                     1..=MAX_SYN_PROXY_HALF_OPEN_THRESHOLD,
                 )
                 .and_then(|t| u32::try_from(t).ok())
-                .map_or(SynProxyPlan::Off, |half_open_threshold| SynProxyPlan::Auto {
-                    half_open_threshold,
+                .map_or(SynProxyPlan::Off, |half_open_threshold| {
+                    SynProxyPlan::Auto {
+                        half_open_threshold,
+                    }
                 })
             }
         }

@@ -62,10 +62,7 @@ impl CookieData {
     }
 
     fn bits(self) -> u32 {
-        let idx = MSS_TABLE
-            .iter()
-            .position(|&m| m == self.mss)
-            .unwrap_or(0) as u32;
+        let idx = MSS_TABLE.iter().position(|&m| m == self.mss).unwrap_or(0) as u32;
         idx << 7 | u32::from(self.wscale & 0xf) << 3 | u32::from(self.sack) << 2
     }
 
@@ -105,7 +102,9 @@ impl CookieSecret {
         let mut h = self.keys.build_hasher();
         h.write_u64(u64::from(u32::from(t.client)) << 32 | u64::from(u32::from(t.service)));
         h.write_u64(
-            u64::from(t.client_port) << 48 | u64::from(t.service_port) << 32 | u64::from(client_isn),
+            u64::from(t.client_port) << 48
+                | u64::from(t.service_port) << 32
+                | u64::from(client_isn),
         );
         h.write_u64(slice << 32 | u64::from(high));
         h.finish() as u32 & MAC_MASK

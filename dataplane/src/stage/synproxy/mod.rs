@@ -59,7 +59,7 @@ use crate::driver::Frame;
 use crate::packet::PacketMeta;
 use crate::snapshot::{Service, Snapshot, SynProxyMode};
 use crate::wire::tcp::flags as tcp_flags;
-use segment::{Segment, SynOptions};
+use segment::{Fields, Segment, SynOptions};
 
 /// The window scale shift the gateway announces to a proxied client that
 /// offered window scaling.
@@ -109,7 +109,8 @@ pub fn new_segment<F: Frame>(
     if service.syn_proxy == SynProxyMode::Off || meta.vlan.is_some() {
         return NewSegment::Pass;
     }
-    let flags = meta.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST | tcp_flags::FIN);
+    let flags =
+        meta.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST | tcp_flags::FIN);
     if flags == tcp_flags::SYN {
         if !active(service.syn_proxy, ctx) {
             return NewSegment::Pass;
@@ -126,7 +127,7 @@ pub fn new_segment<F: Frame>(
         let cookie = ctx
             .cookies
             .generate(&tuple(meta), seg.seq, data, ctx.now_ms);
-        let our_mss = u16::try_from(port.mtu.saturating_sub(40)).unwrap_or(u16::MAX);
+        let our_mss = port.mtu.saturating_sub(40);
         let answer = SynOptions {
             mss: Some(our_mss),
             wscale: opts.wscale.map(|_| OUR_WSCALE),
@@ -136,10 +137,12 @@ pub fn new_segment<F: Frame>(
             frame,
             meta,
             port.mac,
-            cookie,
-            seg.seq.wrapping_add(1),
-            tcp_flags::SYN | tcp_flags::ACK,
-            0,
+            Fields {
+                seq: cookie,
+                ack: seg.seq.wrapping_add(1),
+                flags: tcp_flags::SYN | tcp_flags::ACK,
+                window: 0,
+            },
             &answer,
         );
         if written.wscale.is_none() && opts.wscale.is_some() {
@@ -223,7 +226,8 @@ pub fn proxied<F: Frame>(
     let Some(&sp) = ctx.ct.splice(id) else {
         return Proxied::Forward;
     };
-    let flags = meta.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST | tcp_flags::FIN);
+    let flags =
+        meta.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST | tcp_flags::FIN);
     let syn_ack = tcp_flags::SYN | tcp_flags::ACK;
     match (dir, sp.spliced) {
         (Dir::Original, false) => {
@@ -261,9 +265,9 @@ pub fn proxied<F: Frame>(
                 sp.client_wscale
             };
             let client_win = (u32::from(sp.client_window) << client_scale).max(1);
-            let server_win =
-                (u32::from(rescale(seg.window, backend_wscale, sp.our_wscale)) << sp.our_wscale)
-                    .max(1);
+            let server_win = (u32::from(rescale(seg.window, backend_wscale, sp.our_wscale))
+                << sp.our_wscale)
+                .max(1);
             if let Some([c, g]) = ctx.ct.windows_mut(id) {
                 *c = TcpWindow {
                     end: sp.client_isn.wrapping_add(1),
@@ -344,10 +348,12 @@ fn ack_backend<F: Frame>(
         frame,
         meta,
         port.mac,
-        sp.client_isn.wrapping_add(1),
-        backend_isn.wrapping_add(1),
-        tcp_flags::ACK,
-        sp.client_window,
+        Fields {
+            seq: sp.client_isn.wrapping_add(1),
+            ack: backend_isn.wrapping_add(1),
+            flags: tcp_flags::ACK,
+            window: sp.client_window,
+        },
         &SynOptions::NONE,
     );
 }
@@ -370,10 +376,12 @@ pub fn answer_ack<F: Frame>(
         frame,
         meta,
         port.mac,
-        seq,
-        ack,
-        tcp_flags::ACK,
-        window,
+        Fields {
+            seq,
+            ack,
+            flags: tcp_flags::ACK,
+            window,
+        },
         &SynOptions::NONE,
     );
     true

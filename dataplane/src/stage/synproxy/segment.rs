@@ -5,17 +5,26 @@
 //! [`Outbox`] of window updates. Nothing here allocates.
 
 use crate::conntrack::{NO_WSCALE, Splice};
+use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
 use crate::flow::FlowKey;
 use crate::packet::{PacketMeta, PortId, Verdict};
 use crate::stage::local::LOCAL_TTL;
 use crate::stage::neighbour::set_l2;
 use crate::stage::{Egress, MAX_BATCH};
-use crate::counters::{Counters, DropReason};
 use crate::wire::{checksum, ethernet, ipv4, tcp};
 
-use crate::wire::tcp::option::{MSS as OPT_MSS, NOP as OPT_NOP, WSCALE as OPT_WSCALE};
 pub(super) use crate::wire::tcp::SynOptions;
+use crate::wire::tcp::option::{MSS as OPT_MSS, NOP as OPT_NOP, WSCALE as OPT_WSCALE};
+
+/// The fields of a segment the proxy writes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Fields {
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub window: u16,
+}
 
 /// The fixed fields of a received segment the proxy needs.
 #[derive(Clone, Copy, Debug)]
@@ -61,7 +70,8 @@ impl Segment {
     pub fn syn_options(&self, data: &[u8], meta: &PacketMeta) -> SynOptions {
         let start = usize::from(meta.l4_offset) + tcp::HEADER_LEN;
         let end = usize::from(meta.l4_offset) + self.header_len;
-        data.get(start..end).map_or(SynOptions::NONE, SynOptions::parse)
+        data.get(start..end)
+            .map_or(SynOptions::NONE, SynOptions::parse)
     }
 }
 
@@ -74,12 +84,15 @@ fn rewrite<F: Frame>(
     frame: &mut F,
     meta: &mut PacketMeta,
     key: &FlowKey,
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    window: u16,
+    f: Fields,
     opts: &SynOptions,
 ) -> SynOptions {
+    let Fields {
+        seq,
+        ack,
+        flags,
+        window,
+    } = f;
     let (l3, l4) = (usize::from(meta.l3_offset), usize::from(meta.l4_offset));
     let mut opts = *opts;
     opts.sack = false;
@@ -130,15 +143,11 @@ fn rewrite<F: Frame>(
 /// Answer the segment in place: the same connection, back to its sender
 /// out of the port it came in on (Ethernet addresses swapped, TTL
 /// [`LOCAL_TTL`]). Returns the options that fit.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn answer_in_place<F: Frame>(
     frame: &mut F,
     meta: &mut PacketMeta,
     port_mac: [u8; 6],
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    window: u16,
+    f: Fields,
     opts: &SynOptions,
 ) -> SynOptions {
     let back = meta.key.reversed();
@@ -146,7 +155,7 @@ pub(super) fn answer_in_place<F: Frame>(
     if let Some(h) = frame.data_mut().get_mut(l3..l3 + ipv4::HEADER_LEN) {
         ipv4::Packet::new_unchecked(h).set_ttl(LOCAL_TTL);
     }
-    let written = rewrite(frame, meta, &back, seq, ack, flags, window, opts);
+    let written = rewrite(frame, meta, &back, f, opts);
     let buf = frame.data_mut();
     let sender = ethernet::Packet::new_unchecked(&buf[..]).src_addr().0;
     set_l2(buf, port_mac, sender);
@@ -164,16 +173,13 @@ pub(super) fn backend_syn_in_place<F: Frame>(frame: &mut F, meta: &mut PacketMet
         sack: false,
     };
     let key = meta.key;
-    rewrite(
-        frame,
-        meta,
-        &key,
-        sp.client_isn,
-        0,
-        tcp::flags::SYN,
-        u16::MAX,
-        &opts,
-    );
+    let f = Fields {
+        seq: sp.client_isn,
+        ack: 0,
+        flags: tcp::flags::SYN,
+        window: u16::MAX,
+    };
+    rewrite(frame, meta, &key, f, &opts);
 }
 
 /// Offsets of the sequence, acknowledgment, window and checksum fields.
@@ -187,7 +193,10 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 /// The TCP header of the packet, if whole.
-fn header<'a, F: Frame>(frame: &'a mut F, meta: &PacketMeta) -> Option<&'a mut [u8; tcp::HEADER_LEN]> {
+fn header<'a, F: Frame>(
+    frame: &'a mut F,
+    meta: &PacketMeta,
+) -> Option<&'a mut [u8; tcp::HEADER_LEN]> {
     frame
         .data_mut()
         .get_mut(usize::from(meta.l4_offset)..)?
