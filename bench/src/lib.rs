@@ -12,8 +12,8 @@ use dataplane::counters::SharedCounters;
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::{FlowKey, Proto};
 use dataplane::snapshot::{
-    AddrRole, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec, SnapshotBuilder, SnapshotSpec,
-    SynProxyMode,
+    AddrRole, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec, SnapshotBuilder,
+    SnapshotSpec, SynProxyMode,
 };
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
@@ -224,6 +224,7 @@ impl Rig {
                     },
                     affinity_capacity: 1024,
                     seed: 42,
+                    new_flows_per_source_per_s: 0,
                 },
                 batch_size: 64,
                 idle: IdlePolicy::Spin,

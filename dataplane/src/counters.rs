@@ -151,6 +151,9 @@ drop_reasons! {
     /// `tcp_in_window`): data or an ACK for bytes never sent, or an RST
     /// outside the receive window (RFC 5961 §3.2: a blind reset).
     TcpOutOfWindow => "tcp_out_of_window",
+    /// A new flow from a client address over its new-flow rate
+    /// (`[dataplane] new_flows_per_source_per_s`).
+    NewFlowRateLimited => "new_flow_rate_limited",
 }
 
 impl std::fmt::Display for DropReason {

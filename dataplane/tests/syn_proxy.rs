@@ -544,3 +544,39 @@ fn snat_exhaustion_with_only_established_flows_still_drops() {
     assert_eq!(gw.counters().snat_early_drops, 0);
     assert_eq!(gw.worker.pipeline().conntrack().len(), 4);
 }
+
+#[test]
+fn new_flows_over_the_per_source_rate_are_dropped_and_counted() {
+    let config = PipelineConfig {
+        new_flows_per_source_per_s: 2,
+        ..pipeline_config(0, 1)
+    };
+    let mut gw = Gateway::with_config(vec![web(&[0])], config);
+    for port in 1..=2 {
+        assert_eq!(
+            gw.send(OUTSIDE, &plain_syn(port)).0,
+            Verdict::Forward(INSIDE)
+        );
+    }
+    let (v, out) = gw.send(OUTSIDE, &plain_syn(3));
+    assert_eq!(v, Verdict::Drop(DropReason::NewFlowRateLimited));
+    assert!(out.is_empty());
+    // Another source has its own budget.
+    let other = build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        Ipv4Addr::new(198, 51, 100, 99),
+        3,
+        VIP,
+        80,
+        F::SYN,
+        ISN,
+        0,
+        b"",
+    );
+    assert_eq!(gw.send(OUTSIDE, &other).0, Verdict::Forward(INSIDE));
+    // Half a second refills one token.
+    gw.clock.advance_ms(500);
+    assert_eq!(gw.send(OUTSIDE, &plain_syn(4)).0, Verdict::Forward(INSIDE));
+    assert_eq!(gw.counters().dropped(DropReason::NewFlowRateLimited), 1);
+}

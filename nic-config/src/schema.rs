@@ -269,6 +269,11 @@ pub struct DataplaneSection {
     /// change. Default 16381.
     #[serde(default = "default_maglev_table_size")]
     pub maglev_table_size: u64,
+    /// New flows per second one client address may open, per worker,
+    /// `0..=1000000`; 0 (the default) is no limit. Flows over it are
+    /// dropped as `new_flow_rate_limited`.
+    #[serde(default)]
+    pub new_flows_per_source_per_s: u64,
     /// `[dataplane.conntrack]`.
     #[serde(default)]
     pub conntrack: ConntrackSection,
@@ -295,6 +300,7 @@ impl Default for DataplaneSection {
             batch_size: default_batch_size(),
             idle: IdlePolicy::default(),
             maglev_table_size: default_maglev_table_size(),
+            new_flows_per_source_per_s: 0,
             conntrack: ConntrackSection::default(),
             snat: SnatSection::default(),
             affinity: AffinitySection::default(),

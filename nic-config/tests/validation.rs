@@ -667,6 +667,14 @@ const CASES: &[Case] = &[
         "only applies to tcp",
     ),
     case(
+        &[(
+            "[dataplane]\n",
+            "[dataplane]\nnew_flows_per_source_per_s = 1000001\n",
+        )],
+        "dataplane.new_flows_per_source_per_s",
+        "out of range 0..=1000000",
+    ),
+    case(
         &[("snat = false", "snat = false\nsyn_proxy = \"on\"")],
         "service[1].syn_proxy",
         "only applies to tcp",

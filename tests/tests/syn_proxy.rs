@@ -130,7 +130,10 @@ fn real_connections_succeed_during_a_spoofed_syn_flood() {
         .filter(|l| !l.starts_with("ok 200 "))
         .take(5)
         .collect();
-    assert_eq!(ok, REQUESTS, "every connection answered; failures: {failures:?}");
+    assert_eq!(
+        ok, REQUESTS,
+        "every connection answered; failures: {failures:?}"
+    );
     let s = stats(&gw);
     eprintln!(
         "flood: {sent} spoofed SYNs sent, {} cookies sent; during: live flows {}, SNAT in use {}",
@@ -139,9 +142,18 @@ fn real_connections_succeed_during_a_spoofed_syn_flood() {
         number(&during, "/total/snat_in_use"),
     );
     assert!(sent >= FLOOD_SYNS, "the flood ran: {sent}");
-    assert!(number(&s, "/total/syn_cookies_sent") >= u64::from(FLOOD_SYNS) / 2, "{s}");
+    assert!(
+        number(&s, "/total/syn_cookies_sent") >= u64::from(FLOOD_SYNS) / 2,
+        "{s}"
+    );
     // Only real connections hold flows and tuples: at most the requests.
-    assert!(number(&during, "/total/live_flows") <= u64::from(REQUESTS) + 8, "{during}");
-    assert!(number(&during, "/total/snat_in_use") <= u64::from(REQUESTS) + 8, "{during}");
+    assert!(
+        number(&during, "/total/live_flows") <= u64::from(REQUESTS) + 8,
+        "{during}"
+    );
+    assert!(
+        number(&during, "/total/snat_in_use") <= u64::from(REQUESTS) + 8,
+        "{during}"
+    );
     assert_eq!(number(&s, "/total/drops/snat_exhausted"), 0, "{s}");
 }

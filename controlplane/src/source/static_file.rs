@@ -148,6 +148,7 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
             },
             affinity_capacity: d.affinity_capacity,
             seed: 0x7061_7274_6963_6f00 ^ worker as u64,
+            new_flows_per_source_per_s: d.new_flows_per_source_per_s,
         },
         batch_size: d.batch_size,
         idle: d.idle.to_dataplane(),

@@ -17,7 +17,8 @@
 //!    policy is `Reset`, so a client whose flow was reset keeps getting RSTs,
 //!    else dropped as `no_flow`); owned address without listener →
 //!    `no_listener`; SNAT address → `no_flow`; anything else → `not_owned`.
-//! 3. **select + create**: ClientIP affinity entry, else Maglev (on the
+//! 3. **select + create**: the per-source new-flow rate limit
+//!    ([`super::source_limit`], `new_flow_rate_limited`), ClientIP affinity entry, else Maglev (on the
 //!    5-tuple, or on the client address for affinity services) over the
 //!    service's ready endpoints, or its serving-terminating endpoints when
 //!    none is ready; egress checks (route, MTU, VLAN); SNAT tuple; conntrack
@@ -35,6 +36,7 @@
 //! Every check that can drop a packet runs before the packet changes any
 //! flow state, so a dropped packet never advances a connection.
 
+use super::source_limit::SourceLimit;
 use super::synproxy::{self, CookieSecret, NewSegment, Outbox, Proxied};
 use super::{FlowSlot, L2Next, MAX_BATCH, NatPlan};
 use crate::conntrack::affinity::AffinityTable;
@@ -64,6 +66,8 @@ pub struct FlowCtx<'a> {
     /// The SYN proxy's cookie key and its queue of generated frames.
     pub cookies: &'a CookieSecret,
     pub outbox: &'a mut Outbox,
+    /// The per-source new-flow rate limit.
+    pub source_limit: &'a mut SourceLimit,
     pub now_ms: u64,
 }
 
@@ -481,6 +485,10 @@ fn create<F: Frame>(
                 FlowSlot::None
             }
         };
+    }
+    if ctx.source_limit.enabled() && !ctx.source_limit.allow(key.src_ip, ctx.now_ms) {
+        meta.drop(DropReason::NewFlowRateLimited);
+        return FlowSlot::None;
     }
     let Some(set) = service.active_set() else {
         meta.drop(DropReason::NoBackend);

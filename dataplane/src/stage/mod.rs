@@ -18,6 +18,7 @@ pub mod local;
 pub mod nat;
 pub mod neighbour;
 pub mod parse;
+pub mod source_limit;
 pub mod steer;
 pub mod synproxy;
 
@@ -51,6 +52,9 @@ pub struct PipelineConfig {
     pub affinity_capacity: u32,
     /// Seed of the worker's SNAT port randomisation.
     pub seed: u64,
+    /// New flows per second one client address may open on this worker
+    /// (0: no limit; see [`source_limit`]).
+    pub new_flows_per_source_per_s: u32,
 }
 
 /// Why a pipeline could not be set up.
@@ -149,6 +153,7 @@ pub struct Pipeline {
     /// The SYN proxy's cookie key (random per pipeline) and generated frames.
     cookies: synproxy::CookieSecret,
     outbox: synproxy::Outbox,
+    source_limit: source_limit::SourceLimit,
     expiry_scan_per_poll: u32,
     metas: Box<[PacketMeta; MAX_BATCH]>,
     flows: Box<[FlowSlot; MAX_BATCH]>,
@@ -184,6 +189,7 @@ impl Pipeline {
             neighbour: NeighbourStage::new(neighbours),
             cookies: synproxy::CookieSecret::random(),
             outbox: synproxy::Outbox::default(),
+            source_limit: source_limit::SourceLimit::new(config.new_flows_per_source_per_s),
             expiry_scan_per_poll: config.conntrack.expiry_scan_per_poll,
             metas: Box::new([PacketMeta::empty(0); MAX_BATCH]),
             flows: Box::new([FlowSlot::None; MAX_BATCH]),
@@ -291,6 +297,7 @@ impl Pipeline {
             services: &mut self.services,
             cookies: &self.cookies,
             outbox: &mut self.outbox,
+            source_limit: &mut self.source_limit,
             now_ms,
         };
         flow::run(&mut ctx, snap, frames, metas, flows);

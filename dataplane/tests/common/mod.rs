@@ -124,6 +124,7 @@ pub fn pipeline_config(worker: u8, workers: u8) -> PipelineConfig {
         },
         affinity_capacity: 1024,
         seed: 0x5eed + u64::from(worker),
+        new_flows_per_source_per_s: 0,
     }
 }
 

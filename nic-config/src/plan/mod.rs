@@ -220,6 +220,8 @@ pub struct DataplanePlan {
     pub affinity_capacity: u32,
     pub afxdp: AfxdpPlan,
     pub neighbour_table: NeighbourTablePlan,
+    /// New flows per second and client address per worker; 0: no limit.
+    pub new_flows_per_source_per_s: u32,
 }
 
 /// The ARP table's size and timers (`[dataplane.neighbour_table]`),
