@@ -94,6 +94,7 @@ fn after(a: u32, b: u32) -> bool {
 /// Judge a segment travelling in `dir` and, if accepted, update the
 /// windows (`wins[0]`: the original direction's sender, `wins[1]`: the
 /// reply direction's).
+#[inline]
 pub fn check(wins: &mut [TcpWindow; 2], dir: Dir, seg: &SegmentInfo) -> WindowVerdict {
     let [w0, w1] = wins;
     let (sender, receiver) = match dir {

@@ -309,8 +309,12 @@ pub fn run<F: Frame>(
 #[inline]
 fn segment_info(data: &[u8], meta: &PacketMeta) -> Option<SegmentInfo> {
     let seg = data.get(usize::from(meta.l4_offset)..usize::from(meta.l3_end))?;
-    let p = tcp::Packet::new_checked(seg).ok()?;
-    let header_len = p.header_len();
+    if seg.len() < tcp::HEADER_LEN {
+        return None;
+    }
+    // The parse stage checked the header's length and data offset.
+    let p = tcp::Packet::new_unchecked(seg);
+    let header_len = p.header_len().clamp(tcp::HEADER_LEN, seg.len());
     let wscale = if meta.tcp_flags & tcp_flags::SYN != 0 {
         seg.get(tcp::HEADER_LEN..header_len)
             .map_or(SynOptions::NONE, SynOptions::parse)
