@@ -200,18 +200,7 @@ fn the_syn_proxy_path_allocates_nothing() {
             .expect("proxied flow")
             .reply();
         let from_backend = |flags: u8, seq: u32, ack: u32, payload: &[u8]| {
-            build::eth_ipv4_tcp(
-                backend_mac(r.src_ip),
-                IN_MAC,
-                r.src_ip,
-                r.src_port,
-                r.dst_ip,
-                r.dst_port,
-                flags,
-                seq,
-                ack,
-                payload,
-            )
+            from_backend_tcp(&r, flags, seq, ack, payload)
         };
         measured.push((INSIDE, from_backend(F::SYN | F::ACK, 5000, 101, b"")));
         measured.push((

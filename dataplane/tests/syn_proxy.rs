@@ -511,18 +511,7 @@ fn snat_exhaustion_with_only_established_flows_still_drops() {
         gw.send(OUTSIDE, &plain_syn(port));
         let flow = gw.flow(Proto::Tcp, CLIENT, port, VIP, 80).unwrap();
         let r = *flow.reply();
-        let synack = build::eth_ipv4_tcp(
-            backend_mac(r.src_ip),
-            IN_MAC,
-            r.src_ip,
-            r.src_port,
-            r.dst_ip,
-            r.dst_port,
-            F::SYN | F::ACK,
-            BACKEND_ISN,
-            ISN + 1,
-            b"",
-        );
+        let synack = from_backend_tcp(&r, F::SYN | F::ACK, BACKEND_ISN, ISN + 1, b"");
         gw.send(INSIDE, &synack);
         let ack = build::eth_ipv4_tcp(
             ROUTER_MAC,

@@ -25,21 +25,6 @@ fn client(flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
     )
 }
 
-fn backend(r: &FlowKey, flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
-    build::eth_ipv4_tcp(
-        backend_mac(r.src_ip),
-        IN_MAC,
-        r.src_ip,
-        r.src_port,
-        r.dst_ip,
-        r.dst_port,
-        flags,
-        seq,
-        ack,
-        payload,
-    )
-}
-
 /// An established flow; returns its reply key.
 fn established(gw: &mut Gateway) -> FlowKey {
     assert_eq!(
@@ -48,7 +33,10 @@ fn established(gw: &mut Gateway) -> FlowKey {
     );
     let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
     let v = gw
-        .send(INSIDE, &backend(&r, F::SYN | F::ACK, B - 1, C, b""))
+        .send(
+            INSIDE,
+            &from_backend_tcp(&r, F::SYN | F::ACK, B - 1, C, b""),
+        )
         .0;
     assert_eq!(v, Verdict::Forward(OUTSIDE));
     assert_eq!(
@@ -74,7 +62,7 @@ fn in_window_data_passes_both_ways() {
     assert_eq!(v, Verdict::Forward(INSIDE));
     let (v, _) = gw.send(
         INSIDE,
-        &backend(&r, F::ACK | F::PSH, B, C + 18, b"HTTP/1.1 200 OK"),
+        &from_backend_tcp(&r, F::ACK | F::PSH, B, C + 18, b"HTTP/1.1 200 OK"),
     );
     assert_eq!(v, Verdict::Forward(OUTSIDE));
     // A retransmission of what was already sent is in the window too.
@@ -95,7 +83,7 @@ fn out_of_window_data_and_acks_of_unsent_bytes_are_dropped_and_counted() {
     assert_eq!(v, Verdict::Drop(DropReason::TcpOutOfWindow));
     assert!(out.is_empty());
     // Acknowledging bytes the client never sent.
-    let (v, _) = gw.send(INSIDE, &backend(&r, F::ACK, B, C + 500_000, b""));
+    let (v, _) = gw.send(INSIDE, &from_backend_tcp(&r, F::ACK, B, C + 500_000, b""));
     assert_eq!(v, Verdict::Drop(DropReason::TcpOutOfWindow));
     assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 2);
     assert_eq!(state(&gw), Some(TcpState::Established));
@@ -116,7 +104,7 @@ fn an_inexact_in_window_rst_is_answered_with_a_challenge_ack() {
     let mut gw = Gateway::new(vec![web(&[0])]);
     let r = established(&mut gw);
     // From the backend, 100 bytes past what the client acknowledged.
-    let (v, out) = gw.send(INSIDE, &backend(&r, F::RST, B + 100, 0, b""));
+    let (v, out) = gw.send(INSIDE, &from_backend_tcp(&r, F::RST, B + 100, 0, b""));
     assert_eq!(v, Verdict::Reply);
     // The challenge ACK, as the client would send it: to the backend from
     // the SNAT tuple, seq = what the client sent, ack = what it expects,
@@ -146,7 +134,7 @@ fn an_inexact_in_window_rst_is_answered_with_a_challenge_ack() {
 fn an_exact_rst_closes_the_flow() {
     let mut gw = Gateway::new(vec![web(&[0])]);
     let r = established(&mut gw);
-    let (v, _) = gw.send(INSIDE, &backend(&r, F::RST, B, 0, b""));
+    let (v, _) = gw.send(INSIDE, &from_backend_tcp(&r, F::RST, B, 0, b""));
     assert_eq!(v, Verdict::Forward(OUTSIDE));
     assert_eq!(state(&gw), Some(TcpState::Close));
 }

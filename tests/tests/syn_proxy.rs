@@ -68,7 +68,7 @@ fn real_connections_succeed_during_a_spoofed_syn_flood() {
     /// Distinct spoofed SYNs (sent over and over).
     const FLOOD_SYNS: u32 = 20_000;
     const FLOOD_PER_S: u32 = 5_000;
-    const REQUESTS: u32 = 400;
+    const REQUESTS: u64 = 400;
     let Some(t) = topology(
         "syn_proxy::real_connections_succeed_during_a_spoofed_syn_flood",
         2,
@@ -114,38 +114,12 @@ fn real_connections_succeed_during_a_spoofed_syn_flood() {
         });
         // A second of flood before the real clients start.
         std::thread::sleep(Duration::from_secs(1));
-        let out = t
-            .client
-            .spawn(
-                common::PORTICO,
-                &[
-                    "tool",
-                    "http-get",
-                    "--target",
-                    &format!("{VIP}:{HTTP_PORT}"),
-                    "--count",
-                    &REQUESTS.to_string(),
-                    "--concurrency",
-                    "4",
-                    "--timeout-ms",
-                    "5000",
-                ],
-            )
-            .expect("start http-get")
-            .wait_output(Duration::from_secs(120))
-            .expect("http-get finishes");
+        let (ok, failures) = common::http_get(&t, REQUESTS, 4, Duration::from_secs(120));
         let during = stats(&gw);
         flooding.store(false, Ordering::Relaxed);
-        (flood.join().expect("flood thread"), (out, during))
+        (flood.join().expect("flood thread"), (ok, failures, during))
     });
-    let (out, during) = out;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let ok = text.lines().filter(|l| l.starts_with("ok 200 ")).count() as u32;
-    let failures: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.starts_with("ok 200 "))
-        .take(5)
-        .collect();
+    let (ok, failures, during) = out;
     assert_eq!(
         ok, REQUESTS,
         "every connection answered; failures: {failures:?}"
@@ -167,11 +141,11 @@ fn real_connections_succeed_during_a_spoofed_syn_flood() {
     );
     // Only real connections hold flows and tuples: at most the requests.
     assert!(
-        number(&during, "/total/live_flows") <= u64::from(REQUESTS) + 8,
+        number(&during, "/total/live_flows") <= REQUESTS + 8,
         "{during}"
     );
     assert!(
-        number(&during, "/total/snat_in_use") <= u64::from(REQUESTS) + 8,
+        number(&during, "/total/snat_in_use") <= REQUESTS + 8,
         "{during}"
     );
     assert_eq!(number(&s, "/total/drops/snat_exhausted"), 0, "{s}");

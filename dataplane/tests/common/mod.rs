@@ -227,6 +227,29 @@ impl Gateway {
     }
 }
 
+/// A TCP segment from the backend of a flow whose reply key is `r` (to
+/// the gateway's SNAT tuple), as the backend sends it.
+pub fn from_backend_tcp(
+    r: &dataplane::flow::FlowKey,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    dataplane::wire::build::eth_ipv4_tcp(
+        backend_mac(r.src_ip),
+        IN_MAC,
+        r.src_ip,
+        r.src_port,
+        r.dst_ip,
+        r.dst_port,
+        flags,
+        seq,
+        ack,
+        payload,
+    )
+}
+
 /// `frame` with its IPv4 TTL set (and the header checksum recomputed from
 /// scratch): expected frames are built independently of the dataplane's
 /// incremental updates.
