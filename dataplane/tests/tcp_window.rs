@@ -138,3 +138,23 @@ fn an_exact_rst_closes_the_flow() {
     assert_eq!(v, Verdict::Forward(OUTSIDE));
     assert_eq!(state(&gw), Some(TcpState::Close));
 }
+
+/// A backend still holding an old connection on the tuple answers the SYN
+/// with a challenge ACK carrying that connection's numbers: it passes
+/// (Linux's IGNORE) and the client's RST (<SEQ=SEG.ACK>) clears it.
+#[test]
+fn a_challenge_ack_to_a_syn_passes_and_the_clients_rst_is_accepted() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    assert_eq!(
+        gw.send(OUTSIDE, &client(F::SYN, C - 1, 0, b"")).0,
+        Verdict::Forward(INSIDE)
+    );
+    let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
+    let old_ack = 3_000_000_000;
+    let (v, _) = gw.send(INSIDE, &from_backend_tcp(&r, F::ACK, 77_777, old_ack, b""));
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    let (v, _) = gw.send(OUTSIDE, &client(F::RST, old_ack, 0, b""));
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    assert_eq!(state(&gw), Some(TcpState::Close));
+    assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 0);
+}

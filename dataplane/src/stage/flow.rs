@@ -41,7 +41,7 @@ use super::synproxy::{self, CookieSecret, NewSegment, Outbox, Proxied};
 use super::{FlowSlot, L2Next, MAX_BATCH, NatPlan};
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::window::{SegmentInfo, WindowVerdict};
-use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe};
+use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe, TcpState};
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto, stable_addr_hash};
@@ -245,6 +245,12 @@ pub fn run<F: Frame>(
             continue;
         }
         let proxied = flow.syn_proxied();
+        // Linux's IGNORE: a backend's ACK to a SYN (its challenge ACK for
+        // an old connection on the tuple, RFC 9293 §3.10.7.4) passes
+        // without window tracking, so the client's RST can clear it.
+        let ignored = flow.tcp_state() == Some(TcpState::SynSent)
+            && dir == Dir::Reply
+            && meta.tcp_flags & tcp_flags::SYN == 0;
         if proxied {
             match synproxy::proxied(ctx, snap, id, dir, frame, meta) {
                 Proxied::Forward => {}
@@ -261,6 +267,7 @@ pub fn run<F: Frame>(
             }
         }
         if meta.kind == PacketKind::Tcp
+            && !ignored
             && let Some(seg) = segment_info(frame.data(), meta)
         {
             match ctx.ct.check_window(id, dir, &seg) {
