@@ -256,7 +256,7 @@ const ACK_FRAME_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + tcp::HEAD
 /// Frames the SYN proxy generates besides a batch's verdicts (the window
 /// update to a client whose backend connection just opened): a fixed
 /// array, filled by the flow stage, sent by the worker after the batch
-/// through [`super::super::Pipeline::send_generated`]. Full: the update is
+/// through [`crate::stage::Pipeline::send_arp_requests`]. Full: the update is
 /// not sent (counted as `syn_proxy_outbox_full`); the client's zero-window
 /// probe then gets the backend's window from the backend itself.
 #[derive(Debug)]
