@@ -12,7 +12,8 @@ use dataplane::counters::SharedCounters;
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::{FlowKey, Proto};
 use dataplane::snapshot::{
-    AddrRole, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec, SnapshotBuilder, SnapshotSpec,
+    AddrRole, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec, SnapshotBuilder,
+    SnapshotSpec, SynProxyMode,
 };
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
@@ -76,6 +77,8 @@ pub struct RigConfig {
     pub snat_addrs: u8,
     pub conntrack_capacity: u32,
     pub maglev_table_size: u32,
+    /// The web service's SYN proxy setting.
+    pub syn_proxy: SynProxyMode,
 }
 
 impl Default for RigConfig {
@@ -85,6 +88,7 @@ impl Default for RigConfig {
             snat_addrs: 4,
             conntrack_capacity: 1 << 20,
             maglev_table_size: 16381,
+            syn_proxy: SynProxyMode::Off,
         }
     }
 }
@@ -94,6 +98,7 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
         .map(|i| Ipv4Addr::new(10, 1, 0, 1 + i))
         .collect();
     let mut web = ServiceSpec::new("web", Proto::Tcp, VIP, 80);
+    web.syn_proxy = cfg.syn_proxy;
     let mut dns = ServiceSpec::new("dns", Proto::Udp, VIP, 53);
     for b in 0..cfg.backends {
         web = web.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
@@ -220,6 +225,7 @@ impl Rig {
                     affinity_capacity: 1024,
                     seed: 42,
                     table_hasher: dataplane::flow::TableHasher::from_seed(42),
+                    new_flows_per_source_per_s: 0,
                 },
                 batch_size: 64,
                 idle: IdlePolicy::Spin,

@@ -144,6 +144,22 @@ drop_reasons! {
     /// ARP request for a VIP this instance owns but does not announce:
     /// another instance of the tier is elected for it and answers.
     ArpNotAnnounced => "arp_not_announced",
+    /// A TCP ACK without a flow for a SYN-proxied service whose
+    /// acknowledgment number is not a valid SYN cookie (forged, or older
+    /// than two 64 s slices).
+    SynCookieInvalid => "syn_cookie_invalid",
+    /// A segment of a SYN-proxied flow whose backend has not answered the
+    /// gateway's SYN yet (other than the client's ACKs, which re-send it).
+    SynProxyPending => "syn_proxy_pending",
+    /// The SYN proxy's queue of generated window updates was full.
+    SynProxyOutboxFull => "syn_proxy_outbox_full",
+    /// A TCP segment outside its flow's sequence window (conntrack's
+    /// `tcp_in_window`): data or an ACK for bytes never sent, or an RST
+    /// outside the receive window (RFC 5961 §3.2: a blind reset).
+    TcpOutOfWindow => "tcp_out_of_window",
+    /// A new flow from a client address over its new-flow rate
+    /// (`[dataplane] new_flows_per_source_per_s`).
+    NewFlowRateLimited => "new_flow_rate_limited",
 }
 
 impl std::fmt::Display for DropReason {
@@ -206,6 +222,22 @@ macro_rules! with_counters {
             snat_allocations,
             /// SNAT tuples reused while still inside the quarantine period.
             snat_quarantine_reuses,
+            /// Half-open (unassured) flows evicted because the SNAT tuple
+            /// space towards their backend was exhausted (also counted in
+            /// `flows_early_dropped`).
+            snat_early_drops,
+            /// Client SYNs answered with a SYN cookie (SYN proxy).
+            syn_cookies_sent,
+            /// Client ACKs whose SYN cookie validated: proxied flows opened
+            /// towards a backend.
+            syn_cookies_validated,
+            /// Proxied flows whose backend answered: sequence spaces spliced.
+            syn_proxy_spliced,
+            /// Window updates sent to proxied clients once spliced.
+            syn_proxy_window_updates,
+            /// Challenge ACKs answering an in-window but inexact RST
+            /// (RFC 5961 §3.2).
+            challenge_acks_sent,
         }
     };
 }

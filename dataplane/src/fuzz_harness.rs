@@ -206,6 +206,7 @@ impl SequenceHarness {
                     affinity_capacity: 64,
                     seed: 0x5eed,
                     table_hasher: TableHasher::from_seed(0xf022),
+                    new_flows_per_source_per_s: 0,
                 },
                 batch_size: 64,
                 idle: IdlePolicy::Adaptive,

@@ -209,9 +209,22 @@ fn a_challenge_ack_to_a_syn_reaches_the_client_and_its_rst_lets_the_retry_throug
         invalid_before
     );
 
-    // The client's RST goes to the backend on the same tuple, the retry
-    // opens the flow again.
-    let (v, out) = gw.send(OUTSIDE, &tcp(40_100, F::RST));
+    // The client's RST (RFC 9293 §3.10.7.3: <SEQ=SEG.ACK>, the exact
+    // sequence number window tracking expects) goes to the backend on the
+    // same tuple, the retry opens the flow again.
+    let rst = build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        40_100,
+        VIP,
+        80,
+        F::RST,
+        2,
+        0,
+        b"",
+    );
+    let (v, out) = gw.send(OUTSIDE, &rst);
     assert_eq!(v, Verdict::Forward(INSIDE));
     assert_eq!(&out[0].1[30..34], &reply.src_ip.octets());
     assert_eq!(

@@ -167,3 +167,81 @@ fn the_hold_queue_and_arp_path_allocate_nothing() {
     );
     assert_eq!(info.count_total, 0, "{info:?}");
 }
+
+/// The SYN proxy's whole path under the allocation counter: cookie
+/// SYN-ACKs, cookie ACKs opening backend connections, a forged cookie, the
+/// backend SYN-ACK (ACK back, window update through the outbox) and the
+/// spliced data both ways.
+#[test]
+fn the_syn_proxy_path_allocates_nothing() {
+    let mut svc = web(&[0, 1, 2]);
+    svc.syn_proxy = dataplane::snapshot::SynProxyMode::On;
+    let mut gw = Gateway::with_config(vec![svc], pipeline_config(0, 1));
+    let client = |sport: u16, flags: u8, seq: u32, ack: u32, payload: &[u8]| {
+        build::eth_ipv4_tcp(
+            ROUTER_MAC, OUT_MAC, CLIENT, sport, VIP, 80, flags, seq, ack, payload,
+        )
+    };
+    let cookie_of = |gw: &mut Gateway, sport: u16| {
+        let (_, out) = gw.send(OUTSIDE, &client(sport, F::SYN, 100, 0, b""));
+        u32::from_be_bytes(out[0].1[38..42].try_into().unwrap())
+    };
+    // Set 1: connected to the gateway and the backend asked, before the
+    // measurement; set 2: cookies known (a SYN leaves no state).
+    let mut measured = Vec::new();
+    for sport in 2000..2016u16 {
+        let cookie = cookie_of(&mut gw, sport);
+        gw.send(
+            OUTSIDE,
+            &client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
+        );
+        let r = *gw
+            .flow(dataplane::flow::Proto::Tcp, CLIENT, sport, VIP, 80)
+            .expect("proxied flow")
+            .reply();
+        let from_backend = |flags: u8, seq: u32, ack: u32, payload: &[u8]| {
+            from_backend_tcp(&r, flags, seq, ack, payload)
+        };
+        measured.push((INSIDE, from_backend(F::SYN | F::ACK, 5000, 101, b"")));
+        measured.push((
+            OUTSIDE,
+            client(sport, F::ACK | F::PSH, 101, cookie.wrapping_add(1), b"GET"),
+        ));
+        measured.push((INSIDE, from_backend(F::ACK | F::PSH, 5001, 104, b"200")));
+    }
+    for sport in 3000..3016u16 {
+        let cookie = cookie_of(&mut gw, sport);
+        measured.push((OUTSIDE, client(sport, F::SYN, 100, 0, b"")));
+        measured.push((
+            OUTSIDE,
+            client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
+        ));
+        measured.push((OUTSIDE, client(sport + 100, F::ACK, 101, 12345, b"")));
+    }
+    for p in [OUTSIDE, INSIDE] {
+        gw.worker.driver_mut().discard_tx(p);
+    }
+    let before = gw.counters();
+    let info = allocation_counter::measure(|| {
+        for (port, f) in &measured {
+            gw.worker.driver_mut().inject(*port, f).expect("room");
+            gw.worker.poll();
+        }
+        for p in [OUTSIDE, INSIDE] {
+            gw.worker.driver_mut().discard_tx(p);
+        }
+    });
+    let c = gw.counters();
+    assert_eq!(c.syn_proxy_spliced - before.syn_proxy_spliced, 16, "{c:?}");
+    assert_eq!(
+        c.syn_proxy_window_updates - before.syn_proxy_window_updates,
+        16
+    );
+    assert_eq!(c.syn_cookies_validated - before.syn_cookies_validated, 16);
+    assert_eq!(c.syn_cookies_sent - before.syn_cookies_sent, 16);
+    assert_eq!(
+        c.dropped(dataplane::counters::DropReason::SynCookieInvalid),
+        16
+    );
+    assert_eq!(info.count_total, 0, "syn proxy path allocated: {info:?}");
+}

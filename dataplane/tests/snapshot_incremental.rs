@@ -9,7 +9,7 @@
 use dataplane::flow::Proto;
 use dataplane::snapshot::{
     AddrRole, BackendGonePolicy, EndpointCondition, EndpointSpec, ListenerKind, NextHop, PortSpec,
-    Route, ServiceChanges, ServiceSpec, Snapshot, SnapshotBuilder, SnapshotSpec,
+    Route, ServiceChanges, ServiceSpec, Snapshot, SnapshotBuilder, SnapshotSpec, SynProxyMode,
 };
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -120,6 +120,7 @@ fn service() -> impl Strategy<Value = ServiceSpec> {
                 } else {
                     BackendGonePolicy::Drop
                 },
+                syn_proxy: SynProxyMode::Off,
             }
         })
 }

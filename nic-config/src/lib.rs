@@ -63,13 +63,13 @@ pub use plan::{
     AddressPoolPlan, AddressRole, AdvertisementPlan, AfxdpPlan, BackendPlan, BgpPlan,
     ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan,
     ListenerKind, ListenerPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex,
-    PortPlan, RoutePlan, ServicePlan, SnatPlan, StatusWritesPlan, TimeoutsMs,
+    PortPlan, RoutePlan, ServicePlan, SnatPlan, StatusWritesPlan, SynProxyPlan, TimeoutsMs,
 };
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
     AddressPoolSection, AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition,
     IdlePolicy, InstanceSection, KubernetesSection, NeighbourTableSection, PortOverrideSection,
-    PortRole, Protocol, SessionAffinity, XdpModeSetting, ZeroCopySetting,
+    PortRole, Protocol, SessionAffinity, SynProxy, XdpModeSetting, ZeroCopySetting,
 };
 pub use validate::{InstanceChoice, validate, validate_instance};
 

@@ -44,6 +44,7 @@ pub struct RestartPart<'a> {
     pub affinity_capacity: u32,
     pub afxdp: &'a AfxdpPlan,
     pub neighbour_table: &'a NeighbourTablePlan,
+    pub new_flows_per_source_per_s: u32,
     /// One per port, in port order.
     pub ports: Vec<PortRestartPart<'a>>,
     pub dpdk: &'a DpdkPlan,
@@ -118,6 +119,7 @@ impl Plan {
             affinity_capacity,
             afxdp,
             neighbour_table,
+            new_flows_per_source_per_s,
         } = dataplane;
         let (port_restart, port_live) = ports.iter().map(split_port).unzip();
         (
@@ -131,6 +133,7 @@ impl Plan {
                 affinity_capacity: *affinity_capacity,
                 afxdp,
                 neighbour_table,
+                new_flows_per_source_per_s: *new_flows_per_source_per_s,
                 ports: port_restart,
                 dpdk,
                 kubernetes: kubernetes.as_ref(),
@@ -216,6 +219,7 @@ impl RestartPart<'_> {
             affinity_capacity,
             afxdp,
             neighbour_table,
+            new_flows_per_source_per_s,
             ports,
             dpdk,
             kubernetes,
@@ -238,6 +242,11 @@ impl RestartPart<'_> {
             "dataplane.neighbour_table",
             neighbour_table,
             &new.neighbour_table,
+        );
+        c.display(
+            "dataplane.new_flows_per_source_per_s",
+            new_flows_per_source_per_s,
+            &new.new_flows_per_source_per_s,
         );
         if ports.len() == new.ports.len() {
             for (i, (p, q)) in ports.iter().zip(&new.ports).enumerate() {
@@ -360,6 +369,9 @@ mod tests {
             ("afxdp", true, |p| p.dataplane.afxdp.need_wakeup ^= true),
             ("neighbour_table", true, |p| {
                 p.dataplane.neighbour_table.retrans_ms += 1;
+            }),
+            ("new_flows_per_source_per_s", true, |p| {
+                p.dataplane.new_flows_per_source_per_s += 1;
             }),
             ("port name", true, |p| p.ports[0].name.push('x')),
             ("port driver", true, |p| {

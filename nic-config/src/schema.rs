@@ -328,6 +328,11 @@ pub struct DataplaneSection {
     /// change. Default 16381.
     #[serde(default = "default_maglev_table_size")]
     pub maglev_table_size: u64,
+    /// New flows per second one client address may open, per worker,
+    /// `0..=1000000`; 0 (the default) is no limit. Flows over it are
+    /// dropped as `new_flow_rate_limited`.
+    #[serde(default)]
+    pub new_flows_per_source_per_s: u64,
     /// `[dataplane.conntrack]`.
     #[serde(default)]
     pub conntrack: ConntrackSection,
@@ -354,6 +359,7 @@ impl Default for DataplaneSection {
             batch_size: default_batch_size(),
             idle: IdlePolicy::default(),
             maglev_table_size: default_maglev_table_size(),
+            new_flows_per_source_per_s: 0,
             conntrack: ConntrackSection::default(),
             snat: SnatSection::default(),
             affinity: AffinitySection::default(),
@@ -799,6 +805,17 @@ pub struct ServiceSection {
     /// flows always move to another backend.
     #[serde(default)]
     pub tcp_backend_gone: Option<BackendGone>,
+    /// SYN flood defence (TCP services only): `"on"` answers every client
+    /// SYN with a SYN cookie and opens the backend connection only once the
+    /// client's ACK proves its address; `"auto"` does so only while a
+    /// worker tracks more than `syn_proxy_half_open_threshold` half-open
+    /// flows; `"off"` forwards every SYN. Default `"off"`.
+    #[serde(default)]
+    pub syn_proxy: Option<SynProxy>,
+    /// Half-open flows per worker above which `syn_proxy = "auto"` answers
+    /// SYNs with cookies, `1..=16777216`; only with `"auto"`. Default 1000.
+    #[serde(default)]
+    pub syn_proxy_half_open_threshold: Option<u64>,
     /// The backends, e.g. `[{ address = "10.1.0.10", port = 8080 }]`.
     /// Default none (traffic is dropped).
     #[serde(default)]
@@ -892,6 +909,21 @@ pub enum BackendGone {
     Drop,
     Reset,
 }
+
+/// When a service's TCP handshakes are answered by the gateway (SYN proxy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SynProxy {
+    #[default]
+    Off,
+    On,
+    Auto,
+}
+
+/// Default `syn_proxy_half_open_threshold`.
+pub const DEFAULT_SYN_PROXY_HALF_OPEN_THRESHOLD: u64 = 1000;
+/// Largest `syn_proxy_half_open_threshold`.
+pub const MAX_SYN_PROXY_HALF_OPEN_THRESHOLD: u64 = 1 << 24;
 
 /// Condition of a backend (Kubernetes EndpointSlice conditions).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]

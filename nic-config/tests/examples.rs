@@ -85,6 +85,12 @@ fn standalone_two_port() {
     assert_eq!(web.protocol, Protocol::Tcp);
     assert!(web.snat);
     assert_eq!(web.tcp_backend_gone, BackendGone::Reset);
+    assert_eq!(
+        web.syn_proxy,
+        nic_config::SynProxyPlan::Auto {
+            half_open_threshold: 1000
+        }
+    );
     let vip = Ipv4Addr::new(192, 0, 2, 10);
     assert!(
         web.listeners

@@ -667,6 +667,35 @@ const CASES: &[Case] = &[
         "only applies to tcp",
     ),
     case(
+        &[(
+            "[dataplane]\n",
+            "[dataplane]\nnew_flows_per_source_per_s = 1000001\n",
+        )],
+        "dataplane.new_flows_per_source_per_s",
+        "out of range 0..=1000000",
+    ),
+    case(
+        &[("snat = false", "snat = false\nsyn_proxy = \"on\"")],
+        "service[1].syn_proxy",
+        "only applies to tcp",
+    ),
+    case(
+        &[(
+            "tcp_backend_gone = \"reset\"",
+            "tcp_backend_gone = \"reset\"\nsyn_proxy = \"on\"\nsyn_proxy_half_open_threshold = 10",
+        )],
+        "service[0].syn_proxy_half_open_threshold",
+        "only applies with syn_proxy = \"auto\"",
+    ),
+    case(
+        &[(
+            "tcp_backend_gone = \"reset\"",
+            "tcp_backend_gone = \"reset\"\nsyn_proxy = \"auto\"\nsyn_proxy_half_open_threshold = 0",
+        )],
+        "service[0].syn_proxy_half_open_threshold",
+        "out of range 1..=16777216",
+    ),
+    case(
         &[("port = 8080, weight = 3", "port = 0, weight = 3")],
         "service[0].backends[0].port",
         "out of range 1..=65535",
@@ -1129,6 +1158,29 @@ fn huge_maglev_size_is_rejected_quickly() {
 fn client_ip_affinity_defaults_to_kubernetes_timeout() {
     let plan = parse(&edit(&[("affinity_timeout_s = 600\n", "")])).unwrap();
     assert_eq!(plan.services[0].affinity_timeout_ms, Some(10_800_000));
+}
+
+#[test]
+fn syn_proxy_is_off_by_default_and_auto_has_a_threshold() {
+    let plan = parse(&edit(&[])).unwrap();
+    assert_eq!(plan.services[0].syn_proxy, nic_config::SynProxyPlan::Off);
+    let plan = parse(&edit(&[(
+        "tcp_backend_gone = \"reset\"",
+        "tcp_backend_gone = \"reset\"\nsyn_proxy = \"auto\"",
+    )]))
+    .unwrap();
+    assert_eq!(
+        plan.services[0].syn_proxy,
+        nic_config::SynProxyPlan::Auto {
+            half_open_threshold: 1000
+        }
+    );
+    let plan = parse(&edit(&[(
+        "tcp_backend_gone = \"reset\"",
+        "tcp_backend_gone = \"reset\"\nsyn_proxy = \"on\"",
+    )]))
+    .unwrap();
+    assert_eq!(plan.services[0].syn_proxy, nic_config::SynProxyPlan::On);
 }
 
 #[test]

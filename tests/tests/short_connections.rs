@@ -12,7 +12,7 @@
 mod common;
 
 use common::{client_tcp_counter, gateway, number, stats_until, topology};
-use portico::demo::topology::{HTTP_PORT, ServiceOptions, VIP};
+use portico::demo::topology::ServiceOptions;
 use std::time::Duration;
 
 const CONNECTIONS: u64 = 2000;
@@ -39,33 +39,7 @@ fn thousands_of_short_connections_cause_no_syn_retransmission() {
     // Two rounds with a pause, so the second round allocates from tuples
     // the first released (conntrack forgets them after ~1 s).
     for _ in 0..2 {
-        let out = t
-            .client
-            .spawn(
-                common::PORTICO,
-                &[
-                    "tool",
-                    "http-get",
-                    "--target",
-                    &format!("{VIP}:{HTTP_PORT}"),
-                    "--count",
-                    &(CONNECTIONS / 2).to_string(),
-                    "--concurrency",
-                    "8",
-                    "--timeout-ms",
-                    "5000",
-                ],
-            )
-            .expect("start http-get")
-            .wait_output(Duration::from_secs(240))
-            .expect("http-get finishes");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let ok = text.lines().filter(|l| l.starts_with("ok 200 ")).count() as u64;
-        let failures: Vec<&str> = text
-            .lines()
-            .filter(|l| !l.starts_with("ok 200 "))
-            .take(5)
-            .collect();
+        let (ok, failures) = common::http_get(&t, CONNECTIONS / 2, 8, Duration::from_secs(240));
         assert_eq!(
             ok,
             CONNECTIONS / 2,

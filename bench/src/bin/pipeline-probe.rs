@@ -6,13 +6,17 @@
 //! repeatable, unlike wall-clock time on a shared machine). Without valgrind
 //! it prints the wall-clock ns/packet of the same loop.
 //!
-//! usage: `pipeline-probe <tcp_established|tcp_reply|udp_established|tcp_new_flow> <flows> <packets> [offload]`
+//! usage: `pipeline-probe <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood> <flows> <packets> [offload]`
+//!
+//! `syn_flood`: SYNs from distinct spoofed sources to a web service with
+//! `syn_proxy = on`, each answered with a SYN cookie (no flow is created).
 //!
 //! With `offload`, the mem driver marks frames checksum-verified, as a NIC
 //! with RX checksum offload would: the parse stage then skips the TCP/UDP
 //! checksum (the IPv4 header checksum is always verified). Default: off,
 //! every checksum verified in software.
 
+use dataplane::snapshot::SynProxyMode;
 use dataplane::wire::tcp::flags as F;
 use portico_bench::{INSIDE, OUTSIDE, Rig, RigConfig, client_tcp};
 use std::time::Instant;
@@ -37,7 +41,7 @@ fn main() {
     };
     if args.len() != 4 && args.len() != 5 {
         eprintln!(
-            "usage: {} <tcp_established|tcp_reply|udp_established|tcp_new_flow> <flows> <packets> [offload]",
+            "usage: {} <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood> <flows> <packets> [offload]",
             args[0]
         );
         std::process::exit(2);
@@ -50,6 +54,11 @@ fn main() {
     let cap = flows + packets + 4096;
     let mut rig = Rig::new(RigConfig {
         conntrack_capacity: cap,
+        syn_proxy: if kind == "syn_flood" {
+            SynProxyMode::On
+        } else {
+            SynProxyMode::Off
+        },
         ..RigConfig::default()
     });
     let (port, frames): (u8, Vec<Vec<u8>>) = match kind {
@@ -65,6 +74,12 @@ fn main() {
                     .collect(),
             )
         }
+        "syn_flood" => (
+            OUTSIDE,
+            (flows..flows + packets)
+                .map(|i| client_tcp(i, F::SYN, i.wrapping_mul(2_654_435_761), 0))
+                .collect(),
+        ),
         other => {
             eprintln!("unknown traffic kind {other:?}");
             std::process::exit(2);

@@ -41,7 +41,7 @@
 
 use dataplane::flow::Proto;
 use dataplane::snapshot::{
-    BackendGonePolicy, EndpointCondition, EndpointSpec, ListenerKind, ServiceSpec,
+    BackendGonePolicy, EndpointCondition, EndpointSpec, ListenerKind, ServiceSpec, SynProxyMode,
 };
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
@@ -399,6 +399,9 @@ pub fn service_specs(
             } else {
                 BackendGonePolicy::Drop
             },
+            // Kubernetes Services are not SYN-proxied yet (issue 15: a
+            // per-Service setting is still to come).
+            syn_proxy: SynProxyMode::Off,
         });
     }
     if specs.is_empty() {

@@ -230,6 +230,7 @@ pub fn run(args: &MemDemoArgs) -> anyhow::Result<()> {
                 affinity_capacity: 4096,
                 seed: 7,
                 table_hasher: dataplane::flow::TableHasher::from_seed(7),
+                new_flows_per_source_per_s: 0,
             },
             batch_size: 64,
             idle: IdlePolicy::Adaptive,

@@ -132,6 +132,9 @@ pub struct ServiceOptions {
     /// Further `[dataplane.*]` tables, as TOML (e.g.
     /// `"[dataplane.snat]\nquarantine_s = 0\n"`); empty for the defaults.
     pub dataplane_extra: String,
+    /// Further lines of the web service's `[[service]]` table, as TOML
+    /// (e.g. `"syn_proxy = \"on\"\n"`); empty for the defaults.
+    pub web_extra: String,
 }
 
 impl ServiceOptions {
@@ -143,6 +146,7 @@ impl ServiceOptions {
             backends: (0..topology.backends.len()).collect(),
             workers: 2,
             dataplane_extra: String::new(),
+            web_extra: String::new(),
         }
     }
 }
@@ -379,7 +383,7 @@ vip = "{VIP}"
 port = {HTTP_PORT}
 node_port = {NODE_PORT}
 snat = {snat}
-{affinity}backends = [{http_backends}
+{affinity}{web_extra}backends = [{http_backends}
 ]
 
 [[service]]
@@ -396,6 +400,7 @@ backends = [{udp_backends}
             inside = self.inside_if,
             snat = options.snat,
             extra = options.dataplane_extra,
+            web_extra = options.web_extra,
             driver = self.driver,
         )
     }

@@ -9,7 +9,7 @@ use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
 use dataplane::flow::TableHasher;
 use dataplane::snapshot::{
-    AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec,
+    AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec, SynProxyMode,
 };
 use dataplane::snat::{DEFAULT_PROBE_LIMIT, DEFAULT_QUARANTINE_CAPACITY, SnatConfig};
 use dataplane::stage::PipelineConfig;
@@ -102,6 +102,15 @@ fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
         snat: s.snat,
         affinity_timeout_ms: s.affinity_timeout_ms,
         tcp_backend_gone: s.tcp_backend_gone.to_dataplane(),
+        syn_proxy: match s.syn_proxy {
+            nic_config::SynProxyPlan::Off => SynProxyMode::Off,
+            nic_config::SynProxyPlan::On => SynProxyMode::On,
+            nic_config::SynProxyPlan::Auto {
+                half_open_threshold,
+            } => SynProxyMode::Auto {
+                half_open_threshold,
+            },
+        },
     }
 }
 
@@ -143,6 +152,7 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
             // Fixed here (`portico simulate` reproduces a run); the gateway
             // replaces both with random ones per process.
             table_hasher: TableHasher::from_seed(0x7061_7274_6963_6f00),
+            new_flows_per_source_per_s: d.new_flows_per_source_per_s,
         },
         batch_size: d.batch_size,
         idle: d.idle.to_dataplane(),

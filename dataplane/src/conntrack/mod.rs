@@ -31,8 +31,14 @@
 //! Records are 64-byte aligned ([`Flow`] is exactly one cache line), so a
 //! flow costs one cache miss at most.
 //!
-//! Memory at capacity 2^20: 64 B slab + 4 B free list + 32 B index (2^22
-//! entries of 8 B) = 100 B per flow; at most ~114 B for any capacity.
+//! * **TCP array**: `Vec<TcpExt>` parallel to the slab, one cache line per
+//!   slot: the two directions' sequence windows ([`window`]) and the SYN
+//!   proxy's [`Splice`] (read only for flows flagged `SYN_PROXIED`).
+//!   Written at insert and read by every TCP packet; UDP never touches it.
+//!
+//! Memory at capacity 2^20: 64 B slab + 64 B TCP array + 4 B free list +
+//! 32 B index (2^22 entries of 8 B) = 164 B per flow; at most ~178 B for
+//! any capacity.
 //!
 //! # Batched lookups (memory-level parallelism)
 //! At a million flows every lookup misses the caches twice (index line,
@@ -60,7 +66,8 @@
 //! is returned so the caller can release its SNAT tuple.
 //!
 //! TCP state tracking is in [`tcp`] (simplified Linux
-//! `nf_conntrack_proto_tcp.c`, RFC 9293 states).
+//! `nf_conntrack_proto_tcp.c`, RFC 9293 states), sequence-window tracking
+//! (Linux's `tcp_in_window`, RFC 5961 RST rules) in [`window`].
 //!
 //! # Layout
 //! This file: the table (slab, free list, insert, lookup, track, remove).
@@ -79,8 +86,9 @@ mod index;
 mod record;
 pub mod tcp;
 pub mod timeouts;
+pub mod window;
 
-pub use record::{Dir, Flow, FlowId, FlowState};
+pub use record::{Dir, Flow, FlowId, FlowState, NO_WSCALE, Splice};
 pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
@@ -201,9 +209,22 @@ pub struct Tracked {
     pub valid: bool,
 }
 
+/// Per-slot TCP state beside the flow record (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[repr(align(64))]
+pub struct TcpExt {
+    pub win: [window::TcpWindow; 2],
+    pub splice: Splice,
+}
+
 /// One core's flow table. See the module docs for the layout and invariants.
 pub struct Conntrack {
     slab: Vec<Flow>,
+    /// TCP window-tracking and SYN-proxy state per slot (parallel to
+    /// `slab`, so [`Flow`] stays one cache line; UDP flows never touch it,
+    /// and the splice part is meaningful only while the slot's flow has the
+    /// `SYN_PROXIED` flag).
+    tcp: Vec<TcpExt>,
     free: Vec<u32>,
     index: Index,
     /// Inserts and rekeys so far (never wraps: one per packet at most); see
@@ -260,6 +281,11 @@ impl Conntrack {
         slab.try_reserve_exact(n).map_err(|_| alloc("slab"))?;
         slab.resize(n, FREE_FLOW);
 
+        let mut tcp = Vec::new();
+        tcp.try_reserve_exact(n)
+            .map_err(|_| alloc("TCP tracking array"))?;
+        tcp.resize(n, TcpExt::default());
+
         let mut free = Vec::new();
         free.try_reserve_exact(n).map_err(|_| alloc("free list"))?;
         // Pop order 0, 1, 2, ...: flows fill the slab from the front.
@@ -269,6 +295,7 @@ impl Conntrack {
 
         Ok(Conntrack {
             slab,
+            tcp,
             free,
             index,
             keys_added: 0,
@@ -439,6 +466,11 @@ impl Conntrack {
             state,
             flags,
         };
+        if init.orig.proto == Proto::Tcp
+            && let Some(t) = self.tcp.get_mut(slot as usize)
+        {
+            t.win = [window::TcpWindow::default(); 2];
+        }
         match self.slab.get_mut(slot as usize) {
             Some(rec) => *rec = flow,
             None => {
@@ -639,9 +671,86 @@ impl Conntrack {
             .map(move |(i, f)| (FlowId((start + i) as u32), f))
     }
 
-    /// Bytes allocated by the table: slab + free list + index.
+    /// Marks flow `id` SYN-proxied with `splice` as its state. False (nothing
+    /// changed) when `id` is not live.
+    pub fn set_splice(&mut self, id: FlowId, splice: Splice) -> bool {
+        let (Some(flow), Some(slot)) = (
+            self.slab.get_mut(id.index()).filter(|f| f.is_live()),
+            self.tcp.get_mut(id.index()),
+        ) else {
+            return false;
+        };
+        flow.flags |= flag::SYN_PROXIED;
+        slot.splice = splice;
+        true
+    }
+
+    /// The splice state of a SYN-proxied flow (`None` for any other id).
+    #[inline]
+    pub fn splice(&self, id: FlowId) -> Option<&Splice> {
+        self.slab
+            .get(id.index())
+            .filter(|f| f.is_live() && f.syn_proxied())
+            .and(self.tcp.get(id.index()))
+            .map(|t| &t.splice)
+    }
+
+    /// Mutable [`Conntrack::splice`].
+    #[inline]
+    pub fn splice_mut(&mut self, id: FlowId) -> Option<&mut Splice> {
+        let proxied = self
+            .slab
+            .get(id.index())
+            .is_some_and(|f| f.is_live() && f.syn_proxied());
+        if proxied {
+            self.tcp.get_mut(id.index()).map(|t| &mut t.splice)
+        } else {
+            None
+        }
+    }
+
+    /// Window tracking of a TCP segment of flow `id` travelling in `dir`
+    /// (see [`window`]): updates the flow's windows when the segment is
+    /// accepted. A slot that is not live accepts (the caller checks
+    /// liveness).
+    #[inline]
+    pub fn check_window(
+        &mut self,
+        id: FlowId,
+        dir: Dir,
+        seg: &window::SegmentInfo,
+    ) -> window::WindowVerdict {
+        match self.tcp.get_mut(id.index()) {
+            Some(t) => window::check(&mut t.win, dir, seg),
+            None => window::WindowVerdict::Accept,
+        }
+    }
+
+    /// The window-tracking state of flow `id` (original sender, reply
+    /// sender), e.g. to set it up for a SYN-proxied flow whose handshakes
+    /// the table never saw.
+    #[inline]
+    pub fn windows_mut(&mut self, id: FlowId) -> Option<&mut [window::TcpWindow; 2]> {
+        let live = self.slab.get(id.index()).is_some_and(|f| f.is_live());
+        if live {
+            self.tcp.get_mut(id.index()).map(|t| &mut t.win)
+        } else {
+            None
+        }
+    }
+
+    /// Live flows in the half-open states (SYN_SENT, SYN_RECV): what the
+    /// SYN proxy's `auto` mode compares with its threshold.
+    #[inline]
+    pub fn half_open(&self) -> u32 {
+        self.count_in_state(FlowState::Tcp(TcpState::SynSent))
+            + self.count_in_state(FlowState::Tcp(TcpState::SynRecv))
+    }
+
+    /// Bytes allocated by the table: slab + splice array + free list + index.
     pub fn memory_bytes(&self) -> usize {
-        self.slab.capacity() * std::mem::size_of::<Flow>()
+        self.tcp.capacity() * std::mem::size_of::<TcpExt>()
+            + self.slab.capacity() * std::mem::size_of::<Flow>()
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.index.allocation_size()
     }

@@ -113,6 +113,9 @@ pub(super) mod flag {
     pub const SNAT: u8 = 1 << 2;
     /// The first FIN came from the reply side (TCP closing states).
     pub const FIN_FIRST_REPLY: u8 = 1 << 3;
+    /// A SYN-proxied flow: its splice state is in the table's side array
+    /// (see [`super::Splice`]).
+    pub const SYN_PROXIED: u8 = 1 << 4;
 }
 
 /// One tracked connection.
@@ -222,6 +225,13 @@ impl Flow {
         }
     }
 
+    /// The gateway answered the client's handshake itself (SYN proxy); its
+    /// packets are spliced with [`super::Conntrack::splice`]'s state.
+    #[inline]
+    pub fn syn_proxied(&self) -> bool {
+        self.flags & flag::SYN_PROXIED != 0
+    }
+
     /// Replies come back to a gateway SNAT address.
     #[inline]
     pub fn snat(&self) -> bool {
@@ -263,4 +273,36 @@ impl Flow {
     pub(super) fn key_of_entry(&self, entry: u32) -> &FlowKey {
         self.key(Dir::from_bit(entry))
     }
+}
+
+/// Window scale value meaning "no window scale option".
+pub const NO_WSCALE: u8 = 0xff;
+
+/// What the SYN proxy keeps per proxied flow (RFC 9293 sequence spaces):
+/// the client's sequence numbers pass unchanged; the gateway answered the
+/// client with its own initial sequence number (`our_isn`, the cookie),
+/// the backend chose another (`our_isn + delta`), so every later packet's
+/// sequence (backend -> client) or acknowledgment (client -> backend)
+/// number is shifted by `delta`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Splice {
+    /// The client's initial sequence number.
+    pub client_isn: u32,
+    /// The gateway's initial sequence number towards the client (the cookie).
+    pub our_isn: u32,
+    /// Backend ISN minus `our_isn` (valid once `spliced`).
+    pub delta: u32,
+    /// The client's MSS (from the cookie), told to the backend.
+    pub client_mss: u16,
+    /// The window the client's handshake ACK announced (told to the backend
+    /// in the gateway's ACK of its SYN-ACK).
+    pub client_window: u16,
+    /// The client's window scale ([`NO_WSCALE`]: none; then nobody scales).
+    pub client_wscale: u8,
+    /// The shift the gateway announced to the client.
+    pub our_wscale: u8,
+    /// The backend's window scale (from its SYN-ACK).
+    pub backend_wscale: u8,
+    /// The backend's SYN-ACK arrived: `delta` and `backend_wscale` are set.
+    pub spliced: bool,
 }

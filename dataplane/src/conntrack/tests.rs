@@ -60,6 +60,11 @@ fn check_no_leaks(ct: &Conntrack) {
 }
 
 #[test]
+fn tcp_line_fits_a_cache_line() {
+    assert_eq!(std::mem::size_of::<super::TcpExt>(), 64);
+}
+
+#[test]
 fn flow_record_fits_a_cache_line() {
     assert!(
         std::mem::size_of::<Flow>() <= 64,
@@ -68,8 +73,10 @@ fn flow_record_fits_a_cache_line() {
     );
 }
 
+/// 64 B record + 64 B TCP line (windows, splice) + 4 B free list + 32 B
+/// index: 164 B. (It was 100 B before window tracking and the SYN proxy.)
 #[test]
-fn memory_per_flow_at_one_million_is_at_most_128_bytes() {
+fn memory_per_flow_at_one_million_is_at_most_192_bytes() {
     let capacity = 1u32 << 20;
     let mut ct = table(capacity);
     let before = ct.memory_bytes();
@@ -79,7 +86,7 @@ fn memory_per_flow_at_one_million_is_at_most_128_bytes() {
          (Flow = {} bytes)",
         std::mem::size_of::<Flow>()
     );
-    assert!(per_flow <= 128.0, "{per_flow} bytes per flow");
+    assert!(per_flow <= 192.0, "{per_flow} bytes per flow");
     // Filling the table allocates nothing more.
     for n in 0..capacity {
         add(&mut ct, Proto::Udp, n, 0, 0);

@@ -41,6 +41,13 @@ pub trait Frame {
     fn data_mut(&mut self) -> &mut [u8];
     /// Shorten the frame (strip Ethernet padding, drop a payload).
     fn truncate(&mut self, len: usize);
+    /// Lengthen the frame to `len` bytes inside its buffer (the new bytes
+    /// are whatever the buffer held: the caller writes them). False, and
+    /// nothing changes, when the buffer is too small or the driver cannot.
+    fn extend(&mut self, len: usize) -> bool {
+        let _ = len;
+        false
+    }
     /// The driver (NIC or kernel) already verified the L3/L4 checksums.
     fn checksum_verified(&self) -> bool {
         false

@@ -132,6 +132,21 @@ pub enum BackendGonePolicy {
     Reset,
 }
 
+/// When the gateway answers a service's TCP handshakes itself with SYN
+/// cookies (the SYN proxy, `stage::synproxy`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum SynProxyMode {
+    /// Every SYN goes to a backend (a flow and a SNAT tuple per SYN).
+    #[default]
+    Off,
+    /// Every SYN is answered with a SYN cookie.
+    On,
+    /// SYN cookies only while the worker tracks more than this many
+    /// half-open (SYN_SENT/SYN_RECV) flows; ACKs carrying a valid cookie
+    /// are accepted at any time.
+    Auto { half_open_threshold: u32 },
+}
+
 #[derive(Debug, Clone)]
 pub struct Service {
     pub id: ServiceId,
@@ -143,6 +158,7 @@ pub struct Service {
     /// ClientIP session affinity timeout.
     pub affinity_timeout_ms: Option<u64>,
     pub tcp_backend_gone: BackendGonePolicy,
+    pub syn_proxy: SynProxyMode,
     /// Ready endpoints (`None` if there are none).
     pub ready: Option<Arc<BackendSet>>,
     /// Serving-but-terminating endpoints (`None` if there are none).

@@ -551,6 +551,23 @@ impl SnatAllocator {
         }
     }
 
+    /// Hands the tuple of a flow that was just removed to a new flow
+    /// towards the same backend, without a release (no quarantine: the
+    /// caller evicted a half-open flow to make room, Linux's early drop).
+    /// `None` for a key this allocator does not own. The tuple stays in use
+    /// (neither an allocation nor a release is counted), so
+    /// [`SnatStats::in_use`] keeps counting allocations minus releases.
+    pub fn reassign(&self, reply_key: &FlowKey) -> Option<SnatTuple> {
+        if !self.owns(reply_key.dst_ip, reply_key.dst_port) {
+            return None;
+        }
+        Some(SnatTuple {
+            addr: reply_key.dst_ip,
+            port: reply_key.dst_port,
+            reused_in_quarantine: false,
+        })
+    }
+
     /// Releases the tuple of a removed flow, given the flow's reply key. TCP
     /// tuples enter quarantine. Keys this allocator does not own (SNAT address
     /// or port not its own) are ignored.

@@ -17,29 +17,39 @@
 //!    policy is `Reset`, so a client whose flow was reset keeps getting RSTs,
 //!    else dropped as `no_flow`); owned address without listener →
 //!    `no_listener`; SNAT address → `no_flow`; anything else → `not_owned`.
-//! 3. **select + create**: ClientIP affinity entry, else Maglev (on the
+//! 3. **select + create**: the per-source new-flow rate limit
+//!    ([`super::source_limit`], `new_flow_rate_limited`), ClientIP affinity entry, else Maglev (on the
 //!    5-tuple, or on the client address for affinity services) over the
 //!    service's ready endpoints, or its serving-terminating endpoints when
 //!    none is ready; egress checks (route, MTU, VLAN); SNAT tuple; conntrack
 //!    insert (early drop when full); only then the affinity pin.
 //! 4. **track**: advance the TCP state machine / UDP replied state of every
 //!    packet of an existing flow, if its flow is still the one it found
-//!    (a later packet of the batch may have removed it). Segments the TCP
-//!    state machine calls invalid are dropped (`tcp_invalid`), as kube-proxy
-//!    drops conntrack INVALID.
+//!    (a later packet of the batch may have removed it). TCP segments first
+//!    pass window tracking ([`crate::conntrack::window`]): outside the
+//!    window they are dropped (`tcp_out_of_window`), an RST inside the
+//!    window but not exact is answered with a challenge ACK (RFC 5961
+//!    §3.2). Segments the TCP state machine calls invalid are dropped
+//!    (`tcp_invalid`), as kube-proxy drops conntrack INVALID. Packets of
+//!    SYN-proxied flows go through [`super::synproxy`] around this.
 //!
 //! Every check that can drop a packet runs before the packet changes any
 //! flow state, so a dropped packet never advances a connection.
 
+use super::source_limit::SourceLimit;
+use super::synproxy::{self, CookieSecret, NewSegment, Outbox, Proxied};
 use super::{FlowSlot, L2Next, MAX_BATCH, NatPlan};
 use crate::conntrack::affinity::AffinityTable;
-use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe};
+use crate::conntrack::window::{SegmentInfo, WindowVerdict};
+use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe, TcpState};
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId};
 use crate::snapshot::{BackendGonePolicy, Snapshot};
-use crate::snat::SnatAllocator;
+use crate::snat::{SnatAllocator, SnatExhausted, SnatTuple};
+use crate::wire::tcp;
+use crate::wire::tcp::SynOptions;
 use crate::wire::tcp::flags as tcp_flags;
 use crate::wire::{ethernet, ipv4};
 use std::net::SocketAddrV4;
@@ -53,6 +63,11 @@ pub struct FlowCtx<'a> {
     pub counters: &'a mut Counters,
     /// Per-service/backend flow counts (new and active flows).
     pub services: &'a mut ServiceCounters,
+    /// The SYN proxy's cookie key and its queue of generated frames.
+    pub cookies: &'a CookieSecret,
+    pub outbox: &'a mut Outbox,
+    /// The per-source new-flow rate limit.
+    pub source_limit: &'a mut SourceLimit,
     pub now_ms: u64,
 }
 
@@ -219,7 +234,11 @@ pub fn run<F: Frame>(
     }
 
     // 4. track
-    for (meta, slot) in metas.iter_mut().zip(flows.iter_mut()) {
+    for ((frame, meta), slot) in frames
+        .iter_mut()
+        .zip(metas.iter_mut())
+        .zip(flows.iter_mut())
+    {
         let FlowSlot::Hit { id, dir, .. } = *slot else {
             continue;
         };
@@ -232,6 +251,60 @@ pub fn run<F: Frame>(
         if !flow.is_live() || flow.key(dir) != &meta.key {
             continue;
         }
+        let proxied = flow.syn_proxied();
+        // Linux's IGNORE: a backend's ACK to a SYN (its challenge ACK for
+        // an old connection on the tuple, RFC 9293 §3.10.7.4) passes
+        // without window tracking, so the client's RST can clear it.
+        let ignored = flow.tcp_state() == Some(TcpState::SynSent)
+            && dir == Dir::Reply
+            && meta.tcp_flags & tcp_flags::SYN == 0;
+        if proxied {
+            match synproxy::proxied(ctx, snap, id, dir, frame, meta) {
+                Proxied::Forward => {}
+                Proxied::ForwardUntracked => continue,
+                Proxied::Done => {
+                    *slot = FlowSlot::None;
+                    continue;
+                }
+            }
+            // Windows are tracked in the client's view: a backend packet
+            // moves to it first.
+            if dir == Dir::Reply {
+                synproxy::splice(ctx, id, dir, frame, meta);
+            }
+        }
+        if meta.kind == PacketKind::Tcp
+            && !ignored
+            && let Some(seg) = segment_info(frame.data(), meta)
+        {
+            match ctx.ct.check_window(id, dir, &seg) {
+                WindowVerdict::Accept => {}
+                WindowVerdict::OutOfWindow => {
+                    meta.drop(DropReason::TcpOutOfWindow);
+                    *slot = FlowSlot::None;
+                    continue;
+                }
+                WindowVerdict::Challenge { seq, ack, window } => {
+                    // RFC 5961 §3.2: the RST's sender must prove it sees
+                    // the connection by answering with an exact RST. (A
+                    // proxied backend's numbers were moved to the client's
+                    // view: its acknowledgment goes back to its own.)
+                    let ack = match (proxied, dir) {
+                        (true, Dir::Reply) => {
+                            ack.wrapping_add(ctx.ct.splice(id).map_or(0, |s| s.delta))
+                        }
+                        _ => ack,
+                    };
+                    if synproxy::answer_ack(snap, frame, meta, seq, ack, window) {
+                        ctx.counters.challenge_acks_sent += 1;
+                    } else {
+                        meta.drop(DropReason::TcpOutOfWindow);
+                    }
+                    *slot = FlowSlot::None;
+                    continue;
+                }
+            }
+        }
         if !ctx
             .ct
             .track_checked(id, dir, meta.tcp_flags, ctx.now_ms)
@@ -239,8 +312,38 @@ pub fn run<F: Frame>(
         {
             meta.drop(DropReason::TcpInvalid);
             *slot = FlowSlot::None;
+        } else if proxied && dir == Dir::Original {
+            synproxy::splice(ctx, id, dir, frame, meta);
         }
     }
+}
+
+/// The fields window tracking reads of the TCP segment at `meta`'s
+/// offsets (the options only on SYNs).
+#[inline]
+fn segment_info(data: &[u8], meta: &PacketMeta) -> Option<SegmentInfo> {
+    let seg = data.get(usize::from(meta.l4_offset)..usize::from(meta.l3_end))?;
+    if seg.len() < tcp::HEADER_LEN {
+        return None;
+    }
+    // The parse stage checked the header's length and data offset.
+    let p = tcp::Packet::new_unchecked(seg);
+    let header_len = p.header_len().clamp(tcp::HEADER_LEN, seg.len());
+    let wscale = if meta.tcp_flags & tcp_flags::SYN != 0 {
+        seg.get(tcp::HEADER_LEN..header_len)
+            .map_or(SynOptions::NONE, SynOptions::parse)
+            .wscale
+    } else {
+        None
+    };
+    Some(SegmentInfo {
+        seq: p.seq_number(),
+        ack: p.ack_number(),
+        len: (seg.len() - header_len) as u32,
+        window: p.window(),
+        flags: meta.tcp_flags,
+        wscale,
+    })
 }
 
 /// The reply tuple of a flow without SNAT: the backend answers the client
@@ -277,6 +380,60 @@ fn client_side_tuple(ctx: &mut FlowCtx<'_>, direct: FlowKey, meta: &PacketMeta) 
         }
     }
     None
+}
+
+/// A SNAT tuple towards `backend`. When every candidate probed is in use,
+/// the oldest unassured flow among them (SYN_SENT/SYN_RECV, closing, or an
+/// unreplied UDP flow: [`Flow::evictable`]) is evicted and the allocation
+/// tried once more, as Linux's `early_drop` makes room in conntrack: a
+/// flood of half-open flows towards one backend cannot lock real clients
+/// out of its tuple space. `probed` gets the last candidate checked and its
+/// hash (see `create`).
+fn alloc_snat(
+    ctx: &mut FlowCtx<'_>,
+    proto: Proto,
+    backend: SocketAddrV4,
+    probed: &mut Option<(FlowKey, u64)>,
+) -> Result<SnatTuple, SnatExhausted> {
+    // (created_s, expires_ms, id) of the oldest evictable holder seen.
+    let mut victim: Option<(u32, u64, FlowId)> = None;
+    let ct = &*ctx.ct;
+    let result = ctx.snat.alloc_hashed(
+        proto,
+        backend,
+        ctx.now_ms,
+        |k, hash| {
+            *probed = Some((*k, hash));
+            let Some((id, _)) = ct.lookup(k, hash) else {
+                return false;
+            };
+            let f = ct.flow(id);
+            if f.evictable() && victim.is_none_or(|(c, e, _)| (f.created_s, f.expires_ms) < (c, e))
+            {
+                victim = Some((f.created_s, f.expires_ms, id));
+            }
+            true
+        },
+        |hash| ct.prefetch_index(hash),
+    );
+    let (Err(exhausted), Some((_, _, id))) = (result, victim) else {
+        return result;
+    };
+    // The victim's tuple goes straight to the new flow (no quarantine: the
+    // backend never completed a connection on it, or is closing it).
+    let Some(flow) = ctx.ct.remove(id) else {
+        return Err(exhausted);
+    };
+    ctx.services.flow_closed(flow.service, flow.backend);
+    ctx.counters.flows_early_dropped += 1;
+    ctx.counters.snat_early_drops += 1;
+    match ctx.snat.reassign(flow.reply()) {
+        Some(t) => {
+            *probed = Some((*flow.reply(), ctx.ct.hash(flow.reply())));
+            Ok(t)
+        }
+        None => Err(exhausted),
+    }
 }
 
 /// A TCP segment for a service whose flow cannot continue: a RST back to the
@@ -317,6 +474,14 @@ fn create<F: Frame>(
         meta.drop(DropReason::NoListener);
         return FlowSlot::None;
     };
+    let mut splice = None;
+    if key.proto == Proto::Tcp {
+        match synproxy::new_segment(ctx, snap, service, frame, meta) {
+            NewSegment::Pass => {}
+            NewSegment::Done => return FlowSlot::None,
+            NewSegment::Open(s) => splice = Some(s),
+        }
+    }
     if key.proto == Proto::Tcp && !is_syn(meta.tcp_flags) {
         answer_gone_tcp(
             ctx,
@@ -338,6 +503,10 @@ fn create<F: Frame>(
                 FlowSlot::None
             }
         };
+    }
+    if ctx.source_limit.enabled() && !ctx.source_limit.allow(key.src_ip, ctx.now_ms) {
+        meta.drop(DropReason::NewFlowRateLimited);
+        return FlowSlot::None;
     }
     let Some(set) = service.active_set() else {
         meta.drop(DropReason::NoBackend);
@@ -388,17 +557,7 @@ fn create<F: Frame>(
     // handed out, unless a quarantined tuple was reused.
     let mut probed: Option<(FlowKey, u64)> = None;
     let reply = if service.snat {
-        let ct = &*ctx.ct;
-        match ctx.snat.alloc_hashed(
-            key.proto,
-            backend.addr,
-            ctx.now_ms,
-            |k, hash| {
-                probed = Some((*k, hash));
-                ct.contains(k, hash)
-            },
-            |hash| ct.prefetch_index(hash),
-        ) {
+        match alloc_snat(ctx, key.proto, backend.addr, &mut probed) {
             Ok(t) => {
                 ctx.counters.snat_allocations += 1;
                 if t.reused_in_quarantine {
@@ -459,6 +618,9 @@ fn create<F: Frame>(
             }
             ctx.counters.flows_created += 1;
             ctx.services.flow_opened(service.id, backend.id);
+            if let Some(splice) = splice {
+                ctx.ct.set_splice(inserted.id, splice);
+            }
             if let Some(timeout_ms) = service.affinity_timeout_ms {
                 if pinned.is_some() {
                     ctx.counters.affinity_hits += 1;

@@ -19,7 +19,9 @@ pub mod local;
 pub mod nat;
 pub mod neighbour;
 pub mod parse;
+pub mod source_limit;
 pub mod steer;
+pub mod synproxy;
 
 pub use neighbour::{HeldFrames, NeighbourCtx};
 pub use steer::Steering;
@@ -55,6 +57,9 @@ pub struct PipelineConfig {
     /// The keyed hash of the per-worker tables: the same for every worker
     /// of a process, random per process in a gateway.
     pub table_hasher: TableHasher,
+    /// New flows per second one client address may open on this worker
+    /// (0: no limit; see [`source_limit`]).
+    pub new_flows_per_source_per_s: u32,
 }
 
 /// Why a pipeline could not be set up.
@@ -151,6 +156,10 @@ pub struct Pipeline {
     services: ServiceCounters,
     steering: Steering,
     neighbour: NeighbourStage,
+    /// The SYN proxy's cookie key (random per pipeline) and generated frames.
+    cookies: synproxy::CookieSecret,
+    outbox: synproxy::Outbox,
+    source_limit: source_limit::SourceLimit,
     expiry_scan_per_poll: u32,
     metas: Box<[PacketMeta; MAX_BATCH]>,
     flows: Box<[FlowSlot; MAX_BATCH]>,
@@ -186,6 +195,9 @@ impl Pipeline {
                 snat_ports: config.snat.port_range.clone(),
             },
             neighbour: NeighbourStage::new(neighbours),
+            cookies: synproxy::CookieSecret::random(),
+            outbox: synproxy::Outbox::default(),
+            source_limit: source_limit::SourceLimit::new(config.new_flows_per_source_per_s),
             expiry_scan_per_poll: config.conntrack.expiry_scan_per_poll,
             metas: Box::new([PacketMeta::empty(0); MAX_BATCH]),
             flows: Box::new([FlowSlot::None; MAX_BATCH]),
@@ -291,6 +303,9 @@ impl Pipeline {
             affinity: &mut self.affinity,
             counters: &mut self.counters,
             services: &mut self.services,
+            cookies: &self.cookies,
+            outbox: &mut self.outbox,
+            source_limit: &mut self.source_limit,
             now_ms,
         };
         flow::run(&mut ctx, snap, frames, metas, flows);
@@ -347,10 +362,14 @@ impl Pipeline {
             .release(held, snap, now_ms, &mut self.counters, out);
     }
 
-    /// Send the ARP requests the batches since the last call asked for.
+    /// Send the ARP requests the batches since the last call asked for, and
+    /// the frames the SYN proxy generated (window updates to clients).
     #[inline]
     pub fn send_arp_requests<F>(&mut self, snap: &Snapshot, out: &mut impl Egress<F>) {
         self.neighbour.send_requests(snap, &mut self.counters, out);
+        if !self.outbox.is_empty() {
+            self.outbox.send(out, &mut self.counters);
+        }
     }
 
     /// A snapshot generation not seen before: apply its static neighbours

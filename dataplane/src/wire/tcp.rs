@@ -71,6 +71,63 @@ pub const fn flags_are_valid(flags: u8) -> bool {
     (VALID_FLAG_COMBOS >> idx) & 1 == 1
 }
 
+/// Option kinds of the handshake (RFC 9293 §3.2, RFC 7323 §2, RFC 2018).
+pub mod option {
+    pub const EOL: u8 = 0;
+    pub const NOP: u8 = 1;
+    pub const MSS: u8 = 2;
+    pub const WSCALE: u8 = 3;
+    pub const SACK_PERMITTED: u8 = 4;
+}
+
+/// Handshake options of a SYN or SYN-ACK (`None`: absent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SynOptions {
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack: bool,
+}
+
+impl SynOptions {
+    pub const NONE: SynOptions = SynOptions {
+        mss: None,
+        wscale: None,
+        sack: false,
+    };
+
+    /// Parse an options area (the header bytes after the first 20).
+    /// Malformed options end the walk; what was read before stays.
+    pub fn parse(mut rest: &[u8]) -> SynOptions {
+        let mut opts = SynOptions::NONE;
+        while let Some((&kind, tail)) = rest.split_first() {
+            match kind {
+                option::EOL => break,
+                option::NOP => {
+                    rest = tail;
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(&len) = tail.first() else { break };
+            let len = usize::from(len);
+            if len < 2 {
+                break;
+            }
+            let Some(body) = rest.get(2..len) else {
+                break;
+            };
+            match (kind, body) {
+                (option::MSS, &[hi, lo]) => opts.mss = Some(u16::from_be_bytes([hi, lo])),
+                (option::WSCALE, &[w]) => opts.wscale = Some(w),
+                (option::SACK_PERMITTED, &[]) => opts.sack = true,
+                _ => {}
+            }
+            rest = rest.get(len..).unwrap_or_default();
+        }
+        opts
+    }
+}
+
 /// A view of a TCP segment.
 #[derive(Clone, Copy, Debug)]
 pub struct Packet<T: AsRef<[u8]>> {

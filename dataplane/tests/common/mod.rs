@@ -125,6 +125,7 @@ pub fn pipeline_config(worker: u8, workers: u8) -> PipelineConfig {
         affinity_capacity: 1024,
         seed: 0x5eed + u64::from(worker),
         table_hasher: dataplane::flow::TableHasher::from_seed(0x5eed),
+        new_flows_per_source_per_s: 0,
     }
 }
 
@@ -225,6 +226,29 @@ impl Gateway {
     pub fn counters(&self) -> dataplane::counters::Counters {
         self.worker.pipeline().counters().clone()
     }
+}
+
+/// A TCP segment from the backend of a flow whose reply key is `r` (to
+/// the gateway's SNAT tuple), as the backend sends it.
+pub fn from_backend_tcp(
+    r: &dataplane::flow::FlowKey,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    dataplane::wire::build::eth_ipv4_tcp(
+        backend_mac(r.src_ip),
+        IN_MAC,
+        r.src_ip,
+        r.src_port,
+        r.dst_ip,
+        r.dst_port,
+        flags,
+        seq,
+        ack,
+        payload,
+    )
 }
 
 /// `frame` with its IPv4 TTL set (and the header checksum recomputed from

@@ -296,6 +296,9 @@ impl fmt::Display for Plan {
             }
             if s.protocol == Protocol::Tcp {
                 write!(f, ", backend gone: {}", s.tcp_backend_gone)?;
+                if s.syn_proxy != SynProxyPlan::Off {
+                    write!(f, ", syn proxy {}", s.syn_proxy)?;
+                }
             }
             writeln!(f)?;
             for l in &s.listeners {

@@ -224,6 +224,8 @@ pub struct DataplanePlan {
     pub affinity_capacity: u32,
     pub afxdp: AfxdpPlan,
     pub neighbour_table: NeighbourTablePlan,
+    /// New flows per second and client address per worker; 0: no limit.
+    pub new_flows_per_source_per_s: u32,
 }
 
 /// The ARP table's size and timers (`[dataplane.neighbour_table]`),
@@ -390,6 +392,31 @@ pub struct ServicePlan {
     /// ClientIP affinity timeout; `None`: no affinity.
     pub affinity_timeout_ms: Option<u64>,
     pub tcp_backend_gone: BackendGone,
+    pub syn_proxy: SynProxyPlan,
+}
+
+/// A service's SYN proxy setting, validated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SynProxyPlan {
+    #[default]
+    Off,
+    On,
+    /// Cookies while a worker tracks more half-open flows than this.
+    Auto {
+        half_open_threshold: u32,
+    },
+}
+
+impl std::fmt::Display for SynProxyPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SynProxyPlan::Off => f.write_str("off"),
+            SynProxyPlan::On => f.write_str("on"),
+            SynProxyPlan::Auto {
+                half_open_threshold,
+            } => write!(f, "auto above {half_open_threshold} half-open flows"),
+        }
+    }
 }
 
 impl Plan {

@@ -3,8 +3,8 @@
 
 use super::Validator;
 use super::limits::{
-    MAX_BATCH_SIZE, MAX_MAGLEV_TABLE_SIZE, MAX_TABLE_CAPACITY, MAX_UMEM_FRAMES, MAX_WORKERS,
-    MIN_SNAT_PORTS_PER_WORKER, XDP_RING_RANGE,
+    MAX_BATCH_SIZE, MAX_MAGLEV_TABLE_SIZE, MAX_NEW_FLOWS_PER_SOURCE_PER_S, MAX_TABLE_CAPACITY,
+    MAX_UMEM_FRAMES, MAX_WORKERS, MIN_SNAT_PORTS_PER_WORKER, XDP_RING_RANGE,
 };
 use crate::plan::{
     AfxdpPlan, ConntrackPlan, DataplanePlan, NeighbourTablePlan, SnatPlan, TimeoutsMs,
@@ -32,6 +32,7 @@ pub(super) struct DataplaneValues {
     pub(super) port_range: Option<RangeInclusive<u16>>,
     quarantine_ms: Option<u64>,
     affinity_capacity: Option<u64>,
+    new_flows_per_source_per_s: Option<u32>,
 }
 
 impl DataplaneValues {
@@ -66,6 +67,7 @@ impl DataplaneValues {
             affinity_capacity: narrow(self.affinity_capacity),
             afxdp,
             neighbour_table,
+            new_flows_per_source_per_s: self.new_flows_per_source_per_s.unwrap_or(0),
         }
     }
 }
@@ -207,6 +209,13 @@ impl Validator {
             dp.affinity.capacity,
             1..=MAX_TABLE_CAPACITY,
         );
+        let new_flows_per_source_per_s = self
+            .ranged(
+                "dataplane.new_flows_per_source_per_s",
+                dp.new_flows_per_source_per_s,
+                0..=MAX_NEW_FLOWS_PER_SOURCE_PER_S,
+            )
+            .and_then(|v| u32::try_from(v).ok());
         DataplaneValues {
             workers,
             cores,
@@ -219,6 +228,7 @@ impl Validator {
             port_range,
             quarantine_ms,
             affinity_capacity,
+            new_flows_per_source_per_s,
         }
     }
 

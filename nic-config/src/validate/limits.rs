@@ -16,6 +16,8 @@ pub const MAX_BACKENDS: usize = 65_535;
 /// Largest conntrack or affinity table per worker (the dataplane's
 /// `conntrack::MAX_CAPACITY`).
 pub const MAX_TABLE_CAPACITY: u64 = 1 << 30;
+/// Largest `[dataplane] new_flows_per_source_per_s`.
+pub const MAX_NEW_FLOWS_PER_SOURCE_PER_S: u64 = 1_000_000;
 /// SNAT ports each worker needs at least.
 pub const MIN_SNAT_PORTS_PER_WORKER: u64 = 64;
 /// Longest Linux interface name in bytes (`IFNAMSIZ` - 1).

@@ -4,8 +4,13 @@
 use super::Validator;
 use super::limits::{MAX_AFFINITY_TIMEOUT_S, MAX_BACKENDS, MAX_WEIGHT};
 use super::ports::Ports;
-use crate::plan::{AddressRole, BackendPlan, ListenerKind, ListenerPlan, ServicePlan};
-use crate::schema::{ConfigFile, DEFAULT_AFFINITY_TIMEOUT_S, Protocol, SessionAffinity};
+use crate::plan::{
+    AddressRole, BackendPlan, ListenerKind, ListenerPlan, ServicePlan, SynProxyPlan,
+};
+use crate::schema::{
+    ConfigFile, DEFAULT_AFFINITY_TIMEOUT_S, DEFAULT_SYN_PROXY_HALF_OPEN_THRESHOLD,
+    MAX_SYN_PROXY_HALF_OPEN_THRESHOLD, Protocol, ServiceSection, SessionAffinity, SynProxy,
+};
 use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
@@ -151,6 +156,7 @@ impl Validator {
                     .map(|t| t * 1000)
                 }
             };
+            let syn_proxy = self.syn_proxy(&at, s);
             if s.protocol == Protocol::Udp && s.tcp_backend_gone.is_some() {
                 self.problem(
                     format!("{at}.tcp_backend_gone"),
@@ -204,6 +210,7 @@ impl Validator {
                 snat: s.snat,
                 affinity_timeout_ms,
                 tcp_backend_gone: s.tcp_backend_gone.unwrap_or_default(),
+                syn_proxy,
             });
         }
         if let Some(i) = snat_wanted_at
@@ -215,5 +222,40 @@ impl Validator {
             );
         }
         services
+    }
+
+    /// `syn_proxy` and `syn_proxy_half_open_threshold` of the service at `at`.
+    fn syn_proxy(&mut self, at: &str, s: &ServiceSection) -> SynProxyPlan {
+        if s.protocol == Protocol::Udp && s.syn_proxy.is_some_and(|m| m != SynProxy::Off) {
+            self.problem(format!("{at}.syn_proxy"), "only applies to tcp services");
+        }
+        let mode = s.syn_proxy.unwrap_or_default();
+        if mode != SynProxy::Auto && s.syn_proxy_half_open_threshold.is_some() {
+            self.problem(
+                format!("{at}.syn_proxy_half_open_threshold"),
+                "only applies with syn_proxy = \"auto\"",
+            );
+        }
+        match mode {
+            _ if s.protocol == Protocol::Udp => SynProxyPlan::Off,
+            SynProxy::Off => SynProxyPlan::Off,
+            SynProxy::On => SynProxyPlan::On,
+            SynProxy::Auto => {
+                let t = s
+                    .syn_proxy_half_open_threshold
+                    .unwrap_or(DEFAULT_SYN_PROXY_HALF_OPEN_THRESHOLD);
+                self.ranged(
+                    &format!("{at}.syn_proxy_half_open_threshold"),
+                    t,
+                    1..=MAX_SYN_PROXY_HALF_OPEN_THRESHOLD,
+                )
+                .and_then(|t| u32::try_from(t).ok())
+                .map_or(SynProxyPlan::Off, |half_open_threshold| {
+                    SynProxyPlan::Auto {
+                        half_open_threshold,
+                    }
+                })
+            }
+        }
     }
 }

@@ -165,3 +165,40 @@ pub fn client_tcp_counter(t: &Topology, file: &str, group: &str, name: &str) -> 
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or_else(|| panic!("no {group} {name} in {file}"))
 }
+
+/// `portico tool http-get` in the client namespace: `count` GETs of the
+/// VIP's HTTP port, `concurrency` at once, each within 5 s, the whole run
+/// within `limit`. Returns how many were answered with 200 and the first
+/// five other result lines.
+pub fn http_get(t: &Topology, count: u64, concurrency: u32, limit: Duration) -> (u64, Vec<String>) {
+    use portico::demo::topology::{HTTP_PORT, VIP};
+    let out = t
+        .client
+        .spawn(
+            PORTICO,
+            &[
+                "tool",
+                "http-get",
+                "--target",
+                &format!("{VIP}:{HTTP_PORT}"),
+                "--count",
+                &count.to_string(),
+                "--concurrency",
+                &concurrency.to_string(),
+                "--timeout-ms",
+                "5000",
+            ],
+        )
+        .expect("start http-get")
+        .wait_output(limit)
+        .expect("http-get finishes");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ok = text.lines().filter(|l| l.starts_with("ok 200 ")).count() as u64;
+    let failures = text
+        .lines()
+        .filter(|l| !l.starts_with("ok 200 "))
+        .take(5)
+        .map(str::to_owned)
+        .collect();
+    (ok, failures)
+}

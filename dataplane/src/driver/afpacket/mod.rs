@@ -236,6 +236,14 @@ impl Frame for AfPacketFrame {
     fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
     }
+    #[inline]
+    fn extend(&mut self, len: usize) -> bool {
+        if len > self.buf.len() {
+            return false;
+        }
+        self.len = self.len.max(len);
+        true
+    }
     fn checksum_verified(&self) -> bool {
         self.checksum_verified
     }

@@ -122,6 +122,7 @@ impl SnapshotBuilder {
                     snat: p.spec.snat,
                     affinity_timeout_ms: p.spec.affinity_timeout_ms,
                     tcp_backend_gone: p.spec.tcp_backend_gone,
+                    syn_proxy: p.spec.syn_proxy,
                     ready: ready.as_ref().map(|b| Arc::clone(&b.set)),
                     serving: serving.as_ref().map(|b| Arc::clone(&b.set)),
                 }),

@@ -5,7 +5,7 @@
 
 use crate::flow::Proto;
 use crate::packet::PortId;
-use crate::snapshot::{BackendGonePolicy, EndpointCondition, ListenerKind};
+use crate::snapshot::{BackendGonePolicy, EndpointCondition, ListenerKind, SynProxyMode};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// One gateway port.
@@ -67,6 +67,7 @@ pub struct ServiceSpec {
     pub snat: bool,
     pub affinity_timeout_ms: Option<u64>,
     pub tcp_backend_gone: BackendGonePolicy,
+    pub syn_proxy: SynProxyMode,
 }
 
 impl ServiceSpec {
@@ -80,6 +81,7 @@ impl ServiceSpec {
             snat: true,
             affinity_timeout_ms: None,
             tcp_backend_gone: BackendGonePolicy::Drop,
+            syn_proxy: SynProxyMode::Off,
         }
     }
 

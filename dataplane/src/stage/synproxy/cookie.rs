@@ -1,0 +1,192 @@
+//! SYN cookies (RFC 4987 §3.6): the gateway's initial sequence number
+//! towards a client carries, authenticated, everything it must remember
+//! about the client's SYN, so a SYN costs no state at all.
+//!
+//! Layout of the 32-bit cookie:
+//!
+//! | bits   | field                                                      |
+//! |--------|------------------------------------------------------------|
+//! | 31..30 | time slice (64 s) modulo 4                                 |
+//! | 29..27 | index of the client's MSS in [`MSS_TABLE`] (rounded down)  |
+//! | 26..23 | the client's window scale (0..=14; 15: none)               |
+//! | 22     | the client offered SACK                                    |
+//! | 21..0  | MAC: keyed SipHash of the 4-tuple, the client's ISN, the   |
+//! |        | slice and bits 31..22                                      |
+//!
+//! A cookie is accepted in its own slice and the next one (64–128 s), as
+//! Linux accepts two counter values. The key is a per-process random
+//! secret ([`CookieSecret::random`]), never a fixed seed; an attacker who
+//! sees cookies learns 22 bits of MAC per guess, so a blind ACK is
+//! accepted with probability 2^-22 (Linux's cookies have 24 bits).
+//!
+//! Timestamps (RFC 7323) are not encoded: the gateway does not offer them
+//! to a proxied client (nor to the backend). SACK is recorded but not
+//! offered either (the splice would have to rewrite SACK blocks).
+//!
+//! Generation and validation are a handful of integer operations and one
+//! SipHash-1-3 over 24 bytes (std's `RandomState` keys): no allocation.
+
+use std::hash::{BuildHasher, Hasher};
+use std::net::Ipv4Addr;
+
+/// MSS values a cookie can carry; a client's MSS is rounded down to one.
+pub const MSS_TABLE: [u16; 8] = [536, 1024, 1220, 1360, 1400, 1440, 1452, 1460];
+/// Length of a time slice.
+pub const SLICE_MS: u64 = 64_000;
+const MAC_BITS: u32 = 22;
+const MAC_MASK: u32 = (1 << MAC_BITS) - 1;
+/// Window scale field value for "the client sent no window scale option".
+pub const WSCALE_NONE: u8 = 15;
+
+/// What a cookie remembers of the client's SYN.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CookieData {
+    /// The client's MSS, rounded down to a [`MSS_TABLE`] value.
+    pub mss: u16,
+    /// The client's window scale shift, or [`WSCALE_NONE`].
+    pub wscale: u8,
+    pub sack: bool,
+}
+
+impl CookieData {
+    /// The data of a SYN with these options (absent MSS: RFC 9293's 536;
+    /// shifts above 14 are 14, RFC 7323 §2.3).
+    pub fn from_options(mss: Option<u16>, wscale: Option<u8>, sack: bool) -> Self {
+        let mss = mss.unwrap_or(536);
+        let idx = MSS_TABLE.iter().rposition(|&m| m <= mss).unwrap_or(0);
+        CookieData {
+            mss: MSS_TABLE[idx],
+            wscale: wscale.map_or(WSCALE_NONE, |w| w.min(14)),
+            sack,
+        }
+    }
+
+    fn bits(self) -> u32 {
+        let idx = MSS_TABLE.iter().position(|&m| m == self.mss).unwrap_or(0) as u32;
+        idx << 7 | u32::from(self.wscale & 0xf) << 3 | u32::from(self.sack) << 2
+    }
+
+    fn from_bits(bits: u32) -> Self {
+        CookieData {
+            mss: MSS_TABLE[(bits >> 7 & 7) as usize],
+            wscale: (bits >> 3 & 0xf) as u8,
+            sack: bits >> 2 & 1 == 1,
+        }
+    }
+}
+
+/// The connection a cookie is bound to, as the client sent its SYN.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CookieTuple {
+    pub client: Ipv4Addr,
+    pub client_port: u16,
+    pub service: Ipv4Addr,
+    pub service_port: u16,
+}
+
+/// The per-process key of the cookies' MAC.
+#[derive(Clone, Debug)]
+pub struct CookieSecret {
+    keys: std::collections::hash_map::RandomState,
+}
+
+impl CookieSecret {
+    /// A fresh random key (from the OS, once, when the pipeline is built).
+    pub fn random() -> Self {
+        CookieSecret {
+            keys: std::collections::hash_map::RandomState::new(),
+        }
+    }
+
+    fn mac(&self, t: &CookieTuple, client_isn: u32, slice: u64, high: u32) -> u32 {
+        let mut h = self.keys.build_hasher();
+        h.write_u64(u64::from(u32::from(t.client)) << 32 | u64::from(u32::from(t.service)));
+        h.write_u64(
+            u64::from(t.client_port) << 48
+                | u64::from(t.service_port) << 32
+                | u64::from(client_isn),
+        );
+        h.write_u64(slice << 32 | u64::from(high));
+        h.finish() as u32 & MAC_MASK
+    }
+
+    /// The cookie (the gateway's ISN) for a SYN with sequence number
+    /// `client_isn` at `now_ms`.
+    pub fn generate(&self, t: &CookieTuple, client_isn: u32, data: CookieData, now_ms: u64) -> u32 {
+        let slice = now_ms / SLICE_MS;
+        let high = ((slice & 3) as u32) << 30 | data.bits() << 20;
+        high | self.mac(t, client_isn, slice, high)
+    }
+
+    /// The data of `cookie` if it is one this secret made for this tuple
+    /// and client ISN in the current or the previous time slice.
+    pub fn validate(
+        &self,
+        t: &CookieTuple,
+        client_isn: u32,
+        cookie: u32,
+        now_ms: u64,
+    ) -> Option<CookieData> {
+        let now = now_ms / SLICE_MS;
+        let high = cookie & !MAC_MASK;
+        let slice = [now, now.wrapping_sub(1)]
+            .into_iter()
+            .find(|s| (s & 3) as u32 == cookie >> 30)?;
+        (self.mac(t, client_isn, slice, high) == cookie & MAC_MASK)
+            .then(|| CookieData::from_bits(high >> 20))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T: CookieTuple = CookieTuple {
+        client: Ipv4Addr::new(198, 51, 100, 7),
+        client_port: 40_000,
+        service: Ipv4Addr::new(203, 0, 113, 10),
+        service_port: 80,
+    };
+
+    #[test]
+    fn options_round_down_to_the_table() {
+        let d = CookieData::from_options(Some(1500), Some(7), true);
+        assert_eq!((d.mss, d.wscale, d.sack), (1460, 7, true));
+        let d = CookieData::from_options(Some(1300), None, false);
+        assert_eq!((d.mss, d.wscale, d.sack), (1220, WSCALE_NONE, false));
+        assert_eq!(CookieData::from_options(None, Some(20), false).wscale, 14);
+        assert_eq!(CookieData::from_options(Some(100), None, false).mss, 536);
+    }
+
+    #[test]
+    fn a_cookie_is_valid_in_its_slice_and_the_next_only() {
+        let s = CookieSecret::random();
+        let d = CookieData::from_options(Some(1460), Some(9), false);
+        let at = 10 * SLICE_MS + 5;
+        let c = s.generate(&T, 1000, d, at);
+        assert_eq!(s.validate(&T, 1000, c, at), Some(d));
+        assert_eq!(s.validate(&T, 1000, c, at + SLICE_MS), Some(d), "old slice");
+        assert_eq!(s.validate(&T, 1000, c, at + 2 * SLICE_MS), None, "too old");
+        assert_eq!(s.validate(&T, 1001, c, at), None, "other ISN");
+        let other = CookieTuple {
+            client_port: 40_001,
+            ..T
+        };
+        assert_eq!(s.validate(&other, 1000, c, at), None, "other tuple");
+        assert_eq!(CookieSecret::random().validate(&T, 1000, c, at), None);
+    }
+
+    proptest! {
+        /// Changing any bit of a cookie invalidates it (the data bits are
+        /// under the MAC too), except with the MAC's 2^-22 odds.
+        #[test]
+        fn flipped_bits_are_rejected(isn in any::<u32>(), bit in 0u32..32, now in 0u64..1 << 40) {
+            let s = CookieSecret::random();
+            let d = CookieData::from_options(Some(1400), Some(3), true);
+            let c = s.generate(&T, isn, d, now);
+            prop_assert_eq!(s.validate(&T, isn, c, now), Some(d));
+            prop_assert_eq!(s.validate(&T, isn, c ^ (1 << bit), now), None);
+        }
+    }
+}

@@ -1,0 +1,571 @@
+//! SYN flood defences through the whole pipeline: the SYN proxy (cookie
+//! SYN-ACK, validated ACK -> backend SYN, the splice of the two sequence
+//! spaces), its failure modes, `auto` mode, and SNAT exhaustion evicting
+//! the oldest half-open flow of the tuple space.
+//!
+//! Expected frames are built from scratch (full checksum computation), so
+//! every byte-exact comparison also checks the incremental updates.
+
+mod common;
+
+use common::*;
+use dataplane::conntrack::{ConntrackConfig, TcpState, Timeouts};
+use dataplane::counters::DropReason;
+use dataplane::flow::Proto;
+use dataplane::packet::Verdict;
+use dataplane::snapshot::{ServiceSpec, SynProxyMode};
+use dataplane::snat::SnatConfig;
+use dataplane::stage::PipelineConfig;
+use dataplane::wire::tcp::flags as F;
+use dataplane::wire::{MacAddr, build, checksum, ethernet, ipv4};
+use std::net::Ipv4Addr;
+
+const CPORT: u16 = 40_000;
+const ISN: u32 = 1_000_000;
+const BACKEND_ISN: u32 = 7_000_000;
+/// MSS 1460, NOP, window scale 7, NOP NOP SACK-permitted: what Linux sends.
+const CLIENT_SYN_OPTS: &[u8] = &[2, 4, 0x05, 0xb4, 1, 3, 3, 7, 1, 1, 4, 2];
+
+/// A TCP frame built from scratch with options, window and TTL.
+#[allow(clippy::too_many_arguments)]
+fn tcp(
+    macs: (MacAddr, MacAddr),
+    (src, sport): (Ipv4Addr, u16),
+    (dst, dport): (Ipv4Addr, u16),
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    options: &[u8],
+    payload: &[u8],
+    ttl: u8,
+) -> Vec<u8> {
+    assert_eq!(options.len() % 4, 0);
+    let mut seg = vec![0u8; 20 + options.len()];
+    seg[0..2].copy_from_slice(&sport.to_be_bytes());
+    seg[2..4].copy_from_slice(&dport.to_be_bytes());
+    seg[4..8].copy_from_slice(&seq.to_be_bytes());
+    seg[8..12].copy_from_slice(&ack.to_be_bytes());
+    seg[12] = (((20 + options.len()) / 4) << 4) as u8;
+    seg[13] = flags;
+    seg[14..16].copy_from_slice(&window.to_be_bytes());
+    seg[20..].copy_from_slice(options);
+    seg.extend_from_slice(payload);
+    let csum = checksum::l4_checksum(src, dst, 6, &seg);
+    seg[16..18].copy_from_slice(&csum.to_be_bytes());
+    let mut ip = build::ipv4_packet(src, dst, 6, &seg);
+    let mut h = ipv4::Packet::new_unchecked(&mut ip[..]);
+    h.set_ttl(ttl);
+    h.fill_checksum();
+    build::ethernet_frame(macs.0, macs.1, ethernet::ethertype::IPV4, &ip)
+}
+
+fn from_client(flags: u8, seq: u32, ack: u32, window: u16, opts: &[u8], payload: &[u8]) -> Vec<u8> {
+    tcp(
+        (ROUTER_MAC, OUT_MAC),
+        (CLIENT, CPORT),
+        (VIP, 80),
+        flags,
+        seq,
+        ack,
+        window,
+        opts,
+        payload,
+        64,
+    )
+}
+
+fn seq_of(frame: &[u8]) -> u32 {
+    u32::from_be_bytes(frame[38..42].try_into().unwrap())
+}
+
+fn proxied_web(mode: SynProxyMode) -> ServiceSpec {
+    let mut s = web(&[0]);
+    s.syn_proxy = mode;
+    s
+}
+
+/// Send the client's SYN; returns the cookie of the SYN-ACK.
+fn syn(gw: &mut Gateway) -> u32 {
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""),
+    );
+    assert_eq!(v, Verdict::Reply);
+    assert_eq!(out.len(), 1);
+    seq_of(&out[0].1)
+}
+
+/// SYN, then the ACK of the cookie: returns the cookie and the frame sent
+/// to the backend.
+fn handshake(gw: &mut Gateway) -> (u32, Vec<(u8, Vec<u8>)>) {
+    let cookie = syn(gw);
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(F::ACK, ISN + 1, cookie.wrapping_add(1), 502, &[], b""),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    (cookie, out)
+}
+
+fn backend_synack(gw: &Gateway, window: u16, opts: &[u8]) -> Vec<u8> {
+    let flow = gw
+        .flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
+        .expect("proxied flow");
+    let r = *flow.reply();
+    tcp(
+        (backend_mac(r.src_ip), IN_MAC),
+        (r.src_ip, r.src_port),
+        (r.dst_ip, r.dst_port),
+        F::SYN | F::ACK,
+        BACKEND_ISN,
+        ISN + 1,
+        window,
+        opts,
+        b"",
+        64,
+    )
+}
+
+#[test]
+fn a_syn_is_answered_with_a_cookie_and_leaves_no_state() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""),
+    );
+    assert_eq!(v, Verdict::Reply);
+    let cookie = seq_of(&out[0].1);
+    // MSS of the ingress port (1500 - 40), our window scale, window 0, no
+    // SACK or timestamps offered.
+    let want = tcp(
+        (OUT_MAC, ROUTER_MAC),
+        (VIP, 80),
+        (CLIENT, CPORT),
+        F::SYN | F::ACK,
+        cookie,
+        ISN + 1,
+        0,
+        &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
+        b"",
+        64,
+    );
+    assert_eq!(out, vec![(OUTSIDE, want)]);
+    let c = gw.counters();
+    assert_eq!(c.syn_cookies_sent, 1);
+    assert_eq!(c.flows_created, 0);
+    assert_eq!(gw.worker.pipeline().conntrack().len(), 0);
+    assert_eq!(gw.worker.pipeline().snat().stats().in_use, 0);
+}
+
+#[test]
+fn a_syn_without_options_gets_an_answer_without_window_scaling() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let (v, out) = gw.send(OUTSIDE, &from_client(F::SYN, ISN, 0, 8192, &[], b""));
+    assert_eq!(v, Verdict::Reply);
+    let cookie = seq_of(&out[0].1);
+    let want = tcp(
+        (OUT_MAC, ROUTER_MAC),
+        (VIP, 80),
+        (CLIENT, CPORT),
+        F::SYN | F::ACK,
+        cookie,
+        ISN + 1,
+        0,
+        &[2, 4, 0x05, 0xb4],
+        b"",
+        64,
+    );
+    assert_eq!(out, vec![(OUTSIDE, want)]);
+    // The ACK opens the backend connection with no window scale either,
+    // and the client's MSS (none sent: 536).
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(F::ACK, ISN + 1, cookie.wrapping_add(1), 8192, &[], b""),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    let flow = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap();
+    let r = *flow.reply();
+    let want = tcp(
+        (IN_MAC, backend_mac(r.src_ip)),
+        (r.dst_ip, r.dst_port),
+        (r.src_ip, r.src_port),
+        F::SYN,
+        ISN,
+        0,
+        u16::MAX,
+        &[2, 4, 0x02, 0x18],
+        b"",
+        63,
+    );
+    assert_eq!(out, vec![(INSIDE, want)]);
+}
+
+#[test]
+fn a_valid_cookie_ack_becomes_the_backend_syn() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let (_, out) = handshake(&mut gw);
+    let flow = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap();
+    assert!(flow.syn_proxied());
+    assert_eq!(flow.tcp_state(), Some(TcpState::SynSent));
+    let r = *flow.reply();
+    assert_eq!(r.dst_ip, SNAT);
+    // The client's SYN as the cookie remembered it: ISN, MSS 1460, window
+    // scale 7 (no SACK: not offered), full NAT, TTL one lower.
+    let want = tcp(
+        (IN_MAC, backend_mac(r.src_ip)),
+        (r.dst_ip, r.dst_port),
+        (r.src_ip, r.src_port),
+        F::SYN,
+        ISN,
+        0,
+        u16::MAX,
+        &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
+        b"",
+        63,
+    );
+    assert_eq!(out, vec![(INSIDE, want)]);
+    let c = gw.counters();
+    assert_eq!((c.syn_cookies_validated, c.flows_created), (1, 1));
+    assert_eq!(gw.worker.pipeline().snat().stats().in_use, 1);
+}
+
+#[test]
+fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let (cookie, _) = handshake(&mut gw);
+    let flow = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap();
+    let r = *flow.reply();
+    let bmac = backend_mac(r.src_ip);
+    // The backend scales by 5; the client was told 7.
+    let (v, out) = gw.send(
+        INSIDE,
+        &backend_synack(&gw, 29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5]),
+    );
+    assert_eq!(v, Verdict::Reply);
+    let ack_to_backend = tcp(
+        (IN_MAC, bmac),
+        (r.dst_ip, r.dst_port),
+        (r.src_ip, r.src_port),
+        F::ACK,
+        ISN + 1,
+        BACKEND_ISN + 1,
+        502,
+        &[],
+        b"",
+        64,
+    );
+    let window_update = tcp(
+        (OUT_MAC, ROUTER_MAC),
+        (VIP, 80),
+        (CLIENT, CPORT),
+        F::ACK,
+        cookie.wrapping_add(1),
+        ISN + 1,
+        (29200u32 << 5 >> 7) as u16,
+        &[],
+        b"",
+        64,
+    );
+    assert_eq!(
+        out,
+        vec![(OUTSIDE, window_update), (INSIDE, ack_to_backend)]
+    );
+    let flow = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap();
+    assert_eq!(flow.tcp_state(), Some(TcpState::Established));
+    assert_eq!(gw.counters().syn_proxy_spliced, 1);
+
+    // Client -> backend: the acknowledgment number moves to the backend's
+    // sequence space.
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(
+            F::ACK | F::PSH,
+            ISN + 1,
+            cookie.wrapping_add(1),
+            502,
+            &[],
+            b"GET /",
+        ),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    let want = tcp(
+        (IN_MAC, bmac),
+        (r.dst_ip, r.dst_port),
+        (r.src_ip, r.src_port),
+        F::ACK | F::PSH,
+        ISN + 1,
+        BACKEND_ISN + 1,
+        502,
+        &[],
+        b"GET /",
+        63,
+    );
+    assert_eq!(out, vec![(INSIDE, want)]);
+
+    // Backend -> client: the sequence number moves to the cookie's space,
+    // the window to the client's scale.
+    let reply = tcp(
+        (bmac, IN_MAC),
+        (r.src_ip, r.src_port),
+        (r.dst_ip, r.dst_port),
+        F::ACK | F::PSH,
+        BACKEND_ISN + 1,
+        ISN + 6,
+        1000,
+        &[],
+        b"200 OK",
+        64,
+    );
+    let (v, out) = gw.send(INSIDE, &reply);
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    let want = tcp(
+        (OUT_MAC, ROUTER_MAC),
+        (VIP, 80),
+        (CLIENT, CPORT),
+        F::ACK | F::PSH,
+        cookie.wrapping_add(1),
+        ISN + 6,
+        (1000u32 << 5 >> 7) as u16,
+        &[],
+        b"200 OK",
+        63,
+    );
+    assert_eq!(out, vec![(OUTSIDE, want)]);
+    assert!(checksums_valid(&out[0].1));
+
+    // A retransmitted backend SYN-ACK (our ACK was lost) is acked again.
+    let (v, out) = gw.send(
+        INSIDE,
+        &backend_synack(&gw, 29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5]),
+    );
+    assert_eq!(v, Verdict::Reply);
+    assert_eq!(out.len(), 1);
+    assert_eq!(seq_of(&out[0].1), ISN + 1);
+}
+
+#[test]
+fn client_segments_before_the_backend_answers_resend_the_syn_or_are_dropped() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let (cookie, first) = handshake(&mut gw);
+    // A window probe (ACK) re-sends the backend SYN.
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(F::ACK, ISN + 1, cookie.wrapping_add(1), 502, &[], b""),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    assert_eq!(out, first);
+    // Data or a FIN is dropped until then.
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &from_client(
+            F::FIN | F::ACK,
+            ISN + 1,
+            cookie.wrapping_add(1),
+            502,
+            &[],
+            b"",
+        ),
+    );
+    assert_eq!(v, Verdict::Drop(DropReason::SynProxyPending));
+    assert_eq!(gw.counters().dropped(DropReason::SynProxyPending), 1);
+}
+
+#[test]
+fn a_forged_cookie_is_dropped_and_counted() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let cookie = syn(&mut gw);
+    for bad in [
+        from_client(F::ACK, ISN + 1, cookie.wrapping_add(2), 502, &[], b""),
+        from_client(F::ACK, ISN + 2, cookie.wrapping_add(1), 502, &[], b""),
+        from_client(F::ACK, 12345, 67890, 502, &[], b""),
+    ] {
+        let (v, out) = gw.send(OUTSIDE, &bad);
+        assert_eq!(v, Verdict::Drop(DropReason::SynCookieInvalid));
+        assert!(out.is_empty());
+    }
+    let c = gw.counters();
+    assert_eq!(c.dropped(DropReason::SynCookieInvalid), 3);
+    assert_eq!((c.syn_cookies_validated, c.flows_created), (0, 0));
+}
+
+#[test]
+fn a_cookie_of_the_previous_slice_is_accepted_an_older_one_is_not() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let cookie = syn(&mut gw);
+    gw.clock.advance_ms(64_000);
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &from_client(F::ACK, ISN + 1, cookie.wrapping_add(1), 502, &[], b""),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let cookie = syn(&mut gw);
+    gw.clock.advance_ms(2 * 64_000);
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &from_client(F::ACK, ISN + 1, cookie.wrapping_add(1), 502, &[], b""),
+    );
+    assert_eq!(v, Verdict::Drop(DropReason::SynCookieInvalid));
+}
+
+#[test]
+fn off_forwards_syns_and_auto_proxies_only_above_its_threshold() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::Off)]);
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::Auto {
+        half_open_threshold: 2,
+    })]);
+    let syn_from = |port: u16| {
+        tcp(
+            (ROUTER_MAC, OUT_MAC),
+            (CLIENT, port),
+            (VIP, 80),
+            F::SYN,
+            ISN,
+            0,
+            64240,
+            CLIENT_SYN_OPTS,
+            b"",
+            64,
+        )
+    };
+    for port in 1..=3 {
+        let (v, _) = gw.send(OUTSIDE, &syn_from(port));
+        assert_eq!(v, Verdict::Forward(INSIDE), "half-open flows: {}", port - 1);
+    }
+    let (v, _) = gw.send(OUTSIDE, &syn_from(4));
+    assert_eq!(v, Verdict::Reply, "above the threshold: a cookie");
+    assert_eq!(gw.worker.pipeline().conntrack().half_open(), 3);
+}
+
+/// A gateway whose worker has 4 SNAT ports.
+fn small_snat_gateway() -> Gateway {
+    let config = PipelineConfig {
+        snat: SnatConfig {
+            addrs: vec![SNAT],
+            port_range: 2000..=2003,
+            ..SnatConfig::default()
+        },
+        conntrack: ConntrackConfig {
+            capacity: 64,
+            timeouts: Timeouts::default(),
+            expiry_scan_per_poll: 1,
+            early_drop_scan: 64,
+        },
+        ..pipeline_config(0, 1)
+    };
+    Gateway::with_config(vec![web(&[0])], config)
+}
+
+fn plain_syn(port: u16) -> Vec<u8> {
+    build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        port,
+        VIP,
+        80,
+        F::SYN,
+        ISN,
+        0,
+        b"",
+    )
+}
+
+#[test]
+fn snat_exhaustion_evicts_the_oldest_half_open_flow_of_the_tuple_space() {
+    let mut gw = small_snat_gateway();
+    for port in 1..=4 {
+        let (v, _) = gw.send(OUTSIDE, &plain_syn(port));
+        assert_eq!(v, Verdict::Forward(INSIDE));
+        gw.clock.advance_ms(1_000);
+    }
+    let oldest = gw.flow(Proto::Tcp, CLIENT, 1, VIP, 80).unwrap();
+    let (v, out) = gw.send(OUTSIDE, &plain_syn(5));
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    assert!(
+        gw.flow(Proto::Tcp, CLIENT, 1, VIP, 80).is_none(),
+        "oldest evicted"
+    );
+    let new = gw.flow(Proto::Tcp, CLIENT, 5, VIP, 80).unwrap();
+    assert_eq!(new.reply(), oldest.reply(), "its tuple reused at once");
+    assert_eq!(out[0].1[34..36], oldest.reply().dst_port.to_be_bytes());
+    let c = gw.counters();
+    assert_eq!((c.snat_early_drops, c.flows_early_dropped), (1, 1));
+    assert_eq!(gw.worker.pipeline().snat().stats().in_use, 4);
+    assert_eq!(gw.worker.pipeline().conntrack().len(), 4);
+    gw.assert_snat_accounting();
+}
+
+#[test]
+fn snat_exhaustion_with_only_established_flows_still_drops() {
+    let mut gw = small_snat_gateway();
+    for port in 1..=4 {
+        gw.send(OUTSIDE, &plain_syn(port));
+        let flow = gw.flow(Proto::Tcp, CLIENT, port, VIP, 80).unwrap();
+        let r = *flow.reply();
+        let synack = from_backend_tcp(&r, F::SYN | F::ACK, BACKEND_ISN, ISN + 1, b"");
+        gw.send(INSIDE, &synack);
+        let ack = build::eth_ipv4_tcp(
+            ROUTER_MAC,
+            OUT_MAC,
+            CLIENT,
+            port,
+            VIP,
+            80,
+            F::ACK,
+            ISN + 1,
+            BACKEND_ISN + 1,
+            b"",
+        );
+        let (v, _) = gw.send(OUTSIDE, &ack);
+        assert_eq!(v, Verdict::Forward(INSIDE));
+    }
+    let (v, _) = gw.send(OUTSIDE, &plain_syn(5));
+    assert_eq!(v, Verdict::Drop(DropReason::SnatExhausted));
+    assert_eq!(gw.counters().snat_early_drops, 0);
+    assert_eq!(gw.worker.pipeline().conntrack().len(), 4);
+}
+
+#[test]
+fn new_flows_over_the_per_source_rate_are_dropped_and_counted() {
+    let config = PipelineConfig {
+        new_flows_per_source_per_s: 2,
+        ..pipeline_config(0, 1)
+    };
+    let mut gw = Gateway::with_config(vec![web(&[0])], config);
+    for port in 1..=2 {
+        assert_eq!(
+            gw.send(OUTSIDE, &plain_syn(port)).0,
+            Verdict::Forward(INSIDE)
+        );
+    }
+    let (v, out) = gw.send(OUTSIDE, &plain_syn(3));
+    assert_eq!(v, Verdict::Drop(DropReason::NewFlowRateLimited));
+    assert!(out.is_empty());
+    // Another source has its own budget.
+    let other = build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        Ipv4Addr::new(198, 51, 100, 99),
+        3,
+        VIP,
+        80,
+        F::SYN,
+        ISN,
+        0,
+        b"",
+    );
+    assert_eq!(gw.send(OUTSIDE, &other).0, Verdict::Forward(INSIDE));
+    // Half a second refills one token.
+    gw.clock.advance_ms(500);
+    assert_eq!(gw.send(OUTSIDE, &plain_syn(4)).0, Verdict::Forward(INSIDE));
+    assert_eq!(gw.counters().dropped(DropReason::NewFlowRateLimited), 1);
+}

@@ -1,0 +1,160 @@
+//! TCP sequence-window tracking through the whole pipeline (conntrack's
+//! `tcp_in_window`, RFC 5961 §3.2 for RSTs): in-window data passes,
+//! out-of-window data and RSTs are dropped and counted, an inexact
+//! in-window RST is answered with a challenge ACK (exact frame), an exact
+//! RST closes the flow.
+
+mod common;
+
+use common::*;
+use dataplane::conntrack::TcpState;
+use dataplane::counters::DropReason;
+use dataplane::flow::{FlowKey, Proto};
+use dataplane::packet::Verdict;
+use dataplane::wire::build;
+use dataplane::wire::tcp::flags as F;
+
+const CPORT: u16 = 40_000;
+/// Client ISN 100, backend ISN 900, windows 64240 both ways.
+const C: u32 = 101;
+const B: u32 = 901;
+
+fn client(flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
+    build::eth_ipv4_tcp(
+        ROUTER_MAC, OUT_MAC, CLIENT, CPORT, VIP, 80, flags, seq, ack, payload,
+    )
+}
+
+/// An established flow; returns its reply key.
+fn established(gw: &mut Gateway) -> FlowKey {
+    assert_eq!(
+        gw.send(OUTSIDE, &client(F::SYN, C - 1, 0, b"")).0,
+        Verdict::Forward(INSIDE)
+    );
+    let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
+    let v = gw
+        .send(
+            INSIDE,
+            &from_backend_tcp(&r, F::SYN | F::ACK, B - 1, C, b""),
+        )
+        .0;
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    assert_eq!(
+        gw.send(OUTSIDE, &client(F::ACK, C, B, b"")).0,
+        Verdict::Forward(INSIDE)
+    );
+    r
+}
+
+fn state(gw: &Gateway) -> Option<TcpState> {
+    gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
+        .and_then(|f| f.tcp_state())
+}
+
+#[test]
+fn in_window_data_passes_both_ways() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let r = established(&mut gw);
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &client(F::ACK | F::PSH, C, B, b"GET / HTTP/1.1\r\n\r\n"),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    let (v, _) = gw.send(
+        INSIDE,
+        &from_backend_tcp(&r, F::ACK | F::PSH, B, C + 18, b"HTTP/1.1 200 OK"),
+    );
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    // A retransmission of what was already sent is in the window too.
+    let (v, _) = gw.send(
+        OUTSIDE,
+        &client(F::ACK | F::PSH, C, B, b"GET / HTTP/1.1\r\n\r\n"),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 0);
+}
+
+#[test]
+fn out_of_window_data_and_acks_of_unsent_bytes_are_dropped_and_counted() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let r = established(&mut gw);
+    // Beyond the window the backend advertised.
+    let (v, out) = gw.send(OUTSIDE, &client(F::ACK | F::PSH, C + 1_000_000, B, b"x"));
+    assert_eq!(v, Verdict::Drop(DropReason::TcpOutOfWindow));
+    assert!(out.is_empty());
+    // Acknowledging bytes the client never sent.
+    let (v, _) = gw.send(INSIDE, &from_backend_tcp(&r, F::ACK, B, C + 500_000, b""));
+    assert_eq!(v, Verdict::Drop(DropReason::TcpOutOfWindow));
+    assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 2);
+    assert_eq!(state(&gw), Some(TcpState::Established));
+}
+
+#[test]
+fn an_out_of_window_rst_is_dropped_and_the_flow_lives_on() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    established(&mut gw);
+    let (v, out) = gw.send(OUTSIDE, &client(F::RST, C + 3_000_000, 0, b""));
+    assert_eq!(v, Verdict::Drop(DropReason::TcpOutOfWindow));
+    assert!(out.is_empty());
+    assert_eq!(state(&gw), Some(TcpState::Established));
+}
+
+#[test]
+fn an_inexact_in_window_rst_is_answered_with_a_challenge_ack() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let r = established(&mut gw);
+    // From the backend, 100 bytes past what the client acknowledged.
+    let (v, out) = gw.send(INSIDE, &from_backend_tcp(&r, F::RST, B + 100, 0, b""));
+    assert_eq!(v, Verdict::Reply);
+    // The challenge ACK, as the client would send it: to the backend from
+    // the SNAT tuple, seq = what the client sent, ack = what it expects,
+    // window = what it allowed.
+    // (`build` frames carry window 64240, the client's.)
+    let want = build::eth_ipv4_tcp(
+        IN_MAC,
+        backend_mac(r.src_ip),
+        r.dst_ip,
+        r.dst_port,
+        r.src_ip,
+        r.src_port,
+        F::ACK,
+        C,
+        B,
+        b"",
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, INSIDE);
+    assert!(checksums_valid(&out[0].1));
+    assert_eq!(out[0].1, want);
+    assert_eq!(gw.counters().challenge_acks_sent, 1);
+    assert_eq!(state(&gw), Some(TcpState::Established), "nothing changed");
+}
+
+#[test]
+fn an_exact_rst_closes_the_flow() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let r = established(&mut gw);
+    let (v, _) = gw.send(INSIDE, &from_backend_tcp(&r, F::RST, B, 0, b""));
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    assert_eq!(state(&gw), Some(TcpState::Close));
+}
+
+/// A backend still holding an old connection on the tuple answers the SYN
+/// with a challenge ACK carrying that connection's numbers: it passes
+/// (Linux's IGNORE) and the client's RST (<SEQ=SEG.ACK>) clears it.
+#[test]
+fn a_challenge_ack_to_a_syn_passes_and_the_clients_rst_is_accepted() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    assert_eq!(
+        gw.send(OUTSIDE, &client(F::SYN, C - 1, 0, b"")).0,
+        Verdict::Forward(INSIDE)
+    );
+    let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
+    let old_ack = 3_000_000_000;
+    let (v, _) = gw.send(INSIDE, &from_backend_tcp(&r, F::ACK, 77_777, old_ack, b""));
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    let (v, _) = gw.send(OUTSIDE, &client(F::RST, old_ack, 0, b""));
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    assert_eq!(state(&gw), Some(TcpState::Close));
+    assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 0);
+}
