@@ -12,7 +12,8 @@ name = "outside"
 driver = "afpacket"
 interface = "out0"
 role = "outside"
-node_addresses = ["192.0.2.1/24", "192.0.2.2/24"]
+node_addresses = ["192.0.2.9/24"]
+host_addresses = ["192.0.2.1/24", "192.0.2.2/24"]
 
 [[port]]
 name = "inside"
@@ -135,7 +136,7 @@ const CASES: &[Case] = &[
             ("peers = [\"192.0.2.254\"]", "peers = [\"192.0.2.2\"]"),
         ],
         "bgp.peer[0].address",
-        "the gateway's own address (port[0].node_addresses[1])",
+        "the gateway's own address (port[0].host_addresses[1])",
     ),
     (
         &[
@@ -143,7 +144,7 @@ const CASES: &[Case] = &[
             ("peers = [\"192.0.2.254\"]", "peers = [\"192.0.9.254\"]"),
         ],
         "bgp.peer[0].address",
-        "no port's connected subnet",
+        "no host address's subnet",
     ),
     (
         &[
@@ -163,15 +164,23 @@ const CASES: &[Case] = &[
             "source_address = \"10.1.0.1\"",
         )],
         "bgp.peer[0].source_address",
-        "not a node address",
+        "not a host address",
+    ),
+    (
+        &[(
+            "source_address = \"192.0.2.1\"",
+            "source_address = \"192.0.2.9\"",
+        )],
+        "bgp.peer[0].source_address",
+        "192.0.2.9 is not a host address",
     ),
     (
         &[
-            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.9\""),
-            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.9\""),
+            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.77\""),
+            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.77\""),
         ],
         "bgp.peer[0].router_id",
-        "not a node address",
+        "not a node or host address",
     ),
     (
         &[(
