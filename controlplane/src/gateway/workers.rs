@@ -15,6 +15,7 @@ use dataplane::clock::MonotonicClock;
 use dataplane::counters::SharedCounters;
 use dataplane::driver::Driver;
 use dataplane::driver::PortStatsCell;
+use dataplane::driver::hostpath::HostPath;
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketDriver, AfPacketError};
 use dataplane::driver::afxdp::{AfXdpConfig, AfXdpDriver, AfXdpError};
 use dataplane::handoff::{HandoffMesh, WorkerHandoff};
@@ -59,6 +60,7 @@ impl Gateway {
         let neighbours = Arc::clone(&self.neighbours);
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), WorkerStartError>)>();
         let mut cells = Vec::with_capacity(workers);
+        let mut host_paths = super::host_path::open(&self.plan, &self.facts, workers)?;
         for w in 0..workers {
             let core = self.plan.dataplane.cores.get(w).copied();
             let (inspect_client, inspect_server) = dataplane::inspect::mailbox(w as u8);
@@ -87,6 +89,7 @@ impl Gateway {
                 neighbours: Arc::clone(&neighbours),
                 stop: Arc::clone(&self.stop),
                 inspect: inspect_server,
+                host: host_paths.get_mut(w).and_then(Option::take),
             };
             let ready = ready_tx.clone();
             let driver = driver.for_worker(w);
@@ -139,6 +142,9 @@ pub(super) struct WorkerContext {
     /// The worker's end of its inspect mailbox (`portico flows`, `simulate
     /// --live`).
     inspect: InspectServer,
+    /// The worker's queues of the ports' host interfaces, if any port has
+    /// host addresses.
+    host: Option<HostPath>,
 }
 
 /// Why a worker thread could not start.
@@ -249,6 +255,9 @@ pub(super) fn run_worker<D: OpenDriver>(
         }
     };
     worker.attach_inspect(ctx.inspect);
+    if let Some(host) = ctx.host {
+        worker.attach_host_path(host);
+    }
     let _ = ready.send((w, Ok(())));
     worker.run(&ctx.stop, &ctx.cells.ports);
 }

@@ -166,7 +166,8 @@ impl Service {
     }
 }
 
-/// Roles of an address the gateway owns (answers ARP and ICMP echo for).
+/// Roles of an address the gateway owns (answers ARP and ICMP echo for),
+/// or of a host address (the kernel's, see [`crate::driver::hostpath`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct OwnedAddr {
     /// The port the address lives on (ARP is answered only there).
@@ -174,6 +175,11 @@ pub struct OwnedAddr {
     pub vip: bool,
     pub node: bool,
     pub snat: bool,
+    /// A host address: every frame for it (ARP whose target it is, any
+    /// IPv4 packet to it that the pipeline parses) goes to the port's host
+    /// path ([`Verdict::Host`](crate::packet::Verdict::Host)); the
+    /// dataplane answers nothing for it. Only ever set alone.
+    pub host: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -4,6 +4,11 @@
 //! are answered in place, out of the port they came in on. ARP for an owned
 //! address is answered only on the port the address lives on, so a gateway
 //! with two ports never claims an address on the wrong segment.
+//!
+//! Host addresses are not answered here: ARP whose target is a host address
+//! of the receiving port, and ICMP echo requests and replies to a host
+//! address, get [`Verdict::Host`] (the kernel answers, through the port's
+//! host path; see [`crate::driver::hostpath`]).
 
 use super::neighbour::{NeighbourCtx, set_l2};
 use crate::counters::{Counters, DropReason};
@@ -45,8 +50,14 @@ pub fn run<F: Frame>(
 
 fn answer_echo(snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) {
     let dst = meta.key.dst_ip;
-    if snap.owned(dst).is_none() {
-        return meta.drop(DropReason::NotOwned);
+    match snap.owned(dst) {
+        None => return meta.drop(DropReason::NotOwned),
+        // The kernel answers (and sends) echoes of its host addresses.
+        Some(o) if o.host => {
+            meta.verdict = Verdict::Host;
+            return;
+        }
+        Some(_) => {}
     }
     if meta.icmp_type != ICMP_ECHO_REQUEST {
         return meta.drop(DropReason::IcmpUnsupported);

@@ -190,8 +190,10 @@ impl NeighbourCtx<'_> {
     /// header): answer a request for an address owned on the port it came
     /// in on; learn the sender's MAC from replies to our requests and from
     /// requests of neighbours already in the table (never from strangers:
-    /// the table is not theirs to fill). Sets the verdict (`Reply`,
-    /// `Consumed`, or a drop) and returns whether the table learned.
+    /// the table is not theirs to fill). Sets the verdict (`Host` when the
+    /// target is a host address of the port, learned from all the same;
+    /// `Reply`, `Consumed`, or a drop) and returns whether the table
+    /// learned.
     pub fn answer_arp(&self, snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) -> bool {
         let Some(port) = snap.ports.get(meta.in_port as usize) else {
             meta.drop(DropReason::NoRoute);
@@ -206,13 +208,17 @@ impl NeighbourCtx<'_> {
         let (sender_ip, sender_mac) = (pkt.sender_proto_addr(), pkt.sender_hw_addr());
         let target = pkt.target_proto_addr();
         let operation = pkt.operation();
-        let ours = snap.owned(target).is_some_and(|o| o.port == meta.in_port);
+        let owned = snap.owned(target).filter(|o| o.port == meta.in_port);
+        let ours = owned.is_some();
         let learned = (ours || sender_ip == target)
             && !sender_ip.is_unspecified()
             && self
                 .table
                 .learn(meta.in_port, sender_ip, sender_mac.0, self.now_ms, true);
         match operation {
+            // The kernel answers for (and asked from) its host addresses;
+            // the sender is learned all the same.
+            _ if owned.is_some_and(|o| o.host) => meta.verdict = Verdict::Host,
             arp::op::REQUEST if ours => match arp::reply_in_place(frame, l3, MacAddr(port.mac)) {
                 Ok(_) => meta.verdict = Verdict::Reply,
                 Err(_) => meta.drop(DropReason::ArpMalformed),
@@ -392,6 +398,8 @@ impl NeighbourStage {
         let mut fresh: Vec<(PortId, Ipv4Addr)> = snap
             .owned
             .iter()
+            // The kernel announces its host addresses itself.
+            .filter(|(_, o)| !o.host)
             .map(|(addr, o)| (o.port, *addr))
             .filter(|k| !self.announced.contains(k))
             .collect();
