@@ -348,17 +348,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                     continue;
                 }
                 Verdict::Host => {
-                    let sent = self
-                        .host
-                        .as_mut()
-                        .map_or(Err(DropReason::HostPathDown), |h| {
-                            h.send(in_port, frame.data())
-                        });
-                    match sent {
-                        Ok(()) => counters.to_host += 1,
-                        Err(reason) => counters.drop(reason),
-                    }
-                    self.driver.release(frame);
+                    to_host(&mut self.host, &mut self.driver, counters, in_port, frame);
                     continue;
                 }
                 Verdict::AwaitNeighbour(port) => {
@@ -517,6 +507,28 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.handoff_rx = rings;
         work
     }
+}
+
+/// Write a frame with verdict [`Verdict::Host`] to `in_port`'s queue of
+/// `host` (counted as `to_host`, or dropped and counted) and release it.
+/// Out of line: the forwarding loop carries only the branch to it.
+#[cold]
+#[inline(never)]
+fn to_host<D: Driver>(
+    host: &mut Option<HostPath>,
+    driver: &mut D,
+    counters: &mut Counters,
+    in_port: PortId,
+    frame: D::Frame,
+) {
+    let sent = host.as_mut().map_or(Err(DropReason::HostPathDown), |h| {
+        h.send(in_port, frame.data())
+    });
+    match sent {
+        Ok(()) => counters.to_host += 1,
+        Err(reason) => counters.drop(reason),
+    }
+    driver.release(frame);
 }
 
 /// A worker's way out: its per-port tx queues over its driver.

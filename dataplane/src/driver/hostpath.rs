@@ -101,7 +101,8 @@ pub struct HostInterfaceSpec {
 }
 
 /// Create the TAP `spec.name` with `queues` queues (one per worker), give
-/// it the port's MAC and MTU and its addresses, and bring it up. Returns
+/// it the port's MAC and MTU and its addresses, turn its IPv6 off (the
+/// ports carry IPv4 only), and bring it up. Returns
 /// the queues; the interface disappears when the last one closes.
 pub fn create_host_interface(
     spec: &HostInterfaceSpec,
@@ -127,6 +128,15 @@ pub fn create_host_interface(
     let sock = sys::ioctl_socket().map_err(configure("control socket"))?;
     sys::set_hw_addr(&sock, name, spec.mac).map_err(configure("MAC address"))?;
     sys::set_mtu(&sock, name, u32::from(spec.mtu)).map_err(configure("MTU"))?;
+    // The ports are IPv4 only: no IPv6 (MLD, router solicitations,
+    // duplicate address detection) from the kernel onto the wire.
+    let ipv6 = format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6");
+    match std::fs::write(&ipv6, "1") {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            return Err(configure("IPv6 switch")(e));
+        }
+        _ => {}
+    }
     let index = sys::if_index(name).map_err(configure("interface index"))?;
     for &(addr, prefix_len) in &spec.addresses {
         netlink::add_ipv4_address(index, addr, prefix_len).map_err(configure("address"))?;
@@ -207,7 +217,6 @@ impl HostPath {
 
     /// Write `frame` (received on `port`) to the port's TAP queue, without
     /// waiting.
-    #[inline]
     pub fn send(&mut self, port: PortId, frame: &[u8]) -> Result<(), DropReason> {
         let Some(Some(fd)) = self.queues.get(usize::from(port)) else {
             return Err(DropReason::HostPathDown);
