@@ -428,7 +428,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
 
     /// Send what the kernel wrote to this worker's host-path queues out of
     /// their ports: at most [`HOST_BATCH`] frames per port, each copied
-    /// into a driver buffer (none free: `pool_exhausted`).
+    /// into a driver buffer (none free: `pool_exhausted`). Out of line, as
+    /// the frames are few: the poll loop carries only the call.
+    #[inline(never)]
     fn drain_host(&mut self) -> usize {
         let Some(host) = self.host.as_mut() else {
             return 0;

@@ -50,13 +50,31 @@ fn host_frames() -> Vec<(&'static str, Vec<u8>)> {
         (
             "TCP SYN to BGP",
             build::eth_ipv4_tcp(
-                ROUTER_MAC, OUT_MAC, CLIENT, 40_000, HOST, 179, F::SYN, 1, 0, b"",
+                ROUTER_MAC,
+                OUT_MAC,
+                CLIENT,
+                40_000,
+                HOST,
+                179,
+                F::SYN,
+                1,
+                0,
+                b"",
             ),
         ),
         (
             "TCP ACK",
             build::eth_ipv4_tcp(
-                ROUTER_MAC, OUT_MAC, CLIENT, 40_000, HOST, 179, F::ACK, 2, 9, b"x",
+                ROUTER_MAC,
+                OUT_MAC,
+                CLIENT,
+                40_000,
+                HOST,
+                179,
+                F::ACK,
+                2,
+                9,
+                b"x",
             ),
         ),
         (
@@ -101,7 +119,18 @@ fn frames_for_a_host_address_get_the_host_verdict_and_no_answer() {
         out,
         vec![(OUTSIDE, build::arp_reply(OUT_MAC, NODE, ASKER, ASKER_IP))]
     );
-    let syn = build::eth_ipv4_tcp(ROUTER_MAC, OUT_MAC, CLIENT, 40_001, VIP, 80, F::SYN, 1, 0, b"");
+    let syn = build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        40_001,
+        VIP,
+        80,
+        F::SYN,
+        1,
+        0,
+        b"",
+    );
     let (v, out) = gw.send(OUTSIDE, &syn);
     assert_eq!(v, Verdict::Forward(INSIDE));
     assert_eq!(out.len(), 1);
@@ -116,7 +145,7 @@ fn kernel_answer(gw: &mut Gateway, first: Vec<(u8, Vec<u8>)>) -> Option<Vec<u8>>
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         assert!(
-            sent.iter().all(|f| ours(f)),
+            sent.iter().all(ours),
             "only IPv4 and ARP leave the host path (no IPv6 on it): {sent:?}"
         );
         if let Some(f) = sent.into_iter().next() {

@@ -339,7 +339,12 @@ fn port_changes(c: &mut Changes, i: usize, old: &PortRestartPart<'_>, new: &Port
         &format!("port[{i}].host_addresses"),
         host_addresses,
         &new.host_addresses,
-        |a| format!("{:?}", a.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        |a| {
+            format!(
+                "{:?}",
+                a.iter().map(ToString::to_string).collect::<Vec<_>>()
+            )
+        },
     );
     c.debug(
         &format!("port[{i}].host_interface"),

@@ -89,7 +89,9 @@ fn host_addresses_are_a_per_port_list_with_a_host_interface() {
     assert!(
         plan.routes
             .iter()
-            .any(|r| r.destination.to_string() == "198.18.0.0/30" && r.port == 0 && r.via.is_none())
+            .any(|r| r.destination.to_string() == "198.18.0.0/30"
+                && r.port == 0
+                && r.via.is_none())
     );
     let shown = plan.to_string();
     assert!(
@@ -140,12 +142,18 @@ const CASES: &[Case] = &[
         "192.0.2.1 is already owned at port[0].node_addresses[0]",
     ),
     (
-        &[("host_addresses = [\"10.1.0.2/24\"]", "host_addresses = [\"10.1.0.1/24\"]")],
+        &[(
+            "host_addresses = [\"10.1.0.2/24\"]",
+            "host_addresses = [\"10.1.0.1/24\"]",
+        )],
         "port[1].host_addresses[0]",
         "10.1.0.1 is already owned at port[1].snat_addresses[0]",
     ),
     (
-        &[("host_addresses = [\"10.1.0.2/24\"]", "host_addresses = [\"192.0.2.7/24\"]")],
+        &[(
+            "host_addresses = [\"10.1.0.2/24\"]",
+            "host_addresses = [\"192.0.2.7/24\"]",
+        )],
         "port[1].host_addresses[0]",
         "subnet 192.0.2.0/24 is already connected on port[0]",
     ),
@@ -155,12 +163,18 @@ const CASES: &[Case] = &[
         "port[0].host_addresses[0]",
     ),
     (
-        &[("external_ips = [\"203.0.113.20\"]", "external_ips = [\"198.18.0.2\"]")],
+        &[(
+            "external_ips = [\"203.0.113.20\"]",
+            "external_ips = [\"198.18.0.2\"]",
+        )],
         "service[0].external_ips[0]",
         "port[0].host_addresses[1]",
     ),
     (
-        &[("addresses = [\"198.51.100.0/28\"]", "addresses = [\"198.18.0.0/30\"]")],
+        &[(
+            "addresses = [\"198.51.100.0/28\"]",
+            "addresses = [\"198.18.0.0/30\"]",
+        )],
         "address_pool[0].addresses[0]",
         "198.18.0.2",
     ),

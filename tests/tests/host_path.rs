@@ -117,7 +117,10 @@ pub fn host_path_on(test: &str, driver: DriverKind, config: impl Fn(&Topology) -
     let port_mac = Topology::mac_of(&t.gateway, &t.outside_if).expect("port MAC");
     let tap_mac = Topology::mac_of(&t.gateway, HOST_IF).expect("TAP MAC");
     assert_eq!(tap_mac, port_mac, "the host interface has the port's MAC");
-    let addr = t.gateway.exec("ip", &["-4", "addr", "show", HOST_IF]).expect("ip addr");
+    let addr = t
+        .gateway
+        .exec("ip", &["-4", "addr", "show", HOST_IF])
+        .expect("ip addr");
     assert!(
         String::from_utf8_lossy(&addr.stdout).contains(&format!("{HOST_ADDR}/24")),
         "{}",

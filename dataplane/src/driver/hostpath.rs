@@ -224,9 +224,7 @@ impl HostPath {
         match sys::write_frame(fd, frame) {
             Ok(_) => Ok(()),
             Err(e) => match e.raw_os_error() {
-                Some(libc::EAGAIN | libc::ENOBUFS | libc::ENOMEM) => {
-                    Err(DropReason::HostQueueFull)
-                }
+                Some(libc::EAGAIN | libc::ENOBUFS | libc::ENOMEM) => Err(DropReason::HostQueueFull),
                 _ => Err(DropReason::HostPathDown),
             },
         }

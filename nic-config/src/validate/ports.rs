@@ -250,7 +250,6 @@ impl Validator {
         }
         self.problems.len() == before
     }
-
 }
 
 /// The default host interface of port `name`: its first 10 bytes (cut at a

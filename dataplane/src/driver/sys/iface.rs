@@ -28,7 +28,11 @@ pub(super) fn ifreq_for(ifname: &str) -> io::Result<libc::ifreq> {
     Ok(ifr)
 }
 
-pub(super) fn ioctl_ifreq(sock: impl AsFd, request: libc::c_ulong, ifr: &mut libc::ifreq) -> io::Result<()> {
+pub(super) fn ioctl_ifreq(
+    sock: impl AsFd,
+    request: libc::c_ulong,
+    ifr: &mut libc::ifreq,
+) -> io::Result<()> {
     // SAFETY: `ifr` is a live, writable ifreq; the requests used here
     // (SIOCGIFHWADDR, SIOCGIFMTU, SIOCETHTOOL; the TAP module's
     // TUNSETIFF, SIOCSIFHWADDR, SIOCSIFMTU, SIOCGIFFLAGS, SIOCSIFFLAGS)

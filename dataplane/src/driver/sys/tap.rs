@@ -73,7 +73,11 @@ pub(crate) fn set_up(sock: impl AsFd, ifname: &str, up: bool) -> io::Result<()> 
     // `ifru_flags` member (a plain integer either way).
     let flags = unsafe { ifr.ifr_ifru.ifru_flags };
     let up_flag = libc::IFF_UP as libc::c_short;
-    ifr.ifr_ifru.ifru_flags = if up { flags | up_flag } else { flags & !up_flag };
+    ifr.ifr_ifru.ifru_flags = if up {
+        flags | up_flag
+    } else {
+        flags & !up_flag
+    };
     ioctl_ifreq(sock, libc::SIOCSIFFLAGS, &mut ifr)
 }
 
