@@ -88,11 +88,27 @@ fn vip_answers(t: &Topology, requests: usize) {
     assert_eq!(failed, 0, "VIP requests failed; answers {per_backend:?}");
 }
 
-pub fn host_path_on(test: &str, driver: DriverKind, config: impl Fn(&Topology) -> String) {
+/// The ports' driver of a run: the topology's, or DPDK's `net_af_packet`
+/// vdevs on the topology's af_packet veths.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ports {
+    Kernel(DriverKind),
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    Dpdk,
+}
+
+fn host_path_on(test: &str, ports: Ports) {
+    let driver = match ports {
+        Ports::Kernel(d) => d,
+        Ports::Dpdk => DriverKind::Afpacket,
+    };
     let Some(t) = common::topology_on(test, 2, driver) else {
         return;
     };
-    if driver == DriverKind::Afpacket && test.contains("dpdk") {
+    let mut config = with_host_address(t.config_toml(&ServiceOptions::all(&t)));
+    if ports == Ports::Dpdk {
+        config = config.replace("driver = \"afpacket\"", "driver = \"dpdk\"")
+            + "\n[dpdk]\nmemory_mb = 256\n";
         // net_af_packet vdevs hand frames over as the kernel has them.
         for (ns, ifname) in std::iter::once((&t.client, t.client_if.as_str()))
             .chain(t.backends.iter().map(|b| (&b.ns, b.ifname.as_str())))
@@ -101,17 +117,17 @@ pub fn host_path_on(test: &str, driver: DriverKind, config: impl Fn(&Topology) -
                 .unwrap_or_else(|e| panic!("ethtool -K {ifname} tx off: {e}"));
         }
     }
-    let gw = t.start_gateway(&config(&t)).expect("portico run starts");
+    let gw = t.start_gateway(&config).expect("portico run starts");
     let url = format!("http://{VIP}/");
     let up = wait_until(Duration::from_secs(30), || {
         curl(&t, &url, 1, true).first().is_some_and(Option::is_some)
     });
     assert!(up, "the VIP never answered; log:\n{}", gw.log_text());
-    assert!(
-        gw.log_text().contains("host interface up"),
-        "{}",
-        gw.log_text()
-    );
+    let log = gw.log_text();
+    assert!(log.contains("host interface up"), "{log}");
+    if ports == Ports::Dpdk {
+        assert!(log.contains("DPDK port started"), "{log}");
+    }
 
     // The TAP in the gateway namespace: the port's MAC, the host address.
     let port_mac = Topology::mac_of(&t.gateway, &t.outside_if).expect("port MAC");
@@ -218,8 +234,7 @@ pub fn host_path_on(test: &str, driver: DriverKind, config: impl Fn(&Topology) -
 fn host_address_reaches_the_kernel_afpacket() {
     host_path_on(
         "host_path::host_address_reaches_the_kernel_afpacket",
-        DriverKind::Afpacket,
-        |t| with_host_address(t.config_toml(&ServiceOptions::all(t))),
+        Ports::Kernel(DriverKind::Afpacket),
     );
 }
 
@@ -227,8 +242,7 @@ fn host_address_reaches_the_kernel_afpacket() {
 fn host_address_reaches_the_kernel_afxdp() {
     host_path_on(
         "host_path::host_address_reaches_the_kernel_afxdp",
-        DriverKind::Afxdp,
-        |t| with_host_address(t.config_toml(&ServiceOptions::all(t))),
+        Ports::Kernel(DriverKind::Afxdp),
     );
 }
 
@@ -237,11 +251,6 @@ fn host_address_reaches_the_kernel_afxdp() {
 fn host_address_reaches_the_kernel_dpdk() {
     host_path_on(
         "host_path::host_address_reaches_the_kernel_dpdk",
-        DriverKind::Afpacket,
-        |t| {
-            let text = with_host_address(t.config_toml(&ServiceOptions::all(t)));
-            text.replace("driver = \"afpacket\"", "driver = \"dpdk\"")
-                + "\n[dpdk]\nmemory_mb = 256\n"
-        },
+        Ports::Dpdk,
     );
 }
