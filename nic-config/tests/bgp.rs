@@ -3,7 +3,10 @@
 //! pools and services. In the style of `validation.rs`: `BASE` is valid,
 //! each case breaks one rule and expects exactly its problem.
 
-use nic_config::{ConfigError, Problem, parse};
+mod common;
+
+use common::problems;
+use nic_config::{ConfigError, parse};
 use std::net::{IpAddr, Ipv4Addr};
 
 const BASE: &str = r#"
@@ -71,21 +74,9 @@ peers = ["198.18.0.1"]
 local_pref = 200
 "#;
 
+/// `BASE` with each `(from, to)` applied once.
 fn edit(edits: &[(&str, &str)]) -> String {
-    let mut text = BASE.to_owned();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{from:?} not in the config");
-        text = text.replacen(from, to, 1);
-    }
-    text
-}
-
-fn problems(text: &str) -> Vec<Problem> {
-    match parse(text) {
-        Err(ConfigError::Invalid(problems)) => problems,
-        Err(other) => panic!("expected validation problems, got: {other}"),
-        Ok(plan) => panic!("expected validation problems, got a plan:\n{plan}"),
-    }
+    common::edited(BASE, edits)
 }
 
 /// (edits, path, words of the reason)

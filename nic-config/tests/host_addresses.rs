@@ -4,7 +4,10 @@
 //! port a host interface. `BASE` is valid; each case breaks one rule and
 //! expects exactly its problem.
 
-use nic_config::{ConfigError, Problem, parse};
+mod common;
+
+use common::problems;
+use nic_config::parse;
 
 const BASE: &str = r#"
 [[port]]
@@ -39,21 +42,9 @@ name = "lb"
 addresses = ["198.51.100.0/28"]
 "#;
 
+/// `BASE` with each `(from, to)` applied once.
 fn edit(edits: &[(&str, &str)]) -> String {
-    let mut text = BASE.to_owned();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{from:?} not in the config");
-        text = text.replacen(from, to, 1);
-    }
-    text
-}
-
-fn problems(text: &str) -> Vec<Problem> {
-    match parse(text) {
-        Err(ConfigError::Invalid(problems)) => problems,
-        Err(other) => panic!("expected validation problems, got: {other}"),
-        Ok(plan) => panic!("expected validation problems, got a plan:\n{plan}"),
-    }
+    common::edited(BASE, edits)
 }
 
 #[test]
