@@ -24,10 +24,14 @@
 //!   frame from the port's MAC; the worker copies it into a driver buffer
 //!   ([`super::Driver::frame_from`]) and transmits it out of the port.
 //! * **Bounded, never blocking**: the TAP queues are non-blocking. A write
-//!   the queue does not take (`EAGAIN`/`ENOBUFS`) is dropped and counted
-//!   as `host_queue_full`; an interface that is down (`EIO`) or a port
-//!   without a host path as `host_path_down`. A poll reads at most
-//!   [`HOST_BATCH`] frames per port.
+//!   the queue does not take (`EAGAIN`/`ENOBUFS`/`ENOMEM`) is dropped and
+//!   counted as `host_queue_full`; an interface that is down (`EIO`) or a
+//!   port without a host path as `host_path_down`. (A frame the tun driver
+//!   takes goes to the kernel's input backlog, whose overflow the kernel
+//!   counts as the TAP's `rx_dropped`.) A poll reads at most
+//!   [`HOST_BATCH`] frames per port; what the kernel sends meanwhile waits
+//!   in the TAP queue (`txqueuelen`), whose overflow the kernel counts as
+//!   the TAP's `tx_dropped`.
 //! * **Per worker**: the TAP is multi-queue, one queue per worker
 //!   ([`HostPath`] holds a worker's queue of every port); the kernel
 //!   spreads its frames over the queues by flow, each worker sends what
