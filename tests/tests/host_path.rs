@@ -11,6 +11,9 @@
 //!   gateway namespace, and from the kernel (bound to the host address) to
 //!   a server in the client namespace;
 //! * the counters (`to_host`, `from_host`) show the frames;
+//! * nothing answers for the host address on the inside port's link (the
+//!   gateway namespace's kernel is kept from answering on the ports' own
+//!   interfaces);
 //! * with the TAP down the kernel's traffic stops, the dataplane still
 //!   answers nothing for the host address, every frame for it is dropped
 //!   and counted (`host_path_down`), and the VIP is unaffected.
@@ -184,6 +187,29 @@ fn host_path_on(test: &str, ports: Ports) {
         "curl from the host address to the client"
     );
     drop(client_server);
+
+    // The other port's link: by the weak host model the gateway
+    // namespace's kernel would answer ARP for the host address on the
+    // inside port's own interface; nothing answers there (the dataplane
+    // answers only on the host address's port, the kernel's interfaces
+    // are kept quiet).
+    let b = &t.backends[0];
+    b.ns.exec(
+        "ip",
+        &["route", "add", &format!("{HOST_ADDR}/32"), "dev", &b.ifname],
+    )
+    .expect("a route on the backend's link");
+    let answered =
+        b.ns.exec_unchecked("ping", &["-c", "2", "-W", "1", HOST_ADDR])
+            .is_ok_and(|o| o.status.success());
+    let neigh =
+        b.ns.exec("ip", &["neigh", "show", HOST_ADDR])
+            .expect("ip neigh");
+    let neigh = String::from_utf8_lossy(&neigh.stdout);
+    assert!(
+        !answered && !neigh.contains("lladdr"),
+        "nothing answers for {HOST_ADDR} on the inside link: {neigh}"
+    );
 
     // The VIP through the same port, meanwhile.
     vip_answers(&t, 20);

@@ -1,8 +1,8 @@
 //! The host path at start: for every port with host addresses, its host
 //! interface (a multi-queue TAP in the gateway's namespace, with the
 //! port's MAC and MTU and the host addresses; see
-//! [`dataplane::driver::hostpath`]), one queue per worker, and the port's
-//! own kernel interface kept from answering for them. Each worker gets its
+//! [`dataplane::driver::hostpath`]), one queue per worker, and every
+//! port's own kernel interface kept from answering for them. Each worker gets its
 //! queue of every port as one [`HostPath`].
 //!
 //! The TAPs are not persistent: they go away with the gateway's last
@@ -49,15 +49,6 @@ pub(super) fn open(
                 .collect(),
         };
         let fds = create_host_interface(&spec, workers)?;
-        // A kernel interface of the port (not a NIC bound to DPDK) sees
-        // the port's frames too: it must not answer for the TAP's
-        // addresses.
-        if !matches!(
-            port.dpdk_device,
-            Some(DpdkDevicePlan::Pci(_) | DpdkDevicePlan::Vdev { .. })
-        ) {
-            isolate_kernel_interface(&port.interface)?;
-        }
         info!(
             port = %port.name,
             interface = %name,
@@ -66,6 +57,17 @@ pub(super) fn open(
             "host interface up"
         );
         queues.push(fds.into_iter().map(Some).collect());
+    }
+    // The kernel interface of every port (not a NIC bound to DPDK) sees
+    // the port's frames too: by the weak host model it would answer for
+    // the TAPs' addresses there, whichever port's they are.
+    for port in &plan.ports {
+        if !matches!(
+            port.dpdk_device,
+            Some(DpdkDevicePlan::Pci(_) | DpdkDevicePlan::Vdev { .. })
+        ) {
+            isolate_kernel_interface(&port.interface)?;
+        }
     }
     Ok((0..workers)
         .map(|w| {
