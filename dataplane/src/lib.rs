@@ -13,7 +13,8 @@
 //!   Pipeline::process, each stage over the whole batch:
 //!     parse       PacketMeta: offsets, 5-tuple, hash          stage::parse
 //!     local       ARP for the gateway, ICMP echo answered;    stage::local
-//!                 ARP/echo for a host address -> Host
+//!                 ARP/echo for a host address, fragments and
+//!                 other protocols to one -> Host
 //!     steer       owned by another worker -> Handoff          stage::steer
 //!     flow        conntrack lookup; new flows: classify,      stage::flow
 //!                 select (affinity, Maglev), SNAT, insert;

@@ -15,7 +15,7 @@ use dataplane::driver::hostpath::{HostInterfaceSpec, HostPath, create_host_inter
 use dataplane::packet::Verdict;
 use dataplane::snapshot::AddrRole;
 use dataplane::wire::tcp::flags as F;
-use dataplane::wire::{MacAddr, build};
+use dataplane::wire::{MacAddr, build, ipv4};
 use portico_netns::{Netns, in_netns, require_root};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -82,6 +82,41 @@ fn host_frames() -> Vec<(&'static str, Vec<u8>)> {
             build::eth_ipv4_udp(ROUTER_MAC, OUT_MAC, CLIENT, 5000, HOST, 161, b"snmp"),
         ),
     ]
+}
+
+/// A UDP frame to `dst` turned into a first fragment (MF set) or into
+/// protocol `proto` (GRE: 47), its header checksum recomputed.
+fn ipv4_variant(dst: Ipv4Addr, fragment: bool, proto: Option<u8>) -> Vec<u8> {
+    let mut frame = build::eth_ipv4_udp(ROUTER_MAC, OUT_MAC, CLIENT, 5000, dst, 5000, b"x");
+    if fragment {
+        frame[14 + 6] |= 0x20;
+    }
+    if let Some(p) = proto {
+        frame[14 + 9] = p;
+    }
+    let mut ip = ipv4::Packet::new_unchecked(&mut frame[14..]);
+    ip.fill_checksum();
+    frame
+}
+
+#[test]
+fn fragments_and_other_protocols_go_to_a_host_address_and_are_dropped_elsewhere() {
+    let mut gw = gateway();
+    for (what, fragment, proto) in [("fragment", true, None), ("GRE", false, Some(47))] {
+        let (v, out) = gw.send(OUTSIDE, &ipv4_variant(HOST, fragment, proto));
+        assert_eq!(v, Verdict::Host, "{what} to the host address");
+        assert!(out.is_empty());
+        let reason = if fragment {
+            DropReason::Ipv4Fragment
+        } else {
+            DropReason::UnsupportedProtocol
+        };
+        for dst in [VIP, NODE] {
+            let (v, out) = gw.send(OUTSIDE, &ipv4_variant(dst, fragment, proto));
+            assert_eq!(v, Verdict::Drop(reason), "{what} to {dst}");
+            assert!(out.is_empty());
+        }
+    }
 }
 
 #[test]

@@ -16,7 +16,8 @@
 //!   a host address of the receiving port (requests and replies), IPv4
 //!   to a host address (TCP and UDP that match no listener and no flow,
 //!   which host addresses never have; ICMP echo; ICMP errors about the
-//!   kernel's own packets). The dataplane answers no ARP and no ICMP for
+//!   kernel's own packets; fragments and protocols the pipeline does not
+//!   parse, which it would drop). The dataplane answers no ARP and no ICMP for
 //!   a host address and never announces one; nothing else reaches the
 //!   kernel. The frame is written unchanged to the receiving port's TAP.
 //! * **What comes from the kernel**: every frame the kernel sends out of

@@ -6,8 +6,9 @@
 //! with two ports never claims an address on the wrong segment.
 //!
 //! Host addresses are not answered here: ARP whose target is a host address
-//! of the receiving port, and ICMP echo requests and replies to a host
-//! address, get [`Verdict::Host`] (the kernel answers, through the port's
+//! of the receiving port, ICMP echo requests and replies to a host address,
+//! and IPv4 fragments and other protocols (OSPF, GRE, VRRP, ...) the parse
+//! stage would drop but a host address may take, get [`Verdict::Host`] (the kernel answers, through the port's
 //! host path; see [`crate::driver::hostpath`]).
 
 use super::neighbour::{NeighbourCtx, set_l2};
@@ -31,6 +32,14 @@ pub fn run<F: Frame>(
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if !meta.is_pending() {
+            // Fragments and other protocols (the parse stage kept their
+            // destination) are the kernel's when they are for it.
+            if let Verdict::Drop(DropReason::Ipv4Fragment | DropReason::UnsupportedProtocol) =
+                meta.verdict
+                && snap.owned(meta.key.dst_ip).is_some_and(|o| o.host)
+            {
+                meta.verdict = Verdict::Host;
+            }
             continue;
         }
         match meta.kind {
