@@ -4,7 +4,8 @@
 //! gateway's kernel through it, while the VIP keeps forwarding through the
 //! same port:
 //!
-//! * ping of the host address, answered by the kernel (the dataplane
+//! * ping of the host address (also one larger than the MTU: fragments),
+//!   answered by the kernel (the dataplane
 //!   answers neither ARP nor ICMP for it: the client's ARP entry carries
 //!   the port's MAC, learned from the kernel's reply);
 //! * TCP from the client to a server listening on the host address in the
@@ -151,6 +152,21 @@ fn host_path_on(test: &str, ports: Ports) {
     let before = stats(&gw);
     let local_before = number(&before, "/total/local_replies");
     assert!(ping(&t, "5"), "ping {HOST_ADDR}; log:\n{}", gw.log_text());
+    // A ping larger than the MTU: fragments both ways, reassembled by the
+    // kernels. (Not on DPDK's net_af_packet vdevs yet: full-size frames
+    // arrive there cut short, `ipv4_bad_length`; a driver issue of its own.)
+    let big = ports == Ports::Dpdk
+        || t.client_exec(
+            "ping",
+            &["-c", "2", "-i", "0.2", "-W", "2", "-s", "3000", HOST_ADDR],
+        )
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        big,
+        "a fragmented ping of {HOST_ADDR}; drops {}; ports {}",
+        stats(&gw)["total"]["drops"],
+        stats(&gw)["ports"]
+    );
     let neigh = client_neighbour(&t);
     assert!(
         neigh.contains(&port_mac),
