@@ -32,13 +32,10 @@ pub fn run<F: Frame>(
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if !meta.is_pending() {
-            // Fragments and other protocols (the parse stage kept their
-            // destination) are the kernel's when they are for it.
             if let Verdict::Drop(DropReason::Ipv4Fragment | DropReason::UnsupportedProtocol) =
                 meta.verdict
-                && snap.owned(meta.key.dst_ip).is_some_and(|o| o.host)
             {
-                meta.verdict = Verdict::Host;
+                unparsed_to_host(snap, meta);
             }
             continue;
         }
@@ -54,6 +51,17 @@ pub fn run<F: Frame>(
         if meta.verdict == Verdict::Reply {
             counters.local_replies += 1;
         }
+    }
+}
+
+/// Fragments and other protocols (the parse stage kept their destination)
+/// are the kernel's when they are for a host address. Out of line: the
+/// loop carries only the verdict check.
+#[cold]
+#[inline(never)]
+fn unparsed_to_host(snap: &Snapshot, meta: &mut PacketMeta) {
+    if snap.owned(meta.key.dst_ip).is_some_and(|o| o.host) {
+        meta.verdict = Verdict::Host;
     }
 }
 
