@@ -121,7 +121,8 @@ drop_reasons! {
     HandoffFull => "handoff_full",
     /// Driver TX ring full.
     TxFull => "tx_full",
-    /// The driver's buffer pool was empty when a handed-over frame arrived.
+    /// The driver's buffer pool was empty when a handed-over frame, or a
+    /// frame the kernel wrote to a host path, arrived.
     PoolExhausted => "pool_exhausted",
     /// A TCP segment the state machine rejects (conntrack INVALID, which
     /// kube-proxy drops too): e.g. a SYN/ACK from the client side.
@@ -144,6 +145,14 @@ drop_reasons! {
     /// ARP request for a VIP this instance owns but does not announce:
     /// another instance of the tier is elected for it and answers.
     ArpNotAnnounced => "arp_not_announced",
+    /// A frame for a host address met a full host-path queue (the TAP
+    /// queue did not take it: `EAGAIN`/`ENOBUFS`; the kernel is not
+    /// reading). The worker never waits for it.
+    HostQueueFull => "host_queue_full",
+    /// A frame for a host address could not reach the kernel: the host
+    /// interface is down (`EIO`) or gone, or the port it came in on has no
+    /// host path.
+    HostPathDown => "host_path_down",
 }
 
 impl std::fmt::Display for DropReason {
@@ -175,6 +184,12 @@ macro_rules! with_counters {
             arp_requests_sent,
             /// Gratuitous ARPs sent for owned addresses.
             garp_sent,
+            /// Frames for host addresses written to the host path (the
+            /// kernel's TAP).
+            to_host,
+            /// Frames the kernel wrote to the host path, sent out of the
+            /// port.
+            from_host,
             /// Packets that waited for ARP resolution and were then sent.
             neighbour_held_sent,
             /// Flows without SNAT whose client port was remapped to avoid a

@@ -709,6 +709,19 @@ pub struct PortSection {
     /// both a node and a SNAT address of the same port. Default none.
     #[serde(default)]
     pub snat_addresses: Vec<String>,
+    /// The port's host addresses with their prefix (`"192.0.2.2/24"`):
+    /// addresses of the appliance itself (BGP sessions, SSH, health probes
+    /// of the box), answered by the kernel's stack through the port's host
+    /// interface (a TAP in the gateway's namespace; the host path, see
+    /// DESIGN.md). Distinct from every node, SNAT, VIP, external IP and
+    /// pool address. Default none (no host interface).
+    #[serde(default)]
+    pub host_addresses: Vec<String>,
+    /// Name of the port's host interface (the TAP that carries
+    /// `host_addresses`), 1 to 15 bytes. Default: the port's name, cut to
+    /// 10 bytes, followed by `-host`. Ignored without host addresses.
+    #[serde(default)]
+    pub host_interface: Option<String>,
     /// The port's MAC (`"02:00:00:00:00:01"`), unicast. Default: read from
     /// the interface at run time.
     #[serde(default)]

@@ -277,6 +277,18 @@ impl fmt::Display for StatsReport {
             "  arp: learned {}, requests {}, gratuitous {}, held packets sent {}",
             t.arp_learned, t.arp_requests_sent, t.garp_sent, t.neighbour_held_sent
         )?;
+        writeln!(
+            f,
+            "  host path: to kernel {}, from kernel {}, queue full {}, down {}",
+            t.to_host,
+            t.from_host,
+            t.drops
+                .get(dataplane::DropReason::HostQueueFull.name())
+                .unwrap_or(&0),
+            t.drops
+                .get(dataplane::DropReason::HostPathDown.name())
+                .unwrap_or(&0)
+        )?;
         let n = &self.neighbours;
         writeln!(
             f,

@@ -66,6 +66,7 @@
 #[cfg(feature = "dpdk")]
 mod dpdk;
 mod driver_plan;
+mod host_path;
 mod lifecycle;
 mod reload;
 mod stats;
@@ -115,6 +116,8 @@ pub enum GatewayError {
     #[cfg(feature = "dpdk")]
     #[error("starting DPDK: {0}")]
     Dpdk(#[from] dataplane::driver::dpdk::DpdkError),
+    #[error("host path: {0}")]
+    HostPath(#[from] dataplane::driver::hostpath::HostPathError),
     #[error("the configuration does not build into forwarding tables: {0}")]
     Build(#[from] BuildError),
     #[error("admin socket: {0}")]

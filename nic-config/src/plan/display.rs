@@ -192,6 +192,11 @@ impl fmt::Display for Plan {
             for a in &p.snat_addresses {
                 writeln!(f, "      snat {a}")?;
             }
+            if let Some(tap) = &p.host_interface {
+                for a in &p.host_addresses {
+                    writeln!(f, "      host {a} (kernel, via {tap})")?;
+                }
+            }
         }
 
         writeln!(f, "routes:")?;

@@ -18,6 +18,8 @@
 //!   `port_driver_drops_total` {port, interface};
 //! * dataplane: `drops_total{reason}`, `flows_{created,expired,early_dropped}_total`,
 //!   `flows_live`, `snat_tuples_in_use`;
+//! * host path: `host_path_frames_total{direction}` (`to_kernel`,
+//!   `from_kernel`);
 //! * conntrack: `conntrack_flows{protocol[,state]}` (TCP states in lower
 //!   case), `conntrack_{inserts,expiries,early_drops,insert_refusals}_total`;
 //! * SNAT: `snat_ports_in_use{snat_ip}`, `snat_exhausted_total{snat_ip}`;
@@ -302,6 +304,19 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         let c = Counter::<u64>::default();
         c.inc_by(value);
         r.register(name, help, c);
+    }
+
+    // The host path (frames to and from the kernel's TAPs; its drops are
+    // `drops_total{reason="host_queue_full"|"host_path_down"}`).
+    let host = counter(
+        &mut r,
+        "host_path_frames",
+        "Frames between the ports and the kernel's host interfaces (TAPs), by direction",
+        None,
+    );
+    for (direction, n) in [("to_kernel", t.to_host), ("from_kernel", t.from_host)] {
+        host.get_or_create(&vec![("direction", direction.to_owned())])
+            .inc_by(n);
     }
 
     // Neighbour (ARP) table.

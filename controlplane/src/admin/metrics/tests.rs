@@ -15,6 +15,8 @@ fn sample() -> StatsReport {
         flows_created: 6,
         flows_expired: 2,
         flows_early_dropped: 1,
+        to_host: 7,
+        from_host: 5,
         ..Counters::default()
     };
     for _ in 0..3 {
@@ -341,6 +343,22 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
     assert_eq!(
         value(&samples, "portico_conntrack_insert_refusals_total", &[]),
         0.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "portico_host_path_frames_total",
+            &[("direction", "to_kernel")]
+        ),
+        7.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "portico_host_path_frames_total",
+            &[("direction", "from_kernel")]
+        ),
+        5.0
     );
     // SNAT per address.
     let ip = [("snat_ip", "10.1.0.1")];
