@@ -14,6 +14,9 @@
 //! * `services [--json]` — each service with its listeners and backends
 //!   (weight, condition, packets, bytes, new and active flows), like
 //!   `ipvsadm -Ln`.
+//! * `bgp [--json]` — the BGP sessions (router, ASNs, state, uptime,
+//!   prefixes sent, updates sent/received, flaps, last error) and what is
+//!   announced, or why nothing is (watchdog, stopping).
 //! * `flows [--service S] [--backend A:P] [--limit N] [--json]` — the
 //!   workers' conntrack entries with both tuples, state, age and expiry,
 //!   like `conntrack -L`.
@@ -93,6 +96,15 @@ enum Command {
         #[arg(long, default_value = admin::DEFAULT_SOCKET)]
         admin_socket: PathBuf,
         /// Print the services as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The BGP sessions of a running gateway (state, uptime, prefixes sent,
+    /// updates, flaps, last error) and what it announces.
+    Bgp {
+        #[arg(long, default_value = admin::DEFAULT_SOCKET)]
+        admin_socket: PathBuf,
+        /// Print the BGP report as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -370,6 +382,26 @@ pub fn main() -> anyhow::Result<ExitCode> {
             }
             Err(e) => {
                 eprintln!("portico services: {e}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
+        Command::Bgp { admin_socket, json } => match admin::fetch(&admin_socket) {
+            Ok((_, report)) if json => match serde_json::to_string_pretty(&report.bgp) {
+                Ok(text) => {
+                    println!("{text}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("portico bgp: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            },
+            Ok((_, report)) => {
+                print!("{}", admin::BgpTable(&report.bgp));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("portico bgp: {e}");
                 Ok(ExitCode::FAILURE)
             }
         },

@@ -118,7 +118,15 @@ pub enum Query {
         key: FlowKey,
         affinity: Option<(ServiceId, Ipv4Addr)>,
     },
+    /// Test hook (`portico run` with `PORTICO_TEST_HOOKS=1` only): the
+    /// worker answers, then stops polling for `ms` (at most
+    /// [`MAX_STALL_MS`]), as a worker stuck in a driver call would. The
+    /// BGP watchdog's end-to-end test uses it.
+    Stall { ms: u64 },
 }
+
+/// The longest [`Query::Stall`].
+pub const MAX_STALL_MS: u64 = 60_000;
 
 /// A worker's answer.
 #[derive(Debug, PartialEq, Eq)]
@@ -134,6 +142,8 @@ pub enum Answer {
         /// The backend the client is pinned to, if a live pin exists.
         affinity: Option<BackendId>,
     },
+    /// The worker is about to stall for this long.
+    Stalling { ms: u64 },
 }
 
 #[derive(Debug)]
@@ -315,6 +325,15 @@ impl InspectServer {
                     seq: request.seq,
                     body: Answer::Lookup { flow, affinity },
                 });
+                1
+            }
+            Query::Stall { ms } => {
+                let ms = ms.min(MAX_STALL_MS);
+                self.send(Envelope {
+                    seq: request.seq,
+                    body: Answer::Stalling { ms },
+                });
+                std::thread::sleep(Duration::from_millis(ms));
                 1
             }
         }

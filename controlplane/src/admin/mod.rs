@@ -12,7 +12,8 @@
 //! socket is busy); reads and writes are bounded by deadlines and the
 //! request by a size limit, so no client holds a slot for long and a slow
 //! one never delays the others ([`AdminServer`]). The API is read-only: nothing a
-//! client sends changes the gateway.
+//! client sends changes the gateway (but for the test hook
+//! [`Request::StallWorker`], refused unless `PORTICO_TEST_HOOKS=1`).
 //!
 //! Invariants:
 //! * the report is assembled from the workers' published copies of their
@@ -56,9 +57,9 @@ pub use drop_log::{DEFAULT_DROP_LOG_INTERVAL_MS, DropLog};
 pub use live::{LiveAdmin, LiveOutcome};
 pub use metrics::{CONTENT_TYPE, DEFAULT_METRICS_ADDR, MetricsError, MetricsServer, encode_report};
 pub use protocol::{DEFAULT_FLOW_LIMIT, FlowRow, FlowsQuery, FlowsReport, Request, handle};
-pub use render::{Rates, ServicesTable};
+pub use render::{BgpTable, Rates, ServicesTable};
 pub use report::{
-    BackendReport, CounterReport, ListenerReport, NeighbourReport, PortReport, ServiceReport,
+    BackendReport, BgpPeerReport, BgpReport, CounterReport, ListenerReport, NeighbourReport, PortReport, ServiceReport,
     SnapshotReport, SnatAddrReport, StatsReport, WorkerReport, service_reports, snat_reports,
     sum_workers,
 };

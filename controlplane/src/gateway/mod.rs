@@ -63,6 +63,7 @@
 //! the admin socket and `/metrics` report from) and `dpdk` (the same for
 //! `driver = "dpdk"`, cargo feature `dpdk`).
 
+pub mod bgp;
 #[cfg(feature = "dpdk")]
 mod dpdk;
 mod driver_plan;
@@ -131,4 +132,6 @@ pub enum GatewayError {
     Kube(#[from] KubeSourceError),
     #[error("the Kubernetes source stopped unexpectedly")]
     KubeSourceDied,
+    #[error("starting the BGP speaker's runtime: {0}")]
+    BgpRuntime(std::io::Error),
 }

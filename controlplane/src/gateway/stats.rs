@@ -3,7 +3,7 @@
 //! the [`StatsSource`] that sums them into a [`StatsReport`].
 
 use crate::admin::{
-    ControlPlaneMetrics, CounterReport, PortCounters, PortReport, PortStatsCell, SnapshotReport,
+    BgpReport, ControlPlaneMetrics, CounterReport, PortCounters, PortReport, PortStatsCell, SnapshotReport,
     StatsReport, WorkerReport, service_reports, snat_reports, sum_workers,
 };
 use dataplane::counters::{ServiceCounters, SharedCounters};
@@ -39,6 +39,8 @@ pub(super) struct StatsSource {
     pub(super) ports: Vec<(String, String)>,
     pub(super) control: ControlPlaneMetrics,
     pub(super) neighbours: Arc<NeighbourTable>,
+    /// The BGP speaker's report (refreshed every control tick).
+    pub(super) bgp: Arc<Mutex<BgpReport>>,
 }
 
 impl StatsSource {
@@ -103,6 +105,7 @@ impl StatsSource {
             ),
             control_plane: self.control.report(),
             neighbours: self.neighbours.stats().into(),
+            bgp: self.bgp.lock().map(|r| r.clone()).unwrap_or_default(),
         }
     }
 

@@ -25,6 +25,7 @@ fn report(generation: u64) -> StatsReport {
         snat: Vec::new(),
         control_plane: Default::default(),
         neighbours: Default::default(),
+        bgp: Default::default(),
     }
 }
 
