@@ -403,23 +403,29 @@ backends = [{udp_backends}
     /// Write `config` and start `portico run` in the gateway namespace; wait
     /// (up to 30 s) until its admin socket answers.
     pub fn start_gateway(&self, config: &str) -> io::Result<GatewayRun> {
+        self.start_gateway_with_env(config, &[])
+    }
+
+    /// [`Topology::start_gateway`] with `env` (`NAME=value` each) in the
+    /// gateway's environment (e.g. `PORTICO_TEST_HOOKS=1`).
+    pub fn start_gateway_with_env(&self, config: &str, env: &[&str]) -> io::Result<GatewayRun> {
         let config_path = self.dir.path.join("portico.toml");
         write_atomically(&config_path, config)?;
         let socket = self.dir.path.join("portico.sock");
         let log = self.dir.path.join("portico.log");
-        let process = self.gateway.spawn_logged(
+        let mut argv: Vec<&str> = env.to_vec();
+        argv.extend([
             self.portico_str()?,
-            &[
-                "run",
-                "--config",
-                path_str(&config_path)?,
-                "--admin-socket",
-                path_str(&socket)?,
-                "--log-format",
-                "json",
-            ],
-            &log,
-        )?;
+            "run",
+            "--config",
+            path_str(&config_path)?,
+            "--admin-socket",
+            path_str(&socket)?,
+            "--log-format",
+            "json",
+        ]);
+        // `env` execs the gateway: the PID stays the gateway's.
+        let process = self.gateway.spawn_logged("env", &argv, &log)?;
         let mut gw = GatewayRun {
             process,
             config_path,
@@ -505,6 +511,17 @@ impl GatewayRun {
     pub fn reload(&self, config: &str) -> io::Result<()> {
         write_atomically(&self.config_path, config)?;
         self.process.signal("HUP")
+    }
+
+    /// Send a signal (`"TERM"`, …) without waiting.
+    pub fn signal(&self, name: &str) -> io::Result<()> {
+        self.process.signal(name)
+    }
+
+    /// Wait up to `timeout` for the gateway to exit (after
+    /// [`GatewayRun::signal`]); `None` if it still runs.
+    pub fn wait_exit(&mut self, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+        self.process.wait_exit(timeout)
     }
 
     /// SIGTERM and wait up to `timeout` for the exit.

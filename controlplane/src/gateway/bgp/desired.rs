@@ -91,12 +91,14 @@ mod tests {
     const CONFIG: &str = r#"
 [[port]]
 name = "outside"
+driver = "afpacket"
 interface = "o"
 role = "outside"
 node_addresses = ["192.0.2.1/24"]
 
 [[port]]
 name = "inside"
+driver = "afpacket"
 interface = "i"
 role = "inside"
 snat_addresses = ["10.1.0.1/24"]
