@@ -17,9 +17,7 @@ mod common;
 
 use common::{PORTICO, curl, gateway_with, tally};
 use portico::admin::{self, Request};
-use portico::demo::topology::{
-    CLIENT_ADDR, GatewayRun, NODE_ADDR, ServiceOptions, Topology, VIP,
-};
+use portico::demo::topology::{CLIENT_ADDR, GatewayRun, NODE_ADDR, ServiceOptions, Topology, VIP};
 use portico_netns::bird::{Bird, BirdRoute};
 use portico_tests::wait_until;
 use std::time::{Duration, Instant};
@@ -105,7 +103,10 @@ fn bgp_report(gw: &GatewayRun) -> admin::BgpReport {
 fn metrics(t: &Topology) -> String {
     let out = t
         .gateway
-        .exec_unchecked("curl", &["-sS", "--max-time", "5", "http://127.0.0.1:9464/metrics"])
+        .exec_unchecked(
+            "curl",
+            &["-sS", "--max-time", "5", "http://127.0.0.1:9464/metrics"],
+        )
         .expect("curl /metrics");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -113,8 +114,11 @@ fn metrics(t: &Topology) -> String {
 #[test]
 fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     const TEST: &str = "bgp::announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm";
-    if !portico_tests::require_programs(TEST, &["bird", "birdc", "curl"], "apt-get install bird2 curl")
-    {
+    if !portico_tests::require_programs(
+        TEST,
+        &["bird", "birdc", "curl"],
+        "apt-get install bird2 curl",
+    ) {
         return;
     }
     let Some(t) = common::topology(TEST, 2) else {
@@ -125,7 +129,13 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     t.gateway
         .exec(
             "ip",
-            &["addr", "add", &format!("{NODE_ADDR}/24"), "dev", &t.outside_if],
+            &[
+                "addr",
+                "add",
+                &format!("{NODE_ADDR}/24"),
+                "dev",
+                &t.outside_if,
+            ],
         )
         .expect("the node address on the kernel's outside veth");
     let bird = bird(&t);
@@ -137,14 +147,26 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     // Announced with the configured attributes.
     let routes = bird_has(&bird, &log, &[ROUTE]);
     let a = &routes[0].attrs;
-    assert_eq!(a.get("BGP.next_hop").map(String::as_str), Some("192.0.2.1"), "{routes:?}");
+    assert_eq!(
+        a.get("BGP.next_hop").map(String::as_str),
+        Some("192.0.2.1"),
+        "{routes:?}"
+    );
     assert_eq!(
         a.get("BGP.local_pref").map(String::as_str),
         Some(LOCAL_PREF.to_string().as_str()),
         "{routes:?}"
     );
-    assert_eq!(a.get("BGP.community").map(String::as_str), Some("(65000,100)"), "{routes:?}");
-    assert_eq!(a.get("BGP.origin").map(String::as_str), Some("IGP"), "{routes:?}");
+    assert_eq!(
+        a.get("BGP.community").map(String::as_str),
+        Some("(65000,100)"),
+        "{routes:?}"
+    );
+    assert_eq!(
+        a.get("BGP.origin").map(String::as_str),
+        Some("IGP"),
+        "{routes:?}"
+    );
 
     // `portico bgp` and the metrics.
     let out = std::process::Command::new(PORTICO)
@@ -161,7 +183,10 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
         .collect();
     assert_eq!(row[1..4], ["65000", "65000", "Established"], "{text}");
     assert_eq!(row[5], "1/1", "one prefix sent of one desired: {text}");
-    assert!(text.contains("VIPs with a serving backend: 192.0.2.10"), "{text}");
+    assert!(
+        text.contains("VIPs with a serving backend: 192.0.2.10"),
+        "{text}"
+    );
     assert!(text.contains("announcing"), "{text}");
     let m = metrics(&t);
     let peer = format!("peer=\"{CLIENT_ADDR}:179\"");
@@ -173,8 +198,10 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
         assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
     }
     assert!(
-        m.lines().any(|l| l.starts_with(&format!("portico_bgp_updates_sent_total{{{peer}}} "))
-            && !l.ends_with(" 0")),
+        m.lines().any(
+            |l| l.starts_with(&format!("portico_bgp_updates_sent_total{{{peer}}} "))
+                && !l.ends_with(" 0")
+        ),
         "{m}"
     );
 
@@ -188,7 +215,11 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     assert!(bgp_report(&gw).vips.is_empty());
     gw.reload(&config(&t, &all)).expect("reload");
     bird_has(&bird, &log, &[ROUTE]);
-    assert_eq!(bgp_report(&gw).peers[0].flaps, 0, "reloads keep the session");
+    assert_eq!(
+        bgp_report(&gw).peers[0].flaps,
+        0,
+        "reloads keep the session"
+    );
 
     // The watchdog: worker 0 stops polling for 3 s (test hook) → withdrawn
     // while it does not poll, announced again after.
@@ -215,11 +246,16 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
         "{r:?}"
     );
     assert!(
-        metrics(&t).lines().any(|l| l == "portico_bgp_withdrawn{reason=\"watchdog\"} 1"),
+        metrics(&t)
+            .lines()
+            .any(|l| l == "portico_bgp_withdrawn{reason=\"watchdog\"} 1"),
         "watchdog gauge"
     );
     bird_has(&bird, &log, &[ROUTE]);
-    assert!(stalled_at.elapsed() >= Duration::from_secs(3), "re-announced only after the stall");
+    assert!(
+        stalled_at.elapsed() >= Duration::from_secs(3),
+        "re-announced only after the stall"
+    );
     assert_eq!(bgp_report(&gw).withdrawn, None);
     assert!(
         log().contains("worker watchdog: a worker stopped polling"),
@@ -267,7 +303,8 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     );
     // The Cease closed the session at the router.
     assert!(
-        wait_until(Duration::from_secs(10), || bird.bgp_state("portico") != "Established"),
+        wait_until(Duration::from_secs(10), || bird.bgp_state("portico")
+            != "Established"),
         "{}",
         bird.birdc("show protocols all portico")
     );

@@ -59,9 +59,9 @@ pub use metrics::{CONTENT_TYPE, DEFAULT_METRICS_ADDR, MetricsError, MetricsServe
 pub use protocol::{DEFAULT_FLOW_LIMIT, FlowRow, FlowsQuery, FlowsReport, Request, handle};
 pub use render::{BgpTable, Rates, ServicesTable};
 pub use report::{
-    BackendReport, BgpPeerReport, BgpReport, CounterReport, ListenerReport, NeighbourReport, PortReport, ServiceReport,
-    SnapshotReport, SnatAddrReport, StatsReport, WorkerReport, service_reports, snat_reports,
-    sum_workers,
+    BackendReport, BgpPeerReport, BgpReport, CounterReport, ListenerReport, NeighbourReport,
+    PortReport, ServiceReport, SnapshotReport, SnatAddrReport, StatsReport, WorkerReport,
+    service_reports, snat_reports, sum_workers,
 };
 pub use socket::{
     AdminError, AdminLimits, AdminServer, ClientError, DEFAULT_MAX_CONNECTIONS, DEFAULT_SOCKET,

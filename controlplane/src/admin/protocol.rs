@@ -147,7 +147,9 @@ pub fn handle(
         Request::Simulate { flow } => json(serde_json::to_string(&live.simulate(&flow)?)),
         Request::StallWorker { worker, ms } => {
             let ms = live.stall_worker(worker, ms)?;
-            json(serde_json::to_string(&serde_json::json!({ "stalling_ms": ms })))
+            json(serde_json::to_string(
+                &serde_json::json!({ "stalling_ms": ms }),
+            ))
         }
     }
 }

@@ -344,7 +344,15 @@ impl fmt::Display for BgpTable<'_> {
         writeln!(
             f,
             "{:<22} {:>10} {:>10} {:<12} {:>10} {:>9} {:>8} {:>8} {:>6}  Last error",
-            "Peer", "Peer AS", "Local AS", "State", "Uptime", "Prefixes", "Upd out", "Upd in", "Flaps"
+            "Peer",
+            "Peer AS",
+            "Local AS",
+            "State",
+            "Uptime",
+            "Prefixes",
+            "Upd out",
+            "Upd in",
+            "Flaps"
         )?;
         for p in &r.peers {
             let uptime = p
@@ -526,12 +534,25 @@ mod tests {
         let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(
             row[..9],
-            ["192.0.2.100:179", "65000", "65001", "Established", "1m05s", "2/2", "3", "1", "1"],
+            [
+                "192.0.2.100:179",
+                "65000",
+                "65001",
+                "Established",
+                "1m05s",
+                "2/2",
+                "3",
+                "1",
+                "1"
+            ],
             "{text}"
         );
         assert!(text.contains("hold timer expired"), "{text}");
         assert!(text.contains("192.0.2.10, 192.0.2.11"), "{text}");
-        assert!(text.contains("WITHDRAWN: a worker stopped polling (watchdog; 4 trips)"), "{text}");
+        assert!(
+            text.contains("WITHDRAWN: a worker stopped polling (watchdog; 4 trips)"),
+            "{text}"
+        );
     }
 
     #[test]

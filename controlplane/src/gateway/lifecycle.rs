@@ -10,11 +10,11 @@ use super::dpdk;
 use super::driver_plan::{gateway_driver, neighbour_config, prepare_port, warn_kernel_conflicts};
 use super::reload::{ReloadDecision, ReloadOutcome, decide};
 use super::stats::StatsSource;
+use crate::admin::live::TEST_HOOKS_ENV;
 use crate::admin::{
     AdminServer, BgpReport, ControlPlaneMetrics, DEFAULT_DROP_LOG_INTERVAL_MS, DropLog, LiveAdmin,
     MetricsServer,
 };
-use crate::admin::live::TEST_HOOKS_ENV;
 use crate::simulate::SimContext;
 use crate::source::kube::{KubeSource, KubeSourceParts, KubeSourceStats};
 use crate::source::static_file::{PortFacts, snapshot_spec};
@@ -29,8 +29,8 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tracing::{debug, error, info};
@@ -196,10 +196,7 @@ impl Gateway {
         }
         gateway.bgp = Speaker::start(&gateway.plan, Arc::clone(&gateway.bgp_report))?;
         if gateway.bgp.is_some() {
-            info!(
-                peers = gateway.plan.bgp.peers.len(),
-                "BGP sessions started"
-            );
+            info!(peers = gateway.plan.bgp.peers.len(), "BGP sessions started");
         }
         if gateway.plan.kubernetes.is_some()
             && let Some(builder) = gateway.builder.take()

@@ -3,8 +3,8 @@
 //! the [`StatsSource`] that sums them into a [`StatsReport`].
 
 use crate::admin::{
-    BgpReport, ControlPlaneMetrics, CounterReport, PortCounters, PortReport, PortStatsCell, SnapshotReport,
-    StatsReport, WorkerReport, service_reports, snat_reports, sum_workers,
+    BgpReport, ControlPlaneMetrics, CounterReport, PortCounters, PortReport, PortStatsCell,
+    SnapshotReport, StatsReport, WorkerReport, service_reports, snat_reports, sum_workers,
 };
 use dataplane::counters::{ServiceCounters, SharedCounters};
 use dataplane::inspect::InspectClient;

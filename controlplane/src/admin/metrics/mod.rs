@@ -506,9 +506,7 @@ fn encode_bgp(r: &mut Registry, bgp: &super::BgpReport) {
     for p in &bgp.peers {
         let l: Labels = vec![("peer", p.peer.clone())];
         state.get_or_create(&l).set(i64::from(p.state_number));
-        uptime
-            .get_or_create(&l)
-            .set(p.uptime_s.unwrap_or(0) as i64);
+        uptime.get_or_create(&l).set(p.uptime_s.unwrap_or(0) as i64);
         prefixes.get_or_create(&l).set(p.prefixes_sent as i64);
         sent.get_or_create(&l).inc_by(p.updates_sent);
         received.get_or_create(&l).inc_by(p.updates_received);

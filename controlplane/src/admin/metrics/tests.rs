@@ -439,12 +439,18 @@ fn bgp_sessions_have_their_families() {
     }
     let peer = [("peer", "192.0.2.100:179")];
     assert_eq!(value(&samples, "portico_bgp_session_state", &peer), 3.0);
-    assert_eq!(value(&samples, "portico_bgp_updates_sent_total", &peer), 12.0);
+    assert_eq!(
+        value(&samples, "portico_bgp_updates_sent_total", &peer),
+        12.0
+    );
     assert_eq!(
         value(&samples, "portico_bgp_updates_received_total", &peer),
         4.0
     );
-    assert_eq!(value(&samples, "portico_bgp_session_flaps_total", &peer), 2.0);
+    assert_eq!(
+        value(&samples, "portico_bgp_session_flaps_total", &peer),
+        2.0
+    );
     assert_eq!(
         value(&samples, "portico_bgp_withdrawn", &[("reason", "watchdog")]),
         1.0
@@ -453,7 +459,10 @@ fn bgp_sessions_have_their_families() {
         value(&samples, "portico_bgp_withdrawn", &[("reason", "stopping")]),
         0.0
     );
-    assert_eq!(value(&samples, "portico_bgp_watchdog_trips_total", &[]), 3.0);
+    assert_eq!(
+        value(&samples, "portico_bgp_watchdog_trips_total", &[]),
+        3.0
+    );
 }
 
 fn get(addr: SocketAddr, request: &str) -> String {

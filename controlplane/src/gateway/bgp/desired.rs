@@ -62,7 +62,10 @@ pub fn routes_per_peer(
                 .collect();
             vips.iter()
                 .filter(|v| {
-                    a.vips.contains(v) || a_pools.iter().any(|p| p.ranges.iter().any(|r| r.contains(**v)))
+                    a.vips.contains(v)
+                        || a_pools
+                            .iter()
+                            .any(|p| p.ranges.iter().any(|r| r.contains(**v)))
                 })
                 .map(|v| IpAddr::V4(*v))
                 .collect()

@@ -100,10 +100,7 @@ pub struct Speaker {
 impl Speaker {
     /// Start the sessions of `plan.bgp`, reporting into `report`; `None`
     /// without peers.
-    pub fn start(
-        plan: &Plan,
-        report: Arc<Mutex<BgpReport>>,
-    ) -> Result<Option<Self>, GatewayError> {
+    pub fn start(plan: &Plan, report: Arc<Mutex<BgpReport>>) -> Result<Option<Self>, GatewayError> {
         if plan.bgp.peers.is_empty() {
             return Ok(None);
         }

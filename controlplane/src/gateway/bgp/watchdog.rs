@@ -23,7 +23,10 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transition {
     /// `worker` has not polled for `stalled_for`: withdraw everything.
-    Stalled { worker: usize, stalled_for: Duration },
+    Stalled {
+        worker: usize,
+        stalled_for: Duration,
+    },
     /// Every worker polls again: announce again.
     Recovered,
 }
