@@ -365,46 +365,20 @@ pub fn main() -> anyhow::Result<ExitCode> {
             },
             json,
         )),
-        Command::Services { admin_socket, json } => match admin::fetch(&admin_socket) {
-            Ok((_, report)) if json => match serde_json::to_string_pretty(&report.services) {
-                Ok(text) => {
-                    println!("{text}");
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    eprintln!("portico services: {e}");
-                    Ok(ExitCode::FAILURE)
-                }
-            },
-            Ok((_, report)) => {
-                print!("{}", admin::ServicesTable(&report.services));
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(e) => {
-                eprintln!("portico services: {e}");
-                Ok(ExitCode::FAILURE)
-            }
-        },
-        Command::Bgp { admin_socket, json } => match admin::fetch(&admin_socket) {
-            Ok((_, report)) if json => match serde_json::to_string_pretty(&report.bgp) {
-                Ok(text) => {
-                    println!("{text}");
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    eprintln!("portico bgp: {e}");
-                    Ok(ExitCode::FAILURE)
-                }
-            },
-            Ok((_, report)) => {
-                print!("{}", admin::BgpTable(&report.bgp));
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(e) => {
-                eprintln!("portico bgp: {e}");
-                Ok(ExitCode::FAILURE)
-            }
-        },
+        Command::Services { admin_socket, json } => Ok(print_section(
+            "services",
+            &admin_socket,
+            json,
+            |r| serde_json::to_string_pretty(&r.services),
+            |r| admin::ServicesTable(&r.services).to_string(),
+        )),
+        Command::Bgp { admin_socket, json } => Ok(print_section(
+            "bgp",
+            &admin_socket,
+            json,
+            |r| serde_json::to_string_pretty(&r.bgp),
+            |r| admin::BgpTable(&r.bgp).to_string(),
+        )),
         Command::Stats {
             admin_socket,
             json,
@@ -455,5 +429,37 @@ pub fn main() -> anyhow::Result<ExitCode> {
         }),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Tool(cmd) => tool::run(&cmd).map(|()| ExitCode::SUCCESS),
+    }
+}
+
+/// `portico services` / `portico bgp`: one section of the running
+/// gateway's report, as JSON or as text; errors are one line on stderr.
+fn print_section(
+    command: &str,
+    admin_socket: &std::path::Path,
+    json: bool,
+    to_json: impl FnOnce(&admin::StatsReport) -> serde_json::Result<String>,
+    to_text: impl FnOnce(&admin::StatsReport) -> String,
+) -> ExitCode {
+    let report = match admin::fetch(admin_socket) {
+        Ok((_, report)) => report,
+        Err(e) => {
+            eprintln!("portico {command}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if !json {
+        print!("{}", to_text(&report));
+        return ExitCode::SUCCESS;
+    }
+    match to_json(&report) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("portico {command}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
