@@ -156,9 +156,15 @@ impl Speaker {
         }
         let key = (snapshot.generation, self.plan_revision);
         if self.computed_for != Some(key) {
-            self.vips = qualifying_vips(snapshot);
-            self.desired = routes_per_peer(&plan.bgp, &plan.address_pools, &self.vips);
+            let vips = qualifying_vips(snapshot);
+            self.desired = routes_per_peer(&plan.bgp, &plan.address_pools, &vips);
             self.computed_for = Some(key);
+            if vips != self.vips {
+                self.vips = vips;
+                if let Ok(mut r) = self.report.lock() {
+                    r.vips = self.vips.iter().map(ToString::to_string).collect();
+                }
+            }
         }
         match self.withdrawn() {
             Some(_) => self.sessions.withdraw_all(),
@@ -177,15 +183,14 @@ impl Speaker {
         }
     }
 
+    /// Refresh the sessions' part of the report (the VIPs are written when
+    /// they change: a long list is not copied every tick).
     fn publish_report(&self) {
-        let report = BgpReport {
-            peers: self.sessions.reports(),
-            vips: self.vips.iter().map(ToString::to_string).collect(),
-            withdrawn: self.withdrawn().map(|w| w.name().to_owned()),
-            watchdog_trips: self.watchdog.trips(),
-        };
+        let peers = self.sessions.reports();
         if let Ok(mut r) = self.report.lock() {
-            *r = report;
+            r.peers = peers;
+            r.withdrawn = self.withdrawn().map(|w| w.name().to_owned());
+            r.watchdog_trips = self.watchdog.trips();
         }
     }
 
