@@ -154,7 +154,15 @@ impl Tier {
         for (ns, addr) in [(&router, Some(format!("{TIER_ROUTER}/24"))), (&lan, None)] {
             ns.exec(
                 "ip",
-                &["link", "add", "br0", "type", "bridge", "mcast_snooping", "0"],
+                &[
+                    "link",
+                    "add",
+                    "br0",
+                    "type",
+                    "bridge",
+                    "mcast_snooping",
+                    "0",
+                ],
             )?;
             if let Some(a) = addr {
                 ns.exec("ip", &["addr", "add", &a, "dev", "br0"])?;
@@ -200,13 +208,24 @@ impl Tier {
             router.exec("ip", &["link", "set", &r_end, "master", "br0"])?;
             veth(&ns, &in_if, None, &lan, &l_end, None)?;
             lan.exec("ip", &["link", "set", &l_end, "master", "br0"])?;
-            for (n, ifname) in [(&ns, &out_if), (&router, &r_end), (&ns, &in_if), (&lan, &l_end)] {
+            for (n, ifname) in [
+                (&ns, &out_if),
+                (&router, &r_end),
+                (&ns, &in_if),
+                (&lan, &l_end),
+            ] {
                 offloads_off(n, ifname)?;
             }
             // The BGP connection runs on the kernel (see the module docs).
             ns.exec(
                 "ip",
-                &["addr", "add", &format!("{}/24", instance_addr(i)), "dev", &out_if],
+                &[
+                    "addr",
+                    "add",
+                    &format!("{}/24", instance_addr(i)),
+                    "dev",
+                    &out_if,
+                ],
             )?;
             let config_path = dir.path.join(format!("portico-{i}.toml"));
             std::fs::write(
@@ -311,17 +330,16 @@ impl Tier {
 }
 
 /// Instance `i`'s portico.toml.
-fn instance_config(
-    i: usize,
-    outside: &str,
-    inside: &str,
-    backends: usize,
-    drain_s: u16,
-) -> String {
+fn instance_config(i: usize, outside: &str, inside: &str, backends: usize, drain_s: u16) -> String {
     let node = instance_addr(i);
     let snat = Ipv4Addr::new(10, 1, 0, 1 + i as u8);
     let backends: Vec<String> = (0..backends)
-        .map(|j| format!("{{ address = \"{}\", port = {BACKEND_PORT} }}", backend_addr(j)))
+        .map(|j| {
+            format!(
+                "{{ address = \"{}\", port = {BACKEND_PORT} }}",
+                backend_addr(j)
+            )
+        })
         .collect();
     format!(
         r#"# Instance {i} of the tier (tests/src/tier.rs).

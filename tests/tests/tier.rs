@@ -46,7 +46,11 @@ fn tally(stdout: &str) -> (usize, Vec<String>) {
 fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
     const TEST: &str = "tier::ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection";
     if !require_root(TEST)
-        || !require_programs(TEST, &["bird", "birdc", "nginx"], "apt-get install bird2 nginx")
+        || !require_programs(
+            TEST,
+            &["bird", "birdc", "nginx"],
+            "apt-get install bird2 nginx",
+        )
     {
         return;
     }
@@ -73,7 +77,10 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
     let bird = tier.bird.birdc(&format!("show route all {TIER_VIP}/32"));
     assert_eq!(bird.matches("unicast [i").count(), INSTANCES, "{bird}");
     for i in 0..INSTANCES {
-        assert!(bird.contains(&format!("BGP.next_hop: {}", instance_addr(i))), "{bird}");
+        assert!(
+            bird.contains(&format!("BGP.next_hop: {}", instance_addr(i))),
+            "{bird}"
+        );
     }
     assert!(bird.contains("BGP.community: (65001,100)"), "{bird}");
     eprintln!("router FIB: {fib}");
@@ -86,7 +93,11 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
         .wait_output(Duration::from_secs(120))
         .expect("the client finishes");
     let (ok, errors) = tally(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!((ok, errors.len()), (600, 0), "every flow answered: {errors:?}");
+    assert_eq!(
+        (ok, errors.len()),
+        (600, 0),
+        "every flow answered: {errors:?}"
+    );
     let after = flows_per_instance(&tier);
     let spread: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     eprintln!("flows per instance: {spread:?}");
@@ -97,7 +108,9 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
 
     // SIGTERM of instance 0 under a steady load: no connection fails.
     let load_started = Instant::now();
-    let mut load = tier.http_get(LOAD_REQUESTS, LOAD_CONCURRENCY).expect("start the load");
+    let mut load = tier
+        .http_get(LOAD_REQUESTS, LOAD_CONCURRENCY)
+        .expect("start the load");
     std::thread::sleep(Duration::from_millis(1500));
     let term_at = Instant::now();
     tier.instances[0].signal("TERM").expect("SIGTERM");
@@ -137,14 +150,13 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
         "exited after the drain: {stopped_after:?}"
     );
     // No new connection fails: instance 0 left the router's FIB before it
-    // stopped taking flows. An established connection of a *surviving*
-    // instance may break at the FIB change: Linux's IPv4 multipath is
-    // hash-threshold, so removing one next hop moves a share of the other
-    // next hops' hash ranges too (a sixth of the flows with 3 → 2), and a
-    // connection moved mid-flight reaches an instance without its conntrack
-    // entry or SNAT address. At most the load's concurrency is in flight
-    // at that instant. (Resilient next-hop groups on the router, or
-    // conntrack sync between instances, would keep them.)
+    // stopped taking flows. A connection *in flight* at the FIB change may
+    // break: Linux's IPv4 multipath is hash-threshold, so removing a next
+    // hop moves instance 0's flows and a share of the others' (a sixth of
+    // all with 3 → 2) to an instance without their conntrack entry or SNAT
+    // address. At most the load's concurrency is in flight at that
+    // instant. (Resilient next-hop groups on the router, or conntrack sync
+    // between instances, would keep them; issue 13's notes.)
     let (connect, exchange): (Vec<&String>, Vec<&String>) =
         errors.iter().partition(|e| e.contains(" connect: "));
     eprintln!("established connections broken by the rehash: {exchange:?}");
