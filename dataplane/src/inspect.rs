@@ -532,4 +532,43 @@ mod tests {
             .unwrap_err();
         assert_eq!(err, InspectError::Gone { worker: 1 });
     }
+
+    #[test]
+    fn a_stall_answers_first_then_blocks_the_serving_thread() {
+        let (mut client, mut server) = mailbox(1);
+        let ct = table(0, 64);
+        let worker = std::thread::spawn(move || {
+            let affinity = AffinityTable::new(16);
+            // Serve until the stall query has been answered and slept.
+            loop {
+                let start = Instant::now();
+                if server.serve(&ct, &affinity, 0) > 0 {
+                    return start.elapsed();
+                }
+                std::thread::yield_now();
+            }
+        });
+        let answer = client
+            .ask(Query::Stall { ms: 300 }, Duration::from_secs(10))
+            .expect("answered before the stall");
+        assert_eq!(answer, Answer::Stalling { ms: 300 });
+        let served_in = worker.join().expect("worker");
+        assert!(served_in >= Duration::from_millis(300), "{served_in:?}");
+        // Capped.
+        let (mut client, mut server) = mailbox(2);
+        let ct = table(0, 64);
+        let t = std::thread::spawn(move || {
+            let affinity = AffinityTable::new(16);
+            while server.serve(&ct, &affinity, 0) == 0 {
+                std::thread::yield_now();
+            }
+        });
+        // Asking for more than the cap is answered with the cap (the worker
+        // then sleeps MAX_STALL_MS; the thread is left to finish alone).
+        let answer = client
+            .ask(Query::Stall { ms: u64::MAX }, Duration::from_secs(10))
+            .expect("answer");
+        assert_eq!(answer, Answer::Stalling { ms: MAX_STALL_MS });
+        drop(t);
+    }
 }

@@ -177,3 +177,62 @@ impl Sessions {
         self.runtime.shutdown_timeout(Duration::from_secs(1));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    /// A peer on loopback whose port nobody listens on: the session keeps
+    /// retrying (connection refused), which is all these tests need.
+    fn peer(last_octet: u8) -> PeerConfig {
+        let mut p = PeerConfig::new(
+            Ipv4Addr::new(127, 0, 0, last_octet).into(),
+            65000,
+            65001,
+            Ipv4Addr::new(192, 0, 2, 1),
+        );
+        p.port = 1;
+        p
+    }
+
+    #[test]
+    fn a_reload_restarts_only_the_changed_sessions() {
+        let mut sessions = Sessions::start(&[peer(11), peer(12), peer(13)]).expect("runtime");
+        sessions.set_routes(&[Routes::new(), Routes::new(), Routes::new()]);
+        let mut changed = peer(12);
+        changed.hold_time_s = 30;
+        // 11 kept, 12 changed, 13 removed, 14 new.
+        let restarted = sessions.reconcile(&[peer(11), changed.clone(), peer(14)]);
+        assert_eq!(restarted, 2, "the changed and the new session");
+        let names: Vec<String> = sessions.reports().into_iter().map(|r| r.peer).collect();
+        assert_eq!(names, ["127.0.0.11:1", "127.0.0.12:1", "127.0.0.14:1"]);
+        assert_eq!(
+            sessions.peers.iter().map(|p| &p.config).collect::<Vec<_>>(),
+            [&peer(11), &changed, &peer(14)]
+        );
+        assert_eq!(sessions.reconcile(&[peer(11), changed, peer(14)]), 0);
+        sessions.stop("test over");
+    }
+
+    #[test]
+    fn routes_are_handed_over_only_when_they_change() {
+        let mut sessions = Sessions::start(&[peer(21)]).expect("runtime");
+        let mut routes = Routes::new();
+        routes.insert(
+            "192.0.2.10/32".parse().expect("prefix"),
+            portico_bgp::RouteAttributes::default(),
+        );
+        sessions.set_routes(std::slice::from_ref(&routes));
+        assert_eq!(sessions.peers[0].generation, 1);
+        sessions.set_routes(std::slice::from_ref(&routes));
+        assert_eq!(sessions.peers[0].generation, 1, "unchanged: not sent again");
+        assert_eq!(sessions.reports()[0].prefixes_desired, 1);
+        sessions.withdraw_all();
+        assert_eq!(sessions.peers[0].generation, 2);
+        assert_eq!(sessions.reports()[0].prefixes_desired, 0);
+        // Not Established: nothing to wait for.
+        assert!(sessions.wait_synced(Duration::from_millis(100)).is_empty());
+        sessions.stop("test over");
+    }
+}
