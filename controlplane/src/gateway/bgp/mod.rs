@@ -15,14 +15,14 @@
 //!
 //! What is announced: exactly the VIPs this instance serves that have a
 //! backend taking new flows, each through the advertisements its service
-//! or address pool lists ([`desired`] says which and why, including why a
+//! or address pool lists (`desired` says which and why, including why a
 //! Kubernetes Service's externalIPs are not announced). A VIP is withdrawn
 //! when its last ready/serving backend goes, when its listener goes (a
 //! Service deleted, its address released), when a worker stops polling
-//! ([`watchdog`]), and on a graceful stop ([`Speaker::withdraw_for_stop`]).
+//! (`watchdog`), and on a graceful stop ([`Speaker::withdraw_for_stop`]).
 //!
 //! A reload of `[bgp]` (SIGHUP) restarts only the sessions whose peer
-//! configuration changed ([`sessions`]); changed advertisements are sent as
+//! configuration changed (`sessions`); changed advertisements are sent as
 //! UPDATEs on the sessions that stay.
 //!
 //! Graceful stop (the gateway's shutdown, before anything else stops):
