@@ -2,11 +2,8 @@
 //! demo topology with BIRD in the client namespace (the client's router),
 //! peering with the gateway over the outside port.
 //!
-//! Until the host path (issue 13 §1) gives ports host addresses, the BGP
-//! TCP connection runs on the gateway namespace's kernel: the gateway's
-//! node address is also put on the outside veth there (with af_packet the
-//! kernel sees the port's frames too; both answer ARP with the veth's MAC),
-//! so `source_address` is a node address, as today's validation wants.
+//! The BGP connection runs on the gateway namespace's kernel until the
+//! host path lands (see `common/router.rs`).
 //!
 //! Every check of what is announced goes through `birdc show route all`;
 //! `portico bgp` and `/metrics` are checked along the way.
@@ -15,18 +12,14 @@
 
 mod common;
 
+use common::router::{self, bird_has};
 use common::{PORTICO, curl, gateway_with, tally};
 use portico::admin::{self, Request};
-use portico::demo::topology::{CLIENT_ADDR, GatewayRun, NODE_ADDR, ServiceOptions, Topology, VIP};
-use portico_netns::bird::{Bird, BirdRoute};
+use portico::demo::topology::{CLIENT_ADDR, GatewayRun, ServiceOptions, Topology, VIP};
 use portico_tests::wait_until;
 use std::time::{Duration, Instant};
 
-const ROUTER_ASN: u32 = 65000;
-/// iBGP, so LOCAL_PREF is sent.
-const OUR_ASN: u32 = 65000;
 const LOCAL_PREF: u32 = 250;
-const COMMUNITY: &str = "65000:100";
 const DRAIN_S: u64 = 4;
 const WATCHDOG_MS: u64 = 500;
 const ROUTE: &str = "192.0.2.10/32";
@@ -41,59 +34,13 @@ fn config(t: &Topology, options: &ServiceOptions) -> String {
     );
     assert!(base.contains("bgp_advertisements"), "{base}");
     format!(
-        "{base}
-[bgp]
-shutdown_drain_s = {DRAIN_S}
-watchdog_timeout_ms = {WATCHDOG_MS}
-
-[[bgp.peer]]
-address = \"{CLIENT_ADDR}\"
-peer_asn = {ROUTER_ASN}
-my_asn = {OUR_ASN}
-router_id = \"{NODE_ADDR}\"
-source_address = \"{NODE_ADDR}\"
-hold_time_s = 9
-connect_retry_s = 1
-connect_retry_max_s = 2
-
-[[bgp.advertisement]]
-name = \"vips\"
-local_pref = {LOCAL_PREF}
-communities = [\"{COMMUNITY}\"]
-"
+        "{base}{}",
+        router::bgp_section(
+            &format!("shutdown_drain_s = {DRAIN_S}\nwatchdog_timeout_ms = {WATCHDOG_MS}"),
+            "vips",
+            &format!("local_pref = {LOCAL_PREF}\ncommunities = [\"65000:100\"]"),
+        )
     )
-}
-
-/// BIRD in the client namespace: passive iBGP towards the gateway's node
-/// address, importing everything, exporting nothing (no kernel protocol:
-/// the client keeps its static default route through the gateway).
-fn bird(t: &Topology) -> Bird {
-    Bird::start(
-        &t.client,
-        &format!(
-            "router id {CLIENT_ADDR};\nprotocol device {{ }}\n\
-             protocol bgp portico {{\n  local {CLIENT_ADDR} as {ROUTER_ASN};\n  \
-             neighbor {NODE_ADDR} as {OUR_ASN};\n  passive on;\n  direct;\n  \
-             hold time 9;\n  error wait time 1, 2;\n  \
-             ipv4 {{ import all; export none; }};\n}}\n"
-        ),
-    )
-}
-
-/// Waits until BIRD's routes from the gateway are exactly `want`.
-fn bird_has(bird: &Bird, gw_log: &dyn Fn() -> String, want: &[&str]) -> Vec<BirdRoute> {
-    let mut got = Vec::new();
-    let ok = wait_until(Duration::from_secs(20), || {
-        got = bird.routes("portico");
-        got.iter().map(|r| r.prefix.as_str()).collect::<Vec<_>>() == want
-    });
-    assert!(
-        ok,
-        "BIRD should have {want:?} from the gateway, has {got:?}\n{}\n--- gateway log ---\n{}",
-        bird.birdc("show protocols all portico"),
-        gw_log()
-    );
-    got
 }
 
 fn bgp_report(gw: &GatewayRun) -> admin::BgpReport {
@@ -124,21 +71,7 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     let Some(t) = common::topology(TEST, 2) else {
         return;
     };
-    // The BGP connection runs on the gateway namespace's kernel (see the
-    // module docs).
-    t.gateway
-        .exec(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{NODE_ADDR}/24"),
-                "dev",
-                &t.outside_if,
-            ],
-        )
-        .expect("the node address on the kernel's outside veth");
-    let bird = bird(&t);
+    let bird = router::bird_router(&t);
     let all = ServiceOptions::all(&t);
     let mut gw = gateway_with(&t, &config(&t, &all), &["PORTICO_TEST_HOOKS=1"]);
     let log_path = gw.log.clone();
@@ -303,9 +236,9 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     );
     // The Cease closed the session at the router.
     assert!(
-        wait_until(Duration::from_secs(10), || bird.bgp_state("portico")
+        wait_until(Duration::from_secs(10), || bird.bgp_state(router::PROTOCOL)
             != "Established"),
         "{}",
-        bird.birdc("show protocols all portico")
+        bird.birdc(&format!("show protocols all {}", router::PROTOCOL))
     );
 }

@@ -7,6 +7,8 @@
 //! the topology, so the gateway stops before the namespaces go.
 #![allow(dead_code)] // each suite uses a part
 
+pub mod router;
+
 use portico::demo::live::parse_body;
 pub use portico::demo::topology::DriverKind;
 use portico::demo::topology::{GatewayRun, ServiceOptions, Topology, TopologyConfig};
