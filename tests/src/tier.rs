@@ -20,6 +20,7 @@
 
 use crate::{Netns, Process, TempDir, nginx, unique_name, veth, wait_until};
 use portico::admin::{self, StatsReport};
+use portico::demo::topology::spawn_run;
 use portico_netns::bird::Bird;
 use std::io;
 use std::net::Ipv4Addr;
@@ -251,19 +252,7 @@ impl Tier {
         for (i, (ns, config_path)) in namespaces.into_iter().enumerate() {
             let socket = dir.path.join(format!("portico-{i}.sock"));
             let log = dir.path.join(format!("portico-{i}.log"));
-            let process = ns.spawn_logged(
-                &portico_str,
-                &[
-                    "run",
-                    "--config",
-                    path_str(&config_path)?,
-                    "--admin-socket",
-                    path_str(&socket)?,
-                    "--log-format",
-                    "json",
-                ],
-                &log,
-            )?;
+            let process = spawn_run(&ns, &portico_str, &config_path, &socket, &log, &[])?;
             instances.push(Instance {
                 process: Some(process),
                 socket,

@@ -53,6 +53,25 @@ fn api_link_addresses() -> (Ipv4Addr, Ipv4Addr) {
     )
 }
 
+/// A real API server reachable from the gateway namespace (over the veth
+/// of [`api_link_addresses`], kept as long as the returned guard), or
+/// `None` after a skip.
+async fn api_server(test: &str, t: &Topology) -> Option<(HostVeth, KubeCluster)> {
+    let (host_addr, gateway_addr) = api_link_addresses();
+    let link = HostVeth::new(
+        &t.gateway,
+        &format!("{host_addr}/30"),
+        &format!("{gateway_addr}/30"),
+    )
+    .expect("the API server veth");
+    let options = KubeClusterOptions {
+        bind_address: Some(host_addr),
+        ..KubeClusterOptions::default()
+    };
+    let cluster = KubeCluster::start_or_skip(test, options).await?;
+    Some((link, cluster))
+}
+
 /// The gateway's configuration: the topology's two ports, no static
 /// services, the Kubernetes source and one pool in the client subnet.
 fn gateway_config(t: &Topology, kubeconfig: &std::path::Path) -> String {
@@ -176,18 +195,7 @@ async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_
     let Some(t) = common::topology(TEST, 2) else {
         return;
     };
-    let (host_addr, gateway_addr) = api_link_addresses();
-    let _link = HostVeth::new(
-        &t.gateway,
-        &format!("{host_addr}/30"),
-        &format!("{gateway_addr}/30"),
-    )
-    .expect("the API server veth");
-    let options = KubeClusterOptions {
-        bind_address: Some(host_addr),
-        ..KubeClusterOptions::default()
-    };
-    let Some(cluster) = KubeCluster::start_or_skip(TEST, options).await else {
+    let Some((_link, cluster)) = api_server(TEST, &t).await else {
         return;
     };
     let client = cluster.client();
@@ -302,18 +310,7 @@ async fn a_load_balancer_address_is_announced_while_it_has_a_ready_endpoint() {
     let Some(t) = common::topology(TEST, 2) else {
         return;
     };
-    let (host_addr, gateway_addr) = api_link_addresses();
-    let _link = HostVeth::new(
-        &t.gateway,
-        &format!("{host_addr}/30"),
-        &format!("{gateway_addr}/30"),
-    )
-    .expect("the API server veth");
-    let options = KubeClusterOptions {
-        bind_address: Some(host_addr),
-        ..KubeClusterOptions::default()
-    };
-    let Some(cluster) = KubeCluster::start_or_skip(TEST, options).await else {
+    let Some((_link, cluster)) = api_server(TEST, &t).await else {
         return;
     };
     let client = cluster.client();

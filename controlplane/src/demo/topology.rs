@@ -413,19 +413,14 @@ backends = [{udp_backends}
         write_atomically(&config_path, config)?;
         let socket = self.dir.path.join("portico.sock");
         let log = self.dir.path.join("portico.log");
-        let mut argv: Vec<&str> = env.to_vec();
-        argv.extend([
+        let process = spawn_run(
+            &self.gateway,
             self.portico_str()?,
-            "run",
-            "--config",
-            path_str(&config_path)?,
-            "--admin-socket",
-            path_str(&socket)?,
-            "--log-format",
-            "json",
-        ]);
-        // `env` execs the gateway: the PID stays the gateway's.
-        let process = self.gateway.spawn_logged("env", &argv, &log)?;
+            &config_path,
+            &socket,
+            &log,
+            env,
+        )?;
         let mut gw = GatewayRun {
             process,
             config_path,
@@ -469,6 +464,32 @@ fn listening(ns: &Netns, flags: &str, port: u16) -> bool {
 fn path_str(path: &Path) -> io::Result<&str> {
     path.to_str()
         .ok_or_else(|| io::Error::other(format!("{} is not UTF-8", path.display())))
+}
+
+/// Start `portico run` (the binary `portico`) in `ns` on `config` with its
+/// admin socket at `socket`, JSON logs appended to `log` and `env`
+/// (`NAME=value` each) in its environment; the guard's PID is the
+/// gateway's (`env` execs it).
+pub fn spawn_run(
+    ns: &Netns,
+    portico: &str,
+    config: &Path,
+    socket: &Path,
+    log: &Path,
+    env: &[&str],
+) -> io::Result<Process> {
+    let mut argv: Vec<&str> = env.to_vec();
+    argv.extend([
+        portico,
+        "run",
+        "--config",
+        path_str(config)?,
+        "--admin-socket",
+        path_str(socket)?,
+        "--log-format",
+        "json",
+    ]);
+    ns.spawn_logged("env", &argv, log)
 }
 
 /// Replace a file in one step, so a reload never reads half of it.
