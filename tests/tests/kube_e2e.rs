@@ -155,6 +155,41 @@ fn slice(endpoints: &[(usize, bool)]) -> EndpointSlice {
     .expect("the EndpointSlice manifest")
 }
 
+/// The LoadBalancer Service over both backends (both ready), and the
+/// address Portico writes to its status.
+async fn create_service(client: &Client) -> (Api<Service>, Api<EndpointSlice>, Ipv4Addr) {
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    services
+        .create(&PostParams::default(), &lb_service())
+        .await
+        .expect("create the Service");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    slices
+        .create(&PostParams::default(), &slice(&[(0, true), (1, true)]))
+        .await
+        .expect("create the EndpointSlice");
+    let vip = eventually("status.loadBalancer.ingress", async || {
+        let ips = status_ips(client).await;
+        (ips.len() == 1).then(|| ips[0])
+    })
+    .await;
+    (services, slices, vip)
+}
+
+/// Replace the Service's EndpointSlice by one with `endpoints`.
+async fn replace_slice(slices: &Api<EndpointSlice>, endpoints: &[(usize, bool)]) {
+    let mut next = slice(endpoints);
+    let old = slices
+        .get(&format!("{SERVICE}-1"))
+        .await
+        .expect("get the EndpointSlice");
+    next.metadata.resource_version = old.metadata.resource_version;
+    slices
+        .replace(&format!("{SERVICE}-1"), &PostParams::default(), &next)
+        .await
+        .expect("replace the EndpointSlice");
+}
+
 /// Poll `f` every 100 ms until it returns `Some`, at most [`WAIT`].
 async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + WAIT;
@@ -206,21 +241,7 @@ async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_
 
     // A LoadBalancer Service over both backends: Portico hands out an
     // address of the pool and writes it to the status.
-    let services: Api<Service> = Api::namespaced(client.clone(), NS);
-    services
-        .create(&PostParams::default(), &lb_service())
-        .await
-        .expect("create the Service");
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
-    slices
-        .create(&PostParams::default(), &slice(&[(0, true), (1, true)]))
-        .await
-        .expect("create the EndpointSlice");
-    let vip = eventually("status.loadBalancer.ingress", async || {
-        let ips = status_ips(&client).await;
-        (ips.len() == 1).then(|| ips[0])
-    })
-    .await;
+    let (services, slices, vip) = create_service(&client).await;
     assert!(
         (POOL_FIRST..=POOL_LAST).contains(&vip),
         "{vip} is from the pool"
@@ -253,16 +274,7 @@ async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_
     );
 
     // Backend 0 not ready: new connections go only to backend 1.
-    let mut not_ready = slice(&[(0, false), (1, true)]);
-    let old = slices
-        .get(&format!("{SERVICE}-1"))
-        .await
-        .expect("get the EndpointSlice");
-    not_ready.metadata.resource_version = old.metadata.resource_version;
-    slices
-        .replace(&format!("{SERVICE}-1"), &PostParams::default(), &not_ready)
-        .await
-        .expect("replace the EndpointSlice");
+    replace_slice(&slices, &[(0, false), (1, true)]).await;
     let only_b1 = |bodies: &[Option<String>]| {
         let (per_backend, _, failed) = tally(bodies);
         failed == 0 && per_backend.keys().eq([&backend_name(1)])
@@ -325,42 +337,16 @@ async fn a_load_balancer_address_is_announced_while_it_has_a_ready_endpoint() {
     let gw = t.start_gateway(&config).expect("portico run starts");
     let log = || gw.log_text();
 
-    let services: Api<Service> = Api::namespaced(client.clone(), NS);
-    services
-        .create(&PostParams::default(), &lb_service())
-        .await
-        .expect("create the Service");
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
-    slices
-        .create(&PostParams::default(), &slice(&[(0, true), (1, true)]))
-        .await
-        .expect("create the EndpointSlice");
-    let vip = eventually("status.loadBalancer.ingress", async || {
-        let ips = status_ips(&client).await;
-        (ips.len() == 1).then(|| ips[0])
-    })
-    .await;
+    let (services, slices, vip) = create_service(&client).await;
     let route = format!("{vip}/32");
     let routes = router::bird_has(&bird, &log, &[&route]);
     assert_eq!(routes[0].attrs["BGP.community"], "(65000,7)", "{routes:?}");
     assert_eq!(routes[0].attrs["BGP.next_hop"], NODE_ADDR.to_string());
 
     // No endpoint ready or serving: withdrawn; ready again: announced.
-    let set_slice = async |endpoints: &[(usize, bool)]| {
-        let mut next = slice(endpoints);
-        let old = slices
-            .get(&format!("{SERVICE}-1"))
-            .await
-            .expect("get the EndpointSlice");
-        next.metadata.resource_version = old.metadata.resource_version;
-        slices
-            .replace(&format!("{SERVICE}-1"), &PostParams::default(), &next)
-            .await
-            .expect("replace the EndpointSlice");
-    };
-    set_slice(&[(0, false), (1, false)]).await;
+    replace_slice(&slices, &[(0, false), (1, false)]).await;
     router::bird_has(&bird, &log, &[]);
-    set_slice(&[(0, false), (1, true)]).await;
+    replace_slice(&slices, &[(0, false), (1, true)]).await;
     router::bird_has(&bird, &log, &[&route]);
 
     // The Service deleted: the address is released and withdrawn.
