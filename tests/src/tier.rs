@@ -91,6 +91,11 @@ impl Instance {
         }
     }
 
+    /// Whether the process still runs (reaping it if not).
+    pub fn is_running(&mut self) -> bool {
+        self.process.as_mut().is_some_and(|p| !p.has_exited())
+    }
+
     /// Wait up to `timeout` for the exit after a signal.
     pub fn wait_exit(&mut self, timeout: Duration) -> io::Result<Option<ExitStatus>> {
         match self.process.as_mut() {

@@ -121,6 +121,10 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
     });
     let withdrawn_after = term_at.elapsed();
     assert!(gone, "instance 0 leaves the FIB: {}", tier.router_route());
+    assert!(
+        tier.instances[0].is_running(),
+        "instance 0 still forwards when the router has withdrawn it"
+    );
     let exit = tier.instances[0]
         .wait_exit(Duration::from_secs(u64::from(DRAIN_S) + 20))
         .expect("wait for instance 0");
@@ -140,10 +144,6 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
          after {withdrawn_after:?}, exited after {stopped_after:?}",
         errors.len(),
         load_started.elapsed()
-    );
-    assert!(
-        withdrawn_after < Duration::from_secs(u64::from(DRAIN_S)),
-        "withdrawn before the drain ends: {withdrawn_after:?}"
     );
     assert!(
         stopped_after >= Duration::from_secs(u64::from(DRAIN_S)),
