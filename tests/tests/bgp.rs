@@ -168,6 +168,10 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     assert_eq!(stall["stalling_ms"], 3_000, "{stall}");
     let stalled_at = Instant::now();
     bird_has(&bird, &log, &[]);
+    eprintln!(
+        "worker stall to withdrawn at BIRD: {:?} (watchdog {WATCHDOG_MS} ms)",
+        stalled_at.elapsed()
+    );
     // Withdrawn while the worker stalls (not for another reason).
     let r = bgp_report(&gw);
     assert_eq!(
