@@ -4,7 +4,9 @@
 //! spread over the instances and are all answered, and a SIGTERM of one
 //! instance under a steady load fails no new connection (withdraw first,
 //! forward during the drain, then exit); established connections broken
-//! by the router's ECMP rehash are counted and bounded (see the test).
+//! by the router's ECMP rehash are counted and bounded (see the test). A
+//! SIGKILL of one instance of two: the router drops its path and the
+//! survivor answers every new flow (the losses meanwhile are printed).
 //!
 //! Needs root, `ip`, `bird`, `birdc` (Debian `bird2`) and `nginx`.
 
@@ -172,4 +174,69 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
         (1..INSTANCES).all(|i| fib.contains(&format!("via {} ", instance_addr(i)))),
         "{fib}"
     );
+}
+
+/// SIGKILL of one instance under a steady load: the router drops its path
+/// (the instance's kernel closes the BGP connection, else the hold timer
+/// expires), and afterwards every new connection is answered by the
+/// survivors. The connections lost in between (those the router still sent
+/// to the dead instance, and those in flight at the rehash) are counted
+/// and printed, not asserted: without the drain they are expected.
+#[test]
+fn sigkill_of_one_instance_drops_its_path_and_the_survivors_serve_every_new_flow() {
+    const TEST: &str =
+        "tier::sigkill_of_one_instance_drops_its_path_and_the_survivors_serve_every_new_flow";
+    if !require_root(TEST)
+        || !require_programs(
+            TEST,
+            &["bird", "birdc", "nginx"],
+            "apt-get install bird2 nginx",
+        )
+    {
+        return;
+    }
+    let mut tier = Tier::build(&TierConfig {
+        instances: 2,
+        backends: 2,
+        portico: PORTICO.into(),
+        shutdown_drain_s: DRAIN_S,
+    })
+    .expect("build the tier");
+    let both = wait_until(Duration::from_secs(30), || {
+        let fib = tier.router_route();
+        (0..2).all(|i| fib.contains(&format!("nexthop via {} ", instance_addr(i))))
+    });
+    assert!(both, "two next hops: {}", tier.router_route());
+
+    let load = tier
+        .http_get(LOAD_REQUESTS, LOAD_CONCURRENCY)
+        .expect("start the load");
+    std::thread::sleep(Duration::from_millis(1500));
+    let kill_at = Instant::now();
+    tier.instances[0].signal("KILL").expect("SIGKILL");
+    let gone = wait_until(Duration::from_secs(30), || {
+        !tier
+            .router_route()
+            .contains(&format!("via {} ", instance_addr(0)))
+    });
+    let dropped_after = kill_at.elapsed();
+    assert!(gone, "instance 0 leaves the FIB: {}", tier.router_route());
+    let out = load
+        .wait_output(Duration::from_secs(180))
+        .expect("the load finishes");
+    let (ok, errors) = tally(&String::from_utf8_lossy(&out.stdout));
+    eprintln!(
+        "SIGKILL under load: {ok} answered, {} failed; path dropped by the router after \
+         {dropped_after:?}; failures: {errors:?}",
+        errors.len()
+    );
+    assert_eq!(ok + errors.len(), LOAD_REQUESTS as usize);
+    // After the router converged, the survivor answers every new flow.
+    let out = tier
+        .http_get(200, 4)
+        .expect("start the client")
+        .wait_output(Duration::from_secs(120))
+        .expect("the client finishes");
+    let (ok, errors) = tally(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!((ok, errors.len()), (200, 0), "{errors:?}");
 }
