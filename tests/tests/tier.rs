@@ -195,7 +195,7 @@ fn sigkill_of_one_instance_drops_its_path_and_the_survivors_serve_every_new_flow
     {
         return;
     }
-    let mut tier = Tier::build(&TierConfig {
+    let tier = Tier::build(&TierConfig {
         instances: 2,
         backends: 2,
         portico: PORTICO.into(),
