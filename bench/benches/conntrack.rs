@@ -4,7 +4,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dataplane::conntrack::{Conntrack, ConntrackConfig, FlowId, FlowInit};
-use dataplane::flow::{FlowKey, Proto};
+use dataplane::flow::{FlowKey, Proto, TableHasher};
 use std::collections::VecDeque;
 use std::hint::black_box;
 use std::net::Ipv4Addr;
@@ -51,7 +51,7 @@ fn flow(n: u32) -> FlowInit {
 }
 
 fn insert(ct: &mut Conntrack, init: FlowInit) -> FlowId {
-    let (oh, rh) = (init.orig.stable_hash(), init.reply.stable_hash());
+    let (oh, rh) = (ct.hash(&init.orig), ct.hash(&init.reply));
     match ct.insert(init, oh, rh, 0x02, 0) {
         Ok(ins) => ins.id,
         Err(e) => panic!("bench setup insert failed: {e}"),
@@ -59,7 +59,10 @@ fn insert(ct: &mut Conntrack, init: FlowInit) -> FlowId {
 }
 
 fn table(capacity: u32) -> Conntrack {
-    match Conntrack::new(ConntrackConfig::with_capacity(capacity)) {
+    match Conntrack::new(
+        ConntrackConfig::with_capacity(capacity),
+        TableHasher::from_seed(9),
+    ) {
         Ok(ct) => ct,
         Err(e) => panic!("bench config: {e}"),
     }
@@ -75,7 +78,7 @@ fn lookup_hit(c: &mut Criterion) {
             let init = flow(n);
             insert(&mut ct, init);
             for k in [init.orig, init.reply] {
-                probes.push((k, k.stable_hash()));
+                probes.push((k, ct.hash(&k)));
             }
         }
         let mut rng = Rng(u64::from(live));
@@ -109,13 +112,13 @@ fn insert_remove(c: &mut Criterion) {
         // 75% occupancy; the pool of keys is twice the live set, so the key
         // inserted next is never live.
         let capacity = live / 3 * 4;
+        let mut ct = table(capacity);
         let pool: Vec<(FlowInit, u64, u64)> = (0..2 * live)
             .map(|n| {
                 let f = flow(n);
-                (f, f.orig.stable_hash(), f.reply.stable_hash())
+                (f, ct.hash(&f.orig), ct.hash(&f.reply))
             })
             .collect();
-        let mut ct = table(capacity);
         let mut fifo: VecDeque<FlowId> = (0..live).map(|n| insert(&mut ct, flow(n))).collect();
         let mut next = live as usize;
         group.bench_function(BenchmarkId::from_parameter(live), |b| {

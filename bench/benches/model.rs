@@ -58,6 +58,7 @@ fn config() -> ModelConfig {
         node_addresses: vec![Ipv4Addr::new(192, 0, 2, 1)],
         gateway_addresses: vec![Ipv4Addr::new(192, 0, 2, 1)],
         tcp_backend_gone: Default::default(),
+        external_ip_cidrs: Vec::new(),
     }
 }
 

@@ -4,7 +4,7 @@
 //! Maglev have their own benches; the whole pipeline is `--bench pipeline`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dataplane::flow::{FlowKey, Proto};
+use dataplane::flow::{FlowKey, Proto, TableHasher};
 use dataplane::snat::{SnatAllocator, SnatConfig};
 use dataplane::stage::nat::rewrite_packet;
 use dataplane::stage::parse::parse_frame;
@@ -18,12 +18,12 @@ fn bench_stages(c: &mut Criterion) {
     let frame = client_tcp(7, F::ACK, 1, 1);
     let mut g = c.benchmark_group("stage");
     g.bench_function("parse_tcp_64B_verify_checksums", |b| {
-        b.iter(|| parse_frame(black_box(&frame), 0, false))
+        b.iter(|| parse_frame(black_box(&frame), 0, false, &TableHasher::from_seed(1)))
     });
     g.bench_function("parse_tcp_64B_offloaded_checksums", |b| {
-        b.iter(|| parse_frame(black_box(&frame), 0, true))
+        b.iter(|| parse_frame(black_box(&frame), 0, true, &TableHasher::from_seed(1)))
     });
-    let meta = parse_frame(&frame, 0, false).expect("valid frame");
+    let meta = parse_frame(&frame, 0, false, &TableHasher::from_seed(1)).expect("valid frame");
     g.bench_function("stable_flow_hash", |b| {
         b.iter(|| black_box(&meta.key).stable_hash())
     });
@@ -45,7 +45,8 @@ fn bench_stages(c: &mut Criterion) {
         addrs: vec![Ipv4Addr::new(10, 1, 0, 1)],
         ..SnatConfig::default()
     };
-    let mut snat = SnatAllocator::new(&cfg, 0, 1, 42).expect("valid SNAT config");
+    let mut snat =
+        SnatAllocator::new(&cfg, 0, 1, 42, TableHasher::from_seed(5)).expect("valid SNAT config");
     let backend = SocketAddrV4::new(Ipv4Addr::new(10, 1, 1, 5), 8080);
     g.bench_function("snat_alloc_release_udp", |b| {
         b.iter(|| {
@@ -66,7 +67,7 @@ fn bench_stages(c: &mut Criterion) {
         &[0u8; 18],
     );
     g.bench_function("parse_udp_64B_verify_checksums", |b| {
-        b.iter(|| parse_frame(black_box(&udp), 0, false))
+        b.iter(|| parse_frame(black_box(&udp), 0, false, &TableHasher::from_seed(1)))
     });
     g.finish();
 }

@@ -219,6 +219,7 @@ impl Rig {
                     },
                     affinity_capacity: 1024,
                     seed: 42,
+                    table_hasher: dataplane::flow::TableHasher::from_seed(42),
                 },
                 batch_size: 64,
                 idle: IdlePolicy::Spin,
@@ -269,7 +270,7 @@ impl Rig {
         let dport = if proto == Proto::Tcp { 80 } else { 53 };
         let key = FlowKey::new(proto, ip, port, VIP, dport);
         let ct = self.worker.pipeline().conntrack();
-        let (id, _) = ct.lookup(&key, key.stable_hash()).expect("flow is tracked");
+        let (id, _) = ct.lookup(&key, ct.hash(&key)).expect("flow is tracked");
         *ct.flow(id).reply()
     }
 

@@ -86,6 +86,10 @@ enum Command {
         /// Unix socket serving `portico stats`.
         #[arg(long, default_value = admin::DEFAULT_SOCKET)]
         admin_socket: PathBuf,
+        /// Group (name or gid) that owns the admin socket and whose members
+        /// may use it, besides root and the gateway's user.
+        #[arg(long)]
+        admin_group: Option<String>,
         /// Address serving Prometheus metrics at /metrics (`off`: none).
         #[arg(long, default_value = admin::DEFAULT_METRICS_ADDR, value_parser = parse_metrics_addr)]
         metrics_addr: MetricsAddr,
@@ -119,8 +123,8 @@ enum Command {
         /// Only flows to this backend (`address:port`).
         #[arg(long)]
         backend: Option<String>,
-        /// List at most this many entries.
-        #[arg(long, default_value_t = admin::DEFAULT_FLOW_LIMIT)]
+        /// List at most this many entries (at most 100,000).
+        #[arg(long, default_value_t = admin::DEFAULT_FLOW_LIMIT, value_parser = parse_flow_limit)]
         limit: usize,
         /// Print the entries as JSON.
         #[arg(long)]
@@ -201,7 +205,22 @@ struct RunArgs {
     log_level: tracing::Level,
     drop_log_interval_s: u64,
     admin_socket: PathBuf,
+    admin_group: Option<String>,
     metrics_addr: MetricsAddr,
+}
+
+/// `--limit` of `portico flows`: 1 to [`admin::MAX_FLOW_LIMIT`].
+fn parse_flow_limit(text: &str) -> Result<usize, String> {
+    let limit: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of flows"))?;
+    if limit == 0 || limit > admin::MAX_FLOW_LIMIT {
+        return Err(format!(
+            "{limit} is outside 1..={} (filter by --service or --backend instead)",
+            admin::MAX_FLOW_LIMIT
+        ));
+    }
+    Ok(limit)
 }
 
 fn run(args: RunArgs) -> ExitCode {
@@ -211,8 +230,16 @@ fn run(args: RunArgs) -> ExitCode {
         log_level,
         drop_log_interval_s,
         admin_socket,
+        admin_group,
         metrics_addr,
     } = args;
+    let admin_access = match admin::AdminAccess::for_group(admin_group.as_deref()) {
+        Ok(access) => access,
+        Err(e) => {
+            eprintln!("--admin-group: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let plan = match nic_config::load(&config) {
         Ok(plan) => plan,
         Err(e) => {
@@ -231,10 +258,11 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     let result =
-        gateway::Gateway::start(plan, &config, &admin_socket, metrics_addr.0).and_then(|mut gw| {
-            gw.set_drop_log_interval_ms(drop_log_interval_s.saturating_mul(1000));
-            gw.serve(&mut signals)
-        });
+        gateway::Gateway::start(plan, &config, &admin_socket, admin_access, metrics_addr.0)
+            .and_then(|mut gw| {
+                gw.set_drop_log_interval_ms(drop_log_interval_s.saturating_mul(1000));
+                gw.serve(&mut signals)
+            });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -341,6 +369,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
             log_level,
             drop_log_interval_s,
             admin_socket,
+            admin_group,
             metrics_addr,
         } => Ok(run(RunArgs {
             config,
@@ -348,6 +377,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
             log_level,
             drop_log_interval_s,
             admin_socket,
+            admin_group,
             metrics_addr,
         })),
         Command::Flows {

@@ -443,7 +443,8 @@ pub fn simulate_in(
         if let Some(set) = service.active_set() {
             let hash = match service.affinity_timeout_ms {
                 Some(_) => stable_addr_hash(key.src_ip),
-                None => meta.hash,
+                // Maglev's public hash (meta.hash is the table hash).
+                None => key.stable_hash(),
             };
             let table_size = set.table.size();
             let slot = (hash % u64::from(table_size.max(1))) as u32;

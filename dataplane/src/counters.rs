@@ -138,6 +138,9 @@ drop_reasons! {
     NeighbourTimeout => "neighbour_timeout",
     /// The queue of packets waiting for ARP resolution is full.
     NeighbourQueueFull => "neighbour_queue_full",
+    /// A new flow's key found no free conntrack index entry within the
+    /// probe bound of its home, and no flow there could be early-dropped.
+    ConntrackCrowded => "conntrack_crowded",
 }
 
 impl std::fmt::Display for DropReason {

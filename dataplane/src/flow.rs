@@ -9,7 +9,17 @@
 //! layout, so two Portico processes (or two builds on different machines) hash
 //! the same tuple to the same value. Maglev relies on this to make several
 //! gateways behind ECMP choose the same backend without sharing state.
+//!
+//! The tables a sender can fill with tuples of its choosing (the conntrack
+//! index, the ClientIP affinity table, the SNAT quarantine) must not be
+//! placed by that public function: precomputed colliding tuples would make
+//! every lookup walk one long cluster (a hash flood). They use a
+//! [`TableHasher`] instead: xxh3-64 keyed with a per-process random secret
+//! (XXH3's custom-secret mode), the same on every worker of the process, and
+//! unknown outside it. The two never mix: Maglev and steering use
+//! `stable_hash`, table placement uses `TableHasher::hash`.
 
+use std::io::{self, Read};
 use std::net::Ipv4Addr;
 
 /// Fixed seed of every stable hash in the dataplane. Changing it changes the
@@ -139,6 +149,64 @@ pub fn stable_addr_hash(addr: Ipv4Addr) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(&addr.octets(), STABLE_HASH_SEED)
 }
 
+/// Bytes of a [`TableHasher`] secret (XXH3's default secret size; at least
+/// `XXH3_SECRET_SIZE_MIN`, 136).
+pub const TABLE_SECRET_LEN: usize = 192;
+
+/// The keyed hash that places flows in the per-worker tables (see the
+/// module docs). Cheap to copy into each table that needs it; the secret
+/// is never printed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TableHasher {
+    secret: [u8; TABLE_SECRET_LEN],
+}
+
+impl TableHasher {
+    /// A hasher with a secret from the kernel's random source
+    /// (`/dev/urandom`), for a gateway process.
+    pub fn random() -> io::Result<Self> {
+        let mut secret = [0u8; TABLE_SECRET_LEN];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut secret)?;
+        Ok(TableHasher { secret })
+    }
+
+    /// A hasher whose secret is derived from `seed` (SplitMix64): for tests,
+    /// benches and simulations that must be reproducible, never for a
+    /// gateway facing traffic.
+    pub fn from_seed(seed: u64) -> Self {
+        let mut secret = [0u8; TABLE_SECRET_LEN];
+        let mut z = seed;
+        for chunk in secret.chunks_mut(8) {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^= x >> 31;
+            chunk.copy_from_slice(x.to_le_bytes().get(..chunk.len()).unwrap_or_default());
+        }
+        TableHasher { secret }
+    }
+
+    /// Where `key` goes in a table: keyed xxh3-64 of [`FlowKey::to_bytes`].
+    #[inline]
+    pub fn hash(&self, key: &FlowKey) -> u64 {
+        xxhash_rust::xxh3::xxh3_64_with_secret(&key.to_bytes(), &self.secret)
+    }
+
+    /// Where an arbitrary short byte string goes (the affinity table's
+    /// service + client address).
+    #[inline]
+    pub fn hash_bytes(&self, bytes: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64_with_secret(bytes, &self.secret)
+    }
+}
+
+impl std::fmt::Debug for TableHasher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TableHasher { secret: <hidden> }")
+    }
+}
+
 impl std::fmt::Display for FlowKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -164,6 +232,34 @@ mod tests {
         );
         assert_eq!(k.reversed().reversed(), k);
         assert_ne!(k.stable_hash(), k.reversed().stable_hash());
+    }
+
+    #[test]
+    fn table_hashers_differ_by_secret_and_hide_it() {
+        let k = FlowKey::new(
+            Proto::Tcp,
+            Ipv4Addr::new(10, 0, 0, 1),
+            40000,
+            Ipv4Addr::new(10, 0, 0, 2),
+            80,
+        );
+        let a = TableHasher::random().expect("urandom");
+        let b = TableHasher::random().expect("urandom");
+        assert_ne!(
+            a.hash(&k),
+            b.hash(&k),
+            "two processes place flows differently"
+        );
+        assert_ne!(a.hash(&k), k.stable_hash(), "not the public hash");
+        assert_eq!(
+            TableHasher::from_seed(7).hash(&k),
+            TableHasher::from_seed(7).hash(&k)
+        );
+        assert_ne!(
+            TableHasher::from_seed(7).hash(&k),
+            TableHasher::from_seed(8).hash(&k)
+        );
+        assert_eq!(format!("{a:?}"), "TableHasher { secret: <hidden> }");
     }
 
     #[test]

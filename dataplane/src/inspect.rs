@@ -315,7 +315,7 @@ impl InspectServer {
             }
             Query::Lookup { key, affinity: pin } => {
                 let flow = ct
-                    .lookup(&key, key.stable_hash())
+                    .lookup(&key, ct.hash(&key))
                     .map(|(id, dir)| (ct.flow(id), dir))
                     .filter(|(f, _)| f.is_live() && !f.is_expired(now_ms))
                     .map(|(f, dir)| (FlowEntry::of(f, self.worker, now_ms), dir));
@@ -350,7 +350,7 @@ impl InspectServer {
 mod tests {
     use super::*;
     use crate::conntrack::{ConntrackConfig, FlowInit};
-    use crate::flow::Proto;
+    use crate::flow::{Proto, TableHasher};
 
     fn key(i: u32) -> (FlowKey, FlowKey) {
         let client = Ipv4Addr::from(0xc633_6400 + i);
@@ -366,7 +366,11 @@ mod tests {
     }
 
     fn table(n: u32, capacity: u32) -> Conntrack {
-        let mut ct = Conntrack::new(ConntrackConfig::with_capacity(capacity)).expect("table");
+        let mut ct = Conntrack::new(
+            ConntrackConfig::with_capacity(capacity),
+            TableHasher::from_seed(9),
+        )
+        .expect("table");
         for i in 0..n {
             let (orig, reply) = key(i);
             ct.insert(
@@ -379,8 +383,8 @@ mod tests {
                     client_port: 0,
                     snat: true,
                 },
-                orig.stable_hash(),
-                reply.stable_hash(),
+                ct.hash(&orig),
+                ct.hash(&reply),
                 crate::wire::tcp::flags::SYN,
                 5_000,
             )
@@ -396,7 +400,7 @@ mod tests {
         let worker = {
             let stop = std::sync::Arc::clone(&stop);
             std::thread::spawn(move || {
-                let affinity = AffinityTable::new(16);
+                let affinity = AffinityTable::new(16, TableHasher::from_seed(9));
                 let mut polls = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     server.serve(&ct, &affinity, 7_500);
@@ -470,7 +474,7 @@ mod tests {
     #[test]
     fn lookups_find_either_direction_and_answer_in_one_poll() {
         let ct = table(10, 64);
-        let affinity = AffinityTable::new(16);
+        let affinity = AffinityTable::new(16, TableHasher::from_seed(9));
         let (mut client, mut server) = mailbox(0);
         let (orig, reply) = key(4);
         for (k, want) in [(orig, Some(Dir::Original)), (reply, Some(Dir::Reply))] {
@@ -538,7 +542,7 @@ mod tests {
         let (mut client, mut server) = mailbox(1);
         let ct = table(0, 64);
         let worker = std::thread::spawn(move || {
-            let affinity = AffinityTable::new(16);
+            let affinity = AffinityTable::new(16, TableHasher::from_seed(9));
             // Serve until the stall query has been answered and slept.
             loop {
                 let start = Instant::now();
@@ -558,7 +562,7 @@ mod tests {
         let (mut client, mut server) = mailbox(2);
         let ct = table(0, 64);
         let t = std::thread::spawn(move || {
-            let affinity = AffinityTable::new(16);
+            let affinity = AffinityTable::new(16, TableHasher::from_seed(9));
             while server.serve(&ct, &affinity, 0) == 0 {
                 std::thread::yield_now();
             }

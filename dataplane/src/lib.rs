@@ -63,6 +63,7 @@ pub mod conntrack;
 pub mod counters;
 pub mod driver;
 pub mod flow;
+pub mod fuzz_harness;
 pub mod handoff;
 pub mod inspect;
 pub mod maglev;

@@ -74,8 +74,10 @@ pub struct PacketMeta {
     pub icmp_code: u8,
     /// The 5-tuple (inner tuple for ICMP errors). Unspecified for ARP.
     pub key: FlowKey,
-    /// `key.stable_hash()`, computed once here and reused by conntrack and
-    /// Maglev.
+    /// The table hash of `key` (the worker's keyed
+    /// [`TableHasher`](crate::flow::TableHasher)), computed once at parse
+    /// and reused by every conntrack lookup of the packet. Not Maglev's
+    /// hash: backend selection uses the public `key.stable_hash()`.
     pub hash: u64,
     pub verdict: Verdict,
 }

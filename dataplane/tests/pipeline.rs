@@ -38,7 +38,7 @@ fn flow_of(
 ) -> dataplane::conntrack::Flow {
     let key = FlowKey::new(proto, CLIENT, sport, dst, dport);
     let ct = gw.worker.pipeline().conntrack();
-    let (id, dir) = ct.lookup(&key, key.stable_hash()).expect("flow tracked");
+    let (id, dir) = ct.lookup(&key, ct.hash(&key)).expect("flow tracked");
     assert_eq!(dir, Dir::Original);
     *ct.flow(id)
 }
@@ -96,7 +96,7 @@ fn open_tcp(gw: &mut Gateway, dst: Ipv4Addr, dport: u16) -> dataplane::conntrack
 fn tcp_state(gw: &Gateway, dst: Ipv4Addr, dport: u16) -> Option<TcpState> {
     let key = FlowKey::new(Proto::Tcp, CLIENT, CPORT, dst, dport);
     let ct = gw.worker.pipeline().conntrack();
-    ct.lookup(&key, key.stable_hash())
+    ct.lookup(&key, ct.hash(&key))
         .and_then(|(id, _)| ct.flow(id).tcp_state())
 }
 
@@ -639,7 +639,7 @@ fn terminating_endpoints_serve_only_when_nothing_is_ready() {
 fn flow_of_port(gw: &Gateway, sport: u16) -> dataplane::conntrack::Flow {
     let key = FlowKey::new(Proto::Tcp, CLIENT, sport, VIP, 80);
     let ct = gw.worker.pipeline().conntrack();
-    let (id, _) = ct.lookup(&key, key.stable_hash()).expect("tracked");
+    let (id, _) = ct.lookup(&key, ct.hash(&key)).expect("tracked");
     *ct.flow(id)
 }
 

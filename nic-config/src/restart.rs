@@ -393,6 +393,7 @@ mod tests {
                         retry_period_ms: 1,
                         identity: None,
                     },
+                    external_ip_cidrs: Vec::new(),
                 });
             }),
             ("maglev", false, |p| p.dataplane.maglev_table_size = 251),

@@ -179,6 +179,13 @@ pub struct KubernetesSection {
     /// Status PATCHes and Events in flight at most, `1..=256`. Default 8.
     #[serde(default = "default_status_writes_in_flight")]
     pub status_writes_in_flight: u64,
+    /// CIDRs (`"203.0.113.0/24"`) a Service's `spec.externalIPs` may come
+    /// from. Anyone who can create a Service can ask for any externalIP, and
+    /// Portico would answer ARP for it, so by default none is served (what
+    /// Kubernetes' DenyServiceExternalIPs admission plugin intends); a
+    /// Service asking for one outside these gets a Warning Event.
+    #[serde(default)]
+    pub external_ip_cidrs: Vec<String>,
 }
 
 impl Default for KubernetesSection {
@@ -198,6 +205,7 @@ impl Default for KubernetesSection {
             status_writes_per_s: default_status_writes_per_s(),
             status_write_burst: default_status_write_burst(),
             status_writes_in_flight: default_status_writes_in_flight(),
+            external_ip_cidrs: Vec::new(),
         }
     }
 }

@@ -1409,3 +1409,51 @@ fn neighbour_table_capacity_rounds_up_to_a_power_of_two() {
         (1024, 1024, 5_000)
     );
 }
+
+#[test]
+fn external_ip_cidrs_are_networks_and_default_to_none() {
+    let plan = parse(BASE).unwrap_or_else(|e| panic!("{e}"));
+    let k = plan.kubernetes.as_ref().expect("kubernetes");
+    assert!(
+        k.external_ip_cidrs.is_empty(),
+        "no externalIP served by default"
+    );
+    assert!(
+        plan.to_string().contains("externalIPs: none served"),
+        "{plan}"
+    );
+
+    let plan = parse(&edit(&[(
+        "serve_unclassed = true\n",
+        "serve_unclassed = true\nexternal_ip_cidrs = [\"203.0.113.0/24\", \"198.18.0.0/15\"]\n",
+    )]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cidrs: Vec<String> = plan
+        .kubernetes
+        .as_ref()
+        .expect("kubernetes")
+        .external_ip_cidrs
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(cidrs, ["203.0.113.0/24", "198.18.0.0/15"]);
+
+    // Every bad entry is named at once.
+    let found = problems(&edit(&[(
+        "serve_unclassed = true\n",
+        "serve_unclassed = true\nexternal_ip_cidrs = [\"203.0.113.7/24\", \"nope\", \"10.0.0.0/8\"]\n",
+    )]));
+    let paths: Vec<&str> = found.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "kubernetes.external_ip_cidrs[0]",
+            "kubernetes.external_ip_cidrs[1]"
+        ],
+        "{found:?}"
+    );
+    assert!(
+        found[0].reason.contains("the network is 203.0.113.0/24"),
+        "{found:?}"
+    );
+}

@@ -307,6 +307,23 @@ fn flows_lists_open_connections_with_the_backends_that_serve_them() {
     let limited: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(limited["flows"].as_array().map(Vec::len), Some(2));
     assert_eq!(limited["truncated"], true);
+    // --limit is capped: the CLI refuses a larger one, and so does the
+    // gateway when a client asks over the socket directly.
+    let out = portico(&["flows", "--limit", "100001", "--admin-socket", socket]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("outside 1..=100000"),
+        "{out:?}"
+    );
+    let huge: Result<(String, portico::admin::FlowsReport), _> = portico::admin::ask(
+        Path::new(socket),
+        &portico::admin::Request::Flows(portico::admin::FlowsQuery {
+            limit: 10_000_000,
+            ..Default::default()
+        }),
+    );
+    let answer = format!("{huge:?}");
+    assert!(answer.contains("above the maximum of 100000"), "{answer}");
     // An unknown service is an error, not an empty list.
     let out = portico(&["flows", "--service", "nope", "--admin-socket", socket]);
     assert!(!out.status.success());

@@ -18,7 +18,7 @@
 //!   asking the owning worker for the tracked flow with the packet's key and
 //!   for the client's affinity pin.
 
-use super::protocol::{FlowRow, FlowsQuery, FlowsReport};
+use super::protocol::{FlowRow, FlowsQuery, FlowsReport, MAX_FLOW_LIMIT};
 use crate::simulate::{FlowSpec, Outcome, SimContext, simulate_in};
 use dataplane::conntrack::Dir;
 use dataplane::inspect::{
@@ -187,6 +187,12 @@ impl LiveAdmin {
             })?),
         };
         let filter = FlowFilter { service, backend };
+        if query.limit > MAX_FLOW_LIMIT {
+            return Err(format!(
+                "limit {} is above the maximum of {MAX_FLOW_LIMIT} flows per listing (filter by --service or --backend)",
+                query.limit
+            ));
+        }
         let limit = query.limit;
         let mut report = FlowsReport {
             generation: snap.generation,

@@ -38,6 +38,7 @@
 //! server and client), `metrics` (the Prometheus endpoint), `control`
 //! (the control plane's measurements), `drop_log` and [`live`].
 
+mod connections;
 mod control;
 mod drop_log;
 pub mod live;
@@ -56,7 +57,9 @@ pub use dataplane::driver::{PortCounters, PortStatsCell};
 pub use drop_log::{DEFAULT_DROP_LOG_INTERVAL_MS, DropLog};
 pub use live::{LiveAdmin, LiveOutcome};
 pub use metrics::{CONTENT_TYPE, DEFAULT_METRICS_ADDR, MetricsError, MetricsServer, encode_report};
-pub use protocol::{DEFAULT_FLOW_LIMIT, FlowRow, FlowsQuery, FlowsReport, Request, handle};
+pub use protocol::{
+    DEFAULT_FLOW_LIMIT, FlowRow, FlowsQuery, FlowsReport, MAX_FLOW_LIMIT, Request, handle,
+};
 pub use render::{BgpTable, Rates, ServicesTable};
 pub use report::{
     BackendReport, BgpPeerReport, BgpReport, CounterReport, ListenerReport, NeighbourReport,
@@ -64,6 +67,6 @@ pub use report::{
     service_reports, snat_reports, sum_workers,
 };
 pub use socket::{
-    AdminError, AdminLimits, AdminServer, ClientError, DEFAULT_MAX_CONNECTIONS, DEFAULT_SOCKET,
-    Handler, ask, fetch,
+    AccessError, AdminAccess, AdminError, AdminLimits, AdminServer, ClientError,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_SOCKET, Handler, ask, fetch,
 };

@@ -39,6 +39,10 @@ pub struct FlowsQuery {
 
 /// Default `--limit` of `portico flows`.
 pub const DEFAULT_FLOW_LIMIT: usize = 1000;
+/// Largest `--limit` served: one answer holds at most this many entries
+/// (~20 MB of JSON), so no request makes the gateway build an answer the
+/// size of a million-flow table. A larger one is refused with an error.
+pub const MAX_FLOW_LIMIT: usize = 100_000;
 
 /// An error answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,8 +9,10 @@
 //!   `allocateLoadBalancerNodePorts: false`; only Services of Portico's
 //!   `loadBalancerClass`, or unclassed ones when `serve_unclassed`;
 //! * `type: NodePort`: `nodePort` on every node address;
-//! * `spec.externalIPs` (any type): listeners of kind `ExternalIp`, except on
-//!   the gateway's own node/SNAT addresses;
+//! * `spec.externalIPs` (any type): listeners of kind `ExternalIp`, only
+//!   inside `[kubernetes] external_ip_cidrs` (default: none — any tenant may
+//!   write any externalIP, as Kubernetes' DenyServiceExternalIPs admission
+//!   plugin warns) and never on the gateway's own node/SNAT addresses;
 //! * `type: ClusterIP` without externalIPs, headless (`clusterIP: None`) and
 //!   `type: ExternalName` are ignored, with a reason;
 //! * ports: TCP and UDP (absent protocol = TCP); SCTP and others are skipped
@@ -44,7 +46,7 @@ use dataplane::snapshot::{
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use nic_config::{AddressRole, Plan};
+use nic_config::{AddressRole, Ipv4Prefix, Plan};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -68,6 +70,9 @@ pub struct ModelConfig {
     pub gateway_addresses: Vec<Ipv4Addr>,
     /// Fate of an established TCP flow whose backend left.
     pub tcp_backend_gone: BackendGonePolicy,
+    /// Where `spec.externalIPs` may be (`[kubernetes] external_ip_cidrs`);
+    /// empty: nowhere.
+    pub external_ip_cidrs: Vec<Ipv4Prefix>,
 }
 
 impl ModelConfig {
@@ -92,6 +97,7 @@ impl ModelConfig {
             node_addresses,
             gateway_addresses,
             tcp_backend_gone: BackendGonePolicy::Drop,
+            external_ip_cidrs: k.external_ip_cidrs.clone(),
         })
     }
 }
@@ -170,6 +176,8 @@ pub enum Skip {
     BadExternalIp { text: String },
     /// An externalIP that is one of the gateway's own addresses.
     ExternalIpIsGatewayAddress { ip: Ipv4Addr },
+    /// An externalIP outside `[kubernetes] external_ip_cidrs`.
+    ExternalIpNotAllowed { ip: Ipv4Addr },
 }
 
 impl fmt::Display for Skip {
@@ -189,6 +197,10 @@ impl fmt::Display for Skip {
             Skip::ExternalIpIsGatewayAddress { ip } => {
                 write!(f, "externalIP {ip} is one of the gateway's own addresses")
             }
+            Skip::ExternalIpNotAllowed { ip } => write!(
+                f,
+                "externalIP {ip} is outside the CIDRs this gateway serves externalIPs from ([kubernetes] external_ip_cidrs); not announced or served"
+            ),
         }
     }
 }
@@ -263,6 +275,9 @@ pub fn service_specs(
         match text.trim().parse::<Ipv4Addr>() {
             Ok(ip) if cfg.gateway_addresses.binary_search(&ip).is_ok() => {
                 skipped.push(Skip::ExternalIpIsGatewayAddress { ip });
+            }
+            Ok(ip) if !cfg.external_ip_cidrs.iter().any(|c| c.contains(ip)) => {
+                skipped.push(Skip::ExternalIpNotAllowed { ip });
             }
             Ok(ip) => external_ips.push(ip),
             Err(_) => skipped.push(Skip::BadExternalIp { text: text.clone() }),

@@ -16,6 +16,7 @@ fn cfg() -> ModelConfig {
             Ipv4Addr::new(192, 0, 2, 3),
         ],
         tcp_backend_gone: BackendGonePolicy::Reset,
+        external_ip_cidrs: vec!["198.51.100.0/24".parse().expect("cidr")],
     }
 }
 
@@ -214,6 +215,20 @@ fn cases() -> Vec<Case> {
                 "ns/web:http/tcp [198.51.100.8:80 ext, 198.51.100.9:80 ext] -> [10.0.0.1:8080 ready]",
                 "skip: externalIP 192.0.2.3 is one of the gateway's own addresses",
                 "skip: externalIP \"nope\" is not an IPv4 address",
+            ],
+        },
+        Case {
+            what: "externalIPs outside external_ip_cidrs are left out",
+            spec: json!({
+                "type": "ClusterIP",
+                "externalIPs": ["203.0.113.7", "198.51.100.8"],
+                "ports": [{ "name": "http", "port": 80 }],
+            }),
+            slices: one_ready(),
+            vips: &[VIP],
+            want: &[
+                "ns/web:http/tcp [198.51.100.8:80 ext] -> [10.0.0.1:8080 ready]",
+                "skip: externalIP 203.0.113.7 is outside the CIDRs this gateway serves externalIPs from ([kubernetes] external_ip_cidrs); not announced or served",
             ],
         },
         Case {

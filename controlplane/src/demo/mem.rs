@@ -156,9 +156,14 @@ impl Demo {
 }
 
 fn key_of(frame: &[u8], port: u8) -> anyhow::Result<FlowKey> {
-    parse_frame(frame, port, false)
-        .map(|m| m.key)
-        .map_err(|r| anyhow::anyhow!("gateway emitted a frame the parser rejects: {r}"))
+    parse_frame(
+        frame,
+        port,
+        false,
+        &dataplane::flow::TableHasher::from_seed(0),
+    )
+    .map(|m| m.key)
+    .map_err(|r| anyhow::anyhow!("gateway emitted a frame the parser rejects: {r}"))
 }
 
 /// The backends' side: answer each delivered segment with `flags`/`payload`.
@@ -224,6 +229,7 @@ pub fn run(args: &MemDemoArgs) -> anyhow::Result<()> {
                 },
                 affinity_capacity: 4096,
                 seed: 7,
+                table_hasher: dataplane::flow::TableHasher::from_seed(7),
             },
             batch_size: 64,
             idle: IdlePolicy::Adaptive,

@@ -12,8 +12,8 @@ use super::reload::{ReloadDecision, ReloadOutcome, decide};
 use super::stats::StatsSource;
 use crate::admin::live::TEST_HOOKS_ENV;
 use crate::admin::{
-    AdminServer, BgpReport, ControlPlaneMetrics, DEFAULT_DROP_LOG_INTERVAL_MS, DropLog, LiveAdmin,
-    MetricsServer,
+    AdminAccess, AdminLimits, AdminServer, BgpReport, ControlPlaneMetrics,
+    DEFAULT_DROP_LOG_INTERVAL_MS, DropLog, LiveAdmin, MetricsServer,
 };
 use crate::simulate::SimContext;
 use crate::source::kube::{KubeSource, KubeSourceParts, KubeSourceStats};
@@ -90,6 +90,7 @@ impl Gateway {
         plan: Plan,
         config_path: &Path,
         admin_socket: &Path,
+        admin_access: AdminAccess,
         metrics_addr: Option<SocketAddr>,
     ) -> Result<Self, GatewayError> {
         let driver = gateway_driver(&plan)?;
@@ -183,9 +184,12 @@ impl Gateway {
         gateway.stats = Some(Arc::clone(&source));
         let admin = {
             let source = Arc::clone(&source);
-            AdminServer::start(admin_socket, move |request| {
-                crate::admin::handle(request, || source.report(), &live)
-            })?
+            AdminServer::start_with(
+                admin_socket,
+                AdminLimits::default(),
+                admin_access,
+                move |request| crate::admin::handle(request, || source.report(), &live),
+            )?
         };
         info!(socket = %admin.path().display(), "admin socket listening");
         gateway.admin = Some(admin);

@@ -140,6 +140,8 @@ pub enum GatewayError {
     Kube(#[from] KubeSourceError),
     #[error("the Kubernetes source stopped unexpectedly")]
     KubeSourceDied,
+    #[error("reading /dev/urandom for the flow tables' hash key: {0}")]
+    Random(#[source] std::io::Error),
     #[error("starting the BGP speaker's runtime: {0}")]
     BgpRuntime(std::io::Error),
 }

@@ -59,6 +59,9 @@ impl Gateway {
         let neighbours = Arc::clone(&self.neighbours);
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), WorkerStartError>)>();
         let mut cells = Vec::with_capacity(workers);
+        // One secret per process for every worker's tables: the conntrack,
+        // affinity and quarantine placement nobody outside can predict.
+        let table_hasher = dataplane::flow::TableHasher::random().map_err(GatewayError::Random)?;
         for w in 0..workers {
             let core = self.plan.dataplane.cores.get(w).copied();
             let (inspect_client, inspect_server) = dataplane::inspect::mailbox(w as u8);
@@ -76,6 +79,7 @@ impl Gateway {
             // the same tuples do not come back in the same order and land on
             // the backends' TIME_WAIT sockets of the previous run.
             config.pipeline.seed ^= process_seed();
+            config.pipeline.table_hasher = table_hasher;
             let ctx = WorkerContext {
                 worker: w,
                 core,

@@ -7,6 +7,7 @@
 
 use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
+use dataplane::flow::TableHasher;
 use dataplane::snapshot::{
     AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec,
 };
@@ -139,6 +140,9 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
             },
             affinity_capacity: d.affinity_capacity,
             seed: 0x7061_7274_6963_6f00 ^ worker as u64,
+            // Fixed here (`portico simulate` reproduces a run); the gateway
+            // replaces both with random ones per process.
+            table_hasher: TableHasher::from_seed(0x7061_7274_6963_6f00),
         },
         batch_size: d.batch_size,
         idle: d.idle.to_dataplane(),

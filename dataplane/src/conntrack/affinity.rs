@@ -9,14 +9,16 @@
 //! stable; the table only pins clients across backend-set changes.
 //!
 //! Invariants: storage is allocated once (`capacity` entries); the table
-//! never grows. When it is full, an insert first reclaims an expired entry
+//! never grows. Entries are placed with the process's keyed
+//! [`TableHasher`] (a sender picks its own source addresses; a public hash
+//! would let it flood one bucket). When it is full, an insert first reclaims an expired entry
 //! found by a bounded scan, else it is refused (`inserts_refused`), which only
 //! costs stickiness, never a packet.
 
+use crate::flow::TableHasher;
 use crate::snapshot::{BackendId, ServiceId};
 use hashbrown::HashTable;
 use std::net::Ipv4Addr;
-use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 const SCAN_ON_FULL: usize = 32;
 
@@ -38,19 +40,17 @@ pub struct AffinityTable {
     cursor: usize,
     /// Inserts refused because the table was full of live entries.
     pub inserts_refused: u64,
+    hasher: TableHasher,
 }
 
-fn hash(service: ServiceId, client: Ipv4Addr) -> u64 {
+fn hash(hasher: &TableHasher, service: ServiceId, client: Ipv4Addr) -> u64 {
     let c = client.octets();
     let s = service.to_be_bytes();
-    xxh3_64_with_seed(
-        &[s[0], s[1], s[2], s[3], c[0], c[1], c[2], c[3]],
-        crate::flow::STABLE_HASH_SEED,
-    )
+    hasher.hash_bytes(&[s[0], s[1], s[2], s[3], c[0], c[1], c[2], c[3]])
 }
 
 impl AffinityTable {
-    pub fn new(capacity: u32) -> Self {
+    pub fn new(capacity: u32, hasher: TableHasher) -> Self {
         let capacity = capacity.max(1) as usize;
         let blank = Entry {
             service: 0,
@@ -67,6 +67,7 @@ impl AffinityTable {
             index: HashTable::with_capacity(capacity * 2),
             cursor: 0,
             inserts_refused: 0,
+            hasher,
         }
     }
 
@@ -91,7 +92,7 @@ impl AffinityTable {
     /// The client's pinned backend if the entry is still live at `now_ms`.
     #[inline]
     pub fn lookup(&self, service: ServiceId, client: Ipv4Addr, now_ms: u64) -> Option<BackendId> {
-        let i = self.find(service, client, hash(service, client))?;
+        let i = self.find(service, client, hash(&self.hasher, service, client))?;
         let e = &self.slots[i as usize];
         (e.expires_ms > now_ms).then_some(e.backend)
     }
@@ -105,7 +106,7 @@ impl AffinityTable {
         timeout_ms: u64,
         now_ms: u64,
     ) {
-        let h = hash(service, client);
+        let h = hash(&self.hasher, service, client);
         let expires_ms = now_ms.saturating_add(timeout_ms);
         if let Some(i) = self.find(service, client, h) {
             let e = &mut self.slots[i as usize];
@@ -127,10 +128,10 @@ impl AffinityTable {
             expires_ms,
             live: true,
         };
-        let slots = &self.slots;
+        let (slots, hasher) = (&self.slots, &self.hasher);
         self.index.insert_unique(h, i, |&j| {
             let e = &slots[j as usize];
-            hash(e.service, e.client)
+            hash(hasher, e.service, e.client)
         });
     }
 
@@ -144,7 +145,7 @@ impl AffinityTable {
             self.cursor = (self.cursor + 1) % n;
             let e = self.slots[i];
             if e.live && e.expires_ms <= now_ms {
-                let h = hash(e.service, e.client);
+                let h = hash(&self.hasher, e.service, e.client);
                 if let Ok(entry) = self.index.find_entry(h, |&j| j as usize == i) {
                     entry.remove();
                 }
@@ -166,7 +167,7 @@ mod tests {
 
     #[test]
     fn entry_lives_until_timeout_and_is_refreshed_by_upsert() {
-        let mut t = AffinityTable::new(8);
+        let mut t = AffinityTable::new(8, TableHasher::from_seed(2));
         t.upsert(1, C1, 7, 10_000, 0);
         assert_eq!(t.lookup(1, C1, 9_999), Some(7));
         assert_eq!(t.lookup(2, C1, 0), None, "per service");
@@ -179,7 +180,7 @@ mod tests {
 
     #[test]
     fn full_table_reclaims_expired_entries_then_refuses() {
-        let mut t = AffinityTable::new(2);
+        let mut t = AffinityTable::new(2, TableHasher::from_seed(2));
         t.upsert(1, C1, 1, 100, 0);
         t.upsert(1, C2, 2, 1_000, 0);
         t.upsert(1, Ipv4Addr::new(198, 51, 100, 3), 3, 1_000, 500);
@@ -192,7 +193,7 @@ mod tests {
 
     #[test]
     fn churn_never_grows_the_index() {
-        let mut t = AffinityTable::new(64);
+        let mut t = AffinityTable::new(64, TableHasher::from_seed(2));
         let cap = t.index.capacity();
         for round in 0..10_000u32 {
             let c = Ipv4Addr::from(round.wrapping_mul(2_654_435_761));

@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! * `2^k` entries of 8 bytes, `tag << 32 | value`, where `tag` is the low
-//!   32 bits of the key's [`stable_hash`](crate::flow::FlowKey::stable_hash)
+//!   32 bits of the key's keyed hash ([`TableHasher`](crate::flow::TableHasher),
+//!   a per-process secret, so a sender cannot precompute colliding tuples)
 //!   and `value` the index entry. An empty entry is [`EMPTY`] (its value
 //!   `u32::MAX` is never a valid entry: slots are below 2^30).
 //! * Entries are grouped in 64-byte, 64-byte-aligned [`Line`]s, so a probe
@@ -24,6 +25,14 @@
 //!   are no tombstones and the probe sequences never degrade under churn.
 //! * Load factor is at most [`MAX_LOAD_PERCENT`]%: an unsuccessful lookup
 //!   reads ~1/(1-load)^2 / 2 entries on average, about one or two lines.
+//! * **Bounded probing**: no entry lies more than [`MAX_PROBE`] - 1 entries
+//!   after its home ([`Index::insert`] refuses with [`IndexFull::Crowded`]
+//!   rather than go further; backward-shift deletion only moves entries
+//!   towards their homes), so every lookup reads at most [`MAX_PROBE`]
+//!   entries (8 lines) whatever the keys — the worst case a hash flood can
+//!   force. With the keyed hash at <= 70% load a run that long is
+//!   astronomically rare; the caller answers a refusal with its own early
+//!   drop in that window ([`Index::window`]).
 //!
 //! Nothing here allocates after construction, locks, or panics.
 
@@ -33,6 +42,9 @@ pub(super) const EMPTY: u64 = u64::MAX;
 pub(super) const MAX_LOAD_PERCENT: usize = 70;
 /// Entries per 64-byte line.
 const LINE_ENTRIES: usize = 8;
+/// Longest probe sequence: an entry is at most `MAX_PROBE - 1` entries
+/// after its home.
+pub(super) const MAX_PROBE: usize = 8 * LINE_ENTRIES;
 
 /// One cache line of entries.
 #[derive(Clone, Copy, Debug)]
@@ -83,6 +95,15 @@ fn entry_value(entry: u64) -> u32 {
 /// Why the table could not be allocated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct IndexAllocError;
+
+/// Why [`Index::insert`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum IndexFull {
+    /// The table holds `max_len` entries.
+    Full,
+    /// No free entry within [`MAX_PROBE`] of the key's home.
+    Crowded,
+}
 
 impl Index {
     /// A table for at most `max_len` entries at no more than
@@ -163,8 +184,8 @@ impl Index {
     pub(super) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
         let tag = tag_of(hash);
         let mut pos = self.home(tag);
-        // At least one entry is empty, so this ends before wrapping around.
-        for _ in 0..=self.mask {
+        // No entry lies MAX_PROBE or more after its home.
+        for _ in 0..self.probe_len() {
             let e = self.get(pos);
             if e == EMPTY {
                 return None;
@@ -177,24 +198,42 @@ impl Index {
         None
     }
 
+    /// Entries a probe sequence may read: [`MAX_PROBE`], or the whole of a
+    /// smaller table.
+    #[inline(always)]
+    fn probe_len(&self) -> usize {
+        MAX_PROBE.min(self.mask + 1)
+    }
+
     /// Add `value` under `hash`. The caller guarantees the key is not
-    /// present. Returns false (and changes nothing) only when the table
-    /// already holds `max_len` entries.
-    pub(super) fn insert(&mut self, hash: u64, value: u32) -> bool {
+    /// present. Refuses (and changes nothing) when the table already holds
+    /// `max_len` entries, or when no entry within [`MAX_PROBE`] of the
+    /// key's home is free.
+    pub(super) fn insert(&mut self, hash: u64, value: u32) -> Result<(), IndexFull> {
         if self.len >= self.max_len {
-            return false;
+            return Err(IndexFull::Full);
         }
         let tag = tag_of(hash);
         let mut pos = self.home(tag);
-        for _ in 0..=self.mask {
+        for _ in 0..self.probe_len() {
             if self.get(pos) == EMPTY {
                 self.set(pos, u64::from(tag) << 32 | u64::from(value));
                 self.len += 1;
-                return true;
+                return Ok(());
             }
             pos = (pos + 1) & self.mask;
         }
-        false
+        Err(IndexFull::Crowded)
+    }
+
+    /// The values in `hash`'s probe window (the [`MAX_PROBE`] entries from
+    /// its home), where an early drop frees room for a refused insert.
+    pub(super) fn window(&self, hash: u64) -> impl Iterator<Item = u32> + '_ {
+        let home = self.home(tag_of(hash));
+        (0..self.probe_len())
+            .map(move |i| self.get((home + i) & self.mask))
+            .filter(|&e| e != EMPTY)
+            .map(entry_value)
     }
 
     /// Remove exactly the entry `value` stored under `hash` (by identity),
@@ -204,7 +243,7 @@ impl Index {
         let tag = tag_of(hash);
         let mut pos = self.home(tag);
         let mut found = None;
-        for _ in 0..=self.mask {
+        for _ in 0..self.probe_len() {
             let e = self.get(pos);
             if e == EMPTY {
                 break;
@@ -250,6 +289,11 @@ impl Index {
                 continue;
             }
             live += 1;
+            let displacement = pos.wrapping_sub(self.home(entry_tag(e))) & self.mask;
+            assert!(
+                displacement < MAX_PROBE,
+                "entry {pos} is {displacement} from home"
+            );
             let mut p = self.home(entry_tag(e));
             while p != pos {
                 assert_ne!(self.get(p), EMPTY, "gap on the probe path of {pos}");
@@ -294,9 +338,9 @@ mod tests {
         // Every hash has the same home and tag: one long cluster.
         let mut ix = Index::new(5).expect("alloc");
         for v in 0..5 {
-            assert!(ix.insert(0x1234, v));
+            assert_eq!(ix.insert(0x1234, v), Ok(()));
         }
-        assert!(!ix.insert(0x1234, 99));
+        assert_eq!(ix.insert(0x1234, 99), Err(IndexFull::Full));
         for v in 0..5 {
             assert_eq!(ix.find(0x1234, |x| x == v), Some(v));
         }
@@ -332,7 +376,7 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Insert(h) => {
-                        let ok = ix.insert(h, next);
+                        let ok = ix.insert(h, next).is_ok();
                         prop_assert_eq!(ok, model.len() < 11);
                         if ok {
                             model.insert(next, h);
@@ -356,5 +400,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn probing_is_bounded_and_a_crowded_home_is_refused() {
+        // One home for every key: the first MAX_PROBE fit, the next is
+        // refused although the table has room, and lookups stay exact.
+        let mut ix = Index::new(4 * MAX_PROBE).expect("alloc");
+        for v in 0..MAX_PROBE as u32 {
+            assert_eq!(ix.insert(0x40, v), Ok(()));
+        }
+        assert_eq!(ix.insert(0x40, 999), Err(IndexFull::Crowded));
+        assert_eq!(ix.len(), MAX_PROBE);
+        assert_eq!(ix.window(0x40).count(), MAX_PROBE);
+        assert_eq!(
+            ix.find(0x40, |v| v == MAX_PROBE as u32 - 1),
+            Some(MAX_PROBE as u32 - 1)
+        );
+        assert_eq!(ix.max_displacement(), MAX_PROBE - 1);
+        // Freeing one entry of the window makes room again.
+        assert!(ix.remove(0x40, 3));
+        assert_eq!(ix.insert(0x40, 999), Ok(()));
+        ix.check_invariants();
     }
 }

@@ -21,8 +21,12 @@
 //!   probe key with the slab record's orig or reply key. Every live flow has
 //!   exactly two entries; nothing else is in the index. It is sized for
 //!   `2 * capacity` entries at <= 70% load, allocated once, and never
-//!   resizes (see its module docs). Callers must pass exactly
-//!   `key.stable_hash()` as the hash: the index places entries by it.
+//!   resizes (see its module docs); no entry lies more than `MAX_PROBE`
+//!   (64) entries from its home, so a lookup reads at most 8 lines whatever
+//!   the keys. Callers must pass exactly [`Conntrack::hash`] of the key as
+//!   the hash: the index places entries by it. That hash is keyed with the
+//!   table's [`TableHasher`] (a per-process secret), not the public
+//!   `stable_hash`, so colliding tuples cannot be precomputed (hash flood).
 //!
 //! Records are 64-byte aligned ([`Flow`] is exactly one cache line), so a
 //! flow costs one cache miss at most.
@@ -80,9 +84,9 @@ pub use record::{Dir, Flow, FlowId, FlowState};
 pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
-use crate::flow::{FlowKey, Proto};
+use crate::flow::{FlowKey, Proto, TableHasher};
 use crate::wire::tcp::flags as tcp_bits;
-use index::Index;
+use index::{Index, IndexFull};
 use record::{FREE_FLOW, flag};
 
 /// Largest configurable capacity (`slot << 1 | dir` must fit in a `u32`).
@@ -141,6 +145,11 @@ pub enum InsertError {
     KeyExists,
     #[error("the flow id does not name a live flow")]
     UnknownFlow,
+    /// No room within the index's probe bound of a key's home, even after
+    /// an early drop there. `evicted`: the flow that early drop removed (its
+    /// SNAT tuple is the caller's to release, as with [`Inserted::evicted`]).
+    #[error("the index has no room near the key's home and no flow there could be early-dropped")]
+    Crowded { evicted: Option<Flow> },
 }
 
 /// What [`Conntrack::probe`] found: the first index entry with the key's
@@ -209,6 +218,8 @@ pub struct Conntrack {
     state_counts: [u32; FlowState::COUNT],
     /// Target of [`Conntrack::flow_mut`] for an id from another table.
     scratch: Flow,
+    /// Places keys in the index (keyed: see the module docs).
+    hasher: TableHasher,
 }
 
 impl std::fmt::Debug for Conntrack {
@@ -223,8 +234,9 @@ impl std::fmt::Debug for Conntrack {
 }
 
 impl Conntrack {
-    /// Validates `config` and allocates the slab, free list and index.
-    pub fn new(config: ConntrackConfig) -> Result<Self, ConntrackError> {
+    /// Validates `config` and allocates the slab, free list and index;
+    /// keys are placed with `hasher` (the process's [`TableHasher`]).
+    pub fn new(config: ConntrackConfig, hasher: TableHasher) -> Result<Self, ConntrackError> {
         let cap = config.capacity;
         if cap == 0 || cap > MAX_CAPACITY {
             return Err(ConntrackError::InvalidCapacity {
@@ -266,11 +278,25 @@ impl Conntrack {
             early_drop_scan: config.early_drop_scan,
             state_counts: [0; FlowState::COUNT],
             scratch: FREE_FLOW,
+            hasher,
         })
     }
 
+    /// Where `key` goes in this table (what every `hash` argument must be).
+    #[inline]
+    pub fn hash(&self, key: &FlowKey) -> u64 {
+        self.hasher.hash(key)
+    }
+
+    /// The keyed hash of this table (the parse stage computes each packet's
+    /// hash with it once).
+    #[inline]
+    pub fn hasher(&self) -> &TableHasher {
+        &self.hasher
+    }
+
     /// The flow and direction `key` belongs to. `hash` must be
-    /// `key.stable_hash()`. Pure: expired flows are returned too.
+    /// [`Conntrack::hash`]`(key)`. Pure: expired flows are returned too.
     #[inline]
     pub fn lookup(&self, key: &FlowKey, hash: u64) -> Option<(FlowId, Dir)> {
         let slab = &self.slab;
@@ -327,7 +353,7 @@ impl Conntrack {
         self.lookup(key, hash)
     }
 
-    /// Whether `key` (with `hash = key.stable_hash()`) is tracked.
+    /// Whether `key` (with `hash = self.hash(key)`) is tracked.
     #[inline]
     pub fn contains(&self, key: &FlowKey, hash: u64) -> bool {
         self.lookup(key, hash).is_some()
@@ -355,7 +381,7 @@ impl Conntrack {
 
     /// Tracks a new flow created by a packet with `tcp_flags` (0 for UDP and
     /// ICMP) at `now_ms`. `orig_hash`/`reply_hash` must be the keys'
-    /// `stable_hash()`.
+    /// [`Conntrack::hash`].
     ///
     /// TCP flows start in SYN_SENT on a SYN (see [`tcp`] for mid-stream
     /// pickup); UDP and ICMP flows start unreplied. When the table is full an
@@ -370,8 +396,8 @@ impl Conntrack {
         tcp_flags: u8,
         now_ms: u64,
     ) -> Result<Inserted, InsertError> {
-        debug_assert_eq!(orig_hash, init.orig.stable_hash(), "orig_hash");
-        debug_assert_eq!(reply_hash, init.reply.stable_hash(), "reply_hash");
+        debug_assert_eq!(orig_hash, self.hash(&init.orig), "orig_hash");
+        debug_assert_eq!(reply_hash, self.hash(&init.reply), "reply_hash");
         if init.orig == init.reply
             || self.contains(&init.orig, orig_hash)
             || self.contains(&init.reply, reply_hash)
@@ -421,12 +447,19 @@ impl Conntrack {
                 return Err(InsertError::Full);
             }
         }
-        // Cannot fail: at most two entries per flow, which the index is
-        // sized for, and the slot was free.
+        // Room in the index: at most two entries per flow, which it is
+        // sized for; but a probe window may be full (bounded probing).
         self.keys_added = self.keys_added.wrapping_add(1);
-        let indexed =
-            self.index.insert(orig_hash, slot << 1) && self.index.insert(reply_hash, slot << 1 | 1);
-        debug_assert!(indexed, "index sized for two entries per flow");
+        if let Err(full) = self.index_both(slot, orig_hash, reply_hash, now_ms, &mut evicted) {
+            if let Some(rec) = self.slab.get_mut(slot as usize) {
+                *rec = FREE_FLOW;
+            }
+            self.free.push(slot);
+            return Err(match full {
+                IndexFull::Full => InsertError::Full,
+                IndexFull::Crowded => InsertError::Crowded { evicted },
+            });
+        }
         self.count(state, true);
         Ok(Inserted {
             id: FlowId(slot),
@@ -524,15 +557,16 @@ impl Conntrack {
 
     /// Points the reply key of flow `id` at a new backend (e.g. re-selecting
     /// a UDP flow whose backend disappeared). `reply_hash` must be
-    /// `reply.stable_hash()`. Fails with `KeyExists` if another flow (or this
-    /// flow's original direction) uses `reply`; nothing changes on error.
+    /// [`Conntrack::hash`]`(reply)`. Fails with `KeyExists` if another flow
+    /// (or this flow's original direction) uses `reply`, with `Crowded` if
+    /// its probe window is full; nothing changes on error.
     pub fn rekey_reply(
         &mut self,
         id: FlowId,
         reply: FlowKey,
         reply_hash: u64,
     ) -> Result<(), InsertError> {
-        debug_assert_eq!(reply_hash, reply.stable_hash(), "reply_hash");
+        debug_assert_eq!(reply_hash, self.hash(&reply), "reply_hash");
         let slot = id.0;
         let Some(flow) = self.slab.get(id.index()).filter(|f| f.is_live()) else {
             return Err(InsertError::UnknownFlow);
@@ -544,14 +578,20 @@ impl Conntrack {
         if orig == reply || self.contains(&reply, reply_hash) {
             return Err(InsertError::KeyExists);
         }
-        self.unindex(slot << 1 | 1, old_reply.stable_hash());
+        self.unindex(slot << 1 | 1, self.hash(&old_reply));
+        self.keys_added = self.keys_added.wrapping_add(1);
+        if self.index.insert(reply_hash, slot << 1 | 1).is_err() {
+            // Crowded (the old entry's room is elsewhere): put it back.
+            let restored = self
+                .index
+                .insert(self.hasher.hash(&old_reply), slot << 1 | 1)
+                .is_ok();
+            debug_assert!(restored, "the old reply entry's window had room");
+            return Err(InsertError::Crowded { evicted: None });
+        }
         if let Some(rec) = self.slab.get_mut(id.index()) {
             rec.reply = reply;
         }
-        // Cannot fail: the flow's old reply entry was just removed.
-        self.keys_added = self.keys_added.wrapping_add(1);
-        let indexed = self.index.insert(reply_hash, slot << 1 | 1);
-        debug_assert!(indexed, "index sized for two entries per flow");
         Ok(())
     }
 
@@ -638,11 +678,48 @@ impl Conntrack {
         }
     }
 
+    /// Index the new flow in `slot` under both hashes. A crowded probe
+    /// window gets one early drop inside it (an expired or unassured flow
+    /// with an entry there, when no victim was evicted already) and one
+    /// more try; else the insert is refused and nothing stays indexed.
+    fn index_both(
+        &mut self,
+        slot: u32,
+        orig_hash: u64,
+        reply_hash: u64,
+        now_ms: u64,
+        evicted: &mut Option<Flow>,
+    ) -> Result<(), IndexFull> {
+        for (dir, hash) in [(0, orig_hash), (1, reply_hash)] {
+            let mut placed = self.index.insert(hash, slot << 1 | dir);
+            if placed == Err(IndexFull::Crowded) && evicted.is_none() {
+                let victim = self.index.window(hash).map(|e| e >> 1).find(|&s| {
+                    s != slot
+                        && self
+                            .slab
+                            .get(s as usize)
+                            .is_some_and(|f| f.is_live() && (f.is_expired(now_ms) || f.evictable()))
+                });
+                if let Some(victim) = victim {
+                    *evicted = self.unlink(victim);
+                    placed = self.index.insert(hash, slot << 1 | dir);
+                }
+            }
+            if let Err(full) = placed {
+                if dir == 1 {
+                    self.unindex(slot << 1, orig_hash);
+                }
+                return Err(full);
+            }
+        }
+        Ok(())
+    }
+
     /// Removes the live flow in `slot` from the index and the slab.
     fn unlink(&mut self, slot: u32) -> Option<Flow> {
         let flow = *self.slab.get(slot as usize).filter(|f| f.is_live())?;
-        self.unindex(slot << 1, flow.orig.stable_hash());
-        self.unindex(slot << 1 | 1, flow.reply.stable_hash());
+        self.unindex(slot << 1, self.hash(&flow.orig));
+        self.unindex(slot << 1 | 1, self.hash(&flow.reply));
         if let Some(rec) = self.slab.get_mut(slot as usize) {
             *rec = FREE_FLOW;
         }

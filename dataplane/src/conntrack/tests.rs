@@ -39,12 +39,12 @@ fn init(orig: FlowKey, reply: FlowKey) -> FlowInit {
 }
 
 fn table(capacity: u32) -> Conntrack {
-    Conntrack::new(ConntrackConfig::with_capacity(capacity)).expect("valid config")
+    Conntrack::new(ConntrackConfig::with_capacity(capacity), hasher()).expect("valid config")
 }
 
 fn add(ct: &mut Conntrack, proto: Proto, n: u32, flags: u8, now_ms: u64) -> FlowId {
     let (o, r) = keys(proto, n);
-    ct.insert(init(o, r), o.stable_hash(), r.stable_hash(), flags, now_ms)
+    ct.insert(init(o, r), th(&o), th(&r), flags, now_ms)
         .expect("insert")
         .id
 }
@@ -92,7 +92,7 @@ fn memory_per_flow_at_one_million_is_at_most_128_bytes() {
 fn config_validation() {
     let bad_caps = [0, MAX_CAPACITY + 1, u32::MAX];
     for capacity in bad_caps {
-        let err = Conntrack::new(ConntrackConfig::with_capacity(capacity)).unwrap_err();
+        let err = Conntrack::new(ConntrackConfig::with_capacity(capacity), hasher()).unwrap_err();
         assert_eq!(
             err,
             ConntrackError::InvalidCapacity {
@@ -104,7 +104,7 @@ fn config_validation() {
     let mut cfg = ConntrackConfig::with_capacity(16);
     cfg.timeouts.tcp_time_wait_ms = 0;
     assert_eq!(
-        Conntrack::new(cfg).unwrap_err(),
+        Conntrack::new(cfg, hasher()).unwrap_err(),
         ConntrackError::ZeroTimeout {
             name: "tcp_time_wait_ms"
         }
@@ -112,7 +112,7 @@ fn config_validation() {
     let mut cfg = ConntrackConfig::with_capacity(16);
     cfg.expiry_scan_per_poll = 0;
     assert_eq!(
-        Conntrack::new(cfg).unwrap_err(),
+        Conntrack::new(cfg, hasher()).unwrap_err(),
         ConntrackError::ZeroExpiryScan
     );
     let ct = table(1);
@@ -125,11 +125,11 @@ fn lookup_finds_both_directions_of_the_same_flow() {
     let mut ct = table(8);
     let (o, r) = keys(Proto::Tcp, 1);
     let id = add(&mut ct, Proto::Tcp, 1, SYN, 1_000);
-    assert_eq!(ct.lookup(&o, o.stable_hash()), Some((id, Dir::Original)));
-    assert_eq!(ct.lookup(&r, r.stable_hash()), Some((id, Dir::Reply)));
+    assert_eq!(ct.lookup(&o, th(&o)), Some((id, Dir::Original)));
+    assert_eq!(ct.lookup(&r, th(&r)), Some((id, Dir::Reply)));
     // The reversed keys are different tuples and are not tracked.
-    assert_eq!(ct.lookup(&o.reversed(), o.reversed().stable_hash()), None);
-    assert!(!ct.contains(&r.reversed(), r.reversed().stable_hash()));
+    assert_eq!(ct.lookup(&o.reversed(), th(&o.reversed())), None);
+    assert!(!ct.contains(&r.reversed(), th(&r.reversed())));
     let f = ct.flow(id);
     assert_eq!((f.orig(), f.reply()), (&o, &r));
     assert_eq!(f.key(Dir::Reply), &r);
@@ -146,10 +146,7 @@ fn snat_flag_is_recorded() {
     let (o, r) = keys(Proto::Udp, 1);
     let mut i = init(o, r);
     i.snat = false;
-    let id = ct
-        .insert(i, o.stable_hash(), r.stable_hash(), 0, 0)
-        .unwrap()
-        .id;
+    let id = ct.insert(i, th(&o), th(&r), 0, 0).unwrap().id;
     assert!(!ct.flow(id).snat());
 }
 
@@ -168,11 +165,11 @@ fn insert_with_an_existing_key_fails_without_changes() {
         (o2, o2), // both keys equal
     ];
     for (ko, kr) in cases {
-        let res = ct.insert(init(ko, kr), ko.stable_hash(), kr.stable_hash(), SYN, 2_000);
+        let res = ct.insert(init(ko, kr), th(&ko), th(&kr), SYN, 2_000);
         assert_eq!(res, Err(InsertError::KeyExists), "{ko} / {kr}");
         assert_eq!(ct.len(), 1);
         assert_eq!(*ct.flow(id), before);
-        assert_eq!(ct.lookup(&o2, o2.stable_hash()), None);
+        assert_eq!(ct.lookup(&o2, th(&o2)), None);
         check_no_leaks(&ct);
     }
 }
@@ -203,10 +200,10 @@ fn removed_ids_do_not_panic_and_do_not_double_free() {
     assert!(!ct.track_checked(foreign, Dir::Original, ACK, 1).valid);
     let (o, r) = keys(Proto::Tcp, 9);
     assert_eq!(
-        ct.rekey_reply(foreign, r, r.stable_hash()),
+        ct.rekey_reply(foreign, r, th(&r)),
         Err(InsertError::UnknownFlow)
     );
-    assert_eq!(ct.lookup(&o, o.stable_hash()), None);
+    assert_eq!(ct.lookup(&o, th(&o)), None);
 }
 
 impl TcpState {
@@ -402,7 +399,7 @@ fn state_counts_follow_every_change() {
 fn small_table(capacity: u32, early_drop_scan: u32) -> Conntrack {
     let mut cfg = ConntrackConfig::with_capacity(capacity);
     cfg.early_drop_scan = early_drop_scan;
-    Conntrack::new(cfg).expect("config")
+    Conntrack::new(cfg, hasher()).expect("config")
 }
 
 #[test]
@@ -417,25 +414,22 @@ fn early_drop_evicts_an_unreplied_flow_never_a_replied_one() {
     }
     let (o, r) = keys(Proto::Udp, 10);
     let got = ct
-        .insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, 20)
+        .insert(init(o, r), th(&o), th(&r), 0, 20)
         .expect("early drop");
     let victim = got.evicted.expect("evicted");
     assert_eq!(victim.orig(), &keys(Proto::Udp, 2).0);
     assert!(!victim.replied());
     assert_eq!(got.id, ids[2], "the new flow reuses the victim's slot");
     let (vo, vr) = keys(Proto::Udp, 2);
-    assert!(!ct.contains(&vo, vo.stable_hash()));
-    assert!(!ct.contains(&vr, vr.stable_hash()));
-    assert_eq!(
-        ct.lookup(&o, o.stable_hash()),
-        Some((got.id, Dir::Original))
-    );
+    assert!(!ct.contains(&vo, th(&vo)));
+    assert!(!ct.contains(&vr, th(&vr)));
+    assert_eq!(ct.lookup(&o, th(&o)), Some((got.id, Dir::Original)));
     check_no_leaks(&ct);
 
     // Now the newest flow is the only unreplied one: it is the next victim.
     let (o2, r2) = keys(Proto::Udp, 11);
     let got2 = ct
-        .insert(init(o2, r2), o2.stable_hash(), r2.stable_hash(), 0, 30)
+        .insert(init(o2, r2), th(&o2), th(&r2), 0, 30)
         .expect("early drop");
     assert_eq!(got2.evicted.map(|f| *f.orig()), Some(o));
 
@@ -444,12 +438,12 @@ fn early_drop_evicts_an_unreplied_flow_never_a_replied_one() {
     let (o3, r3) = keys(Proto::Udp, 12);
     let snapshot: Vec<Flow> = ct.iter().map(|(_, f)| *f).collect();
     assert_eq!(
-        ct.insert(init(o3, r3), o3.stable_hash(), r3.stable_hash(), 0, 40),
+        ct.insert(init(o3, r3), th(&o3), th(&r3), 0, 40),
         Err(InsertError::Full)
     );
     let after: Vec<Flow> = ct.iter().map(|(_, f)| *f).collect();
     assert_eq!(snapshot, after);
-    assert!(!ct.contains(&o3, o3.stable_hash()));
+    assert!(!ct.contains(&o3, th(&o3)));
     check_no_leaks(&ct);
 }
 
@@ -468,7 +462,7 @@ fn early_drop_prefers_an_expired_flow() {
     ct.track(ids[2], Dir::Reply, 0, now);
     let (o, r) = keys(Proto::Udp, 9);
     let got = ct
-        .insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, now)
+        .insert(init(o, r), th(&o), th(&r), 0, now)
         .expect("early drop");
     let victim = got.evicted.expect("evicted");
     assert_eq!(victim.orig(), &keys(Proto::Udp, 3).0);
@@ -484,11 +478,11 @@ fn early_drop_scan_is_bounded() {
         ct.track(id, Dir::Reply, 0, 0);
     }
     let (o, r) = keys(Proto::Udp, 20);
-    let res = ct.insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, 1);
+    let res = ct.insert(init(o, r), th(&o), th(&r), 0, 1);
     assert_eq!(res, Err(InsertError::Full), "window 0..4 has no victim");
     // The cursor moved on: the next attempt scans 4..8 and finds slot 7.
     let got = ct
-        .insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, 1)
+        .insert(init(o, r), th(&o), th(&r), 0, 1)
         .expect("second window");
     assert_eq!(got.evicted.map(|f| *f.orig()), Some(keys(Proto::Udp, 7).0));
 
@@ -497,7 +491,7 @@ fn early_drop_scan_is_bounded() {
     add(&mut off, Proto::Udp, 1, 0, 0);
     let (o, r) = keys(Proto::Udp, 5);
     assert_eq!(
-        off.insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, 1),
+        off.insert(init(o, r), th(&o), th(&r), 0, 1),
         Err(InsertError::Full),
         "early_drop_scan = 0 disables early drop"
     );
@@ -520,7 +514,7 @@ fn expire_is_bounded_and_eventually_removes_everything_expired() {
     let removed = ct.expire(now, 10, |f| seen.push(*f.orig()));
     assert_eq!(removed, 5, "10 slots scanned, every other one expired");
     assert_eq!(seen.len(), 5);
-    assert!(seen.iter().all(|k| !ct.contains(k, k.stable_hash())));
+    assert!(seen.iter().all(|k| !ct.contains(k, th(k))));
     let mut calls = 1;
     while ct.len() > 50 {
         let n = ct.expire(now, 10, |f| {
@@ -556,27 +550,18 @@ fn rekey_reply_moves_the_reply_key() {
     let (_, ra) = keys(Proto::Udp, 1);
     let (ob, rb) = keys(Proto::Udp, 2);
     let (_, fresh) = keys(Proto::Udp, 3);
-    assert_eq!(
-        ct.rekey_reply(a, rb, rb.stable_hash()),
-        Err(InsertError::KeyExists)
-    );
-    assert_eq!(
-        ct.rekey_reply(a, ob, ob.stable_hash()),
-        Err(InsertError::KeyExists)
-    );
-    assert_eq!(ct.rekey_reply(a, ra, ra.stable_hash()), Ok(()));
-    assert_eq!(ct.rekey_reply(a, fresh, fresh.stable_hash()), Ok(()));
-    assert_eq!(
-        ct.lookup(&fresh, fresh.stable_hash()),
-        Some((a, Dir::Reply))
-    );
-    assert_eq!(ct.lookup(&ra, ra.stable_hash()), None);
+    assert_eq!(ct.rekey_reply(a, rb, th(&rb)), Err(InsertError::KeyExists));
+    assert_eq!(ct.rekey_reply(a, ob, th(&ob)), Err(InsertError::KeyExists));
+    assert_eq!(ct.rekey_reply(a, ra, th(&ra)), Ok(()));
+    assert_eq!(ct.rekey_reply(a, fresh, th(&fresh)), Ok(()));
+    assert_eq!(ct.lookup(&fresh, th(&fresh)), Some((a, Dir::Reply)));
+    assert_eq!(ct.lookup(&ra, th(&ra)), None);
     assert_eq!(ct.flow(a).reply(), &fresh);
-    assert_eq!(ct.lookup(&rb, rb.stable_hash()), Some((b, Dir::Reply)));
+    assert_eq!(ct.lookup(&rb, th(&rb)), Some((b, Dir::Reply)));
     check_no_leaks(&ct);
     ct.remove(a);
     check_no_leaks(&ct);
-    assert!(!ct.contains(&fresh, fresh.stable_hash()));
+    assert!(!ct.contains(&fresh, th(&fresh)));
 }
 
 /// splitmix64: a deterministic generator for the churn test.
@@ -615,7 +600,7 @@ fn churn_at_full_capacity_never_reallocates_the_index() {
         while filled < capacity {
             let n = rng.below(space) as u32;
             let (o, r) = keys(Proto::Udp, n);
-            if let Ok(ins) = ct.insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, 0) {
+            if let Ok(ins) = ct.insert(init(o, r), th(&o), th(&r), 0, 0) {
                 live[ins.id.index()] = n;
                 filled += 1;
             }
@@ -626,7 +611,7 @@ fn churn_at_full_capacity_never_reallocates_the_index() {
                 // Insert while full: early drop of an unreplied flow.
                 let n = rng.below(space) as u32;
                 let (o, r) = keys(Proto::Udp, n);
-                if let Ok(ins) = ct.insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, 0) {
+                if let Ok(ins) = ct.insert(init(o, r), th(&o), th(&r), 0, 0) {
                     let ev = ins.evicted.expect("full table evicts");
                     assert_eq!(ev.orig(), &keys(Proto::Udp, live[ins.id.index()]).0);
                     live[ins.id.index()] = n;
@@ -637,7 +622,7 @@ fn churn_at_full_capacity_never_reallocates_the_index() {
                 loop {
                     let n = rng.below(space) as u32;
                     let (o, r) = keys(Proto::Udp, n);
-                    match ct.insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, 0) {
+                    match ct.insert(init(o, r), th(&o), th(&r), 0, 0) {
                         Ok(ins) => {
                             assert!(ins.evicted.is_none());
                             assert_eq!(ins.id, FlowId(slot), "the freed slot is reused");
@@ -662,8 +647,8 @@ fn churn_at_full_capacity_never_reallocates_the_index() {
         for (slot, &n) in live.iter().enumerate() {
             let id = FlowId(slot as u32);
             let (o, r) = keys(Proto::Udp, n);
-            assert_eq!(ct.lookup(&o, o.stable_hash()), Some((id, Dir::Original)));
-            assert_eq!(ct.lookup(&r, r.stable_hash()), Some((id, Dir::Reply)));
+            assert_eq!(ct.lookup(&o, th(&o)), Some((id, Dir::Original)));
+            assert_eq!(ct.lookup(&r, th(&r)), Some((id, Dir::Reply)));
         }
         check_no_leaks(&ct);
         println!(
@@ -761,7 +746,7 @@ fn check_against_model(ct: &Conntrack, model: &HashMap<FlowId, (FlowKey, FlowKey
     for proto in [Proto::Tcp, Proto::Udp, Proto::Icmp] {
         for i in 0..24 {
             let k = pool_key(proto, i);
-            assert_eq!(ct.lookup(&k, k.stable_hash()), keys.get(&k).copied(), "{k}");
+            assert_eq!(ct.lookup(&k, th(&k)), keys.get(&k).copied(), "{k}");
         }
     }
     check_no_leaks(ct);
@@ -788,7 +773,7 @@ proptest! {
                     let exists = o == r || model.values().any(|&(mo, mr)| {
                         [mo, mr].contains(&o) || [mo, mr].contains(&r)
                     });
-                    let res = ct.insert(init(o, r), o.stable_hash(), r.stable_hash(), flags, now);
+                    let res = ct.insert(init(o, r), th(&o), th(&r), flags, now);
                     match res {
                         Err(InsertError::KeyExists) => prop_assert!(exists),
                         Err(InsertError::Full) => {
@@ -802,6 +787,8 @@ proptest! {
                             }
                         }
                         Err(InsertError::UnknownFlow) => prop_assert!(false),
+                        // At most 18 entries: every probe covers them all.
+                        Err(InsertError::Crowded { .. }) => prop_assert!(false, "a small table crowded"),
                         Ok(ins) => {
                             prop_assert!(!exists);
                             match ins.evicted {
@@ -876,7 +863,7 @@ proptest! {
                             else if r == k { Some((id, Dir::Reply)) }
                             else { None }
                         });
-                        prop_assert_eq!(ct.lookup(&k, k.stable_hash()), want);
+                        prop_assert_eq!(ct.lookup(&k, th(&k)), want);
                     }
                 }
             }
@@ -908,30 +895,198 @@ proptest! {
             let (o, r) = keys(Proto::Udp, n);
             match op {
                 0 => {
-                    let _ = ct.insert(init(o, r), o.stable_hash(), r.stable_hash(), 0, 0);
+                    let _ = ct.insert(init(o, r), th(&o), th(&r), 0, 0);
                 }
                 1 => {
-                    if let Some((id, _)) = ct.lookup(&o, o.stable_hash()) {
+                    if let Some((id, _)) = ct.lookup(&o, th(&o)) {
                         ct.remove(id);
                     }
                 }
                 2 => {
-                    if let Some((id, _)) = ct.lookup(&o, o.stable_hash()) {
+                    if let Some((id, _)) = ct.lookup(&o, th(&o)) {
                         let (_, fresh) = keys(Proto::Udp, n + 100);
-                        let _ = ct.rekey_reply(id, fresh, fresh.stable_hash());
+                        let _ = ct.rekey_reply(id, fresh, th(&fresh));
                     }
                 }
                 _ => {
                     for k in [o, r] {
-                        probes.push((k, ct.probe(k.stable_hash())));
+                        probes.push((k, ct.probe(th(&k))));
                     }
                 }
             }
             for &(k, p) in &probes {
-                let h = k.stable_hash();
+                let h = th(&k);
                 prop_assert_eq!(ct.lookup_probed(&k, h, p), ct.lookup(&k, h));
                 prop_assert_eq!(ct.lookup_probed(&k, h, Probe::NONE), ct.lookup(&k, h));
             }
         }
     }
+}
+
+/// The table hasher of these tests.
+fn hasher() -> TableHasher {
+    TableHasher::from_seed(9)
+}
+
+/// Where `key` goes in a table of these tests.
+fn th(key: &FlowKey) -> u64 {
+    hasher().hash(key)
+}
+
+/// A hash flood: tuples an attacker precomputed to share one home under the
+/// public fixed-seed hash (what the index used before it was keyed) spread
+/// out under the table's keyed hash, and every lookup stays short.
+#[test]
+fn tuples_colliding_under_the_public_hash_do_not_cluster() {
+    const FLOWS: u32 = 1024;
+    const ATTACK: usize = 300;
+    let mut ct = Conntrack::new(
+        ConntrackConfig::with_capacity(FLOWS),
+        TableHasher::from_seed(0xf100d),
+    )
+    .expect("table");
+    let mask = ct.index.entries() - 1;
+    let vip = Ipv4Addr::new(203, 0, 113, 10);
+    let target = FlowKey::new(Proto::Tcp, Ipv4Addr::new(198, 51, 100, 1), 1024, vip, 80)
+        .stable_hash() as u32 as usize
+        & mask;
+    // The attacker's search: client addresses and ports whose tuple lands
+    // on `target` under the public hash.
+    let mut attack = Vec::with_capacity(ATTACK);
+    let mut n: u32 = 0;
+    while attack.len() < ATTACK {
+        let key = FlowKey::new(
+            Proto::Tcp,
+            Ipv4Addr::from(0xc633_0000 | (n >> 16)),
+            (n & 0xffff) as u16,
+            vip,
+            80,
+        );
+        if key.stable_hash() as u32 as usize & mask == target {
+            attack.push(key);
+        }
+        n += 1;
+    }
+    // Under the public hash these would form one cluster ATTACK entries
+    // long: a miss would read all of them.
+    for (i, &orig) in attack.iter().enumerate() {
+        let reply = FlowKey::new(
+            Proto::Tcp,
+            Ipv4Addr::new(10, 1, 0, 10),
+            8080,
+            Ipv4Addr::new(10, 1, 0, 1),
+            10_000 + i as u16,
+        );
+        let inserted = ct.insert(
+            init(orig, reply),
+            ct.hash(&orig),
+            ct.hash(&reply),
+            SYN,
+            1_000,
+        );
+        assert!(inserted.is_ok(), "flow {i}: {inserted:?}");
+    }
+    ct.index.check_invariants();
+    let longest = ct.index.max_displacement();
+    assert!(
+        longest < 16,
+        "keyed placement spreads the attack: longest displacement {longest}"
+    );
+    for orig in &attack {
+        assert!(ct.lookup(orig, ct.hash(orig)).is_some());
+    }
+}
+
+/// When a probe window is full (forced here with a table whose hasher is
+/// known to the test), a new flow early-drops an unassured flow found in
+/// that window rather than probing further, and is refused with its own
+/// reason only when nothing there may go.
+#[test]
+fn a_crowded_window_early_drops_or_refuses() {
+    let mut ct = Conntrack::new(ConntrackConfig::with_capacity(4096), hasher()).expect("table");
+    let mask = ct.index.entries() - 1;
+    let home = |ct: &Conntrack, k: &FlowKey| ct.hash(k) as u32 as usize & mask;
+    // Keys sharing one home under this table's hash, until the window of
+    // that home is full (replies are put far away: their homes differ).
+    let vip = Ipv4Addr::new(203, 0, 113, 10);
+    let first = FlowKey::new(Proto::Tcp, Ipv4Addr::new(198, 51, 100, 1), 1, vip, 80);
+    let target = home(&ct, &first);
+    let mut same_home = Vec::new();
+    let mut n: u32 = 0;
+    while same_home.len() < index::MAX_PROBE + 1 {
+        let key = FlowKey::new(
+            Proto::Tcp,
+            Ipv4Addr::from(0xc633_0000 | (n >> 16)),
+            (n & 0xffff) as u16,
+            vip,
+            80,
+        );
+        if home(&ct, &key) == target {
+            same_home.push(key);
+        }
+        n += 1;
+    }
+    let reply_of = |i: usize| {
+        FlowKey::new(
+            Proto::Tcp,
+            Ipv4Addr::new(10, 1, 0, 10),
+            8080,
+            Ipv4Addr::new(10, 1, 0, 1),
+            20_000 + i as u16,
+        )
+    };
+    let mut placed = 0;
+    for (i, &orig) in same_home.iter().take(index::MAX_PROBE).enumerate() {
+        let reply = reply_of(i);
+        match ct.insert(
+            init(orig, reply),
+            ct.hash(&orig),
+            ct.hash(&reply),
+            SYN,
+            1_000,
+        ) {
+            Ok(_) => placed += 1,
+            Err(e) => panic!("flow {i}: {e}"),
+        }
+    }
+    assert_eq!(placed, index::MAX_PROBE);
+    // Every flow in the window is half-open (unassured): the next one
+    // evicts one of them and is placed.
+    let last = *same_home.last().expect("key");
+    let reply = reply_of(999);
+    let inserted = ct
+        .insert(
+            init(last, reply),
+            ct.hash(&last),
+            ct.hash(&reply),
+            SYN,
+            1_001,
+        )
+        .expect("placed after an early drop in its window");
+    let victim = inserted.evicted.expect("an early-dropped flow");
+    assert!(same_home.contains(&victim.orig) || same_home.contains(&victim.reply));
+    assert!(ct.lookup(&last, ct.hash(&last)).is_some());
+    ct.index.check_invariants();
+    assert!(ct.index.max_displacement() < index::MAX_PROBE);
+
+    // Now make every flow of the window assured (replied): nothing may be
+    // dropped, and a new flow with that home is refused as crowded.
+    let ids: Vec<FlowId> = ct.iter().map(|(id, _)| id).collect();
+    for id in ids {
+        ct.track(id, Dir::Reply, SYN | ACK, 1_002);
+        ct.track(id, Dir::Original, ACK, 1_003);
+    }
+    let victim_key = victim.orig;
+    let reply = reply_of(1_000);
+    assert_eq!(
+        ct.insert(
+            init(victim_key, reply),
+            ct.hash(&victim_key),
+            ct.hash(&reply),
+            SYN,
+            1_004
+        ),
+        Err(InsertError::Crowded { evicted: None })
+    );
+    ct.index.check_invariants();
 }

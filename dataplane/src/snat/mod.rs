@@ -62,7 +62,7 @@
 mod quarantine;
 
 use crate::counters::SnatAddrStats;
-use crate::flow::{FlowKey, Proto};
+use crate::flow::{FlowKey, Proto, TableHasher};
 use quarantine::Quarantine;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
@@ -319,12 +319,15 @@ pub struct SnatAllocator {
 impl SnatAllocator {
     /// The allocator of `worker` (of `workers`). `seed` seeds the start-port
     /// generator; it is mixed with the worker index so that workers given the
-    /// same seed still draw different sequences.
+    /// same seed still draw different sequences. `hasher` is the conntrack's
+    /// keyed hash: candidates are hashed with it once, for the conntrack
+    /// lookup and the quarantine.
     pub fn new(
         config: &SnatConfig,
         worker: usize,
         workers: usize,
         seed: u64,
+        hasher: TableHasher,
     ) -> Result<Self, SnatError> {
         if config.addrs.is_empty() {
             return Err(SnatError::NoAddresses);
@@ -373,7 +376,7 @@ impl SnatAllocator {
             slice_len,
             probe_limit: config.probe_limit,
             quarantine_ms: config.quarantine_ms,
-            quarantine: Quarantine::new(config.quarantine_capacity),
+            quarantine: Quarantine::new(config.quarantine_capacity, hasher),
             rng: XorShift64Star::new(seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             now_ms: 0,
             crowded: false,
@@ -403,7 +406,7 @@ impl SnatAllocator {
     }
 
     /// [`SnatAllocator::alloc`] for a caller whose table is keyed by
-    /// [`FlowKey::stable_hash`]: `in_use` gets each candidate reply key with
+    /// the [`TableHasher`] given to [`SnatAllocator::new`]: `in_use` gets each candidate reply key with
     /// its hash (computed once, also used for the quarantine), and
     /// `prefetch` is told the hashes of the next few candidates before they
     /// are checked, so their cache misses overlap (a hint: it must not
@@ -463,7 +466,9 @@ impl SnatAllocator {
                     }
                     // offset < slice_len, so the port stays inside the slice.
                     *port = self.slice_start.wrapping_add(offset as u16);
-                    *hash = reply_key(proto, addr, *port, backend).stable_hash();
+                    *hash = self
+                        .quarantine
+                        .hash(&reply_key(proto, addr, *port, backend));
                     prefetch(*hash);
                 }
                 i += window;

@@ -18,7 +18,7 @@
 //!   its own monotonic "now"), so the front is always the oldest entry and
 //!   lazy expiry only ever looks at the front.
 
-use crate::flow::FlowKey;
+use crate::flow::{FlowKey, TableHasher};
 use hashbrown::HashTable;
 use std::net::Ipv4Addr;
 
@@ -62,17 +62,15 @@ pub(crate) struct Quarantine {
     live: usize,
     /// Live entries, by ring slot.
     index: HashTable<u32>,
-}
-
-#[inline]
-fn key_hash(key: &FlowKey) -> u64 {
-    key.stable_hash()
+    /// Places keys in `index` (the conntrack's keyed hash: the allocator
+    /// hands the same hash to both).
+    hasher: TableHasher,
 }
 
 impl Quarantine {
     /// `capacity` must be at least 1 and at most `u32::MAX` (the allocator
     /// checks both).
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize, hasher: TableHasher) -> Self {
         let capacity = capacity.max(1);
         Quarantine {
             ring: vec![EMPTY; capacity].into_boxed_slice(),
@@ -80,7 +78,14 @@ impl Quarantine {
             len: 0,
             live: 0,
             index: HashTable::with_capacity(capacity.saturating_mul(2)),
+            hasher,
         }
+    }
+
+    /// Where `key` goes in the index.
+    #[inline]
+    pub(crate) fn hash(&self, key: &FlowKey) -> u64 {
+        self.hasher.hash(key)
     }
 
     /// Live (indexed) entries, including expired ones not purged yet.
@@ -95,16 +100,16 @@ impl Quarantine {
         if self.live == 0 {
             return None;
         }
-        self.find_hashed(key, key_hash(key))
+        self.find_hashed(key, self.hasher.hash(key))
     }
 
-    /// [`Quarantine::find`] with `hash = key.stable_hash()` already known.
+    /// [`Quarantine::find`] with `hash = hasher.hash(key)` already known.
     #[inline]
     pub(crate) fn find_hashed(&self, key: &FlowKey, hash: u64) -> Option<Found> {
         if self.live == 0 {
             return None;
         }
-        debug_assert_eq!(hash, key_hash(key), "hash");
+        debug_assert_eq!(hash, self.hasher.hash(key), "hash");
         let ring = &self.ring;
         self.index
             .find(hash, |&slot| {
@@ -128,7 +133,7 @@ impl Quarantine {
             return;
         }
         entry.live = false;
-        let hash = key_hash(&entry.key);
+        let hash = self.hasher.hash(&entry.key);
         if let Ok(occupied) = self.index.find_entry(hash, |&s| s == slot) {
             occupied.remove();
         }
@@ -157,11 +162,12 @@ impl Quarantine {
         };
         self.len += 1;
         self.live += 1;
-        let ring = &self.ring;
+        let (ring, hasher) = (&self.ring, &self.hasher);
         // `slot < capacity <= u32::MAX`, checked by the allocator.
-        self.index.insert_unique(key_hash(&key), slot as u32, |&s| {
-            ring.get(s as usize).map_or(0, |e| key_hash(&e.key))
-        });
+        self.index
+            .insert_unique(hasher.hash(&key), slot as u32, |&s| {
+                ring.get(s as usize).map_or(0, |e| hasher.hash(&e.key))
+            });
         overflowed
     }
 
@@ -217,7 +223,7 @@ mod tests {
 
     #[test]
     fn push_find_remove() {
-        let mut q = Quarantine::new(4);
+        let mut q = Quarantine::new(4, TableHasher::from_seed(3));
         assert!(!q.push(key(1), 10));
         assert!(!q.push(key(2), 20));
         assert_eq!(q.find(&key(1)).map(|f| f.released_ms), Some(10));
@@ -231,7 +237,7 @@ mod tests {
 
     #[test]
     fn full_ring_forgets_oldest_and_reports_only_live_overflows() {
-        let mut q = Quarantine::new(3);
+        let mut q = Quarantine::new(3, TableHasher::from_seed(3));
         for p in 1..=3 {
             assert!(!q.push(key(p), u64::from(p)));
         }
@@ -250,7 +256,7 @@ mod tests {
 
     #[test]
     fn pushing_same_key_again_refreshes_it() {
-        let mut q = Quarantine::new(4);
+        let mut q = Quarantine::new(4, TableHasher::from_seed(3));
         q.push(key(1), 10);
         q.push(key(1), 50);
         assert_eq!(q.live(), 1);
@@ -262,7 +268,7 @@ mod tests {
 
     #[test]
     fn expire_is_fifo_and_bounded() {
-        let mut q = Quarantine::new(8);
+        let mut q = Quarantine::new(8, TableHasher::from_seed(3));
         for p in 0..6u16 {
             q.push(key(p), u64::from(p) * 10);
         }
@@ -276,7 +282,7 @@ mod tests {
 
     #[test]
     fn churn_far_beyond_capacity_keeps_index_consistent() {
-        let mut q = Quarantine::new(16);
+        let mut q = Quarantine::new(16, TableHasher::from_seed(3));
         let index_bytes = q.index.allocation_size();
         for i in 0..10_000u32 {
             let p = (i % 37) as u16;
@@ -304,7 +310,7 @@ mod tests {
         // sits at `capacity` items while deleted markers pile up. They must be
         // reclaimed in place, never by growing the table.
         let capacity = 1000;
-        let mut q = Quarantine::new(capacity);
+        let mut q = Quarantine::new(capacity, TableHasher::from_seed(3));
         let index_bytes = q.index.allocation_size();
         for i in 0..200_000u32 {
             let k = FlowKey::new(

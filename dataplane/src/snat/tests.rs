@@ -18,7 +18,7 @@ fn config(addrs: &[Ipv4Addr], range: RangeInclusive<u16>) -> SnatConfig {
 }
 
 fn allocator(cfg: &SnatConfig) -> SnatAllocator {
-    match SnatAllocator::new(cfg, 0, 1, 7) {
+    match SnatAllocator::new(cfg, 0, 1, 7, TableHasher::from_seed(5)) {
         Ok(a) => a,
         Err(e) => panic!("config rejected: {e}"),
     }
@@ -84,7 +84,7 @@ fn slices_split_the_range_evenly_in_worker_order() {
 fn allocator_stays_in_its_slice() {
     let cfg = config(&[SNAT_A], 1024..=65535);
     for worker in 0..3 {
-        let mut snat = match SnatAllocator::new(&cfg, worker, 3, 99) {
+        let mut snat = match SnatAllocator::new(&cfg, worker, 3, 99, TableHasher::from_seed(5)) {
             Ok(a) => a,
             Err(e) => panic!("{e}"),
         };
@@ -348,7 +348,7 @@ fn quarantine_overflow_forgets_the_oldest_and_counts() {
 #[test]
 fn release_ignores_foreign_tuples() {
     let cfg = config(&[SNAT_A], 1000..=1999);
-    let mut snat = match SnatAllocator::new(&cfg, 1, 2, 1) {
+    let mut snat = match SnatAllocator::new(&cfg, 1, 2, 1, TableHasher::from_seed(5)) {
         Ok(a) => a,
         Err(e) => panic!("{e}"),
     };
@@ -368,7 +368,8 @@ fn release_ignores_foreign_tuples() {
 #[test]
 fn config_errors() {
     let ok = config(&[SNAT_A], 1024..=1027);
-    let new = |c: &SnatConfig, w, n| SnatAllocator::new(c, w, n, 0).err();
+    let new =
+        |c: &SnatConfig, w, n| SnatAllocator::new(c, w, n, 0, TableHasher::from_seed(5)).err();
     assert_eq!(new(&ok, 0, 4), None);
     assert_eq!(
         new(&config(&[], 1024..=2000), 0, 1),
@@ -413,7 +414,7 @@ fn config_errors() {
 fn workers_with_the_same_seed_draw_different_ports() {
     let cfg = config(&[SNAT_A], 1024..=65535);
     let draws = |w: usize| -> Vec<u16> {
-        let mut s = match SnatAllocator::new(&cfg, w, 2, 5) {
+        let mut s = match SnatAllocator::new(&cfg, w, 2, 5, TableHasher::from_seed(5)) {
             Ok(a) => a,
             Err(e) => panic!("{e}"),
         };
@@ -502,7 +503,7 @@ fn run_model(
     seed: u64,
     ops: &[Op],
 ) -> Result<SnatAllocator, TestCaseError> {
-    let mut snat = SnatAllocator::new(cfg, worker, workers, seed)
+    let mut snat = SnatAllocator::new(cfg, worker, workers, seed, TableHasher::from_seed(5))
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let slice = snat.slice();
     let ports_per_addr = range_len(&slice);
@@ -701,7 +702,7 @@ fn alloc_hashed_matches_alloc_and_prefetches_what_it_checks() {
             b,
             now,
             |k, hash| {
-                assert_eq!(hash, k.stable_hash());
+                assert_eq!(hash, TableHasher::from_seed(5).hash(k));
                 assert!(
                     prefetched.borrow().contains(&hash),
                     "checked before prefetch"

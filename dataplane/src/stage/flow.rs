@@ -246,7 +246,7 @@ pub fn run<F: Frame>(
 /// when no free port was found in a bounded number of tries.
 fn client_side_tuple(ctx: &mut FlowCtx<'_>, direct: FlowKey, meta: &PacketMeta) -> Option<FlowKey> {
     const REMAP_TRIES: u32 = 64;
-    let Some((holder, _)) = ctx.ct.lookup(&direct, direct.stable_hash()) else {
+    let Some((holder, _)) = ctx.ct.lookup(&direct, ctx.ct.hash(&direct)) else {
         return Some(direct);
     };
     let held = ctx.ct.flow(holder);
@@ -264,7 +264,7 @@ fn client_side_tuple(ctx: &mut FlowCtx<'_>, direct: FlowKey, meta: &PacketMeta) 
             dst_port: port,
             ..direct
         };
-        if !ctx.ct.contains(&candidate, candidate.stable_hash()) {
+        if !ctx.ct.contains(&candidate, ctx.ct.hash(&candidate)) {
             ctx.counters.client_ports_remapped += 1;
             return Some(candidate);
         }
@@ -349,7 +349,9 @@ fn create<F: Frame>(
     let backend_id = match (pinned, service.affinity_timeout_ms) {
         (Some(id), _) => Some(id),
         (None, Some(_)) => set.pick(stable_addr_hash(key.src_ip)),
-        (None, None) => set.pick(meta.hash),
+        // The public stable hash, not the table hash: every instance
+        // behind ECMP picks the same backend for this flow.
+        (None, None) => set.pick(key.stable_hash()),
     };
     let Some(backend) = backend_id.and_then(|id| snap.backend(id)) else {
         meta.drop(DropReason::NoBackend);
@@ -415,7 +417,7 @@ fn create<F: Frame>(
     };
     let reply_hash = match probed {
         Some((k, hash)) if k == reply => hash,
-        _ => reply.stable_hash(),
+        _ => ctx.ct.hash(&reply),
     };
 
     let client_mac = ethernet::Packet::new_unchecked(frame.data()).src_addr().0;
@@ -464,6 +466,13 @@ fn create<F: Frame>(
             meta.drop(match e {
                 InsertError::Full => DropReason::ConntrackFull,
                 InsertError::KeyExists | InsertError::UnknownFlow => DropReason::TupleInUse,
+                InsertError::Crowded { evicted } => {
+                    if let Some(victim) = evicted {
+                        ctx.counters.flows_early_dropped += 1;
+                        ctx.release_tuple(&victim);
+                    }
+                    DropReason::ConntrackCrowded
+                }
             });
             FlowSlot::None
         }

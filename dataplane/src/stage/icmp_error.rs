@@ -42,7 +42,7 @@ pub fn run<F: Frame>(
             continue;
         }
         let quoted = meta.key.reversed();
-        let Some((id, dir)) = ctx.ct.lookup(&quoted, quoted.stable_hash()) else {
+        let Some((id, dir)) = ctx.ct.lookup(&quoted, ctx.ct.hash(&quoted)) else {
             meta.drop(DropReason::IcmpErrorNoFlow);
             continue;
         };

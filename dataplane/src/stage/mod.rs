@@ -27,7 +27,7 @@ use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::{Conntrack, ConntrackConfig, ConntrackError, Dir, FlowId};
 use crate::counters::{Counters, ServiceCounters};
 use crate::driver::Frame;
-use crate::flow::FlowKey;
+use crate::flow::{FlowKey, TableHasher};
 use crate::neighbour::NeighbourTable;
 use crate::packet::{PacketMeta, PortId, WorkerId};
 use crate::snapshot::{BackendId, ServiceId, Snapshot};
@@ -48,8 +48,23 @@ pub struct PipelineConfig {
     pub snat: SnatConfig,
     /// Entries of the ClientIP affinity table.
     pub affinity_capacity: u32,
-    /// Seed of the worker's SNAT port randomisation.
+    /// Seed of the worker's SNAT port randomisation (random per process
+    /// in a gateway: [`PipelineConfig::random_seeds`]).
     pub seed: u64,
+    /// The keyed hash of the per-worker tables: the same for every worker
+    /// of a process, random per process in a gateway.
+    pub table_hasher: TableHasher,
+}
+
+impl PipelineConfig {
+    /// A random SNAT seed and table hasher from the kernel's random source:
+    /// what a gateway facing traffic uses (tests and benches pass fixed
+    /// ones for reproducibility).
+    pub fn random_seeds() -> std::io::Result<(u64, TableHasher)> {
+        let hasher = TableHasher::random()?;
+        let seed = TableHasher::random()?.hash_bytes(b"snat");
+        Ok((seed, hasher))
+    }
 }
 
 /// Why a pipeline could not be set up.
@@ -162,14 +177,15 @@ impl Pipeline {
             });
         }
         Ok(Pipeline {
-            ct: Conntrack::new(config.conntrack)?,
+            ct: Conntrack::new(config.conntrack, config.table_hasher)?,
             snat: SnatAllocator::new(
                 &config.snat,
                 config.worker as usize,
                 config.workers.max(1) as usize,
                 config.seed,
+                config.table_hasher,
             )?,
-            affinity: AffinityTable::new(config.affinity_capacity),
+            affinity: AffinityTable::new(config.affinity_capacity, config.table_hasher),
             counters: Counters::default(),
             services: ServiceCounters::default(),
             steering: Steering {
@@ -262,7 +278,7 @@ impl Pipeline {
         let n = frames.len().min(MAX_BATCH);
         let frames = &mut frames[..n];
         let metas = &mut self.metas[..n];
-        parse::parse_batch(frames, in_port, metas);
+        parse::parse_batch(frames, in_port, metas, self.ct.hasher());
         if may_hand_off {
             // Frames from the driver; handed-over ones were counted as rx by
             // the worker that received them (and as handoff_in here).

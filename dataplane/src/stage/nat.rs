@@ -331,7 +331,7 @@ mod tests {
                 got[40..42].fill(0);
                 want[40..42].fill(0);
             }
-            let meta = parse_frame(&got, 0, false).expect("valid frame");
+            let meta = parse_frame(&got, 0, false, &crate::flow::TableHasher::from_seed(1)).expect("valid frame");
             rewrite_packet(&mut got, &meta, &old, &new, true).expect("rewrite");
             let mut ip = ipv4::Packet::new_unchecked(&mut want[14..34]);
             ip.set_ttl(build::DEFAULT_TTL - 1);

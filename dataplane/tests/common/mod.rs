@@ -124,6 +124,7 @@ pub fn pipeline_config(worker: u8, workers: u8) -> PipelineConfig {
         },
         affinity_capacity: 1024,
         seed: 0x5eed + u64::from(worker),
+        table_hasher: dataplane::flow::TableHasher::from_seed(0x5eed),
     }
 }
 
@@ -300,8 +301,7 @@ impl Gateway {
     ) -> Option<dataplane::conntrack::Flow> {
         let key = dataplane::flow::FlowKey::new(proto, client, sport, dst, dport);
         let ct = self.worker.pipeline().conntrack();
-        ct.lookup(&key, key.stable_hash())
-            .map(|(id, _)| *ct.flow(id))
+        ct.lookup(&key, ct.hash(&key)).map(|(id, _)| *ct.flow(id))
     }
 
     /// SNAT tuples in use must equal live flows that hold one.

@@ -243,6 +243,16 @@ impl fmt::Display for Plan {
                 le.renew_deadline_ms,
                 le.retry_period_ms,
             )?;
+            if k.external_ip_cidrs.is_empty() {
+                writeln!(f, "  externalIPs: none served (external_ip_cidrs is empty)")?;
+            } else {
+                let cidrs: Vec<String> = k
+                    .external_ip_cidrs
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                writeln!(f, "  externalIPs: served only inside {}", cidrs.join(", "))?;
+            }
         }
         if !self.address_pools.is_empty() {
             writeln!(f, "address pools:")?;

@@ -154,6 +154,9 @@ pub struct KubernetesPlan {
     /// The leader's pacing of status PATCHes and Events.
     pub status_writes: StatusWritesPlan,
     pub leader_election: LeaderElectionPlan,
+    /// Where Services' `spec.externalIPs` may be (network prefixes); empty:
+    /// nowhere.
+    pub external_ip_cidrs: Vec<Ipv4Prefix>,
 }
 
 /// How fast the leader writes back to the API server (a token bucket plus

@@ -7,7 +7,7 @@ use super::limits::{
     STATUS_WRITES_IN_FLIGHT_RANGE,
 };
 use super::ports::Owner;
-use crate::addr::Ipv4Range;
+use crate::addr::{Ipv4Prefix, Ipv4Range};
 use crate::plan::{
     AddressPoolPlan, KubernetesPlan, LeaderElectionPlan, ListenerKind, ServicePlan,
     StatusWritesPlan,
@@ -184,6 +184,21 @@ impl Validator {
                 ),
             );
         }
+        let mut external_ip_cidrs = Vec::new();
+        for (i, text) in k.external_ip_cidrs.iter().enumerate() {
+            let path = format!("{at}.external_ip_cidrs[{i}]");
+            match text.parse::<Ipv4Prefix>() {
+                Ok(p) if p.is_network() => external_ip_cidrs.push(p),
+                Ok(p) => self.problem(
+                    path,
+                    format!("{text:?} has host bits set; the network is {}", p.network()),
+                ),
+                Err(e) => self.problem(
+                    path,
+                    format!("{text:?}: {e} (a CIDR like \"203.0.113.0/24\")"),
+                ),
+            }
+        }
         if let Some(id) = &k.identity
             && id.trim().is_empty()
         {
@@ -212,6 +227,7 @@ impl Validator {
                 retry_period_ms: k.retry_period_ms,
                 identity: k.identity.clone(),
             },
+            external_ip_cidrs,
         }
     }
 

@@ -511,3 +511,46 @@ fn the_server_answers_get_metrics_and_nothing_else() {
     drop(server);
     assert!(TcpStream::connect(addr).is_err(), "closed on drop");
 }
+
+#[test]
+fn stalled_clients_neither_block_scrapes_nor_keep_their_slot() {
+    use super::server::{MAX_CONNECTIONS, REQUEST_TIMEOUT_MS};
+    use std::time::{Duration, Instant};
+    let server =
+        MetricsServer::start("127.0.0.1:0".parse().expect("addr"), sample).expect("starts");
+    let addr = server.addr();
+    // Clients that connect and say nothing, filling every slot but one.
+    let silent: Vec<TcpStream> = (0..MAX_CONNECTIONS - 1)
+        .map(|_| TcpStream::connect(addr).expect("connects"))
+        .collect();
+    // A client that trickles its head a byte at a time holds the last one.
+    let mut trickler = TcpStream::connect(addr).expect("connects");
+    trickler.write_all(b"G").expect("first byte");
+    // Wait until the server has taken all of them (accept loop idles 50 ms).
+    std::thread::sleep(Duration::from_millis(300));
+    // One more is told at once that the endpoint is busy.
+    let refused = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    // The stalled ones are cut off once the request deadline passes,
+    // however they trickle, and their slots serve scrapes again.
+    let started = Instant::now();
+    let mut trickled = 0;
+    while started.elapsed() < Duration::from_millis(REQUEST_TIMEOUT_MS + 500) {
+        if trickler.write_all(b"E").is_err() {
+            break;
+        }
+        trickled += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut rest = String::new();
+    let _ = trickler.read_to_string(&mut rest);
+    assert!(
+        rest.is_empty(),
+        "a trickled, never-finished head gets no answer: {rest}"
+    );
+    assert!(trickled >= 3, "the trickler kept sending for a while");
+    let answer = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(silent);
+    drop(server);
+}

@@ -22,8 +22,11 @@
 //!   longer than [`CLIENT_TIMEOUT_MS`]); only the handler's own work is not
 //!   bounded here (the workers bound theirs, see [`super::live`]);
 //! * the API is read-only: the handler answers questions, nothing a client
-//!   sends changes the gateway; the socket file is `0660` (the gateway's
-//!   owner and group only);
+//!   sends changes the gateway;
+//! * only root, the gateway's user and the admin group are served: the
+//!   socket file is created `0660` (never wider, not even for an instant)
+//!   and given to the admin group, and every connection's peer credentials
+//!   are checked before its request is read (see [`access`]);
 //! * stopping the server shuts down the connections in progress and joins
 //!   every thread it started.
 //!
@@ -34,19 +37,22 @@
 //!
 //! The server is here, the client in `client`, the tests in `tests`.
 
+pub mod access;
 mod client;
 #[cfg(test)]
 mod tests;
 
+pub use access::{AccessError, AdminAccess};
 pub use client::{ClientError, ask, fetch};
 
+use super::connections::Connections;
 use super::protocol::{ErrorAnswer, Request};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -112,6 +118,8 @@ pub enum AdminError {
     RemoveStale { path: PathBuf, source: io::Error },
     #[error("listening on {}: {source}", path.display())]
     Bind { path: PathBuf, source: io::Error },
+    #[error("admin socket access: {0}")]
+    Access(#[from] AccessError),
     #[error("starting the admin thread: {0}")]
     Thread(io::Error),
 }
@@ -136,13 +144,20 @@ impl AdminServer {
         path: &Path,
         handler: impl Fn(Request) -> Result<String, String> + Send + Sync + 'static,
     ) -> Result<Self, AdminError> {
-        Self::start_with(path, AdminLimits::default(), handler)
+        Self::start_with(
+            path,
+            AdminLimits::default(),
+            AdminAccess::default(),
+            handler,
+        )
     }
 
-    /// [`AdminServer::start`] within `limits`.
+    /// [`AdminServer::start`] within `limits`, serving the peers `access`
+    /// permits.
     pub fn start_with(
         path: &Path,
         limits: AdminLimits,
+        access: AdminAccess,
         handler: impl Fn(Request) -> Result<String, String> + Send + Sync + 'static,
     ) -> Result<Self, AdminError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -152,13 +167,16 @@ impl AdminServer {
             })?;
         }
         remove_stale(path)?;
-        let listener = UnixListener::bind(path).map_err(|source| AdminError::Bind {
-            path: path.to_path_buf(),
-            source,
+        let listener = access::bind_with_mode(|| UnixListener::bind(path)).map_err(|source| {
+            AdminError::Bind {
+                path: path.to_path_buf(),
+                source,
+            }
         })?;
-        // Counters are not secret, but the socket is the gateway's: owner
-        // and group only.
-        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660));
+        if let Err(e) = access::finish_socket_file(path, &access) {
+            let _ = std::fs::remove_file(path);
+            return Err(e.into());
+        }
         listener
             .set_nonblocking(true)
             .map_err(|source| AdminError::Bind {
@@ -171,7 +189,7 @@ impl AdminServer {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("portico-admin".into())
-                .spawn(move || serve(&listener, &stop, &handler, limits))
+                .spawn(move || serve(&listener, &stop, &handler, limits, access))
                 .map_err(AdminError::Thread)?
         };
         Ok(AdminServer {
@@ -228,43 +246,29 @@ fn remove_stale(path: &Path) -> Result<(), AdminError> {
     })
 }
 
-/// A connection being served: its thread, and a handle on its stream to
-/// end it when the server stops.
-struct Connection {
-    thread: JoinHandle<()>,
-    stream: UnixStream,
-}
-
-/// One of the `max_connections` slots, taken by the accept loop and given
-/// back by the connection's thread when it is done with the client (also
-/// if the handler panics). It is given back *before* the client sees the
-/// end of its answer, so a client that connects after reading an answer
-/// to its end finds that slot free.
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    fn take(busy: &Arc<AtomicUsize>) -> Self {
-        busy.fetch_add(1, Ordering::AcqRel);
-        Slot(Arc::clone(busy))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-fn serve(listener: &UnixListener, stop: &AtomicBool, handler: &Arc<Handler>, limits: AdminLimits) {
-    let max_connections = limits.max_connections.max(1);
-    let busy = Arc::new(AtomicUsize::new(0));
-    let mut active: Vec<Connection> = Vec::new();
+fn serve(
+    listener: &UnixListener,
+    stop: &AtomicBool,
+    handler: &Arc<Handler>,
+    limits: AdminLimits,
+    access: AdminAccess,
+) {
+    let mut connections: Connections<UnixStream> =
+        Connections::new(limits.max_connections, "portico-admin-conn");
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                reap(&mut active);
-                let in_progress = busy.load(Ordering::Acquire);
-                if in_progress >= max_connections {
+                connections.reap();
+                let permitted = access::peer_credentials(&stream)
+                    .map_err(|e| format!("permission denied: peer credentials unknown ({e})"))
+                    .and_then(|peer| access.permits(&peer));
+                if let Err(reason) = permitted {
+                    tracing::warn!(%reason, "admin socket: connection refused");
+                    refuse(stream, &reason);
+                    continue;
+                }
+                if connections.full() {
+                    let in_progress = connections.in_progress();
                     tracing::debug!(in_progress, "admin socket busy, refusing");
                     refuse(
                         stream,
@@ -274,16 +278,19 @@ fn serve(listener: &UnixListener, stop: &AtomicBool, handler: &Arc<Handler>, lim
                     );
                     continue;
                 }
-                match spawn_connection(stream, handler, limits, Slot::take(&busy)) {
-                    Ok(c) => active.push(c),
-                    Err((stream, e)) => {
-                        tracing::warn!(error = %e, "cannot start an admin connection thread");
-                        refuse(stream, &format!("admin socket: cannot serve now ({e})"));
+                let handler = Arc::clone(handler);
+                let spawned = connections.spawn(stream, move |stream| {
+                    if let Err(e) = answer(stream, &*handler, limits) {
+                        tracing::debug!(error = %e, "admin client went away");
                     }
+                });
+                if let Err((stream, e)) = spawned {
+                    tracing::warn!(error = %e, "cannot start an admin connection thread");
+                    refuse(stream, &format!("admin socket: cannot serve now ({e})"));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                reap(&mut active);
+                connections.reap();
                 std::thread::sleep(Duration::from_millis(ACCEPT_IDLE_MS));
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -293,59 +300,7 @@ fn serve(listener: &UnixListener, stop: &AtomicBool, handler: &Arc<Handler>, lim
             }
         }
     }
-    for c in active {
-        // Unblocks a read or write in progress; a handler still running
-        // finishes and finds the stream closed.
-        let _ = c.stream.shutdown(std::net::Shutdown::Both);
-        if c.thread.join().is_err() {
-            tracing::warn!("an admin connection thread panicked");
-        }
-    }
-}
-
-/// Join the connection threads that are done.
-fn reap(active: &mut Vec<Connection>) {
-    let (done, running): (Vec<Connection>, Vec<Connection>) =
-        active.drain(..).partition(|c| c.thread.is_finished());
-    *active = running;
-    for c in done {
-        if c.thread.join().is_err() {
-            tracing::warn!("an admin connection thread panicked");
-        }
-    }
-}
-
-/// Serve `stream` on a thread of its own; on failure the stream back (to
-/// refuse) and why.
-fn spawn_connection(
-    stream: UnixStream,
-    handler: &Arc<Handler>,
-    limits: AdminLimits,
-    slot: Slot,
-) -> Result<Connection, (UnixStream, io::Error)> {
-    let control = match stream.try_clone() {
-        Ok(c) => c,
-        Err(e) => return Err((stream, e)),
-    };
-    let handler = Arc::clone(handler);
-    let spawned = std::thread::Builder::new()
-        .name("portico-admin-conn".into())
-        .spawn(move || {
-            if let Err(e) = answer(&stream, &*handler, limits) {
-                tracing::debug!(error = %e, "admin client went away");
-            }
-            drop(slot);
-            // The accept loop holds a clone until it reaps this thread:
-            // end the connection now.
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-        });
-    match spawned {
-        Ok(thread) => Ok(Connection {
-            thread,
-            stream: control,
-        }),
-        Err(e) => Err((control, e)),
-    }
+    connections.close_all();
 }
 
 /// Answer `stream` with one `{"error": reason}` line without waiting for

@@ -144,17 +144,23 @@ fn blocking_server(
     let (release, release_rx) = std::sync::mpsc::channel::<()>();
     let entered_tx = std::sync::Mutex::new(entered_tx);
     let release_rx = std::sync::Mutex::new(release_rx);
-    let server = AdminServer::start_with(&path, limits, move |request| match request {
-        Request::Flows(_) => {
-            let _ = entered_tx.lock().map(|tx| tx.send(()));
-            // Released by a message, or by the test dropping the
-            // sender (it ended); never waits past the bound.
-            let _ = release_rx.lock().map(|rx| rx.recv_timeout(BOUND * 6));
-            Ok("{\"flows\":[]}".into())
-        }
-        _ => stats_json(1),
-    })
-    .expect("starts");
+    let server =
+        AdminServer::start_with(
+            &path,
+            limits,
+            AdminAccess::default(),
+            move |request| match request {
+                Request::Flows(_) => {
+                    let _ = entered_tx.lock().map(|tx| tx.send(()));
+                    // Released by a message, or by the test dropping the
+                    // sender (it ended); never waits past the bound.
+                    let _ = release_rx.lock().map(|rx| rx.recv_timeout(BOUND * 6));
+                    Ok("{\"flows\":[]}".into())
+                }
+                _ => stats_json(1),
+            },
+        )
+        .expect("starts");
     (path, server, entered, release)
 }
 
@@ -209,6 +215,7 @@ fn concurrent_requests_each_get_their_own_answer() {
                 max_connections: CLIENTS,
                 ..AdminLimits::default()
             },
+            AdminAccess::default(),
             move |request| {
                 let Request::Simulate { flow } = request else {
                     return Err("simulate only".into());
@@ -301,6 +308,7 @@ fn silent_trickling_and_non_reading_clients_lose_their_slot() {
             request_timeout_ms: 300,
             answer_timeout_ms: 300,
         },
+        AdminAccess::default(),
         |request| match request {
             // Far more than the socket buffers hold.
             Request::Simulate { .. } => Ok(format!("\"{}\"", "x".repeat(32 << 20))),

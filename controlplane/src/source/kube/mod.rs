@@ -314,7 +314,7 @@ async fn run(
         leadership.clone(),
         Arc::clone(&stats),
     );
-    let (tx, mut rx) = mpsc::unbounded_channel::<Change>();
+    let (tx, mut rx) = mpsc::channel::<Change>(watch::CHANGE_QUEUE_DEPTH);
     let watches = watch::spawn_watches(&client, tx);
     let mut leader_changes = leadership.changes();
 

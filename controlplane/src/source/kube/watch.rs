@@ -22,7 +22,9 @@
 //!   answers a one-object list of the same kind ([`Update::Resumed`]). An
 //!   unreachable server fails that probe, so the watch stays failing;
 //! * every change carries the [`Instant`] it arrived, the start of the
-//!   event-to-live latency.
+//!   event-to-live latency;
+//! * the channel is bounded ([`CHANGE_QUEUE_DEPTH`]): a reconcile loop that
+//!   falls behind makes the watches wait instead of queueing without end.
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
@@ -47,6 +49,9 @@ pub const RESUME_QUIET_MS: u64 = WATCH_RETRY_MAX_MS + 1_000;
 
 /// Longest wait for the answer to that probe.
 const RESUME_PROBE_TIMEOUT_MS: u64 = 5_000;
+/// Watch updates queued for the reconcile loop before the watches wait
+/// (back-pressure: an update is an object, or a whole initial list).
+pub const CHANGE_QUEUE_DEPTH: usize = 1024;
 
 /// What a watch saw.
 #[derive(Debug)]
@@ -106,7 +111,7 @@ impl Backoff for RetryBackoff {
 async fn watch_kind<K>(
     api: Api<K>,
     what: &'static str,
-    tx: mpsc::UnboundedSender<Change>,
+    tx: mpsc::Sender<Change>,
     wrap: fn(Update<K>, Instant) -> Change,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
@@ -133,7 +138,7 @@ async fn watch_kind<K>(
                 if answers(&api).await {
                     info!(what, "watch resumed");
                     failing = false;
-                    if tx.send(wrap(Update::Resumed, Instant::now())).is_err() {
+                    if tx.send(wrap(Update::Resumed, Instant::now())).await.is_err() {
                         return;
                     }
                 } else {
@@ -172,7 +177,11 @@ async fn watch_kind<K>(
                 failing = true;
                 probe_at =
                     tokio::time::Instant::from_std(now) + Duration::from_millis(RESUME_QUIET_MS);
-                if tx.send(wrap(Update::Failed(e.to_string()), now)).is_err() {
+                if tx
+                    .send(wrap(Update::Failed(e.to_string()), now))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 continue;
@@ -182,7 +191,10 @@ async fn watch_kind<K>(
             info!(what, "watch recovered");
             failing = false;
         }
-        if tx.send(wrap(update, now)).is_err() {
+        // Bounded: while the reconcile loop is behind, this waits, the
+        // watch stream is not read, and the API server's TCP window
+        // closes; nothing piles up in memory.
+        if tx.send(wrap(update, now)).await.is_err() {
             return;
         }
     }
@@ -205,7 +217,7 @@ where
 /// receiver is dropped (or the tasks are aborted).
 pub fn spawn_watches(
     client: &Client,
-    tx: mpsc::UnboundedSender<Change>,
+    tx: mpsc::Sender<Change>,
 ) -> [tokio::task::JoinHandle<()>; 2] {
     let services: Api<Service> = Api::all(client.clone());
     let slices: Api<EndpointSlice> = Api::all(client.clone());

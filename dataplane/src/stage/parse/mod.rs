@@ -40,7 +40,8 @@
 //!   the inner header states it (inner source = `key.src_ip`). Inner checksums
 //!   are not verified: error messages carry truncated packets (RFC 792).
 //! * For `IcmpEcho` both key ports are the echo identifier.
-//! * `hash = key.stable_hash()` for every IPv4 kind; 0 for ARP.
+//! * `hash` = the table hash of `key` (the pipeline's [`TableHasher`], keyed
+//!   per process) for every IPv4 kind; 0 for ARP.
 //!
 //! Nothing here allocates, locks or panics, whatever the bytes: every read
 //! goes through a length check made once per header (`first_chunk`), after
@@ -48,7 +49,7 @@
 
 use crate::counters::DropReason;
 use crate::driver::Frame;
-use crate::flow::{FlowKey, Proto};
+use crate::flow::{FlowKey, Proto, TableHasher};
 use crate::packet::{PacketKind, PacketMeta, PortId, Verdict};
 use crate::wire::ethernet::{self, ethertype};
 use crate::wire::ipv4::protocol;
@@ -61,9 +62,10 @@ pub fn parse_frame(
     frame: &[u8],
     in_port: PortId,
     checksum_verified: bool,
+    hasher: &TableHasher,
 ) -> Result<PacketMeta, DropReason> {
     let mut meta = PacketMeta::empty(in_port);
-    parse_into(frame, checksum_verified, &mut meta)?;
+    parse_into(frame, checksum_verified, hasher, &mut meta)?;
     Ok(meta)
 }
 
@@ -72,11 +74,16 @@ pub fn parse_frame(
 /// [`Verdict::Drop`] and the reason. `metas` must be at least as long as
 /// `frames`; frames without a meta slot are left unparsed.
 #[inline]
-pub fn parse_batch<F: Frame>(frames: &[F], in_port: PortId, metas: &mut [PacketMeta]) {
+pub fn parse_batch<F: Frame>(
+    frames: &[F],
+    in_port: PortId,
+    metas: &mut [PacketMeta],
+    hasher: &TableHasher,
+) {
     debug_assert!(metas.len() >= frames.len(), "one meta slot per frame");
     for (frame, meta) in frames.iter().zip(metas.iter_mut()) {
         *meta = PacketMeta::empty(in_port);
-        if let Err(reason) = parse_into(frame.data(), frame.checksum_verified(), meta) {
+        if let Err(reason) = parse_into(frame.data(), frame.checksum_verified(), hasher, meta) {
             *meta = PacketMeta::empty(in_port);
             meta.verdict = Verdict::Drop(reason);
         }
@@ -97,7 +104,12 @@ fn be16(hi: u8, lo: u8) -> u16 {
 
 /// Fill `meta` (pre-set to `PacketMeta::empty`) from `frame`.
 #[inline(always)]
-fn parse_into(frame: &[u8], verified: bool, meta: &mut PacketMeta) -> Result<(), DropReason> {
+fn parse_into(
+    frame: &[u8],
+    verified: bool,
+    hasher: &TableHasher,
+    meta: &mut PacketMeta,
+) -> Result<(), DropReason> {
     let Some(eth) = frame.first_chunk::<{ ethernet::HEADER_LEN }>() else {
         return Err(DropReason::EthTruncated);
     };
@@ -119,7 +131,9 @@ fn parse_into(frame: &[u8], verified: bool, meta: &mut PacketMeta) -> Result<(),
     meta.l3_offset = off16(l3);
     let rest = frame.get(l3..).unwrap_or(&[]);
     match ether {
-        ethertype::IPV4 => parse_ipv4(rest, l3, verified, meta),
+        ethertype::IPV4 => parse_ipv4(rest, l3, verified, meta).map(|()| {
+            meta.hash = hasher.hash(&meta.key);
+        }),
         ethertype::ARP => parse_arp(rest, l3, meta),
         ethertype::IPV6 => Err(DropReason::Ipv6Unsupported),
         _ => Err(DropReason::UnsupportedEthertype),
@@ -193,7 +207,6 @@ fn parse_ipv4(
         protocol::ICMP => parse_icmp(l4_payload, l4, src, dst, verified, meta)?,
         _ => return Err(DropReason::UnsupportedProtocol),
     }
-    meta.hash = meta.key.stable_hash();
     Ok(())
 }
 

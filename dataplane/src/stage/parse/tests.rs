@@ -369,7 +369,7 @@ const PARSE_REASONS: &[DropReason] = &[
 fn every_malformed_frame_drops_with_its_reason() {
     let cases = drop_cases();
     for (name, frame, reason) in &cases {
-        let got = parse_frame(frame, 0, false);
+        let got = parse_frame(frame, 0, false, &hasher());
         assert_eq!(got.err(), Some(*reason), "case {name:?}");
     }
     let covered: HashSet<_> = cases.iter().map(|c| c.2).collect();
@@ -386,17 +386,20 @@ fn driver_verified_checksums_skip_l4_but_not_ipv4() {
         edit_l4(echo_frame(kind::ECHO_REQUEST), |s| s[9] ^= 1),
     ];
     for f in &l4_bad {
-        assert!(parse_frame(f, 0, false).is_err());
-        assert!(parse_frame(f, 0, true).is_ok());
+        assert!(parse_frame(f, 0, false, &hasher()).is_err());
+        assert!(parse_frame(f, 0, true, &hasher()).is_ok());
     }
     let ip_bad = edit_ip(tcp_frame(ACK, b""), false, |p| p.set_ttl(1));
-    assert_eq!(parse_frame(&ip_bad, 0, true).err(), Some(Ipv4BadChecksum));
+    assert_eq!(
+        parse_frame(&ip_bad, 0, true, &hasher()).err(),
+        Some(Ipv4BadChecksum)
+    );
 }
 
 #[test]
 fn valid_tcp_frame() {
     let f = tcp_frame(SYN | ACK | PSH, b"hello");
-    let m = parse_frame(&f, 3, false).unwrap();
+    let m = parse_frame(&f, 3, false, &hasher()).unwrap();
     assert_eq!(m.in_port, 3);
     assert_eq!(m.kind, PacketKind::Tcp);
     assert_eq!(m.vlan, None);
@@ -406,7 +409,7 @@ fn valid_tcp_frame() {
     );
     assert_eq!(m.tcp_flags, SYN | ACK | PSH);
     assert_eq!(m.key, FlowKey::new(Proto::Tcp, CLIENT, 40000, VIP, 443));
-    assert_eq!(m.hash, m.key.stable_hash());
+    assert_eq!(m.hash, hasher().hash(&m.key));
     assert_eq!(m.verdict, Verdict::Pending);
 }
 
@@ -415,26 +418,32 @@ fn valid_udp_frame_with_ethernet_padding() {
     let mut f = udp_frame(b"hi");
     let ip_end = f.len();
     f.resize(60, 0); // minimum Ethernet frame
-    let m = parse_frame(&f, 0, false).unwrap();
+    let m = parse_frame(&f, 0, false, &hasher()).unwrap();
     assert_eq!(m.kind, PacketKind::Udp);
     assert_eq!(m.l3_end as usize, ip_end);
     assert_eq!(m.key, FlowKey::new(Proto::Udp, CLIENT, 5353, VIP, 53));
-    assert_eq!(m.hash, m.key.stable_hash());
+    assert_eq!(m.hash, hasher().hash(&m.key));
 }
 
 #[test]
 fn udp_zero_checksum_is_accepted_and_length_below_payload_is_fine() {
     let f = edit_l4(udp_frame(b"hello"), |s| s[6..8].copy_from_slice(&[0, 0]));
-    assert_eq!(parse_frame(&f, 0, false).unwrap().kind, PacketKind::Udp);
+    assert_eq!(
+        parse_frame(&f, 0, false, &hasher()).unwrap().kind,
+        PacketKind::Udp
+    );
     // Length field 8 (no payload) inside a longer IP payload, checksum 0.
     let f = edit_l4(f, |s| s[4..6].copy_from_slice(&8u16.to_be_bytes()));
-    assert_eq!(parse_frame(&f, 0, false).unwrap().kind, PacketKind::Udp);
+    assert_eq!(
+        parse_frame(&f, 0, false, &hasher()).unwrap().kind,
+        PacketKind::Udp
+    );
 }
 
 #[test]
 fn valid_vlan_tagged_frame() {
     let f = build::with_vlan(&tcp_frame(ACK, b""), 100);
-    let m = parse_frame(&f, 0, false).unwrap();
+    let m = parse_frame(&f, 0, false, &hasher()).unwrap();
     assert_eq!(m.vlan, Some(100));
     assert_eq!(
         (m.l3_offset, m.l4_offset, m.l3_end),
@@ -442,7 +451,7 @@ fn valid_vlan_tagged_frame() {
     );
     assert_eq!(m.key, FlowKey::new(Proto::Tcp, CLIENT, 40000, VIP, 443));
     let arp = build::with_vlan(&build::arp_request(CLIENT_MAC, CLIENT, VIP), 5);
-    let m = parse_frame(&arp, 0, false).unwrap();
+    let m = parse_frame(&arp, 0, false, &hasher()).unwrap();
     assert_eq!(
         (m.kind, m.vlan, m.l3_offset, m.l3_end),
         (PacketKind::Arp, Some(5), 18, 46)
@@ -468,7 +477,7 @@ fn ip_and_tcp_options_move_the_offsets() {
     p.set_total_len(total);
     p.fill_checksum();
     let f = build::ethernet_frame(CLIENT_MAC, GW_MAC, ethertype::IPV4, &pkt);
-    let m = parse_frame(&f, 0, false).unwrap();
+    let m = parse_frame(&f, 0, false, &hasher()).unwrap();
     assert_eq!(
         (m.l3_offset, m.l4_offset, m.l3_end),
         (14, 38, f.len() as u16)
@@ -479,27 +488,30 @@ fn ip_and_tcp_options_move_the_offsets() {
 #[test]
 fn valid_arp_request_and_reply() {
     let f = build::arp_request(CLIENT_MAC, CLIENT, VIP);
-    let m = parse_frame(&f, 1, false).unwrap();
+    let m = parse_frame(&f, 1, false, &hasher()).unwrap();
     assert_eq!(
         (m.kind, m.l3_offset, m.l3_end, m.hash),
         (PacketKind::Arp, 14, 42, 0)
     );
     let mut f = build::arp_reply(CLIENT_MAC, CLIENT, GW_MAC, VIP);
     f.resize(60, 0);
-    assert_eq!(parse_frame(&f, 1, false).unwrap().kind, PacketKind::Arp);
+    assert_eq!(
+        parse_frame(&f, 1, false, &hasher()).unwrap().kind,
+        PacketKind::Arp
+    );
 }
 
 #[test]
 fn valid_icmp_echo_uses_identifier_as_both_ports() {
     for t in [kind::ECHO_REQUEST, kind::ECHO_REPLY] {
-        let m = parse_frame(&echo_frame(t), 0, false).unwrap();
+        let m = parse_frame(&echo_frame(t), 0, false, &hasher()).unwrap();
         assert_eq!(m.kind, PacketKind::IcmpEcho);
         assert_eq!((m.icmp_type, m.icmp_code), (t, 0));
         assert_eq!(
             m.key,
             FlowKey::new(Proto::Icmp, CLIENT, 0x4242, VIP, 0x4242)
         );
-        assert_eq!(m.hash, m.key.stable_hash());
+        assert_eq!(m.hash, hasher().hash(&m.key));
     }
 }
 
@@ -541,7 +553,7 @@ fn valid_icmp_errors_carry_the_inner_tuple() {
     ];
     for (t, code, inner, proto, sport, dport) in cases {
         let f = icmp_error_frame(t, code, &inner);
-        let m = parse_frame(&f, 0, false).unwrap();
+        let m = parse_frame(&f, 0, false, &hasher()).unwrap();
         assert_eq!(m.kind, PacketKind::IcmpError);
         assert_eq!((m.icmp_type, m.icmp_code), (t, code));
         assert_eq!(m.key, FlowKey::new(proto, VIP, sport, BACKEND, dport));
@@ -549,7 +561,7 @@ fn valid_icmp_errors_carry_the_inner_tuple() {
             (m.l4_offset, m.inner_l3_offset, m.inner_l4_offset),
             (34, 42, 62)
         );
-        assert_eq!(m.hash, m.key.stable_hash());
+        assert_eq!(m.hash, hasher().hash(&m.key));
     }
     // Inner checksums are not verified: corrupt the inner IPv4 and TCP
     // checksums of a fully quoted packet (the outer ICMP checksum is
@@ -559,7 +571,7 @@ fn valid_icmp_errors_carry_the_inner_tuple() {
     inner[20 + 16] ^= 0xff;
     let f = icmp_error_frame(kind::TIME_EXCEEDED, 0, &inner);
     assert_eq!(
-        parse_frame(&f, 0, false).unwrap().kind,
+        parse_frame(&f, 0, false, &hasher()).unwrap().kind,
         PacketKind::IcmpError
     );
 }
@@ -594,7 +606,7 @@ fn batch_fills_one_meta_per_frame() {
     ];
     let mut metas = [PacketMeta::empty(9); 8];
     metas[1].l3_offset = 99; // stale data from a previous batch
-    parse_batch(&frames, 2, &mut metas);
+    parse_batch(&frames, 2, &mut metas, &hasher());
     assert_eq!(metas[0].verdict, Verdict::Pending);
     assert_eq!(metas[0].kind, PacketKind::Tcp);
     assert_eq!(metas[1].verdict, Verdict::Drop(DropReason::EthTruncated));
@@ -606,7 +618,7 @@ fn batch_fills_one_meta_per_frame() {
     assert_eq!(metas[5].in_port, 9, "slots past the batch are untouched");
     // The batch form agrees with the single-frame form.
     for (f, m) in frames.iter().zip(&metas) {
-        match parse_frame(&f.0, 2, f.1) {
+        match parse_frame(&f.0, 2, f.1, &hasher()) {
             Ok(single) => assert_eq!((single.key, single.l4_offset), (m.key, m.l4_offset)),
             Err(r) => assert_eq!(m.verdict, Verdict::Drop(r)),
         }
@@ -618,7 +630,7 @@ fn assert_meta_invariants(frame: &[u8], m: &PacketMeta) {
     assert!(usize::from(m.l3_end) <= frame.len());
     if m.kind != PacketKind::Arp {
         assert!(m.l4_offset >= m.l3_offset + 20 && m.l4_offset <= m.l3_end);
-        assert_eq!(m.hash, m.key.stable_hash());
+        assert_eq!(m.hash, hasher().hash(&m.key));
     }
     if m.kind == PacketKind::IcmpError {
         assert_eq!(m.inner_l3_offset, m.l4_offset + 8);
@@ -630,7 +642,7 @@ proptest! {
     #[test]
     fn never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..128),
                                        verified in any::<bool>()) {
-        if let Ok(m) = parse_frame(&bytes, 0, verified) {
+        if let Ok(m) = parse_frame(&bytes, 0, verified, &hasher()) {
             assert_meta_invariants(&bytes, &m);
         }
     }
@@ -656,7 +668,7 @@ proptest! {
             f[i] = b;
         }
         f.truncate(cut.index(f.len() + 1));
-        if let Ok(m) = parse_frame(&f, 0, verified) {
+        if let Ok(m) = parse_frame(&f, 0, verified, &hasher()) {
             assert_meta_invariants(&f, &m);
         }
     }
@@ -682,7 +694,7 @@ proptest! {
         }
         let ip_end = f.len();
         f.resize(ip_end + padding, 0);
-        let m = parse_frame(&f, 0, false).unwrap();
+        let m = parse_frame(&f, 0, false, &hasher()).unwrap();
         let l3 = if vlan.is_some() { 18 } else { 14 };
         let proto = if is_tcp { Proto::Tcp } else { Proto::Udp };
         prop_assert_eq!(m.key, FlowKey::new(proto, src, sport, dst, dport));
@@ -690,6 +702,11 @@ proptest! {
         prop_assert_eq!(m.vlan, vlan);
         prop_assert_eq!((m.l3_offset, m.l4_offset, m.l3_end), (l3, l3 + 20, ip_end as u16));
         prop_assert_eq!(m.tcp_flags, if is_tcp { flags } else { 0 });
-        prop_assert_eq!(m.hash, m.key.stable_hash());
+        prop_assert_eq!(m.hash, hasher().hash(&m.key));
     }
+}
+
+/// The table hasher of these tests (any fixed secret).
+fn hasher() -> TableHasher {
+    TableHasher::from_seed(1)
 }

@@ -28,7 +28,9 @@
 //!   cleared (another load balancer may own them).
 
 use super::store::ClusterState;
-use crate::build::{self, ModelConfig, ServiceOutcome, SpecCache, wants_load_balancer_address};
+use crate::build::{
+    self, IgnoreReason, ModelConfig, ServiceOutcome, Skip, SpecCache, wants_load_balancer_address,
+};
 use crate::ipam::{Allocator, Claim, ServiceKey, ServiceRequest};
 use dataplane::snapshot::{
     BuildError, Problem, ServiceChanges, ServiceSpec, Snapshot, SnapshotBuilder,
@@ -193,12 +195,19 @@ impl Reconciler {
             Vec::new()
         };
         let slices = state.slices_of(key);
+        let mut refused_external_ips = Vec::new();
         let (specs, why) = match build::service_specs(svc, &slices, &vips, &self.options) {
             ServiceOutcome::Serve { specs, skipped } => {
+                refused_external_ips = refused_external_ip_notes(&skipped);
                 let why: Vec<String> = skipped.iter().map(ToString::to_string).collect();
                 (specs, why.join("; "))
             }
-            ServiceOutcome::Ignored { reason } => (Vec::new(), reason.to_string()),
+            ServiceOutcome::Ignored { reason } => {
+                if let IgnoreReason::NoServablePort { skipped } = &reason {
+                    refused_external_ips = refused_external_ip_notes(skipped);
+                }
+                (Vec::new(), reason.to_string())
+            }
         };
         if why.is_empty() {
             self.ignored.remove(key);
@@ -207,6 +216,16 @@ impl Reconciler {
                 info!(service = %key, reason = %why, "service ignored");
             } else {
                 info!(service = %key, skipped = %why, "service served in part");
+            }
+            // Once per change of what is left out: the Service's owner
+            // sees why an externalIP is not served.
+            for note in refused_external_ips {
+                events.push(ServiceEvent {
+                    service: Arc::clone(svc),
+                    warning: true,
+                    reason: "ExternalIPNotAllowed".into(),
+                    note,
+                });
             }
             self.ignored.insert(key.clone(), why);
         }
@@ -535,6 +554,15 @@ impl Seniority {
             key: key.clone(),
         }
     }
+}
+
+/// The Event notes for externalIPs left out by the externalIP policy.
+fn refused_external_ip_notes(skipped: &[Skip]) -> Vec<String> {
+    skipped
+        .iter()
+        .filter(|s| matches!(s, Skip::ExternalIpNotAllowed { .. }))
+        .map(ToString::to_string)
+        .collect()
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ fn reconciler() -> Reconciler {
         node_addresses: vec![ip("192.0.2.1")],
         gateway_addresses: vec![ip("10.1.0.1"), ip("192.0.2.1")],
         tcp_backend_gone: BackendGonePolicy::Drop,
+        external_ip_cidrs: vec!["192.0.2.0/24".parse().expect("cidr")],
     };
     Reconciler::new(options, Allocator::new(&[]), builder)
 }
@@ -200,4 +201,48 @@ fn of_two_clashing_services_the_older_is_served_whatever_the_order_of_events() {
         .and_then(|l| snap.service(l.service))
         .map(|s| s.name.to_string());
     assert_eq!(at_70.as_deref(), Some("default/aa-late:80/tcp"));
+}
+
+#[test]
+fn an_external_ip_outside_the_allowed_cidrs_is_not_served_and_gets_one_warning() {
+    let mut r = reconciler();
+    let mut state = ClusterState::default();
+    let _ = state.apply_services(Update::Listed(Vec::new()));
+    let _ = state.apply_slices(Update::Listed(Vec::new()));
+    let _ = r.window(&state, &BTreeSet::new(), true);
+    // A tenant asks for an address this gateway was not given.
+    let svc = dated_external_ip_service("grab", "1", None, "203.0.113.7");
+    let touched = state.apply_services(Update::Applied(svc));
+    let out = r.window(&state, &touched, true);
+    if let Some(snap) = &out.snapshot {
+        assert!(
+            snap.listener(Proto::Tcp, ip("203.0.113.7"), 80).is_none(),
+            "never served"
+        );
+        assert!(
+            snap.owned(ip("203.0.113.7")).is_none(),
+            "never answered for"
+        );
+    }
+    let warnings: Vec<(String, bool, String)> = out
+        .events
+        .iter()
+        .map(|e| (e.reason.clone(), e.warning, e.note.clone()))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].0, "ExternalIPNotAllowed");
+    assert!(warnings[0].1, "a Warning");
+    assert!(
+        warnings[0].2.contains("externalIP 203.0.113.7 is outside"),
+        "{warnings:?}"
+    );
+    // Nothing changed: no second Event.
+    let touched = state.apply_services(Update::Applied(dated_external_ip_service(
+        "grab",
+        "2",
+        None,
+        "203.0.113.7",
+    )));
+    let out = r.window(&state, &touched, true);
+    assert!(out.events.is_empty(), "{:?}", out.events);
 }
