@@ -316,6 +316,9 @@ pub struct SharedCounters {
     /// waits for a reader).
     services: Mutex<ServiceCounters>,
     snat: Mutex<Vec<SnatAddrStats>>,
+    /// The dataplane clock's time of the worker's latest poll loop (stored
+    /// at most once per millisecond): the BGP watchdog's heartbeat.
+    heartbeat_ms: AtomicU64,
 }
 
 impl Default for SharedCounters {
@@ -328,6 +331,7 @@ impl Default for SharedCounters {
             flows_by_state: std::array::from_fn(|_| AtomicU64::new(0)),
             services: Mutex::new(ServiceCounters::default()),
             snat: Mutex::new(Vec::new()),
+            heartbeat_ms: AtomicU64::new(0),
         }
     }
 }
@@ -534,6 +538,19 @@ impl SharedCounters {
         for (cell, v) in self.flows_by_state.iter().zip(gauges.flows_by_state) {
             cell.store(v, Ordering::Relaxed);
         }
+    }
+
+    /// The worker completed a poll loop at `now_ms` (owner only; once per
+    /// millisecond at most, never per packet).
+    #[inline]
+    pub fn beat(&self, now_ms: u64) {
+        self.heartbeat_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// The time of the worker's latest [`SharedCounters::beat`]: a value
+    /// that stops changing means the worker stopped polling.
+    pub fn heartbeat_ms(&self) -> u64 {
+        self.heartbeat_ms.load(Ordering::Relaxed)
     }
 
     /// Copy the worker's per-service counters out (owner only). Skipped when

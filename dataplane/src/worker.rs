@@ -210,6 +210,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             work += inspect.serve(self.pipeline.conntrack(), self.pipeline.affinity(), now_ms);
         }
         if now_ms != self.last_publish_ms {
+            self.shared.beat(now_ms);
             self.publish_scalars();
             if now_ms / 100 != self.last_publish_ms / 100 {
                 self.shared.publish_services(self.pipeline.services());

@@ -15,9 +15,9 @@
 //!
 //! `[bgp]` is in the live part: a changed peer needs that peer's session
 //! restarted, not the workers, and a changed advertisement only new
-//! UPDATEs. (The gateway runs no sessions yet; when it does, a reload
-//! restarts the sessions whose `PeerConfig` differs, comparing peer by
-//! peer with `PartialEq`, and re-sends the routes of the others.)
+//! UPDATEs: the gateway's `bgp` module restarts the sessions whose
+//! `PeerConfig` differs (peer by peer, with `PartialEq`) and sends the
+//! others the new desired routes.
 //!
 //! Invariants:
 //! * every field of a plan is in exactly one half: [`Plan::split`]
@@ -479,6 +479,12 @@ mod tests {
                     address_pools: Vec::new(),
                     vips: vec!["192.0.2.10".parse().expect("addr")],
                 });
+            }),
+            ("bgp shutdown drain", false, |p| {
+                p.bgp.shutdown_drain_s += 1;
+            }),
+            ("bgp watchdog", false, |p| {
+                p.bgp.watchdog_timeout_ms += 1;
             }),
         ]
     }

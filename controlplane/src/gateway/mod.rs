@@ -55,14 +55,23 @@
 //! restart. On SIGTERM the source stops first, releasing its Lease, then the
 //! workers.
 //!
+//! With `[[bgp.peer]]`s the BGP speaker ([`bgp`]) starts after the workers
+//! and follows every published snapshot from the control thread's tick.
+//! SIGTERM then withdraws every route first (and waits for the routers to
+//! have the withdrawal), releases the Lease, keeps forwarding for
+//! `[bgp] shutdown_drain_s`, and only then sends Cease and stops the
+//! workers.
+//!
 //! Layout, one file per role: `lifecycle` (start, serve, reload entry
 //! point, shutdown, signals), `reload` (which changes need a restart),
 //! `driver_plan` (the plan's ports and settings mapped to driver
 //! configurations; interface preparation and the XDP attachment),
 //! `workers` (the worker threads: open the driver, run the loop), `stats` (what
-//! the admin socket and `/metrics` report from) and `dpdk` (the same for
-//! `driver = "dpdk"`, cargo feature `dpdk`).
+//! the admin socket and `/metrics` report from), `bgp/` (announcing the
+//! VIPs: sessions, desired routes, the worker watchdog) and `dpdk` (the
+//! same for `driver = "dpdk"`, cargo feature `dpdk`).
 
+pub mod bgp;
 #[cfg(feature = "dpdk")]
 mod dpdk;
 mod driver_plan;
@@ -136,4 +145,6 @@ pub enum GatewayError {
     KubeSourceDied,
     #[error("reading /dev/urandom for the flow tables' hash key: {0}")]
     Random(#[source] std::io::Error),
+    #[error("starting the BGP speaker's runtime: {0}")]
+    BgpRuntime(std::io::Error),
 }

@@ -356,6 +356,11 @@ fn fmt_bgp(f: &mut fmt::Formatter<'_>, bgp: &BgpPlan) -> fmt::Result {
         }
         writeln!(f)?;
     }
+    writeln!(
+        f,
+        "bgp stop: withdraw, then forward for {} s; watchdog: withdraw when a worker stalls {} ms",
+        bgp.shutdown_drain_s, bgp.watchdog_timeout_ms
+    )?;
     writeln!(f, "bgp advertisements:")?;
     for a in &bgp.advertisements {
         let adv = &a.advertisement;

@@ -79,14 +79,30 @@ pub struct Plan {
 
 /// `[bgp]`, validated. The peers and advertisements are portico-bgp's
 /// types (that crate owns them); this adds what each advertisement is
-/// attached to. The gateway does not start sessions from it yet (the next
-/// step of issue 13); `portico check` shows it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// attached to. `portico run` starts one session per peer from it (the
+/// gateway's `bgp` module); `portico check` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BgpPlan {
     /// `[[bgp.peer]]` in file order; addresses unique.
     pub peers: Vec<PeerConfig>,
     /// `[[bgp.advertisement]]` in file order, each with its users.
     pub advertisements: Vec<AdvertisementPlan>,
+    /// How long a graceful stop keeps forwarding after the withdrawal,
+    /// `0..=3600` s.
+    pub shutdown_drain_s: u16,
+    /// The worker watchdog's timeout, `100..=60000` ms.
+    pub watchdog_timeout_ms: u32,
+}
+
+impl Default for BgpPlan {
+    fn default() -> Self {
+        BgpPlan {
+            peers: Vec::new(),
+            advertisements: Vec::new(),
+            shutdown_drain_s: portico_bgp::config::DEFAULT_SHUTDOWN_DRAIN_S,
+            watchdog_timeout_ms: portico_bgp::config::DEFAULT_WATCHDOG_TIMEOUT_MS,
+        }
+    }
 }
 
 /// One `[[bgp.advertisement]]` and the addresses announced with it.

@@ -54,6 +54,8 @@ impl Validator {
         BgpPlan {
             peers: bgp.peers.clone(),
             advertisements,
+            shutdown_drain_s: bgp.shutdown_drain_s,
+            watchdog_timeout_ms: bgp.watchdog_timeout_ms,
         }
     }
 

@@ -103,6 +103,7 @@ fn sample() -> StatsReport {
             announced: vec![std::net::Ipv4Addr::new(203, 0, 113, 10)],
             silent: vec![std::net::Ipv4Addr::new(203, 0, 113, 11)],
         },
+        bgp: crate::admin::BgpReport::default(),
     }
 }
 
@@ -436,6 +437,70 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
     );
     assert_eq!(value(&samples, "portico_ipam_pool_addresses", &pool), 16.0);
     assert!(!types.contains_key("portico_leader"), "no leader election");
+    assert!(
+        !types.contains_key("portico_bgp_session_state"),
+        "no BGP families without peers"
+    );
+}
+
+#[test]
+fn bgp_sessions_have_their_families() {
+    let mut report = sample();
+    report.bgp = crate::admin::BgpReport {
+        peers: vec![crate::admin::BgpPeerReport {
+            peer: "192.0.2.100:179".into(),
+            state: "Active".into(),
+            state_number: 3,
+            prefixes_sent: 0,
+            updates_sent: 12,
+            updates_received: 4,
+            flaps: 2,
+            ..Default::default()
+        }],
+        vips: vec!["192.0.2.10".into()],
+        withdrawn: Some("watchdog".into()),
+        watchdog_trips: 3,
+    };
+    let text = encode_report(&report).expect("encodes");
+    let (types, samples) = parse(&text);
+    for (family, t) in [
+        ("portico_bgp_session_state", "gauge"),
+        ("portico_bgp_session_uptime_seconds", "gauge"),
+        ("portico_bgp_prefixes_announced", "gauge"),
+        ("portico_bgp_updates_sent", "counter"),
+        ("portico_bgp_updates_received", "counter"),
+        ("portico_bgp_session_flaps", "counter"),
+        ("portico_bgp_withdrawn", "gauge"),
+        ("portico_bgp_watchdog_trips", "counter"),
+    ] {
+        assert_eq!(types.get(family).map(String::as_str), Some(t), "{family}");
+    }
+    let peer = [("peer", "192.0.2.100:179")];
+    assert_eq!(value(&samples, "portico_bgp_session_state", &peer), 3.0);
+    assert_eq!(
+        value(&samples, "portico_bgp_updates_sent_total", &peer),
+        12.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_updates_received_total", &peer),
+        4.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_session_flaps_total", &peer),
+        2.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_withdrawn", &[("reason", "watchdog")]),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_withdrawn", &[("reason", "stopping")]),
+        0.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_watchdog_trips_total", &[]),
+        3.0
+    );
 }
 
 fn get(addr: SocketAddr, request: &str) -> String {
