@@ -40,6 +40,7 @@
 //! `AF_PACKET` peer), `sys.rs` (the syscalls).
 
 pub mod bird;
+pub mod gobgp;
 mod command;
 mod name;
 mod nginx;

@@ -104,14 +104,22 @@ pub struct PortOverrideSection {
     /// As `[[port]]`'s `snat_addresses`, for this instance. Default none.
     #[serde(default)]
     pub snat_addresses: Vec<String>,
+    /// As `[[port]]`'s `host_addresses`, for this instance (its own BGP
+    /// source address, its own SSH address). Default none.
+    #[serde(default)]
+    pub host_addresses: Vec<String>,
 }
 
 impl PortOverrideSection {
+    /// The per-instance keys, by name (as in the file).
+    pub const KEYS: [&'static str; 3] = ["node_addresses", "snat_addresses", "host_addresses"];
+
     /// Put this instance's keys into `port` (the one place that knows
     /// which keys are per instance).
     pub fn apply_to(&self, port: &mut PortSection) {
         port.node_addresses.clone_from(&self.node_addresses);
         port.snat_addresses.clone_from(&self.snat_addresses);
+        port.host_addresses.clone_from(&self.host_addresses);
     }
 
     /// The per-instance keys a `[[port]]` sets itself (those must stay
@@ -123,6 +131,9 @@ impl PortOverrideSection {
         }
         if !port.snat_addresses.is_empty() {
             keys.push("snat_addresses");
+        }
+        if !port.host_addresses.is_empty() {
+            keys.push("host_addresses");
         }
         keys
     }

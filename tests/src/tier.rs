@@ -6,22 +6,30 @@
 //!                                                                             └── instance 2 (192.0.2.3) ──┘   (SNAT 10.1.0.1+i)
 //! ```
 //!
-//! Each instance is one namespace with its own node address (also its BGP
-//! router id and NEXT_HOP) and SNAT address, announcing the VIP
-//! [`TIER_VIP`] to the router over eBGP. BIRD's kernel protocol exports the
-//! merged multipath route into the router namespace's FIB
-//! (`net.ipv4.fib_multipath_hash_policy=1`: flows spread by their ports).
-//! Until the host path (issue 13 §1) lands, each instance's BGP connection
-//! runs on its namespace's kernel: the node address is also on the
-//! outside veth there.
+//! Each instance is one namespace with its own node address (its BGP
+//! router id), host address (the BGP source and NEXT_HOP, [`next_hop`]) and
+//! SNAT address, announcing the VIP [`TIER_VIP`] to the router over eBGP.
+//! The BGP connection is the instance namespace's kernel's, over the
+//! outside port's host path (issue 13 §1: its TAP; no address on the data
+//! veth), so it runs through the workers on every driver; each instance
+//! chooses its driver ([`TierConfig::drivers`]).
+//!
+//! The router is BIRD 2 ([`TierRouter::Bird`]), whose kernel protocol
+//! exports the merged multipath route into the router namespace's FIB
+//! (`net.ipv4.fib_multipath_hash_policy=1`: flows spread by their ports),
+//! or GoBGP ([`TierRouter::Gobgp`]), which keeps the paths in its RIB only
+//! (it programs no FIB: that variant checks the announcements, BIRD's the
+//! forwarding).
 //!
 //! Every resource is a guard (namespaces, processes, directories): the
 //! tier is removed on drop, processes first.
 
 use crate::{Netns, Process, TempDir, nginx, unique_name, veth, wait_until};
 use portico::admin::{self, StatsReport};
-use portico::demo::topology::spawn_run;
+use portico::demo::topology::{DriverKind, spawn_run};
+use portico_netns::Veth;
 use portico_netns::bird::Bird;
+use portico_netns::gobgp::GoBgp;
 use std::io;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -38,20 +46,37 @@ pub const ROUTER_ASN: u32 = 65000;
 pub const TIER_ASN: u32 = 65001;
 const BACKEND_PORT: u16 = 8080;
 
-/// Instance `i`'s node address (router id, BGP source, NEXT_HOP).
+/// Instance `i`'s node address (its BGP router id).
 pub fn instance_addr(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(192, 0, 2, 1 + i as u8)
+}
+
+/// Instance `i`'s host address: its BGP source, so the NEXT_HOP of its
+/// path at the router.
+pub fn next_hop(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(192, 0, 2, 101 + i as u8)
 }
 
 fn backend_addr(j: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, 1, 0, 10 + j as u8)
 }
 
+/// The router daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TierRouter {
+    /// BIRD 2 with a kernel protocol: ECMP in the router's FIB.
+    Bird,
+    /// GoBGP: the paths in its RIB, no FIB.
+    Gobgp,
+}
+
 /// What to build.
 #[derive(Clone, Debug)]
 pub struct TierConfig {
-    /// `portico run` instances, 1..=8.
-    pub instances: usize,
+    /// One `portico run` instance per entry (1..=8), on that driver
+    /// (af_packet or AF_XDP).
+    pub drivers: Vec<DriverKind>,
+    pub router: TierRouter,
     /// nginx backends, 1..=16.
     pub backends: usize,
     /// The `portico` binary.
@@ -110,7 +135,10 @@ impl Instance {
 #[derive(Debug)]
 pub struct Tier {
     pub instances: Vec<Instance>,
-    pub bird: Bird,
+    /// With [`TierRouter::Bird`].
+    pub bird: Option<Bird>,
+    /// With [`TierRouter::Gobgp`].
+    pub gobgp: Option<GoBgp>,
     _servers: Vec<Process>,
     _server_dirs: Vec<TempDir>,
     pub dir: TempDir,
@@ -125,7 +153,7 @@ impl Tier {
     /// Build the namespaces, start BIRD, the backends and every instance,
     /// and wait until each instance's admin socket answers.
     pub fn build(config: &TierConfig) -> io::Result<Tier> {
-        if !(1..=8).contains(&config.instances) || !(1..=16).contains(&config.backends) {
+        if !(1..=8).contains(&config.drivers.len()) || !(1..=16).contains(&config.backends) {
             return Err(io::Error::other("instances 1..=8, backends 1..=16"));
         }
         let portico = config.portico.clone();
@@ -206,13 +234,14 @@ impl Tier {
         // Instances.
         let mut namespaces = Vec::new();
         let mut protocols = String::new();
-        for i in 0..config.instances {
+        let mut neighbors = String::new();
+        for (i, &driver) in config.drivers.iter().enumerate() {
             let ns = Netns::new("ti")?;
             let (out_if, r_end) = (unique_name("go"), unique_name("rb"));
             let (in_if, l_end) = (unique_name("gi"), unique_name("lb"));
-            veth(&ns, &out_if, None, &router, &r_end, None)?;
+            Veth::new(&ns, &out_if, &router, &r_end).create()?;
             router.exec("ip", &["link", "set", &r_end, "master", "br0"])?;
-            veth(&ns, &in_if, None, &lan, &l_end, None)?;
+            Veth::new(&ns, &in_if, &lan, &l_end).create()?;
             lan.exec("ip", &["link", "set", &l_end, "master", "br0"])?;
             for (n, ifname) in [
                 (&ns, &out_if),
@@ -222,37 +251,61 @@ impl Tier {
             ] {
                 offloads_off(n, ifname)?;
             }
-            // The BGP connection runs on the kernel (see the module docs).
-            ns.exec(
-                "ip",
-                &[
-                    "addr",
-                    "add",
-                    &format!("{}/24", instance_addr(i)),
-                    "dev",
-                    &out_if,
-                ],
-            )?;
+            if driver == DriverKind::Afxdp {
+                // XDP frames carry no "checksum partial" mark: the ends
+                // facing the instance send complete checksums.
+                for (n, ifname) in [(&router, &r_end), (&lan, &l_end)] {
+                    n.exec(&portico_str, &["tool", "offloads-off", ifname, "--tx-checksum"])?;
+                }
+            }
             let config_path = dir.path.join(format!("portico-{i}.toml"));
             std::fs::write(
                 &config_path,
-                instance_config(i, &out_if, &in_if, config.backends, config.shutdown_drain_s),
+                instance_config(
+                    i,
+                    driver,
+                    &out_if,
+                    &in_if,
+                    config.backends,
+                    config.shutdown_drain_s,
+                ),
             )?;
             protocols.push_str(&format!(
                 "protocol bgp i{i} {{\n  local {TIER_ROUTER} as {ROUTER_ASN};\n  \
                  neighbor {} as {TIER_ASN};\n  passive on;\n  hold time 9;\n  \
                  error wait time 1, 2;\n  ipv4 {{ import all; export none; }};\n}}\n",
-                instance_addr(i)
+                next_hop(i)
+            ));
+            neighbors.push_str(&format!(
+                "\n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"{}\"\n    \
+                 peer-as = {TIER_ASN}\n  [neighbors.transport.config]\n    passive-mode = true\n  \
+                 [neighbors.timers.config]\n    hold-time = 9\n    keepalive-interval = 3\n",
+                next_hop(i)
             ));
             namespaces.push((ns, config_path));
         }
-        let bird = Bird::start(
-            &router,
-            &format!(
-                "router id {TIER_ROUTER};\nprotocol device {{ }}\n\
-                 protocol kernel {{ ipv4 {{ export all; }}; merge paths on; }}\n{protocols}"
+        let (bird, gobgp) = match config.router {
+            TierRouter::Bird => (
+                Some(Bird::start(
+                    &router,
+                    &format!(
+                        "router id {TIER_ROUTER};\nprotocol device {{ }}\n\
+                         protocol kernel {{ ipv4 {{ export all; }}; merge paths on; }}\n{protocols}"
+                    ),
+                )),
+                None,
             ),
-        );
+            TierRouter::Gobgp => (
+                None,
+                Some(GoBgp::start(
+                    &router,
+                    &format!(
+                        "[global.config]\n  as = {ROUTER_ASN}\n  router-id = \"{TIER_ROUTER}\"\n  \
+                         port = 179\n{neighbors}"
+                    ),
+                )),
+            ),
+        };
         let mut instances = Vec::new();
         for (i, (ns, config_path)) in namespaces.into_iter().enumerate() {
             let socket = dir.path.join(format!("portico-{i}.sock"));
@@ -268,6 +321,7 @@ impl Tier {
         let tier = Tier {
             instances,
             bird,
+            gobgp,
             _servers: servers,
             _server_dirs: server_dirs,
             dir,
@@ -324,8 +378,16 @@ impl Tier {
 }
 
 /// Instance `i`'s portico.toml.
-fn instance_config(i: usize, outside: &str, inside: &str, backends: usize, drain_s: u16) -> String {
+fn instance_config(
+    i: usize,
+    driver: DriverKind,
+    outside: &str,
+    inside: &str,
+    backends: usize,
+    drain_s: u16,
+) -> String {
     let node = instance_addr(i);
+    let host = next_hop(i);
     let snat = Ipv4Addr::new(10, 1, 0, 1 + i as u8);
     let backends: Vec<String> = (0..backends)
         .map(|j| {
@@ -346,14 +408,15 @@ capacity = 16384
 
 [[port]]
 name = "outside"
-driver = "afpacket"
+driver = "{driver}"
 interface = "{outside}"
 role = "outside"
 node_addresses = ["{node}/24"]
+host_addresses = ["{host}/24"]
 
 [[port]]
 name = "inside"
-driver = "afpacket"
+driver = "{driver}"
 interface = "{inside}"
 role = "inside"
 snat_addresses = ["{snat}/24"]
@@ -378,7 +441,7 @@ address = "{TIER_ROUTER}"
 peer_asn = {ROUTER_ASN}
 my_asn = {TIER_ASN}
 router_id = "{node}"
-source_address = "{node}"
+source_address = "{host}"
 hold_time_s = 9
 connect_retry_s = 1
 connect_retry_max_s = 2

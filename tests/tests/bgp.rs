@@ -2,8 +2,8 @@
 //! demo topology with BIRD in the client namespace (the client's router),
 //! peering with the gateway over the outside port.
 //!
-//! The BGP connection runs on the gateway namespace's kernel until the
-//! host path lands (see `common/router.rs`).
+//! The BGP connection is the gateway namespace's kernel's, over the
+//! outside port's host path (see `common/router.rs`).
 //!
 //! Every check of what is announced goes through `birdc show route all`;
 //! `portico bgp` and `/metrics` are checked along the way.
@@ -34,7 +34,8 @@ fn config(t: &Topology, options: &ServiceOptions) -> String {
     );
     assert!(base.contains("bgp_advertisements"), "{base}");
     format!(
-        "{base}{}",
+        "{}{}",
+        router::with_host_address(&base),
         router::bgp_section(
             &format!("shutdown_drain_s = {DRAIN_S}\nwatchdog_timeout_ms = {WATCHDOG_MS}"),
             "vips",
@@ -82,8 +83,8 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     let a = &routes[0].attrs;
     assert_eq!(
         a.get("BGP.next_hop").map(String::as_str),
-        Some("192.0.2.1"),
-        "{routes:?}"
+        Some(router::HOST_ADDR),
+        "NEXT_HOP is the host address: {routes:?}"
     );
     assert_eq!(
         a.get("BGP.local_pref").map(String::as_str),

@@ -21,28 +21,17 @@
 
 mod common;
 
+use common::router::{HOST_ADDR, with_host_address};
 use common::{DriverKind, curl, number, stats, stats_until, tally};
 use portico::demo::live::parse_body;
-use portico::demo::topology::{CLIENT_ADDR, NODE_ADDR, ServiceOptions, Topology, VIP};
+use portico::demo::topology::{CLIENT_ADDR, ServiceOptions, Topology, VIP};
 use portico_netns::Process;
 use portico_tests::wait_until;
 use std::time::Duration;
 
-const HOST_ADDR: &str = "192.0.2.2";
 const HOST_IF: &str = "outside-host";
 /// A TCP port for the servers of the test (the kernel's, on both sides).
 const SERVER_PORT: u16 = 8099;
-
-/// The topology's configuration with a host address on the outside port.
-fn with_host_address(config: String) -> String {
-    let node = format!("node_addresses = [\"{NODE_ADDR}/24\"]");
-    assert!(config.contains(&node), "{config}");
-    config.replacen(
-        &node,
-        &format!("{node}\nhost_addresses = [\"{HOST_ADDR}/24\"]"),
-        1,
-    )
-}
 
 /// `portico tool http-serve` on `bind:SERVER_PORT` in `ns` (it answers
 /// with its name and the address it saw), once it listens.
@@ -109,7 +98,7 @@ fn host_path_on(test: &str, ports: Ports) {
     let Some(t) = common::topology_on(test, 2, driver) else {
         return;
     };
-    let mut config = with_host_address(t.config_toml(&ServiceOptions::all(&t)));
+    let mut config = with_host_address(&t.config_toml(&ServiceOptions::all(&t)));
     if ports == Ports::Dpdk {
         config = config.replace("driver = \"afpacket\"", "driver = \"dpdk\"")
             + "\n[dpdk]\nmemory_mb = 256\n";

@@ -300,11 +300,13 @@ async fn a_load_balancer_address_is_announced_while_it_has_a_ready_endpoint() {
     let client = cluster.client();
     let bird = router::bird_router(&t);
     let pool = format!("addresses = [\"{POOL_FIRST}-{POOL_LAST}\"]\n");
-    let config = gateway_config(&t, cluster.kubeconfig_path()).replacen(
-        &pool,
-        &format!("{pool}bgp_advertisements = [\"pool\"]\n"),
-        1,
-    ) + &router::bgp_section("", "pool", "communities = [\"65000:7\"]");
+    let config = router::with_host_address(&gateway_config(&t, cluster.kubeconfig_path()))
+        .replacen(
+            &pool,
+            &format!("{pool}bgp_advertisements = [\"pool\"]\n"),
+            1,
+        )
+        + &router::bgp_section("", "pool", "communities = [\"65000:7\"]");
     assert!(config.contains("bgp_advertisements"), "{config}");
     let gw = t.start_gateway(&config).expect("portico run starts");
     let log = || gw.log_text();
@@ -313,7 +315,7 @@ async fn a_load_balancer_address_is_announced_while_it_has_a_ready_endpoint() {
     let route = format!("{vip}/32");
     let routes = router::bird_has(&bird, &log, &[&route]);
     assert_eq!(routes[0].attrs["BGP.community"], "(65000,7)", "{routes:?}");
-    assert_eq!(routes[0].attrs["BGP.next_hop"], NODE_ADDR.to_string());
+    assert_eq!(routes[0].attrs["BGP.next_hop"], router::HOST_ADDR);
 
     // No endpoint ready or serving: withdrawn; ready again: announced.
     replace_slice(&slices, &[(0, false), (1, false)]).await;

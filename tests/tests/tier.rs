@@ -1,16 +1,26 @@
-//! A tier of three `portico run` instances behind a real BIRD 2 router with
-//! ECMP (issue 13 §4, [`portico_tests::tier`]): every instance announces
-//! the VIP, the router's FIB has one next hop per instance, client flows
-//! spread over the instances and are all answered, and a SIGTERM of one
+//! A tier of three `portico run` instances (one of them on AF_XDP) behind a
+//! real BIRD 2 router with ECMP (issue 13 §4, [`portico_tests::tier`]),
+//! each peering from its own host address over its host path: every
+//! instance announces the VIP, the router's FIB has one next hop per
+//! instance, client flows spread over the instances and are all answered,
+//! every instance picks the same backend for a flow (`portico simulate
+//! --live` on each), and a SIGTERM of one
 //! instance under a steady load fails no new connection (withdraw first,
 //! forward during the drain, then exit); established connections broken
 //! by the router's ECMP rehash are counted and bounded (see the test). A
 //! SIGKILL of one instance of two: the router drops its path and the
-//! survivor answers every new flow (the losses meanwhile are printed).
+//! survivor answers every new flow (the losses meanwhile are printed). The
+//! same tier against GoBGP: one path per instance in its RIB with the
+//! configured attributes, and a SIGTERM withdraws one (GoBGP programs no
+//! FIB, so forwarding is checked with BIRD only).
 //!
-//! Needs root, `ip`, `bird`, `birdc` (Debian `bird2`) and `nginx`.
+//! Needs root, `ip`, `bird`, `birdc` (Debian `bird2`), `gobgpd` and
+//! `gobgp` (Debian `gobgpd`), and `nginx`.
 
-use portico_tests::tier::{TIER_VIP, Tier, TierConfig, instance_addr};
+use portico::demo::topology::DriverKind;
+use portico_tests::tier::{
+    TIER_ASN, TIER_CLIENT, TIER_VIP, Tier, TierConfig, TierRouter, next_hop,
+};
 use portico_tests::{require_programs, require_root, wait_until};
 use std::time::{Duration, Instant};
 
@@ -30,6 +40,46 @@ fn flows_per_instance(tier: &Tier) -> Vec<u64> {
         .collect()
 }
 
+/// The backend `portico simulate --live` on instance `i` picks for a new
+/// client flow from `port` to the VIP.
+fn simulated_backend(tier: &Tier, i: usize, port: u16) -> String {
+    let spec = format!("tcp {TIER_CLIENT}:{port} -> {TIER_VIP}:80");
+    let out = std::process::Command::new(PORTICO)
+        .args(["simulate", "--live", "--json", &spec, "--admin-socket"])
+        .arg(&tier.instances[i].socket)
+        .output()
+        .expect("portico simulate runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sim: serde_json::Value = serde_json::from_slice(&out.stdout).expect("simulate --json");
+    assert_eq!(sim["verdict"], "forward", "instance {i}: {sim}");
+    sim["backend"]["address"]
+        .as_str()
+        .unwrap_or_else(|| panic!("instance {i}: no backend in {sim}"))
+        .to_owned()
+}
+
+/// Every instance picks the same backend for each of a set of flows
+/// (Maglev over the same backends), and the flows use more than one.
+fn same_backend_on_every_instance(tier: &Tier) {
+    let mut chosen = std::collections::BTreeSet::new();
+    for port in (40_000..40_000 + 24).step_by(3) {
+        let first = simulated_backend(tier, 0, port);
+        for i in 1..tier.instances.len() {
+            assert_eq!(
+                simulated_backend(tier, i, port),
+                first,
+                "instance {i} and instance 0 for the flow from port {port}"
+            );
+        }
+        chosen.insert(first);
+    }
+    assert!(chosen.len() > 1, "the flows spread over backends: {chosen:?}");
+}
+
 /// `(ok, errors)` of `portico tool http-get` output; the errors' lines.
 fn tally(stdout: &str) -> (usize, Vec<String>) {
     let mut ok = 0;
@@ -47,6 +97,8 @@ fn tally(stdout: &str) -> (usize, Vec<String>) {
 #[test]
 fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
     const TEST: &str = "tier::ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection";
+    // Instance 1 on AF_XDP: its host path (the BGP session) and its
+    // forwarding through XDP sockets.
     if !require_root(TEST)
         || !require_programs(
             TEST,
@@ -57,7 +109,8 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
         return;
     }
     let mut tier = Tier::build(&TierConfig {
-        instances: INSTANCES,
+        drivers: vec![DriverKind::Afpacket, DriverKind::Afxdp, DriverKind::Afpacket],
+        router: TierRouter::Bird,
         backends: 3,
         portico: PORTICO.into(),
         shutdown_drain_s: DRAIN_S,
@@ -68,22 +121,25 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
     let mut fib = String::new();
     let all = wait_until(Duration::from_secs(30), || {
         fib = tier.router_route();
-        (0..INSTANCES).all(|i| fib.contains(&format!("nexthop via {} ", instance_addr(i))))
+        (0..INSTANCES).all(|i| fib.contains(&format!("nexthop via {} ", next_hop(i))))
     });
+    let router = tier.bird.as_ref().expect("BIRD");
     assert!(
         all,
-        "one next hop per instance: {fib:?}\n{}\n--- instance 0 ---\n{}",
-        tier.bird.birdc(&format!("show route all {TIER_VIP}/32")),
-        tier.instances[0].log_text()
+        "one next hop per instance: {fib:?}\n{}\n--- instance 1 ---\n{}",
+        router.birdc(&format!("show route all {TIER_VIP}/32")),
+        tier.instances[1].log_text()
     );
-    let bird = tier.bird.birdc(&format!("show route all {TIER_VIP}/32"));
+    let bird = router.birdc(&format!("show route all {TIER_VIP}/32"));
     assert_eq!(bird.matches("unicast [i").count(), INSTANCES, "{bird}");
     for i in 0..INSTANCES {
         assert!(
-            bird.contains(&format!("BGP.next_hop: {}", instance_addr(i))),
+            bird.contains(&format!("BGP.next_hop: {}", next_hop(i))),
             "{bird}"
         );
     }
+    assert!(bird.contains(&format!("BGP.as_path: {TIER_ASN}\n")), "{bird}");
+    assert!(bird.contains("BGP.origin: IGP"), "{bird}");
     assert!(bird.contains("BGP.community: (65001,100)"), "{bird}");
     eprintln!("router FIB: {fib}");
 
@@ -107,6 +163,7 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
         spread.iter().all(|&n| n >= 600 / (INSTANCES as u64 * 4)),
         "the router spreads flows over every instance: {spread:?}"
     );
+    same_backend_on_every_instance(&tier);
 
     // SIGTERM of instance 0 under a steady load: no connection fails.
     let load_started = Instant::now();
@@ -119,7 +176,7 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
     let gone = wait_until(Duration::from_secs(10), || {
         !tier
             .router_route()
-            .contains(&format!("via {} ", instance_addr(0)))
+            .contains(&format!("via {} ", next_hop(0)))
     });
     let withdrawn_after = term_at.elapsed();
     assert!(gone, "instance 0 leaves the FIB: {}", tier.router_route());
@@ -171,7 +228,7 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
     // The survivors keep serving, as the only next hops.
     let fib = tier.router_route();
     assert!(
-        (1..INSTANCES).all(|i| fib.contains(&format!("via {} ", instance_addr(i)))),
+        (1..INSTANCES).all(|i| fib.contains(&format!("via {} ", next_hop(i)))),
         "{fib}"
     );
 }
@@ -196,7 +253,8 @@ fn sigkill_of_one_instance_drops_its_path_and_the_survivors_serve_every_new_flow
         return;
     }
     let tier = Tier::build(&TierConfig {
-        instances: 2,
+        drivers: vec![DriverKind::Afpacket; 2],
+        router: TierRouter::Bird,
         backends: 2,
         portico: PORTICO.into(),
         shutdown_drain_s: DRAIN_S,
@@ -204,7 +262,7 @@ fn sigkill_of_one_instance_drops_its_path_and_the_survivors_serve_every_new_flow
     .expect("build the tier");
     let both = wait_until(Duration::from_secs(30), || {
         let fib = tier.router_route();
-        (0..2).all(|i| fib.contains(&format!("nexthop via {} ", instance_addr(i))))
+        (0..2).all(|i| fib.contains(&format!("nexthop via {} ", next_hop(i))))
     });
     assert!(both, "two next hops: {}", tier.router_route());
 
@@ -217,7 +275,7 @@ fn sigkill_of_one_instance_drops_its_path_and_the_survivors_serve_every_new_flow
     let gone = wait_until(Duration::from_secs(30), || {
         !tier
             .router_route()
-            .contains(&format!("via {} ", instance_addr(0)))
+            .contains(&format!("via {} ", next_hop(0)))
     });
     let dropped_after = kill_at.elapsed();
     assert!(gone, "instance 0 leaves the FIB: {}", tier.router_route());
@@ -239,4 +297,98 @@ fn sigkill_of_one_instance_drops_its_path_and_the_survivors_serve_every_new_flow
         .expect("the client finishes");
     let (ok, errors) = tally(&String::from_utf8_lossy(&out.stdout));
     assert_eq!((ok, errors.len()), (200, 0), "{errors:?}");
+}
+
+/// GoBGP's RIB path attribute `type_code` (RFC 4271 §5: 1 ORIGIN, 2
+/// AS_PATH, 3 NEXT_HOP; RFC 1997: 8 COMMUNITIES).
+fn attr(path: &serde_json::Value, type_code: u64) -> &serde_json::Value {
+    path["attrs"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["type"].as_u64() == Some(type_code)))
+        .unwrap_or_else(|| panic!("attribute {type_code} in {path}"))
+}
+
+/// The same tier against GoBGP: one path per instance for the VIP in its
+/// RIB (`gobgp global rib -j`), NEXT_HOP each instance's host address,
+/// ORIGIN, AS_PATH and COMMUNITIES as configured; every instance picks the
+/// same backend for a flow; a SIGTERM withdraws that instance's path
+/// first. GoBGP programs no FIB: the forwarding over ECMP is the BIRD
+/// variant's.
+#[test]
+fn gobgp_has_one_path_per_instance_with_the_configured_attributes() {
+    const TEST: &str = "tier::gobgp_has_one_path_per_instance_with_the_configured_attributes";
+    if !require_root(TEST)
+        || !require_programs(
+            TEST,
+            &["gobgpd", "gobgp", "nginx"],
+            "apt-get install gobgpd nginx",
+        )
+    {
+        return;
+    }
+    let mut tier = Tier::build(&TierConfig {
+        drivers: vec![DriverKind::Afpacket, DriverKind::Afxdp],
+        router: TierRouter::Gobgp,
+        backends: 3,
+        portico: PORTICO.into(),
+        shutdown_drain_s: DRAIN_S,
+    })
+    .expect("build the tier");
+    let gobgp = tier.gobgp.as_ref().expect("GoBGP");
+    let route = format!("{TIER_VIP}/32");
+    let paths = |want: usize| {
+        let mut paths = Vec::new();
+        let ok = wait_until(Duration::from_secs(30), || {
+            let rib: serde_json::Value =
+                serde_json::from_str(gobgp.rib_json().trim()).unwrap_or_default();
+            paths = rib[&route].as_array().cloned().unwrap_or_default();
+            paths.len() == want
+        });
+        assert!(
+            ok,
+            "{want} paths for {route}: {paths:?}\n{}\n--- instance 0 ---\n{}",
+            gobgp.cli(&["neighbor"]),
+            tier.instances[0].log_text()
+        );
+        paths
+    };
+    let got = paths(2);
+    let mut next_hops: Vec<&str> = got
+        .iter()
+        .map(|p| attr(p, 3)["nexthop"].as_str().unwrap_or_default())
+        .collect();
+    next_hops.sort_unstable();
+    assert_eq!(
+        next_hops,
+        [next_hop(0).to_string(), next_hop(1).to_string()],
+        "one path per instance, NEXT_HOP its host address: {got:?}"
+    );
+    for p in &got {
+        assert_eq!(attr(p, 1)["value"], 0, "ORIGIN IGP: {p}");
+        assert_eq!(
+            attr(p, 2)["as_paths"][0]["asns"],
+            serde_json::json!([TIER_ASN]),
+            "{p}"
+        );
+        assert_eq!(
+            attr(p, 8)["communities"],
+            serde_json::json!([(TIER_ASN << 16) | 100]),
+            "{p}"
+        );
+    }
+    same_backend_on_every_instance(&tier);
+
+    // SIGTERM of instance 0: its path leaves GoBGP's RIB while it drains.
+    tier.instances[0].signal("TERM").expect("SIGTERM");
+    let left = paths(1);
+    assert_eq!(
+        attr(&left[0], 3)["nexthop"],
+        next_hop(1).to_string(),
+        "{left:?}"
+    );
+    assert!(tier.instances[0].is_running(), "withdrawn before the exit");
+    let exit = tier.instances[0]
+        .wait_exit(Duration::from_secs(u64::from(DRAIN_S) + 20))
+        .expect("wait for instance 0");
+    assert!(exit.is_some_and(|s| s.success()), "clean exit: {exit:?}");
 }

@@ -1,11 +1,11 @@
 //! BIRD 2 as the client's router in the demo topology, peering with the
 //! gateway over the outside port (the BGP suites: `bgp.rs`, `kube_e2e.rs`).
 //!
-//! Until the host path (issue 13 §1) gives ports host addresses, the BGP
-//! TCP connection runs on the gateway namespace's kernel: the gateway's
-//! node address is also put on the outside veth there (with af_packet the
-//! kernel sees the port's frames too; both answer ARP with the veth's MAC),
-//! so `source_address` is a node address, as today's validation wants.
+//! The session runs over the host path (issue 13 §1), as designed: the
+//! outside port has the host address [`HOST_ADDR`] (on its TAP in the
+//! gateway's namespace, nothing on the data veth), the BGP TCP connection
+//! is the kernel's from there, and its frames go through the workers.
+//! [`HOST_ADDR`] is the `source_address` and so the NEXT_HOP announced.
 
 use portico::demo::topology::{CLIENT_ADDR, NODE_ADDR, Topology};
 use portico_netns::bird::{Bird, BirdRoute};
@@ -17,37 +17,39 @@ use std::time::Duration;
 pub const ROUTER_ASN: u32 = 65000;
 /// BIRD's name for the session with the gateway.
 pub const PROTOCOL: &str = "portico";
+/// The outside port's host address (the host path suite's too): the BGP
+/// source and NEXT_HOP.
+pub const HOST_ADDR: &str = "192.0.2.2";
 
-/// The gateway's node address on the kernel's outside veth, and BIRD in the
-/// client namespace: passive iBGP towards it, importing everything,
-/// exporting nothing (no kernel protocol: the client keeps its static
-/// default route through the gateway).
+/// `config` (the topology's) with [`HOST_ADDR`] on the outside port.
+pub fn with_host_address(config: &str) -> String {
+    let node = format!("node_addresses = [\"{NODE_ADDR}/24\"]");
+    assert!(config.contains(&node), "{config}");
+    config.replacen(
+        &node,
+        &format!("{node}\nhost_addresses = [\"{HOST_ADDR}/24\"]"),
+        1,
+    )
+}
+
+/// BIRD in the client namespace: passive iBGP towards the gateway's host
+/// address, importing everything, exporting nothing (no kernel protocol:
+/// the client keeps its static default route through the gateway).
 pub fn bird_router(t: &Topology) -> Bird {
-    t.gateway
-        .exec(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{NODE_ADDR}/24"),
-                "dev",
-                &t.outside_if,
-            ],
-        )
-        .expect("the node address on the kernel's outside veth");
     Bird::start(
         &t.client,
         &format!(
             "router id {CLIENT_ADDR};\nprotocol device {{ }}\n\
              protocol bgp {PROTOCOL} {{\n  local {CLIENT_ADDR} as {ROUTER_ASN};\n  \
-             neighbor {NODE_ADDR} as {ROUTER_ASN};\n  passive on;\n  direct;\n  \
+             neighbor {HOST_ADDR} as {ROUTER_ASN};\n  passive on;\n  direct;\n  \
              hold time 9;\n  error wait time 1, 2;\n  \
              ipv4 {{ import all; export none; }};\n}}\n"
         ),
     )
 }
 
-/// The gateway's `[bgp]` section: one peer (the router above), one
+/// The gateway's `[bgp]` section (with [`with_host_address`] on the
+/// ports): one peer (the router above, from [`HOST_ADDR`]), one
 /// advertisement `name` with `extra` lines (attributes), and `bgp_extra`
 /// lines of `[bgp]` itself.
 pub fn bgp_section(bgp_extra: &str, name: &str, extra: &str) -> String {
@@ -61,7 +63,7 @@ address = \"{CLIENT_ADDR}\"
 peer_asn = {ROUTER_ASN}
 my_asn = {ROUTER_ASN}
 router_id = \"{NODE_ADDR}\"
-source_address = \"{NODE_ADDR}\"
+source_address = \"{HOST_ADDR}\"
 hold_time_s = 9
 connect_retry_s = 1
 connect_retry_max_s = 2
