@@ -40,8 +40,8 @@
 //! `AF_PACKET` peer), `sys.rs` (the syscalls).
 
 pub mod bird;
-pub mod gobgp;
 mod command;
+pub mod gobgp;
 mod name;
 mod nginx;
 mod ns;

@@ -254,9 +254,10 @@ fn each_instance_has_its_own_host_addresses() {
         InstanceChoice::Named("gw-a"),
     );
     assert!(
-        got.iter().any(|p| p.path == "instance[1].port[0].host_addresses[0]"
-            && p.reason
-                .contains("another instance (instance[0].port[0].host_addresses[0])")),
+        got.iter()
+            .any(|p| p.path == "instance[1].port[0].host_addresses[0]"
+                && p.reason
+                    .contains("another instance (instance[0].port[0].host_addresses[0])")),
         "{got:#?}"
     );
     // A host address that is another instance's node address, and one on
@@ -287,9 +288,10 @@ fn each_instance_has_its_own_host_addresses() {
         InstanceChoice::Named("gw-a"),
     );
     assert!(
-        got.iter()
-            .any(|p| p.path.starts_with("instance[0].port[0].host_addresses[0]")
-                || p.reason.contains("instance[0].port[0].host_addresses[0]")),
+        got.iter().any(
+            |p| p.path.starts_with("instance[0].port[0].host_addresses[0]")
+                || p.reason.contains("instance[0].port[0].host_addresses[0]")
+        ),
         "{got:#?}"
     );
 }

@@ -161,8 +161,17 @@ impl Tier {
             .to_str()
             .ok_or_else(|| io::Error::other("the portico path is not UTF-8"))?
             .to_owned();
-        let offloads_off =
-            |ns: &Netns, ifname: &str| ns.exec(&portico_str, &["tool", "offloads-off", ifname]);
+        // With an AF_XDP instance, TX checksum offload off too on every end
+        // whose frames can reach it: XDP frames carry no "checksum partial"
+        // mark, so they need complete checksums.
+        let any_afxdp = config.drivers.contains(&DriverKind::Afxdp);
+        let offloads_off = |ns: &Netns, ifname: &str| {
+            let mut args = vec!["tool", "offloads-off", ifname];
+            if any_afxdp {
+                args.push("--tx-checksum");
+            }
+            ns.exec(&portico_str, &args)
+        };
         let client = Netns::new("tc")?;
         let router = Netns::new("tr")?;
         let lan = Netns::new("tl")?;
@@ -203,6 +212,8 @@ impl Tier {
             }
             ns.exec("ip", &["link", "set", "br0", "up"])?;
         }
+        // The router's own packets (BGP) leave from br0.
+        offloads_off(&router, "br0")?;
         // Backends on the LAN bridge.
         let mut backends = Vec::new();
         let mut servers = Vec::new();
@@ -250,13 +261,6 @@ impl Tier {
                 (&lan, &l_end),
             ] {
                 offloads_off(n, ifname)?;
-            }
-            if driver == DriverKind::Afxdp {
-                // XDP frames carry no "checksum partial" mark: the ends
-                // facing the instance send complete checksums.
-                for (n, ifname) in [(&router, &r_end), (&lan, &l_end)] {
-                    n.exec(&portico_str, &["tool", "offloads-off", ifname, "--tx-checksum"])?;
-                }
             }
             let config_path = dir.path.join(format!("portico-{i}.toml"));
             std::fs::write(

@@ -20,7 +20,7 @@ use portico_tests::wait_until;
 use std::time::{Duration, Instant};
 
 const LOCAL_PREF: u32 = 250;
-const DRAIN_S: u64 = 4;
+const DRAIN_S: u64 = 8;
 const WATCHDOG_MS: u64 = 500;
 const ROUTE: &str = "192.0.2.10/32";
 
@@ -155,12 +155,24 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
         "reloads keep the session"
     );
 
-    // The watchdog: worker 0 stops polling for 3 s (test hook) → withdrawn
-    // while it does not poll, announced again after.
+    // The watchdog: a worker stops polling for 3 s (test hook) → withdrawn
+    // while it does not poll, announced again after. The worker stalled is
+    // one that does not carry the session's frames from the kernel (the
+    // TAP queue the kernel picked for it): a stalled worker holds what is
+    // queued to it, the withdrawal too (the router's hold timer is the
+    // backstop for a session stuck there).
+    let quiet = gw
+        .stats()
+        .expect("stats")
+        .workers
+        .iter()
+        .min_by_key(|w| w.counters.from_host)
+        .map(|w| w.worker)
+        .expect("a worker");
     let stall: serde_json::Value = admin::ask(
         &gw.socket,
         &Request::StallWorker {
-            worker: 0,
+            worker: quiet,
             ms: 3_000,
         },
     )
@@ -175,11 +187,8 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     );
     // Withdrawn while the worker stalls (not for another reason).
     let r = bgp_report(&gw);
-    assert_eq!(
-        (r.withdrawn.as_deref(), r.watchdog_trips),
-        (Some("watchdog"), 1),
-        "{r:?}"
-    );
+    assert_eq!(r.withdrawn.as_deref(), Some("watchdog"), "{r:?}");
+    assert!(r.watchdog_trips >= 1, "{r:?}");
     assert!(
         metrics(&t)
             .lines()
@@ -208,7 +217,7 @@ fn announces_served_vips_withdraws_on_no_backend_watchdog_and_sigterm() {
     let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
     assert!(alive, "the gateway still runs after the withdrawal");
     // New connections through the VIP are still served during the drain.
-    let (per_backend, _, failed) = tally(&curl(&t, &format!("http://{VIP}/"), 10, true));
+    let (per_backend, _, failed) = tally(&curl(&t, &format!("http://{VIP}/"), 5, true));
     assert_eq!(failed, 0, "served while draining: {per_backend:?}");
     // Still draining after the requests (the admin socket answers until
     // the drain ends).

@@ -300,13 +300,12 @@ async fn a_load_balancer_address_is_announced_while_it_has_a_ready_endpoint() {
     let client = cluster.client();
     let bird = router::bird_router(&t);
     let pool = format!("addresses = [\"{POOL_FIRST}-{POOL_LAST}\"]\n");
-    let config = router::with_host_address(&gateway_config(&t, cluster.kubeconfig_path()))
-        .replacen(
+    let config =
+        router::with_host_address(&gateway_config(&t, cluster.kubeconfig_path())).replacen(
             &pool,
             &format!("{pool}bgp_advertisements = [\"pool\"]\n"),
             1,
-        )
-        + &router::bgp_section("", "pool", "communities = [\"65000:7\"]");
+        ) + &router::bgp_section("", "pool", "communities = [\"65000:7\"]");
     assert!(config.contains("bgp_advertisements"), "{config}");
     let gw = t.start_gateway(&config).expect("portico run starts");
     let log = || gw.log_text();

@@ -77,7 +77,10 @@ fn same_backend_on_every_instance(tier: &Tier) {
         }
         chosen.insert(first);
     }
-    assert!(chosen.len() > 1, "the flows spread over backends: {chosen:?}");
+    assert!(
+        chosen.len() > 1,
+        "the flows spread over backends: {chosen:?}"
+    );
 }
 
 /// `(ok, errors)` of `portico tool http-get` output; the errors' lines.
@@ -109,7 +112,11 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
         return;
     }
     let mut tier = Tier::build(&TierConfig {
-        drivers: vec![DriverKind::Afpacket, DriverKind::Afxdp, DriverKind::Afpacket],
+        drivers: vec![
+            DriverKind::Afpacket,
+            DriverKind::Afxdp,
+            DriverKind::Afpacket,
+        ],
         router: TierRouter::Bird,
         backends: 3,
         portico: PORTICO.into(),
@@ -138,7 +145,10 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
             "{bird}"
         );
     }
-    assert!(bird.contains(&format!("BGP.as_path: {TIER_ASN}\n")), "{bird}");
+    assert!(
+        bird.contains(&format!("BGP.as_path: {TIER_ASN}\n")),
+        "{bird}"
+    );
     assert!(bird.contains("BGP.origin: IGP"), "{bird}");
     assert!(bird.contains("BGP.community: (65001,100)"), "{bird}");
     eprintln!("router FIB: {fib}");
