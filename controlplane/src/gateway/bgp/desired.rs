@@ -98,6 +98,7 @@ driver = "afpacket"
 interface = "o"
 role = "outside"
 node_addresses = ["192.0.2.1/24"]
+host_addresses = ["192.0.2.2/24"]
 
 [[port]]
 name = "inside"
