@@ -18,13 +18,53 @@ use crate::session::RouteAttributes;
 use crate::wire::{AS_TRANS, Prefix};
 
 /// The whole `[bgp]` section.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BgpConfig {
     #[serde(default, rename = "peer")]
     pub peers: Vec<PeerConfig>,
     #[serde(default, rename = "advertisement")]
     pub advertisements: Vec<Advertisement>,
+    /// On a graceful stop (SIGTERM) the gateway withdraws every route
+    /// first, then keeps forwarding (established flows, and new ones from
+    /// routers that have not converged yet) for this long before it sends
+    /// Cease and exits. 0..=3600.
+    #[serde(default = "default_shutdown_drain_s")]
+    pub shutdown_drain_s: u16,
+    /// The worker watchdog: when a dataplane worker has not completed a
+    /// poll loop for this long, every route is withdrawn (a box that does
+    /// not forward announces nothing) until all workers poll again.
+    /// 100..=60000.
+    #[serde(default = "default_watchdog_timeout_ms")]
+    pub watchdog_timeout_ms: u32,
+}
+
+impl Default for BgpConfig {
+    fn default() -> Self {
+        BgpConfig {
+            peers: Vec::new(),
+            advertisements: Vec::new(),
+            shutdown_drain_s: default_shutdown_drain_s(),
+            watchdog_timeout_ms: default_watchdog_timeout_ms(),
+        }
+    }
+}
+
+/// Default `shutdown_drain_s`: a few seconds for the routers to converge
+/// after the withdrawal.
+pub const DEFAULT_SHUTDOWN_DRAIN_S: u16 = 5;
+/// The longest `shutdown_drain_s`.
+pub const MAX_SHUTDOWN_DRAIN_S: u16 = 3600;
+/// Default `watchdog_timeout_ms`.
+pub const DEFAULT_WATCHDOG_TIMEOUT_MS: u32 = 1000;
+/// The range of `watchdog_timeout_ms`.
+pub const WATCHDOG_TIMEOUT_MS: std::ops::RangeInclusive<u32> = 100..=60_000;
+
+fn default_shutdown_drain_s() -> u16 {
+    DEFAULT_SHUTDOWN_DRAIN_S
+}
+fn default_watchdog_timeout_ms() -> u32 {
+    DEFAULT_WATCHDOG_TIMEOUT_MS
 }
 
 /// One BGP session (`[[bgp.peer]]`). We always open the connection
@@ -428,6 +468,27 @@ impl BgpConfig {
                 );
             }
         }
+        if self.shutdown_drain_s > MAX_SHUTDOWN_DRAIN_S {
+            p(
+                "bgp.shutdown_drain_s".into(),
+                format!(
+                    "{} s is more than an hour ({MAX_SHUTDOWN_DRAIN_S} s): 0..={MAX_SHUTDOWN_DRAIN_S}",
+                    self.shutdown_drain_s
+                ),
+            );
+        }
+        if !WATCHDOG_TIMEOUT_MS.contains(&self.watchdog_timeout_ms) {
+            p(
+                "bgp.watchdog_timeout_ms".into(),
+                format!(
+                    "{} ms is out of range {}..={} (a worker pauses up to a few ms between polls; \
+                     too short a timeout withdraws on a scheduling hiccup)",
+                    self.watchdog_timeout_ms,
+                    WATCHDOG_TIMEOUT_MS.start(),
+                    WATCHDOG_TIMEOUT_MS.end()
+                ),
+            );
+        }
         if problems.is_empty() {
             Ok(())
         } else {
@@ -467,6 +528,10 @@ mod tests {
         c.validate().unwrap();
         let peer = &c.peers[0];
         assert_eq!((peer.port, peer.hold_time_s, peer.ttl()), (179, 90, 1));
+        assert_eq!(
+            (c.shutdown_drain_s, c.watchdog_timeout_ms),
+            (DEFAULT_SHUTDOWN_DRAIN_S, DEFAULT_WATCHDOG_TIMEOUT_MS)
+        );
         let adv = &c.advertisements[0];
         assert_eq!(
             adv.communities,
@@ -519,6 +584,8 @@ mod tests {
         let c = BgpConfig {
             peers: vec![peer, dup.clone(), dup],
             advertisements: vec![adv, Advertisement::new("a")],
+            shutdown_drain_s: 3601,
+            watchdog_timeout_ms: 99,
         };
         let e = c.validate().unwrap_err();
         let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
@@ -544,6 +611,8 @@ mod tests {
                 "bgp.advertisement[0].aggregation_length",
                 "bgp.advertisement[0].aggregation_length_v6",
                 "bgp.advertisement[1].name",
+                "bgp.shutdown_drain_s",
+                "bgp.watchdog_timeout_ms",
             ]
         );
         let text = e.to_string();
@@ -576,6 +645,7 @@ mod tests {
         let c = BgpConfig {
             peers: vec![ibgp, ebgp],
             advertisements: vec![adv],
+            ..BgpConfig::default()
         };
         c.validate().unwrap();
     }

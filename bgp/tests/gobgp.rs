@@ -7,94 +7,28 @@ mod support;
 use std::time::Duration;
 
 use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session};
-use portico_netns::{Netns, NsRuntime, Process, TempDir, wait_until};
+use portico_netns::gobgp::GoBgp;
+use portico_netns::{Netns, NsRuntime, wait_until};
 
 const GOBGP_ASN: u32 = 65000;
 const OUR_ASN: u32 = 65001;
 
-struct GoBgp {
-    _daemon: Process,
-    ns_name: String,
-    _dir: TempDir,
-    log: std::path::PathBuf,
+/// GoBGP in the router namespace, passive towards the speaker.
+fn gobgp(ns: &Netns) -> GoBgp {
+    GoBgp::start(
+        ns,
+        "[global.config]\n  as = 65000\n  router-id = \"10.0.0.1\"\n  port = 179\n\
+         \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"10.0.0.2\"\n    peer-as = 65001\n\
+         \x20 [neighbors.transport.config]\n    passive-mode = true\n\
+         \x20 [neighbors.timers.config]\n    hold-time = 3\n    keepalive-interval = 1\n",
+    )
 }
 
-impl GoBgp {
-    fn start(ns: &Netns) -> GoBgp {
-        let dir = TempDir::new("gobgp").expect("GoBGP's temporary directory");
-        let conf = dir.path.join("gobgpd.toml");
-        std::fs::write(
-            &conf,
-            "[global.config]\n  as = 65000\n  router-id = \"10.0.0.1\"\n  port = 179\n\
-             \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"10.0.0.2\"\n    peer-as = 65001\n\
-             \x20 [neighbors.transport.config]\n    passive-mode = true\n\
-             \x20 [neighbors.timers.config]\n    hold-time = 3\n    keepalive-interval = 1\n",
-        )
-        .expect("gobgpd.toml");
-        let log = dir.path.join("gobgpd.log");
-        let daemon = ns
-            .spawn_logged(
-                "gobgpd",
-                &[
-                    "-f",
-                    conf.to_str().expect("utf-8"),
-                    "-p",
-                    "--api-hosts",
-                    "127.0.0.1:50051",
-                    "--pprof-disable",
-                    "-l",
-                    "debug",
-                ],
-                &log,
-            )
-            .expect("spawn gobgpd");
-        let g = GoBgp {
-            _daemon: daemon,
-            ns_name: ns.name.clone(),
-            _dir: dir,
-            log,
-        };
-        let up = wait_until(Duration::from_secs(15), || {
-            g.cli(&["global"]).contains("AS:")
-        });
-        assert!(up, "gobgpd did not come up: {}", g.log_text());
-        g
-    }
-
-    /// `gobgp <args>` inside the namespace (its API listens on the
-    /// namespace's loopback).
-    fn cli(&self, args: &[&str]) -> String {
-        let mut argv = vec![
-            "netns",
-            "exec",
-            &self.ns_name,
-            "gobgp",
-            "-u",
-            "127.0.0.1",
-            "-p",
-            "50051",
-        ];
-        argv.extend_from_slice(args);
-        match std::process::Command::new("ip").args(&argv).output() {
-            Ok(o) => format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-            Err(e) => format!("gobgp: {e}"),
-        }
-    }
-
-    fn rib(&self) -> serde_json::Map<String, serde_json::Value> {
-        let out = self.cli(&["global", "rib", "-a", "ipv4", "-j"]);
-        match serde_json::from_str::<serde_json::Value>(out.trim()) {
-            Ok(serde_json::Value::Object(m)) => m,
-            _ => serde_json::Map::new(),
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+/// GoBGP's IPv4 RIB (prefix → paths), empty when it does not answer.
+fn rib_of(g: &GoBgp) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::from_str::<serde_json::Value>(g.rib_json().trim()) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
     }
 }
 
@@ -115,7 +49,7 @@ fn gobgp_receives_attributes_and_withdrawals() {
     }
     support::logs();
     let (router_ns, speaker_ns) = support::router_and_speaker();
-    let gobgp = GoBgp::start(&router_ns);
+    let gobgp = gobgp(&router_ns);
     let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
     let mut cfg = PeerConfig::new(
         "10.0.0.1".parse().unwrap(),
@@ -140,7 +74,7 @@ fn gobgp_receives_attributes_and_withdrawals() {
     session.set_routes(all.clone());
     let mut rib = serde_json::Map::new();
     let ok = wait_until(Duration::from_secs(5), || {
-        rib = gobgp.rib();
+        rib = rib_of(&gobgp);
         rib.len() == 2
     });
     assert!(ok, "GoBGP has both prefixes: {rib:?}");
@@ -163,15 +97,15 @@ fn gobgp_receives_attributes_and_withdrawals() {
     one.remove(&"10.128.0.11/32".parse().unwrap());
     session.set_routes(one);
     let ok = wait_until(Duration::from_secs(5), || {
-        rib = gobgp.rib();
+        rib = rib_of(&gobgp);
         rib.len() == 1 && rib.contains_key("10.128.0.10/32")
     });
     assert!(ok, "{rib:?}");
 
     // Stop: GoBGP gets the Cease and drops the path.
     rt.block_on(session.shutdown("portico stopping"));
-    let ok = wait_until(Duration::from_secs(5), || gobgp.rib().is_empty());
-    assert!(ok, "{:?}", gobgp.rib());
+    let ok = wait_until(Duration::from_secs(5), || rib_of(&gobgp).is_empty());
+    assert!(ok, "{:?}", rib_of(&gobgp));
     let log = gobgp.log_text();
     assert!(
         log.contains("code 6(cease) subcode 2(administrative shutdown)")

@@ -14,6 +14,9 @@
 //! * `services [--json]` — each service with its listeners and backends
 //!   (weight, condition, packets, bytes, new and active flows), like
 //!   `ipvsadm -Ln`.
+//! * `bgp [--json]` — the BGP sessions (router, ASNs, state, uptime,
+//!   prefixes sent, updates sent/received, flaps, last error) and what is
+//!   announced, or why nothing is (watchdog, stopping).
 //! * `flows [--service S] [--backend A:P] [--limit N] [--json]` — the
 //!   workers' conntrack entries with both tuples, state, age and expiry,
 //!   like `conntrack -L`.
@@ -108,6 +111,15 @@ enum Command {
         #[arg(long, default_value = admin::DEFAULT_SOCKET)]
         admin_socket: PathBuf,
         /// Print the services as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The BGP sessions of a running gateway (state, uptime, prefixes sent,
+    /// updates, flaps, last error) and what it announces.
+    Bgp {
+        #[arg(long, default_value = admin::DEFAULT_SOCKET)]
+        admin_socket: PathBuf,
+        /// Print the BGP report as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -422,26 +434,20 @@ pub fn main() -> anyhow::Result<ExitCode> {
             },
             json,
         )),
-        Command::Services { admin_socket, json } => match admin::fetch(&admin_socket) {
-            Ok((_, report)) if json => match serde_json::to_string_pretty(&report.services) {
-                Ok(text) => {
-                    println!("{text}");
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    eprintln!("portico services: {e}");
-                    Ok(ExitCode::FAILURE)
-                }
-            },
-            Ok((_, report)) => {
-                print!("{}", admin::ServicesTable(&report.services));
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(e) => {
-                eprintln!("portico services: {e}");
-                Ok(ExitCode::FAILURE)
-            }
-        },
+        Command::Services { admin_socket, json } => Ok(print_section(
+            "services",
+            &admin_socket,
+            json,
+            |r| serde_json::to_string_pretty(&r.services),
+            |r| admin::ServicesTable(&r.services).to_string(),
+        )),
+        Command::Bgp { admin_socket, json } => Ok(print_section(
+            "bgp",
+            &admin_socket,
+            json,
+            |r| serde_json::to_string_pretty(&r.bgp),
+            |r| admin::BgpTable(&r.bgp).to_string(),
+        )),
         Command::Stats {
             admin_socket,
             json,
@@ -492,5 +498,37 @@ pub fn main() -> anyhow::Result<ExitCode> {
         }),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Tool(cmd) => tool::run(&cmd).map(|()| ExitCode::SUCCESS),
+    }
+}
+
+/// `portico services` / `portico bgp`: one section of the running
+/// gateway's report, as JSON or as text; errors are one line on stderr.
+fn print_section(
+    command: &str,
+    admin_socket: &std::path::Path,
+    json: bool,
+    to_json: impl FnOnce(&admin::StatsReport) -> serde_json::Result<String>,
+    to_text: impl FnOnce(&admin::StatsReport) -> String,
+) -> ExitCode {
+    let report = match admin::fetch(admin_socket) {
+        Ok((_, report)) => report,
+        Err(e) => {
+            eprintln!("portico {command}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if !json {
+        print!("{}", to_text(&report));
+        return ExitCode::SUCCESS;
+    }
+    match to_json(&report) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("portico {command}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

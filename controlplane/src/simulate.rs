@@ -539,6 +539,7 @@ pub fn simulate_in(
         }
         Verdict::Reply => outcome.verdict = "reply",
         Verdict::Consumed => outcome.verdict = "consumed",
+        Verdict::Host => outcome.verdict = "host",
         Verdict::Handoff(_) => outcome.verdict = "handoff",
         Verdict::Pending => {
             outcome.verdict = "drop";

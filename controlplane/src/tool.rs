@@ -62,7 +62,9 @@ pub enum ToolCommand {
         name: String,
     },
     /// `count` HTTP GETs, one connection each (`Connection: close`); prints
-    /// `ok STATUS MICROS BODY` or `err MICROS ERROR` per request.
+    /// `ok STATUS MICROS BODY` or `err MICROS STAGE: ERROR` per request
+    /// (STAGE `connect`: the connection was not established; `exchange`:
+    /// it was, and the request or answer failed).
     HttpGet {
         #[arg(long)]
         target: SocketAddr,
@@ -391,11 +393,14 @@ fn http_get(target: SocketAddr, count: u32, concurrency: u32, timeout: Duration)
                 while next.fetch_add(1, Ordering::Relaxed) < count {
                     let start = Instant::now();
                     let result = connect(target, timeout)
-                        .and_then(|mut s| http_exchange(&mut s, target, true));
+                        .map_err(|e| ("connect", e))
+                        .and_then(|mut s| {
+                            http_exchange(&mut s, target, true).map_err(|e| ("exchange", e))
+                        });
                     let micros = start.elapsed().as_micros();
                     let line = match result {
                         Ok(r) => format!("ok {} {micros} {}", r.status, r.body),
-                        Err(e) => format!("err {micros} {e}"),
+                        Err((stage, e)) => format!("err {micros} {stage}: {e}"),
                     };
                     if tx.send(line).is_err() {
                         return;

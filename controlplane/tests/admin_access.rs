@@ -36,6 +36,7 @@ fn report() -> StatsReport {
         control_plane: Default::default(),
         neighbours: Default::default(),
         announcements: Default::default(),
+        bgp: Default::default(),
     }
 }
 

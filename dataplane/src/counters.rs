@@ -121,7 +121,8 @@ drop_reasons! {
     HandoffFull => "handoff_full",
     /// Driver TX ring full.
     TxFull => "tx_full",
-    /// The driver's buffer pool was empty when a handed-over frame arrived.
+    /// The driver's buffer pool was empty when a handed-over frame, or a
+    /// frame the kernel wrote to a host path, arrived.
     PoolExhausted => "pool_exhausted",
     /// A TCP segment the state machine rejects (conntrack INVALID, which
     /// kube-proxy drops too): e.g. a SYN/ACK from the client side.
@@ -160,6 +161,14 @@ drop_reasons! {
     /// A new flow from a client address over its new-flow rate
     /// (`[dataplane] new_flows_per_source_per_s`).
     NewFlowRateLimited => "new_flow_rate_limited",
+    /// A frame for a host address met a full host-path queue (the TAP
+    /// queue did not take it: `EAGAIN`/`ENOBUFS`; the kernel is not
+    /// reading). The worker never waits for it.
+    HostQueueFull => "host_queue_full",
+    /// A frame for a host address could not reach the kernel: the host
+    /// interface is down (`EIO`) or gone, or the port it came in on has no
+    /// host path.
+    HostPathDown => "host_path_down",
 }
 
 impl std::fmt::Display for DropReason {
@@ -191,6 +200,12 @@ macro_rules! with_counters {
             arp_requests_sent,
             /// Gratuitous ARPs sent for owned addresses.
             garp_sent,
+            /// Frames for host addresses written to the host path (the
+            /// kernel's TAP).
+            to_host,
+            /// Frames the kernel wrote to the host path, sent out of the
+            /// port.
+            from_host,
             /// Packets that waited for ARP resolution and were then sent.
             neighbour_held_sent,
             /// Flows without SNAT whose client port was remapped to avoid a
@@ -333,6 +348,9 @@ pub struct SharedCounters {
     /// waits for a reader).
     services: Mutex<ServiceCounters>,
     snat: Mutex<Vec<SnatAddrStats>>,
+    /// The dataplane clock's time of the worker's latest poll loop (stored
+    /// at most once per millisecond): the BGP watchdog's heartbeat.
+    heartbeat_ms: AtomicU64,
 }
 
 impl Default for SharedCounters {
@@ -345,6 +363,7 @@ impl Default for SharedCounters {
             flows_by_state: std::array::from_fn(|_| AtomicU64::new(0)),
             services: Mutex::new(ServiceCounters::default()),
             snat: Mutex::new(Vec::new()),
+            heartbeat_ms: AtomicU64::new(0),
         }
     }
 }
@@ -551,6 +570,19 @@ impl SharedCounters {
         for (cell, v) in self.flows_by_state.iter().zip(gauges.flows_by_state) {
             cell.store(v, Ordering::Relaxed);
         }
+    }
+
+    /// The worker completed a poll loop at `now_ms` (owner only; once per
+    /// millisecond at most, never per packet).
+    #[inline]
+    pub fn beat(&self, now_ms: u64) {
+        self.heartbeat_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// The time of the worker's latest [`SharedCounters::beat`]: a value
+    /// that stops changing means the worker stopped polling.
+    pub fn heartbeat_ms(&self) -> u64 {
+        self.heartbeat_ms.load(Ordering::Relaxed)
     }
 
     /// Copy the worker's per-service counters out (owner only). Skipped when

@@ -118,7 +118,15 @@ pub enum Query {
         key: FlowKey,
         affinity: Option<(ServiceId, Ipv4Addr)>,
     },
+    /// Test hook (`portico run` with `PORTICO_TEST_HOOKS=1` only): the
+    /// worker answers, then stops polling for `ms` (at most
+    /// [`MAX_STALL_MS`]), as a worker stuck in a driver call would. The
+    /// BGP watchdog's end-to-end test uses it.
+    Stall { ms: u64 },
 }
+
+/// The longest [`Query::Stall`].
+pub const MAX_STALL_MS: u64 = 60_000;
 
 /// A worker's answer.
 #[derive(Debug, PartialEq, Eq)]
@@ -134,6 +142,8 @@ pub enum Answer {
         /// The backend the client is pinned to, if a live pin exists.
         affinity: Option<BackendId>,
     },
+    /// The worker is about to stall for this long.
+    Stalling { ms: u64 },
 }
 
 #[derive(Debug)]
@@ -315,6 +325,15 @@ impl InspectServer {
                     seq: request.seq,
                     body: Answer::Lookup { flow, affinity },
                 });
+                1
+            }
+            Query::Stall { ms } => {
+                let ms = ms.min(MAX_STALL_MS);
+                self.send(Envelope {
+                    seq: request.seq,
+                    body: Answer::Stalling { ms },
+                });
+                std::thread::sleep(Duration::from_millis(ms));
                 1
             }
         }
@@ -516,5 +535,44 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(err, InspectError::Gone { worker: 1 });
+    }
+
+    #[test]
+    fn a_stall_answers_first_then_blocks_the_serving_thread() {
+        let (mut client, mut server) = mailbox(1);
+        let ct = table(0, 64);
+        let worker = std::thread::spawn(move || {
+            let affinity = AffinityTable::new(16, TableHasher::from_seed(9));
+            // Serve until the stall query has been answered and slept.
+            loop {
+                let start = Instant::now();
+                if server.serve(&ct, &affinity, 0) > 0 {
+                    return start.elapsed();
+                }
+                std::thread::yield_now();
+            }
+        });
+        let answer = client
+            .ask(Query::Stall { ms: 300 }, Duration::from_secs(10))
+            .expect("answered before the stall");
+        assert_eq!(answer, Answer::Stalling { ms: 300 });
+        let served_in = worker.join().expect("worker");
+        assert!(served_in >= Duration::from_millis(300), "{served_in:?}");
+        // Capped.
+        let (mut client, mut server) = mailbox(2);
+        let ct = table(0, 64);
+        let t = std::thread::spawn(move || {
+            let affinity = AffinityTable::new(16, TableHasher::from_seed(9));
+            while server.serve(&ct, &affinity, 0) == 0 {
+                std::thread::yield_now();
+            }
+        });
+        // Asking for more than the cap is answered with the cap (the worker
+        // then sleeps MAX_STALL_MS; the thread is left to finish alone).
+        let answer = client
+            .ask(Query::Stall { ms: u64::MAX }, Duration::from_secs(10))
+            .expect("answer");
+        assert_eq!(answer, Answer::Stalling { ms: MAX_STALL_MS });
+        drop(t);
     }
 }

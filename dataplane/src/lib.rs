@@ -12,12 +12,15 @@
 //! for each port: rx_burst(port) -> batch (<= 64 frames)
 //!   Pipeline::process, each stage over the whole batch:
 //!     parse       PacketMeta: offsets, 5-tuple, hash          stage::parse
-//!     local       ARP for the gateway, ICMP echo answered     stage::local
+//!     local       ARP for the gateway, ICMP echo answered;    stage::local
+//!                 ARP/echo for a host address, fragments and
+//!                 other protocols to one -> Host
 //!     steer       owned by another worker -> Handoff          stage::steer
 //!     flow        conntrack lookup; new flows: classify,      stage::flow
 //!                 select (affinity, Maglev), SNAT, insert;
-//!                 track state
+//!                 track state; a miss to a host address -> Host
 //!     icmp_error  ICMP errors about tracked flows translated  stage::icmp_error
+//!                 (about the kernel's packets -> Host)
 //!     nat         addresses, ports, TTL, checksums rewritten  stage::nat
 //!     neighbour   (ends icmp_error and nat) next-hop MAC,     stage::neighbour
 //!                 L2 rewrite; unresolved -> AwaitNeighbour
@@ -26,9 +29,13 @@
 //!   release held frames whose neighbour answered              stage::neighbour
 //!   dispatch by verdict: Forward, Reply -> tx queue;          worker
 //!     Handoff -> ring; AwaitNeighbour -> held;
+//!     Host -> write to the port's TAP queue (full/down:       driver::hostpath
+//!       dropped, counted; never waits);
 //!     Drop(reason) -> counted, released; Consumed -> released
 //!   tx_burst(port)
 //! handoff rings -> the same, not steered again                worker
+//! host path: <= 64 frames the kernel wrote per port's TAP     driver::hostpath
+//!   queue -> driver buffer -> tx queue of that port
 //! release held frames; send the ARP requests asked for        stage::neighbour
 //! tx_burst; housekeeping (expiry); inspect mailbox; publish counters
 //! ```
@@ -51,7 +58,7 @@
 //!    the lock-free publisher), [`neighbour`] (the shared ARP table),
 //!    [`handoff`] (rings between workers), [`driver`] (the port trait and
 //!    the drivers: `mem` here; af_packet, AF_XDP and DPDK behind the same
-//!    trait).
+//!    trait; the host path's TAPs, the same for every driver).
 //! 4. [`conntrack`] (per-core flow table, TCP state machine, ClientIP
 //!    affinity).
 //! 5. [`stage`] (the pipeline stages, each over a whole batch),

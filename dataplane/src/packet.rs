@@ -47,6 +47,10 @@ pub enum Verdict {
     /// Translated and ready for `port`, but the next hop's MAC is being
     /// resolved: the worker holds it until the neighbour answers.
     AwaitNeighbour(PortId),
+    /// Addressed to a host address of the port it came in on (ARP for it,
+    /// IPv4 to it): the worker writes it, unchanged, to that port's host
+    /// path (the kernel's TAP, see [`crate::driver::hostpath`]).
+    Host,
 }
 
 /// Parsed metadata of one frame. Offsets are from the start of the frame.

@@ -20,6 +20,12 @@
 //! pipeline's neighbour stage (static neighbours; on worker 0, gratuitous
 //! ARP for owned addresses not announced yet).
 //!
+//! With a host path attached ([`Worker::attach_host_path`]), frames with
+//! verdict [`Verdict::Host`] are written to the receiving port's TAP queue
+//! (a full or down queue drops and counts, never waits), and each poll,
+//! after the ports, sends up to [`HOST_BATCH`] frames the kernel wrote to
+//! each port's queue out of that port (see [`crate::driver::hostpath`]).
+//!
 //! [`Worker::run`] is the one production loop around [`Worker::poll`]
 //! (`portico run` runs it on every worker thread): the idle policy with the
 //! driver's wait, and the driver's port counters published every
@@ -27,6 +33,7 @@
 
 use crate::clock::Clock;
 use crate::counters::{Counters, DropReason, Gauges, SharedCounters};
+use crate::driver::hostpath::{HOST_BATCH, HostPath};
 use crate::driver::{Driver, Frame, PortCounters, PortStatsCell};
 use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
 use crate::inspect::InspectServer;
@@ -94,6 +101,8 @@ pub struct Worker<D: Driver, C: Clock> {
     backend_identity: Vec<Option<(ServiceId, SocketAddrV4)>>,
     /// The admin thread's mailbox, if attached.
     inspect: Option<InspectServer>,
+    /// This worker's queues of the ports' host interfaces, if attached.
+    host: Option<HostPath>,
     /// The service and backend tables the identities were last taken from:
     /// chunks still shared with the next snapshot are skipped (unchanged).
     bound_services: IdTable<Service>,
@@ -132,6 +141,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             service_identity: Vec::new(),
             backend_identity: Vec::new(),
             inspect: None,
+            host: None,
             bound_services: IdTable::new(),
             bound_backends: IdTable::new(),
         })
@@ -140,6 +150,14 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     /// Serve flow listings and lookups from `server` (see [`crate::inspect`]).
     pub fn attach_inspect(&mut self, server: InspectServer) {
         self.inspect = Some(server);
+    }
+
+    /// Pass frames for host addresses to `host` and send what the kernel
+    /// writes there (see [`crate::driver::hostpath`]); the driver's idle
+    /// wait also wakes when a queue is readable.
+    pub fn attach_host_path(&mut self, host: HostPath) {
+        self.driver.wake_on_readable(&host.fds());
+        self.host = Some(host);
     }
 
     pub fn driver_mut(&mut self) -> &mut D {
@@ -175,6 +193,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             }
         }
         work += self.drain_handoff(&snap, now_ms);
+        if self.host.is_some() {
+            work += self.drain_host();
+        }
         let mut tx = Tx {
             driver: &mut self.driver,
             queues: &mut self.tx,
@@ -189,6 +210,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             work += inspect.serve(self.pipeline.conntrack(), self.pipeline.affinity(), now_ms);
         }
         if now_ms != self.last_publish_ms {
+            self.shared.beat(now_ms);
             self.publish_scalars();
             if now_ms / 100 != self.last_publish_ms / 100 {
                 self.shared.publish_services(self.pipeline.services());
@@ -326,6 +348,10 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                     self.driver.release(frame);
                     continue;
                 }
+                Verdict::Host => {
+                    to_host(&mut self.host, &mut self.driver, counters, in_port, frame);
+                    continue;
+                }
                 Verdict::AwaitNeighbour(port) => {
                     if let Err(frame) = self.pipeline.hold(&mut self.held, i, port, frame, now_ms) {
                         self.driver.release(frame);
@@ -401,6 +427,40 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         tx.flush(self.pipeline.counters_mut());
     }
 
+    /// Send what the kernel wrote to this worker's host-path queues out of
+    /// their ports: at most [`HOST_BATCH`] frames per port, each copied
+    /// into a driver buffer (none free: `pool_exhausted`). Out of line, as
+    /// the frames are few: the poll loop carries only the call.
+    #[inline(never)]
+    fn drain_host(&mut self) -> usize {
+        let Some(host) = self.host.as_mut() else {
+            return 0;
+        };
+        let mut work = 0;
+        let ports = host.ports().min(self.driver.port_count());
+        for port in 0..ports {
+            let port = port as PortId;
+            for _ in 0..HOST_BATCH {
+                let Some(bytes) = host.recv(port) else {
+                    break;
+                };
+                work += 1;
+                let counters = self.pipeline.counters_mut();
+                let Some(frame) = self.driver.frame_from(bytes) else {
+                    counters.drop(DropReason::PoolExhausted);
+                    continue;
+                };
+                counters.from_host += 1;
+                let mut tx = Tx {
+                    driver: &mut self.driver,
+                    queues: &mut self.tx,
+                };
+                tx.send(port, frame, counters);
+            }
+        }
+        work
+    }
+
     /// Process frames other workers handed over, in batches per ingress
     /// port. Each ring gets its own budget per poll and the first ring
     /// rotates, so no producer starves another.
@@ -450,6 +510,28 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.handoff_rx = rings;
         work
     }
+}
+
+/// Write a frame with verdict [`Verdict::Host`] to `in_port`'s queue of
+/// `host` (counted as `to_host`, or dropped and counted) and release it.
+/// Out of line: the forwarding loop carries only the branch to it.
+#[cold]
+#[inline(never)]
+fn to_host<D: Driver>(
+    host: &mut Option<HostPath>,
+    driver: &mut D,
+    counters: &mut Counters,
+    in_port: PortId,
+    frame: D::Frame,
+) {
+    let sent = host.as_mut().map_or(Err(DropReason::HostPathDown), |h| {
+        h.send(in_port, frame.data())
+    });
+    match sent {
+        Ok(()) => counters.to_host += 1,
+        Err(reason) => counters.drop(reason),
+    }
+    driver.release(frame);
 }
 
 /// A worker's way out: its per-port tx queues over its driver.

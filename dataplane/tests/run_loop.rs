@@ -72,6 +72,11 @@ impl Driver for Scripted {
         false
     }
 
+    /// No host path in these runs: nothing to wake on.
+    fn wake_on_readable(&mut self, fds: &[std::os::fd::RawFd]) {
+        assert!(fds.is_empty(), "no host path is attached here");
+    }
+
     fn port_counters(&mut self, out: &mut [PortCounters]) {
         self.counter_reads += 1;
         for (slot, &rx_frames) in out.iter_mut().zip(&self.rx_frames) {

@@ -35,10 +35,13 @@
 //! `command.rs` (running programs), `ns.rs` (namespaces, entering one),
 //! `veth.rs` (veth pairs), `process.rs` (process guards), `runtime.rs` (a
 //! tokio runtime on a thread in a namespace), `wait.rs` (polling),
-//! `temp_dir.rs`, `nginx.rs` (a backend web server), `raw_socket.rs` (a raw
+//! `temp_dir.rs`, `nginx.rs` (a backend web server), `bird.rs` (a BIRD 2
+//! router driven through `birdc`), `raw_socket.rs` (a raw
 //! `AF_PACKET` peer), `sys.rs` (the syscalls).
 
+pub mod bird;
 mod command;
+pub mod gobgp;
 mod name;
 mod nginx;
 mod ns;

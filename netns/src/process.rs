@@ -31,6 +31,16 @@ impl Process {
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
+        self.wait_exit(timeout)
+    }
+
+    /// Wait up to `timeout` for the process to exit (after a signal sent
+    /// with [`Process::signal`]); `None` if it still runs (or was reaped
+    /// already).
+    pub fn wait_exit(&mut self, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+        let Some(child) = self.child.as_mut() else {
+            return Ok(None);
+        };
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Some(status) = child.try_wait()? {

@@ -7,11 +7,17 @@
 //! restart ([`RestartPart::changes_to`] names each changed setting), a
 //! different live part is a new snapshot, equal halves are no change.
 //!
+//! A port's host addresses and host interface are in the restart part:
+//! the gateway creates the host interface (a TAP), assigns its addresses
+//! and opens one queue per worker when it starts; changing them would
+//! mean re-creating the TAP under the kernel's sockets (a BGP session
+//! bound to a host address) while the workers hold its queues.
+//!
 //! `[bgp]` is in the live part: a changed peer needs that peer's session
 //! restarted, not the workers, and a changed advertisement only new
-//! UPDATEs. (The gateway runs no sessions yet; when it does, a reload
-//! restarts the sessions whose `PeerConfig` differs, comparing peer by
-//! peer with `PartialEq`, and re-sends the routes of the others.)
+//! UPDATEs: the gateway's `bgp` module restarts the sessions whose
+//! `PeerConfig` differs (peer by peer, with `PartialEq`) and sends the
+//! others the new desired routes.
 //!
 //! Invariants:
 //! * every field of a plan is in exactly one half: [`Plan::split`]
@@ -63,6 +69,10 @@ pub struct PortRestartPart<'a> {
     pub mac: Option<MacAddr>,
     pub mtu: Option<u16>,
     pub dpdk_device: Option<&'a DpdkDevicePlan>,
+    /// The host interface is created (and its addresses assigned) when
+    /// the gateway starts; the workers' TAP queues are opened then.
+    pub host_addresses: &'a [Ipv4Prefix],
+    pub host_interface: Option<&'a str>,
 }
 
 /// What a reload applies live: addresses, routes, neighbours, services,
@@ -162,6 +172,8 @@ fn split_port(port: &PortPlan) -> (PortRestartPart<'_>, PortLivePart<'_>) {
         role,
         node_addresses,
         snat_addresses,
+        host_addresses,
+        host_interface,
         mac,
         mtu,
         dpdk_device,
@@ -175,6 +187,8 @@ fn split_port(port: &PortPlan) -> (PortRestartPart<'_>, PortLivePart<'_>) {
             mac: *mac,
             mtu: *mtu,
             dpdk_device: dpdk_device.as_ref(),
+            host_addresses,
+            host_interface: host_interface.as_deref(),
         },
         PortLivePart {
             node_addresses,
@@ -320,6 +334,8 @@ fn port_changes(c: &mut Changes, i: usize, old: &PortRestartPart<'_>, new: &Port
         mac,
         mtu,
         dpdk_device,
+        host_addresses,
+        host_interface,
     } = old;
     c.display(&format!("port[{i}].name"), name, &new.name);
     c.display(&format!("port[{i}].driver"), driver, &new.driver);
@@ -333,6 +349,22 @@ fn port_changes(c: &mut Changes, i: usize, old: &PortRestartPart<'_>, new: &Port
         &format!("port[{i}].dpdk_device"),
         dpdk_device,
         &new.dpdk_device,
+    );
+    c.check(
+        &format!("port[{i}].host_addresses"),
+        host_addresses,
+        &new.host_addresses,
+        |a| {
+            format!(
+                "{:?}",
+                a.iter().map(ToString::to_string).collect::<Vec<_>>()
+            )
+        },
+    );
+    c.debug(
+        &format!("port[{i}].host_interface"),
+        host_interface,
+        &new.host_interface,
     );
 }
 
@@ -385,6 +417,12 @@ mod tests {
             ("port mtu", true, |p| p.ports[0].mtu = Some(1400)),
             ("port dpdk_device", true, |p| {
                 p.ports[0].dpdk_device = Some(DpdkDevicePlan::AfXdp);
+            }),
+            ("port host_addresses", true, |p| {
+                p.ports[0].host_addresses = vec!["192.0.2.77/24".parse().unwrap()];
+            }),
+            ("port host_interface", true, |p| {
+                p.ports[0].host_interface = Some("tap0".into());
             }),
             ("port count", true, |p| {
                 let extra = p.ports[1].clone();
@@ -453,6 +491,12 @@ mod tests {
                     address_pools: Vec::new(),
                     vips: vec!["192.0.2.10".parse().expect("addr")],
                 });
+            }),
+            ("bgp shutdown drain", false, |p| {
+                p.bgp.shutdown_drain_s += 1;
+            }),
+            ("bgp watchdog", false, |p| {
+                p.bgp.watchdog_timeout_ms += 1;
             }),
         ]
     }

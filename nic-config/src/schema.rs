@@ -104,14 +104,22 @@ pub struct PortOverrideSection {
     /// As `[[port]]`'s `snat_addresses`, for this instance. Default none.
     #[serde(default)]
     pub snat_addresses: Vec<String>,
+    /// As `[[port]]`'s `host_addresses`, for this instance (its own BGP
+    /// source address, its own SSH address). Default none.
+    #[serde(default)]
+    pub host_addresses: Vec<String>,
 }
 
 impl PortOverrideSection {
+    /// The per-instance keys, by name (as in the file).
+    pub const KEYS: [&'static str; 3] = ["node_addresses", "snat_addresses", "host_addresses"];
+
     /// Put this instance's keys into `port` (the one place that knows
     /// which keys are per instance).
     pub fn apply_to(&self, port: &mut PortSection) {
         port.node_addresses.clone_from(&self.node_addresses);
         port.snat_addresses.clone_from(&self.snat_addresses);
+        port.host_addresses.clone_from(&self.host_addresses);
     }
 
     /// The per-instance keys a `[[port]]` sets itself (those must stay
@@ -123,6 +131,9 @@ impl PortOverrideSection {
         }
         if !port.snat_addresses.is_empty() {
             keys.push("snat_addresses");
+        }
+        if !port.host_addresses.is_empty() {
+            keys.push("host_addresses");
         }
         keys
     }
@@ -715,6 +726,19 @@ pub struct PortSection {
     /// both a node and a SNAT address of the same port. Default none.
     #[serde(default)]
     pub snat_addresses: Vec<String>,
+    /// The port's host addresses with their prefix (`"192.0.2.2/24"`):
+    /// addresses of the appliance itself (BGP sessions, SSH, health probes
+    /// of the box), answered by the kernel's stack through the port's host
+    /// interface (a TAP in the gateway's namespace; the host path, see
+    /// DESIGN.md). Distinct from every node, SNAT, VIP, external IP and
+    /// pool address. Default none (no host interface).
+    #[serde(default)]
+    pub host_addresses: Vec<String>,
+    /// Name of the port's host interface (the TAP that carries
+    /// `host_addresses`), 1 to 15 bytes. Default: the port's name, cut to
+    /// 10 bytes, followed by `-host`. Ignored without host addresses.
+    #[serde(default)]
+    pub host_interface: Option<String>,
     /// The port's MAC (`"02:00:00:00:00:01"`), unicast. Default: read from
     /// the interface at run time.
     #[serde(default)]

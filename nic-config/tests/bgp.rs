@@ -3,7 +3,10 @@
 //! pools and services. In the style of `validation.rs`: `BASE` is valid,
 //! each case breaks one rule and expects exactly its problem.
 
-use nic_config::{ConfigError, Problem, parse};
+mod common;
+
+use common::problems;
+use nic_config::{ConfigError, parse};
 use std::net::{IpAddr, Ipv4Addr};
 
 const BASE: &str = r#"
@@ -12,7 +15,8 @@ name = "outside"
 driver = "afpacket"
 interface = "out0"
 role = "outside"
-node_addresses = ["192.0.2.1/24", "192.0.2.2/24"]
+node_addresses = ["192.0.2.9/24"]
+host_addresses = ["192.0.2.1/24", "192.0.2.2/24"]
 
 [[port]]
 name = "inside"
@@ -70,21 +74,9 @@ peers = ["198.18.0.1"]
 local_pref = 200
 "#;
 
+/// `BASE` with each `(from, to)` applied once.
 fn edit(edits: &[(&str, &str)]) -> String {
-    let mut text = BASE.to_owned();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{from:?} not in the config");
-        text = text.replacen(from, to, 1);
-    }
-    text
-}
-
-fn problems(text: &str) -> Vec<Problem> {
-    match parse(text) {
-        Err(ConfigError::Invalid(problems)) => problems,
-        Err(other) => panic!("expected validation problems, got: {other}"),
-        Ok(plan) => panic!("expected validation problems, got a plan:\n{plan}"),
-    }
+    common::edited(BASE, edits)
 }
 
 /// (edits, path, words of the reason)
@@ -135,7 +127,7 @@ const CASES: &[Case] = &[
             ("peers = [\"192.0.2.254\"]", "peers = [\"192.0.2.2\"]"),
         ],
         "bgp.peer[0].address",
-        "the gateway's own address (port[0].node_addresses[1])",
+        "the gateway's own address (port[0].host_addresses[1])",
     ),
     (
         &[
@@ -143,7 +135,7 @@ const CASES: &[Case] = &[
             ("peers = [\"192.0.2.254\"]", "peers = [\"192.0.9.254\"]"),
         ],
         "bgp.peer[0].address",
-        "no port's connected subnet",
+        "no host address's subnet",
     ),
     (
         &[
@@ -163,15 +155,23 @@ const CASES: &[Case] = &[
             "source_address = \"10.1.0.1\"",
         )],
         "bgp.peer[0].source_address",
-        "not a node address",
+        "not a host address",
+    ),
+    (
+        &[(
+            "source_address = \"192.0.2.1\"",
+            "source_address = \"192.0.2.9\"",
+        )],
+        "bgp.peer[0].source_address",
+        "192.0.2.9 is not a host address",
     ),
     (
         &[
-            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.9\""),
-            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.9\""),
+            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.77\""),
+            ("router_id = \"192.0.2.1\"", "router_id = \"192.0.2.77\""),
         ],
         "bgp.peer[0].router_id",
-        "not a node address",
+        "not a node or host address",
     ),
     (
         &[(

@@ -181,8 +181,18 @@ fn bgp() {
     assert_eq!((peer.peer_asn, peer.my_asn, peer.ttl()), (65000, 65001, 1));
     assert_eq!(
         peer.source_address,
-        Some(Ipv4Addr::new(192, 0, 2, 1).into())
+        Some(Ipv4Addr::new(192, 0, 2, 2).into())
     );
+    let outside = &plan.ports[plan.vip_port];
+    assert_eq!(
+        outside
+            .host_addresses
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["192.0.2.2/24"]
+    );
+    assert_eq!(outside.host_interface.as_deref(), Some("outside-host"));
     assert_eq!((peer.hold_time_s, peer.keepalive_s), (9, Some(3)));
     let [adv] = &plan.bgp.advertisements[..] else {
         panic!("{:?}", plan.bgp)

@@ -1,4 +1,4 @@
-//! `[[instance]]`: per-instance node and SNAT addresses from one file, the
+//! `[[instance]]`: per-instance node, SNAT and host addresses from one file, the
 //! choice of the instance (`--instance`), and what validation refuses (every
 //! problem at once, each at its path).
 
@@ -223,4 +223,75 @@ fn every_instance_problem_is_reported_at_once_with_its_path() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), paths.len(), "each problem once: {got:#?}");
+}
+
+/// Host addresses are per instance too: each instance peers (and is
+/// reached) from its own, and two instances cannot share one.
+#[test]
+fn each_instance_has_its_own_host_addresses() {
+    let with_host = |a: &str, b: &str| {
+        edit(&[
+            (
+                "node_addresses = [\"192.0.2.1/24\"]",
+                &format!("node_addresses = [\"192.0.2.1/24\"]\nhost_addresses = [\"{a}\"]"),
+            ),
+            (
+                "node_addresses = [\"192.0.2.2/24\"]",
+                &format!("node_addresses = [\"192.0.2.2/24\"]\nhost_addresses = [\"{b}\"]"),
+            ),
+        ])
+    };
+    let text = with_host("192.0.2.11/24", "192.0.2.12/24");
+    for (name, host) in [("gw-a", "192.0.2.11/24"), ("gw-b", "192.0.2.12/24")] {
+        let p = plan(&text, InstanceChoice::Named(name));
+        assert_eq!(p.ports[0].host_addresses, vec![prefix(host)], "{name}");
+        assert!(p.ports[0].host_interface.is_some(), "{name}: a TAP");
+        assert!(p.ports[1].host_addresses.is_empty(), "{name}");
+    }
+    // The same host address in two instances.
+    let got = problems(
+        &with_host("192.0.2.11/24", "192.0.2.11/24"),
+        InstanceChoice::Named("gw-a"),
+    );
+    assert!(
+        got.iter()
+            .any(|p| p.path == "instance[1].port[0].host_addresses[0]"
+                && p.reason
+                    .contains("another instance (instance[0].port[0].host_addresses[0])")),
+        "{got:#?}"
+    );
+    // A host address that is another instance's node address, and one on
+    // the shared [[port]].
+    let text = with_host("192.0.2.11/24", "192.0.2.1/24").replacen(
+        "role = \"inside\"\n",
+        "role = \"inside\"\nhost_addresses = [\"10.1.0.50/24\"]\n",
+        1,
+    );
+    let got = problems(&text, InstanceChoice::Named("gw-a"));
+    for (path, words) in [
+        (
+            "instance[1].port[0].host_addresses[0]",
+            "another instance (instance[0].port[0].node_addresses[0])",
+        ),
+        ("port[1].host_addresses", "each instance has its own"),
+    ] {
+        assert!(
+            got.iter()
+                .any(|p| p.path == path && p.reason.contains(words)),
+            "no problem at {path} with {words:?} in {got:#?}"
+        );
+    }
+    // Within one instance, a host address that is its own node address:
+    // the [[port]] check, reported at the instance's path.
+    let got = problems(
+        &with_host("192.0.2.1/24", "192.0.2.12/24"),
+        InstanceChoice::Named("gw-a"),
+    );
+    assert!(
+        got.iter().any(
+            |p| p.path.starts_with("instance[0].port[0].host_addresses[0]")
+                || p.reason.contains("instance[0].port[0].host_addresses[0]")
+        ),
+        "{got:#?}"
+    );
 }

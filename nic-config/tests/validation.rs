@@ -5,7 +5,10 @@
 //! expects exactly one problem, at the given path, whose reason contains the
 //! given words.
 
-use nic_config::{ConfigError, ListenerKind, Problem, parse};
+mod common;
+
+use common::problems;
+use nic_config::{ConfigError, ListenerKind, parse};
 use proptest::prelude::*;
 use std::net::Ipv4Addr;
 
@@ -105,22 +108,9 @@ addresses = ["198.51.100.0/28"]
 auto_assign = false
 "#;
 
-/// `BASE` with each `(from, to)` applied once; every `from` must occur.
+/// `BASE` with each `(from, to)` applied once.
 fn edit(edits: &[(&str, &str)]) -> String {
-    let mut text = BASE.to_owned();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{from:?} not in the config");
-        text = text.replacen(from, to, 1);
-    }
-    text
-}
-
-fn problems(text: &str) -> Vec<Problem> {
-    match parse(text) {
-        Err(ConfigError::Invalid(problems)) => problems,
-        Err(other) => panic!("expected validation problems, got: {other}"),
-        Ok(plan) => panic!("expected validation problems, got a plan:\n{plan}"),
-    }
+    common::edited(BASE, edits)
 }
 
 struct Case {

@@ -12,3 +12,4 @@ pub use portico_netns::*;
 
 pub mod kube_cluster;
 pub mod kube_source_rig;
+pub mod tier;

@@ -15,7 +15,7 @@
 mod common;
 
 use common::kube::{curl_vip, endpoint_slice, eventually, lb_service, status_ips};
-use common::tally;
+use common::{router, tally};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -225,4 +225,110 @@ fn slice(endpoints: &[(usize, bool)]) -> EndpointSlice {
 
 fn curl(t: &Topology, vip: Ipv4Addr, count: usize, max_time_s: u32) -> Vec<Option<String>> {
     curl_vip(&t.client, vip, count, max_time_s)
+}
+
+/// The API server on a veth of its own to the gateway's namespace.
+async fn api_server(test: &str, t: &Topology) -> Option<(HostVeth, KubeCluster)> {
+    let (host_addr, gateway_addr) = api_link_addresses();
+    let link = HostVeth::new(
+        &t.gateway,
+        &format!("{host_addr}/30"),
+        &format!("{gateway_addr}/30"),
+    )
+    .expect("the API server veth");
+    let options = KubeClusterOptions {
+        bind_address: Some(host_addr),
+        ..KubeClusterOptions::default()
+    };
+    let cluster = KubeCluster::start_or_skip(test, options).await?;
+    Some((link, cluster))
+}
+
+/// The LoadBalancer Service over both backends (both ready), and the
+/// address Portico writes to its status.
+async fn create_service(client: &kube::Client) -> (Api<Service>, Api<EndpointSlice>, Ipv4Addr) {
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    services
+        .create(&PostParams::default(), &lb())
+        .await
+        .expect("create the Service");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    slices
+        .create(&PostParams::default(), &slice(&[(0, true), (1, true)]))
+        .await
+        .expect("create the EndpointSlice");
+    let vip = eventually("status.loadBalancer.ingress", async || {
+        let ips = status_ips(client, NS, SERVICE).await;
+        (ips.len() == 1).then(|| ips[0])
+    })
+    .await;
+    (services, slices, vip)
+}
+
+/// Replace the Service's EndpointSlice by one with `endpoints`.
+async fn replace_slice(slices: &Api<EndpointSlice>, endpoints: &[(usize, bool)]) {
+    let mut next = slice(endpoints);
+    let old = slices
+        .get(&format!("{SERVICE}-1"))
+        .await
+        .expect("get the EndpointSlice");
+    next.metadata.resource_version = old.metadata.resource_version;
+    slices
+        .replace(&format!("{SERVICE}-1"), &PostParams::default(), &next)
+        .await
+        .expect("replace the EndpointSlice");
+}
+
+/// The pool's LoadBalancer addresses announced with BGP (issue 13 §2): a
+/// Service with a ready endpoint has its address announced to a real BIRD
+/// 2 in the client namespace; no ready (or serving) endpoint → withdrawn;
+/// ready again → announced; the Service deleted (address released) →
+/// withdrawn. See `common/router.rs` for the router.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_address_is_announced_while_it_has_a_ready_endpoint() {
+    const TEST: &str =
+        "kube_e2e::a_load_balancer_address_is_announced_while_it_has_a_ready_endpoint";
+    if !portico_tests::require_programs(TEST, &["bird", "birdc"], "apt-get install bird2") {
+        return;
+    }
+    let Some(t) = common::topology(TEST, 2) else {
+        return;
+    };
+    let Some((_link, cluster)) = api_server(TEST, &t).await else {
+        return;
+    };
+    let client = cluster.client();
+    let bird = router::bird_router(&t);
+    let pool = format!("addresses = [\"{POOL_FIRST}-{POOL_LAST}\"]\n");
+    let config =
+        router::with_host_address(&gateway_config(&t, cluster.kubeconfig_path())).replacen(
+            &pool,
+            &format!("{pool}bgp_advertisements = [\"pool\"]\n"),
+            1,
+        ) + &router::bgp_section("", "pool", "communities = [\"65000:7\"]");
+    assert!(config.contains("bgp_advertisements"), "{config}");
+    let gw = t.start_gateway(&config).expect("portico run starts");
+    let log = || gw.log_text();
+
+    let (services, slices, vip) = create_service(&client).await;
+    let route = format!("{vip}/32");
+    let routes = router::bird_has(&bird, &log, &[&route]);
+    assert_eq!(routes[0].attrs["BGP.community"], "(65000,7)", "{routes:?}");
+    assert_eq!(routes[0].attrs["BGP.next_hop"], router::HOST_ADDR);
+
+    // No endpoint ready or serving: withdrawn; ready again: announced.
+    replace_slice(&slices, &[(0, false), (1, false)]).await;
+    router::bird_has(&bird, &log, &[]);
+    replace_slice(&slices, &[(0, false), (1, true)]).await;
+    router::bird_has(&bird, &log, &[&route]);
+
+    // The Service deleted: the address is released and withdrawn.
+    services
+        .delete(SERVICE, &DeleteParams::default())
+        .await
+        .expect("delete the Service");
+    router::bird_has(&bird, &log, &[]);
+    let report = gw.stats().expect("stats").bgp;
+    assert_eq!(report.peers[0].state, "Established", "{report:?}");
+    assert!(report.vips.is_empty(), "{report:?}");
 }

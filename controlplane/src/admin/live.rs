@@ -44,7 +44,14 @@ pub struct LiveAdmin {
     sim: SimContext,
     /// The gateway's neighbour table, for the next hop's live entry.
     neighbours: Option<Arc<NeighbourTable>>,
+    /// Test hooks ([`LiveAdmin::stall_worker`]) are answered.
+    test_hooks: bool,
 }
+
+/// The environment variable that enables the admin socket's test hooks
+/// (`PORTICO_TEST_HOOKS=1` when `portico run` starts). Without it the
+/// socket is read-only.
+pub const TEST_HOOKS_ENV: &str = "PORTICO_TEST_HOOKS";
 
 /// `simulate --live`'s answer: the simulation of a new connection, and
 /// what the owning worker tracks for that tuple now.
@@ -115,6 +122,29 @@ impl LiveAdmin {
             workers,
             sim,
             neighbours: None,
+            test_hooks: false,
+        }
+    }
+
+    /// Answer the test hooks (see [`TEST_HOOKS_ENV`]).
+    pub fn with_test_hooks(mut self, enabled: bool) -> Self {
+        self.test_hooks = enabled;
+        self
+    }
+
+    /// Test hook: make `worker` stop polling for `ms` (at most
+    /// [`dataplane::inspect::MAX_STALL_MS`]), as a worker stuck in a
+    /// driver call would; the BGP watchdog's end-to-end test uses it.
+    /// Refused unless the gateway started with [`TEST_HOOKS_ENV`]` = 1`.
+    pub fn stall_worker(&self, worker: usize, ms: u64) -> Result<u64, String> {
+        if !self.test_hooks {
+            return Err(format!(
+                "test hooks are off (start portico run with {TEST_HOOKS_ENV}=1)"
+            ));
+        }
+        match self.ask(worker, Query::Stall { ms })? {
+            Answer::Stalling { ms } => Ok(ms),
+            _ => Err(format!("worker {worker} answered another question")),
         }
     }
 

@@ -12,7 +12,8 @@
 //! socket is busy); reads and writes are bounded by deadlines and the
 //! request by a size limit, so no client holds a slot for long and a slow
 //! one never delays the others ([`AdminServer`]). The API is read-only: nothing a
-//! client sends changes the gateway.
+//! client sends changes the gateway (but for the test hook
+//! [`Request::StallWorker`], refused unless `PORTICO_TEST_HOOKS=1`).
 //!
 //! Invariants:
 //! * the report is assembled from the workers' published copies of their
@@ -60,11 +61,11 @@ pub use metrics::{CONTENT_TYPE, DEFAULT_METRICS_ADDR, MetricsError, MetricsServe
 pub use protocol::{
     DEFAULT_FLOW_LIMIT, FlowRow, FlowsQuery, FlowsReport, MAX_FLOW_LIMIT, Request, handle,
 };
-pub use render::{Rates, ServicesTable};
+pub use render::{BgpTable, Rates, ServicesTable};
 pub use report::{
-    AnnouncementReport, BackendReport, CounterReport, ListenerReport, NeighbourReport, PortReport,
-    ServiceReport, SnapshotReport, SnatAddrReport, StatsReport, WorkerReport, announcement_report,
-    service_reports, snat_reports, sum_workers,
+    AnnouncementReport, BackendReport, BgpPeerReport, BgpReport, CounterReport, ListenerReport,
+    NeighbourReport, PortReport, ServiceReport, SnapshotReport, SnatAddrReport, StatsReport,
+    WorkerReport, announcement_report, service_reports, snat_reports, sum_workers,
 };
 pub use socket::{
     AccessError, AdminAccess, AdminError, AdminLimits, AdminServer, ClientError,

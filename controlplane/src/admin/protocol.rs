@@ -2,6 +2,8 @@
 //! from the client (an empty request means [`Request::Stats`], so a client
 //! that only reads still gets the counters), one JSON document back — the
 //! requested report, or `{"error": "…"}`. [`handle`] answers one request.
+//! Every request only reads, except the test hook [`Request::StallWorker`],
+//! which a gateway answers only when started with `PORTICO_TEST_HOOKS=1`.
 
 use super::{LiveAdmin, StatsReport};
 use serde::{Deserialize, Serialize};
@@ -18,6 +20,10 @@ pub enum Request {
     /// `simulate --live` ([`super::LiveOutcome`]): `flow` as
     /// `portico simulate` takes it.
     Simulate { flow: String },
+    /// Test hook, refused unless `portico run` started with
+    /// `PORTICO_TEST_HOOKS=1` ([`super::live::TEST_HOOKS_ENV`]): worker
+    /// `worker` stops polling for `ms`. Answers `{"stalling_ms": N}`.
+    StallWorker { worker: usize, ms: u64 },
 }
 
 /// Which flows `portico flows` lists.
@@ -143,5 +149,11 @@ pub fn handle(
         Request::Stats => json(serde_json::to_string(&report())),
         Request::Flows(query) => json(serde_json::to_string(&live.flows(&query)?)),
         Request::Simulate { flow } => json(serde_json::to_string(&live.simulate(&flow)?)),
+        Request::StallWorker { worker, ms } => {
+            let ms = live.stall_worker(worker, ms)?;
+            json(serde_json::to_string(
+                &serde_json::json!({ "stalling_ms": ms }),
+            ))
+        }
     }
 }

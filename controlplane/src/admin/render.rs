@@ -1,8 +1,8 @@
 //! The text the admin clients print: `portico stats` ([`StatsReport`]'s
-//! Display, [`Rates`] between two reports) and `portico services`
-//! ([`ServicesTable`]).
+//! Display, [`Rates`] between two reports), `portico services`
+//! ([`ServicesTable`]) and `portico bgp` ([`BgpTable`]).
 
-use super::report::{ServiceReport, StatsReport};
+use super::report::{BgpReport, ServiceReport, StatsReport};
 use dataplane::counters::DropReason;
 use std::fmt::{self, Write as _};
 
@@ -277,6 +277,18 @@ impl fmt::Display for StatsReport {
             "  arp: learned {}, requests {}, gratuitous {}, held packets sent {}",
             t.arp_learned, t.arp_requests_sent, t.garp_sent, t.neighbour_held_sent
         )?;
+        writeln!(
+            f,
+            "  host path: to kernel {}, from kernel {}, queue full {}, down {}",
+            t.to_host,
+            t.from_host,
+            t.drops
+                .get(dataplane::DropReason::HostQueueFull.name())
+                .unwrap_or(&0),
+            t.drops
+                .get(dataplane::DropReason::HostPathDown.name())
+                .unwrap_or(&0)
+        )?;
         let n = &self.neighbours;
         writeln!(
             f,
@@ -357,6 +369,70 @@ impl fmt::Display for StatsReport {
     }
 }
 
+/// `portico bgp`: one line per session (router, ASNs, state, uptime,
+/// prefixes sent of desired, updates sent/received, flaps, last error),
+/// then what qualifies for announcement and why nothing is announced, if
+/// so.
+#[derive(Debug)]
+pub struct BgpTable<'a>(pub &'a BgpReport);
+
+impl fmt::Display for BgpTable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.0;
+        if r.peers.is_empty() {
+            return writeln!(f, "no BGP peers configured");
+        }
+        writeln!(
+            f,
+            "{:<22} {:>10} {:>10} {:<12} {:>10} {:>9} {:>8} {:>8} {:>6}  Last error",
+            "Peer",
+            "Peer AS",
+            "Local AS",
+            "State",
+            "Uptime",
+            "Prefixes",
+            "Upd out",
+            "Upd in",
+            "Flaps"
+        )?;
+        for p in &r.peers {
+            let uptime = p
+                .uptime_s
+                .map_or_else(|| "-".to_owned(), |s| fmt_duration_ms(s * 1000));
+            writeln!(
+                f,
+                "{:<22} {:>10} {:>10} {:<12} {:>10} {:>9} {:>8} {:>8} {:>6}  {}",
+                p.peer,
+                p.peer_asn,
+                p.my_asn,
+                p.state,
+                uptime,
+                format!("{}/{}", p.prefixes_sent, p.prefixes_desired),
+                p.updates_sent,
+                p.updates_received,
+                p.flaps,
+                p.last_error.as_deref().unwrap_or("-"),
+            )?;
+        }
+        write!(f, "VIPs with a serving backend: ")?;
+        if r.vips.is_empty() {
+            writeln!(f, "none")?;
+        } else {
+            writeln!(f, "{}", r.vips.join(", "))?;
+        }
+        match r.withdrawn.as_deref() {
+            Some("watchdog") => writeln!(
+                f,
+                "every route WITHDRAWN: a worker stopped polling (watchdog; {} trips)",
+                r.watchdog_trips
+            ),
+            Some("stopping") => writeln!(f, "every route WITHDRAWN: stopping (draining)"),
+            Some(other) => writeln!(f, "every route WITHDRAWN: {other}"),
+            None => writeln!(f, "announcing (watchdog trips: {})", r.watchdog_trips),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,6 +507,7 @@ mod tests {
                 announced: vec![std::net::Ipv4Addr::new(203, 0, 113, 10)],
                 silent: vec![std::net::Ipv4Addr::new(203, 0, 113, 11)],
             },
+            bgp: BgpReport::default(),
         };
         let json = serde_json::to_string(&report).expect("serializes");
         let value: serde_json::Value = serde_json::from_str(&json).expect("json");
@@ -480,6 +557,59 @@ mod tests {
             lines.iter().any(|l| l.starts_with("  -> 10.1.0.10:8080")
                 && l.split_whitespace().collect::<Vec<_>>()[2..5] == ["3", "ready", "7"]),
             "{table}"
+        );
+    }
+
+    #[test]
+    fn bgp_table_shows_every_session() {
+        use crate::admin::BgpPeerReport;
+        assert_eq!(
+            BgpTable(&BgpReport::default()).to_string(),
+            "no BGP peers configured\n"
+        );
+        let report = BgpReport {
+            peers: vec![BgpPeerReport {
+                peer: "192.0.2.100:179".into(),
+                peer_asn: 65000,
+                my_asn: 65001,
+                state: "Established".into(),
+                state_number: 6,
+                uptime_s: Some(65),
+                hold_time_s: 9,
+                prefixes_sent: 2,
+                prefixes_desired: 2,
+                updates_sent: 3,
+                updates_received: 1,
+                flaps: 1,
+                last_error: Some("hold timer expired".into()),
+                ..Default::default()
+            }],
+            vips: vec!["192.0.2.10".into(), "192.0.2.11".into()],
+            withdrawn: Some("watchdog".into()),
+            watchdog_trips: 4,
+        };
+        let text = BgpTable(&report).to_string();
+        let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(
+            row[..9],
+            [
+                "192.0.2.100:179",
+                "65000",
+                "65001",
+                "Established",
+                "1m05s",
+                "2/2",
+                "3",
+                "1",
+                "1"
+            ],
+            "{text}"
+        );
+        assert!(text.contains("hold timer expired"), "{text}");
+        assert!(text.contains("192.0.2.10, 192.0.2.11"), "{text}");
+        assert!(
+            text.contains("WITHDRAWN: a worker stopped polling (watchdog; 4 trips)"),
+            "{text}"
         );
     }
 

@@ -43,6 +43,10 @@ pub struct StatsReport {
     /// `control_plane.members`).
     #[serde(default)]
     pub announcements: AnnouncementReport,
+    /// The BGP sessions and what they announce (`portico bgp`); empty
+    /// without `[[bgp.peer]]`.
+    #[serde(default)]
+    pub bgp: BgpReport,
 }
 
 /// The VIPs and externalIPs of the current snapshot by whether this
@@ -70,6 +74,52 @@ pub fn announcement_report(snap: &Snapshot) -> AnnouncementReport {
     report.announced.sort_unstable();
     report.silent.sort_unstable();
     report
+}
+
+/// The BGP speaker of the gateway: its sessions and why routes are or are
+/// not announced.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BgpReport {
+    /// One per `[[bgp.peer]]`, in file order.
+    pub peers: Vec<BgpPeerReport>,
+    /// The VIPs that qualify for an announcement (served, with a ready or
+    /// serving backend), sorted; announced unless `withdrawn` says why not.
+    pub vips: Vec<String>,
+    /// Why everything is withdrawn now: `watchdog` (a worker stopped
+    /// polling) or `stopping` (graceful stop, draining); `None`: announcing.
+    pub withdrawn: Option<String>,
+    /// Times the worker watchdog withdrew every route.
+    pub watchdog_trips: u64,
+}
+
+/// One BGP session ([`portico_bgp::SessionStats`] and its configuration).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BgpPeerReport {
+    /// `address:port` of the router.
+    pub peer: String,
+    pub peer_asn: u32,
+    pub my_asn: u32,
+    /// RFC 4271 §8.2.2 state name (`Established`, `Active`, …).
+    pub state: String,
+    /// The RFC's number of the state: Idle 1 … Established 6.
+    pub state_number: u8,
+    /// Seconds since the session became Established (`None` while not).
+    pub uptime_s: Option<u64>,
+    /// The negotiated hold time (0: no keepalives).
+    pub hold_time_s: u16,
+    /// Prefixes the router has from us now.
+    pub prefixes_sent: u64,
+    /// Prefixes we want the router to have (equal to `prefixes_sent` once
+    /// the session is Established and synced).
+    pub prefixes_desired: u64,
+    pub updates_sent: u64,
+    pub updates_received: u64,
+    pub notifications_sent: u64,
+    pub notifications_received: u64,
+    /// Times the session went down from Established.
+    pub flaps: u64,
+    pub connect_attempts: u64,
+    pub last_error: Option<String>,
 }
 
 /// The neighbour table shared by the workers

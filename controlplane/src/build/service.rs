@@ -66,7 +66,8 @@ pub struct ModelConfig {
     pub serve_unclassed: bool,
     /// Where NodePorts listen.
     pub node_addresses: Vec<Ipv4Addr>,
-    /// Every node and SNAT address: no externalIP listener goes there.
+    /// Every node, SNAT and host address: no externalIP listener goes
+    /// there.
     pub gateway_addresses: Vec<Ipv4Addr>,
     /// Fate of an established TCP flow whose backend left.
     pub tcp_backend_gone: BackendGonePolicy,
@@ -87,8 +88,16 @@ impl ModelConfig {
             .collect();
         node_addresses.sort();
         node_addresses.dedup();
-        let mut gateway_addresses: Vec<Ipv4Addr> =
-            plan.addresses.iter().map(|a| a.address).collect();
+        let mut gateway_addresses: Vec<Ipv4Addr> = plan
+            .addresses
+            .iter()
+            .map(|a| a.address)
+            .chain(
+                plan.ports
+                    .iter()
+                    .flat_map(|p| p.host_addresses.iter().map(|h| h.address)),
+            )
+            .collect();
         gateway_addresses.sort();
         gateway_addresses.dedup();
         Some(ModelConfig {

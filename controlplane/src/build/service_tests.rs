@@ -561,6 +561,7 @@ fn model_config_comes_from_the_plan() {
         role = "both"
         node_addresses = ["192.0.2.2/24", "192.0.2.1/24"]
         snat_addresses = ["192.0.2.1/24", "192.0.2.9/24"]
+        host_addresses = ["192.0.2.3/24"]
 
         [kubernetes]
         load_balancer_class = "example.com/lb"
@@ -579,6 +580,7 @@ fn model_config_comes_from_the_plan() {
         [
             Ipv4Addr::new(192, 0, 2, 1),
             Ipv4Addr::new(192, 0, 2, 2),
+            Ipv4Addr::new(192, 0, 2, 3),
             Ipv4Addr::new(192, 0, 2, 9)
         ]
     );

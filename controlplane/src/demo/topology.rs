@@ -408,22 +408,23 @@ backends = [{udp_backends}
     /// Write `config` and start `portico run` in the gateway namespace; wait
     /// (up to 30 s) until its admin socket answers.
     pub fn start_gateway(&self, config: &str) -> io::Result<GatewayRun> {
+        self.start_gateway_with_env(config, &[])
+    }
+
+    /// [`Topology::start_gateway`] with `env` (`NAME=value` each) in the
+    /// gateway's environment (e.g. `PORTICO_TEST_HOOKS=1`).
+    pub fn start_gateway_with_env(&self, config: &str, env: &[&str]) -> io::Result<GatewayRun> {
         let config_path = self.dir.path.join("portico.toml");
         write_atomically(&config_path, config)?;
         let socket = self.dir.path.join("portico.sock");
         let log = self.dir.path.join("portico.log");
-        let process = self.gateway.spawn_logged(
+        let process = spawn_run(
+            &self.gateway,
             self.portico_str()?,
-            &[
-                "run",
-                "--config",
-                path_str(&config_path)?,
-                "--admin-socket",
-                path_str(&socket)?,
-                "--log-format",
-                "json",
-            ],
+            &config_path,
+            &socket,
             &log,
+            env,
         )?;
         let mut gw = GatewayRun {
             process,
@@ -470,6 +471,32 @@ fn path_str(path: &Path) -> io::Result<&str> {
         .ok_or_else(|| io::Error::other(format!("{} is not UTF-8", path.display())))
 }
 
+/// Start `portico run` (the binary `portico`) in `ns` on `config` with its
+/// admin socket at `socket`, JSON logs appended to `log` and `env`
+/// (`NAME=value` each) in its environment; the guard's PID is the
+/// gateway's (`env` execs it).
+pub fn spawn_run(
+    ns: &Netns,
+    portico: &str,
+    config: &Path,
+    socket: &Path,
+    log: &Path,
+    env: &[&str],
+) -> io::Result<Process> {
+    let mut argv: Vec<&str> = env.to_vec();
+    argv.extend([
+        portico,
+        "run",
+        "--config",
+        path_str(config)?,
+        "--admin-socket",
+        path_str(socket)?,
+        "--log-format",
+        "json",
+    ]);
+    ns.spawn_logged("env", &argv, log)
+}
+
 /// Replace a file in one step, so a reload never reads half of it.
 pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
@@ -510,6 +537,17 @@ impl GatewayRun {
     pub fn reload(&self, config: &str) -> io::Result<()> {
         write_atomically(&self.config_path, config)?;
         self.process.signal("HUP")
+    }
+
+    /// Send a signal (`"TERM"`, …) without waiting.
+    pub fn signal(&self, name: &str) -> io::Result<()> {
+        self.process.signal(name)
+    }
+
+    /// Wait up to `timeout` for the gateway to exit (after
+    /// [`GatewayRun::signal`]); `None` if it still runs.
+    pub fn wait_exit(&mut self, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+        self.process.wait_exit(timeout)
     }
 
     /// SIGTERM and wait up to `timeout` for the exit.

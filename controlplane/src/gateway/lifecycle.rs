@@ -4,14 +4,16 @@
 //! point and shutdown.
 
 use super::GatewayError;
+use super::bgp::Speaker;
 #[cfg(feature = "dpdk")]
 use super::dpdk;
 use super::driver_plan::{gateway_driver, neighbour_config, prepare_port, warn_kernel_conflicts};
 use super::reload::{ReloadDecision, ReloadOutcome, decide};
 use super::stats::StatsSource;
+use crate::admin::live::TEST_HOOKS_ENV;
 use crate::admin::{
-    AdminAccess, AdminLimits, AdminServer, ControlPlaneMetrics, DEFAULT_DROP_LOG_INTERVAL_MS,
-    DropLog, LiveAdmin, MetricsServer,
+    AdminAccess, AdminLimits, AdminServer, BgpReport, ControlPlaneMetrics,
+    DEFAULT_DROP_LOG_INTERVAL_MS, DropLog, LiveAdmin, MetricsServer,
 };
 use crate::simulate::SimContext;
 use crate::source::kube::{KubeSource, KubeSourceParts, KubeSourceStats};
@@ -27,8 +29,8 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tracing::{debug, error, info};
@@ -73,6 +75,11 @@ pub struct Gateway {
     /// thread.
     pub(super) neighbours: Arc<NeighbourTable>,
     pub(super) last_neighbour_gc: Instant,
+    /// The BGP speaker (`None` without `[[bgp.peer]]`).
+    pub(super) bgp: Option<Speaker>,
+    /// What the speaker reports (`portico bgp`, `/metrics`); default while
+    /// there is no speaker.
+    pub(super) bgp_report: Arc<Mutex<BgpReport>>,
 }
 
 impl Gateway {
@@ -153,6 +160,8 @@ impl Gateway {
             clock: MonotonicClock::new(),
             neighbours: Arc::new(NeighbourTable::new(neighbour_config(&plan_neighbour_table))),
             last_neighbour_gc: Instant::now(),
+            bgp: None,
+            bgp_report: Arc::new(Mutex::new(BgpReport::default())),
         };
         let cells = gateway.start_workers()?;
         let live = LiveAdmin::new(
@@ -160,7 +169,8 @@ impl Gateway {
             cells.iter().map(|c| Arc::clone(&c.inspect)).collect(),
             SimContext::from_plan(&gateway.plan),
         )
-        .with_neighbours(Arc::clone(&gateway.neighbours));
+        .with_neighbours(Arc::clone(&gateway.neighbours))
+        .with_test_hooks(std::env::var(TEST_HOOKS_ENV).is_ok_and(|v| v == "1"));
 
         let source = Arc::new(StatsSource {
             started,
@@ -176,6 +186,7 @@ impl Gateway {
                 .collect(),
             control,
             neighbours: Arc::clone(&gateway.neighbours),
+            bgp: Arc::clone(&gateway.bgp_report),
         });
         gateway.stats = Some(Arc::clone(&source));
         let admin = {
@@ -193,6 +204,10 @@ impl Gateway {
             let metrics = MetricsServer::start(addr, move || source.report())?;
             info!(addr = %metrics.addr(), "metrics listening on /metrics");
             gateway.metrics = Some(metrics);
+        }
+        gateway.bgp = Speaker::start(&gateway.plan, Arc::clone(&gateway.bgp_report))?;
+        if gateway.bgp.is_some() {
+            info!(peers = gateway.plan.bgp.peers.len(), "BGP sessions started");
         }
         if gateway.plan.kubernetes.is_some()
             && let Some(builder) = gateway.builder.take()
@@ -317,6 +332,9 @@ impl Gateway {
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
         self.plan = plan;
         warn_kernel_conflicts(&self.plan);
+        if let Err(e) = self.reload_bgp() {
+            error!(error = %e, "BGP: the reloaded sessions could not start");
+        }
         ReloadOutcome::Applied { generation }
     }
 
@@ -339,7 +357,7 @@ impl Gateway {
                         if let Some(armed) = FORCE_EXIT.get() {
                             armed.store(true, Ordering::Relaxed);
                         }
-                        self.shutdown();
+                        self.shutdown_gracefully();
                         return Ok(());
                     }
                     _ => {}
@@ -349,6 +367,7 @@ impl Gateway {
                 self.drop_log.tick(Instant::now(), || stats.totals());
             }
             self.collect_neighbour_garbage();
+            self.tick_bgp();
             if self.kube.as_ref().is_some_and(KubeSource::is_finished) {
                 error!("the Kubernetes source stopped unexpectedly; stopping");
                 self.shutdown();
@@ -361,6 +380,47 @@ impl Gateway {
             }
             std::thread::sleep(Duration::from_millis(CONTROL_TICK_MS));
         }
+    }
+
+    /// The BGP speaker's tick: the watchdog, the desired routes of the
+    /// snapshot in force.
+    fn tick_bgp(&mut self) {
+        let (Some(speaker), Some(stats)) = (self.bgp.as_mut(), self.stats.as_ref()) else {
+            return;
+        };
+        let heartbeats: Vec<u64> = stats
+            .workers
+            .iter()
+            .map(|w| w.counters.heartbeat_ms())
+            .collect();
+        speaker.tick(
+            &self.plan,
+            &self.publisher.current(),
+            &heartbeats,
+            Instant::now(),
+        );
+    }
+
+    /// Apply a reloaded `[bgp]`: start the speaker when the first peer
+    /// appears, stop it when the last goes, else restart the changed
+    /// sessions.
+    fn reload_bgp(&mut self) -> Result<(), GatewayError> {
+        match (self.bgp.as_mut(), self.plan.bgp.peers.is_empty()) {
+            (Some(speaker), false) => speaker.reload(&self.plan),
+            (Some(_), true) => {
+                if let Some(speaker) = self.bgp.take() {
+                    speaker.stop();
+                }
+                if let Ok(mut r) = self.bgp_report.lock() {
+                    *r = BgpReport::default();
+                }
+            }
+            (None, false) => {
+                self.bgp = Speaker::start(&self.plan, Arc::clone(&self.bgp_report))?;
+            }
+            (None, true) => {}
+        }
+        Ok(())
     }
 
     /// Reclaim neighbour entries unused for `gc_stale_ms`, at most once
@@ -382,10 +442,35 @@ impl Gateway {
         }
     }
 
-    /// Stop the Kubernetes source (no more writes, Lease released), the
-    /// workers (each publishes its final counters), then the admin socket
-    /// and the metrics endpoint.
+    /// A graceful stop (SIGTERM): with BGP, withdraw every route first and
+    /// keep forwarding for `[bgp] shutdown_drain_s` after the routers have
+    /// the withdrawal (see [`super::bgp`]); then [`Gateway::shutdown`].
+    pub fn shutdown_gracefully(&mut self) {
+        if let Some(speaker) = self.bgp.as_mut() {
+            speaker.withdraw_for_stop();
+            // The Lease goes now: another instance can lead while this one
+            // drains.
+            if let Some(kube) = self.kube.take() {
+                kube.stop();
+            }
+            let drain = Duration::from_secs(u64::from(self.plan.bgp.shutdown_drain_s));
+            info!(
+                drain_s = drain.as_secs(),
+                "draining: forwarding established flows before stopping"
+            );
+            std::thread::sleep(drain);
+        }
+        self.shutdown();
+    }
+
+    /// Stop the BGP sessions (Cease; at once: [`Gateway::shutdown_gracefully`]
+    /// withdraws and drains first), the Kubernetes source (no more writes,
+    /// Lease released), the workers (each publishes its final counters),
+    /// then the admin socket and the metrics endpoint.
     pub fn shutdown(&mut self) {
+        if let Some(speaker) = self.bgp.take() {
+            speaker.stop();
+        }
         if let Some(kube) = self.kube.take() {
             kube.stop();
         }
@@ -412,6 +497,7 @@ impl Drop for Gateway {
             || self.admin.is_some()
             || self.metrics.is_some()
             || self.kube.is_some()
+            || self.bgp.is_some()
         {
             self.shutdown();
         }

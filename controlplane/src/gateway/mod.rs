@@ -55,18 +55,28 @@
 //! restart. On SIGTERM the source stops first, releasing its Lease, then the
 //! workers.
 //!
+//! With `[[bgp.peer]]`s the BGP speaker ([`bgp`]) starts after the workers
+//! and follows every published snapshot from the control thread's tick.
+//! SIGTERM then withdraws every route first (and waits for the routers to
+//! have the withdrawal), releases the Lease, keeps forwarding for
+//! `[bgp] shutdown_drain_s`, and only then sends Cease and stops the
+//! workers.
+//!
 //! Layout, one file per role: `lifecycle` (start, serve, reload entry
 //! point, shutdown, signals), `reload` (which changes need a restart),
 //! `driver_plan` (the plan's ports and settings mapped to driver
 //! configurations; interface preparation and the XDP attachment),
 //! `workers` (the worker threads: open the driver, run the loop), `stats` (what
-//! the admin socket and `/metrics` report from), `privileges` (the
+//! the admin socket and `/metrics` report from), `bgp/` (announcing the
+//! VIPs: sessions, desired routes, the worker watchdog), `privileges` (the
 //! capabilities and `no_new_privs` after start-up, per driver) and `dpdk`
 //! (the same for `driver = "dpdk"`, cargo feature `dpdk`).
 
+pub mod bgp;
 #[cfg(feature = "dpdk")]
 mod dpdk;
 mod driver_plan;
+mod host_path;
 mod lifecycle;
 pub mod privileges;
 mod reload;
@@ -117,6 +127,8 @@ pub enum GatewayError {
     #[cfg(feature = "dpdk")]
     #[error("starting DPDK: {0}")]
     Dpdk(#[from] dataplane::driver::dpdk::DpdkError),
+    #[error("host path: {0}")]
+    HostPath(#[from] dataplane::driver::hostpath::HostPathError),
     #[error("the configuration does not build into forwarding tables: {0}")]
     Build(#[from] BuildError),
     #[error("admin socket: {0}")]
@@ -137,4 +149,6 @@ pub enum GatewayError {
     Random(#[source] std::io::Error),
     #[error("dropping privileges: {0}")]
     Privileges(#[from] privileges::PrivilegeError),
+    #[error("starting the BGP speaker's runtime: {0}")]
+    BgpRuntime(std::io::Error),
 }

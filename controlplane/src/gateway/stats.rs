@@ -3,8 +3,9 @@
 //! the [`StatsSource`] that sums them into a [`StatsReport`].
 
 use crate::admin::{
-    ControlPlaneMetrics, CounterReport, PortCounters, PortReport, PortStatsCell, SnapshotReport,
-    StatsReport, WorkerReport, announcement_report, service_reports, snat_reports, sum_workers,
+    BgpReport, ControlPlaneMetrics, CounterReport, PortCounters, PortReport, PortStatsCell,
+    SnapshotReport, StatsReport, WorkerReport, announcement_report, service_reports, snat_reports,
+    sum_workers,
 };
 use dataplane::counters::{ServiceCounters, SharedCounters};
 use dataplane::inspect::InspectClient;
@@ -39,6 +40,8 @@ pub(super) struct StatsSource {
     pub(super) ports: Vec<(String, String)>,
     pub(super) control: ControlPlaneMetrics,
     pub(super) neighbours: Arc<NeighbourTable>,
+    /// The BGP speaker's report (refreshed every control tick).
+    pub(super) bgp: Arc<Mutex<BgpReport>>,
 }
 
 impl StatsSource {
@@ -104,6 +107,7 @@ impl StatsSource {
             control_plane: self.control.report(),
             neighbours: self.neighbours.stats().into(),
             announcements: announcement_report(&self.publisher.current()),
+            bgp: self.bgp.lock().map(|r| r.clone()).unwrap_or_default(),
         }
     }
 

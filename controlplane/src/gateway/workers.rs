@@ -17,6 +17,7 @@ use dataplane::driver::Driver;
 use dataplane::driver::PortStatsCell;
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketDriver, AfPacketError};
 use dataplane::driver::afxdp::{AfXdpConfig, AfXdpDriver, AfXdpError};
+use dataplane::driver::hostpath::HostPath;
 use dataplane::handoff::{HandoffMesh, WorkerHandoff};
 use dataplane::inspect::InspectServer;
 use dataplane::neighbour::NeighbourTable;
@@ -62,6 +63,7 @@ impl Gateway {
         // One secret per process for every worker's tables: the conntrack,
         // affinity and quarantine placement nobody outside can predict.
         let table_hasher = dataplane::flow::TableHasher::random().map_err(GatewayError::Random)?;
+        let mut host_paths = super::host_path::open(&self.plan, &self.facts, workers)?;
         for w in 0..workers {
             let core = self.plan.dataplane.cores.get(w).copied();
             let (inspect_client, inspect_server) = dataplane::inspect::mailbox(w as u8);
@@ -91,6 +93,7 @@ impl Gateway {
                 neighbours: Arc::clone(&neighbours),
                 stop: Arc::clone(&self.stop),
                 inspect: inspect_server,
+                host: host_paths.get_mut(w).and_then(Option::take),
             };
             let ready = ready_tx.clone();
             let driver = driver.for_worker(w);
@@ -143,6 +146,9 @@ pub(super) struct WorkerContext {
     /// The worker's end of its inspect mailbox (`portico flows`, `simulate
     /// --live`).
     inspect: InspectServer,
+    /// The worker's queues of the ports' host interfaces, if any port has
+    /// host addresses.
+    host: Option<HostPath>,
 }
 
 /// Why a worker thread could not start.
@@ -253,6 +259,9 @@ pub(super) fn run_worker<D: OpenDriver>(
         }
     };
     worker.attach_inspect(ctx.inspect);
+    if let Some(host) = ctx.host {
+        worker.attach_host_path(host);
+    }
     let _ = ready.send((w, Ok(())));
     worker.run(&ctx.stop, &ctx.cells.ports);
 }

@@ -50,6 +50,11 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
             };
             (a.address, a.port as u8, role)
         })
+        .chain(plan.ports.iter().enumerate().flat_map(|(i, p)| {
+            p.host_addresses
+                .iter()
+                .map(move |h| (h.address, i as u8, AddrRole::Host))
+        }))
         .collect();
     let routes = plan
         .routes

@@ -238,6 +238,11 @@ impl Driver for MemDriver {
         false
     }
 
+    /// The in-memory driver's idle sleep is a short fixed sleep
+    /// (`MEM_IDLE_SLEEP_US`): a readable host-path queue is read by the
+    /// next poll after it, so nothing is kept to wait on.
+    fn wake_on_readable(&mut self, _fds: &[std::os::fd::RawFd]) {}
+
     /// The in-memory driver keeps no counters (the pipeline's own count
     /// every frame): every port reports zeros.
     fn port_counters(&mut self, out: &mut [PortCounters]) {

@@ -15,7 +15,9 @@
 //! Layout: [`mem`] (in-memory rings for tests and benches), [`afpacket`],
 //! [`afxdp`] and `dpdk` (feature `dpdk`), one folder per driver; `sys`,
 //! the Linux calls af_packet and AF_XDP share (sockets, mappings, `poll`,
-//! interface ioctls); [`stats`], the common port counters.
+//! interface ioctls, the host path's TAP); [`stats`], the common port
+//! counters; [`hostpath`], the kernel's TAP per port for traffic to the
+//! appliance itself, the same for every driver.
 
 #[cfg(target_os = "linux")]
 pub mod afpacket;
@@ -23,6 +25,8 @@ pub mod afpacket;
 pub mod afxdp;
 #[cfg(all(target_os = "linux", feature = "dpdk"))]
 pub mod dpdk;
+#[cfg(target_os = "linux")]
+pub mod hostpath;
 pub mod mem;
 pub mod stats;
 #[cfg(target_os = "linux")]
@@ -82,6 +86,13 @@ pub trait Driver {
     /// frames are (probably) waiting. The back-off of the worker's adaptive
     /// idle policy; never called while packets flow.
     fn wait_idle(&mut self) -> bool;
+
+    /// Also end [`Driver::wait_idle`] as soon as one of `fds` is readable
+    /// (the worker's host-path TAP queues, [`hostpath`]), so the kernel's
+    /// frames wait no longer than the ports' do. Called once, before the
+    /// poll loop; the descriptors stay open while the driver waits (the
+    /// worker owns both).
+    fn wake_on_readable(&mut self, fds: &[std::os::fd::RawFd]);
 
     /// Each port's counters since the driver opened, into `out` (index =
     /// port id; ports beyond `out.len()` are skipped). Counters the kernel

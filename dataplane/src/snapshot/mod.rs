@@ -183,7 +183,8 @@ impl Service {
 }
 
 /// Roles of an address the gateway owns (forwards for, answers ICMP echo
-/// for, and answers ARP for when it `announce`s it).
+/// for, and answers ARP for when it `announce`s it), or of a host address
+/// (the kernel's, see [`crate::driver::hostpath`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct OwnedAddr {
     /// The port the address lives on (ARP is answered only there).
@@ -198,6 +199,11 @@ pub struct OwnedAddr {
     /// VIP not announced is still forwarded (a stale ARP cache upstream
     /// may still send its traffic here during a failover).
     pub announce: bool,
+    /// A host address: every frame for it (ARP whose target it is, any
+    /// IPv4 packet to it that the pipeline parses) goes to the port's host
+    /// path ([`Verdict::Host`](crate::packet::Verdict::Host)); the
+    /// dataplane answers nothing for it. Only ever set alone.
+    pub host: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

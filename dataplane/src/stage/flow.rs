@@ -15,8 +15,10 @@
 //! 2. **classify** misses: `(proto, dst, dport)` listener → new flow (TCP only
 //!    on a SYN; other TCP segments are answered with a RST when the service's
 //!    policy is `Reset`, so a client whose flow was reset keeps getting RSTs,
-//!    else dropped as `no_flow`); owned address without listener →
-//!    `no_listener`; SNAT address → `no_flow`; anything else → `not_owned`.
+//!    else dropped as `no_flow`); a host address → [`Verdict::Host`] (the
+//!    kernel's, through the host path: only misses pay for this check, as
+//!    host addresses have no listeners and no flows); owned address without
+//!    listener → `no_listener`; SNAT address → `no_flow`; anything else → `not_owned`.
 //! 3. **select + create**: the per-source new-flow rate limit
 //!    ([`super::source_limit`], `new_flow_rate_limited`), ClientIP affinity entry, else Maglev (on the
 //!    5-tuple, or on the client address for affinity services) over the
@@ -45,7 +47,7 @@ use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Prob
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto, stable_addr_hash};
-use crate::packet::{PacketKind, PacketMeta, PortId};
+use crate::packet::{PacketKind, PacketMeta, PortId, Verdict};
 use crate::snapshot::{BackendGonePolicy, Snapshot};
 use crate::snat::{SnatAllocator, SnatExhausted, SnatTuple};
 use crate::wire::tcp;
@@ -463,6 +465,10 @@ fn create<F: Frame>(
     let key = meta.key;
     let Some(listener) = snap.listener(key.proto, key.dst_ip, key.dst_port) else {
         let reason = match snap.owned(key.dst_ip) {
+            Some(o) if o.host => {
+                meta.verdict = Verdict::Host;
+                return FlowSlot::None;
+            }
             Some(o) if o.snat && !o.vip && !o.node => DropReason::NoFlow,
             Some(_) => DropReason::NoListener,
             None => DropReason::NotOwned,

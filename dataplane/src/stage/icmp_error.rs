@@ -14,6 +14,10 @@
 //!   gateway sent to the client. It is sent on to the backend with the inner
 //!   packet restored to what the backend sent.
 //!
+//! An error about no tracked flow whose quoted packet came from a host
+//! address is the kernel's (see [`crate::driver::hostpath`]): verdict
+//! [`Verdict::Host`].
+//!
 //! The inner IPv4 header checksum and, when present in the quoted bytes, the
 //! inner TCP/UDP checksum are updated incrementally; the ICMP checksum is
 //! recomputed over the message (errors are rare and short).
@@ -26,7 +30,7 @@ use crate::conntrack::Dir;
 use crate::counters::DropReason;
 use crate::driver::Frame;
 use crate::flow::FlowKey;
-use crate::packet::{PacketKind, PacketMeta};
+use crate::packet::{PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
 use crate::wire::{checksum, icmp, ipv4};
 
@@ -43,7 +47,14 @@ pub fn run<F: Frame>(
         }
         let quoted = meta.key.reversed();
         let Some((id, dir)) = ctx.ct.lookup(&quoted, ctx.ct.hash(&quoted)) else {
-            meta.drop(DropReason::IcmpErrorNoFlow);
+            // An error about a packet the kernel sent from a host address
+            // (the quoted source; the error is addressed to it) is the
+            // kernel's: path-MTU discovery of its sessions depends on it.
+            if snap.owned(meta.key.src_ip).is_some_and(|o| o.host) {
+                meta.verdict = Verdict::Host;
+            } else {
+                meta.drop(DropReason::IcmpErrorNoFlow);
+            }
             continue;
         };
         let flow = ctx.ct.flow(id);

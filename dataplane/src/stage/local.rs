@@ -4,6 +4,12 @@
 //! are answered in place, out of the port they came in on. ARP for an owned
 //! address is answered only on the port the address lives on, so a gateway
 //! with two ports never claims an address on the wrong segment.
+//!
+//! Host addresses are not answered here: ARP whose target is a host address
+//! of the receiving port, ICMP echo requests and replies to a host address,
+//! and IPv4 fragments and other protocols (OSPF, GRE, VRRP, ...) the parse
+//! stage would drop but a host address may take, get [`Verdict::Host`] (the kernel answers, through the port's
+//! host path; see [`crate::driver::hostpath`]).
 
 use super::neighbour::{NeighbourCtx, set_l2};
 use crate::counters::{Counters, DropReason};
@@ -26,6 +32,11 @@ pub fn run<F: Frame>(
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if !meta.is_pending() {
+            if let Verdict::Drop(DropReason::Ipv4Fragment | DropReason::UnsupportedProtocol) =
+                meta.verdict
+            {
+                unparsed_to_host(snap, meta);
+            }
             continue;
         }
         match meta.kind {
@@ -43,10 +54,27 @@ pub fn run<F: Frame>(
     }
 }
 
+/// Fragments and other protocols (the parse stage kept their destination)
+/// are the kernel's when they are for a host address. Out of line: the
+/// loop carries only the verdict check.
+#[cold]
+#[inline(never)]
+fn unparsed_to_host(snap: &Snapshot, meta: &mut PacketMeta) {
+    if snap.owned(meta.key.dst_ip).is_some_and(|o| o.host) {
+        meta.verdict = Verdict::Host;
+    }
+}
+
 fn answer_echo(snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) {
     let dst = meta.key.dst_ip;
-    if snap.owned(dst).is_none() {
-        return meta.drop(DropReason::NotOwned);
+    match snap.owned(dst) {
+        None => return meta.drop(DropReason::NotOwned),
+        // The kernel answers (and sends) echoes of its host addresses.
+        Some(o) if o.host => {
+            meta.verdict = Verdict::Host;
+            return;
+        }
+        Some(_) => {}
     }
     if meta.icmp_type != ICMP_ECHO_REQUEST {
         return meta.drop(DropReason::IcmpUnsupported);

@@ -195,8 +195,10 @@ impl NeighbourCtx<'_> {
     /// header): answer a request for an address owned on the port it came
     /// in on; learn the sender's MAC from replies to our requests and from
     /// requests of neighbours already in the table (never from strangers:
-    /// the table is not theirs to fill). Sets the verdict (`Reply`,
-    /// `Consumed`, or a drop) and returns whether the table learned.
+    /// the table is not theirs to fill). Sets the verdict (`Host` when the
+    /// target is a host address of the port, learned from all the same;
+    /// `Reply`, `Consumed`, or a drop) and returns whether the table
+    /// learned.
     pub fn answer_arp(&self, snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) -> bool {
         let Some(port) = snap.ports.get(meta.in_port as usize) else {
             meta.drop(DropReason::NoRoute);
@@ -219,6 +221,9 @@ impl NeighbourCtx<'_> {
                 .table
                 .learn(meta.in_port, sender_ip, sender_mac.0, self.now_ms, true);
         match operation {
+            // The kernel answers for (and asked from) its host addresses;
+            // the sender is learned all the same.
+            _ if owned.is_some_and(|o| o.host) => meta.verdict = Verdict::Host,
             arp::op::REQUEST if owned.is_some_and(|o| o.announce) => {
                 match arp::reply_in_place(frame, l3, MacAddr(port.mac)) {
                     Ok(_) => meta.verdict = Verdict::Reply,
@@ -405,7 +410,9 @@ impl NeighbourStage {
         let mut fresh: Vec<(PortId, Ipv4Addr)> = snap
             .owned
             .iter()
-            .filter(|(_, o)| o.announce)
+            // Host addresses are never announced (the kernel announces
+            // them itself); VIPs only where this instance is elected.
+            .filter(|(_, o)| o.announce && !o.host)
             .map(|(addr, o)| (o.port, *addr))
             .filter(|k| !self.announced.contains(k))
             .collect();

@@ -192,6 +192,11 @@ impl fmt::Display for Plan {
             for a in &p.snat_addresses {
                 writeln!(f, "      snat {a}")?;
             }
+            if let Some(tap) = &p.host_interface {
+                for a in &p.host_addresses {
+                    writeln!(f, "      host {a} (kernel, via {tap})")?;
+                }
+            }
         }
 
         writeln!(f, "routes:")?;
@@ -354,6 +359,11 @@ fn fmt_bgp(f: &mut fmt::Formatter<'_>, bgp: &BgpPlan) -> fmt::Result {
         }
         writeln!(f)?;
     }
+    writeln!(
+        f,
+        "bgp stop: withdraw, then forward for {} s; watchdog: withdraw when a worker stalls {} ms",
+        bgp.shutdown_drain_s, bgp.watchdog_timeout_ms
+    )?;
     writeln!(f, "bgp advertisements:")?;
     for a in &bgp.advertisements {
         let adv = &a.advertisement;

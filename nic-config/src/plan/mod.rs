@@ -5,7 +5,10 @@
 //! * [`Plan::vip_port`] is the outside port (or the single port of role
 //!   both);
 //! * an address is owned on one port only; it is listed once per role it
-//!   has (node, SNAT);
+//!   has (node, SNAT); a port's host addresses (its own list, not in
+//!   [`Plan::addresses`]) are no node, SNAT, VIP, external IP or pool
+//!   address, and a port has a host interface exactly when it has host
+//!   addresses;
 //! * [`Plan::routes`] holds the connected subnets of the port addresses
 //!   (`via: None`) first, then the static routes in file order; destinations
 //!   have no host bits and are unique;
@@ -22,9 +25,9 @@
 //! * [`Plan::bgp`] passes portico-bgp's own `BgpConfig::validate` (so it
 //!   can be handed to the sessions as is); peer addresses are unique
 //!   (advertisements name peers by address), IPv4 and not the gateway's
-//!   own; every peer has the same router id, one of the node addresses;
-//!   a source address is a node address; an eBGP peer without multihop is
-//!   in a connected subnet; every advertisement is used by a pool or a
+//!   own; every peer has the same router id, one of the node or host
+//!   addresses; a source address is a host address; an eBGP peer without
+//!   multihop is in the connected subnet of a host address; every advertisement is used by a pool or a
 //!   service, and every name a pool or service lists is an advertisement.
 //!
 //! How `portico check` prints a plan (`Display`) is in `plan/display.rs`.
@@ -76,14 +79,30 @@ pub struct Plan {
 
 /// `[bgp]`, validated. The peers and advertisements are portico-bgp's
 /// types (that crate owns them); this adds what each advertisement is
-/// attached to. The gateway does not start sessions from it yet (the next
-/// step of issue 13); `portico check` shows it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// attached to. `portico run` starts one session per peer from it (the
+/// gateway's `bgp` module); `portico check` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BgpPlan {
     /// `[[bgp.peer]]` in file order; addresses unique.
     pub peers: Vec<PeerConfig>,
     /// `[[bgp.advertisement]]` in file order, each with its users.
     pub advertisements: Vec<AdvertisementPlan>,
+    /// How long a graceful stop keeps forwarding after the withdrawal,
+    /// `0..=3600` s.
+    pub shutdown_drain_s: u16,
+    /// The worker watchdog's timeout, `100..=60000` ms.
+    pub watchdog_timeout_ms: u32,
+}
+
+impl Default for BgpPlan {
+    fn default() -> Self {
+        BgpPlan {
+            peers: Vec::new(),
+            advertisements: Vec::new(),
+            shutdown_drain_s: portico_bgp::config::DEFAULT_SHUTDOWN_DRAIN_S,
+            watchdog_timeout_ms: portico_bgp::config::DEFAULT_WATCHDOG_TIMEOUT_MS,
+        }
+    }
 }
 
 /// One `[[bgp.advertisement]]` and the addresses announced with it.
@@ -308,6 +327,15 @@ pub struct PortPlan {
     pub role: PortRole,
     pub node_addresses: Vec<Ipv4Prefix>,
     pub snat_addresses: Vec<Ipv4Prefix>,
+    /// Addresses of the appliance itself on this port, with their prefix,
+    /// answered by the kernel through [`PortPlan::host_interface`] (the
+    /// host path). A plain per-port list: not in [`Plan::addresses`], so a
+    /// per-instance override can replace it whole.
+    pub host_addresses: Vec<Ipv4Prefix>,
+    /// The TAP carrying `host_addresses`; `Some` exactly when there are
+    /// host addresses. A valid interface name, distinct from every port's
+    /// interface and every other host interface.
+    pub host_interface: Option<String>,
     /// `None`: read from the interface at run time.
     pub mac: Option<MacAddr>,
     /// `None`: the interface's.

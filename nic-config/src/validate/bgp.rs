@@ -4,15 +4,15 @@
 //! can do:
 //! * peers: an IPv4 address (the ports have no IPv6 yet) that is not the
 //!   gateway's own and is used by one peer only (advertisements name peers
-//!   by address); an eBGP peer without `multihop_ttl` (TTL 1) in a
-//!   connected subnet; the source address a node address of a port (until
-//!   the host path of issue 13 §1 gives ports host addresses: then it will
-//!   be one of those); one router id for every peer (RFC 4271 §4.2: the
-//!   BGP Identifier "is the same for every local interface and BGP peer"),
-//!   which is one of the node addresses (an address of the speaker, and so
-//!   distinct between the instances of a tier, whose node addresses are
-//!   their own). portico-bgp's type has no default router id, so it is
-//!   always written;
+//!   by address); an eBGP peer without `multihop_ttl` (TTL 1) in the
+//!   connected subnet of a host address (the sessions are the kernel's
+//!   TCP, through the host path: only host addresses reach it); the source
+//!   address a host address of a port; one router id for every peer
+//!   (RFC 4271 §4.2: the BGP Identifier "is the same for every local
+//!   interface and BGP peer"), which is one of the node or host addresses
+//!   (an address of the speaker, and so distinct between the instances of
+//!   a tier, whose addresses are their own). portico-bgp's type has no
+//!   default router id, so it is always written;
 //! * advertisements: every name a pool or service lists in
 //!   `bgp_advertisements` is an advertisement (once per list), a service
 //!   that lists one has a VIP or external IP to announce, every
@@ -54,11 +54,14 @@ impl Validator {
         BgpPlan {
             peers: bgp.peers.clone(),
             advertisements,
+            shutdown_drain_s: bgp.shutdown_drain_s,
+            watchdog_timeout_ms: bgp.watchdog_timeout_ms,
         }
     }
 
     fn peers(&mut self, bgp: &BgpConfig, ports: &Ports<'_>, flagged: &HashSet<String>) {
         let node = ports.with_role(AddressRole::Node);
+        let host: Vec<Ipv4Addr> = ports.host.iter().map(|(p, _)| p.address).collect();
         let any_broken = !ports.broken.is_empty();
         let mut first_at: HashMap<IpAddr, usize> = HashMap::new();
         for (i, peer) in bgp.peers.iter().enumerate() {
@@ -81,12 +84,12 @@ impl Validator {
             if ok("source_address")
                 && let Some(src) = peer.source_address
                 && src.is_ipv4() == peer.address.is_ipv4()
-                && !matches!(src, IpAddr::V4(s) if node.contains(&s))
+                && !matches!(src, IpAddr::V4(s) if host.contains(&s))
             {
                 self.problem(
                     at("source_address"),
                     format!(
-                        "{src} is not a node address of any port (BGP runs from a node address until ports have host addresses)"
+                        "{src} is not a host address of any port (BGP is the kernel's TCP through the host path: put the address in a port's host_addresses)"
                     ),
                 );
             }
@@ -103,11 +106,11 @@ impl Validator {
                             ),
                         );
                     }
-                } else if i == 0 && !node.contains(&id) {
+                } else if i == 0 && !node.contains(&id) && !host.contains(&id) {
                     self.problem(
                         at("router_id"),
                         format!(
-                            "{id} is not a node address of any port (use one: an identifier of this instance's own keeps the instances of a tier distinct)"
+                            "{id} is not a node or host address of any port (use one: an identifier of this instance's own keeps the instances of a tier distinct)"
                         ),
                     );
                 }
@@ -141,12 +144,12 @@ impl Validator {
             );
         } else if peer.ttl() == 1
             && !any_broken
-            && !ports.connected.iter().any(|(net, _, _)| net.contains(a))
+            && !ports.host.iter().any(|(net, _)| net.network().contains(a))
         {
             self.problem(
                 path,
                 format!(
-                    "{a} is in no port's connected subnet, and eBGP packets have TTL 1: put the router on a port's subnet or set multihop_ttl"
+                    "{a} is in no host address's subnet, and eBGP packets have TTL 1: put the router on the subnet of a port's host_addresses or set multihop_ttl"
                 ),
             );
         }

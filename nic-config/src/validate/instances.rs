@@ -1,5 +1,5 @@
 //! `[[instance]]`: the instances of a tier run from one file, each with its
-//! own node and SNAT addresses (`[[instance.port]]`, a port-level override
+//! own node, SNAT and host addresses (`[[instance.port]]`, a port-level override
 //! of the per-instance keys of `[[port]]`), and the choice of the instance
 //! a plan is for (`portico run --instance NAME`).
 //!
@@ -143,7 +143,7 @@ fn merged_file(file: &ConfigFile, overrides: &Overrides) -> ConfigFile {
 /// `port[i].key[j]`, in the path and the reason.
 fn remap(mut problem: Problem, k: usize, overrides: &Overrides) -> Problem {
     for (m, port, _) in overrides {
-        for key in ["node_addresses", "snat_addresses"] {
+        for key in PortOverrideSection::KEYS {
             let from = format!("port[{port}].{key}[");
             let to = format!("instance[{k}].port[{m}].{key}[");
             if problem.path.starts_with(&from) {
@@ -226,6 +226,7 @@ impl Validator {
                 for (key, list) in [
                     ("node_addresses", &o.node_addresses),
                     ("snat_addresses", &o.snat_addresses),
+                    ("host_addresses", &o.host_addresses),
                 ] {
                     for (j, text) in list.iter().enumerate() {
                         // Format problems come from the merged check.

@@ -1,6 +1,14 @@
 //! `[[port]]`: names, interfaces, drivers, MACs and MTUs, the addresses
-//! each port owns (node and SNAT) with their connected subnets, and the
-//! ports' roles.
+//! each port owns (node and SNAT) with their connected subnets, the ports'
+//! host addresses and host interfaces, and the ports' roles.
+//!
+//! Host addresses are checked like node and SNAT addresses (a unicast
+//! address with a prefix other than /0, a connected subnet on this port
+//! only) and must be no other owned address of any port, in any role
+//! (they enter the same owner map, so the later sections' VIP, external
+//! IP, pool and next-hop checks refuse them too). A port with host
+//! addresses has a host interface: `host_interface` or `<name[..10]>-host`,
+//! a valid interface name used by no port and no other host interface.
 
 use super::Validator;
 use super::limits::{DPDK_AVAILABLE, MAX_INTERFACE_NAME_BYTES, MTU_RANGE};
@@ -29,6 +37,8 @@ pub(super) struct Ports<'f> {
     /// Ports with an address that did not parse: their connected subnets
     /// are unknown, so "not in a connected subnet" is not reported there.
     pub(super) broken: HashSet<PortIndex>,
+    /// Every host address with its prefix and port.
+    pub(super) host: Vec<(Ipv4Prefix, PortIndex)>,
 }
 
 impl Ports<'_> {
@@ -52,6 +62,8 @@ impl Validator {
         let mut connected: Vec<(Ipv4Prefix, PortIndex, String)> = Vec::new();
         let mut roles_seen: HashSet<(Ipv4Addr, AddressRole)> = HashSet::new();
         let mut broken_ports: HashSet<PortIndex> = HashSet::new();
+        let mut host: Vec<(Ipv4Prefix, PortIndex)> = Vec::new();
+        let mut host_interfaces: Vec<(String, String)> = Vec::new();
         if file.ports.is_empty() {
             self.problem("port", "no [[port]] is configured");
         }
@@ -86,14 +98,16 @@ impl Validator {
                 .and_then(|m| self.ranged(&format!("{at}.mtu"), m, MTU_RANGE))
                 .and_then(|m| u16::try_from(m).ok());
 
-            let mut lists: [(AddressRole, &str, Vec<Ipv4Prefix>); 2] = [
-                (AddressRole::Node, "node_addresses", Vec::new()),
-                (AddressRole::Snat, "snat_addresses", Vec::new()),
+            let mut lists: [(Option<AddressRole>, &str, Vec<Ipv4Prefix>); 3] = [
+                (Some(AddressRole::Node), "node_addresses", Vec::new()),
+                (Some(AddressRole::Snat), "snat_addresses", Vec::new()),
+                (None, "host_addresses", Vec::new()),
             ];
             for (role, key, parsed) in &mut lists {
                 let texts = match role {
-                    AddressRole::Node => &p.node_addresses,
-                    AddressRole::Snat => &p.snat_addresses,
+                    Some(AddressRole::Node) => &p.node_addresses,
+                    Some(AddressRole::Snat) => &p.snat_addresses,
+                    None => &p.host_addresses,
                 };
                 for (j, text) in texts.iter().enumerate() {
                     let path = format!("{at}.{key}[{j}]");
@@ -104,8 +118,13 @@ impl Validator {
                     let addr = prefix.address;
                     if let Some(owner) = owners.get(&addr) {
                         // The same address as node and SNAT address of one
-                        // port is the one allowed repetition.
-                        if owner.port != i || !roles_seen.insert((addr, *role)) {
+                        // port is the one allowed repetition (a host
+                        // address is the kernel's alone).
+                        let shared = match role {
+                            Some(r) => owner.port == i && roles_seen.insert((addr, *r)),
+                            None => false,
+                        };
+                        if !shared || owner.path.contains("host_addresses") {
                             self.problem(
                                 &path,
                                 format!("{addr} is already owned at {}", owner.path),
@@ -113,7 +132,9 @@ impl Validator {
                             continue;
                         }
                     } else {
-                        roles_seen.insert((addr, *role));
+                        if let Some(r) = role {
+                            roles_seen.insert((addr, *r));
+                        }
                         owners.insert(
                             addr,
                             Owner {
@@ -138,15 +159,30 @@ impl Validator {
                             None => connected.push((net, i, path.clone())),
                         }
                     }
-                    addresses.push(OwnedAddress {
-                        address: addr,
-                        port: i,
-                        role: *role,
-                    });
+                    match role {
+                        Some(r) => addresses.push(OwnedAddress {
+                            address: addr,
+                            port: i,
+                            role: *r,
+                        }),
+                        None => host.push((prefix, i)),
+                    }
                     parsed.push(prefix);
                 }
             }
-            let [(_, _, node_addresses), (_, _, snat_addresses)] = lists;
+            let [
+                (_, _, node_addresses),
+                (_, _, snat_addresses),
+                (_, _, host_addresses),
+            ] = lists;
+            let host_interface = (!p.host_addresses.is_empty()).then(|| {
+                let name = p
+                    .host_interface
+                    .clone()
+                    .unwrap_or_else(|| default_host_interface(&p.name));
+                host_interfaces.push((name.clone(), format!("{at}.host_interface")));
+                name
+            });
             ports.push(PortPlan {
                 name: p.name.clone(),
                 driver: p.driver,
@@ -154,10 +190,26 @@ impl Validator {
                 role: p.role,
                 node_addresses,
                 snat_addresses,
+                host_addresses,
+                host_interface,
                 mac,
                 mtu,
                 dpdk_device,
             });
+        }
+        for (k, (name, path)) in host_interfaces.iter().enumerate() {
+            if self.interface_name(path, name) {
+                if let Some(j) = file.ports.iter().position(|p| p.interface == *name) {
+                    self.problem(
+                        path,
+                        format!("{name:?} is the interface of port[{j}]; a host interface is a TAP of its own"),
+                    );
+                } else if let Some((_, first)) =
+                    host_interfaces[..k].iter().find(|(n, _)| n == name)
+                {
+                    self.problem(path, format!("{name:?} is already used by {first}"));
+                }
+            }
         }
         Ports {
             plans: ports,
@@ -166,12 +218,19 @@ impl Validator {
             addresses,
             connected,
             broken: broken_ports,
+            host,
         }
     }
 
     /// Linux's rules for an interface name (`dev_valid_name`).
     fn interface(&mut self, at: &str, name: &str) {
-        let path = format!("{at}.interface");
+        self.interface_name(&format!("{at}.interface"), name);
+    }
+
+    /// Whether `name` follows Linux's rules for an interface name
+    /// (`dev_valid_name`); a problem at `path` if not.
+    fn interface_name(&mut self, path: &str, name: &str) -> bool {
+        let before = self.problems.len();
         if name.is_empty() {
             self.problem(path, "is empty");
         } else if name.len() > MAX_INTERFACE_NAME_BYTES {
@@ -189,8 +248,21 @@ impl Validator {
         {
             self.problem(path, format!("{name:?} is not a valid interface name"));
         }
+        self.problems.len() == before
     }
+}
 
+/// The default host interface of port `name`: its first 10 bytes (cut at a
+/// character boundary) and `-host`, at most 15 bytes.
+pub(super) fn default_host_interface(name: &str) -> String {
+    let mut end = name.len().min(10);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}-host", &name[..end])
+}
+
+impl Validator {
     /// An address the gateway owns, with its prefix.
     fn owned_prefix(&mut self, path: &str, text: &str) -> Option<Ipv4Prefix> {
         match text.parse::<Ipv4Prefix>() {

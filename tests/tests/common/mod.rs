@@ -8,6 +8,7 @@
 #![allow(dead_code)] // each suite uses a part
 
 pub mod kube;
+pub mod router;
 
 use portico::demo::live::parse_body;
 pub use portico::demo::topology::DriverKind;
@@ -51,8 +52,14 @@ pub fn topology_on(test: &str, backends: usize, driver: DriverKind) -> Option<To
 /// Start `portico run` with `options` and wait until the VIP answers HTTP
 /// (the first request also resolves ARP both ways).
 pub fn gateway(t: &Topology, options: &ServiceOptions) -> GatewayRun {
+    gateway_with(t, &t.config_toml(options), &[])
+}
+
+/// [`gateway`] with a configuration of its own and `env` (`NAME=value`
+/// each) in the gateway's environment.
+pub fn gateway_with(t: &Topology, config: &str, env: &[&str]) -> GatewayRun {
     let gw = t
-        .start_gateway(&t.config_toml(options))
+        .start_gateway_with_env(config, env)
         .expect("portico run starts");
     let url = format!("http://{}/", portico::demo::topology::VIP);
     let ok = wait_until(Duration::from_secs(30), || {

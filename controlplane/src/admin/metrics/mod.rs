@@ -18,6 +18,8 @@
 //!   `port_driver_drops_total` {port, interface};
 //! * dataplane: `drops_total{reason}`, `flows_{created,expired,early_dropped}_total`,
 //!   `flows_live`, `snat_tuples_in_use`;
+//! * host path: `host_path_frames_total{direction}` (`to_kernel`,
+//!   `from_kernel`);
 //! * conntrack: `conntrack_flows{protocol[,state]}` (TCP states in lower
 //!   case), `conntrack_{inserts,expiries,early_drops,insert_refusals}_total`;
 //! * SNAT: `snat_ports_in_use{snat_ip}`, `snat_exhausted_total{snat_ip}`;
@@ -28,7 +30,14 @@
 //!   `snapshot_build_seconds` and `event_to_live_seconds` (histograms),
 //!   `watch_restarts_total{watch}`, `watch_failing{watch}`,
 //!   `ipam_pool_addresses{,_used}{pool}`,
-//!   `leader` (see [`super::ControlPlaneMetrics`]).
+//!   `leader` (see [`super::ControlPlaneMetrics`]);
+//! * BGP (with `[[bgp.peer]]`s): `bgp_session_state{peer}` — the RFC 4271
+//!   state *number* (Idle 1 … Established 6, as the BGP4-MIB's
+//!   `bgpPeerState`; alert on `!= 6`), `bgp_session_uptime_seconds{peer}`,
+//!   `bgp_prefixes_announced{peer}` (the router has them now),
+//!   `bgp_updates_{sent,received}_total{peer}`, `bgp_session_flaps_total{peer}`,
+//!   `bgp_withdrawn{reason}` (1 while everything is withdrawn: `watchdog`,
+//!   `stopping`) and `bgp_watchdog_trips_total`.
 //!
 //! The families are built here ([`encode_report`]); the HTTP server is in
 //! `server`, the tests in `tests`.
@@ -304,6 +313,19 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         r.register(name, help, c);
     }
 
+    // The host path (frames to and from the kernel's TAPs; its drops are
+    // `drops_total{reason="host_queue_full"|"host_path_down"}`).
+    let host = counter(
+        &mut r,
+        "host_path_frames",
+        "Frames between the ports and the kernel's host interfaces (TAPs), by direction",
+        None,
+    );
+    for (direction, n) in [("to_kernel", t.to_host), ("from_kernel", t.from_host)] {
+        host.get_or_create(&vec![("direction", direction.to_owned())])
+            .inc_by(n);
+    }
+
     // Neighbour (ARP) table.
     let n = &report.neighbours;
     gauge(
@@ -475,7 +497,72 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         );
     }
 
+    encode_bgp(&mut r, &report.bgp);
+
     let mut text = String::new();
     encode(&mut text, &r)?;
     Ok(text)
+}
+
+/// The BGP families (none without peers).
+fn encode_bgp(r: &mut Registry, bgp: &super::BgpReport) {
+    if bgp.peers.is_empty() {
+        return;
+    }
+    let state = gauges(
+        r,
+        "bgp_session_state",
+        "RFC 4271 state of a BGP session: 1 Idle, 2 Connect, 3 Active, 4 OpenSent, 5 OpenConfirm, 6 Established",
+    );
+    let uptime = Family::<Labels, Gauge>::default();
+    r.register_with_unit(
+        "bgp_session_uptime",
+        "Time since the BGP session became Established (0 while not)",
+        Unit::Seconds,
+        uptime.clone(),
+    );
+    let prefixes = gauges(
+        r,
+        "bgp_prefixes_announced",
+        "Prefixes the router has from us now",
+    );
+    let sent = counter(r, "bgp_updates_sent", "BGP UPDATE messages sent", None);
+    let received = counter(
+        r,
+        "bgp_updates_received",
+        "BGP UPDATE messages received",
+        None,
+    );
+    let flaps = counter(
+        r,
+        "bgp_session_flaps",
+        "Times a BGP session went down from Established",
+        None,
+    );
+    for p in &bgp.peers {
+        let l: Labels = vec![("peer", p.peer.clone())];
+        state.get_or_create(&l).set(i64::from(p.state_number));
+        uptime.get_or_create(&l).set(p.uptime_s.unwrap_or(0) as i64);
+        prefixes.get_or_create(&l).set(p.prefixes_sent as i64);
+        sent.get_or_create(&l).inc_by(p.updates_sent);
+        received.get_or_create(&l).inc_by(p.updates_received);
+        flaps.get_or_create(&l).inc_by(p.flaps);
+    }
+    let withdrawn = gauges(
+        r,
+        "bgp_withdrawn",
+        "1 while every BGP route is withdrawn, by reason (watchdog: a worker stopped polling; stopping: graceful stop)",
+    );
+    for reason in ["watchdog", "stopping"] {
+        withdrawn
+            .get_or_create(&vec![("reason", reason.to_owned())])
+            .set(i64::from(bgp.withdrawn.as_deref() == Some(reason)));
+    }
+    let trips = Counter::<u64>::default();
+    trips.inc_by(bgp.watchdog_trips);
+    r.register(
+        "bgp_watchdog_trips",
+        "Times the worker watchdog withdrew every BGP route",
+        trips,
+    );
 }

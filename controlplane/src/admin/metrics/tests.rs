@@ -15,6 +15,8 @@ fn sample() -> StatsReport {
         flows_created: 6,
         flows_expired: 2,
         flows_early_dropped: 1,
+        to_host: 7,
+        from_host: 5,
         ..Counters::default()
     };
     for _ in 0..3 {
@@ -101,6 +103,7 @@ fn sample() -> StatsReport {
             announced: vec![std::net::Ipv4Addr::new(203, 0, 113, 10)],
             silent: vec![std::net::Ipv4Addr::new(203, 0, 113, 11)],
         },
+        bgp: crate::admin::BgpReport::default(),
     }
 }
 
@@ -342,6 +345,22 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
         value(&samples, "portico_conntrack_insert_refusals_total", &[]),
         0.0
     );
+    assert_eq!(
+        value(
+            &samples,
+            "portico_host_path_frames_total",
+            &[("direction", "to_kernel")]
+        ),
+        7.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "portico_host_path_frames_total",
+            &[("direction", "from_kernel")]
+        ),
+        5.0
+    );
     // SNAT per address.
     let ip = [("snat_ip", "10.1.0.1")];
     assert_eq!(value(&samples, "portico_snat_ports_in_use", &ip), 3.0);
@@ -418,6 +437,70 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
     );
     assert_eq!(value(&samples, "portico_ipam_pool_addresses", &pool), 16.0);
     assert!(!types.contains_key("portico_leader"), "no leader election");
+    assert!(
+        !types.contains_key("portico_bgp_session_state"),
+        "no BGP families without peers"
+    );
+}
+
+#[test]
+fn bgp_sessions_have_their_families() {
+    let mut report = sample();
+    report.bgp = crate::admin::BgpReport {
+        peers: vec![crate::admin::BgpPeerReport {
+            peer: "192.0.2.100:179".into(),
+            state: "Active".into(),
+            state_number: 3,
+            prefixes_sent: 0,
+            updates_sent: 12,
+            updates_received: 4,
+            flaps: 2,
+            ..Default::default()
+        }],
+        vips: vec!["192.0.2.10".into()],
+        withdrawn: Some("watchdog".into()),
+        watchdog_trips: 3,
+    };
+    let text = encode_report(&report).expect("encodes");
+    let (types, samples) = parse(&text);
+    for (family, t) in [
+        ("portico_bgp_session_state", "gauge"),
+        ("portico_bgp_session_uptime_seconds", "gauge"),
+        ("portico_bgp_prefixes_announced", "gauge"),
+        ("portico_bgp_updates_sent", "counter"),
+        ("portico_bgp_updates_received", "counter"),
+        ("portico_bgp_session_flaps", "counter"),
+        ("portico_bgp_withdrawn", "gauge"),
+        ("portico_bgp_watchdog_trips", "counter"),
+    ] {
+        assert_eq!(types.get(family).map(String::as_str), Some(t), "{family}");
+    }
+    let peer = [("peer", "192.0.2.100:179")];
+    assert_eq!(value(&samples, "portico_bgp_session_state", &peer), 3.0);
+    assert_eq!(
+        value(&samples, "portico_bgp_updates_sent_total", &peer),
+        12.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_updates_received_total", &peer),
+        4.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_session_flaps_total", &peer),
+        2.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_withdrawn", &[("reason", "watchdog")]),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_withdrawn", &[("reason", "stopping")]),
+        0.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_watchdog_trips_total", &[]),
+        3.0
+    );
 }
 
 fn get(addr: SocketAddr, request: &str) -> String {

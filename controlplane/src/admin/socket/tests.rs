@@ -26,6 +26,7 @@ fn report(generation: u64) -> StatsReport {
         control_plane: Default::default(),
         neighbours: Default::default(),
         announcements: Default::default(),
+        bgp: Default::default(),
     }
 }
 

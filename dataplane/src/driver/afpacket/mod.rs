@@ -614,6 +614,10 @@ impl Driver for AfPacketDriver {
         self.wait(self.poll_timeout_ms)
     }
 
+    fn wake_on_readable(&mut self, fds: &[std::os::fd::RawFd]) {
+        self.poll_set.add_raw(fds);
+    }
+
     /// The driver's [`PortStats`] plus the kernel's `PACKET_STATISTICS`
     /// (read here, one syscall per port, and accumulated).
     fn port_counters(&mut self, out: &mut [PortCounters]) {

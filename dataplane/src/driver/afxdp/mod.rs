@@ -569,6 +569,10 @@ impl Driver for AfXdpDriver {
         self.wait(self.poll_timeout_ms)
     }
 
+    fn wake_on_readable(&mut self, fds: &[std::os::fd::RawFd]) {
+        self.poll_set.add_raw(fds);
+    }
+
     /// The driver's [`XdpPortStats`] plus the kernel's `XDP_STATISTICS`
     /// (one syscall per port; an unreadable socket reports zeros).
     fn port_counters(&mut self, out: &mut [PortCounters]) {

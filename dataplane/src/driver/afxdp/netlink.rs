@@ -3,15 +3,24 @@
 //! `IFLA_XDP`) and to detach one that was attached through netlink
 //! (`RTM_SETLINK` with `IFLA_XDP_FD = -1` and the mode it runs in).
 //!
+//! Also, for the host path's TAPs ([`crate::driver::hostpath`]), adding an
+//! IPv4 address to an interface (`RTM_NEWADDR`, `<linux/if_addr.h>`).
+//!
 //! Messages are built and parsed as plain bytes; every length read from
 //! the kernel is checked against the datagram before use.
 
 use super::sys;
 use std::io;
+use std::net::Ipv4Addr;
 use std::os::fd::OwnedFd;
 
 const RTM_GETLINK: u16 = 18;
 const RTM_SETLINK: u16 = 19;
+const RTM_NEWADDR: u16 = 20;
+const NLM_F_REPLACE: u16 = 0x100;
+const NLM_F_CREATE: u16 = 0x400;
+const IFA_ADDRESS: u16 = 1;
+const IFA_LOCAL: u16 = 2;
 const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_ACK: u16 = 0x4;
 const NLMSG_ERROR: u16 = 2;
@@ -20,6 +29,7 @@ const NLA_F_NESTED: u16 = 0x8000;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 const NLMSG_HDRLEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
+const IFADDRMSG_LEN: usize = 8;
 
 const IFLA_XDP: u16 = 43;
 const IFLA_XDP_FD: u16 = 1;
@@ -236,9 +246,61 @@ pub fn attach_legacy(ifindex: u32, prog_fd: i32, flags: u32) -> io::Result<()> {
     )
 }
 
+/// `RTM_NEWADDR` for `addr/prefix_len` on `ifindex` (created, or replaced
+/// if there: adding an address twice is no error).
+pub fn new_address_request(seq: u32, ifindex: u32, addr: Ipv4Addr, prefix_len: u8) -> Vec<u8> {
+    let mut attrs = Vec::new();
+    push_attr(&mut attrs, IFA_LOCAL, &addr.octets());
+    push_attr(&mut attrs, IFA_ADDRESS, &addr.octets());
+    let len = NLMSG_HDRLEN + IFADDRMSG_LEN + attrs.len();
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&(len as u32).to_ne_bytes());
+    m.extend_from_slice(&RTM_NEWADDR.to_ne_bytes());
+    let flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
+    m.extend_from_slice(&flags.to_ne_bytes());
+    m.extend_from_slice(&seq.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    // ifaddrmsg: family AF_INET, prefix length, flags, scope universe, index.
+    m.extend_from_slice(&[libc::AF_INET as u8, prefix_len.min(32), 0, 0]);
+    m.extend_from_slice(&ifindex.to_ne_bytes());
+    m.extend_from_slice(&attrs);
+    m
+}
+
+/// Add `addr/prefix_len` to interface `ifindex` (the kernel adds the
+/// connected route of the prefix).
+pub fn add_ipv4_address(ifindex: u32, addr: Ipv4Addr, prefix_len: u8) -> io::Result<()> {
+    let sock = sys::netlink_route_socket()?;
+    exchange(
+        &sock,
+        &new_address_request(1, ifindex, addr, prefix_len),
+        |_, _| {},
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_address_request_layout() {
+        let m = new_address_request(7, 4, Ipv4Addr::new(192, 0, 2, 2), 24);
+        // 16 header + 8 ifaddrmsg + two 8-byte address attributes.
+        assert_eq!(m.len(), 40);
+        assert_eq!(u32_at(&m, 0), Some(40));
+        assert_eq!(u16_at(&m, 4), Some(RTM_NEWADDR));
+        assert_eq!(
+            u16_at(&m, 6),
+            Some(NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE)
+        );
+        assert_eq!(&m[16..20], &[libc::AF_INET as u8, 24, 0, 0]);
+        assert_eq!(u32_at(&m, 20), Some(4), "ifindex");
+        assert_eq!(u16_at(&m, 24), Some(8));
+        assert_eq!(u16_at(&m, 26), Some(IFA_LOCAL));
+        assert_eq!(&m[28..32], &[192, 0, 2, 2]);
+        assert_eq!(u16_at(&m, 34), Some(IFA_ADDRESS));
+        assert_eq!(&m[36..40], &[192, 0, 2, 2]);
+    }
 
     #[test]
     fn detach_request_layout() {

@@ -56,6 +56,9 @@ pub struct DpdkDriver {
     worker: usize,
     registered_lcore: bool,
     shared: Arc<DpdkPorts>,
+    /// The host path's TAP queues: DPDK ports have no descriptors, so the
+    /// idle wait looks at these (see [`Driver::wake_on_readable`]).
+    wake: crate::driver::sys::PollSet,
     /// Not `Send`/`Sync`: the queues are polled, and the lcore registration
     /// undone, on the thread that took them (module invariant).
     _one_thread: PhantomData<*const ()>,
@@ -78,6 +81,7 @@ impl DpdkDriver {
             pool,
             worker,
             registered_lcore: sys::register_thread(),
+            wake: crate::driver::sys::PollSet::new(std::iter::empty()),
             shared,
             _one_thread: PhantomData,
         }
@@ -162,8 +166,17 @@ impl Driver for DpdkDriver {
     /// Poll-mode devices have nothing to sleep on: sleep the configured
     /// idle time (`idle_sleep_us`).
     fn wait_idle(&mut self) -> bool {
+        // A frame the kernel already wrote to the host path ends the wait
+        // at once; one written during the sleep waits as long as a port's.
+        if !self.wake.is_empty() && self.wake.wait(0, |_| {}) {
+            return true;
+        }
         std::thread::sleep(self.shared.idle_sleep);
         false
+    }
+
+    fn wake_on_readable(&mut self, fds: &[std::os::fd::RawFd]) {
+        self.wake.add_raw(fds);
     }
 
     /// This driver's counters of each port; worker 0 adds the device's

@@ -43,6 +43,8 @@ unsafe impl Plain for libc::timeval {}
 // SAFETY: a name array and a union of integers, sockaddrs, maps and a raw
 // pointer; a raw pointer accepts every bit pattern (null included).
 unsafe impl Plain for libc::ifreq {}
+// SAFETY: a family integer and a byte array.
+unsafe impl Plain for libc::sockaddr {}
 
 /// All-zero bytes as a `T` (C structs the kernel fills or reads with unused
 /// fields zero).
@@ -66,7 +68,7 @@ pub(crate) fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// [`cvt`] for the `ssize_t` of `send`/`recv`: the byte count.
-fn cvt_size(rc: libc::ssize_t) -> io::Result<usize> {
+pub(super) fn cvt_size(rc: libc::ssize_t) -> io::Result<usize> {
     usize::try_from(rc).map_err(|_| io::Error::last_os_error())
 }
 

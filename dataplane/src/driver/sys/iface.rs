@@ -19,7 +19,7 @@ pub(crate) fn ioctl_socket() -> io::Result<OwnedFd> {
     socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
 }
 
-fn ifreq_for(ifname: &str) -> io::Result<libc::ifreq> {
+pub(super) fn ifreq_for(ifname: &str) -> io::Result<libc::ifreq> {
     let c = ifname_c(ifname)?;
     let mut ifr: libc::ifreq = zeroed();
     for (dst, &src) in ifr.ifr_name.iter_mut().zip(c.as_bytes()) {
@@ -28,11 +28,17 @@ fn ifreq_for(ifname: &str) -> io::Result<libc::ifreq> {
     Ok(ifr)
 }
 
-fn ioctl_ifreq(sock: impl AsFd, request: libc::c_ulong, ifr: &mut libc::ifreq) -> io::Result<()> {
+pub(super) fn ioctl_ifreq(
+    sock: impl AsFd,
+    request: libc::c_ulong,
+    ifr: &mut libc::ifreq,
+) -> io::Result<()> {
     // SAFETY: `ifr` is a live, writable ifreq; the requests used here
-    // (SIOCGIFHWADDR, SIOCGIFMTU, SIOCETHTOOL) read the name and write at
-    // most one ifreq, or, for SIOCETHTOOL, follow `ifru_data` to the
-    // caller's live ethtool struct (module invariant).
+    // (SIOCGIFHWADDR, SIOCGIFMTU, SIOCETHTOOL; the TAP module's
+    // TUNSETIFF, SIOCSIFHWADDR, SIOCSIFMTU, SIOCGIFFLAGS, SIOCSIFFLAGS)
+    // read the name and at most one ifreq and write at most one ifreq, or,
+    // for SIOCETHTOOL, follow `ifru_data` to the caller's live ethtool
+    // struct (module invariant).
     let rc = unsafe {
         libc::ioctl(
             sock.as_fd().as_raw_fd(),

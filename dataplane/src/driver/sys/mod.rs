@@ -10,9 +10,12 @@
 //! * `poll`: [`PollSet`], a driver's sockets waited on together (the idle
 //!   sleep of every kernel-socket driver);
 //! * `iface`: the interface ioctls (`SIOCGIFHWADDR`, `SIOCGIFMTU`,
-//!   `SIOCETHTOOL`) and `getifaddrs(3)`.
+//!   `SIOCETHTOOL`) and `getifaddrs(3)`;
+//! * `tap`: the host path's multi-queue TAP (`TUNSETIFF`, its MAC, MTU
+//!   and up flag, non-blocking `read`/`write` of frames), for
+//!   [`crate::driver::hostpath`].
 //!
-//! Only `fd.rs`, `region.rs` and `iface.rs` contain `unsafe` code (each
+//! Only `fd.rs`, `region.rs`, `iface.rs` and `tap.rs` contain `unsafe` code (each
 //! opts in with `#![allow(unsafe_code)]`, every block with its `SAFETY:`
 //! argument); everything they export takes and returns plain Rust values
 //! (`io::Result`, owned fds, copies of bytes), except `&AtomicU32` words
@@ -24,6 +27,7 @@ mod fd;
 mod iface;
 mod poll;
 mod region;
+mod tap;
 
 pub(crate) use fd::{
     Plain, bind, einval, getsockopt, if_index, owned_fd, page_size, recv, recv_empty, send_empty,
@@ -32,3 +36,4 @@ pub(crate) use fd::{
 pub(crate) use iface::{ethtool_value, hw_addr, ioctl_socket, ipv4_addrs, mtu, rx_queue_count};
 pub(crate) use poll::PollSet;
 pub(crate) use region::Region;
+pub(crate) use tap::{open_tap_queue, read_frame, set_hw_addr, set_mtu, set_up, write_frame};

@@ -30,6 +30,23 @@ impl PollSet {
         )
     }
 
+    /// Also wait on `fds` (after the sockets of [`PollSet::new`], so their
+    /// indices are unchanged): descriptors the caller keeps open as long
+    /// as the set is waited on (the host path's TAP queues).
+    pub(crate) fn add_raw(&mut self, fds: &[std::os::fd::RawFd]) {
+        self.0.extend(fds.iter().map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+    }
+
+    /// Whether the set waits on nothing.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Sleep in `poll(2)` until a socket is readable or has an error, or
     /// `timeout_ms` passes; then call `on_error(i)` for every socket `i`
     /// (index in the order of [`PollSet::new`]) with a pending error.

@@ -52,7 +52,7 @@ impl Base {
                 .map(|p| {
                     spec.addresses
                         .iter()
-                        .find(|a| usize::from(a.1) == p)
+                        .find(|a| usize::from(a.1) == p && a.2 != AddrRole::Host)
                         .map(|a| a.0)
                 })
                 .collect(),
@@ -72,7 +72,7 @@ impl Base {
     }
 }
 
-/// The gateway's own (node and SNAT) addresses, each on its port.
+/// The gateway's own (node, SNAT and host) addresses, each on its port.
 fn owned_addresses(spec: &SnapshotSpec) -> HashMap<Ipv4Addr, OwnedAddr> {
     let mut owned: HashMap<Ipv4Addr, OwnedAddr> = HashMap::new();
     for &(addr, port, role) in &spec.addresses {
@@ -84,6 +84,7 @@ fn owned_addresses(spec: &SnapshotSpec) -> HashMap<Ipv4Addr, OwnedAddr> {
         match role {
             AddrRole::Node => o.node = true,
             AddrRole::Snat => o.snat = true,
+            AddrRole::Host => o.host = true,
         }
     }
     owned

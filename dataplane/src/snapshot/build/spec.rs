@@ -22,6 +22,11 @@ pub enum AddrRole {
     Node,
     /// A source address for full NAT.
     Snat,
+    /// A host address: the kernel's, reached through the port's host path
+    /// (TAP). The dataplane answers neither ARP nor ICMP for it and sends
+    /// everything addressed to it to the host path. Never combined with
+    /// another role (nic-config refuses it).
+    Host,
 }
 
 /// A directly connected subnet (`via: None`) or a static route.

@@ -29,6 +29,12 @@
 //! | ICMP error whose inner IPv4 header is incomplete, not version 4, not followed by 8 bytes, or not TCP/UDP | `IcmpMalformed` |
 //! | ICMP type other than echo request/reply, unreachable, time exceeded, parameter problem | `IcmpUnsupported` |
 //!
+//! A frame dropped as `Ipv4Fragment` or `UnsupportedProtocol` keeps its
+//! IPv4 destination in `key.dst_ip` (everything else of its meta is
+//! empty): the local stage gives such a frame to the host path when the
+//! destination is a host address (the kernel reassembles fragments and
+//! speaks the other protocols), and leaves the drop otherwise.
+//!
 //! Invariants of a parsed meta:
 //!
 //! * `l3_offset` is 14 or 18; `l3_end = l3_offset + total length` (ARP:
@@ -84,8 +90,16 @@ pub fn parse_batch<F: Frame>(
     for (frame, meta) in frames.iter().zip(metas.iter_mut()) {
         *meta = PacketMeta::empty(in_port);
         if let Err(reason) = parse_into(frame.data(), frame.checksum_verified(), hasher, meta) {
+            let dst = meta.key.dst_ip;
             *meta = PacketMeta::empty(in_port);
             meta.verdict = Verdict::Drop(reason);
+            if matches!(
+                reason,
+                DropReason::Ipv4Fragment | DropReason::UnsupportedProtocol
+            ) {
+                // The local stage may still hand it to a host address.
+                meta.key.dst_ip = dst;
+            }
         }
     }
 }
@@ -190,6 +204,7 @@ fn parse_ipv4(
         return Err(DropReason::Ipv4BadChecksum);
     }
     if hv.is_fragment() {
+        meta.key.dst_ip = hv.dst_addr();
         return Err(DropReason::Ipv4Fragment);
     }
     let src = hv.src_addr();
@@ -205,7 +220,10 @@ fn parse_ipv4(
         protocol::TCP => parse_tcp(l4_payload, src, dst, verified, meta)?,
         protocol::UDP => parse_udp(l4_payload, src, dst, verified, meta)?,
         protocol::ICMP => parse_icmp(l4_payload, l4, src, dst, verified, meta)?,
-        _ => return Err(DropReason::UnsupportedProtocol),
+        _ => {
+            meta.key.dst_ip = dst;
+            return Err(DropReason::UnsupportedProtocol);
+        }
     }
     Ok(())
 }
