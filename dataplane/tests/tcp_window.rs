@@ -158,3 +158,70 @@ fn a_challenge_ack_to_a_syn_passes_and_the_clients_rst_is_accepted() {
     assert_eq!(state(&gw), Some(TcpState::Close));
     assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 0);
 }
+
+/// MSS 1460, NOP, window scale 7, NOP NOP SACK-permitted: Linux's SYN.
+const LINUX_SYN_OPTS: &[u8] = &[2, 4, 0x05, 0xb4, 1, 3, 3, 7, 1, 1, 4, 2];
+
+/// A connection as Linux makes it: both SYNs offer window scale 7, so every
+/// later window field is a scaled value (502 << 7 = 64,256 bytes). The
+/// backend's response is larger than the unscaled field and must pass
+/// (the regression: the client's SYN did not set up its side when the flow
+/// was created, so its windows were read unscaled).
+#[test]
+fn scaled_windows_from_the_syns_let_a_large_response_through() {
+    let mut gw = Gateway::new(vec![web(&[0])]);
+    let syn = tcp(
+        (ROUTER_MAC, OUT_MAC),
+        (CLIENT, CPORT),
+        (VIP, 80),
+        F::SYN,
+        C - 1,
+        0,
+        64_240,
+        LINUX_SYN_OPTS,
+        b"",
+        64,
+    );
+    assert_eq!(gw.send(OUTSIDE, &syn).0, Verdict::Forward(INSIDE));
+    let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
+    let backend = |flags: u8, seq: u32, ack: u32, window: u16, opts: &[u8], payload: &[u8]| {
+        tcp(
+            (backend_mac(r.src_ip), IN_MAC),
+            (r.src_ip, r.src_port),
+            (r.dst_ip, r.dst_port),
+            flags,
+            seq,
+            ack,
+            window,
+            opts,
+            payload,
+            64,
+        )
+    };
+    let synack = backend(F::SYN | F::ACK, B - 1, C, 65_160, LINUX_SYN_OPTS, b"");
+    assert_eq!(gw.send(INSIDE, &synack).0, Verdict::Forward(OUTSIDE));
+    let ack = tcp(
+        (ROUTER_MAC, OUT_MAC),
+        (CLIENT, CPORT),
+        (VIP, 80),
+        F::ACK | F::PSH,
+        C,
+        B,
+        502,
+        &[],
+        b"GET / HTTP/1.1\r\n\r\n",
+        64,
+    );
+    assert_eq!(gw.send(OUTSIDE, &ack).0, Verdict::Forward(INSIDE));
+    // Three full segments: 4,380 bytes past B, far beyond 502 unscaled.
+    let body = [b'x'; 1460];
+    for i in 0..3u32 {
+        let seg = backend(F::ACK, B + i * 1460, C + 18, 509, &[], &body);
+        assert_eq!(
+            gw.send(INSIDE, &seg).0,
+            Verdict::Forward(OUTSIDE),
+            "segment {i}"
+        );
+    }
+    assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 0);
+}

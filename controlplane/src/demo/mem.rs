@@ -166,10 +166,12 @@ fn key_of(frame: &[u8], port: u8) -> anyhow::Result<FlowKey> {
     .map_err(|r| anyhow::anyhow!("gateway emitted a frame the parser rejects: {r}"))
 }
 
-/// The backends' side: answer each delivered segment with `flags`/`payload`.
+/// The backends' side: answer each delivered segment with `flags`/`payload`
+/// at sequence number `seq`, acknowledging `ack` (the TCP numbers of a real
+/// exchange: the gateway tracks the windows).
 fn backends_answer(
     delivered: &[Vec<u8>],
-    flags: u8,
+    (flags, seq, ack): (u8, u32, u32),
     payload: &[u8],
     hits: &mut BTreeMap<Ipv4Addr, u32>,
 ) -> anyhow::Result<Vec<Vec<u8>>> {
@@ -192,8 +194,8 @@ fn backends_answer(
                     k.src_ip,
                     k.src_port,
                     flags,
-                    1000,
-                    2000,
+                    seq,
+                    ack,
                     payload,
                 ),
                 _ => build::eth_ipv4_udp(
@@ -274,17 +276,32 @@ pub fn run(args: &MemDemoArgs) -> anyhow::Result<()> {
             (NODE, NODE_PORT)
         }
     };
-    let client_seg = |i: u32, flags: u8, payload: &[u8]| {
+    let client_seg = |i: u32, (flags, seq, ack): (u8, u32, u32), payload: &[u8]| {
         let (ip, port) = client(i);
         let (dst, dport) = target(i);
         build::eth_ipv4_tcp(
-            ROUTER_MAC, OUT_MAC, ip, port, dst, dport, flags, 1, 1001, payload,
+            ROUTER_MAC, OUT_MAC, ip, port, dst, dport, flags, seq, ack, payload,
         )
     };
+    // One connection's sequence numbers: the client's ISN 1, the backend's
+    // 1000, the request and response below.
+    const REQUEST: &[u8] = b"GET / HTTP/1.1\r\n\r\n";
+    const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\n\r\n";
+    let (client_isn, backend_isn) = (1u32, 1000u32);
+    let request_end = client_isn + 1 + REQUEST.len() as u32;
+    let response_end = backend_isn + 1 + RESPONSE.len() as u32 + 1;
     let ids: Vec<u32> = (0..args.connections).collect();
-    let syns: Vec<_> = ids.iter().map(|&i| client_seg(i, F::SYN, b"")).collect();
+    let syns: Vec<_> = ids
+        .iter()
+        .map(|&i| client_seg(i, (F::SYN, client_isn, 0), b""))
+        .collect();
     let at_backends = demo.exchange(OUTSIDE, &syns, INSIDE)?;
-    let synacks = backends_answer(&at_backends, F::SYN | F::ACK, b"", &mut web_hits)?;
+    let synacks = backends_answer(
+        &at_backends,
+        (F::SYN | F::ACK, backend_isn, client_isn + 1),
+        b"",
+        &mut web_hits,
+    )?;
     let at_clients = demo.exchange(INSIDE, &synacks, OUTSIDE)?;
     for f in &at_clients {
         let k = key_of(f, OUTSIDE)?;
@@ -296,22 +313,33 @@ pub fn run(args: &MemDemoArgs) -> anyhow::Result<()> {
     }
     let requests: Vec<_> = ids
         .iter()
-        .map(|&i| client_seg(i, F::ACK | F::PSH, b"GET / HTTP/1.1\r\n\r\n"))
+        .map(|&i| {
+            client_seg(
+                i,
+                (F::ACK | F::PSH, client_isn + 1, backend_isn + 1),
+                REQUEST,
+            )
+        })
         .collect();
     let at_backends = demo.exchange(OUTSIDE, &requests, INSIDE)?;
     let responses = backends_answer(
         &at_backends,
-        F::ACK | F::PSH | F::FIN,
-        b"HTTP/1.1 200 OK\r\n\r\n",
+        (F::ACK | F::PSH | F::FIN, backend_isn + 1, request_end),
+        RESPONSE,
         &mut BTreeMap::new(),
     )?;
     let responses_at_clients = demo.exchange(INSIDE, &responses, OUTSIDE)?.len();
     let closes: Vec<_> = ids
         .iter()
-        .map(|&i| client_seg(i, F::ACK | F::FIN, b""))
+        .map(|&i| client_seg(i, (F::ACK | F::FIN, request_end, response_end), b""))
         .collect();
     let at_backends = demo.exchange(OUTSIDE, &closes, INSIDE)?;
-    let last_acks = backends_answer(&at_backends, F::ACK, b"", &mut BTreeMap::new())?;
+    let last_acks = backends_answer(
+        &at_backends,
+        (F::ACK, response_end, request_end + 1),
+        b"",
+        &mut BTreeMap::new(),
+    )?;
     demo.exchange(INSIDE, &last_acks, OUTSIDE)?;
 
     // UDP queries.
@@ -323,7 +351,7 @@ pub fn run(args: &MemDemoArgs) -> anyhow::Result<()> {
         })
         .collect();
     let at_backends = demo.exchange(OUTSIDE, &queries, INSIDE)?;
-    let answers = backends_answer(&at_backends, 0, b"\x12\x34 answer", &mut dns_hits)?;
+    let answers = backends_answer(&at_backends, (0, 0, 0), b"\x12\x34 answer", &mut dns_hits)?;
     let answers_at_clients = demo.exchange(INSIDE, &answers, OUTSIDE)?.len();
 
     demo.worker.publish_counters();

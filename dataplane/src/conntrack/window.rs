@@ -19,10 +19,17 @@
 //! * with ACK: `R.end - max(S.maxwin, 66000) <= ack <= R.end` (it
 //!   acknowledges nothing R did not send, nor anything too old).
 //!
-//! A side not seen yet (`maxwin == 0`) is set up from its first segment, so
-//! a flow picked up mid-stream (no SYN seen, e.g. after an ECMP change)
-//! carries on; SYNs (re)initialise their side and are judged by the state
-//! machine only.
+//! The flow's first SYN sets up its sender's side when the flow is created
+//! (the flow stage calls [`check`] for it); SYNs (re)initialise their side
+//! and are judged by the state machine only. A side not seen yet
+//! (`maxwin == 0`) that sends something other than a SYN means the flow
+//! was picked up mid-stream (e.g. after an ECMP change moved it to this
+//! instance): its history, window scaling included, is lost, so both sides
+//! become *liberal* as in Linux's `tcp_new` for such flows
+//! (`IP_CT_TCP_FLAG_BE_LIBERAL`): their data and ACKs are accepted and
+//! still move the windows; RSTs keep the RFC 5961 rules. (The flow stage
+//! creates TCP flows from SYNs only today; the state machine and this
+//! module are ready for a pickup option.)
 //!
 //! RSTs (RFC 5961 §3.2, R's RCV.NXT = R's last acknowledgment, or S.end
 //! before R acknowledged anything): `seq == RCV.NXT` closes the flow;
@@ -38,7 +45,7 @@ use crate::wire::tcp::flags as tcp_flags;
 const MAX_ACK_WINDOW_MIN: u32 = 66_000;
 
 /// One direction's tracking state (see the module docs).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct TcpWindow {
     pub end: u32,
     pub maxend: u32,
@@ -51,9 +58,29 @@ pub struct TcpWindow {
     pub offered: u8,
     /// `rcv_nxt` is set (this side sent an ACK).
     pub acked: bool,
+    /// Picked up mid-stream: data and ACKs are not held to the window.
+    pub liberal: bool,
 }
 
-const NONE_OFFERED: u8 = 0xff;
+/// [`TcpWindow::offered`] when the side's SYN carried no window scale (or
+/// was not seen).
+pub const NONE_OFFERED: u8 = 0xff;
+
+impl Default for TcpWindow {
+    /// A side not seen yet.
+    fn default() -> Self {
+        Self {
+            end: 0,
+            maxend: 0,
+            maxwin: 0,
+            rcv_nxt: 0,
+            scale: 0,
+            offered: NONE_OFFERED,
+            acked: false,
+            liberal: false,
+        }
+    }
+}
 
 /// What window tracking needs of a TCP segment.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -116,6 +143,7 @@ pub fn check(wins: &mut [TcpWindow; 2], dir: Dir, seg: &SegmentInfo) -> WindowVe
         sender.maxwin = u32::from(seg.window).max(1);
         sender.offered = seg.wscale.map_or(NONE_OFFERED, |w| w.min(14));
         sender.acked = false;
+        sender.liberal = false;
         if has_ack {
             // SYN-ACK: scaling is on only if both offered it.
             if sender.offered != NONE_OFFERED && receiver.offered != NONE_OFFERED {
@@ -134,7 +162,9 @@ pub fn check(wins: &mut [TcpWindow; 2], dir: Dir, seg: &SegmentInfo) -> WindowVe
     }
     let win = u32::from(seg.window) << sender.scale;
     if sender.maxwin == 0 {
-        // Picked up mid-stream: believe the first segment.
+        // Picked up mid-stream: believe the first segment, and the rest.
+        sender.liberal = true;
+        receiver.liberal = true;
         sender.end = end;
         sender.maxwin = win.max(1);
         sender.maxend = end.wrapping_add(sender.maxwin);
@@ -169,7 +199,7 @@ pub fn check(wins: &mut [TcpWindow; 2], dir: Dir, seg: &SegmentInfo) -> WindowVe
         }
         return WindowVerdict::OutOfWindow;
     }
-    if !in_window {
+    if !in_window && !sender.liberal {
         return WindowVerdict::OutOfWindow;
     }
     if sender.maxwin < win {
@@ -312,6 +342,38 @@ mod tests {
             check(&mut w, Dir::Original, &seg(ACK | FIN, 5100, 9200, 0, 500)),
             WindowVerdict::Accept
         );
+    }
+
+    #[test]
+    fn a_flow_picked_up_mid_stream_is_liberal_until_a_syn() {
+        let mut w = [TcpWindow::default(); 2];
+        check(&mut w, Dir::Original, &seg(ACK, 5000, 9000, 100, 500));
+        assert!(w[0].liberal && w[1].liberal);
+        // The scale is unknown: 60 segments of 1460 bytes past a raw window
+        // of 500 still pass, and the windows move.
+        for i in 0..60u32 {
+            let v = check(
+                &mut w,
+                Dir::Reply,
+                &seg(ACK, 9000 + i * 1460, 5100, 1460, 500),
+            );
+            assert_eq!(v, WindowVerdict::Accept, "segment {i}");
+        }
+        assert_eq!(w[1].end, 9000 + 60 * 1460);
+        // A new SYN starts a tracked connection again.
+        check(&mut w, Dir::Original, &seg(SYN, 100, 0, 0, 1000));
+        assert!(!w[0].liberal);
+    }
+
+    #[test]
+    fn strict_tracking_drops_what_a_liberal_flow_accepts() {
+        let mut w = established();
+        let v = check(
+            &mut w,
+            Dir::Reply,
+            &seg(ACK, 901 + 10 * 1460, 101, 1460, 1000),
+        );
+        assert_eq!(v, WindowVerdict::OutOfWindow);
     }
 
     #[test]

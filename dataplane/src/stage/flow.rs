@@ -626,6 +626,13 @@ fn create<F: Frame>(
             ctx.services.flow_opened(service.id, backend.id);
             if let Some(splice) = splice {
                 ctx.ct.set_splice(inserted.id, splice);
+            } else if key.proto == Proto::Tcp
+                && let Some(seg) = segment_info(frame.data(), meta)
+            {
+                // The first segment sets up the client's side of the
+                // window tracking (its SYN's window and scale; anything
+                // else marks a flow picked up mid-stream).
+                ctx.ct.check_window(inserted.id, Dir::Original, &seg);
             }
             if let Some(timeout_ms) = service.affinity_timeout_ms {
                 if pinned.is_some() {

@@ -277,6 +277,7 @@ pub fn proxied<F: Frame>(
                     scale: client_scale,
                     offered: client_scale,
                     acked: true,
+                    liberal: false,
                 };
                 *g = TcpWindow {
                     end: sp.our_isn.wrapping_add(1),
@@ -286,6 +287,7 @@ pub fn proxied<F: Frame>(
                     scale: sp.our_wscale,
                     offered: sp.our_wscale,
                     acked: true,
+                    liberal: false,
                 };
             }
             let now = ctx.now_ms;
