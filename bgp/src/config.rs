@@ -67,6 +67,10 @@ fn default_watchdog_timeout_ms() -> u32 {
     DEFAULT_WATCHDOG_TIMEOUT_MS
 }
 
+fn unspecified_router_id() -> Ipv4Addr {
+    Ipv4Addr::UNSPECIFIED
+}
+
 /// One BGP session (`[[bgp.peer]]`). We always open the connection
 /// (configure the router side passive or not, either works).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -76,7 +80,10 @@ pub struct PeerConfig {
     pub address: IpAddr,
     pub peer_asn: u32,
     pub my_asn: u32,
-    /// Our BGP identifier.
+    /// Our BGP identifier. Default 0.0.0.0, which validation refuses
+    /// unless every `[[instance]]` of a tier sets its own
+    /// (`bgp_router_id`, put here for the instance that runs).
+    #[serde(default = "unspecified_router_id")]
     pub router_id: Ipv4Addr,
     /// The router's TCP port.
     #[serde(default = "default_port")]

@@ -57,6 +57,8 @@ pub struct RestartPart<'a> {
     pub kubernetes: Option<&'a KubernetesPlan>,
     /// The instance's name in the tier (its member Lease).
     pub instance: Option<&'a str>,
+    /// [`Plan::vips_by_arp`].
+    pub vips_by_arp: bool,
 }
 
 /// What a port's driver was opened with.
@@ -117,6 +119,7 @@ impl Plan {
             address_pools,
             bgp,
             instance,
+            vips_by_arp,
         } = self;
         let DataplanePlan {
             workers,
@@ -148,6 +151,7 @@ impl Plan {
                 dpdk,
                 kubernetes: kubernetes.as_ref(),
                 instance: instance.as_deref(),
+                vips_by_arp: *vips_by_arp,
             },
             LivePart {
                 maglev_table_size: *maglev_table_size,
@@ -238,6 +242,7 @@ impl RestartPart<'_> {
             dpdk,
             kubernetes,
             instance,
+            vips_by_arp,
         } = self;
         let mut c = Changes::default();
         c.display("dataplane.workers", workers, &new.workers);
@@ -272,6 +277,11 @@ impl RestartPart<'_> {
         c.debug("dpdk", dpdk, &new.dpdk);
         c.debug("kubernetes", kubernetes, &new.kubernetes);
         c.debug("instance", instance, &new.instance);
+        c.display(
+            "instance (VIPs announced by ARP)",
+            vips_by_arp,
+            &new.vips_by_arp,
+        );
         if c.0.is_empty() && self != new {
             c.0.push("settings only a restart applies".to_owned());
         }

@@ -88,6 +88,13 @@ pub struct InstanceSection {
     /// `[[instance.port]]`: the instance's addresses on each `[[port]]`.
     #[serde(default, rename = "port")]
     pub ports: Vec<PortOverrideSection>,
+    /// The BGP identifier (an IPv4 address) this instance uses in every
+    /// `[[bgp.peer]]` session, in place of the peer's `router_id`: two
+    /// speakers of a tier must not share one (RFC 4271 §6.8 collision
+    /// detection). Required for every instance when the file has
+    /// `[[bgp.peer]]`s and more than one instance. Default none.
+    #[serde(default)]
+    pub bgp_router_id: Option<String>,
 }
 
 /// `[[instance.port]]`: what one instance has of its own on one port: the
@@ -108,6 +115,16 @@ pub struct PortOverrideSection {
     /// source address, its own SSH address). Default none.
     #[serde(default)]
     pub host_addresses: Vec<String>,
+    /// This instance's kernel interface for the port, when its name differs
+    /// from the `[[port]]`'s (boxes with other NIC names). Default: the
+    /// `[[port]]`'s.
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// This instance's driver for the port, when it differs from the
+    /// `[[port]]`'s (a box with other NICs in the tier). Default: the
+    /// `[[port]]`'s.
+    #[serde(default)]
+    pub driver: Option<DriverKind>,
 }
 
 impl PortOverrideSection {
@@ -120,6 +137,12 @@ impl PortOverrideSection {
         port.node_addresses.clone_from(&self.node_addresses);
         port.snat_addresses.clone_from(&self.snat_addresses);
         port.host_addresses.clone_from(&self.host_addresses);
+        if let Some(interface) = &self.interface {
+            port.interface.clone_from(interface);
+        }
+        if let Some(driver) = self.driver {
+            port.driver = driver;
+        }
     }
 
     /// The per-instance keys a `[[port]]` sets itself (those must stay

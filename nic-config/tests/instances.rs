@@ -295,3 +295,131 @@ fn each_instance_has_its_own_host_addresses() {
         "{got:#?}"
     );
 }
+
+/// The tier of [`TIER`] without `[kubernetes]`, announcing its VIPs by BGP:
+/// host addresses per instance, one peer, the service advertised.
+fn bgp_tier(router_ids: (&str, &str)) -> String {
+    let text = edit(&[
+        ("[kubernetes]\n", ""),
+        (
+            "[[address_pool]]\nname = \"public\"\naddresses = [\"192.0.2.64/27\"]\n",
+            "",
+        ),
+        (
+            "backends = [",
+            "bgp_advertisements = [\"tier\"]\nbackends = [",
+        ),
+        (
+            "name = \"gw-a\"\n",
+            &format!("name = \"gw-a\"\nbgp_router_id = \"{}\"\n", router_ids.0),
+        ),
+        (
+            "name = \"gw-b\"\n",
+            &format!("name = \"gw-b\"\nbgp_router_id = \"{}\"\n", router_ids.1),
+        ),
+        (
+            "node_addresses = [\"192.0.2.1/24\"]",
+            "node_addresses = [\"192.0.2.1/24\"]\nhost_addresses = [\"192.0.2.11/24\"]",
+        ),
+        (
+            "node_addresses = [\"192.0.2.2/24\"]",
+            "node_addresses = [\"192.0.2.2/24\"]\nhost_addresses = [\"192.0.2.12/24\"]",
+        ),
+    ]);
+    format!(
+        "{text}\n[[bgp.peer]]\naddress = \"192.0.2.254\"\npeer_asn = 64512\nmy_asn = 64513\n\
+         \n[[bgp.advertisement]]\nname = \"tier\"\n"
+    )
+}
+
+#[test]
+fn a_tier_without_kubernetes_announces_by_bgp_with_a_router_id_per_instance() {
+    let text = bgp_tier(("192.0.2.11", "192.0.2.12"));
+    for (name, id) in [("gw-a", "192.0.2.11"), ("gw-b", "192.0.2.12")] {
+        let p = plan(&text, InstanceChoice::Named(name));
+        assert!(!p.vips_by_arp, "{name}: VIPs by BGP only");
+        assert_eq!(p.bgp.peers.len(), 1);
+        assert_eq!(p.bgp.peers[0].router_id.to_string(), id, "{name}");
+    }
+    // With [kubernetes] the election announces by ARP; one instance alone
+    // always does.
+    let with_kube = text.replacen("[[service]]", "[kubernetes]\n\n[[service]]", 1);
+    assert!(plan(&with_kube, InstanceChoice::Named("gw-a")).vips_by_arp);
+    assert!(plan(TIER, InstanceChoice::Named("gw-a")).vips_by_arp);
+}
+
+#[test]
+fn a_bgp_tier_refuses_what_cannot_work_all_at_once() {
+    // A shared identifier, a service not advertised, a shared source
+    // address.
+    let text = bgp_tier(("192.0.2.11", "192.0.2.11"))
+        .replacen("bgp_advertisements = [\"tier\"]\n", "", 1)
+        .replacen(
+            "my_asn = 64513",
+            "my_asn = 64513\nsource_address = \"192.0.2.11\"",
+            1,
+        );
+    let got = problems(&text, InstanceChoice::Named("gw-a"));
+    for (path, words) in [
+        ("instance[1].bgp_router_id", "already instance[0]'s"),
+        ("service[0].bgp_advertisements", "announced by BGP only"),
+        ("bgp.peer[0].source_address", "leave it out"),
+    ] {
+        assert!(
+            got.iter()
+                .any(|p| p.path == path && p.reason.contains(words)),
+            "no problem at {path} with {words:?} in {got:#?}"
+        );
+    }
+    // An identifier that is not one of the instance's own addresses.
+    let got = problems(
+        &bgp_tier(("192.0.2.11", "192.0.2.77")),
+        InstanceChoice::Named("gw-a"),
+    );
+    assert!(
+        got.iter().any(|p| p.path == "instance[1].bgp_router_id"
+            && p.reason.contains("not a node or host address")),
+        "{got:#?}"
+    );
+    // Missing and malformed identifiers.
+    let text = bgp_tier(("192.0.2.11", "not-an-address")).replacen(
+        "bgp_router_id = \"192.0.2.11\"\n",
+        "",
+        1,
+    );
+    let got = problems(&text, InstanceChoice::Named("gw-b"));
+    for (path, words) in [
+        ("instance[0].bgp_router_id", "missing"),
+        ("instance[1].bgp_router_id", "not an IPv4 address"),
+    ] {
+        assert!(
+            got.iter()
+                .any(|p| p.path == path && p.reason.contains(words)),
+            "no problem at {path} with {words:?} in {got:#?}"
+        );
+    }
+}
+
+#[test]
+fn an_instance_may_name_its_own_interface_and_driver() {
+    // gw-b's box has other NICs: another name on the outside, AF_XDP on
+    // both ports.
+    let text = edit(&[
+        (
+            "name = \"gw-b\"\n[[instance.port]]\nname = \"outside\"\n",
+            "name = \"gw-b\"\n[[instance.port]]\nname = \"outside\"\ninterface = \"eno2\"\ndriver = \"afxdp\"\n",
+        ),
+        (
+            "name = \"inside\"\nsnat_addresses = [\"10.1.0.2/24\"]",
+            "name = \"inside\"\ndriver = \"afxdp\"\nsnat_addresses = [\"10.1.0.2/24\"]",
+        ),
+    ]);
+    let a = plan(&text, InstanceChoice::Named("gw-a"));
+    let b = plan(&text, InstanceChoice::Named("gw-b"));
+    assert_eq!(a.ports[0].interface, "out0");
+    assert_eq!(b.ports[0].interface, "eno2");
+    assert_ne!(
+        format!("{:?}", a.ports[0].driver),
+        format!("{:?}", b.ports[0].driver)
+    );
+}

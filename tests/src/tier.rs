@@ -246,6 +246,7 @@ impl Tier {
         let mut namespaces = Vec::new();
         let mut protocols = String::new();
         let mut neighbors = String::new();
+        let mut instance_sections = String::new();
         for (i, &driver) in config.drivers.iter().enumerate() {
             let ns = Netns::new("ti")?;
             let (out_if, r_end) = (unique_name("go"), unique_name("rb"));
@@ -262,18 +263,7 @@ impl Tier {
             ] {
                 offloads_off(n, ifname)?;
             }
-            let config_path = dir.path.join(format!("portico-{i}.toml"));
-            std::fs::write(
-                &config_path,
-                instance_config(
-                    i,
-                    driver,
-                    &out_if,
-                    &in_if,
-                    config.backends,
-                    config.shutdown_drain_s,
-                ),
-            )?;
+            instance_sections.push_str(&instance_section(i, driver, &out_if, &in_if));
             protocols.push_str(&format!(
                 "protocol bgp i{i} {{\n  local {TIER_ROUTER} as {ROUTER_ASN};\n  \
                  neighbor {} as {TIER_ASN};\n  passive on;\n  hold time 9;\n  \
@@ -286,8 +276,15 @@ impl Tier {
                  [neighbors.timers.config]\n    hold-time = 9\n    keepalive-interval = 3\n",
                 next_hop(i)
             ));
-            namespaces.push((ns, config_path));
+            namespaces.push(ns);
         }
+        // One file for the whole tier, as the shipped Deployment's
+        // ConfigMap: each instance runs as its [[instance]].
+        let config_path = dir.path.join("portico.toml");
+        std::fs::write(
+            &config_path,
+            tier_config(config.backends, config.shutdown_drain_s, &instance_sections),
+        )?;
         let (bird, gobgp) = match config.router {
             TierRouter::Bird => (
                 Some(Bird::start(
@@ -311,10 +308,11 @@ impl Tier {
             ),
         };
         let mut instances = Vec::new();
-        for (i, (ns, config_path)) in namespaces.into_iter().enumerate() {
+        for (i, ns) in namespaces.into_iter().enumerate() {
             let socket = dir.path.join(format!("portico-{i}.sock"));
             let log = dir.path.join(format!("portico-{i}.log"));
-            let process = spawn_run(&ns, &portico_str, &config_path, &socket, &log, &[])?;
+            let instance = format!("PORTICO_INSTANCE={}", instance_name(i));
+            let process = spawn_run(&ns, &portico_str, &config_path, &socket, &log, &[&instance])?;
             instances.push(Instance {
                 process: Some(process),
                 socket,
@@ -381,18 +379,44 @@ impl Tier {
     }
 }
 
-/// Instance `i`'s portico.toml.
-fn instance_config(
-    i: usize,
-    driver: DriverKind,
-    outside: &str,
-    inside: &str,
-    backends: usize,
-    drain_s: u16,
-) -> String {
+/// Instance `i`'s name in the tier (`PORTICO_INSTANCE`).
+pub fn instance_name(i: usize) -> String {
+    format!("tier-{i}")
+}
+
+/// Instance `i`'s `[[instance]]`: its BGP identifier (its node address),
+/// its interfaces and driver, its node, host (BGP source and NEXT_HOP) and
+/// SNAT addresses.
+fn instance_section(i: usize, driver: DriverKind, outside: &str, inside: &str) -> String {
     let node = instance_addr(i);
     let host = next_hop(i);
     let snat = Ipv4Addr::new(10, 1, 0, 1 + i as u8);
+    format!(
+        r#"
+[[instance]]
+name = "{name}"
+bgp_router_id = "{node}"
+
+[[instance.port]]
+name = "outside"
+driver = "{driver}"
+interface = "{outside}"
+node_addresses = ["{node}/24"]
+host_addresses = ["{host}/24"]
+
+[[instance.port]]
+name = "inside"
+driver = "{driver}"
+interface = "{inside}"
+snat_addresses = ["{snat}/24"]
+"#,
+        name = instance_name(i)
+    )
+}
+
+/// The tier's one portico.toml: no `[kubernetes]`, so the VIP is announced
+/// by BGP only (no instance answers ARP for it).
+fn tier_config(backends: usize, drain_s: u16, instances: &str) -> String {
     let backends: Vec<String> = (0..backends)
         .map(|j| {
             format!(
@@ -402,7 +426,7 @@ fn instance_config(
         })
         .collect();
     format!(
-        r#"# Instance {i} of the tier (tests/src/tier.rs).
+        r#"# The tier (tests/src/tier.rs): one file, one [[instance]] per box.
 [dataplane]
 workers = 1
 idle = "adaptive"
@@ -410,20 +434,18 @@ idle = "adaptive"
 [dataplane.conntrack]
 capacity = 16384
 
+# Each instance sets its interface and driver in [[instance.port]].
 [[port]]
 name = "outside"
-driver = "{driver}"
-interface = "{outside}"
+driver = "afpacket"
+interface = "unset"
 role = "outside"
-node_addresses = ["{node}/24"]
-host_addresses = ["{host}/24"]
 
 [[port]]
 name = "inside"
-driver = "{driver}"
-interface = "{inside}"
+driver = "afpacket"
+interface = "unset"
 role = "inside"
-snat_addresses = ["{snat}/24"]
 
 [[route]]
 destination = "0.0.0.0/0"
@@ -444,8 +466,6 @@ shutdown_drain_s = {drain_s}
 address = "{TIER_ROUTER}"
 peer_asn = {ROUTER_ASN}
 my_asn = {TIER_ASN}
-router_id = "{node}"
-source_address = "{host}"
 hold_time_s = 9
 connect_retry_s = 1
 connect_retry_max_s = 2
@@ -453,7 +473,7 @@ connect_retry_max_s = 2
 [[bgp.advertisement]]
 name = "tier"
 communities = ["{TIER_ASN}:100"]
-"#,
+{instances}"#,
         backends = backends.join(", ")
     )
 }

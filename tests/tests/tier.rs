@@ -124,6 +124,18 @@ fn ecmp_over_three_instances_and_a_graceful_stop_fails_no_connection() {
     })
     .expect("build the tier");
 
+    // One file for the tier and no [kubernetes]: the VIP is announced by
+    // BGP only, no instance answers ARP for it.
+    for (i, inst) in tier.instances.iter().enumerate() {
+        let stats = inst.stats().expect("stats");
+        assert!(
+            stats.announcements.announced.is_empty()
+                && stats.announcements.silent.contains(&TIER_VIP),
+            "instance {i}: {:?}",
+            stats.announcements
+        );
+    }
+
     // One next hop per instance, in BIRD and in the router's FIB.
     let mut fib = String::new();
     let all = wait_until(Duration::from_secs(30), || {

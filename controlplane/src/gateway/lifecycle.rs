@@ -118,11 +118,12 @@ impl Gateway {
         let started = Instant::now();
         let control = ControlPlaneMetrics::new();
         let mut builder = control_plane_builder(&plan.dataplane.cores);
-        if plan.kubernetes.is_some() {
-            // The tier's election decides which VIPs this instance
-            // announces; until its first view, none (never grab a VIP
-            // another instance holds). Without Kubernetes this is the one
-            // instance: it announces every VIP.
+        if plan.kubernetes.is_some() || !plan.vips_by_arp {
+            // With Kubernetes the tier's election decides which VIPs this
+            // instance announces; until its first view, none (never grab a
+            // VIP another instance holds). A tier without Kubernetes
+            // announces its VIPs by BGP only: none by ARP, ever. Otherwise
+            // this is the one instance: it announces every VIP.
             let _ = builder.set_announce(AnnounceFilter::none());
         }
         let snapshot = builder.build(&snapshot_spec(&plan, &facts))?;

@@ -124,6 +124,12 @@ impl fmt::Display for Plan {
         if let Some(instance) = &self.instance {
             writeln!(f, "instance: {instance}")?;
         }
+        if !self.vips_by_arp {
+            writeln!(
+                f,
+                "VIPs announced by BGP only (a tier without [kubernetes]: no ARP for them)"
+            )?;
+        }
         let d = &self.dataplane;
         write!(f, "dataplane: {} worker(s)", d.workers)?;
         if d.cores.is_empty() {

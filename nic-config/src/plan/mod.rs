@@ -75,6 +75,13 @@ pub struct Plan {
     /// addresses are the ports' addresses above, and it is this instance's
     /// name in the tier. `None`: no name given (one instance).
     pub instance: Option<String>,
+    /// Whether VIPs and externalIPs are announced by ARP (answered, with a
+    /// gratuitous ARP when they appear) on the outside port: true for one
+    /// instance and for a tier with `[kubernetes]` (its per-VIP election
+    /// then picks one instance per VIP); false for a tier without
+    /// `[kubernetes]`, whose VIPs are announced by BGP only (the routers
+    /// reach them through each instance's next hop).
+    pub vips_by_arp: bool,
 }
 
 /// `[bgp]`, validated. The peers and advertisements are portico-bgp's

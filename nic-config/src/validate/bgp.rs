@@ -106,6 +106,12 @@ impl Validator {
                             ),
                         );
                     }
+                } else if i == 0 && id.is_unspecified() {
+                    self.problem(
+                        at("router_id"),
+                        "missing: this instance's BGP identifier, one of its node or host \
+                         addresses (in a tier of [[instance]]s: bgp_router_id in each)",
+                    );
                 } else if i == 0 && !node.contains(&id) && !host.contains(&id) {
                     self.problem(
                         at("router_id"),

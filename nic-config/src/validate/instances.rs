@@ -15,9 +15,16 @@
 //!   file is validated as each instance would run it, and the problems
 //!   about an instance's own addresses are reported at
 //!   `instance[k].port[m].…`;
-//! * more than one instance needs `[kubernetes]`: the per-VIP ARP election
-//!   runs on its member Leases, and without it every instance would answer
-//!   ARP for every VIP;
+//! * more than one instance needs `[kubernetes]` (the per-VIP ARP election
+//!   runs on its member Leases) or BGP: a tier without `[kubernetes]`
+//!   announces its VIPs by BGP only (no instance answers ARP for them,
+//!   [`Plan::vips_by_arp`]), so it needs `[[bgp.peer]]`s and every service
+//!   with a `vip` or `external_ips` needs `bgp_advertisements`; otherwise
+//!   every instance would answer ARP for every VIP;
+//! * with more than one instance and `[[bgp.peer]]`s, every instance has its
+//!   own `bgp_router_id` (an IPv4 address, unique in the tier: RFC 4271
+//!   §6.8) used in all its sessions, and no peer sets `source_address` (the
+//!   source is each instance's own host address on the way to the peer);
 //! * with instances declared, a plan is for a named instance that exists.
 
 use super::Validator;
@@ -63,6 +70,7 @@ pub fn validate_instance(
     }
     let mut v = Validator::default();
     let resolved = v.instances(file);
+    let router_ids = v.instance_router_ids(file);
     let selected = match choice {
         InstanceChoice::Named(name) => match file.instances.iter().position(|i| i.name == name) {
             Some(k) => Some(k),
@@ -98,11 +106,18 @@ pub fn validate_instance(
     let mut plan = None;
     for (k, overrides) in resolved.iter().enumerate() {
         let only_own = k != primary;
-        let merged = merged_file(file, overrides);
+        let merged = merged_file(file, overrides, router_ids.get(k).copied().flatten());
         let mut each = Validator::default();
         let p = each.run(&merged);
         for problem in each.problems {
-            let problem = remap(problem, k, overrides);
+            let mut problem = remap(problem, k, overrides);
+            if router_ids.get(k).copied().flatten().is_some()
+                && problem.path.starts_with("bgp.peer[")
+                && problem.path.ends_with("].router_id")
+            {
+                // The identifier is the instance's own.
+                problem.path = format!("instance[{k}].bgp_router_id");
+            }
             let own = problem.path.starts_with(&format!("instance[{k}]"))
                 || problem.reason.contains(&format!("instance[{k}]."));
             if (!only_own || own) && !v.problems.contains(&problem) {
@@ -117,6 +132,7 @@ pub fn validate_instance(
         return Err(v.problems);
     };
     plan.instance = selected.map(|k| file.instances[k].name.clone());
+    plan.vips_by_arp = file.instances.len() <= 1 || file.kubernetes.is_some();
     if v.problems.is_empty() {
         Ok(plan)
     } else {
@@ -127,10 +143,20 @@ pub fn validate_instance(
 /// An instance's overrides resolved: `(override index m, port index)`.
 type Overrides = Vec<(usize, usize, PortOverrideSection)>;
 
-/// `file` with instance `overrides` put into its ports.
-fn merged_file(file: &ConfigFile, overrides: &Overrides) -> ConfigFile {
+/// `file` with instance `overrides` put into its ports and the instance's
+/// BGP identifier into every peer.
+fn merged_file(
+    file: &ConfigFile,
+    overrides: &Overrides,
+    router_id: Option<Ipv4Addr>,
+) -> ConfigFile {
     let mut merged = file.clone();
     merged.instances.clear();
+    if let Some(id) = router_id {
+        for peer in &mut merged.bgp.peers {
+            peer.router_id = id;
+        }
+    }
     for (_, port, o) in overrides {
         if let Some(p) = merged.ports.get_mut(*port) {
             o.apply_to(p);
@@ -156,6 +182,57 @@ fn remap(mut problem: Problem, k: usize, overrides: &Overrides) -> Problem {
 }
 
 impl Validator {
+    /// Each instance's `bgp_router_id`, parsed (`None`: not set or not an
+    /// address); problems for bad, shared or missing ones.
+    fn instance_router_ids(&mut self, file: &ConfigFile) -> Vec<Option<Ipv4Addr>> {
+        let needed = file.instances.len() > 1 && !file.bgp.peers.is_empty();
+        let mut first_with: HashMap<Ipv4Addr, usize> = HashMap::new();
+        let mut ids = Vec::with_capacity(file.instances.len());
+        for (k, inst) in file.instances.iter().enumerate() {
+            let path = format!("instance[{k}].bgp_router_id");
+            let id = match &inst.bgp_router_id {
+                None => {
+                    if needed {
+                        self.problem(
+                            &path,
+                            format!(
+                                "missing: with {} instances and [[bgp.peer]]s every instance \
+                                 needs its own BGP identifier (an IPv4 address unique in the \
+                                 tier, RFC 4271 §6.8)",
+                                file.instances.len()
+                            ),
+                        );
+                    }
+                    None
+                }
+                Some(text) => match text.parse::<Ipv4Addr>() {
+                    Ok(id) if id.is_unspecified() => {
+                        self.problem(&path, "0.0.0.0 is not a BGP identifier (RFC 6286 §2.1)");
+                        None
+                    }
+                    Ok(id) => Some(id),
+                    Err(_) => {
+                        self.problem(
+                            &path,
+                            format!("{text:?} is not an IPv4 address (e.g. \"192.0.2.11\")"),
+                        );
+                        None
+                    }
+                },
+            };
+            if let Some(id) = id
+                && let Some(first) = first_with.insert(id, k)
+            {
+                self.problem(
+                    &path,
+                    format!("{id} is already instance[{first}]'s BGP identifier"),
+                );
+            }
+            ids.push(id);
+        }
+        ids
+    }
+
     /// The instance sections' own rules; each instance's resolved
     /// overrides.
     fn instances(&mut self, file: &ConfigFile) -> Vec<Overrides> {
@@ -174,15 +251,47 @@ impl Validator {
                 );
             }
         }
-        if file.instances.len() > 1 && file.kubernetes.is_none() {
-            self.problem(
-                "instance",
-                format!(
-                    "{} instances need [kubernetes]: the per-VIP ARP election runs on \
-                     member Leases; without it every instance would answer ARP for every VIP",
-                    file.instances.len()
-                ),
-            );
+        let count = file.instances.len();
+        if count > 1 && file.kubernetes.is_none() {
+            if file.bgp.peers.is_empty() {
+                self.problem(
+                    "instance",
+                    format!(
+                        "{count} instances need [kubernetes] (the per-VIP ARP election runs on \
+                         member Leases) or [[bgp.peer]]s (VIPs announced by BGP only): without \
+                         either every instance would answer ARP for every VIP"
+                    ),
+                );
+            } else {
+                for (i, service) in file.services.iter().enumerate() {
+                    let addressed = service.vip.is_some() || !service.external_ips.is_empty();
+                    if addressed && service.bgp_advertisements.is_empty() {
+                        self.problem(
+                            format!("service[{i}].bgp_advertisements"),
+                            format!(
+                                "with {count} instances and no [kubernetes], VIPs are announced \
+                                 by BGP only (no instance answers ARP for them): list the \
+                                 [[bgp.advertisement]]s this service's addresses are announced \
+                                 with, or add [kubernetes] for the per-VIP ARP election"
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        if count > 1 {
+            for (i, peer) in file.bgp.peers.iter().enumerate() {
+                if peer.source_address.is_some() {
+                    self.problem(
+                        format!("bgp.peer[{i}].source_address"),
+                        format!(
+                            "with {count} instances leave it out: each instance's session \
+                             starts from its own host address on the way to the peer (set \
+                             host_addresses in [[instance.port]])"
+                        ),
+                    );
+                }
+            }
         }
         let mut names = HashMap::new();
         let mut owner_of: HashMap<Ipv4Addr, String> = HashMap::new();

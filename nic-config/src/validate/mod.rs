@@ -195,6 +195,7 @@ impl Validator {
             address_pools,
             bgp,
             instance: None,
+            vips_by_arp: true,
         }
     }
 }
