@@ -2,7 +2,8 @@
 //!
 //! They allocate a fresh `Vec` per frame and are not for the packet path.
 //! Every builder fills all checksums (IPv4 header, TCP/UDP over the
-//! pseudo-header, ICMP over the message). IPv4 headers have no options, TTL
+//! pseudo-header, ICMP over the message; for IPv6, TCP/UDP/ICMPv6 over the
+//! IPv6 pseudo-header). IPv4 headers have no options, TTL
 //! [`DEFAULT_TTL`], identification 0 and DF set; TCP headers have no options
 //! and window [`DEFAULT_WINDOW`]. Frames are untagged; [`with_vlan`] adds a
 //! tag. Lengths beyond what IPv4 can carry are the caller's bug: the builders
@@ -10,8 +11,11 @@
 
 use super::ethernet::{self, MacAddr, ethertype};
 use super::ipv4::{self, protocol};
-use super::{arp, icmp, tcp, udp};
-use std::net::Ipv4Addr;
+use super::{arp, checksum, icmp, icmpv6, ipv6, ndp, tcp, udp};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// Hop limit of built IPv6 packets (NDP messages: [`ndp::HOP_LIMIT`]).
+pub const DEFAULT_HOP_LIMIT: u8 = 64;
 
 /// TTL of built IPv4 packets.
 pub const DEFAULT_TTL: u8 = 64;
@@ -271,4 +275,241 @@ pub fn arp_reply(
         target_ip,
     );
     frame
+}
+
+/// An IPv6 packet (no extension headers, hop limit `hop_limit`) around
+/// `upper`, whose checksum the caller filled.
+pub fn ipv6_packet(
+    src_ip: Ipv6Addr,
+    dst_ip: Ipv6Addr,
+    next_header: u8,
+    hop_limit: u8,
+    upper: &[u8],
+) -> Vec<u8> {
+    let mut buf = vec![0u8; ipv6::HEADER_LEN];
+    buf.extend_from_slice(upper);
+    let mut p = ipv6::Packet::new_unchecked(&mut buf[..]);
+    p.set_version_tc_flow(0, 0);
+    p.set_payload_len(upper.len() as u16);
+    p.set_next_header(next_header);
+    p.set_hop_limit(hop_limit);
+    p.set_src_addr(src_ip);
+    p.set_dst_addr(dst_ip);
+    buf
+}
+
+/// Ethernet + IPv6 + TCP (no options, window [`DEFAULT_WINDOW`]),
+/// checksum over the IPv6 pseudo-header.
+#[allow(clippy::too_many_arguments)]
+pub fn eth_ipv6_tcp(
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    (src_ip, sport): (Ipv6Addr, u16),
+    (dst_ip, dport): (Ipv6Addr, u16),
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut seg = vec![0u8; tcp::HEADER_LEN];
+    seg.extend_from_slice(payload);
+    let mut p = tcp::Packet::new_unchecked(&mut seg[..]);
+    p.set_src_port(sport);
+    p.set_dst_port(dport);
+    p.set_seq_number(seq);
+    p.set_ack_number(ack);
+    p.set_data_offset_words(5);
+    p.set_flags(flags);
+    p.set_window(DEFAULT_WINDOW);
+    let c = checksum::l4_checksum_v6(src_ip, dst_ip, ipv6::next_header::TCP, &seg);
+    seg[16..18].copy_from_slice(&c.to_be_bytes());
+    let ip = ipv6_packet(
+        src_ip,
+        dst_ip,
+        ipv6::next_header::TCP,
+        DEFAULT_HOP_LIMIT,
+        &seg,
+    );
+    ethernet_frame(src_mac, dst_mac, ethertype::IPV6, &ip)
+}
+
+/// Ethernet + IPv6 + UDP, checksum over the IPv6 pseudo-header (a computed
+/// 0 sent as `0xffff`: UDP over IPv6 always has one).
+pub fn eth_ipv6_udp(
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    (src_ip, sport): (Ipv6Addr, u16),
+    (dst_ip, dport): (Ipv6Addr, u16),
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut dgram = vec![0u8; udp::HEADER_LEN];
+    dgram.extend_from_slice(payload);
+    let len = dgram.len() as u16;
+    let mut p = udp::Packet::new_unchecked(&mut dgram[..]);
+    p.set_src_port(sport);
+    p.set_dst_port(dport);
+    p.set_len(len);
+    let c = match checksum::l4_checksum_v6(src_ip, dst_ip, ipv6::next_header::UDP, &dgram) {
+        0 => 0xffff,
+        c => c,
+    };
+    dgram[6..8].copy_from_slice(&c.to_be_bytes());
+    let ip = ipv6_packet(
+        src_ip,
+        dst_ip,
+        ipv6::next_header::UDP,
+        DEFAULT_HOP_LIMIT,
+        &dgram,
+    );
+    ethernet_frame(src_mac, dst_mac, ethertype::IPV6, &ip)
+}
+
+/// Ethernet + IPv6 + ICMPv6 echo request or reply.
+pub fn eth_ipv6_echo(
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    (src_ip, dst_ip): (Ipv6Addr, Ipv6Addr),
+    msg_type: u8,
+    (ident, seq): (u16, u16),
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut msg = vec![0u8; icmpv6::HEADER_LEN];
+    msg.extend_from_slice(payload);
+    let mut p = icmpv6::Packet::new_unchecked(&mut msg[..]);
+    p.set_msg_type(msg_type);
+    p.set_echo_ident(ident);
+    p.set_echo_seq(seq);
+    p.fill_checksum(src_ip, dst_ip);
+    let ip = ipv6_packet(
+        src_ip,
+        dst_ip,
+        ipv6::next_header::ICMPV6,
+        DEFAULT_HOP_LIMIT,
+        &msg,
+    );
+    ethernet_frame(src_mac, dst_mac, ethertype::IPV6, &ip)
+}
+
+/// A Neighbour Solicitation from `src_ip`/`src_mac` for `target`, to its
+/// solicited-node multicast address (RFC 4861 §7.2.2), hop limit 255.
+pub fn ndp_solicit(src_mac: MacAddr, src_ip: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
+    let dst_ip = ndp::solicited_node(target);
+    let mut msg = [0u8; ndp::BODY_LEN + ndp::LLA_OPTION_LEN];
+    let _ = ndp::write(
+        &mut msg,
+        icmpv6::msg_type::NEIGHBOR_SOLICIT,
+        0,
+        target,
+        src_mac,
+        (src_ip, dst_ip),
+    );
+    let ip = ipv6_packet(
+        src_ip,
+        dst_ip,
+        ipv6::next_header::ICMPV6,
+        ndp::HOP_LIMIT,
+        &msg,
+    );
+    ethernet_frame(src_mac, ndp::multicast_mac(dst_ip), ethertype::IPV6, &ip)
+}
+
+/// A solicited Neighbour Advertisement (S and O set) of `target` at
+/// `src_mac`, from `target` to `dst_ip`/`dst_mac`, hop limit 255.
+pub fn ndp_advert(
+    src_mac: MacAddr,
+    target: Ipv6Addr,
+    dst_mac: MacAddr,
+    dst_ip: Ipv6Addr,
+) -> Vec<u8> {
+    let mut msg = [0u8; ndp::BODY_LEN + ndp::LLA_OPTION_LEN];
+    let _ = ndp::write(
+        &mut msg,
+        icmpv6::msg_type::NEIGHBOR_ADVERT,
+        ndp::flags::SOLICITED | ndp::flags::OVERRIDE,
+        target,
+        src_mac,
+        (target, dst_ip),
+    );
+    let ip = ipv6_packet(
+        target,
+        dst_ip,
+        ipv6::next_header::ICMPV6,
+        ndp::HOP_LIMIT,
+        &msg,
+    );
+    ethernet_frame(src_mac, dst_mac, ethertype::IPV6, &ip)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+    const B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+
+    /// The IPv6 payload of an untagged frame, checked.
+    fn ip(frame: &[u8]) -> ipv6::Packet<&[u8]> {
+        assert_eq!(
+            ethernet::Packet::new_checked(frame).unwrap().ethertype(),
+            ethertype::IPV6
+        );
+        ipv6::Packet::new_checked(&frame[ethernet::HEADER_LEN..]).unwrap()
+    }
+
+    #[test]
+    fn ipv6_builders_make_frames_that_verify() {
+        let (c, s): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8::7".parse().unwrap(),
+            "2001:db8:1::10".parse().unwrap(),
+        );
+        let f = eth_ipv6_tcp(A, B, (c, 40000), (s, 80), tcp::flags::SYN, 1, 0, b"");
+        let p = ip(&f);
+        assert!(checksum::verify_l4_v6(
+            c,
+            s,
+            ipv6::next_header::TCP,
+            p.payload()
+        ));
+        let f = eth_ipv6_udp(A, B, (c, 5353), (s, 53), b"query");
+        let p = ip(&f);
+        assert!(checksum::verify_l4_v6(
+            c,
+            s,
+            ipv6::next_header::UDP,
+            p.payload()
+        ));
+        let f = eth_ipv6_echo(
+            A,
+            B,
+            (c, s),
+            icmpv6::msg_type::ECHO_REQUEST,
+            (1, 2),
+            b"ping",
+        );
+        let p = ip(&f);
+        assert!(
+            icmpv6::Packet::new_checked(p.payload())
+                .unwrap()
+                .verify_checksum(c, s)
+        );
+        let f = ndp_solicit(A, c, s);
+        let p = ip(&f);
+        assert_eq!(
+            ndp::parse(p.src_addr(), p.dst_addr(), p.hop_limit(), p.payload()),
+            Ok(ndp::Message::Solicit(ndp::Solicit {
+                target: s,
+                source_mac: Some(A)
+            }))
+        );
+        assert_eq!(
+            ethernet::Packet::new_checked(&f[..]).unwrap().dst_addr(),
+            ndp::multicast_mac(ndp::solicited_node(s))
+        );
+        let f = ndp_advert(B, s, A, c);
+        let p = ip(&f);
+        assert!(matches!(
+            ndp::parse(p.src_addr(), p.dst_addr(), p.hop_limit(), p.payload()),
+            Ok(ndp::Message::Advert(ndp::Advert { target, target_mac: Some(B), .. })) if target == s
+        ));
+    }
 }

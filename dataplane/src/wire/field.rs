@@ -2,7 +2,7 @@
 //! out-of-range writes are skipped. Callers check lengths up front; these
 //! helpers only make a forgotten check harmless instead of a crash.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 #[inline(always)]
 pub(crate) fn u8_at(buf: &[u8], off: usize) -> u8 {
@@ -31,6 +31,11 @@ pub(crate) fn u32_at(buf: &[u8], off: usize) -> u32 {
 #[inline(always)]
 pub(crate) fn ipv4_at(buf: &[u8], off: usize) -> Ipv4Addr {
     Ipv4Addr::from(u32_at(buf, off))
+}
+
+#[inline(always)]
+pub(crate) fn ipv6_at(buf: &[u8], off: usize) -> Ipv6Addr {
+    Ipv6Addr::from(array_at::<16>(buf, off))
 }
 
 #[inline(always)]

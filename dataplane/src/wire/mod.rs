@@ -22,8 +22,11 @@
 //!   packet generator; nothing on the packet path uses it.
 //!
 //! Sub-modules: [`ethernet`] (with one 802.1Q tag), [`arp`] (Ethernet/IPv4
-//! only, RFC 826), [`ipv4`] (RFC 791), [`tcp`] (RFC 9293), [`udp`] (RFC 768),
-//! [`icmp`] (RFC 792), [`checksum`].
+//! only, RFC 826), [`ipv4`] (RFC 791), [`ipv6`] (RFC 8200, with the walk of
+//! its extension headers), [`tcp`] (RFC 9293), [`udp`] (RFC 768),
+//! [`icmp`] (RFC 792), [`icmpv6`] (RFC 4443), [`ndp`] (RFC 4861: neighbour
+//! solicitation and advertisement), [`checksum`] (with the IPv6
+//! pseudo-header).
 
 pub mod arp;
 pub mod build;
@@ -31,7 +34,10 @@ pub mod checksum;
 pub mod ethernet;
 mod field;
 pub mod icmp;
+pub mod icmpv6;
 pub mod ipv4;
+pub mod ipv6;
+pub mod ndp;
 pub mod tcp;
 pub mod udp;
 
@@ -47,6 +53,10 @@ pub enum Header {
     Tcp,
     Udp,
     Icmp,
+    Ipv6,
+    /// An IPv6 extension header.
+    Ipv6Ext,
+    Icmpv6,
 }
 
 impl std::fmt::Display for Header {
@@ -59,6 +69,9 @@ impl std::fmt::Display for Header {
             Header::Tcp => "TCP",
             Header::Udp => "UDP",
             Header::Icmp => "ICMP",
+            Header::Ipv6 => "IPv6",
+            Header::Ipv6Ext => "IPv6 extension",
+            Header::Icmpv6 => "ICMPv6",
         })
     }
 }
@@ -93,6 +106,14 @@ pub enum Error {
     /// More than one stacked VLAN tag, or an 802.1ad service tag.
     #[error("stacked VLAN tags are not supported")]
     VlanStacked,
+    /// An IPv6 Hop-by-Hop Options header that does not follow the fixed
+    /// header (RFC 8200 §4.1).
+    #[error("IPv6 Hop-by-Hop Options header after another extension header")]
+    Ipv6HopByHopNotFirst,
+    /// More IPv6 extension headers, or more bytes of them, than the walk
+    /// follows ([`ipv6::MAX_EXT_HEADERS`], [`ipv6::MAX_EXT_BYTES`]).
+    #[error("IPv6 extension header chain of {headers} headers / {bytes} bytes is too long")]
+    Ipv6ExtChainTooLong { headers: usize, bytes: usize },
 }
 
 /// `Ok(())` if `len >= needed`, the `Truncated` error otherwise.
