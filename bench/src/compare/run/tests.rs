@@ -67,6 +67,7 @@ fn every_driver_row_gets_a_valid_configuration() {
             vip: VIP,
             port: UDP_PORT,
             proto: Proto::Udp,
+            syn_proxy: None,
             endpoints: vec![(Ipv4Addr::new(10, 1, 0, 10), UDP_BACKEND_PORT)],
         }],
         services: 5,
