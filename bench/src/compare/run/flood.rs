@@ -25,7 +25,7 @@
 //!   [`run_syn_flood`].
 
 use super::super::rules::{self, ServiceSet};
-use super::measure::WrkErrors;
+use super::measure::{WrkErrors, is_syn_retrans, ns_tcpext};
 use super::rig::{Mode, Rig, build_topology, snat_addr};
 use super::*;
 use portico::demo::topology::{CLIENT_ADDR, GatewayRun, HTTP_PORT, VIP};
@@ -114,7 +114,13 @@ pub struct FloodConfig {
 pub struct WrkPhase {
     pub conn_per_s: f64,
     pub requests: u64,
+    /// What wrk counts as failed. A connection whose SYN goes unanswered
+    /// is not among them (wrk times out only requests it has written), so
+    /// see also `syn_retransmits`.
     pub errors: WrkErrors,
+    /// The client namespace's TCPSynRetrans over the run: connection
+    /// attempts whose SYN (or its answer) was lost, each delayed by ≥ 1 s.
+    pub syn_retransmits: u64,
 }
 
 /// What the gateway holds at one moment.
@@ -276,8 +282,12 @@ impl Rig<'_> {
         settle_s: f64,
     ) -> Result<FloodSample, CompareError> {
         let load_average = load_average();
+        let syn_retrans = || ns_tcpext(&self.topology.client, is_syn_retrans);
         self.next_client_addr()?;
-        let (quiet, quiet_errors) = self.finish_wrk(self.start_wrk(self.config.wrk_connections, true)?)?;
+        let retrans0 = syn_retrans();
+        let (quiet, quiet_errors) =
+            self.finish_wrk(self.start_wrk(self.config.wrk_connections, true)?)?;
+        let retrans1 = syn_retrans();
         let before = self.holding(gw);
         let counters0 = gw.and_then(gateway_counters);
         self.next_client_addr()?;
@@ -298,6 +308,7 @@ impl Rig<'_> {
             std::thread::sleep(SAMPLE_EVERY);
         }
         let flooded = self.finish_wrk(wrk);
+        let retrans2 = syn_retrans();
         let counters1 = gw.and_then(gateway_counters);
         let flood_out = flood
             .wait_output(Duration::from_secs_f64(self.config.duration_s + 30.0))
@@ -322,11 +333,13 @@ impl Rig<'_> {
                 conn_per_s: quiet.value,
                 requests: quiet.units as u64,
                 errors: quiet_errors,
+                syn_retransmits: retrans1.saturating_sub(retrans0),
             },
             flooded: WrkPhase {
                 conn_per_s: flooded.value,
                 requests: flooded.units as u64,
                 errors: flooded_errors,
+                syn_retransmits: retrans2.saturating_sub(retrans1),
             },
             flood_sent: v.pointer("/sent").and_then(Value::as_u64).unwrap_or(0),
             flood_pps: v.pointer("/sent_pps").and_then(Value::as_f64).unwrap_or(0.0),
@@ -467,13 +480,16 @@ pub fn run_syn_flood(
                 Ok(s) => {
                     eprintln!(
                         "compare --syn-flood: run {run} {}: {:.0} conn/s quiet, {:.0} conn/s \
-                         flooded ({:.0} SYN/s), {} / {} failed, {} flows during",
+                         flooded ({:.0} SYN/s), {} / {} failed, {} / {} SYN retransmits, \
+                         {} flows during",
                         defence.key(),
                         s.quiet.conn_per_s,
                         s.flooded.conn_per_s,
                         s.flood_pps,
                         s.quiet.errors.total(),
                         s.flooded.errors.total(),
+                        s.quiet.syn_retransmits,
+                        s.flooded.syn_retransmits,
                         s.during.flows
                     );
                     report.samples.push(s);
