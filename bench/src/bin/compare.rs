@@ -36,9 +36,9 @@
 //! removed at the end.
 
 use clap::Parser;
+use portico_bench::compare::flood_report::flood_markdown;
 use portico_bench::compare::plot::plot_all;
 use portico_bench::compare::report::markdown;
-use portico_bench::compare::flood_report::flood_markdown;
 use portico_bench::compare::run::{
     CompareConfig, Defence, FloodConfig, Load, PorticoDriver, Report, run, run_syn_flood,
 };
@@ -242,14 +242,18 @@ fn append_section(path: &Path, heading: &str, text: &str) -> std::io::Result<()>
         .and_then(|mut f| f.write_all(out.as_bytes()))
 }
 
-/// The run's header: date, machine, command, load average.
-fn run_header(load_before: &str, elapsed_s: f64) -> String {
+/// The UTC date and time now, as the run headers print it.
+fn now_utc() -> String {
+    shell("date", &["-u", "+%Y-%m-%d %H:%M UTC"])
+}
+
+/// The run's header: start date, machine, command, load average.
+fn run_header(started: &str, load_before: &str, elapsed_s: f64) -> String {
     let command: Vec<String> = std::env::args().collect();
     format!(
-        "\n### Run of {}\n\nMachine: {}.\nCommand: `{}` ({elapsed_s:.0} s).\n\
+        "\n### Run of {started}\n\nMachine: {}.\nCommand: `{}` ({elapsed_s:.0} s).\n\
          Load average before / after: {load_before} / {} — the machine was shared with other \
          builds meanwhile: read the ratios (taken within each run), not the absolute figures.\n",
-        shell("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         machine(),
         command.join(" "),
         load_average(),
@@ -265,6 +269,7 @@ fn syn_flood_main(cli: &Cli, config: &CompareConfig) -> ExitCode {
         }
     };
     let load_before = load_average();
+    let started = now_utc();
     let report = match run_syn_flood(config, &flood) {
         Ok(r) => r,
         Err(e) => {
@@ -284,7 +289,10 @@ fn syn_flood_main(cli: &Cli, config: &CompareConfig) -> ExitCode {
         }
     }
     if let Some(path) = &cli.results {
-        let text = format!("{}{table}", run_header(&load_before, report.elapsed_s));
+        let text = format!(
+            "{}{table}",
+            run_header(&started, &load_before, report.elapsed_s)
+        );
         if let Err(e) = append_section(path, SYN_FLOOD_HEADING, &text) {
             eprintln!("compare: {}: {e}", path.display());
             return ExitCode::FAILURE;
@@ -300,10 +308,13 @@ fn append_results(
     path: &Path,
     table: &str,
     plots: &[PathBuf],
-    load_before: &str,
+    (started, load_before): (&str, &str),
     report: &Report,
 ) -> std::io::Result<()> {
-    let mut text = format!("{}{table}", run_header(load_before, report.elapsed_s));
+    let mut text = format!(
+        "{}{table}",
+        run_header(started, load_before, report.elapsed_s)
+    );
     if !plots.is_empty() {
         text.push_str("\nPlots: ");
         let links: Vec<String> = plots
@@ -335,6 +346,7 @@ fn main() -> ExitCode {
         return syn_flood_main(&cli, &config);
     }
     let load_before = load_average();
+    let started = now_utc();
     let report = match run(&config) {
         Ok(r) => r,
         Err(e) => {
@@ -364,7 +376,7 @@ fn main() -> ExitCode {
         }
     }
     if let Some(path) = &cli.results
-        && let Err(e) = append_results(path, &table, &plots, &load_before, &report)
+        && let Err(e) = append_results(path, &table, &plots, (&started, &load_before), &report)
     {
         eprintln!("compare: {}: {e}", path.display());
         return ExitCode::FAILURE;

@@ -67,7 +67,11 @@ struct SendArgs {
     #[arg(long, value_parser = parse_mac)]
     dst_mac: dataplane::wire::MacAddr,
     /// Source address of flow 0 (later flows count up past 64512 ports).
-    #[arg(long, required_unless_present = "src_cidr", conflicts_with = "src_cidr")]
+    #[arg(
+        long,
+        required_unless_present = "src_cidr",
+        conflicts_with = "src_cidr"
+    )]
     src: Option<Ipv4Addr>,
     /// `--proto syn-flood`: random sources inside this subnet.
     #[arg(long)]

@@ -24,10 +24,10 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use portico_bench::compare::run::rss_kb;
 use portico::demo::topology::{
     DNS_PORT, DriverKind, HTTP_PORT, ServiceOptions, Topology, TopologyConfig, VIP,
 };
+use portico_bench::compare::run::rss_kb;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

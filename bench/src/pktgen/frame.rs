@@ -121,9 +121,7 @@ impl TrafficProto {
     fn l4_header_len(self) -> usize {
         match self {
             TrafficProto::Udp => UDP_HDR_LEN,
-            TrafficProto::TcpSyn | TrafficProto::TcpStream | TrafficProto::SynFlood => {
-                TCP_HDR_LEN
-            }
+            TrafficProto::TcpSyn | TrafficProto::TcpStream | TrafficProto::SynFlood => TCP_HDR_LEN,
         }
     }
     /// Smallest frame that holds the headers and a [`Probe`] (a
@@ -253,18 +251,20 @@ impl FrameSpec {
                 self.dst_port,
                 &payload,
             ),
-            TrafficProto::TcpSyn | TrafficProto::TcpStream | TrafficProto::SynFlood => build::eth_ipv4_tcp(
-                self.src_mac,
-                self.dst_mac,
-                src_ip,
-                sport,
-                self.dst_ip,
-                self.dst_port,
-                TCP_SYN,
-                0,
-                0,
-                &payload,
-            ),
+            TrafficProto::TcpSyn | TrafficProto::TcpStream | TrafficProto::SynFlood => {
+                build::eth_ipv4_tcp(
+                    self.src_mac,
+                    self.dst_mac,
+                    src_ip,
+                    sport,
+                    self.dst_ip,
+                    self.dst_port,
+                    TCP_SYN,
+                    0,
+                    0,
+                    &payload,
+                )
+            }
         }
     }
 }

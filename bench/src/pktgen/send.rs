@@ -15,9 +15,9 @@
 //!   up to `echo_wait_ms` for the answers still in flight.
 
 use super::frame::{FrameSpec, KIND_ECHO, PktgenError, TrafficProto, parse_probe, stamp};
-use super::spoof::{SpoofRange, Spoofer, stamp_spoofed};
 use super::report::{EchoSummary, Progress, SendSummary, StreamSummary, print_send};
 use super::session::{BURST, PORT, SessionError, duration_of, open, stop_flag};
+use super::spoof::{SpoofRange, Spoofer, stamp_spoofed};
 use super::stats::{Histogram, SeqTracker, ratio};
 use super::stream::{StreamFlow, StreamState, parse_tcp_echo, stamp_stream};
 use dataplane::driver::afpacket::{AfPacketDriver, AfPacketFrame, prepare};
@@ -106,9 +106,7 @@ pub fn send(args: &SendConfig) -> Result<(), SessionError> {
         dst_port: args.dst.port(),
         proto: args.proto,
         flows: args.flows,
-        frame_bytes: args
-            .frame_bytes
-            .unwrap_or(args.proto.default_frame_bytes()),
+        frame_bytes: args.frame_bytes.unwrap_or(args.proto.default_frame_bytes()),
     };
     spec.validate()?;
     if args.rate_pps == Some(0) {

@@ -55,7 +55,9 @@ impl FromStr for SpoofRange {
             return Err(bad());
         }
         let range = SpoofRange { base, prefix_len };
-        let host_mask = !u32::MAX.checked_shl(32 - u32::from(prefix_len)).unwrap_or(0);
+        let host_mask = !u32::MAX
+            .checked_shl(32 - u32::from(prefix_len))
+            .unwrap_or(0);
         if u32::from(base) & host_mask != 0 {
             return Err(bad());
         }

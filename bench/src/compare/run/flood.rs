@@ -342,7 +342,10 @@ impl Rig<'_> {
                 syn_retransmits: retrans2.saturating_sub(retrans1),
             },
             flood_sent: v.pointer("/sent").and_then(Value::as_u64).unwrap_or(0),
-            flood_pps: v.pointer("/sent_pps").and_then(Value::as_f64).unwrap_or(0.0),
+            flood_pps: v
+                .pointer("/sent_pps")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0),
             before,
             during,
             after,
@@ -397,10 +400,7 @@ impl Rig<'_> {
         let result = self.kernel_flood_in_mode(run, defence, settle_s, &set);
         // Leave the gateway as the next cell expects it, also on error.
         let _ = self.gw_exec("nft", &["delete", "table", "ip", rules::NFT_TABLE]);
-        let _ = self.gw_exec(
-            "nft",
-            &["delete", "table", "ip", rules::NFT_SYNPROXY_TABLE],
-        );
+        let _ = self.gw_exec("nft", &["delete", "table", "ip", rules::NFT_SYNPROXY_TABLE]);
         let _ = self.gw_exec("sysctl", &["-qw", "net.netfilter.nf_conntrack_tcp_loose=1"]);
         let _ = self.gw_exec("conntrack", &["-F"]);
         self.set_mode(Mode::Portico)?;

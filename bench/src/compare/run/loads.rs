@@ -210,10 +210,7 @@ impl Rig<'_> {
     }
 
     /// Wait for a [`Self::start_wrk`] run (bounded) and parse its summary.
-    pub(super) fn finish_wrk(
-        &self,
-        wrk: Process,
-    ) -> Result<(LoadResult, WrkErrors), CompareError> {
+    pub(super) fn finish_wrk(&self, wrk: Process) -> Result<(LoadResult, WrkErrors), CompareError> {
         let out = wrk
             .wait_output(Duration::from_secs_f64(self.config.duration_s + 30.0))
             .map_err(io_ctx("wrk"))?;
