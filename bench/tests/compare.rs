@@ -44,6 +44,52 @@ fn leftover_processes(pid: u32) -> Vec<String> {
     found
 }
 
+/// Run `compare` with `args` (stdout captured, stderr shown), killed after
+/// `limit`: (its PID, exit status, stdout).
+fn run_compare(
+    args: &[&std::ffi::OsStr],
+    limit: Duration,
+) -> (u32, std::process::ExitStatus, String) {
+    let mut child = Command::new(COMPARE)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start compare");
+    let pid = child.id();
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait compare") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("compare {args:?} still running after {limit:?}; killed");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut table = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut out, &mut table);
+    }
+    eprintln!("{table}");
+    (pid, status, table)
+}
+
+/// Nothing of compare run `pid` is left: no namespace, no process.
+fn assert_nothing_left(pid: u32) {
+    let netns = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    let netns = String::from_utf8_lossy(&netns.stdout);
+    assert!(!mentions_names_of(&netns, pid), "namespaces left:\n{netns}");
+    let left = leftover_processes(pid);
+    assert!(left.is_empty(), "processes left: {left:#?}");
+}
+
 #[test]
 fn marker_matches_only_unique_names_of_that_process() {
     assert!(mentions_names_of("ip netns exec pc4242x3 wrk", 4242));
@@ -78,42 +124,21 @@ fn quick_comparison_measures_every_datapath_and_cleans_up() {
     let dir = TempDir::new("cmpq").expect("temp dir");
     let json_path = dir.path.join("samples.json");
     let plots = dir.path.join("plots");
-    let mut child = Command::new(COMPARE)
-        .args([
-            "--quick",
-            "--portico",
-            PORTICO,
-            "--pktgen",
-            PKTGEN,
-            "--json",
-        ])
-        .arg(&json_path)
-        .arg("--plots")
-        .arg(&plots)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start compare");
-    let pid = child.id();
-    // Bounded: the quick run takes about a minute on an idle 2-core machine.
-    let deadline = Instant::now() + Duration::from_secs(900);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait compare") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("compare --quick still running after 900 s; killed");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let mut table = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        let _ = std::io::Read::read_to_string(&mut out, &mut table);
-    }
-    eprintln!("{table}");
+    let (pid, status, table) = run_compare(
+        &[
+            "--quick".as_ref(),
+            "--portico".as_ref(),
+            PORTICO.as_ref(),
+            "--pktgen".as_ref(),
+            PKTGEN.as_ref(),
+            "--json".as_ref(),
+            json_path.as_os_str(),
+            "--plots".as_ref(),
+            plots.as_os_str(),
+        ],
+        // Bounded: the quick run takes about a minute on an idle 2-core machine.
+        Duration::from_secs(900),
+    );
     assert!(status.success(), "compare --quick failed: {status}");
 
     let report: Value =
@@ -170,14 +195,7 @@ fn quick_comparison_measures_every_datapath_and_cleans_up() {
     }
 
     // Nothing of the comparison is left: no namespace, no process.
-    let netns = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    let netns = String::from_utf8_lossy(&netns.stdout);
-    assert!(!mentions_names_of(&netns, pid), "namespaces left:\n{netns}");
-    let left = leftover_processes(pid);
-    assert!(left.is_empty(), "processes left: {left:#?}");
+    assert_nothing_left(pid);
 }
 
 /// Smoke run of `compare --syn-flood` (one run, 1 s loads, the syn-proxy
@@ -207,49 +225,29 @@ fn syn_flood_smoke_run_proxies_and_cleans_up() {
     }
     let dir = TempDir::new("cmpf").expect("temp dir");
     let json_path = dir.path.join("flood.json");
-    let mut child = Command::new(COMPARE)
-        .args([
-            "--syn-flood",
-            "--runs",
-            "1",
-            "--duration-s",
-            "1",
-            "--settle-s",
-            "0",
-            "--flood-rate",
-            "2000",
-            "--defences",
-            "portico-on",
-            "--portico",
-            PORTICO,
-            "--pktgen",
-            PKTGEN,
-            "--json",
-        ])
-        .arg(&json_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start compare");
-    let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait compare") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("compare --syn-flood still running after 300 s; killed");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let mut table = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        let _ = std::io::Read::read_to_string(&mut out, &mut table);
-    }
-    eprintln!("{table}");
+    let mut args: Vec<&std::ffi::OsStr> = [
+        "--syn-flood",
+        "--runs",
+        "1",
+        "--duration-s",
+        "1",
+        "--settle-s",
+        "0",
+        "--flood-rate",
+        "2000",
+        "--defences",
+        "portico-on",
+        "--portico",
+        PORTICO,
+        "--pktgen",
+        PKTGEN,
+        "--json",
+    ]
+    .iter()
+    .map(|a| a.as_ref())
+    .collect();
+    args.push(json_path.as_os_str());
+    let (pid, status, table) = run_compare(&args, Duration::from_secs(300));
     assert!(status.success(), "compare --syn-flood failed: {status}");
     let report: Value =
         serde_json::from_slice(&std::fs::read(&json_path).expect("flood JSON")).expect("JSON");
@@ -272,13 +270,5 @@ fn syn_flood_smoke_run_proxies_and_cleans_up() {
     assert!(n("/during/flows") <= real + 100, "{s}");
     assert!(n("/before/rss_kb") > 0 && n("/after/rss_kb") > 0, "{s}");
     assert!(table.contains("syn_proxy on"), "{table}");
-
-    let netns = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    let netns = String::from_utf8_lossy(&netns.stdout);
-    assert!(!mentions_names_of(&netns, pid), "namespaces left:\n{netns}");
-    let left = leftover_processes(pid);
-    assert!(left.is_empty(), "processes left: {left:#?}");
+    assert_nothing_left(pid);
 }

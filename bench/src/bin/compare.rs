@@ -242,6 +242,13 @@ fn append_section(path: &Path, heading: &str, text: &str) -> std::io::Result<()>
         .and_then(|mut f| f.write_all(out.as_bytes()))
 }
 
+/// Write `value` as pretty JSON to `path`.
+fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_string_pretty(value)
+        .map_err(std::io::Error::other)
+        .and_then(|j| std::fs::write(path, j))
+}
+
 /// The UTC date and time now, as the run headers print it.
 fn now_utc() -> String {
     shell("date", &["-u", "+%Y-%m-%d %H:%M UTC"])
@@ -279,14 +286,11 @@ fn syn_flood_main(cli: &Cli, config: &CompareConfig) -> ExitCode {
     };
     let table = flood_markdown(&report);
     println!("{table}");
-    if let Some(path) = &cli.json {
-        let written = serde_json::to_string_pretty(&report)
-            .map_err(std::io::Error::other)
-            .and_then(|j| std::fs::write(path, j));
-        if let Err(e) = written {
-            eprintln!("compare: {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if let Some(path) = &cli.json
+        && let Err(e) = write_json(path, &report)
+    {
+        eprintln!("compare: {}: {e}", path.display());
+        return ExitCode::FAILURE;
     }
     if let Some(path) = &cli.results {
         let text = format!(
@@ -356,14 +360,11 @@ fn main() -> ExitCode {
     };
     let table = markdown(&report);
     println!("{table}");
-    if let Some(path) = &cli.json {
-        let written = serde_json::to_string_pretty(&report)
-            .map_err(std::io::Error::other)
-            .and_then(|j| std::fs::write(path, j));
-        if let Err(e) = written {
-            eprintln!("compare: {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if let Some(path) = &cli.json
+        && let Err(e) = write_json(path, &report)
+    {
+        eprintln!("compare: {}: {e}", path.display());
+        return ExitCode::FAILURE;
     }
     let mut plots = Vec::new();
     if let Some(dir) = &cli.plots {

@@ -133,7 +133,7 @@ impl SendArgs {
             dst_mac: self.dst_mac,
             src: self
                 .src
-                .or(self.src_cidr.map(|r| r.base))
+                .or(self.src_cidr.map(SpoofRange::base))
                 .unwrap_or(Ipv4Addr::UNSPECIFIED),
             dst: self.dst,
             proto: self.proto,

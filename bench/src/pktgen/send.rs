@@ -101,7 +101,7 @@ pub fn send(args: &SendConfig) -> Result<(), SessionError> {
     let spec = FrameSpec {
         src_mac: info.mac,
         dst_mac: args.dst_mac,
-        src_ip: args.spoof.map_or(args.src, |r| r.base),
+        src_ip: args.spoof.map_or(args.src, SpoofRange::base),
         dst_ip: *args.dst.ip(),
         dst_port: args.dst.port(),
         proto: args.proto,

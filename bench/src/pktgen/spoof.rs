@@ -7,39 +7,42 @@
 //!   network and broadcast addresses included when the prefix is shorter
 //!   than /31), its source port in `1024..=65535`, its sequence number
 //!   random; the IPv4 and TCP checksums are valid.
-//! * The sources come from a xorshift64* generator: cheap (no syscall,
-//!   no allocation per frame) and reproducible from its seed, not
+//! * The sources come from the dataplane's xorshift64* generator
+//!   ([`XorShift64Star`], the SNAT allocator's): cheap (no syscall, no
+//!   allocation per frame) and reproducible from its seed, not
 //!   cryptographic.
 //! * Frames are 54 bytes (Ethernet + IPv4 + TCP) unless a larger size is
 //!   asked for; the extra bytes are Ethernet padding after the IPv4
 //!   packet, never TCP payload.
 
 use super::frame::{FrameSpec, IP_OFF, PktgenError, fill_checksums, layout};
+use dataplane::snat::XorShift64Star;
 use dataplane::wire::build;
+use nic_config::Ipv4Prefix;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
 /// Size of a bare SYN frame: Ethernet (14) + IPv4 (20) + TCP (20).
 pub const SYN_FLOOD_FRAME_BYTES: usize = 54;
 
-/// The subnet spoofed sources are drawn from (`198.18.0.0/15`).
+/// The subnet spoofed sources are drawn from (`198.18.0.0/15`): an
+/// [`Ipv4Prefix`] without host bits, at least /1 long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SpoofRange {
-    pub base: Ipv4Addr,
-    pub prefix_len: u8,
-}
+pub struct SpoofRange(Ipv4Prefix);
 
 impl SpoofRange {
+    /// The subnet's first address.
+    pub fn base(self) -> Ipv4Addr {
+        self.0.address
+    }
+
     /// Addresses in the range.
     pub fn size(self) -> u64 {
-        1u64 << (32 - u32::from(self.prefix_len))
+        1u64 << (32 - u32::from(self.0.prefix_len))
     }
 
     pub fn contains(self, addr: Ipv4Addr) -> bool {
-        let mask = u32::MAX
-            .checked_shl(32 - u32::from(self.prefix_len))
-            .unwrap_or(0);
-        u32::from(addr) & mask == u32::from(self.base)
+        self.0.contains(addr)
     }
 }
 
@@ -47,61 +50,37 @@ impl FromStr for SpoofRange {
     type Err = PktgenError;
     /// `a.b.c.d/len`, `len` in 1..=32, no host bits set.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || PktgenError::BadCidr(s.to_owned());
-        let (addr, len) = s.split_once('/').ok_or_else(bad)?;
-        let base: Ipv4Addr = addr.parse().map_err(|_| bad())?;
-        let prefix_len: u8 = len.parse().map_err(|_| bad())?;
-        if !(1..=32).contains(&prefix_len) {
-            return Err(bad());
-        }
-        let range = SpoofRange { base, prefix_len };
-        let host_mask = !u32::MAX
-            .checked_shl(32 - u32::from(prefix_len))
-            .unwrap_or(0);
-        if u32::from(base) & host_mask != 0 {
-            return Err(bad());
-        }
-        Ok(range)
+        s.parse::<Ipv4Prefix>()
+            .ok()
+            .filter(|p| p.prefix_len >= 1 && p.is_network())
+            .map(SpoofRange)
+            .ok_or_else(|| PktgenError::BadCidr(s.to_owned()))
     }
 }
 
-/// Random sources inside a [`SpoofRange`] (xorshift64*).
+/// Random sources inside a [`SpoofRange`].
 #[derive(Clone, Debug)]
 pub struct Spoofer {
     range: SpoofRange,
-    state: u64,
+    rng: XorShift64Star,
 }
 
 impl Spoofer {
-    /// A generator seeded with `seed` (0 is replaced by a fixed odd
-    /// constant: xorshift never leaves the zero state).
+    /// A generator seeded with `seed`.
     pub fn new(range: SpoofRange, seed: u64) -> Self {
         Spoofer {
             range,
-            state: if seed == 0 {
-                0x9e37_79b9_7f4a_7c15
-            } else {
-                seed
-            },
+            rng: XorShift64Star::new(seed),
         }
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.state;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.state = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
     /// The next spoofed (source address, source port, sequence number).
     pub fn next_source(&mut self) -> (Ipv4Addr, u16, u32) {
-        let r = self.next_u64();
+        let r = self.rng.next_u64();
         let host = (r >> 32) % self.range.size();
-        let addr = Ipv4Addr::from(u32::from(self.range.base).wrapping_add(host as u32));
+        let addr = Ipv4Addr::from(u32::from(self.range.base()).wrapping_add(host as u32));
         let port = 1024 + ((r >> 16) & 0xffff) as u16 % (65535 - 1024 + 1);
-        let seq = self.next_u64() as u32;
+        let seq = self.rng.next_u64() as u32;
         (addr, port, seq)
     }
 }
@@ -157,13 +136,11 @@ mod tests {
 
     #[test]
     fn cidrs_parse_and_reject_host_bits_and_bad_lengths() {
-        assert_eq!(
-            "198.18.0.0/15".parse::<SpoofRange>(),
-            Ok(SpoofRange {
-                base: Ipv4Addr::new(198, 18, 0, 0),
-                prefix_len: 15
-            })
-        );
+        let range: SpoofRange = "198.18.0.0/15".parse().unwrap();
+        assert_eq!(range.base(), Ipv4Addr::new(198, 18, 0, 0));
+        assert_eq!(range.size(), 1 << 17);
+        assert!(range.contains(Ipv4Addr::new(198, 19, 255, 255)));
+        assert!(!range.contains(Ipv4Addr::new(198, 20, 0, 0)));
         assert_eq!("10.0.0.7/32".parse::<SpoofRange>().map(|r| r.size()), Ok(1));
         for bad in [
             "198.18.0.0",
@@ -181,7 +158,7 @@ mod tests {
     fn spoofed_syns_stay_in_range_with_valid_checksums_and_vary() {
         let range: SpoofRange = "198.18.0.0/16".parse().unwrap();
         let mut s = spec(TrafficProto::SynFlood, 1, SYN_FLOOD_FRAME_BYTES);
-        s.src_ip = range.base;
+        s.src_ip = range.base();
         let template = syn_template(&s);
         assert_eq!(template.len(), SYN_FLOOD_FRAME_BYTES);
         let mut spoofer = Spoofer::new(range, 42);
