@@ -17,9 +17,11 @@
 //!   benchmarking range: no namespace owns it), routed by the gateway back
 //!   to the client namespace, which drops the answers (forwarding off);
 //! * the backends run with `net.ipv4.tcp_syncookies=1` in every cell; the
-//!   kernel's nf_synproxy cell also sets `nf_conntrack_tcp_loose=0` in the
-//!   gateway namespace (restored after) and turns ICMP redirects off there
-//!   (the proxied SYNs are forwarded out of the interface they came in);
+//!   kernel cells turn ICMP redirects off in the gateway namespace (the
+//!   SYNs nf_synproxy answers are routed out of the interface they came
+//!   in, which would make the kernel redirect the client to the VIP) and
+//!   empty its conntrack table before and after; the nf_synproxy cell also
+//!   sets `nf_conntrack_tcp_loose=0` there (restored after);
 //! * every process is bounded (pktgen by `--duration-s`, wrk by its own
 //!   duration and a wait bound) and stopped by PID; nothing outlives
 //!   [`run_syn_flood`].
