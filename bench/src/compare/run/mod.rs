@@ -16,8 +16,10 @@
 //!   fails and is reported as not measured;
 //! * Portico runs while the gateway namespace has no addresses and
 //!   forwarding off (its invariant); the kernel runs with the node and SNAT
-//!   addresses on the gateway's veths and `ip_forward=1`; the rig switches
-//!   between the two modes and back;
+//!   addresses on the gateway's veths, `ip_forward=1` and a static
+//!   neighbour entry in the client for the VIP (on the client's subnet;
+//!   Portico answers ARP for it, the kernel's NAT does not); the rig
+//!   switches between the two modes and back;
 //! * every load uses its own client source address (a secondary address
 //!   made the default route's `src`) and every cell (run × datapath ×
 //!   service count) its own SNAT address, so no conntrack entry or backend

@@ -169,9 +169,35 @@ impl<'a> Rig<'a> {
         for ifname in [&t.outside_if, &t.inside_if] {
             self.gw_exec("ip", &["addr", "flush", "dev", ifname])?;
         }
+        let vip = VIP.to_string();
         match mode {
-            Mode::Portico => self.gw_exec("sysctl", &["-qw", "net.ipv4.ip_forward=0"])?,
+            Mode::Portico => {
+                self.gw_exec("sysctl", &["-qw", "net.ipv4.ip_forward=0"])?;
+                // Portico answers ARP for the VIP itself.
+                let _ = t
+                    .client
+                    .exec_unchecked("ip", &["neigh", "del", &vip, "dev", &t.client_if]);
+            }
             Mode::Kernel(snat) => {
+                // The VIP lies in the client's on-link subnet and the
+                // kernel's NAT answers no ARP for it (kube-proxy leaves that
+                // to the network): the client reaches it at the gateway's
+                // MAC through a static entry, not through whatever an
+                // earlier Portico cell left in its neighbour cache.
+                self.client_exec(
+                    "ip",
+                    &[
+                        "neigh",
+                        "replace",
+                        &vip,
+                        "lladdr",
+                        &self.gateway_mac,
+                        "dev",
+                        &t.client_if,
+                        "nud",
+                        "permanent",
+                    ],
+                )?;
                 let node = format!("{NODE_ADDR}/24");
                 let snat = format!("{snat}/24");
                 self.gw_exec("ip", &["addr", "add", &node, "dev", &t.outside_if])?;
