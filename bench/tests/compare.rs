@@ -44,6 +44,52 @@ fn leftover_processes(pid: u32) -> Vec<String> {
     found
 }
 
+/// Held while a test runs `compare`: the comparisons of this file take
+/// turns (the leftover check counts every `bench-portico` process, so two
+/// at once would see each other's), also across the processes nextest runs
+/// them in. A lock file holding the owner's PID, removed on drop; a lock
+/// whose owner is gone is taken over.
+struct Turn(std::path::PathBuf);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn one_comparison_at_a_time() -> Turn {
+    let path = std::env::temp_dir().join("portico-bench-compare-tests.lock");
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    loop {
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path);
+        match created {
+            Ok(mut f) => {
+                std::io::Write::write_all(&mut f, std::process::id().to_string().as_bytes())
+                    .expect("write lock file");
+                return Turn(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = std::fs::read_to_string(&path).unwrap_or_default();
+                let alive = !owner.trim().is_empty()
+                    && std::path::Path::new(&format!("/proc/{}", owner.trim())).exists();
+                if !alive {
+                    let _ = std::fs::remove_file(&path);
+                    continue;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "another comparison (PID {owner}) held the turn for 30 min"
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+    }
+}
+
 /// Run `compare` with `args` (stdout captured, stderr shown), killed after
 /// `limit`: (its PID, exit status, stdout).
 fn run_compare(
@@ -121,6 +167,7 @@ fn quick_comparison_measures_every_datapath_and_cleans_up() {
         );
         return;
     }
+    let _turn = one_comparison_at_a_time();
     let dir = TempDir::new("cmpq").expect("temp dir");
     let json_path = dir.path.join("samples.json");
     let plots = dir.path.join("plots");
@@ -223,6 +270,7 @@ fn syn_flood_smoke_run_proxies_and_cleans_up() {
         );
         return;
     }
+    let _turn = one_comparison_at_a_time();
     let dir = TempDir::new("cmpf").expect("temp dir");
     let json_path = dir.path.join("flood.json");
     let mut args: Vec<&std::ffi::OsStr> = [
