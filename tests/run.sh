@@ -25,6 +25,7 @@ need_command sysctl procps
 need_command wrk wrk
 need_command iperf3 iperf3
 need_command nft nftables
+need_command conntrack conntrack
 need_command iptables-restore iptables
 # The BGP speaker's tests against real routers (bgp/tests/): BIRD 2 and
 # GoBGP, each daemon and its control client.

@@ -9,7 +9,18 @@
 //!         [--iptables-restore iptables-restore] [--quick]
 //!         [--results bench/RESULTS.md] [--plots bench/plots] [--json FILE]
 //!         [--portico PATH] [--pktgen PATH]
+//! compare --syn-flood [--runs 3] [--duration-s 3] [--flood-rate PPS]
+//!         [--defences portico-off,portico-on,kernel-syncookies,kernel-synproxy]
+//!         [--settle-s 3] [--wrk-connections 32] [--backends 2] [--workers 1]
+//!         [--results bench/RESULTS.md] [--json FILE]
 //! ```
+//!
+//! `--syn-flood` (issue 15) measures instead, per SYN defence, new
+//! connections/s (wrk, `Connection: close`) and failed requests without and
+//! under a flood of spoofed SYNs (`pktgen send --proto syn-flood`, as fast
+//! as it goes unless `--flood-rate`), the flows and SNAT ports held and the
+//! gateway's RSS before, during and after; see
+//! `portico_bench::compare::run::run_syn_flood`.
 //!
 //! `--portico-driver afxdp|dpdk` add rows for the fast drivers (one worker
 //! per gateway veth queue); `dpdk` needs the binaries built with
@@ -25,9 +36,12 @@
 //! removed at the end.
 
 use clap::Parser;
+use portico_bench::compare::flood_report::flood_markdown;
 use portico_bench::compare::plot::plot_all;
 use portico_bench::compare::report::markdown;
-use portico_bench::compare::run::{CompareConfig, Load, PorticoDriver, Report, run};
+use portico_bench::compare::run::{
+    CompareConfig, Defence, FloodConfig, Load, PorticoDriver, Report, run, run_syn_flood,
+};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -87,6 +101,21 @@ struct Cli {
     /// Default: `pktgen` next to this binary.
     #[arg(long)]
     pktgen: Option<PathBuf>,
+    /// Run the SYN flood scenario instead of the loads.
+    #[arg(long)]
+    syn_flood: bool,
+    /// `--syn-flood`: spoofed SYNs per second; as fast as pktgen goes when
+    /// absent.
+    #[arg(long, requires = "syn_flood")]
+    flood_rate: Option<u64>,
+    /// `--syn-flood`: the defences to measure, in this order.
+    #[arg(long, value_delimiter = ',', requires = "syn_flood",
+          default_values_t = Defence::ALL.map(|d| d.key().to_owned()))]
+    defences: Vec<String>,
+    /// `--syn-flood`: quiet seconds after the flood before the "after"
+    /// sample.
+    #[arg(long, default_value_t = 3.0, requires = "syn_flood")]
+    settle_s: f64,
 }
 
 fn sibling(name: &str) -> PathBuf {
@@ -179,30 +208,117 @@ fn config(cli: &Cli) -> Result<CompareConfig, String> {
     })
 }
 
+fn flood_config(cli: &Cli) -> Result<FloodConfig, String> {
+    let defences = cli
+        .defences
+        .iter()
+        .map(|d| d.parse::<Defence>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if cli.flood_rate == Some(0) {
+        return Err("--flood-rate must be positive".into());
+    }
+    if !(cli.settle_s >= 0.0 && cli.settle_s <= 120.0) {
+        return Err("--settle-s must be in [0, 120]".into());
+    }
+    Ok(FloodConfig {
+        rate_pps: cli.flood_rate,
+        defences,
+        settle_s: cli.settle_s,
+    })
+}
+
+/// Append `text` under `heading` (written once) to `path`.
+fn append_section(path: &Path, heading: &str, text: &str) -> std::io::Result<()> {
+    let existing = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out = String::new();
+    if !existing.contains(heading) {
+        out.push_str(&format!("\n{heading}\n"));
+    }
+    out.push_str(text);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(out.as_bytes()))
+}
+
+/// Write `value` as pretty JSON to `path`.
+fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_string_pretty(value)
+        .map_err(std::io::Error::other)
+        .and_then(|j| std::fs::write(path, j))
+}
+
+/// The UTC date and time now, as the run headers print it.
+fn now_utc() -> String {
+    shell("date", &["-u", "+%Y-%m-%d %H:%M UTC"])
+}
+
+/// The run's header: start date, machine, command, load average.
+fn run_header(started: &str, load_before: &str, elapsed_s: f64) -> String {
+    let command: Vec<String> = std::env::args().collect();
+    format!(
+        "\n### Run of {started}\n\nMachine: {}.\nCommand: `{}` ({elapsed_s:.0} s).\n\
+         Load average before / after: {load_before} / {} — the machine was shared with other \
+         builds meanwhile: read the ratios (taken within each run), not the absolute figures.\n",
+        machine(),
+        command.join(" "),
+        load_average(),
+    )
+}
+
+fn syn_flood_main(cli: &Cli, config: &CompareConfig) -> ExitCode {
+    let flood = match flood_config(cli) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("compare: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let load_before = load_average();
+    let started = now_utc();
+    let report = match run_syn_flood(config, &flood) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("compare: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let table = flood_markdown(&report);
+    println!("{table}");
+    if let Some(path) = &cli.json
+        && let Err(e) = write_json(path, &report)
+    {
+        eprintln!("compare: {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    if let Some(path) = &cli.results {
+        let text = format!(
+            "{}{table}",
+            run_header(&started, &load_before, report.elapsed_s)
+        );
+        if let Err(e) = append_section(path, SYN_FLOOD_HEADING, &text) {
+            eprintln!("compare: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// The RESULTS.md section of `--syn-flood`.
+const SYN_FLOOD_HEADING: &str = "## SYN flood: Portico's syn-proxy vs the kernel (issue 15)";
+
 fn append_results(
     path: &Path,
     table: &str,
     plots: &[PathBuf],
-    load_before: &str,
+    (started, load_before): (&str, &str),
     report: &Report,
 ) -> std::io::Result<()> {
-    let command: Vec<String> = std::env::args().collect();
-    let heading = "## Portico vs kernel NAT (issue 5)";
-    let existing = std::fs::read_to_string(path).unwrap_or_default();
-    let mut text = String::new();
-    if !existing.contains(heading) {
-        text.push_str(&format!("\n{heading}\n"));
-    }
-    text.push_str(&format!(
-        "\n### Run of {}\n\nMachine: {}.\nCommand: `{}` ({:.0} s).\n\
-         Load average before / after: {load_before} / {} — the machine was shared with other \
-         builds meanwhile: read the ratios (taken within each run), not the absolute figures.\n{table}",
-        shell("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        machine(),
-        command.join(" "),
-        report.elapsed_s,
-        load_average(),
-    ));
+    let mut text = format!(
+        "{}{table}",
+        run_header(started, load_before, report.elapsed_s)
+    );
     if !plots.is_empty() {
         text.push_str("\nPlots: ");
         let links: Vec<String> = plots
@@ -218,11 +334,7 @@ fn append_results(
         text.push_str(&links.join(" · "));
         text.push('\n');
     }
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
+    append_section(path, "## Portico vs kernel NAT (issue 5)", &text)
 }
 
 fn main() -> ExitCode {
@@ -234,7 +346,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if cli.syn_flood {
+        return syn_flood_main(&cli, &config);
+    }
     let load_before = load_average();
+    let started = now_utc();
     let report = match run(&config) {
         Ok(r) => r,
         Err(e) => {
@@ -244,14 +360,11 @@ fn main() -> ExitCode {
     };
     let table = markdown(&report);
     println!("{table}");
-    if let Some(path) = &cli.json {
-        let written = serde_json::to_string_pretty(&report)
-            .map_err(std::io::Error::other)
-            .and_then(|j| std::fs::write(path, j));
-        if let Err(e) = written {
-            eprintln!("compare: {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if let Some(path) = &cli.json
+        && let Err(e) = write_json(path, &report)
+    {
+        eprintln!("compare: {}: {e}", path.display());
+        return ExitCode::FAILURE;
     }
     let mut plots = Vec::new();
     if let Some(dir) = &cli.plots {
@@ -264,7 +377,7 @@ fn main() -> ExitCode {
         }
     }
     if let Some(path) = &cli.results
-        && let Err(e) = append_results(path, &table, &plots, &load_before, &report)
+        && let Err(e) = append_results(path, &table, &plots, (&started, &load_before), &report)
     {
         eprintln!("compare: {}: {e}", path.display());
         return ExitCode::FAILURE;

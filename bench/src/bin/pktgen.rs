@@ -5,6 +5,9 @@
 //!             [--proto udp|tcp-syn|tcp-stream] [--flows N] [--size BYTES]
 //!             [--rate PPS] [--duration-s S] [--count N]
 //!             [--expect-echo [--echo-wait-ms MS]] [--retransmit-ms MS] [--json]
+//! pktgen send --iface IF --dst-mac MAC --proto syn-flood --src-cidr CIDR
+//!             --dst IP:PORT [--seed N] [--size BYTES]
+//!             [--rate PPS] [--duration-s S] [--count N] [--json]
 //! pktgen sink --iface IF [--echo] [--duration-s S] [--count N] [--json]
 //! ```
 //!
@@ -12,6 +15,9 @@
 //! (`tcp-stream`: per flow a handshake, then data segments echoed back by
 //! the sink as data, one segment in flight per flow, resent after
 //! `--retransmit-ms`; implies `--expect-echo`) over `--flows` distinct 5-tuples,
+//! or (`syn-flood`) bare SYNs from random addresses and ports of
+//! `--src-cidr`, a SYN flood from spoofed sources (use a subnet the caller
+//! owns and routes back to the sender's namespace),
 //! each carrying a sequence number and its send time (see
 //! `portico_bench::pktgen`), at `--rate` frames per second or as fast as the
 //! ring takes them. With `--expect-echo` it also receives the echoes of a
@@ -32,7 +38,9 @@
 //! [`portico_bench::pktgen::send`] or [`portico_bench::pktgen::sink`].
 
 use clap::{Parser, Subcommand};
-use portico_bench::pktgen::{SendConfig, SinkConfig, TrafficProto, parse_mac, send, sink};
+use portico_bench::pktgen::{
+    SendConfig, SinkConfig, SpoofRange, TrafficProto, parse_mac, send, sink,
+};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 
@@ -59,8 +67,18 @@ struct SendArgs {
     #[arg(long, value_parser = parse_mac)]
     dst_mac: dataplane::wire::MacAddr,
     /// Source address of flow 0 (later flows count up past 64512 ports).
+    #[arg(
+        long,
+        required_unless_present = "src_cidr",
+        conflicts_with = "src_cidr"
+    )]
+    src: Option<Ipv4Addr>,
+    /// `--proto syn-flood`: random sources inside this subnet.
     #[arg(long)]
-    src: Ipv4Addr,
+    src_cidr: Option<SpoofRange>,
+    /// Seed of the random sources [default: from the clock].
+    #[arg(long)]
+    seed: Option<u64>,
     #[arg(long)]
     dst: SocketAddrV4,
     #[arg(long, default_value = "udp")]
@@ -68,7 +86,7 @@ struct SendArgs {
     #[arg(long, default_value_t = 1)]
     flows: u32,
     /// Ethernet frame size in bytes without FCS [default: 64 for udp, 74
-    /// (the minimum) for tcp-syn].
+    /// (the minimum) for tcp-syn, 54 for syn-flood].
     #[arg(long)]
     size: Option<usize>,
     /// Frames per second; as fast as possible when absent.
@@ -113,7 +131,10 @@ impl SendArgs {
         SendConfig {
             iface: self.iface,
             dst_mac: self.dst_mac,
-            src: self.src,
+            src: self
+                .src
+                .or(self.src_cidr.map(SpoofRange::base))
+                .unwrap_or(Ipv4Addr::UNSPECIFIED),
             dst: self.dst,
             proto: self.proto,
             flows: self.flows,
@@ -125,8 +146,17 @@ impl SendArgs {
             echo_wait_ms: self.echo_wait_ms,
             retransmit_ms: self.retransmit_ms,
             json: self.json,
+            spoof: self.src_cidr,
+            seed: self.seed.unwrap_or_else(clock_seed),
         }
     }
+}
+
+/// A seed from the wall clock's nanoseconds.
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
 }
 
 impl SinkArgs {

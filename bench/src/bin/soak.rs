@@ -27,6 +27,7 @@ use clap::Parser;
 use portico::demo::topology::{
     DNS_PORT, DriverKind, HTTP_PORT, ServiceOptions, Topology, TopologyConfig, VIP,
 };
+use portico_bench::compare::run::rss_kb;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,16 +75,6 @@ struct Sample {
     snat_ports: u64,
     udp_sent: u64,
     udp_answered: u64,
-}
-
-fn rss_kb(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .context("no VmRSS line")
 }
 
 fn main() -> Result<()> {

@@ -10,11 +10,15 @@
 //!   turn and returns the raw samples;
 //! * [`report`] summarises them (median, min–max, ratios within a run) into
 //!   markdown tables;
-//! * [`plot`] draws them as SVG.
+//! * [`plot`] draws them as SVG;
+//! * `compare --syn-flood` ([`run::run_syn_flood`], issue 15) measures
+//!   real connections under a spoofed SYN flood per SYN defence on the
+//!   same rig, [`flood_report`] tabulates it.
 //!
 //! How the CPU figures are taken, and what they cannot tell: see
 //! bench/RESULTS.md ("Portico vs kernel NAT").
 
+pub mod flood_report;
 pub mod plot;
 pub mod report;
 pub mod rules;

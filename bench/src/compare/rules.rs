@@ -28,6 +28,11 @@ pub struct Service {
     pub port: u16,
     /// Tcp or Udp (a service has no ICMP rules).
     pub proto: Proto,
+    /// Portico's `syn_proxy` mode (`"off"`, `"on"`, `"auto"`) for a TCP
+    /// service; `None` leaves the key out (the default). The kernel rule
+    /// sets have no counterpart: their SYN proxy is a separate table
+    /// ([`nft_synproxy_script`]).
+    pub syn_proxy: Option<&'static str>,
     pub endpoints: Vec<(Ipv4Addr, u16)>,
 }
 
@@ -60,6 +65,7 @@ impl ServiceSet {
                 vip: filler_vip(i),
                 port: 53,
                 proto: Proto::Udp,
+                syn_proxy: None,
                 endpoints: (0..2).map(|j| (filler_endpoint(i, j), 5353)).collect(),
             });
         }
@@ -208,6 +214,38 @@ pub fn nft_script(set: &ServiceSet) -> String {
     out
 }
 
+/// Name of the table of [`nft_synproxy_script`].
+pub const NFT_SYNPROXY_TABLE: &str = "syn-proxy";
+
+/// `nft -f` input putting the kernel's SYN proxy (nf_synproxy, the
+/// nftables `synproxy` statement) in front of the TCP services of `set`
+/// on a forwarding gateway, as the nftables wiki sets it up: client SYNs
+/// to a service are left untracked (`raw` prerouting, `notrack`), the
+/// untracked SYN and the invalid ACK answering the cookie meet `synproxy`
+/// in the forward hook (which answers the SYN with a cookie, validates the
+/// ACK and opens the connection to the service itself, through the NAT of
+/// [`nft_script`]'s output hook), other invalid packets are dropped. Needs
+/// `net.netfilter.nf_conntrack_tcp_loose=0` (else the ACK would create a
+/// flow instead of reaching `synproxy`). Replaces the table when loaded
+/// again.
+pub fn nft_synproxy_script(set: &ServiceSet, mss: u16, wscale: u8) -> String {
+    let mut services = String::new();
+    for s in set.measured.iter().filter(|s| s.proto == Proto::Tcp) {
+        let sep = if services.is_empty() { "" } else { ", " };
+        let _ = write!(services, "{sep}{} . {}", s.vip, s.port);
+    }
+    format!(
+        "table ip {t}\ndelete table ip {t}\ntable ip {t} {{\n\
+         \tset services {{ type ipv4_addr . inet_service; elements = {{ {services} }}; }}\n\
+         \tchain raw-prerouting {{\n\t\ttype filter hook prerouting priority raw; policy accept;\n\
+         \t\tip daddr . tcp dport @services tcp flags syn / fin,syn,rst,ack notrack\n\t}}\n\
+         \tchain forward {{\n\t\ttype filter hook forward priority filter; policy accept;\n\
+         \t\tip daddr . tcp dport @services ct state invalid,untracked synproxy mss {mss} wscale {wscale} timestamp sack-perm\n\
+         \t\tip daddr . tcp dport @services ct state invalid drop\n\t}}\n}}\n",
+        t = NFT_SYNPROXY_TABLE,
+    )
+}
+
 /// The `[[service]]` tables of a Portico configuration.
 pub fn portico_services(set: &ServiceSet) -> String {
     let mut out = String::new();
@@ -216,9 +254,12 @@ pub fn portico_services(set: &ServiceSet) -> String {
         for (addr, port) in &s.endpoints {
             let _ = write!(backends, "\n    {{ address = \"{addr}\", port = {port} }},");
         }
+        let syn_proxy = s
+            .syn_proxy
+            .map_or(String::new(), |m| format!("syn_proxy = \"{m}\"\n"));
         let _ = write!(
             out,
-            "\n[[service]]\nname = \"svc{i}\"\nprotocol = \"{}\"\nvip = \"{}\"\nport = {}\nsnat = true\nbackends = [{backends}\n]\n",
+            "\n[[service]]\nname = \"svc{i}\"\nprotocol = \"{}\"\nvip = \"{}\"\nport = {}\nsnat = true\n{syn_proxy}backends = [{backends}\n]\n",
             s.proto.name(),
             s.vip,
             s.port
@@ -239,12 +280,14 @@ mod tests {
                     vip: Ipv4Addr::new(192, 0, 2, 10),
                     port: 53,
                     proto: Proto::Udp,
+                    syn_proxy: None,
                     endpoints: backends.iter().map(|&b| (b, 9000)).collect(),
                 },
                 Service {
                     vip: Ipv4Addr::new(192, 0, 2, 10),
                     port: 80,
                     proto: Proto::Tcp,
+                    syn_proxy: None,
                     endpoints: backends.iter().map(|&b| (b, 8080)).collect(),
                 },
             ],
@@ -304,6 +347,20 @@ mod tests {
         assert_eq!(probability(0, 2), "0.5000000000");
         assert_eq!(probability(1, 2), "1.0000000000");
         assert_eq!(probability(0, 3), "0.3333333333");
+    }
+
+    #[test]
+    fn syn_proxy_is_written_only_where_set() {
+        let mut s = set(3);
+        s.measured[1].syn_proxy = Some("on");
+        let portico = portico_services(&s);
+        assert_eq!(portico.matches("syn_proxy = ").count(), 1);
+        assert!(portico.contains("port = 80\nsnat = true\nsyn_proxy = \"on\"\nbackends"));
+        let nft = nft_synproxy_script(&s, 1460, 7);
+        // Only the TCP service is proxied.
+        assert!(nft.contains("elements = { 192.0.2.10 . 80 }"), "{nft}");
+        assert!(nft.contains("synproxy mss 1460 wscale 7 timestamp sack-perm"));
+        assert!(nft.contains("notrack"));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Invariants:
 //! * Every generated frame is Ethernet II + IPv4 (20-byte header, DF) + UDP
 //!   (RFC 768) or TCP (RFC 9293, no options), with valid IPv4 and L4
-//!   checksums, and carries a [`Probe`] at the start of its L4 payload
+//!   checksums, and (except `syn-flood`'s bare SYNs, see `spoof`) carries
+//!   a [`Probe`] at the start of its L4 payload
 //!   (a SYN with data, as TCP Fast Open sends, RFC 7413). Frames are padded
 //!   to the requested size by growing the payload with zeros; sizes count
 //!   the Ethernet header but not the FCS.
@@ -56,8 +57,12 @@ pub(super) const TCP_PSH: u8 = 0x08;
 pub enum PktgenError {
     #[error("bad MAC address {0:?} (want aa:bb:cc:dd:ee:ff)")]
     BadMac(String),
-    #[error("bad protocol {0:?} (want udp, tcp-syn or tcp-stream)")]
+    #[error("bad protocol {0:?} (want udp, tcp-syn, tcp-stream or syn-flood)")]
     BadProto(String),
+    #[error("bad --src-cidr {0:?} (want a.b.c.d/len, len 1..=32, no host bits)")]
+    BadCidr(String),
+    #[error("--proto syn-flood needs --src-cidr, and --src-cidr needs --proto syn-flood")]
+    SpoofNeedsSynFlood,
     #[error("frame size {size_bytes} is below the minimum {min_bytes} for {proto}")]
     FrameTooSmall {
         size_bytes: usize,
@@ -100,6 +105,8 @@ pub enum TrafficProto {
     TcpSyn,
     /// Handshake, then data both ways (see the module invariants).
     TcpStream,
+    /// Bare SYNs from random spoofed sources (see `spoof`).
+    SynFlood,
 }
 
 impl TrafficProto {
@@ -108,17 +115,30 @@ impl TrafficProto {
             TrafficProto::Udp => "udp",
             TrafficProto::TcpSyn => "tcp-syn",
             TrafficProto::TcpStream => "tcp-stream",
+            TrafficProto::SynFlood => "syn-flood",
         }
     }
     fn l4_header_len(self) -> usize {
         match self {
             TrafficProto::Udp => UDP_HDR_LEN,
-            TrafficProto::TcpSyn | TrafficProto::TcpStream => TCP_HDR_LEN,
+            TrafficProto::TcpSyn | TrafficProto::TcpStream | TrafficProto::SynFlood => TCP_HDR_LEN,
         }
     }
-    /// Smallest frame that holds the headers and a [`Probe`].
+    /// Smallest frame that holds the headers and a [`Probe`] (a
+    /// `syn-flood` frame carries no probe: just the headers).
     pub fn min_frame_bytes(self) -> usize {
-        L4_OFF + self.l4_header_len() + PROBE_LEN
+        match self {
+            TrafficProto::SynFlood => L4_OFF + TCP_HDR_LEN,
+            _ => L4_OFF + self.l4_header_len() + PROBE_LEN,
+        }
+    }
+    /// The default frame size: the minimum, at least 64 bytes for the
+    /// probe-carrying protocols; a bare SYN's 54 bytes for `syn-flood`.
+    pub fn default_frame_bytes(self) -> usize {
+        match self {
+            TrafficProto::SynFlood => self.min_frame_bytes(),
+            _ => self.min_frame_bytes().max(64),
+        }
     }
 }
 
@@ -129,6 +149,7 @@ impl FromStr for TrafficProto {
             "udp" => Ok(TrafficProto::Udp),
             "tcp-syn" => Ok(TrafficProto::TcpSyn),
             "tcp-stream" => Ok(TrafficProto::TcpStream),
+            "syn-flood" => Ok(TrafficProto::SynFlood),
             other => Err(PktgenError::BadProto(other.to_string())),
         }
     }
@@ -203,6 +224,9 @@ impl FrameSpec {
     /// The frame of flow 0, sequence 0 (the generator copies it and then
     /// [`stamp`]s each copy). Its length is `max(frame_bytes, minimum)`.
     pub fn template(&self) -> Vec<u8> {
+        if self.proto == TrafficProto::SynFlood {
+            return super::spoof::syn_template(self);
+        }
         let payload_len = self
             .frame_bytes
             .max(self.proto.min_frame_bytes())
@@ -227,18 +251,20 @@ impl FrameSpec {
                 self.dst_port,
                 &payload,
             ),
-            TrafficProto::TcpSyn | TrafficProto::TcpStream => build::eth_ipv4_tcp(
-                self.src_mac,
-                self.dst_mac,
-                src_ip,
-                sport,
-                self.dst_ip,
-                self.dst_port,
-                TCP_SYN,
-                0,
-                0,
-                &payload,
-            ),
+            TrafficProto::TcpSyn | TrafficProto::TcpStream | TrafficProto::SynFlood => {
+                build::eth_ipv4_tcp(
+                    self.src_mac,
+                    self.dst_mac,
+                    src_ip,
+                    sport,
+                    self.dst_ip,
+                    self.dst_port,
+                    TCP_SYN,
+                    0,
+                    0,
+                    &payload,
+                )
+            }
         }
     }
 }

@@ -7,6 +7,7 @@
 //!   [`Probe`]), flow numbering, building, stamping and parsing.
 //! * `echo`: the sink's in-place answer to a probe.
 //! * `stream`: TCP "established-like" streams, the sender's per-flow state.
+//! * `spoof`: bare SYNs from random sources in a subnet (a SYN flood).
 //! * `stats`: latency histogram, percentiles, loss and reordering.
 //! * `session`: what a run shares (its af_packet port, bounds, errors).
 //! * `send`, `sink`: the two runs; `report`: their progress lines and
@@ -18,6 +19,7 @@ mod report;
 mod send;
 mod session;
 mod sink;
+mod spoof;
 mod stats;
 mod stream;
 
@@ -30,6 +32,7 @@ pub use frame::{
 pub use send::{SendConfig, send};
 pub use session::SessionError;
 pub use sink::{SinkConfig, sink};
+pub use spoof::{SYN_FLOOD_FRAME_BYTES, SpoofRange, Spoofer, stamp_spoofed, syn_template};
 pub use stats::{Histogram, Percentiles, SeqTracker, ratio};
 pub use stream::{
     StreamFlow, StreamSegment, StreamState, TcpEcho, parse_tcp_echo, stamp_stream, stream_isn,

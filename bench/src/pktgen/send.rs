@@ -14,9 +14,10 @@
 //!   after `retransmit_ms` without an answer; after the last frame it waits
 //!   up to `echo_wait_ms` for the answers still in flight.
 
-use super::frame::{FrameSpec, KIND_ECHO, TrafficProto, parse_probe, stamp};
+use super::frame::{FrameSpec, KIND_ECHO, PktgenError, TrafficProto, parse_probe, stamp};
 use super::report::{EchoSummary, Progress, SendSummary, StreamSummary, print_send};
 use super::session::{BURST, PORT, SessionError, duration_of, open, stop_flag};
+use super::spoof::{SpoofRange, Spoofer, stamp_spoofed};
 use super::stats::{Histogram, SeqTracker, ratio};
 use super::stream::{StreamFlow, StreamState, parse_tcp_echo, stamp_stream};
 use dataplane::driver::afpacket::{AfPacketDriver, AfPacketFrame, prepare};
@@ -53,6 +54,11 @@ pub struct SendConfig {
     pub retransmit_ms: u64,
     /// Print the summary as one JSON object.
     pub json: bool,
+    /// `syn-flood`: the subnet the random sources are drawn from (required
+    /// then, refused otherwise); `src` is ignored.
+    pub spoof: Option<SpoofRange>,
+    /// Seed of the spoofed sources.
+    pub seed: u64,
 }
 
 #[derive(Debug, Default)]
@@ -89,17 +95,18 @@ fn receive_echoes(
 /// Run `pktgen send`: send, then print the summary.
 pub fn send(args: &SendConfig) -> Result<(), SessionError> {
     let info = prepare::interface_info(&args.iface).map_err(SessionError::Interface)?;
+    if (args.proto == TrafficProto::SynFlood) != args.spoof.is_some() {
+        return Err(PktgenError::SpoofNeedsSynFlood.into());
+    }
     let spec = FrameSpec {
         src_mac: info.mac,
         dst_mac: args.dst_mac,
-        src_ip: args.src,
+        src_ip: args.spoof.map_or(args.src, SpoofRange::base),
         dst_ip: *args.dst.ip(),
         dst_port: args.dst.port(),
         proto: args.proto,
         flows: args.flows,
-        frame_bytes: args
-            .frame_bytes
-            .unwrap_or(args.proto.min_frame_bytes().max(64)),
+        frame_bytes: args.frame_bytes.unwrap_or(args.proto.default_frame_bytes()),
     };
     spec.validate()?;
     if args.rate_pps == Some(0) {
@@ -118,6 +125,7 @@ pub fn send(args: &SendConfig) -> Result<(), SessionError> {
     let mut rx: Vec<AfPacketFrame> = Vec::with_capacity(BURST);
     let mut echo = EchoState::default();
     let mut progress = Progress::new();
+    let mut spoofer = args.spoof.map(|r| Spoofer::new(r, args.seed));
     let mut sent = 0u64;
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) && sent < count {
@@ -138,7 +146,10 @@ pub fn send(args: &SendConfig) -> Result<(), SessionError> {
             let Some(mut frame) = driver.frame_from(&template) else {
                 break;
             };
-            stamp(frame.data_mut(), &spec, sent + i, now_ns);
+            match spoofer.as_mut() {
+                Some(spoofer) => stamp_spoofed(frame.data_mut(), spoofer),
+                None => stamp(frame.data_mut(), &spec, sent + i, now_ns),
+            };
             batch.push(frame);
         }
         if !batch.is_empty() {

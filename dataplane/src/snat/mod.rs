@@ -250,14 +250,16 @@ pub fn owner_of_port(range: RangeInclusive<u16>, port: u16, workers: usize) -> O
 
 /// xorshift64* (Vigna, "An experimental exploration of Marsaglia's xorshift
 /// generators, scrambled", 2016). Not cryptographic: it only spreads start
-/// ports, as `get_random_u32()` does for Linux's random-fully.
+/// ports, as `get_random_u32()` does for Linux's random-fully (and the
+/// benchmark's spoofed SYN sources, `portico-bench`'s `pktgen`).
 #[derive(Debug, Clone)]
-struct XorShift64Star {
+pub struct XorShift64Star {
     state: u64,
 }
 
 impl XorShift64Star {
-    fn new(seed: u64) -> Self {
+    /// A generator whose stream depends on every bit of `seed`.
+    pub fn new(seed: u64) -> Self {
         // SplitMix64 finaliser so that nearby seeds give unrelated streams;
         // the state must not be zero.
         let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -270,7 +272,7 @@ impl XorShift64Star {
     }
 
     #[inline]
-    fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.state;
         x ^= x >> 12;
         x ^= x << 25;
@@ -281,7 +283,7 @@ impl XorShift64Star {
 
     /// Uniform-enough value in `0..n` (`n >= 1`), by multiply-shift.
     #[inline]
-    fn below(&mut self, n: u32) -> u32 {
+    pub fn below(&mut self, n: u32) -> u32 {
         (((self.next_u64() >> 32) * u64::from(n)) >> 32) as u32
     }
 }

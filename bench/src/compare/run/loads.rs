@@ -2,7 +2,8 @@
 //! cost against the idle baseline.
 
 use super::measure::{
-    OurTicks, is_paws, is_syn_retrans, ns_tcpext, parse_wrk, pid_cpu_fields, proc_stat_ticks,
+    OurTicks, WrkErrors, is_paws, is_syn_retrans, ns_tcpext, parse_wrk, parse_wrk_errors,
+    pid_cpu_fields, proc_stat_ticks,
 };
 use super::rig::{LoadResult, Rig, ns_pids, stop_all};
 use super::*;
@@ -177,6 +178,13 @@ impl Rig<'_> {
     }
 
     pub(super) fn wrk(&self, connections: u32, close: bool) -> Result<LoadResult, CompareError> {
+        self.finish_wrk(self.start_wrk(connections, close)?)
+            .map(|(r, _)| r)
+    }
+
+    /// Start wrk (`--duration-s`, whole seconds) against the HTTP service
+    /// from the client namespace; [`Self::finish_wrk`] reads its summary.
+    pub(super) fn start_wrk(&self, connections: u32, close: bool) -> Result<Process, CompareError> {
         // wrk takes whole seconds.
         let duration = format!("{}s", self.config.duration_s.ceil().max(1.0) as u64);
         let connections = connections.max(1).to_string();
@@ -195,11 +203,15 @@ impl Rig<'_> {
             args.extend_from_slice(&["-H", "Connection: close"]);
         }
         args.push(&url);
-        let out = self
-            .topology
+        self.topology
             .client
             .spawn("wrk", &args)
-            .map_err(io_ctx("wrk"))?
+            .map_err(io_ctx("wrk"))
+    }
+
+    /// Wait for a [`Self::start_wrk`] run (bounded) and parse its summary.
+    pub(super) fn finish_wrk(&self, wrk: Process) -> Result<(LoadResult, WrkErrors), CompareError> {
+        let out = wrk
             .wait_output(Duration::from_secs_f64(self.config.duration_s + 30.0))
             .map_err(io_ctx("wrk"))?;
         let text = String::from_utf8_lossy(&out.stdout);
@@ -209,11 +221,14 @@ impl Rig<'_> {
                 String::from_utf8_lossy(&out.stderr)
             ))
         })?;
-        Ok(LoadResult {
-            value: per_s,
-            units: requests as f64,
-            errors,
-        })
+        Ok((
+            LoadResult {
+                value: per_s,
+                units: requests as f64,
+                errors,
+            },
+            parse_wrk_errors(&text),
+        ))
     }
 
     pub(super) fn iperf(&self) -> Result<LoadResult, CompareError> {

@@ -105,6 +105,51 @@ pub(super) fn is_paws(name: &str) -> bool {
     name.starts_with("PAWS")
 }
 
+/// wrk's failed requests by kind: its "Socket errors:" line (connect,
+/// read, write, timeout) and "Non-2xx or 3xx responses:".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WrkErrors {
+    pub connect: u64,
+    pub read: u64,
+    pub write: u64,
+    pub timeout: u64,
+    pub non_2xx: u64,
+}
+
+impl WrkErrors {
+    pub fn total(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout + self.non_2xx
+    }
+}
+
+/// The failed requests of a wrk summary (all zero when it reports none).
+pub fn parse_wrk_errors(text: &str) -> WrkErrors {
+    // "Socket errors: connect 0, read 1, write 0, timeout 2" and
+    // "Non-2xx or 3xx responses: 3".
+    let mut errors = WrkErrors::default();
+    for line in text.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("Socket errors:") {
+            for part in rest.split(',') {
+                let mut words = part.split_whitespace();
+                let (Some(kind), Some(n)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let n = n.parse::<u64>().unwrap_or(0);
+                match kind {
+                    "connect" => errors.connect += n,
+                    "read" => errors.read += n,
+                    "write" => errors.write += n,
+                    "timeout" => errors.timeout += n,
+                    _ => {}
+                }
+            }
+        } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {
+            errors.non_2xx += rest.trim().parse::<u64>().unwrap_or(0);
+        }
+    }
+    errors
+}
+
 /// wrk's summary: (requests, requests/s, errors).
 pub fn parse_wrk(text: &str) -> Option<(u64, f64, u64)> {
     let requests = text
@@ -116,19 +161,16 @@ pub fn parse_wrk(text: &str) -> Option<(u64, f64, u64)> {
         .lines()
         .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
         .and_then(|v| v.trim().parse::<f64>().ok())?;
-    // "Socket errors: connect 0, read 1, write 0, timeout 2" and
-    // "Non-2xx or 3xx responses: 3".
-    let mut errors = 0;
-    for line in text.lines().map(str::trim) {
-        if let Some(rest) = line.strip_prefix("Socket errors:") {
-            errors += rest
-                .split(',')
-                .filter_map(|part| part.split_whitespace().nth(1))
-                .filter_map(|n| n.parse::<u64>().ok())
-                .sum::<u64>();
-        } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {
-            errors += rest.trim().parse::<u64>().unwrap_or(0);
-        }
-    }
-    Some((requests, per_s, errors))
+    Some((requests, per_s, parse_wrk_errors(text).total()))
+}
+
+/// Resident set size of process `pid` (`VmRSS` of `/proc/PID/status`), KiB.
+pub fn rss_kb(pid: u32) -> io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("no VmRSS line in /proc/{pid}/status")))
 }

@@ -16,8 +16,10 @@
 //!   fails and is reported as not measured;
 //! * Portico runs while the gateway namespace has no addresses and
 //!   forwarding off (its invariant); the kernel runs with the node and SNAT
-//!   addresses on the gateway's veths and `ip_forward=1`; the rig switches
-//!   between the two modes and back;
+//!   addresses on the gateway's veths, `ip_forward=1` and a static
+//!   neighbour entry in the client for the VIP (on the client's subnet;
+//!   Portico answers ARP for it, the kernel's NAT does not); the rig
+//!   switches between the two modes and back;
 //! * every load uses its own client source address (a secondary address
 //!   made the default route's `src`) and every cell (run × datapath ×
 //!   service count) its own SNAT address, so no conntrack entry or backend
@@ -36,10 +38,12 @@
 //!
 //! Files: `config` (what is compared: drivers, datapaths, loads, the
 //! gateway's configuration), `sample` (the raw results), `measure` (CPU
-//! ticks, netstat counters, wrk's summary), `rig` (the topology's modes,
-//! the cells and [`run`]) and `loads` (each load with its CPU).
+//! ticks, netstat counters, wrk's summary, RSS), `rig` (the topology's
+//! modes, the cells and [`run`]), `loads` (each load with its CPU) and
+//! `flood` (the SYN flood scenario, [`run_syn_flood`], on the same rig).
 
 mod config;
+mod flood;
 mod loads;
 mod measure;
 mod rig;
@@ -51,7 +55,11 @@ pub use config::{
     CompareConfig, DPDK_DEVICE, DPDK_MEMORY_MB, Datapath, Load, PorticoDriver, portico_config,
     workers_for,
 };
-pub use measure::{parse_wrk, tcpext_sum};
+pub use flood::{
+    Defence, FLOOD_CIDR, FloodConfig, FloodReport, FloodSample, Holding, SAMPLE_EVERY, WrkPhase,
+    parse_conntrack_count, run_syn_flood,
+};
+pub use measure::{WrkErrors, parse_wrk, parse_wrk_errors, rss_kb, tcpext_sum};
 pub use rig::run;
 pub use sample::{CpuUse, Failure, Report, Sample, UpdateSample};
 
@@ -82,6 +90,10 @@ pub enum CompareError {
     BadDriver(String),
     #[error("unknown load {0:?} (want udp, conn, keepalive, churn or iperf)")]
     BadLoad(String),
+    #[error(
+        "unknown SYN defence {0:?} (want portico-off, portico-on, kernel-syncookies or kernel-synproxy)"
+    )]
+    BadDefence(String),
 }
 
 pub(super) fn io_ctx(what: impl Into<String>) -> impl FnOnce(io::Error) -> CompareError {

@@ -40,6 +40,8 @@ pub(super) struct Rig<'a> {
     pub(super) baseline_busy_per_s: f64,
     pub(super) baseline_kernel_per_s: f64,
     pub(super) baseline_softirq_per_s: f64,
+    /// `--syn-flood`: spoofed SYNs per second (`None`: as fast as pktgen goes).
+    pub(super) flood_rate: Option<u64>,
 }
 
 /// The figures of one load before the CPU is attached.
@@ -49,7 +51,29 @@ pub(super) struct LoadResult {
     pub(super) errors: u64,
 }
 
-impl Rig<'_> {
+impl<'a> Rig<'a> {
+    /// A rig on `topology` in Portico mode, nothing started yet.
+    pub(super) fn new(
+        config: &'a CompareConfig,
+        topology: &'a Topology,
+    ) -> Result<Rig<'a>, CompareError> {
+        let gateway_mac = Topology::mac_of(&topology.gateway, &topology.outside_if)
+            .map_err(io_ctx("gateway MAC"))?;
+        Ok(Rig {
+            config,
+            topology,
+            gateway_mac,
+            ticks_per_s: topology::clock_ticks_per_s() as f64,
+            loads_started: 0,
+            cells_started: 0,
+            mode: Mode::Portico,
+            baseline_busy_per_s: 0.0,
+            baseline_kernel_per_s: 0.0,
+            baseline_softirq_per_s: 0.0,
+            flood_rate: None,
+        })
+    }
+
     pub(super) fn set(&self, services: usize) -> ServiceSet {
         let backends: Vec<Ipv4Addr> = self.topology.backends.iter().map(|b| b.addr).collect();
         let to = |port: u16| backends.iter().map(|&b| (b, port)).collect::<Vec<_>>();
@@ -59,18 +83,21 @@ impl Rig<'_> {
                     vip: VIP,
                     port: UDP_PORT,
                     proto: Proto::Udp,
+                    syn_proxy: None,
                     endpoints: to(UDP_BACKEND_PORT),
                 },
                 Service {
                     vip: VIP,
                     port: HTTP_PORT,
                     proto: Proto::Tcp,
+                    syn_proxy: None,
                     endpoints: to(BACKEND_HTTP_PORT),
                 },
                 Service {
                     vip: VIP,
                     port: IPERF_PORT,
                     proto: Proto::Tcp,
+                    syn_proxy: None,
                     endpoints: backends
                         .first()
                         .map(|&b| (b, IPERF_PORT))
@@ -142,9 +169,35 @@ impl Rig<'_> {
         for ifname in [&t.outside_if, &t.inside_if] {
             self.gw_exec("ip", &["addr", "flush", "dev", ifname])?;
         }
+        let vip = VIP.to_string();
         match mode {
-            Mode::Portico => self.gw_exec("sysctl", &["-qw", "net.ipv4.ip_forward=0"])?,
+            Mode::Portico => {
+                self.gw_exec("sysctl", &["-qw", "net.ipv4.ip_forward=0"])?;
+                // Portico answers ARP for the VIP itself.
+                let _ = t
+                    .client
+                    .exec_unchecked("ip", &["neigh", "del", &vip, "dev", &t.client_if]);
+            }
             Mode::Kernel(snat) => {
+                // The VIP lies in the client's on-link subnet and the
+                // kernel's NAT answers no ARP for it (kube-proxy leaves that
+                // to the network): the client reaches it at the gateway's
+                // MAC through a static entry, not through whatever an
+                // earlier Portico cell left in its neighbour cache.
+                self.client_exec(
+                    "ip",
+                    &[
+                        "neigh",
+                        "replace",
+                        &vip,
+                        "lladdr",
+                        &self.gateway_mac,
+                        "dev",
+                        &t.client_if,
+                        "nud",
+                        "permanent",
+                    ],
+                )?;
                 let node = format!("{NODE_ADDR}/24");
                 let snat = format!("{snat}/24");
                 self.gw_exec("ip", &["addr", "add", &node, "dev", &t.outside_if])?;
@@ -386,25 +439,10 @@ pub(super) fn drop_icmp_errors(ns: &Netns) -> io::Result<()> {
     .map(|_| ())
 }
 
-/// Build the topology, run every load `runs` times, return the samples.
-/// Everything is removed before it returns, also on error.
-pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
-    let started = Instant::now();
-    let mut report = Report::default();
-    let mut config = config.clone();
-    config.loads.retain(|load| match load.tool() {
-        Some(tool) if !have(tool) => {
-            eprintln!(
-                "compare: *** {tool} is not installed: load {} SKIPPED ***",
-                load.key()
-            );
-            report
-                .skipped_loads
-                .push(format!("{} ({tool} missing)", load.key()));
-            false
-        }
-        _ => true,
-    });
+/// The comparison's topology ([`portico::demo::topology`], nginx
+/// backends; AF_XDP-ready veths when a queue-bound driver is compared),
+/// with the ICMP errors of the client and backends dropped.
+pub(super) fn build_topology(config: &CompareConfig) -> Result<Topology, CompareError> {
     let topology = Topology::build(&TopologyConfig {
         backends: config.backends,
         portico: config.portico.clone(),
@@ -441,6 +479,29 @@ pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
     for b in &topology.backends {
         drop_icmp_errors(&b.ns).map_err(io_ctx("backend iptables"))?;
     }
+    Ok(topology)
+}
+
+/// Build the topology, run every load `runs` times, return the samples.
+/// Everything is removed before it returns, also on error.
+pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
+    let started = Instant::now();
+    let mut report = Report::default();
+    let mut config = config.clone();
+    config.loads.retain(|load| match load.tool() {
+        Some(tool) if !have(tool) => {
+            eprintln!(
+                "compare: *** {tool} is not installed: load {} SKIPPED ***",
+                load.key()
+            );
+            report
+                .skipped_loads
+                .push(format!("{} ({tool} missing)", load.key()));
+            false
+        }
+        _ => true,
+    });
+    let topology = build_topology(&config)?;
     // iperf3's server on backend 0, for the whole comparison.
     let _iperf = match (
         config.loads.contains(&Load::Iperf),
@@ -476,20 +537,7 @@ pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
         }
         _ => None,
     };
-    let gateway_mac =
-        Topology::mac_of(&topology.gateway, &topology.outside_if).map_err(io_ctx("gateway MAC"))?;
-    let mut rig = Rig {
-        config: &config,
-        topology: &topology,
-        gateway_mac,
-        ticks_per_s: topology::clock_ticks_per_s() as f64,
-        loads_started: 0,
-        cells_started: 0,
-        mode: Mode::Portico,
-        baseline_busy_per_s: 0.0,
-        baseline_kernel_per_s: 0.0,
-        baseline_softirq_per_s: 0.0,
-    };
+    let mut rig = Rig::new(&config, &topology)?;
     for run in 0..config.runs.max(1) {
         rig.measure_baseline()?;
         report.baseline_busy_per_s.push(rig.baseline_busy_per_s);

@@ -14,6 +14,45 @@ fn wrk_summary_with_and_without_errors() {
                Non-2xx or 3xx responses: 5\nRequests/sec:    333.00\n";
     assert_eq!(parse_wrk(bad), Some((999, 333.0, 14)));
     assert_eq!(parse_wrk("unable to connect"), None);
+    assert_eq!(
+        parse_wrk_errors(bad),
+        WrkErrors {
+            connect: 2,
+            read: 3,
+            write: 0,
+            timeout: 4,
+            non_2xx: 5
+        }
+    );
+    assert_eq!(parse_wrk_errors(ok), WrkErrors::default());
+}
+
+#[test]
+fn conntrack_count_and_rss_parse() {
+    assert_eq!(parse_conntrack_count("123456\n"), Some(123_456));
+    assert_eq!(parse_conntrack_count("conntrack v1.4.7: error"), None);
+    assert_eq!(parse_conntrack_count(""), None);
+    assert!(rss_kb(std::process::id()).expect("own RSS") > 0);
+    assert!(rss_kb(0).is_err());
+}
+
+#[test]
+fn defences_parse_back_and_the_flood_subnet_is_nobodys() {
+    for d in Defence::ALL {
+        assert_eq!(d.key().parse::<Defence>().unwrap(), d);
+    }
+    assert!(matches!(
+        "kernel".parse::<Defence>(),
+        Err(CompareError::BadDefence(_))
+    ));
+    // The flood's sources are outside every address the rig gives out.
+    let flood: crate::pktgen::SpoofRange = FLOOD_CIDR.parse().expect("CIDR");
+    for i in 0..150 {
+        assert!(!flood.contains(client_addr(i)));
+        assert!(!flood.contains(snat_addr(i)));
+    }
+    assert!(!flood.contains(VIP));
+    assert!(!flood.contains(portico::demo::topology::CLIENT_ADDR));
 }
 
 #[test]
@@ -67,6 +106,7 @@ fn every_driver_row_gets_a_valid_configuration() {
             vip: VIP,
             port: UDP_PORT,
             proto: Proto::Udp,
+            syn_proxy: None,
             endpoints: vec![(Ipv4Addr::new(10, 1, 0, 10), UDP_BACKEND_PORT)],
         }],
         services: 5,
