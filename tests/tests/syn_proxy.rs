@@ -4,12 +4,15 @@
 //! handshake and the spliced sequence spaces; during a spoofed SYN flood
 //! (5,000 SYN/s from random sources in the client's subnet, sent from a raw
 //! socket in the client namespace) every real connection still succeeds and the flood
-//! leaves no flows and no SNAT tuples behind.
+//! leaves no flows and no SNAT tuples behind. On af_packet and on AF_XDP,
+//! the backend's SYN carries the client's MSS (the driver grows the
+//! client's ACK frame for the options: `Frame::extend`), which the backend's
+//! kernel shows as the connection's `mss` in `ss -ti`.
 
 mod common;
 
-use common::{curl, gateway, number, stats, topology};
-use portico::demo::topology::{HTTP_PORT, ServiceOptions, Topology, VIP};
+use common::{DriverKind, curl, gateway, number, stats, topology, topology_on};
+use portico::demo::topology::{BACKEND_HTTP_PORT, HTTP_PORT, ServiceOptions, Topology, VIP};
 use portico_netns::{RawSocket, in_netns};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -35,6 +38,71 @@ fn proxied_connections_are_answered() {
     assert!(number(&s, "/total/syn_cookies_validated") >= 41, "{s}");
     assert!(number(&s, "/total/syn_proxy_spliced") >= 41, "{s}");
     assert_eq!(number(&s, "/total/drops/syn_cookie_invalid"), 0, "{s}");
+}
+
+/// The `mss:` values `ss -ti` shows for the established connections of a
+/// backend's HTTP server.
+fn backend_connection_mss(t: &Topology) -> Vec<u32> {
+    let mut out = Vec::new();
+    for b in &t.backends {
+        let o = b
+            .ns
+            .exec(
+                "ss",
+                &[
+                    "-tinH",
+                    "state",
+                    "established",
+                    "sport",
+                    "=",
+                    &format!(":{BACKEND_HTTP_PORT}"),
+                ],
+            )
+            .expect("ss in the backend namespace");
+        let text = String::from_utf8_lossy(&o.stdout);
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|w| w.strip_prefix("mss:"))
+                .filter_map(|v| v.parse::<u32>().ok()),
+        );
+    }
+    out
+}
+
+/// The backend's SYN carries the client's MSS on every driver that can
+/// grow a frame (af_packet and AF_XDP): without it the backend would use
+/// RFC 9293's default of 536 bytes.
+#[test]
+fn the_backend_syn_carries_the_clients_mss() {
+    for driver in [DriverKind::Afpacket, DriverKind::Afxdp] {
+        let Some(t) = topology_on(
+            &format!("syn_proxy::the_backend_syn_carries_the_clients_mss ({driver})"),
+            1,
+            driver,
+        ) else {
+            return;
+        };
+        let gw = gateway(&t, &proxied()(&t));
+        // A connection held open (no request) while the backend is asked.
+        let conn = in_netns(&t.client, || {
+            let addr = std::net::SocketAddr::from((VIP, HTTP_PORT));
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        })
+        .expect("a proxied connection");
+        let mut mss = Vec::new();
+        portico_tests::wait_until(Duration::from_secs(5), || {
+            mss = backend_connection_mss(&t);
+            !mss.is_empty()
+        });
+        let s = stats(&gw);
+        drop(conn);
+        assert!(number(&s, "/total/syn_proxy_spliced") >= 2, "{driver}: {s}");
+        assert!(!mss.is_empty(), "{driver}: the backend has the connection");
+        assert!(
+            mss.iter().all(|&m| m > 536),
+            "{driver}: the backend's MSS per connection {mss:?} (536: the SYN had no MSS option)"
+        );
+    }
 }
 
 /// A SYN from a spoofed source `192.0.2.(128 + n % 120)`, port from `n`.
