@@ -450,6 +450,8 @@ mod tests {
                         identity: None,
                     },
                     external_ip_cidrs: Vec::new(),
+                    syn_proxy: crate::SynProxyPlan::Off,
+                    syn_proxy_half_open_threshold: 1000,
                 });
             }),
             ("maglev", false, |p| p.dataplane.maglev_table_size = 251),

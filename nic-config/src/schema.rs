@@ -256,6 +256,17 @@ pub struct KubernetesSection {
     /// Service asking for one outside these gets a Warning Event.
     #[serde(default)]
     pub external_ip_cidrs: Vec<String>,
+    /// SYN flood defence of TCP Services without the `portico.dev/syn-proxy`
+    /// annotation: `"off"`, `"on"` or `"auto"`, as a static service's
+    /// `syn_proxy`. Default `"off"`. The annotation (same values) overrides
+    /// it per Service.
+    #[serde(default)]
+    pub syn_proxy: Option<SynProxy>,
+    /// Half-open flows per worker above which `"auto"` (here or in a
+    /// Service's annotation) answers SYNs with cookies, `1..=16777216`.
+    /// Default 1000.
+    #[serde(default)]
+    pub syn_proxy_half_open_threshold: Option<u64>,
 }
 
 impl Default for KubernetesSection {
@@ -276,6 +287,8 @@ impl Default for KubernetesSection {
             status_write_burst: default_status_write_burst(),
             status_writes_in_flight: default_status_writes_in_flight(),
             external_ip_cidrs: Vec::new(),
+            syn_proxy: None,
+            syn_proxy_half_open_threshold: None,
         }
     }
 }

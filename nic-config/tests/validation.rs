@@ -686,6 +686,14 @@ const CASES: &[Case] = &[
         "out of range 1..=16777216",
     ),
     case(
+        &[(
+            "identity = \"gw-1\"",
+            "identity = \"gw-1\"\nsyn_proxy_half_open_threshold = 16777217",
+        )],
+        "kubernetes.syn_proxy_half_open_threshold",
+        "out of range 1..=16777216",
+    ),
+    case(
         &[("port = 8080, weight = 3", "port = 0, weight = 3")],
         "service[0].backends[0].port",
         "out of range 1..=65535",
@@ -1171,6 +1179,27 @@ fn syn_proxy_is_off_by_default_and_auto_has_a_threshold() {
     )]))
     .unwrap();
     assert_eq!(plan.services[0].syn_proxy, nic_config::SynProxyPlan::On);
+}
+
+#[test]
+fn the_kubernetes_syn_proxy_default_is_off_and_settable() {
+    let k = parse(&edit(&[])).unwrap().kubernetes.unwrap();
+    assert_eq!(k.syn_proxy, nic_config::SynProxyPlan::Off);
+    assert_eq!(k.syn_proxy_half_open_threshold, 1000);
+    let k = parse(&edit(&[(
+        "identity = \"gw-1\"",
+        "identity = \"gw-1\"\nsyn_proxy = \"auto\"\nsyn_proxy_half_open_threshold = 50",
+    )]))
+    .unwrap()
+    .kubernetes
+    .unwrap();
+    assert_eq!(
+        k.syn_proxy,
+        nic_config::SynProxyPlan::Auto {
+            half_open_threshold: 50
+        }
+    );
+    assert_eq!(k.syn_proxy_half_open_threshold, 50);
 }
 
 #[test]

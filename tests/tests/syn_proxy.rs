@@ -45,9 +45,8 @@ fn proxied_connections_are_answered() {
 fn backend_connection_mss(t: &Topology) -> Vec<u32> {
     let mut out = Vec::new();
     for b in &t.backends {
-        let o = b
-            .ns
-            .exec(
+        let o =
+            b.ns.exec(
                 "ss",
                 &[
                     "-tinH",

@@ -9,7 +9,7 @@ use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
 use dataplane::flow::TableHasher;
 use dataplane::snapshot::{
-    AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec, SynProxyMode,
+    AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec,
 };
 use dataplane::snat::{DEFAULT_PROBE_LIMIT, DEFAULT_QUARANTINE_CAPACITY, SnatConfig};
 use dataplane::stage::PipelineConfig;
@@ -107,15 +107,7 @@ fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
         snat: s.snat,
         affinity_timeout_ms: s.affinity_timeout_ms,
         tcp_backend_gone: s.tcp_backend_gone.to_dataplane(),
-        syn_proxy: match s.syn_proxy {
-            nic_config::SynProxyPlan::Off => SynProxyMode::Off,
-            nic_config::SynProxyPlan::On => SynProxyMode::On,
-            nic_config::SynProxyPlan::Auto {
-                half_open_threshold,
-            } => SynProxyMode::Auto {
-                half_open_threshold,
-            },
-        },
+        syn_proxy: s.syn_proxy.to_dataplane(),
     }
 }
 

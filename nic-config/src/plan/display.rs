@@ -261,6 +261,11 @@ impl fmt::Display for Plan {
                     .collect();
                 writeln!(f, "  externalIPs: served only inside {}", cidrs.join(", "))?;
             }
+            writeln!(
+                f,
+                "  syn proxy of TCP Services: {} unless annotated (auto above {} half-open flows)",
+                k.syn_proxy, k.syn_proxy_half_open_threshold
+            )?;
         }
         if !self.address_pools.is_empty() {
             writeln!(f, "address pools:")?;

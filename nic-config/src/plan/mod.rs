@@ -164,6 +164,12 @@ pub struct KubernetesPlan {
     /// Where Services' `spec.externalIPs` may be (network prefixes); empty:
     /// nowhere.
     pub external_ip_cidrs: Vec<Ipv4Prefix>,
+    /// The SYN proxy of TCP Services without the `portico.dev/syn-proxy`
+    /// annotation.
+    pub syn_proxy: SynProxyPlan,
+    /// The threshold of `"auto"` (the default's or an annotation's),
+    /// `1..=16777216`.
+    pub syn_proxy_half_open_threshold: u32,
 }
 
 /// How fast the leader writes back to the API server (a token bucket plus
