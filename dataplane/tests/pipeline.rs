@@ -16,8 +16,6 @@ use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build};
 use std::net::Ipv4Addr;
 
-const CPORT: u16 = 40_000;
-
 fn client_tcp(dst: Ipv4Addr, dport: u16, flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
     build::eth_ipv4_tcp(
         ROUTER_MAC, OUT_MAC, CLIENT, CPORT, dst, dport, flags, seq, ack, payload,

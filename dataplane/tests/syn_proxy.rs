@@ -13,43 +13,17 @@ use dataplane::conntrack::{ConntrackConfig, TcpState, Timeouts};
 use dataplane::counters::DropReason;
 use dataplane::flow::Proto;
 use dataplane::packet::Verdict;
-use dataplane::snapshot::{ServiceSpec, SynProxyMode};
+use dataplane::snapshot::SynProxyMode;
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
+use dataplane::wire::build;
 use dataplane::wire::tcp::flags as F;
-use dataplane::wire::{MacAddr, build, checksum, ethernet, ipv4};
 use std::net::Ipv4Addr;
 
-const CPORT: u16 = 40_000;
 const ISN: u32 = 1_000_000;
 const BACKEND_ISN: u32 = 7_000_000;
 /// MSS 1460, NOP, window scale 7, NOP NOP SACK-permitted: what Linux sends.
 const CLIENT_SYN_OPTS: &[u8] = &[2, 4, 0x05, 0xb4, 1, 3, 3, 7, 1, 1, 4, 2];
-
-fn from_client(flags: u8, seq: u32, ack: u32, window: u16, opts: &[u8], payload: &[u8]) -> Vec<u8> {
-    tcp(
-        (ROUTER_MAC, OUT_MAC),
-        (CLIENT, CPORT),
-        (VIP, 80),
-        flags,
-        seq,
-        ack,
-        window,
-        opts,
-        payload,
-        64,
-    )
-}
-
-fn seq_of(frame: &[u8]) -> u32 {
-    u32::from_be_bytes(frame[38..42].try_into().unwrap())
-}
-
-fn proxied_web(mode: SynProxyMode) -> ServiceSpec {
-    let mut s = web(&[0]);
-    s.syn_proxy = mode;
-    s
-}
 
 /// Send the client's SYN; returns the cookie of the SYN-ACK.
 fn syn(gw: &mut Gateway) -> u32 {

@@ -609,6 +609,7 @@ fn specs_build_into_a_snapshot() {
             ports: vec![PortSpec {
                 mac: [2, 0, 0, 0, 0, 1],
                 mtu: 1500,
+                mss_clamp: None,
             }],
             vip_port: 0,
             addresses: cfg()

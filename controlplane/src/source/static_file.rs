@@ -37,6 +37,7 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
             PortSpec {
                 mac: p.mac.map_or(found.mac, |m| m.0),
                 mtu: p.mtu.unwrap_or(found.mtu),
+                mss_clamp: None,
             }
         })
         .collect();

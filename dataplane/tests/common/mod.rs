@@ -36,6 +36,8 @@ pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 20);
 pub const NODE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 pub const SNAT: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
 pub const NODE_PORT: u16 = 30080;
+/// The client's source port in single-flow tests.
+pub const CPORT: u16 = 40_000;
 
 pub fn backend_ip(i: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 1, 0, 10 + i)
@@ -80,10 +82,12 @@ pub fn spec(services: Vec<ServiceSpec>) -> SnapshotSpec {
             PortSpec {
                 mac: OUT_MAC.0,
                 mtu: 1500,
+                mss_clamp: None,
             },
             PortSpec {
                 mac: IN_MAC.0,
                 mtu: 1500,
+                mss_clamp: None,
             },
         ],
         vip_port: OUTSIDE,
@@ -377,4 +381,40 @@ pub fn tcp(
         dataplane::wire::ethernet::ethertype::IPV4,
         &ip,
     )
+}
+
+/// A TCP segment from the client (port [`CPORT`]) to the VIP's port 80,
+/// with options, TTL 64.
+pub fn from_client(
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    opts: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    tcp(
+        (ROUTER_MAC, OUT_MAC),
+        (CLIENT, CPORT),
+        (VIP, 80),
+        flags,
+        seq,
+        ack,
+        window,
+        opts,
+        payload,
+        64,
+    )
+}
+
+/// The sequence number of an untagged Ethernet/IPv4 (no options)/TCP frame.
+pub fn seq_of(frame: &[u8]) -> u32 {
+    u32::from_be_bytes(frame[38..42].try_into().unwrap())
+}
+
+/// [`web`] with backend 0 only and the SYN proxy in `mode`.
+pub fn proxied_web(mode: dataplane::snapshot::SynProxyMode) -> ServiceSpec {
+    let mut s = web(&[0]);
+    s.syn_proxy = mode;
+    s
 }

@@ -9,7 +9,7 @@
 //! 1. **Client SYN** → answered in place with a SYN-ACK whose sequence
 //!    number is the cookie, window 0 (so the client sends no data before
 //!    the backend is connected, as nf_synproxy does), MSS (the ingress
-//!    port's MTU − 40) and window scale [`OUR_WSCALE`] if the client sent
+//!    port's MTU − 40, or its `mss_clamp` if lower) and window scale [`OUR_WSCALE`] if the client sent
 //!    one. No flow, no SNAT tuple: a flood of spoofed SYNs costs nothing
 //!    but the answers (`syn_cookies_sent`).
 //! 2. **Client ACK without a flow** → its acknowledgment number − 1 is
@@ -127,7 +127,12 @@ pub fn new_segment<F: Frame>(
         let cookie = ctx
             .cookies
             .generate(&tuple(meta), seg.seq, data, ctx.now_ms);
-        let our_mss = port.mtu.saturating_sub(40);
+        // What a backend behind this port could announce: the port's MTU
+        // less the IPv4 and TCP headers, within its clamp.
+        let our_mss = port
+            .mtu
+            .saturating_sub(40)
+            .min(port.mss_clamp.unwrap_or(u16::MAX));
         let answer = SynOptions {
             mss: Some(our_mss),
             wscale: opts.wscale.map(|_| OUR_WSCALE),

@@ -19,6 +19,7 @@ fn reconciler() -> Reconciler {
             PortSpec {
                 mac: [2, 0, 0, 0, 0, 1],
                 mtu: 1500,
+                mss_clamp: None,
             };
             2
         ],
