@@ -31,8 +31,8 @@
 use crate::addr::{Ipv4Prefix, MacAddr};
 use crate::plan::{
     AddressPoolPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
-    KubernetesPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex, PortPlan,
-    RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
+    KubernetesPlan, MssClampPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex,
+    PortPlan, RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
 };
 use crate::schema::{DriverKind, IdlePolicy, PortRole};
 use std::fmt::Debug;
@@ -98,6 +98,8 @@ pub struct LivePart<'a> {
 pub struct PortLivePart<'a> {
     pub node_addresses: &'a [Ipv4Prefix],
     pub snat_addresses: &'a [Ipv4Prefix],
+    /// In the snapshot: a reload applies it.
+    pub mss_clamp: Option<MssClampPlan>,
 }
 
 impl Plan {
@@ -176,6 +178,7 @@ fn split_port(port: &PortPlan) -> (PortRestartPart<'_>, PortLivePart<'_>) {
         host_interface,
         mac,
         mtu,
+        mss_clamp,
         dpdk_device,
     } = port;
     (
@@ -193,6 +196,7 @@ fn split_port(port: &PortPlan) -> (PortRestartPart<'_>, PortLivePart<'_>) {
         PortLivePart {
             node_addresses,
             snat_addresses,
+            mss_clamp: *mss_clamp,
         },
     )
 }

@@ -760,6 +760,14 @@ pub struct PortSection {
     /// the interface's.
     #[serde(default)]
     pub mtu: Option<u64>,
+    /// Clamp the MSS option of TCP SYNs and SYN-ACKs leaving this port
+    /// (lowered, never raised; Linux's `TCPMSS` target): a number of bytes,
+    /// `88..=9176` and at most the port's `mtu` − 40, or `"pmtu"` (the
+    /// port's MTU − 40). For links behind the port with a smaller MTU than
+    /// the ends know of, where ICMP "fragmentation needed" does not come
+    /// back. Default: not clamped.
+    #[serde(default)]
+    pub mss_clamp: Option<MssClampSetting>,
     /// Only with `driver = "dpdk"`: the port's DPDK device. `"net_af_packet"`
     /// or `"net_af_xdp"`: a vdev on the kernel interface `interface` with a
     /// queue per worker (no NIC bound to DPDK needed); a PCI address
@@ -955,6 +963,14 @@ pub enum SynProxy {
     Off,
     On,
     Auto,
+}
+
+/// `mss_clamp` of a port as written: a number or a keyword.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum MssClampSetting {
+    Bytes(u64),
+    Keyword(String),
 }
 
 /// Default `syn_proxy_half_open_threshold`.

@@ -390,6 +390,21 @@ const CASES: &[Case] = &[
         "out of range 68..=9216",
     ),
     case(
+        &[("mtu = 1500", "mtu = 1500\nmss_clamp = 87")],
+        "port[0].mss_clamp",
+        "out of range 88..=9176",
+    ),
+    case(
+        &[("mtu = 1500", "mtu = 1500\nmss_clamp = 1461")],
+        "port[0].mss_clamp",
+        "above the port's mtu 1500 - 40 = 1460",
+    ),
+    case(
+        &[("mtu = 1500", "mtu = 1500\nmss_clamp = \"auto\"")],
+        "port[0].mss_clamp",
+        "\"auto\" is neither a number of bytes nor \"pmtu\"",
+    ),
+    case(
         &[("role = \"inside\"", "role = \"both\"")],
         "port[1].role",
         "single port",
@@ -1200,6 +1215,32 @@ fn the_kubernetes_syn_proxy_default_is_off_and_settable() {
         }
     );
     assert_eq!(k.syn_proxy_half_open_threshold, 50);
+}
+
+#[test]
+fn mss_clamp_is_a_number_or_pmtu_per_port() {
+    let plan = parse(&edit(&[])).unwrap();
+    assert!(plan.ports.iter().all(|p| p.mss_clamp.is_none()));
+    let plan = parse(&edit(&[("mtu = 1500", "mtu = 1500\nmss_clamp = 1400")])).unwrap();
+    assert_eq!(
+        plan.ports[0].mss_clamp,
+        Some(nic_config::MssClampPlan::Bytes(1400))
+    );
+    let plan = parse(&edit(&[("mtu = 1500", "mtu = 1500\nmss_clamp = \"pmtu\"")])).unwrap();
+    let clamp = plan.ports[0].mss_clamp.expect("clamped");
+    assert_eq!(clamp, nic_config::MssClampPlan::Pmtu);
+    assert_eq!(clamp.bytes(1500), 1460);
+    assert!(plan.to_string().contains("MSS clamped to pmtu"), "{plan}");
+    // Every problem at once: both ports' clamps.
+    let text = edit(&[
+        ("mtu = 1500", "mtu = 1500\nmss_clamp = 9999"),
+        (
+            "interface = \"in0\"",
+            "interface = \"in0\"\nmss_clamp = \"max\"",
+        ),
+    ]);
+    let got: Vec<String> = problems(&text).into_iter().map(|p| p.path).collect();
+    assert_eq!(got, ["port[0].mss_clamp", "port[1].mss_clamp"]);
 }
 
 #[test]

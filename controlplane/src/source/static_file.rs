@@ -34,10 +34,11 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
                 mac: [0; 6],
                 mtu: 1500,
             });
+            let mtu = p.mtu.unwrap_or(found.mtu);
             PortSpec {
                 mac: p.mac.map_or(found.mac, |m| m.0),
-                mtu: p.mtu.unwrap_or(found.mtu),
-                mss_clamp: None,
+                mtu,
+                mss_clamp: p.mss_clamp.map(|c| c.bytes(mtu)),
             }
         })
         .collect();
@@ -214,5 +215,26 @@ mod tests {
             assert_eq!(s.mac, p.mac.map_or([2, 9, 9, 9, 9, 9], |m| m.0));
             assert_eq!(s.mtu, p.mtu.unwrap_or(9000));
         }
+    }
+
+    #[test]
+    fn a_pmtu_clamp_follows_the_ports_mtu_and_a_number_is_kept() {
+        let mut plan = example("standalone-two-port.toml");
+        plan.ports[0].mtu = None;
+        plan.ports[0].mss_clamp = Some(nic_config::MssClampPlan::Pmtu);
+        plan.ports[1].mss_clamp = Some(nic_config::MssClampPlan::Bytes(1300));
+        let facts = [PortFacts {
+            mac: [2, 9, 9, 9, 9, 9],
+            mtu: 1400,
+        }; 2];
+        let spec = snapshot_spec(&plan, &facts);
+        assert_eq!(
+            spec.ports[0].mss_clamp,
+            Some(1360),
+            "the interface's MTU - 40"
+        );
+        assert_eq!(spec.ports[1].mss_clamp, Some(1300));
+        let snap = SnapshotBuilder::new().build(&spec).expect("builds");
+        assert_eq!(snap.ports[0].mss_clamp, Some(1360));
     }
 }

@@ -182,6 +182,9 @@ impl fmt::Display for Plan {
                 Some(mtu) => write!(f, "{mtu}")?,
                 None => write!(f, "from interface")?,
             }
+            if let Some(c) = p.mss_clamp {
+                write!(f, ", MSS clamped to {c}")?;
+            }
             if i == self.vip_port {
                 write!(f, "; VIPs announced here")?;
             }
