@@ -44,18 +44,7 @@ fn syn_to_backend(gw: &mut Gateway, opts: &[u8], payload: &[u8], want_opts: &[u8
         .flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
         .expect("flow")
         .reply();
-    let want = tcp(
-        (IN_MAC, backend_mac(r.src_ip)),
-        (r.dst_ip, r.dst_port),
-        (r.src_ip, r.src_port),
-        F::SYN,
-        ISN,
-        0,
-        64240,
-        want_opts,
-        payload,
-        63,
-    );
+    let want = to_backend(&r, F::SYN, ISN, 0, 64240, want_opts, payload);
     assert_eq!(out, vec![(INSIDE, want)]);
     gw.counters().mss_clamped
 }
@@ -145,24 +134,18 @@ fn the_backends_syn_ack_is_clamped_on_its_way_out_of_the_outside_port() {
     // The client's SYN leaves by the inside port, which has no clamp.
     assert_eq!(syn_to_backend(&mut gw, &mss(1460), b"", &mss(1460)), 0);
     let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
-    let synack = tcp(
-        (backend_mac(r.src_ip), IN_MAC),
-        (r.src_ip, r.src_port),
-        (r.dst_ip, r.dst_port),
+    let synack = from_backend(
+        &r,
         F::SYN | F::ACK,
         BACKEND_ISN,
         ISN + 1,
         65160,
         &[2, 4, 0x05, 0xb4, 1, 1, 4, 2, 1, 3, 3, 7],
         b"",
-        64,
     );
     let (v, out) = gw.send(INSIDE, &synack);
     assert_eq!(v, Verdict::Forward(OUTSIDE));
-    let want = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let want = to_client(
         F::SYN | F::ACK,
         BACKEND_ISN,
         ISN + 1,
@@ -192,10 +175,7 @@ fn the_syn_proxy_answers_and_opens_within_the_ports_clamps() {
     assert_eq!(v, Verdict::Reply);
     let cookie = seq_of(&out[0].1);
     // The cookie SYN-ACK offers the outside port's clamp (not 1500 - 40).
-    let want = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let want = to_client(
         F::SYN | F::ACK,
         cookie,
         ISN + 1,
@@ -213,17 +193,14 @@ fn the_syn_proxy_answers_and_opens_within_the_ports_clamps() {
     );
     assert_eq!(v, Verdict::Forward(INSIDE));
     let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
-    let want = tcp(
-        (IN_MAC, backend_mac(r.src_ip)),
-        (r.dst_ip, r.dst_port),
-        (r.src_ip, r.src_port),
+    let want = to_backend(
+        &r,
         F::SYN,
         ISN,
         0,
         u16::MAX,
         &[2, 4, 0x04, 0x4c, 1, 3, 3, 7],
         b"",
-        63,
     );
     assert_eq!(out, vec![(INSIDE, want)]);
     assert_eq!(gw.counters().mss_clamped, 1, "the backend SYN");

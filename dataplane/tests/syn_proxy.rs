@@ -53,18 +53,7 @@ fn backend_synack(gw: &Gateway, window: u16, opts: &[u8]) -> Vec<u8> {
         .flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
         .expect("proxied flow");
     let r = *flow.reply();
-    tcp(
-        (backend_mac(r.src_ip), IN_MAC),
-        (r.src_ip, r.src_port),
-        (r.dst_ip, r.dst_port),
-        F::SYN | F::ACK,
-        BACKEND_ISN,
-        ISN + 1,
-        window,
-        opts,
-        b"",
-        64,
-    )
+    from_backend(&r, F::SYN | F::ACK, BACKEND_ISN, ISN + 1, window, opts, b"")
 }
 
 #[test]
@@ -78,10 +67,7 @@ fn a_syn_is_answered_with_a_cookie_and_leaves_no_state() {
     let cookie = seq_of(&out[0].1);
     // MSS of the ingress port (1500 - 40), our window scale, window 0, no
     // SACK or timestamps offered.
-    let want = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let want = to_client(
         F::SYN | F::ACK,
         cookie,
         ISN + 1,
@@ -104,10 +90,7 @@ fn a_syn_without_options_gets_an_answer_without_window_scaling() {
     let (v, out) = gw.send(OUTSIDE, &from_client(F::SYN, ISN, 0, 8192, &[], b""));
     assert_eq!(v, Verdict::Reply);
     let cookie = seq_of(&out[0].1);
-    let want = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let want = to_client(
         F::SYN | F::ACK,
         cookie,
         ISN + 1,
@@ -126,18 +109,7 @@ fn a_syn_without_options_gets_an_answer_without_window_scaling() {
     assert_eq!(v, Verdict::Forward(INSIDE));
     let flow = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap();
     let r = *flow.reply();
-    let want = tcp(
-        (IN_MAC, backend_mac(r.src_ip)),
-        (r.dst_ip, r.dst_port),
-        (r.src_ip, r.src_port),
-        F::SYN,
-        ISN,
-        0,
-        u16::MAX,
-        &[2, 4, 0x02, 0x18],
-        b"",
-        63,
-    );
+    let want = to_backend(&r, F::SYN, ISN, 0, u16::MAX, &[2, 4, 0x02, 0x18], b"");
     assert_eq!(out, vec![(INSIDE, want)]);
 }
 
@@ -152,17 +124,14 @@ fn a_valid_cookie_ack_becomes_the_backend_syn() {
     assert_eq!(r.dst_ip, SNAT);
     // The client's SYN as the cookie remembered it: ISN, MSS 1460, window
     // scale 7 (no SACK: not offered), full NAT, TTL one lower.
-    let want = tcp(
-        (IN_MAC, backend_mac(r.src_ip)),
-        (r.dst_ip, r.dst_port),
-        (r.src_ip, r.src_port),
+    let want = to_backend(
+        &r,
         F::SYN,
         ISN,
         0,
         u16::MAX,
         &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
         b"",
-        63,
     );
     assert_eq!(out, vec![(INSIDE, want)]);
     let c = gw.counters();
@@ -195,10 +164,7 @@ fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
         b"",
         64,
     );
-    let window_update = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let window_update = to_client(
         F::ACK,
         cookie.wrapping_add(1),
         ISN + 1,
@@ -259,10 +225,7 @@ fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
     );
     let (v, out) = gw.send(INSIDE, &reply);
     assert_eq!(v, Verdict::Forward(OUTSIDE));
-    let want = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let want = to_client(
         F::ACK | F::PSH,
         cookie.wrapping_add(1),
         ISN + 6,

@@ -418,3 +418,103 @@ pub fn proxied_web(mode: dataplane::snapshot::SynProxyMode) -> ServiceSpec {
     s.syn_proxy = mode;
     s
 }
+
+/// A TCP segment the gateway sends to the backend of the flow whose reply
+/// key is `r` (from its SNAT tuple, TTL one lower than the client's 64).
+pub fn to_backend(
+    r: &dataplane::flow::FlowKey,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    opts: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    tcp(
+        (IN_MAC, backend_mac(r.src_ip)),
+        (r.dst_ip, r.dst_port),
+        (r.src_ip, r.src_port),
+        flags,
+        seq,
+        ack,
+        window,
+        opts,
+        payload,
+        63,
+    )
+}
+
+/// A TCP segment with options from the backend of the flow whose reply key
+/// is `r`, TTL 64.
+pub fn from_backend(
+    r: &dataplane::flow::FlowKey,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    opts: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    tcp(
+        (backend_mac(r.src_ip), IN_MAC),
+        (r.src_ip, r.src_port),
+        (r.dst_ip, r.dst_port),
+        flags,
+        seq,
+        ack,
+        window,
+        opts,
+        payload,
+        64,
+    )
+}
+
+/// A TCP segment the gateway sends to the client (from the VIP's port 80
+/// to [`CPORT`]) with TTL `ttl`.
+#[allow(clippy::too_many_arguments)]
+pub fn to_client(
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    opts: &[u8],
+    payload: &[u8],
+    ttl: u8,
+) -> Vec<u8> {
+    tcp(
+        (OUT_MAC, ROUTER_MAC),
+        (VIP, 80),
+        (CLIENT, CPORT),
+        flags,
+        seq,
+        ack,
+        window,
+        opts,
+        payload,
+        ttl,
+    )
+}
+
+/// The fixture topology without a static neighbour for backend 5.
+pub fn gateway_without_neighbour_5() -> Gateway {
+    let mut s = spec(vec![web(&[5])]);
+    s.neighbours.retain(|n| n.addr != backend_ip(5));
+    Gateway::with_spec(s, pipeline_config(0, 1))
+}
+
+/// A SYN (sequence number 1) from the client's port `sport` to the VIP's
+/// port 80.
+pub fn syn(sport: u16) -> Vec<u8> {
+    dataplane::wire::build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        sport,
+        VIP,
+        80,
+        dataplane::wire::tcp::flags::SYN,
+        1,
+        0,
+        b"",
+    )
+}
