@@ -81,6 +81,8 @@ pub mod option {
     pub const MSS: u8 = 2;
     pub const WSCALE: u8 = 3;
     pub const SACK_PERMITTED: u8 = 4;
+    /// RFC 7323 §3: TSval, TSecr.
+    pub const TIMESTAMP: u8 = 8;
 }
 
 /// Handshake options of a SYN or SYN-ACK (`None`: absent).
@@ -89,6 +91,8 @@ pub struct SynOptions {
     pub mss: Option<u16>,
     pub wscale: Option<u8>,
     pub sack: bool,
+    /// `(TSval, TSecr)`.
+    pub ts: Option<(u32, u32)>,
 }
 
 impl SynOptions {
@@ -96,6 +100,7 @@ impl SynOptions {
         mss: None,
         wscale: None,
         sack: false,
+        ts: None,
     };
 
     /// Parse an options area (the header bytes after the first 20).
@@ -107,6 +112,12 @@ impl SynOptions {
                 (option::MSS, &[hi, lo]) => opts.mss = Some(u16::from_be_bytes([hi, lo])),
                 (option::WSCALE, &[w]) => opts.wscale = Some(w),
                 (option::SACK_PERMITTED, &[]) => opts.sack = true,
+                (option::TIMESTAMP, &[a, b, c, d, e, f, g, h]) => {
+                    opts.ts = Some((
+                        u32::from_be_bytes([a, b, c, d]),
+                        u32::from_be_bytes([e, f, g, h]),
+                    ));
+                }
                 _ => {}
             }
         }
