@@ -5,9 +5,9 @@
 //! (5,000 SYN/s from random sources in the client's subnet, sent from a raw
 //! socket in the client namespace) every real connection still succeeds and the flood
 //! leaves no flows and no SNAT tuples behind. On af_packet and on AF_XDP,
-//! the backend's SYN carries the client's MSS (the driver grows the
-//! client's ACK frame for the options: `Frame::extend`), which the backend's
-//! kernel shows as the connection's `mss` in `ss -ti`.
+//! the backend's SYN carries the client's MSS, window scale and timestamps
+//! (the driver grows the client's ACK frame for the options:
+//! `Frame::extend`), as a capture in the backend's namespace shows.
 
 mod common;
 
@@ -40,66 +40,60 @@ fn proxied_connections_are_answered() {
     assert_eq!(number(&s, "/total/drops/syn_cookie_invalid"), 0, "{s}");
 }
 
-/// The `mss:` values `ss -ti` shows for the established connections of a
-/// backend's HTTP server.
-fn backend_connection_mss(t: &Topology) -> Vec<u32> {
-    let mut out = Vec::new();
-    for b in &t.backends {
-        let o =
-            b.ns.exec(
-                "ss",
-                &[
-                    "-tinH",
-                    "state",
-                    "established",
-                    "sport",
-                    "=",
-                    &format!(":{BACKEND_HTTP_PORT}"),
-                ],
-            )
-            .expect("ss in the backend namespace");
-        let text = String::from_utf8_lossy(&o.stdout);
-        out.extend(
-            text.split_whitespace()
-                .filter_map(|w| w.strip_prefix("mss:"))
-                .filter_map(|v| v.parse::<u32>().ok()),
-        );
-    }
-    out
+/// The handshake options of the first SYN (no ACK) to the backends' HTTP
+/// port in `frames` (Ethernet/IPv4/TCP).
+fn backend_syn_options(frames: &[Vec<u8>]) -> Option<dataplane::wire::tcp::SynOptions> {
+    use dataplane::wire::{ipv4, tcp};
+    frames.iter().find_map(|f| {
+        let ip = ipv4::Packet::new_checked(f.get(14..)?).ok()?;
+        let seg = tcp::Packet::new_checked(ip.payload()).ok()?;
+        (ip.protocol() == ipv4::protocol::TCP
+            && seg.dst_port() == BACKEND_HTTP_PORT
+            && seg.flags() & (tcp::flags::SYN | tcp::flags::ACK) == tcp::flags::SYN)
+            .then(|| tcp::SynOptions::parse(&ip.payload()[tcp::HEADER_LEN..seg.header_len()]))
+    })
 }
 
-/// The backend's SYN carries the client's MSS on every driver that can
-/// grow a frame (af_packet and AF_XDP): without it the backend would use
-/// RFC 9293's default of 536 bytes.
+/// The backend's SYN carries the client's MSS, window scale and timestamps
+/// on every driver that can grow a frame (af_packet and AF_XDP), as a
+/// capture in the backend's namespace shows: without its options the
+/// backend would fall back to RFC 9293's 536 bytes, unscaled windows and
+/// no timestamps.
 #[test]
-fn the_backend_syn_carries_the_clients_mss() {
+fn the_backend_syn_carries_the_clients_options() {
     for driver in [DriverKind::Afpacket, DriverKind::Afxdp] {
         let Some(t) = topology_on(
-            &format!("syn_proxy::the_backend_syn_carries_the_clients_mss ({driver})"),
+            &format!("syn_proxy::the_backend_syn_carries_the_clients_options ({driver})"),
             1,
             driver,
         ) else {
             return;
         };
         let gw = gateway(&t, &proxied()(&t));
-        // A connection held open (no request) while the backend is asked.
+        let b = &t.backends[0];
+        let capture = in_netns(&b.ns, || RawSocket::open(&b.ifname)).expect("capture socket");
         let conn = in_netns(&t.client, || {
             let addr = std::net::SocketAddr::from((VIP, HTTP_PORT));
             std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         })
         .expect("a proxied connection");
-        let mut mss = Vec::new();
-        portico_tests::wait_until(Duration::from_secs(5), || {
-            mss = backend_connection_mss(&t);
-            !mss.is_empty()
-        });
-        let s = stats(&gw);
+        let frames = capture
+            .recv_matching(1, Duration::from_secs(5), |f| {
+                backend_syn_options(&[f.to_vec()]).is_some()
+            })
+            .expect("capture");
         drop(conn);
+        let s = stats(&gw);
         assert!(number(&s, "/total/syn_proxy_spliced") >= 2, "{driver}: {s}");
-        assert!(!mss.is_empty(), "{driver}: the backend has the connection");
+        let opts = backend_syn_options(&frames)
+            .unwrap_or_else(|| panic!("{driver}: no SYN reached the backend"));
+        // A Linux client on a 1500-byte veth: MSS 1460, window scale 10 (or
+        // so), timestamps.
+        assert_eq!(opts.mss, Some(1460), "{driver}: {opts:?}");
+        assert!(opts.wscale.is_some(), "{driver}: {opts:?}");
         assert!(
-            mss.iter().all(|&m| m > 536),
-            "{driver}: the backend's MSS per connection {mss:?} (536: the SYN had no MSS option)"
+            opts.ts.is_some_and(|(val, ecr)| val != 0 && ecr == 0),
+            "{driver}: {opts:?}"
         );
     }
 }
