@@ -61,7 +61,10 @@ fn a_syn_leaving_a_clamped_port_is_lowered_never_raised() {
     let linux_clamped = [
         2, 4, 0x04, 0xb0, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
     ];
-    let cases: Vec<(&str, Vec<u8>, Option<u16>, Vec<u8>, u64)> = vec![
+    /// (what, the client's options, the inside port's clamp, what the
+    /// backend gets, counted).
+    type Case = (&'static str, Vec<u8>, Option<u16>, Vec<u8>, u64);
+    let cases: Vec<Case> = vec![
         (
             "above: lowered",
             mss(1460).to_vec(),
