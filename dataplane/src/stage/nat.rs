@@ -64,11 +64,9 @@ pub fn run<F: Frame>(
             continue;
         }
         if meta.tcp_flags & (tcp_flags::SYN | tcp_flags::RST) == tcp_flags::SYN
-            && meta.kind == PacketKind::Tcp
             && let Some(mss) = port.mss_clamp
-            && mss_clamp::clamp(frame, meta, mss) != Clamped::No
         {
-            counters.mss_clamped += 1;
+            clamp_syn(frame, meta, mss, counters);
         }
         let buf = frame.data_mut();
         // Translated already: a packet awaiting its neighbour gets its
@@ -81,6 +79,15 @@ pub fn run<F: Frame>(
                 u64::from(meta.l3_end - meta.l3_offset),
             );
         }
+    }
+}
+
+/// Out of the loop: only SYNs leaving a port with a clamp come here.
+#[cold]
+#[inline(never)]
+fn clamp_syn<F: Frame>(frame: &mut F, meta: &mut PacketMeta, mss: u16, counters: &mut Counters) {
+    if meta.kind == PacketKind::Tcp && mss_clamp::clamp(frame, meta, mss) != Clamped::No {
+        counters.mss_clamped += 1;
     }
 }
 
