@@ -59,6 +59,8 @@ fn config() -> ModelConfig {
         gateway_addresses: vec![Ipv4Addr::new(192, 0, 2, 1)],
         tcp_backend_gone: Default::default(),
         external_ip_cidrs: Vec::new(),
+        syn_proxy: dataplane::snapshot::SynProxyMode::Off,
+        syn_proxy_half_open_threshold: 1000,
     }
 }
 

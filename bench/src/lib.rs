@@ -109,10 +109,12 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
             PortSpec {
                 mac: OUT_MAC.0,
                 mtu: 1500,
+                mss_clamp: None,
             },
             PortSpec {
                 mac: IN_MAC.0,
                 mtu: 1500,
+                mss_clamp: None,
             },
         ],
         vip_port: OUTSIDE,
@@ -156,10 +158,12 @@ pub fn cluster_spec(services: u32, endpoints: u32, maglev_table_size: u32) -> Sn
             PortSpec {
                 mac: [2, 0, 0, 0, 0, 1],
                 mtu: 1500,
+                mss_clamp: None,
             },
             PortSpec {
                 mac: [2, 0, 0, 0, 0, 2],
                 mtu: 1500,
+                mss_clamp: None,
             },
         ],
         vip_port: 0,

@@ -12,6 +12,7 @@
 //! | listener kind | `ListenerKind` (its names in files and reports) | `snapshot::ListenerKind` |
 //! | endpoint condition | `EndpointCondition` (its names) | `snapshot::EndpointCondition` |
 //! | backend gone | `BackendGone` | `snapshot::BackendGonePolicy` |
+//! | SYN proxy | `SynProxyPlan` (validated; its names) | `snapshot::SynProxyMode` |
 //! | idle policy | `IdlePolicy` | `worker::IdlePolicy` |
 //! | XDP attach mode | `XdpModeSetting` | `driver::afxdp::XdpMode` |
 //! | AF_XDP zero copy | `ZeroCopySetting` | `driver::afxdp::ZeroCopy` |
@@ -28,7 +29,7 @@
 
 use dataplane::driver::afxdp::{XdpMode, ZeroCopy};
 use dataplane::flow::Proto;
-use dataplane::snapshot::{BackendGonePolicy, EndpointCondition, ListenerKind};
+use dataplane::snapshot::{BackendGonePolicy, EndpointCondition, ListenerKind, SynProxyMode};
 use dataplane::worker::IdlePolicy;
 
 /// A nic-config value as the dataplane's type.
@@ -83,6 +84,37 @@ mirror!(nic_config::BackendGone => BackendGonePolicy { Drop, Reset });
 mirror!(nic_config::IdlePolicy => IdlePolicy { Spin, Adaptive });
 mirror!(nic_config::XdpModeSetting => XdpMode { Native, Generic, Auto });
 mirror!(nic_config::ZeroCopySetting => ZeroCopy { Auto, On, Off });
+
+/// By hand: `Auto` carries its threshold.
+impl ToDataplane for nic_config::SynProxyPlan {
+    type Dataplane = SynProxyMode;
+    fn to_dataplane(self) -> SynProxyMode {
+        match self {
+            Self::Off => SynProxyMode::Off,
+            Self::On => SynProxyMode::On,
+            Self::Auto {
+                half_open_threshold,
+            } => SynProxyMode::Auto {
+                half_open_threshold,
+            },
+        }
+    }
+}
+
+impl ToConfig for SynProxyMode {
+    type Config = nic_config::SynProxyPlan;
+    fn to_config(self) -> nic_config::SynProxyPlan {
+        match self {
+            Self::Off => nic_config::SynProxyPlan::Off,
+            Self::On => nic_config::SynProxyPlan::On,
+            Self::Auto {
+                half_open_threshold,
+            } => nic_config::SynProxyPlan::Auto {
+                half_open_threshold,
+            },
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -163,5 +195,14 @@ mod tests {
             nic_config::BackendGone::Reset.to_dataplane(),
             BackendGonePolicy::Reset
         );
+        for mode in [
+            nic_config::SynProxyPlan::Off,
+            nic_config::SynProxyPlan::On,
+            nic_config::SynProxyPlan::Auto {
+                half_open_threshold: 77,
+            },
+        ] {
+            assert_eq!(mode.to_dataplane().to_config(), mode);
+        }
     }
 }

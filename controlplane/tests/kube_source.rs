@@ -806,3 +806,101 @@ async fn a_leader_whose_lease_is_taken_stops_writing() {
     assert_eq!(report.status_writes, writes, "{report:?}");
     assert!(a.snapshot().owned(vip).is_some(), "web still served");
 }
+
+/// The SYN proxy of the Service listening on `vip:80`, if one does.
+fn syn_proxy_at(snap: &Snapshot, vip: Ipv4Addr) -> Option<dataplane::snapshot::SynProxyMode> {
+    let listener = snap.listener(Proto::Tcp, vip, 80)?;
+    snap.service(listener.service).map(|s| s.syn_proxy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_syn_proxy_annotation_is_followed_and_a_bad_value_gets_a_warning() {
+    use dataplane::snapshot::SynProxyMode;
+    let Some(cluster) = KubeCluster::start_or_skip(
+        "the_syn_proxy_annotation_is_followed_and_a_bad_value_gets_a_warning",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+    let annotated = |name: &str, value: Option<&str>| {
+        let mut svc = lb_service(name, json!({}));
+        svc.metadata.annotations =
+            value.map(|v| [("portico.dev/syn-proxy".to_owned(), v.to_owned())].into());
+        svc
+    };
+    create_service(&client, &annotated("guarded", Some("on"))).await;
+    create_service(&client, &annotated("plain", None)).await;
+    create_service(&client, &annotated("typo", Some("yes"))).await;
+    let mut vips = Vec::new();
+    for name in ["guarded", "plain", "typo"] {
+        vips.push(wait_status_ip(&client, name).await);
+    }
+    // The plan's [kubernetes] syn_proxy is the default ("off").
+    let want = [
+        Some(SynProxyMode::On),
+        Some(SynProxyMode::Off),
+        Some(SynProxyMode::Off),
+    ];
+    eventually("the annotations applied", async || {
+        let snap = a.snapshot();
+        (vips
+            .iter()
+            .map(|&v| syn_proxy_at(&snap, v))
+            .collect::<Vec<_>>()
+            == want)
+            .then_some(())
+    })
+    .await;
+    let warned = eventually("InvalidSynProxyAnnotation event", async || {
+        let e = events(&client, "typo", "InvalidSynProxyAnnotation").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert_eq!(warned.len(), 1, "one Event: {warned:?}");
+    assert!(
+        warned[0].0.contains("\"yes\"") && warned[0].0.contains("\"off\", \"on\", \"auto\""),
+        "the Event names the value and the accepted ones: {warned:?}"
+    );
+    let api: Api<Event> = Api::namespaced(client.clone(), NS);
+    let types: Vec<Option<String>> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("list events: {e}"))
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("InvalidSynProxyAnnotation"))
+        .map(|e| e.type_)
+        .collect();
+    assert_eq!(types, vec![Some("Warning".to_owned())]);
+    assert!(
+        events(&client, "guarded", "InvalidSynProxyAnnotation")
+            .await
+            .is_empty()
+    );
+
+    // A change of the annotation is followed.
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    services
+        .patch(
+            "plain",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "metadata": { "annotations": { "portico.dev/syn-proxy": "auto" } } }),
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("annotate plain: {e}"));
+    eventually("plain turned auto", async || {
+        (syn_proxy_at(&a.snapshot(), vips[1])
+            == Some(SynProxyMode::Auto {
+                half_open_threshold: 1000,
+            }))
+        .then_some(())
+    })
+    .await;
+}

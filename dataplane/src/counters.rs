@@ -253,6 +253,9 @@ macro_rules! with_counters {
             /// Challenge ACKs answering an in-window but inexact RST
             /// (RFC 5961 §3.2).
             challenge_acks_sent,
+            /// TCP SYNs and SYN-ACKs whose MSS option was lowered (or
+            /// added) to their egress port's `mss_clamp`.
+            mss_clamped,
         }
     };
 }

@@ -17,32 +17,10 @@ use dataplane::wire::{MacAddr, build};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-/// The fixture topology without a static neighbour for backend 5.
-fn gateway_without_neighbour_5() -> Gateway {
-    let mut s = spec(vec![web(&[5])]);
-    s.neighbours.retain(|n| n.addr != backend_ip(5));
-    Gateway::with_spec(s, pipeline_config(0, 1))
-}
-
 fn arp_request_from(sender_mac: MacAddr, sender: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
     let mut f = build::arp_request(sender_mac, sender, target);
     f.resize(60, 0);
     f
-}
-
-fn syn(sport: u16) -> Vec<u8> {
-    build::eth_ipv4_tcp(
-        ROUTER_MAC,
-        OUT_MAC,
-        CLIENT,
-        sport,
-        VIP,
-        80,
-        F::SYN,
-        1,
-        0,
-        b"",
-    )
 }
 
 #[test]

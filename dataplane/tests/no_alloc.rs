@@ -13,21 +13,7 @@ fn mixed_traffic(round: u16) -> Vec<(u8, Vec<u8>)> {
     let mut frames = Vec::new();
     for i in 0..16u16 {
         let sport = 1024 + round.wrapping_mul(16).wrapping_add(i) % 60_000;
-        frames.push((
-            OUTSIDE,
-            build::eth_ipv4_tcp(
-                ROUTER_MAC,
-                OUT_MAC,
-                CLIENT,
-                sport,
-                VIP,
-                80,
-                F::SYN,
-                1,
-                0,
-                b"",
-            ),
-        ));
+        frames.push((OUTSIDE, syn(sport)));
         frames.push((
             OUTSIDE,
             build::eth_ipv4_tcp(
@@ -102,27 +88,6 @@ fn poll_loops_allocate_nothing_after_warm_up() {
     );
     assert!(c.affinity_hits > 1_000 && c.resets_sent > 1_000, "{c:?}");
     assert_eq!(info.count_total, 0, "hot path allocated: {info:?}");
-}
-
-fn gateway_without_neighbour_5() -> Gateway {
-    let mut s = spec(vec![web(&[5])]);
-    s.neighbours.retain(|n| n.addr != backend_ip(5));
-    Gateway::with_spec(s, pipeline_config(0, 1))
-}
-
-fn syn(sport: u16) -> Vec<u8> {
-    build::eth_ipv4_tcp(
-        ROUTER_MAC,
-        OUT_MAC,
-        CLIENT,
-        sport,
-        VIP,
-        80,
-        F::SYN,
-        1,
-        0,
-        b"",
-    )
 }
 
 /// the hold/ARP path under the allocation counter (not covered by no_alloc.rs).

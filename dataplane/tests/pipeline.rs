@@ -16,8 +16,6 @@ use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build};
 use std::net::Ipv4Addr;
 
-const CPORT: u16 = 40_000;
-
 fn client_tcp(dst: Ipv4Addr, dport: u16, flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
     build::eth_ipv4_tcp(
         ROUTER_MAC, OUT_MAC, CLIENT, CPORT, dst, dport, flags, seq, ack, payload,
@@ -694,20 +692,6 @@ fn affinity_survives_backend_set_changes_until_its_backend_leaves() {
     let mut svc = web(&[0, 1, 2]);
     svc.affinity_timeout_ms = Some(60_000);
     let mut gw = Gateway::new(vec![svc.clone()]);
-    let syn = |sport: u16| {
-        build::eth_ipv4_tcp(
-            ROUTER_MAC,
-            OUT_MAC,
-            CLIENT,
-            sport,
-            VIP,
-            80,
-            F::SYN,
-            1,
-            0,
-            b"",
-        )
-    };
     gw.send(OUTSIDE, &syn(1000));
     let pinned = flow_of_port(&gw, 1000).reply().src_ip;
     let pinned_idx = pinned.octets()[3] - 10;

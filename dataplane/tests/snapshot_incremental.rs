@@ -25,10 +25,12 @@ fn base_spec() -> SnapshotSpec {
             PortSpec {
                 mac: [2, 0, 0, 0, 0, 1],
                 mtu: 1500,
+                mss_clamp: None,
             },
             PortSpec {
                 mac: [2, 0, 0, 0, 0, 2],
                 mtu: 1500,
+                mss_clamp: None,
             },
         ],
         vip_port: 0,

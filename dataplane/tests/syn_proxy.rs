@@ -13,43 +13,17 @@ use dataplane::conntrack::{ConntrackConfig, TcpState, Timeouts};
 use dataplane::counters::DropReason;
 use dataplane::flow::Proto;
 use dataplane::packet::Verdict;
-use dataplane::snapshot::{ServiceSpec, SynProxyMode};
+use dataplane::snapshot::SynProxyMode;
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
 use dataplane::wire::build;
 use dataplane::wire::tcp::flags as F;
 use std::net::Ipv4Addr;
 
-const CPORT: u16 = 40_000;
 const ISN: u32 = 1_000_000;
 const BACKEND_ISN: u32 = 7_000_000;
 /// MSS 1460, NOP, window scale 7, NOP NOP SACK-permitted: what Linux sends.
 const CLIENT_SYN_OPTS: &[u8] = &[2, 4, 0x05, 0xb4, 1, 3, 3, 7, 1, 1, 4, 2];
-
-fn from_client(flags: u8, seq: u32, ack: u32, window: u16, opts: &[u8], payload: &[u8]) -> Vec<u8> {
-    tcp(
-        (ROUTER_MAC, OUT_MAC),
-        (CLIENT, CPORT),
-        (VIP, 80),
-        flags,
-        seq,
-        ack,
-        window,
-        opts,
-        payload,
-        64,
-    )
-}
-
-fn seq_of(frame: &[u8]) -> u32 {
-    u32::from_be_bytes(frame[38..42].try_into().unwrap())
-}
-
-fn proxied_web(mode: SynProxyMode) -> ServiceSpec {
-    let mut s = web(&[0]);
-    s.syn_proxy = mode;
-    s
-}
 
 /// Send the client's SYN; returns the cookie of the SYN-ACK.
 fn syn(gw: &mut Gateway) -> u32 {
@@ -79,18 +53,7 @@ fn backend_synack(gw: &Gateway, window: u16, opts: &[u8]) -> Vec<u8> {
         .flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
         .expect("proxied flow");
     let r = *flow.reply();
-    tcp(
-        (backend_mac(r.src_ip), IN_MAC),
-        (r.src_ip, r.src_port),
-        (r.dst_ip, r.dst_port),
-        F::SYN | F::ACK,
-        BACKEND_ISN,
-        ISN + 1,
-        window,
-        opts,
-        b"",
-        64,
-    )
+    from_backend(&r, F::SYN | F::ACK, BACKEND_ISN, ISN + 1, window, opts, b"")
 }
 
 #[test]
@@ -104,10 +67,7 @@ fn a_syn_is_answered_with_a_cookie_and_leaves_no_state() {
     let cookie = seq_of(&out[0].1);
     // MSS of the ingress port (1500 - 40), our window scale, window 0, no
     // SACK or timestamps offered.
-    let want = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let want = to_client(
         F::SYN | F::ACK,
         cookie,
         ISN + 1,
@@ -130,10 +90,7 @@ fn a_syn_without_options_gets_an_answer_without_window_scaling() {
     let (v, out) = gw.send(OUTSIDE, &from_client(F::SYN, ISN, 0, 8192, &[], b""));
     assert_eq!(v, Verdict::Reply);
     let cookie = seq_of(&out[0].1);
-    let want = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let want = to_client(
         F::SYN | F::ACK,
         cookie,
         ISN + 1,
@@ -152,18 +109,7 @@ fn a_syn_without_options_gets_an_answer_without_window_scaling() {
     assert_eq!(v, Verdict::Forward(INSIDE));
     let flow = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap();
     let r = *flow.reply();
-    let want = tcp(
-        (IN_MAC, backend_mac(r.src_ip)),
-        (r.dst_ip, r.dst_port),
-        (r.src_ip, r.src_port),
-        F::SYN,
-        ISN,
-        0,
-        u16::MAX,
-        &[2, 4, 0x02, 0x18],
-        b"",
-        63,
-    );
+    let want = to_backend(&r, F::SYN, ISN, 0, u16::MAX, &[2, 4, 0x02, 0x18], b"");
     assert_eq!(out, vec![(INSIDE, want)]);
 }
 
@@ -178,17 +124,14 @@ fn a_valid_cookie_ack_becomes_the_backend_syn() {
     assert_eq!(r.dst_ip, SNAT);
     // The client's SYN as the cookie remembered it: ISN, MSS 1460, window
     // scale 7 (no SACK: not offered), full NAT, TTL one lower.
-    let want = tcp(
-        (IN_MAC, backend_mac(r.src_ip)),
-        (r.dst_ip, r.dst_port),
-        (r.src_ip, r.src_port),
+    let want = to_backend(
+        &r,
         F::SYN,
         ISN,
         0,
         u16::MAX,
         &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
         b"",
-        63,
     );
     assert_eq!(out, vec![(INSIDE, want)]);
     let c = gw.counters();
@@ -221,10 +164,7 @@ fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
         b"",
         64,
     );
-    let window_update = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let window_update = to_client(
         F::ACK,
         cookie.wrapping_add(1),
         ISN + 1,
@@ -285,10 +225,7 @@ fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
     );
     let (v, out) = gw.send(INSIDE, &reply);
     assert_eq!(v, Verdict::Forward(OUTSIDE));
-    let want = tcp(
-        (OUT_MAC, ROUTER_MAC),
-        (VIP, 80),
-        (CLIENT, CPORT),
+    let want = to_client(
         F::ACK | F::PSH,
         cookie.wrapping_add(1),
         ISN + 6,
@@ -534,4 +471,219 @@ fn new_flows_over_the_per_source_rate_are_dropped_and_counted() {
     gw.clock.advance_ms(500);
     assert_eq!(gw.send(OUTSIDE, &plain_syn(4)).0, Verdict::Forward(INSIDE));
     assert_eq!(gw.counters().dropped(DropReason::NewFlowRateLimited), 1);
+}
+
+/// NOP NOP and the timestamp option (RFC 7323 §3).
+fn ts_opt(val: u32, ecr: u32) -> Vec<u8> {
+    let mut o = vec![1, 1, 8, 10];
+    o.extend_from_slice(&val.to_be_bytes());
+    o.extend_from_slice(&ecr.to_be_bytes());
+    o
+}
+
+/// `a` then `b`.
+fn cat(a: &[u8], b: &[u8]) -> Vec<u8> {
+    [a, b].concat()
+}
+
+/// The client's TSval in its SYN, and the backend's in its SYN-ACK.
+const CLIENT_TS: u32 = 4_000_000;
+const BACKEND_TS: u32 = 9_000_000;
+/// MSS 1460, SACK-permitted, timestamps, NOP, window scale 7: Linux's SYN.
+fn linux_syn_opts() -> Vec<u8> {
+    let mut o = vec![2, 4, 0x05, 0xb4, 4, 2, 8, 10];
+    o.extend_from_slice(&CLIENT_TS.to_be_bytes());
+    o.extend_from_slice(&[0, 0, 0, 0, 1, 3, 3, 7]);
+    o
+}
+
+/// The TSval of the SYN-ACK at the fixture's start (1,000 ms): the clock's
+/// high bits (960), window scale 7 and SACK-permitted (16) in the low ones.
+const OUR_TS: u32 = 960 | 7 | 16;
+
+#[test]
+fn a_timestamp_echo_whose_option_bits_disagree_with_the_cookie_is_refused() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let (_, out) = gw.send(
+        OUTSIDE,
+        &from_client(F::SYN, ISN, 0, 64240, &linux_syn_opts(), b""),
+    );
+    let cookie = seq_of(&out[0].1);
+    // The echo claims window scale 6: not what the cookie says.
+    let forged = from_client(
+        F::ACK,
+        ISN + 1,
+        cookie.wrapping_add(1),
+        502,
+        &ts_opt(CLIENT_TS + 1, OUR_TS - 1),
+        b"",
+    );
+    let (v, out) = gw.send(OUTSIDE, &forged);
+    assert_eq!(v, Verdict::Drop(DropReason::SynCookieInvalid));
+    assert!(out.is_empty());
+    assert_eq!(gw.counters().flows_created, 0);
+}
+
+#[test]
+fn timestamps_are_offered_carried_to_the_backend_and_shifted_on_the_splice() {
+    let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(F::SYN, ISN, 0, 64240, &linux_syn_opts(), b""),
+    );
+    assert_eq!(v, Verdict::Reply);
+    let cookie = seq_of(&out[0].1);
+    // MSS, window scale 7, timestamps (ours, echoing the client's); no SACK.
+    let want = to_client(
+        F::SYN | F::ACK,
+        cookie,
+        ISN + 1,
+        0,
+        &cat(&[2, 4, 0x05, 0xb4, 1, 3, 3, 7], &ts_opt(OUR_TS, CLIENT_TS)),
+        b"",
+        64,
+    );
+    assert_eq!(out, vec![(OUTSIDE, want)]);
+
+    // The ACK echoes our TSval: the backend SYN carries the client's TSval
+    // (grown by 8 bytes for MSS and window scale) and TSecr 0.
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(
+            F::ACK,
+            ISN + 1,
+            cookie.wrapping_add(1),
+            502,
+            &ts_opt(CLIENT_TS + 1, OUR_TS),
+            b"",
+        ),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
+    let want = to_backend(
+        &r,
+        F::SYN,
+        ISN,
+        0,
+        u16::MAX,
+        &cat(&[2, 4, 0x05, 0xb4, 1, 3, 3, 7], &ts_opt(CLIENT_TS + 1, 0)),
+        b"",
+    );
+    assert_eq!(out, vec![(INSIDE, want)]);
+
+    // The backend answers with its own clock; the ACK to it echoes that,
+    // the window update to the client carries the clock the client knows.
+    let synack = from_backend(
+        &r,
+        F::SYN | F::ACK,
+        BACKEND_ISN,
+        ISN + 1,
+        29200,
+        &cat(
+            &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
+            &ts_opt(BACKEND_TS, CLIENT_TS + 1),
+        ),
+        b"",
+    );
+    let (v, out) = gw.send(INSIDE, &synack);
+    assert_eq!(v, Verdict::Reply);
+    let window_update = to_client(
+        F::ACK,
+        cookie.wrapping_add(1),
+        ISN + 1,
+        29200,
+        &ts_opt(OUR_TS, CLIENT_TS + 1),
+        b"",
+        64,
+    );
+    let ack_to_backend = tcp(
+        (IN_MAC, backend_mac(r.src_ip)),
+        (r.dst_ip, r.dst_port),
+        (r.src_ip, r.src_port),
+        F::ACK,
+        ISN + 1,
+        BACKEND_ISN + 1,
+        502,
+        &ts_opt(CLIENT_TS + 1, BACKEND_TS),
+        b"",
+        64,
+    );
+    assert_eq!(
+        out,
+        vec![(OUTSIDE, window_update), (INSIDE, ack_to_backend)]
+    );
+
+    // Client -> backend: TSecr moves to the backend's clock (and the ACK
+    // number to its sequence space); the client's TSval passes.
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_client(
+            F::ACK | F::PSH,
+            ISN + 1,
+            cookie.wrapping_add(1),
+            502,
+            &ts_opt(CLIENT_TS + 20, OUR_TS),
+            b"GET /",
+        ),
+    );
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    let want = to_backend(
+        &r,
+        F::ACK | F::PSH,
+        ISN + 1,
+        BACKEND_ISN + 1,
+        502,
+        &ts_opt(CLIENT_TS + 20, BACKEND_TS),
+        b"GET /",
+    );
+    assert_eq!(out, vec![(INSIDE, want)]);
+
+    // Backend -> client: TSval moves to the clock the client knows; the
+    // echo of the client's TSval passes.
+    let reply = from_backend(
+        &r,
+        F::ACK | F::PSH,
+        BACKEND_ISN + 1,
+        ISN + 6,
+        229,
+        &ts_opt(BACKEND_TS + 35, CLIENT_TS + 20),
+        b"200 OK",
+    );
+    let (v, out) = gw.send(INSIDE, &reply);
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    let want = to_client(
+        F::ACK | F::PSH,
+        cookie.wrapping_add(1),
+        ISN + 6,
+        229,
+        &ts_opt(OUR_TS + 35, CLIENT_TS + 20),
+        b"200 OK",
+        63,
+    );
+    assert_eq!(out, vec![(OUTSIDE, want)]);
+    assert!(checksums_valid(&out[0].1));
+
+    // An option layout with the timestamps at an odd offset (one NOP
+    // before them) is shifted with a correct checksum too.
+    let mut odd = vec![1, 8, 10];
+    odd.extend_from_slice(&(BACKEND_TS + 40).to_be_bytes());
+    odd.extend_from_slice(&(CLIENT_TS + 20).to_be_bytes());
+    odd.push(0); // EOL
+    let reply = from_backend(&r, F::ACK, BACKEND_ISN + 7, ISN + 6, 229, &odd, b"");
+    let (v, out) = gw.send(INSIDE, &reply);
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    let mut odd_want = vec![1, 8, 10];
+    odd_want.extend_from_slice(&(OUR_TS + 40).to_be_bytes());
+    odd_want.extend_from_slice(&(CLIENT_TS + 20).to_be_bytes());
+    odd_want.push(0);
+    let want = to_client(
+        F::ACK,
+        cookie.wrapping_add(7),
+        ISN + 6,
+        229,
+        &odd_want,
+        b"",
+        63,
+    );
+    assert_eq!(out, vec![(OUTSIDE, want)]);
 }

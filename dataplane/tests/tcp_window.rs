@@ -170,48 +170,15 @@ const LINUX_SYN_OPTS: &[u8] = &[2, 4, 0x05, 0xb4, 1, 3, 3, 7, 1, 1, 4, 2];
 #[test]
 fn scaled_windows_from_the_syns_let_a_large_response_through() {
     let mut gw = Gateway::new(vec![web(&[0])]);
-    let syn = tcp(
-        (ROUTER_MAC, OUT_MAC),
-        (CLIENT, CPORT),
-        (VIP, 80),
-        F::SYN,
-        C - 1,
-        0,
-        64_240,
-        LINUX_SYN_OPTS,
-        b"",
-        64,
-    );
+    let syn = from_client(F::SYN, C - 1, 0, 64_240, LINUX_SYN_OPTS, b"");
     assert_eq!(gw.send(OUTSIDE, &syn).0, Verdict::Forward(INSIDE));
     let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
     let backend = |flags: u8, seq: u32, ack: u32, window: u16, opts: &[u8], payload: &[u8]| {
-        tcp(
-            (backend_mac(r.src_ip), IN_MAC),
-            (r.src_ip, r.src_port),
-            (r.dst_ip, r.dst_port),
-            flags,
-            seq,
-            ack,
-            window,
-            opts,
-            payload,
-            64,
-        )
+        from_backend(&r, flags, seq, ack, window, opts, payload)
     };
     let synack = backend(F::SYN | F::ACK, B - 1, C, 65_160, LINUX_SYN_OPTS, b"");
     assert_eq!(gw.send(INSIDE, &synack).0, Verdict::Forward(OUTSIDE));
-    let ack = tcp(
-        (ROUTER_MAC, OUT_MAC),
-        (CLIENT, CPORT),
-        (VIP, 80),
-        F::ACK | F::PSH,
-        C,
-        B,
-        502,
-        &[],
-        b"GET / HTTP/1.1\r\n\r\n",
-        64,
-    );
+    let ack = from_client(F::ACK | F::PSH, C, B, 502, &[], b"GET / HTTP/1.1\r\n\r\n");
     assert_eq!(gw.send(OUTSIDE, &ack).0, Verdict::Forward(INSIDE));
     // Three full segments: 4,380 bytes past B, far beyond 502 unscaled.
     let body = [b'x'; 1460];

@@ -62,14 +62,16 @@ pub use addr::{Ipv4Prefix, Ipv4Range, MacAddr, is_buggy_ip};
 pub use plan::{
     AddressPoolPlan, AddressRole, AdvertisementPlan, AfxdpPlan, BackendPlan, BgpPlan,
     ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan,
-    ListenerKind, ListenerPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex,
-    PortPlan, RoutePlan, ServicePlan, SnatPlan, StatusWritesPlan, SynProxyPlan, TimeoutsMs,
+    ListenerKind, ListenerPlan, MssClampPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress,
+    Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan, StatusWritesPlan, SynProxyPlan,
+    TimeoutsMs,
 };
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
     AddressPoolSection, AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition,
-    IdlePolicy, InstanceSection, KubernetesSection, NeighbourTableSection, PortOverrideSection,
-    PortRole, Protocol, SessionAffinity, SynProxy, XdpModeSetting, ZeroCopySetting,
+    IdlePolicy, InstanceSection, KubernetesSection, MssClampSetting, NeighbourTableSection,
+    PortOverrideSection, PortRole, Protocol, SessionAffinity, SynProxy, XdpModeSetting,
+    ZeroCopySetting,
 };
 pub use validate::{InstanceChoice, validate, validate_instance};
 

@@ -31,8 +31,8 @@
 use crate::addr::{Ipv4Prefix, MacAddr};
 use crate::plan::{
     AddressPoolPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
-    KubernetesPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex, PortPlan,
-    RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
+    KubernetesPlan, MssClampPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex,
+    PortPlan, RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
 };
 use crate::schema::{DriverKind, IdlePolicy, PortRole};
 use std::fmt::Debug;
@@ -100,6 +100,8 @@ pub struct LivePart<'a> {
 pub struct PortLivePart<'a> {
     pub node_addresses: &'a [Ipv4Prefix],
     pub snat_addresses: &'a [Ipv4Prefix],
+    /// In the snapshot: a reload applies it.
+    pub mss_clamp: Option<MssClampPlan>,
 }
 
 impl Plan {
@@ -180,6 +182,7 @@ fn split_port(port: &PortPlan) -> (PortRestartPart<'_>, PortLivePart<'_>) {
         host_interface,
         mac,
         mtu,
+        mss_clamp,
         dpdk_device,
     } = port;
     (
@@ -197,6 +200,7 @@ fn split_port(port: &PortPlan) -> (PortRestartPart<'_>, PortLivePart<'_>) {
         PortLivePart {
             node_addresses,
             snat_addresses,
+            mss_clamp: *mss_clamp,
         },
     )
 }
@@ -460,6 +464,8 @@ mod tests {
                         identity: None,
                     },
                     external_ip_cidrs: Vec::new(),
+                    syn_proxy: crate::SynProxyPlan::Off,
+                    syn_proxy_half_open_threshold: 1000,
                 });
             }),
             ("maglev", false, |p| p.dataplane.maglev_table_size = 251),

@@ -279,6 +279,17 @@ pub struct KubernetesSection {
     /// Service asking for one outside these gets a Warning Event.
     #[serde(default)]
     pub external_ip_cidrs: Vec<String>,
+    /// SYN flood defence of TCP Services without the `portico.dev/syn-proxy`
+    /// annotation: `"off"`, `"on"` or `"auto"`, as a static service's
+    /// `syn_proxy`. Default `"off"`. The annotation (same values) overrides
+    /// it per Service.
+    #[serde(default)]
+    pub syn_proxy: Option<SynProxy>,
+    /// Half-open flows per worker above which `"auto"` (here or in a
+    /// Service's annotation) answers SYNs with cookies, `1..=16777216`.
+    /// Default 1000.
+    #[serde(default)]
+    pub syn_proxy_half_open_threshold: Option<u64>,
 }
 
 impl Default for KubernetesSection {
@@ -299,6 +310,8 @@ impl Default for KubernetesSection {
             status_write_burst: default_status_write_burst(),
             status_writes_in_flight: default_status_writes_in_flight(),
             external_ip_cidrs: Vec::new(),
+            syn_proxy: None,
+            syn_proxy_half_open_threshold: None,
         }
     }
 }
@@ -770,6 +783,14 @@ pub struct PortSection {
     /// the interface's.
     #[serde(default)]
     pub mtu: Option<u64>,
+    /// Clamp the MSS option of TCP SYNs and SYN-ACKs leaving this port
+    /// (lowered, never raised; Linux's `TCPMSS` target): a number of bytes,
+    /// `88..=9176` and at most the port's `mtu` − 40, or `"pmtu"` (the
+    /// port's MTU − 40). For links behind the port with a smaller MTU than
+    /// the ends know of, where ICMP "fragmentation needed" does not come
+    /// back. Default: not clamped.
+    #[serde(default)]
+    pub mss_clamp: Option<MssClampSetting>,
     /// Only with `driver = "dpdk"`: the port's DPDK device. `"net_af_packet"`
     /// or `"net_af_xdp"`: a vdev on the kernel interface `interface` with a
     /// queue per worker (no NIC bound to DPDK needed); a PCI address
@@ -965,6 +986,14 @@ pub enum SynProxy {
     Off,
     On,
     Auto,
+}
+
+/// `mss_clamp` of a port as written: a number or a keyword.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum MssClampSetting {
+    Bytes(u64),
+    Keyword(String),
 }
 
 /// Default `syn_proxy_half_open_threshold`.

@@ -390,6 +390,21 @@ const CASES: &[Case] = &[
         "out of range 68..=9216",
     ),
     case(
+        &[("mtu = 1500", "mtu = 1500\nmss_clamp = 87")],
+        "port[0].mss_clamp",
+        "out of range 88..=9176",
+    ),
+    case(
+        &[("mtu = 1500", "mtu = 1500\nmss_clamp = 1461")],
+        "port[0].mss_clamp",
+        "above the port's mtu 1500 - 40 = 1460",
+    ),
+    case(
+        &[("mtu = 1500", "mtu = 1500\nmss_clamp = \"auto\"")],
+        "port[0].mss_clamp",
+        "\"auto\" is neither a number of bytes nor \"pmtu\"",
+    ),
+    case(
         &[("role = \"inside\"", "role = \"both\"")],
         "port[1].role",
         "single port",
@@ -683,6 +698,14 @@ const CASES: &[Case] = &[
             "tcp_backend_gone = \"reset\"\nsyn_proxy = \"auto\"\nsyn_proxy_half_open_threshold = 0",
         )],
         "service[0].syn_proxy_half_open_threshold",
+        "out of range 1..=16777216",
+    ),
+    case(
+        &[(
+            "identity = \"gw-1\"",
+            "identity = \"gw-1\"\nsyn_proxy_half_open_threshold = 16777217",
+        )],
+        "kubernetes.syn_proxy_half_open_threshold",
         "out of range 1..=16777216",
     ),
     case(
@@ -1171,6 +1194,53 @@ fn syn_proxy_is_off_by_default_and_auto_has_a_threshold() {
     )]))
     .unwrap();
     assert_eq!(plan.services[0].syn_proxy, nic_config::SynProxyPlan::On);
+}
+
+#[test]
+fn the_kubernetes_syn_proxy_default_is_off_and_settable() {
+    let k = parse(&edit(&[])).unwrap().kubernetes.unwrap();
+    assert_eq!(k.syn_proxy, nic_config::SynProxyPlan::Off);
+    assert_eq!(k.syn_proxy_half_open_threshold, 1000);
+    let k = parse(&edit(&[(
+        "identity = \"gw-1\"",
+        "identity = \"gw-1\"\nsyn_proxy = \"auto\"\nsyn_proxy_half_open_threshold = 50",
+    )]))
+    .unwrap()
+    .kubernetes
+    .unwrap();
+    assert_eq!(
+        k.syn_proxy,
+        nic_config::SynProxyPlan::Auto {
+            half_open_threshold: 50
+        }
+    );
+    assert_eq!(k.syn_proxy_half_open_threshold, 50);
+}
+
+#[test]
+fn mss_clamp_is_a_number_or_pmtu_per_port() {
+    let plan = parse(&edit(&[])).unwrap();
+    assert!(plan.ports.iter().all(|p| p.mss_clamp.is_none()));
+    let plan = parse(&edit(&[("mtu = 1500", "mtu = 1500\nmss_clamp = 1400")])).unwrap();
+    assert_eq!(
+        plan.ports[0].mss_clamp,
+        Some(nic_config::MssClampPlan::Bytes(1400))
+    );
+    let plan = parse(&edit(&[("mtu = 1500", "mtu = 1500\nmss_clamp = \"pmtu\"")])).unwrap();
+    let clamp = plan.ports[0].mss_clamp.expect("clamped");
+    assert_eq!(clamp, nic_config::MssClampPlan::Pmtu);
+    assert_eq!(clamp.bytes(1500), 1460);
+    assert!(plan.to_string().contains("MSS clamped to pmtu"), "{plan}");
+    // Every problem at once: both ports' clamps.
+    let text = edit(&[
+        ("mtu = 1500", "mtu = 1500\nmss_clamp = 9999"),
+        (
+            "interface = \"in0\"",
+            "interface = \"in0\"\nmss_clamp = \"max\"",
+        ),
+    ]);
+    let got: Vec<String> = problems(&text).into_iter().map(|p| p.path).collect();
+    assert_eq!(got, ["port[0].mss_clamp", "port[1].mss_clamp"]);
 }
 
 #[test]

@@ -332,3 +332,63 @@ async fn a_load_balancer_address_is_announced_while_it_has_a_ready_endpoint() {
     assert_eq!(report.peers[0].state, "Established", "{report:?}");
     assert!(report.vips.is_empty(), "{report:?}");
 }
+
+/// A Service annotated `portico.dev/syn-proxy: "on"` is SYN-proxied end to
+/// end: every request through its address completes a cookie handshake with
+/// the gateway, then the spliced connection to an nginx backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_annotated_service_is_syn_proxied_end_to_end() {
+    const TEST: &str = "kube_e2e::an_annotated_service_is_syn_proxied_end_to_end";
+    let Some(t) = common::topology(TEST, 2) else {
+        return;
+    };
+    let Some((_link, cluster)) = api_server(TEST, &t).await else {
+        return;
+    };
+    let client = cluster.client();
+    let gw = t
+        .start_gateway(&gateway_config(&t, cluster.kubeconfig_path()))
+        .expect("portico run starts");
+    let mut svc = lb();
+    svc.metadata.annotations = Some([("portico.dev/syn-proxy".to_owned(), "on".to_owned())].into());
+    Api::<Service>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create the Service");
+    Api::<EndpointSlice>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &slice(&[(0, true), (1, true)]))
+        .await
+        .expect("create the EndpointSlice");
+    let vip = eventually("status.loadBalancer.ingress", async || {
+        let ips = status_ips(&client, NS, SERVICE).await;
+        (ips.len() == 1).then(|| ips[0])
+    })
+    .await;
+    eventually("the VIP to answer", async || {
+        curl(&t, vip, 1, 2)[0].is_some().then_some(())
+    })
+    .await;
+    let bodies = curl(&t, vip, REQUESTS, 5);
+    let failed = bodies.iter().filter(|b| b.is_none()).count();
+    assert_eq!(
+        failed,
+        0,
+        "every request answered: {bodies:?}\n{}",
+        gw.log_text()
+    );
+    let s = common::stats(&gw);
+    let proxied = REQUESTS as u64 + 1;
+    assert!(
+        common::number(&s, "/total/syn_cookies_validated") >= proxied,
+        "{s}"
+    );
+    assert!(
+        common::number(&s, "/total/syn_proxy_spliced") >= proxied,
+        "{s}"
+    );
+    assert_eq!(
+        common::number(&s, "/total/drops/syn_cookie_invalid"),
+        0,
+        "{s}"
+    );
+}

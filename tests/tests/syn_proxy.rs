@@ -4,12 +4,15 @@
 //! handshake and the spliced sequence spaces; during a spoofed SYN flood
 //! (5,000 SYN/s from random sources in the client's subnet, sent from a raw
 //! socket in the client namespace) every real connection still succeeds and the flood
-//! leaves no flows and no SNAT tuples behind.
+//! leaves no flows and no SNAT tuples behind. On af_packet and on AF_XDP,
+//! the backend's SYN carries the client's MSS, window scale and timestamps
+//! (the driver grows the client's ACK frame for the options:
+//! `Frame::extend`), as a capture in the backend's namespace shows.
 
 mod common;
 
-use common::{curl, gateway, number, stats, topology};
-use portico::demo::topology::{HTTP_PORT, ServiceOptions, Topology, VIP};
+use common::{DriverKind, curl, gateway, number, stats, topology, topology_on};
+use portico::demo::topology::{BACKEND_HTTP_PORT, HTTP_PORT, ServiceOptions, Topology, VIP};
 use portico_netns::{RawSocket, in_netns};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -35,6 +38,64 @@ fn proxied_connections_are_answered() {
     assert!(number(&s, "/total/syn_cookies_validated") >= 41, "{s}");
     assert!(number(&s, "/total/syn_proxy_spliced") >= 41, "{s}");
     assert_eq!(number(&s, "/total/drops/syn_cookie_invalid"), 0, "{s}");
+}
+
+/// The handshake options of the first SYN (no ACK) to the backends' HTTP
+/// port in `frames` (Ethernet/IPv4/TCP).
+fn backend_syn_options(frames: &[Vec<u8>]) -> Option<dataplane::wire::tcp::SynOptions> {
+    use dataplane::wire::{ipv4, tcp};
+    frames.iter().find_map(|f| {
+        let ip = ipv4::Packet::new_checked(f.get(14..)?).ok()?;
+        let seg = tcp::Packet::new_checked(ip.payload()).ok()?;
+        (ip.protocol() == ipv4::protocol::TCP
+            && seg.dst_port() == BACKEND_HTTP_PORT
+            && seg.flags() & (tcp::flags::SYN | tcp::flags::ACK) == tcp::flags::SYN)
+            .then(|| tcp::SynOptions::parse(&ip.payload()[tcp::HEADER_LEN..seg.header_len()]))
+    })
+}
+
+/// The backend's SYN carries the client's MSS, window scale and timestamps
+/// on every driver that can grow a frame (af_packet and AF_XDP), as a
+/// capture in the backend's namespace shows: without its options the
+/// backend would fall back to RFC 9293's 536 bytes, unscaled windows and
+/// no timestamps.
+#[test]
+fn the_backend_syn_carries_the_clients_options() {
+    for driver in [DriverKind::Afpacket, DriverKind::Afxdp] {
+        let Some(t) = topology_on(
+            &format!("syn_proxy::the_backend_syn_carries_the_clients_options ({driver})"),
+            1,
+            driver,
+        ) else {
+            return;
+        };
+        let gw = gateway(&t, &proxied()(&t));
+        let b = &t.backends[0];
+        let capture = in_netns(&b.ns, || RawSocket::open(&b.ifname)).expect("capture socket");
+        let conn = in_netns(&t.client, || {
+            let addr = std::net::SocketAddr::from((VIP, HTTP_PORT));
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        })
+        .expect("a proxied connection");
+        let frames = capture
+            .recv_matching(1, Duration::from_secs(5), |f| {
+                backend_syn_options(&[f.to_vec()]).is_some()
+            })
+            .expect("capture");
+        drop(conn);
+        let s = stats(&gw);
+        assert!(number(&s, "/total/syn_proxy_spliced") >= 2, "{driver}: {s}");
+        let opts = backend_syn_options(&frames)
+            .unwrap_or_else(|| panic!("{driver}: no SYN reached the backend"));
+        // A Linux client on a 1500-byte veth: MSS 1460, window scale 10 (or
+        // so), timestamps.
+        assert_eq!(opts.mss, Some(1460), "{driver}: {opts:?}");
+        assert!(opts.wscale.is_some(), "{driver}: {opts:?}");
+        assert!(
+            opts.ts.is_some_and(|(val, ecr)| val != 0 && ecr == 0),
+            "{driver}: {opts:?}"
+        );
+    }
 }
 
 /// A SYN from a spoofed source `192.0.2.(128 + n % 120)`, port from `n`.

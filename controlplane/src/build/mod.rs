@@ -14,6 +14,6 @@ mod service;
 pub use cache::{SpecCache, SpecChange, specs_changed};
 pub use debounce::Debouncer;
 pub use service::{
-    IgnoreReason, LABEL_SERVICE_NAME, ModelConfig, ServiceOutcome, Skip, is_served_class,
-    service_specs, wants_load_balancer_address,
+    ANNOTATION_SYN_PROXY, IgnoreReason, LABEL_SERVICE_NAME, ModelConfig, SYN_PROXY_VALUES,
+    ServiceOutcome, Skip, is_served_class, service_specs, wants_load_balancer_address,
 };

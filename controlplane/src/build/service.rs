@@ -35,10 +35,16 @@
 //! * `externalTrafficPolicy: Local` → no SNAT: the client address is kept
 //!   (the gateway is then on the backends' return path). The per-node
 //!   endpoint filtering of kube-proxy does not apply to a gateway;
+//! * the annotation `portico.dev/syn-proxy` (`off`, `on` or `auto`) sets
+//!   the SYN proxy of the Service's TCP ports; without it, `[kubernetes]
+//!   syn_proxy` applies (default `off`); `auto`'s threshold is `[kubernetes]
+//!   syn_proxy_half_open_threshold`. Another value is reported (a
+//!   Warning Event naming it and the accepted ones) and the default applies;
 //! * spec names are stable: `namespace/name:port/protocol`, with the port's
 //!   name, or its number when unnamed; listeners and endpoints are sorted,
 //!   so equal inputs give equal specs.
 
+use crate::mirror::{ToConfig, ToDataplane};
 use dataplane::flow::Proto;
 use dataplane::snapshot::{
     BackendGonePolicy, EndpointCondition, EndpointSpec, ListenerKind, ServiceSpec, SynProxyMode,
@@ -49,6 +55,13 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use nic_config::{AddressRole, Ipv4Prefix, Plan};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// Annotation setting the SYN proxy of a Service's TCP ports: one of
+/// [`SYN_PROXY_VALUES`].
+pub const ANNOTATION_SYN_PROXY: &str = "portico.dev/syn-proxy";
+/// What [`ANNOTATION_SYN_PROXY`] accepts (as a static service's
+/// `syn_proxy`).
+pub const SYN_PROXY_VALUES: [&str; 3] = ["off", "on", "auto"];
 
 /// The label joining an EndpointSlice to its Service.
 pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
@@ -74,6 +87,11 @@ pub struct ModelConfig {
     /// Where `spec.externalIPs` may be (`[kubernetes] external_ip_cidrs`);
     /// empty: nowhere.
     pub external_ip_cidrs: Vec<Ipv4Prefix>,
+    /// SYN proxy of TCP ports without [`ANNOTATION_SYN_PROXY`]
+    /// (`[kubernetes] syn_proxy`).
+    pub syn_proxy: SynProxyMode,
+    /// Threshold of an annotation's `auto`.
+    pub syn_proxy_half_open_threshold: u32,
 }
 
 impl ModelConfig {
@@ -107,6 +125,8 @@ impl ModelConfig {
             gateway_addresses,
             tcp_backend_gone: BackendGonePolicy::Drop,
             external_ip_cidrs: k.external_ip_cidrs.clone(),
+            syn_proxy: k.syn_proxy.to_dataplane(),
+            syn_proxy_half_open_threshold: k.syn_proxy_half_open_threshold,
         })
     }
 }
@@ -187,6 +207,12 @@ pub enum Skip {
     ExternalIpIsGatewayAddress { ip: Ipv4Addr },
     /// An externalIP outside `[kubernetes] external_ip_cidrs`.
     ExternalIpNotAllowed { ip: Ipv4Addr },
+    /// An [`ANNOTATION_SYN_PROXY`] value not in [`SYN_PROXY_VALUES`]; the
+    /// Service's TCP ports get `default` instead.
+    BadSynProxy {
+        value: String,
+        default: SynProxyMode,
+    },
 }
 
 impl fmt::Display for Skip {
@@ -209,6 +235,16 @@ impl fmt::Display for Skip {
             Skip::ExternalIpNotAllowed { ip } => write!(
                 f,
                 "externalIP {ip} is outside the CIDRs this gateway serves externalIPs from ([kubernetes] external_ip_cidrs); not announced or served"
+            ),
+            Skip::BadSynProxy { value, default } => write!(
+                f,
+                "annotation {ANNOTATION_SYN_PROXY}={value:?} is not one of {}; the gateway's default ({}) applies",
+                SYN_PROXY_VALUES
+                    .iter()
+                    .map(|v| format!("{v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                default.to_config()
             ),
         }
     }
@@ -312,6 +348,7 @@ pub fn service_specs(
             });
         }
     };
+    let syn_proxy = syn_proxy_of(svc, cfg, &mut skipped);
     let mut vips: Vec<Ipv4Addr> = if lb { vips.to_vec() } else { Vec::new() };
     vips.sort();
     vips.dedup();
@@ -408,15 +445,44 @@ pub fn service_specs(
             } else {
                 BackendGonePolicy::Drop
             },
-            // Kubernetes Services are not SYN-proxied yet (issue 15: a
-            // per-Service setting is still to come).
-            syn_proxy: SynProxyMode::Off,
+            syn_proxy: if proto == Proto::Tcp {
+                syn_proxy
+            } else {
+                SynProxyMode::Off
+            },
         });
     }
     if specs.is_empty() {
         return ignored(IgnoreReason::NoServablePort { skipped });
     }
     ServiceOutcome::Serve { specs, skipped }
+}
+
+/// The SYN proxy of the Service's TCP ports: its annotation's, else the
+/// gateway's default (a value not understood is reported in `skipped`).
+fn syn_proxy_of(svc: &Service, cfg: &ModelConfig, skipped: &mut Vec<Skip>) -> SynProxyMode {
+    let Some(value) = svc
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_SYN_PROXY))
+    else {
+        return cfg.syn_proxy;
+    };
+    match value.trim() {
+        "off" => SynProxyMode::Off,
+        "on" => SynProxyMode::On,
+        "auto" => SynProxyMode::Auto {
+            half_open_threshold: cfg.syn_proxy_half_open_threshold,
+        },
+        _ => {
+            skipped.push(Skip::BadSynProxy {
+                value: value.clone(),
+                default: cfg.syn_proxy,
+            });
+            cfg.syn_proxy
+        }
+    }
 }
 
 /// `"name (TCP/80)"` or `"TCP/80"`.

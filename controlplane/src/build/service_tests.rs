@@ -17,6 +17,8 @@ fn cfg() -> ModelConfig {
         ],
         tcp_backend_gone: BackendGonePolicy::Reset,
         external_ip_cidrs: vec!["198.51.100.0/24".parse().expect("cidr")],
+        syn_proxy: SynProxyMode::Off,
+        syn_proxy_half_open_threshold: 1000,
     }
 }
 
@@ -607,6 +609,7 @@ fn specs_build_into_a_snapshot() {
             ports: vec![PortSpec {
                 mac: [2, 0, 0, 0, 0, 1],
                 mtu: 1500,
+                mss_clamp: None,
             }],
             vip_port: 0,
             addresses: cfg()
@@ -633,4 +636,120 @@ fn specs_build_into_a_snapshot() {
             .build(&spec)
             .unwrap_or_else(|e| panic!("{e}"));
     }
+}
+
+/// `ns/web` (LoadBalancer, TCP 80 and UDP 53) with `annotations`.
+fn annotated(annotations: Value) -> Service {
+    serde_json::from_value(json!({
+        "metadata": { "name": "web", "namespace": "ns", "annotations": annotations },
+        "spec": {
+            "type": "LoadBalancer",
+            "allocateLoadBalancerNodePorts": false,
+            "ports": [
+                { "name": "http", "port": 80, "protocol": "TCP" },
+                { "name": "dns", "port": 53, "protocol": "UDP" },
+            ],
+        },
+    }))
+    .unwrap()
+}
+
+/// The SYN proxy of each spec, and what was skipped.
+fn syn_proxies(svc: &Service, cfg: &ModelConfig) -> (Vec<(String, SynProxyMode)>, Vec<String>) {
+    let slices = one_ready();
+    let slices: Vec<&EndpointSlice> = slices.iter().collect();
+    match service_specs(svc, &slices, &[VIP], cfg) {
+        ServiceOutcome::Serve { specs, skipped } => (
+            specs
+                .iter()
+                .map(|s| (s.name.clone(), s.syn_proxy))
+                .collect(),
+            skipped.iter().map(ToString::to_string).collect(),
+        ),
+        ServiceOutcome::Ignored { reason } => panic!("ignored: {reason}"),
+    }
+}
+
+#[test]
+fn the_syn_proxy_annotation_overrides_the_gateway_default_on_tcp_ports() {
+    let auto = SynProxyMode::Auto {
+        half_open_threshold: 1000,
+    };
+    let off_by_default = cfg();
+    let on_by_default = ModelConfig {
+        syn_proxy: SynProxyMode::On,
+        ..cfg()
+    };
+    let tcp_udp = |tcp: SynProxyMode| {
+        vec![
+            ("ns/web:http/tcp".to_owned(), tcp),
+            ("ns/web:dns/udp".to_owned(), SynProxyMode::Off),
+        ]
+    };
+    let cases: Vec<(&str, Value, &ModelConfig, SynProxyMode)> = vec![
+        (
+            "no annotation, default off",
+            json!({}),
+            &off_by_default,
+            SynProxyMode::Off,
+        ),
+        (
+            "no annotation, default on",
+            json!({}),
+            &on_by_default,
+            SynProxyMode::On,
+        ),
+        (
+            "on",
+            json!({ ANNOTATION_SYN_PROXY: "on" }),
+            &off_by_default,
+            SynProxyMode::On,
+        ),
+        (
+            "auto",
+            json!({ ANNOTATION_SYN_PROXY: "auto" }),
+            &off_by_default,
+            auto,
+        ),
+        (
+            "spaces",
+            json!({ ANNOTATION_SYN_PROXY: " on " }),
+            &off_by_default,
+            SynProxyMode::On,
+        ),
+        (
+            "off over on",
+            json!({ ANNOTATION_SYN_PROXY: "off" }),
+            &on_by_default,
+            SynProxyMode::Off,
+        ),
+    ];
+    for (what, annotations, cfg, want) in cases {
+        let got = syn_proxies(&annotated(annotations), cfg);
+        assert_eq!(got, (tcp_udp(want), Vec::new()), "{what}");
+    }
+}
+
+#[test]
+fn a_bad_syn_proxy_annotation_is_named_with_the_accepted_values_and_the_default_applies() {
+    let on_by_default = ModelConfig {
+        syn_proxy: SynProxyMode::On,
+        ..cfg()
+    };
+    let svc = annotated(json!({ ANNOTATION_SYN_PROXY: "yes" }));
+    let (specs, skipped) = syn_proxies(&svc, &on_by_default);
+    assert_eq!(
+        specs,
+        vec![
+            ("ns/web:http/tcp".to_owned(), SynProxyMode::On),
+            ("ns/web:dns/udp".to_owned(), SynProxyMode::Off),
+        ]
+    );
+    assert_eq!(
+        skipped,
+        vec![
+            "annotation portico.dev/syn-proxy=\"yes\" is not one of \"off\", \"on\", \"auto\"; the gateway's default (on) applies"
+                .to_owned()
+        ]
+    );
 }

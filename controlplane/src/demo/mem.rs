@@ -83,10 +83,12 @@ fn spec(backends: u8) -> SnapshotSpec {
             PortSpec {
                 mac: OUT_MAC.0,
                 mtu: 1500,
+                mss_clamp: None,
             },
             PortSpec {
                 mac: IN_MAC.0,
                 mtu: 1500,
+                mss_clamp: None,
             },
         ],
         vip_port: OUTSIDE,

@@ -9,7 +9,7 @@ use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
 use dataplane::flow::TableHasher;
 use dataplane::snapshot::{
-    AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec, SynProxyMode,
+    AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec,
 };
 use dataplane::snat::{DEFAULT_PROBE_LIMIT, DEFAULT_QUARANTINE_CAPACITY, SnatConfig};
 use dataplane::stage::PipelineConfig;
@@ -34,9 +34,11 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
                 mac: [0; 6],
                 mtu: 1500,
             });
+            let mtu = p.mtu.unwrap_or(found.mtu);
             PortSpec {
                 mac: p.mac.map_or(found.mac, |m| m.0),
-                mtu: p.mtu.unwrap_or(found.mtu),
+                mtu,
+                mss_clamp: p.mss_clamp.map(|c| c.bytes(mtu)),
             }
         })
         .collect();
@@ -107,15 +109,7 @@ fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
         snat: s.snat,
         affinity_timeout_ms: s.affinity_timeout_ms,
         tcp_backend_gone: s.tcp_backend_gone.to_dataplane(),
-        syn_proxy: match s.syn_proxy {
-            nic_config::SynProxyPlan::Off => SynProxyMode::Off,
-            nic_config::SynProxyPlan::On => SynProxyMode::On,
-            nic_config::SynProxyPlan::Auto {
-                half_open_threshold,
-            } => SynProxyMode::Auto {
-                half_open_threshold,
-            },
-        },
+        syn_proxy: s.syn_proxy.to_dataplane(),
     }
 }
 
@@ -221,5 +215,26 @@ mod tests {
             assert_eq!(s.mac, p.mac.map_or([2, 9, 9, 9, 9, 9], |m| m.0));
             assert_eq!(s.mtu, p.mtu.unwrap_or(9000));
         }
+    }
+
+    #[test]
+    fn a_pmtu_clamp_follows_the_ports_mtu_and_a_number_is_kept() {
+        let mut plan = example("standalone-two-port.toml");
+        plan.ports[0].mtu = None;
+        plan.ports[0].mss_clamp = Some(nic_config::MssClampPlan::Pmtu);
+        plan.ports[1].mss_clamp = Some(nic_config::MssClampPlan::Bytes(1300));
+        let facts = [PortFacts {
+            mac: [2, 9, 9, 9, 9, 9],
+            mtu: 1400,
+        }; 2];
+        let spec = snapshot_spec(&plan, &facts);
+        assert_eq!(
+            spec.ports[0].mss_clamp,
+            Some(1360),
+            "the interface's MTU - 40"
+        );
+        assert_eq!(spec.ports[1].mss_clamp, Some(1300));
+        let snap = SnapshotBuilder::new().build(&spec).expect("builds");
+        assert_eq!(snap.ports[0].mss_clamp, Some(1360));
     }
 }

@@ -95,6 +95,18 @@ int portico_frame_from(struct rte_mempool *pool, const uint8_t *bytes, uint16_t 
 	return 0;
 }
 
+int portico_frame_extend(struct portico_frame *f, uint16_t len)
+{
+	struct rte_mbuf *m = f->mbuf;
+	if (len > m->data_len) {
+		if (rte_pktmbuf_append(m, (uint16_t)(len - m->data_len)) == NULL)
+			return -1;
+	}
+	if (len > f->len)
+		f->len = len;
+	return 0;
+}
+
 int portico_errno(void)
 {
 	return rte_errno;

@@ -53,6 +53,12 @@ void portico_mbuf_free(struct rte_mbuf *m);
 int portico_frame_from(struct rte_mempool *pool, const uint8_t *bytes, uint16_t len,
 		       struct portico_frame *out);
 
+/* Lengthen a frame to len bytes inside its mbuf: up to the mbuf's data_len
+ * (bytes a truncate gave up), then into its tailroom with
+ * rte_pktmbuf_append. 0 on success; -1, and nothing changes, when the mbuf's
+ * tailroom is too small. */
+int portico_frame_extend(struct portico_frame *f, uint16_t len);
+
 /* rte_errno of the calling thread. */
 int portico_errno(void);
 

@@ -297,12 +297,18 @@ pub struct Splice {
     /// The window the client's handshake ACK announced (told to the backend
     /// in the gateway's ACK of its SYN-ACK).
     pub client_window: u16,
-    /// The client's window scale ([`NO_WSCALE`]: none; then nobody scales).
+    /// The client's window scale ([`NO_WSCALE`]: none; then nobody scales,
+    /// and the gateway announced none either).
     pub client_wscale: u8,
-    /// The shift the gateway announced to the client.
-    pub our_wscale: u8,
     /// The backend's window scale (from its SYN-ACK).
     pub backend_wscale: u8,
     /// The backend's SYN-ACK arrived: `delta` and `backend_wscale` are set.
     pub spliced: bool,
+    /// Timestamps (RFC 7323) were negotiated with the client.
+    pub timestamps: bool,
+    /// With `timestamps`: before the splice, the TSval the gateway sent the
+    /// client in its SYN-ACK; after, the backend's TSval minus that (the
+    /// offset of nf_synproxy's `tsoff`: backend -> client TSvals minus it,
+    /// client -> backend TSecrs plus it).
+    pub ts: u32,
 }

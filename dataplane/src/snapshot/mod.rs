@@ -210,6 +210,8 @@ pub struct OwnedAddr {
 pub struct PortInfo {
     pub mac: [u8; 6],
     pub mtu: u16,
+    /// See [`PortSpec::mss_clamp`](crate::snapshot::PortSpec::mss_clamp).
+    pub mss_clamp: Option<u16>,
 }
 
 /// A complete, immutable set of forwarding tables.

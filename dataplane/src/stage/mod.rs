@@ -5,7 +5,7 @@
 //! [the crate docs](crate#the-packet-path).
 //!
 //! One file per stage: [`parse`], [`local`], [`steer`], [`flow`],
-//! [`icmp_error`], [`nat`], [`neighbour`] (next-hop resolution, L2, frames
+//! [`icmp_error`], [`nat`] (with [`mss_clamp`]), [`neighbour`] (next-hop resolution, L2, frames
 //! held for ARP, ARP out).
 //!
 //! [`Pipeline`] holds a worker's state (conntrack, SNAT allocator, affinity,
@@ -16,6 +16,7 @@ pub mod flow;
 pub mod icmp_error;
 pub mod icmp_reply;
 pub mod local;
+pub mod mss_clamp;
 pub mod nat;
 pub mod neighbour;
 pub mod parse;
@@ -317,6 +318,7 @@ impl Pipeline {
             flows,
             &mut neighbours,
             &mut self.services,
+            &mut self.counters,
         );
         icmp_reply::run(
             snap,

@@ -15,11 +15,14 @@
 //! and the TCP/UDP checksum, whose pseudo-header covers the addresses; a UDP
 //! checksum of 0 ("none", RFC 768) stays 0. TTL is decremented as a router
 //! does (RFC 1812 §5.3.1); a packet that would leave with TTL 0 is dropped.
+//! A SYN or SYN-ACK leaving a port with an `mss_clamp` has its MSS option
+//! clamped ([`super::mss_clamp`]).
 
 use super::FlowSlot;
+use super::mss_clamp::{self, Clamped};
 use super::neighbour::{NeighbourCtx, set_l2};
-use crate::counters::DropReason;
 use crate::counters::ServiceCounters;
+use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto};
 use crate::packet::{PacketKind, PacketMeta, Verdict};
@@ -38,6 +41,7 @@ pub fn run<F: Frame>(
     flows: &[FlowSlot],
     neighbours: &mut NeighbourCtx<'_>,
     services: &mut ServiceCounters,
+    counters: &mut Counters,
 ) {
     for (i, ((frame, meta), slot)) in frames
         .iter_mut()
@@ -55,11 +59,16 @@ pub fn run<F: Frame>(
             meta.drop(DropReason::NoRoute);
             continue;
         };
-        let buf = frame.data_mut();
-        if let Err(reason) = rewrite_packet(buf, meta, &meta.key, &plan.key, true) {
+        if let Err(reason) = rewrite_packet(frame.data_mut(), meta, &meta.key, &plan.key, true) {
             meta.drop(reason);
             continue;
         }
+        if meta.tcp_flags & (tcp_flags::SYN | tcp_flags::RST) == tcp_flags::SYN
+            && let Some(mss) = port.mss_clamp
+        {
+            clamp_syn(frame, meta, mss, counters);
+        }
+        let buf = frame.data_mut();
         // Translated already: a packet awaiting its neighbour gets its
         // Ethernet addresses when the neighbour stage releases it.
         meta.verdict = neighbours.forward(buf, plan.out_port, port.mac, plan.next, i);
@@ -70,6 +79,15 @@ pub fn run<F: Frame>(
                 u64::from(meta.l3_end - meta.l3_offset),
             );
         }
+    }
+}
+
+/// Out of the loop: only SYNs leaving a port with a clamp come here.
+#[cold]
+#[inline(never)]
+fn clamp_syn<F: Frame>(frame: &mut F, meta: &mut PacketMeta, mss: u16, counters: &mut Counters) {
+    if meta.kind == PacketKind::Tcp && mss_clamp::clamp(frame, meta, mss) != Clamped::No {
+        counters.mss_clamped += 1;
     }
 }
 

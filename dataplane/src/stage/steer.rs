@@ -102,6 +102,7 @@ mod tests {
                 ports: vec![PortSpec {
                     mac: [2, 0, 0, 0, 0, 1],
                     mtu: 1500,
+                    mss_clamp: None,
                 }],
                 vip_port: 0,
                 addresses: vec![(node, 0, AddrRole::Node), (node, 0, AddrRole::Snat)],

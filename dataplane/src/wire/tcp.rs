@@ -18,6 +18,8 @@ use std::net::Ipv4Addr;
 
 /// Length of a header without options.
 pub const HEADER_LEN: usize = 20;
+/// Length of a header with the most options (data offset 15 words).
+pub const MAX_HEADER_LEN: usize = 60;
 
 /// TCP flag bits as they sit in the flags byte of the header (and in
 /// `PacketMeta::tcp_flags`).
@@ -32,7 +34,8 @@ pub mod flags {
     pub const CWR: u8 = 0x80;
 }
 
-mod off {
+/// Offsets of the header's fields.
+pub mod off {
     pub const SRC_PORT: usize = 0;
     pub const DST_PORT: usize = 2;
     pub const SEQ: usize = 4;
@@ -78,6 +81,8 @@ pub mod option {
     pub const MSS: u8 = 2;
     pub const WSCALE: u8 = 3;
     pub const SACK_PERMITTED: u8 = 4;
+    /// RFC 7323 §3: TSval, TSecr.
+    pub const TIMESTAMP: u8 = 8;
 }
 
 /// Handshake options of a SYN or SYN-ACK (`None`: absent).
@@ -86,6 +91,8 @@ pub struct SynOptions {
     pub mss: Option<u16>,
     pub wscale: Option<u8>,
     pub sack: bool,
+    /// `(TSval, TSecr)`.
+    pub ts: Option<(u32, u32)>,
 }
 
 impl SynOptions {
@@ -93,38 +100,74 @@ impl SynOptions {
         mss: None,
         wscale: None,
         sack: false,
+        ts: None,
     };
 
     /// Parse an options area (the header bytes after the first 20).
     /// Malformed options end the walk; what was read before stays.
-    pub fn parse(mut rest: &[u8]) -> SynOptions {
+    pub fn parse(options: &[u8]) -> SynOptions {
         let mut opts = SynOptions::NONE;
-        while let Some((&kind, tail)) = rest.split_first() {
-            match kind {
-                option::EOL => break,
-                option::NOP => {
-                    rest = tail;
-                    continue;
-                }
-                _ => {}
-            }
-            let Some(&len) = tail.first() else { break };
-            let len = usize::from(len);
-            if len < 2 {
-                break;
-            }
-            let Some(body) = rest.get(2..len) else {
-                break;
-            };
+        for (_, kind, body) in Options::new(options) {
             match (kind, body) {
                 (option::MSS, &[hi, lo]) => opts.mss = Some(u16::from_be_bytes([hi, lo])),
                 (option::WSCALE, &[w]) => opts.wscale = Some(w),
                 (option::SACK_PERMITTED, &[]) => opts.sack = true,
+                (option::TIMESTAMP, &[a, b, c, d, e, f, g, h]) => {
+                    opts.ts = Some((
+                        u32::from_be_bytes([a, b, c, d]),
+                        u32::from_be_bytes([e, f, g, h]),
+                    ));
+                }
                 _ => {}
             }
-            rest = rest.get(len..).unwrap_or_default();
         }
         opts
+    }
+}
+
+/// The options of an options area (RFC 9293 §3.1): `(offset of the kind
+/// byte, kind, body)` of each option but NOP, up to EOL. A malformed
+/// option (length below 2 or past the area) ends the walk.
+#[derive(Clone, Debug)]
+pub struct Options<'a> {
+    area: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Options<'a> {
+    pub fn new(area: &'a [u8]) -> Self {
+        Options { area, at: 0 }
+    }
+}
+
+impl<'a> Iterator for Options<'a> {
+    type Item = (usize, u8, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let at = self.at;
+            let kind = *self.area.get(at)?;
+            match kind {
+                option::EOL => return None,
+                option::NOP => {
+                    self.at += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            let len = usize::from(*self.area.get(at + 1)?);
+            let body = if len < 2 {
+                None
+            } else {
+                self.area.get(at + 2..at + len)
+            };
+            let Some(body) = body else {
+                self.at = self.area.len();
+                return None;
+            };
+            self.at = at + len;
+            return Some((at, kind, body));
+        }
     }
 }
 

@@ -36,6 +36,8 @@ pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 20);
 pub const NODE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 pub const SNAT: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
 pub const NODE_PORT: u16 = 30080;
+/// The client's source port in single-flow tests.
+pub const CPORT: u16 = 40_000;
 
 pub fn backend_ip(i: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 1, 0, 10 + i)
@@ -80,10 +82,12 @@ pub fn spec(services: Vec<ServiceSpec>) -> SnapshotSpec {
             PortSpec {
                 mac: OUT_MAC.0,
                 mtu: 1500,
+                mss_clamp: None,
             },
             PortSpec {
                 mac: IN_MAC.0,
                 mtu: 1500,
+                mss_clamp: None,
             },
         ],
         vip_port: OUTSIDE,
@@ -376,5 +380,141 @@ pub fn tcp(
         macs.1,
         dataplane::wire::ethernet::ethertype::IPV4,
         &ip,
+    )
+}
+
+/// A TCP segment from the client (port [`CPORT`]) to the VIP's port 80,
+/// with options, TTL 64.
+pub fn from_client(
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    opts: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    tcp(
+        (ROUTER_MAC, OUT_MAC),
+        (CLIENT, CPORT),
+        (VIP, 80),
+        flags,
+        seq,
+        ack,
+        window,
+        opts,
+        payload,
+        64,
+    )
+}
+
+/// The sequence number of an untagged Ethernet/IPv4 (no options)/TCP frame.
+pub fn seq_of(frame: &[u8]) -> u32 {
+    u32::from_be_bytes(frame[38..42].try_into().unwrap())
+}
+
+/// [`web`] with backend 0 only and the SYN proxy in `mode`.
+pub fn proxied_web(mode: dataplane::snapshot::SynProxyMode) -> ServiceSpec {
+    let mut s = web(&[0]);
+    s.syn_proxy = mode;
+    s
+}
+
+/// A TCP segment the gateway sends to the backend of the flow whose reply
+/// key is `r` (from its SNAT tuple, TTL one lower than the client's 64).
+pub fn to_backend(
+    r: &dataplane::flow::FlowKey,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    opts: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    tcp(
+        (IN_MAC, backend_mac(r.src_ip)),
+        (r.dst_ip, r.dst_port),
+        (r.src_ip, r.src_port),
+        flags,
+        seq,
+        ack,
+        window,
+        opts,
+        payload,
+        63,
+    )
+}
+
+/// A TCP segment with options from the backend of the flow whose reply key
+/// is `r`, TTL 64.
+pub fn from_backend(
+    r: &dataplane::flow::FlowKey,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    opts: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    tcp(
+        (backend_mac(r.src_ip), IN_MAC),
+        (r.src_ip, r.src_port),
+        (r.dst_ip, r.dst_port),
+        flags,
+        seq,
+        ack,
+        window,
+        opts,
+        payload,
+        64,
+    )
+}
+
+/// A TCP segment the gateway sends to the client (from the VIP's port 80
+/// to [`CPORT`]) with TTL `ttl`.
+#[allow(clippy::too_many_arguments)]
+pub fn to_client(
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    opts: &[u8],
+    payload: &[u8],
+    ttl: u8,
+) -> Vec<u8> {
+    tcp(
+        (OUT_MAC, ROUTER_MAC),
+        (VIP, 80),
+        (CLIENT, CPORT),
+        flags,
+        seq,
+        ack,
+        window,
+        opts,
+        payload,
+        ttl,
+    )
+}
+
+/// The fixture topology without a static neighbour for backend 5.
+pub fn gateway_without_neighbour_5() -> Gateway {
+    let mut s = spec(vec![web(&[5])]);
+    s.neighbours.retain(|n| n.addr != backend_ip(5));
+    Gateway::with_spec(s, pipeline_config(0, 1))
+}
+
+/// A SYN (sequence number 1) from the client's port `sport` to the VIP's
+/// port 80.
+pub fn syn(sport: u16) -> Vec<u8> {
+    dataplane::wire::build::eth_ipv4_tcp(
+        ROUTER_MAC,
+        OUT_MAC,
+        CLIENT,
+        sport,
+        VIP,
+        80,
+        dataplane::wire::tcp::flags::SYN,
+        1,
+        0,
+        b"",
     )
 }

@@ -188,6 +188,9 @@ impl fmt::Display for Plan {
                 Some(mtu) => write!(f, "{mtu}")?,
                 None => write!(f, "from interface")?,
             }
+            if let Some(c) = p.mss_clamp {
+                write!(f, ", MSS clamped to {c}")?;
+            }
             if i == self.vip_port {
                 write!(f, "; VIPs announced here")?;
             }
@@ -267,6 +270,11 @@ impl fmt::Display for Plan {
                     .collect();
                 writeln!(f, "  externalIPs: served only inside {}", cidrs.join(", "))?;
             }
+            writeln!(
+                f,
+                "  syn proxy of TCP Services: {} unless annotated (auto above {} half-open flows)",
+                k.syn_proxy, k.syn_proxy_half_open_threshold
+            )?;
         }
         if !self.address_pools.is_empty() {
             writeln!(f, "address pools:")?;

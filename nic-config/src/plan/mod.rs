@@ -171,6 +171,12 @@ pub struct KubernetesPlan {
     /// Where Services' `spec.externalIPs` may be (network prefixes); empty:
     /// nowhere.
     pub external_ip_cidrs: Vec<Ipv4Prefix>,
+    /// The SYN proxy of TCP Services without the `portico.dev/syn-proxy`
+    /// annotation.
+    pub syn_proxy: SynProxyPlan,
+    /// The threshold of `"auto"` (the default's or an annotation's),
+    /// `1..=16777216`.
+    pub syn_proxy_half_open_threshold: u32,
 }
 
 /// How fast the leader writes back to the API server (a token bucket plus
@@ -347,8 +353,38 @@ pub struct PortPlan {
     pub mac: Option<MacAddr>,
     /// `None`: the interface's.
     pub mtu: Option<u16>,
+    /// `None`: SYNs leaving the port are not clamped.
+    pub mss_clamp: Option<MssClampPlan>,
     /// `Some` exactly for driver `dpdk`.
     pub dpdk_device: Option<DpdkDevicePlan>,
+}
+
+/// A port's MSS clamp, validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MssClampPlan {
+    /// This many bytes.
+    Bytes(u16),
+    /// The port's MTU − 40 (IPv4 and TCP headers without options).
+    Pmtu,
+}
+
+impl MssClampPlan {
+    /// The clamp in bytes on a port of `mtu`.
+    pub fn bytes(self, mtu: u16) -> u16 {
+        match self {
+            MssClampPlan::Bytes(b) => b,
+            MssClampPlan::Pmtu => mtu.saturating_sub(40),
+        }
+    }
+}
+
+impl std::fmt::Display for MssClampPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MssClampPlan::Bytes(b) => write!(f, "{b}"),
+            MssClampPlan::Pmtu => f.write_str("pmtu (MTU - 40)"),
+        }
+    }
 }
 
 /// Why the gateway owns an address.

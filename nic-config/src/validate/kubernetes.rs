@@ -10,9 +10,9 @@ use super::ports::Owner;
 use crate::addr::{Ipv4Prefix, Ipv4Range};
 use crate::plan::{
     AddressPoolPlan, KubernetesPlan, LeaderElectionPlan, ListenerKind, ServicePlan,
-    StatusWritesPlan,
+    StatusWritesPlan, SynProxyPlan,
 };
-use crate::schema::{AddressPoolSection, KubernetesSection};
+use crate::schema::{AddressPoolSection, KubernetesSection, SynProxy};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
@@ -184,6 +184,19 @@ impl Validator {
                 ),
             );
         }
+        let syn_proxy_half_open_threshold = self
+            .half_open_threshold(
+                &format!("{at}.syn_proxy_half_open_threshold"),
+                k.syn_proxy_half_open_threshold,
+            )
+            .unwrap_or(1);
+        let syn_proxy = match k.syn_proxy.unwrap_or_default() {
+            SynProxy::Off => SynProxyPlan::Off,
+            SynProxy::On => SynProxyPlan::On,
+            SynProxy::Auto => SynProxyPlan::Auto {
+                half_open_threshold: syn_proxy_half_open_threshold,
+            },
+        };
         let mut external_ip_cidrs = Vec::new();
         for (i, text) in k.external_ip_cidrs.iter().enumerate() {
             let path = format!("{at}.external_ip_cidrs[{i}]");
@@ -228,6 +241,8 @@ impl Validator {
                 identity: k.identity.clone(),
             },
             external_ip_cidrs,
+            syn_proxy,
+            syn_proxy_half_open_threshold,
         }
     }
 

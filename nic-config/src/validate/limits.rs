@@ -24,6 +24,9 @@ pub const MIN_SNAT_PORTS_PER_WORKER: u64 = 64;
 pub const MAX_INTERFACE_NAME_BYTES: usize = 15;
 /// MTU bounds: IPv4's minimum (RFC 791: 68) to the usual jumbo limit.
 pub const MTU_RANGE: RangeInclusive<u64> = 68..=9216;
+/// `mss_clamp` bounds: Linux's smallest MSS (`TCP_MIN_MSS`) to the
+/// largest MTU less 40.
+pub const MSS_CLAMP_RANGE: RangeInclusive<u64> = 88..=9176;
 /// Kubernetes' bound on `sessionAffinityConfig.clientIP.timeoutSeconds`.
 pub const MAX_AFFINITY_TIMEOUT_S: u64 = 86_400;
 /// Largest backend weight.

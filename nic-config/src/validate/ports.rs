@@ -11,10 +11,10 @@
 //! a valid interface name used by no port and no other host interface.
 
 use super::Validator;
-use super::limits::{DPDK_AVAILABLE, MAX_INTERFACE_NAME_BYTES, MTU_RANGE};
+use super::limits::{DPDK_AVAILABLE, MAX_INTERFACE_NAME_BYTES, MSS_CLAMP_RANGE, MTU_RANGE};
 use crate::addr::{Ipv4Prefix, is_host_address};
-use crate::plan::{AddressRole, OwnedAddress, PortIndex, PortPlan};
-use crate::schema::{ConfigFile, DriverKind, PortRole};
+use crate::plan::{AddressRole, MssClampPlan, OwnedAddress, PortIndex, PortPlan};
+use crate::schema::{ConfigFile, DriverKind, MssClampSetting, PortRole};
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 
@@ -97,6 +97,7 @@ impl Validator {
                 .mtu
                 .and_then(|m| self.ranged(&format!("{at}.mtu"), m, MTU_RANGE))
                 .and_then(|m| u16::try_from(m).ok());
+            let mss_clamp = self.mss_clamp(&format!("{at}.mss_clamp"), p.mss_clamp.as_ref(), mtu);
 
             let mut lists: [(Option<AddressRole>, &str, Vec<Ipv4Prefix>); 3] = [
                 (Some(AddressRole::Node), "node_addresses", Vec::new()),
@@ -194,6 +195,7 @@ impl Validator {
                 host_interface,
                 mac,
                 mtu,
+                mss_clamp,
                 dpdk_device,
             });
         }
@@ -335,5 +337,45 @@ impl Validator {
             self.problem("port", "no port has role inside (facing backends)");
         }
         outside.first().copied().unwrap_or(0)
+    }
+}
+
+impl Validator {
+    /// A port's `mss_clamp` at `path` (the port's `mtu`, when configured,
+    /// bounds a number).
+    fn mss_clamp(
+        &mut self,
+        path: &str,
+        setting: Option<&MssClampSetting>,
+        mtu: Option<u16>,
+    ) -> Option<MssClampPlan> {
+        match setting? {
+            MssClampSetting::Keyword(k) if k == "pmtu" => Some(MssClampPlan::Pmtu),
+            MssClampSetting::Keyword(k) => {
+                self.problem(
+                    path,
+                    format!(
+                        "{k:?} is neither a number of bytes nor \"pmtu\" (the port's MTU - 40)"
+                    ),
+                );
+                None
+            }
+            MssClampSetting::Bytes(b) => {
+                let b = u16::try_from(self.ranged(path, *b, MSS_CLAMP_RANGE)?).ok()?;
+                match mtu {
+                    Some(m) if b > m.saturating_sub(40) => {
+                        self.problem(
+                            path,
+                            format!(
+                                "{b} is above the port's mtu {m} - 40 = {}: no SYN could leave with it; use \"pmtu\" or a smaller number",
+                                m.saturating_sub(40)
+                            ),
+                        );
+                        None
+                    }
+                    _ => Some(MssClampPlan::Bytes(b)),
+                }
+            }
+        }
     }
 }

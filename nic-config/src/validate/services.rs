@@ -240,22 +240,24 @@ impl Validator {
             _ if s.protocol == Protocol::Udp => SynProxyPlan::Off,
             SynProxy::Off => SynProxyPlan::Off,
             SynProxy::On => SynProxyPlan::On,
-            SynProxy::Auto => {
-                let t = s
-                    .syn_proxy_half_open_threshold
-                    .unwrap_or(DEFAULT_SYN_PROXY_HALF_OPEN_THRESHOLD);
-                self.ranged(
+            SynProxy::Auto => self
+                .half_open_threshold(
                     &format!("{at}.syn_proxy_half_open_threshold"),
-                    t,
-                    1..=MAX_SYN_PROXY_HALF_OPEN_THRESHOLD,
+                    s.syn_proxy_half_open_threshold,
                 )
-                .and_then(|t| u32::try_from(t).ok())
                 .map_or(SynProxyPlan::Off, |half_open_threshold| {
                     SynProxyPlan::Auto {
                         half_open_threshold,
                     }
-                })
-            }
+                }),
         }
+    }
+
+    /// A `syn_proxy_half_open_threshold` at `path` (absent: the default),
+    /// if in range.
+    pub(super) fn half_open_threshold(&mut self, path: &str, t: Option<u64>) -> Option<u32> {
+        let t = t.unwrap_or(DEFAULT_SYN_PROXY_HALF_OPEN_THRESHOLD);
+        self.ranged(path, t, 1..=MAX_SYN_PROXY_HALF_OPEN_THRESHOLD)
+            .and_then(|t| u32::try_from(t).ok())
     }
 }

@@ -111,6 +111,13 @@ impl Chunk {
         Some(Chunk { ptr, cap: len })
     }
 
+    /// Bytes from the view's start to the end of its chunk (what a frame
+    /// may grow to).
+    #[inline]
+    pub(super) fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// The first `len` bytes (clamped to the chunk).
     #[inline]
     pub(super) fn bytes(&self, len: usize) -> &[u8] {

@@ -35,6 +35,19 @@ impl Frame for XdpFrame {
     fn truncate(&mut self, len: usize) {
         self.len = self.len.min(u32::try_from(len).unwrap_or(u32::MAX));
     }
+    /// Into the chunk's tailroom: a frame starts at the XDP headroom of its
+    /// chunk and may use the rest of it (the TX path still refuses frames
+    /// above the port's largest frame).
+    #[inline]
+    fn extend(&mut self, len: usize) -> bool {
+        match u32::try_from(len) {
+            Ok(l) if len <= self.chunk.cap() => {
+                self.len = self.len.max(l);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// A UMEM: the mapping and its free chunks (base addresses).
@@ -117,5 +130,35 @@ impl Umem {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_grows_into_its_chunk_and_no_further() {
+        let rings = XdpRingConfig {
+            frame_size: 2048,
+            umem_frames: 4,
+            ..XdpRingConfig::default()
+        };
+        let mut umem = Umem::new("test", &rings).expect("anonymous mapping");
+        let mut f = umem.frame_with(0, &[7u8; 60]).expect("a free chunk");
+        let room = (2048 - XDP_HEADROOM) as usize;
+        assert!(!f.extend(room + 1), "past the chunk");
+        assert_eq!(f.data().len(), 60, "a refused extend changes nothing");
+        assert!(f.extend(100));
+        assert_eq!(f.data().len(), 100);
+        assert_eq!(&f.data()[..60], &[7u8; 60], "the frame's bytes stay");
+        f.data_mut()[60..].fill(9);
+        assert!(f.extend(room));
+        assert_eq!(f.data().len(), room);
+        assert!(f.extend(80), "shorter than the frame: nothing to do");
+        assert_eq!(f.data().len(), room);
+        f.truncate(70);
+        assert!(f.extend(90));
+        assert_eq!(&f.data()[60..90], &[9u8; 30]);
     }
 }

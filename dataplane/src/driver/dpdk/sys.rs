@@ -295,6 +295,20 @@ impl Frame for DpdkFrame {
             self.0.len = len as u16;
         }
     }
+    /// Into the mbuf's tailroom (`rte_pktmbuf_append` in the shim).
+    #[inline]
+    fn extend(&mut self, len: usize) -> bool {
+        if self.0.mbuf.is_null() {
+            return false;
+        }
+        let Ok(len) = u16::try_from(len) else {
+            return false;
+        };
+        // SAFETY: the frame owns its single-segment mbuf exclusively (module
+        // invariants); the shim only moves the mbuf's tail within its own
+        // buffer (the data pointer stays) and updates `len`.
+        unsafe { ffi::portico_frame_extend(&mut self.0, len) == 0 }
+    }
     fn checksum_verified(&self) -> bool {
         self.0.checksum_verified != 0
     }

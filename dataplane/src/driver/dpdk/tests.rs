@@ -172,12 +172,17 @@ fn exchange(
         assert_eq!(&f[12..want], &sent[i][12..want], "{kind}: frame {i} bytes");
     }
 
-    // frame_from (copies into a pool mbuf) + TX.
+    // frame_from (copies into a pool mbuf), grown into the mbuf's tailroom
+    // (Frame::extend, rte_pktmbuf_append), + TX.
     let fresh = test_frame(own_mac, peer_mac, 128, 4242);
     let echoed = std::thread::scope(|s| {
         let listener = s.spawn(|| peer_test_frames(t, peer, 1));
         std::thread::sleep(Duration::from_millis(200));
-        let frame = d.frame_from(&fresh).expect("a pool mbuf");
+        let mut frame = d.frame_from(&fresh[..100]).expect("a pool mbuf");
+        assert!(!frame.extend(70_000), "{kind}: beyond any mbuf");
+        assert_eq!(frame.data(), &fresh[..100], "{kind}: a refused extend");
+        assert!(frame.extend(fresh.len()), "{kind}: into the tailroom");
+        frame.data_mut()[100..].copy_from_slice(&fresh[100..]);
         assert_eq!(frame.data(), &fresh[..]);
         let mut queue = vec![frame];
         let end = Instant::now() + DEADLINE;

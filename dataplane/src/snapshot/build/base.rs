@@ -41,6 +41,7 @@ impl Base {
                 .map(|p| PortInfo {
                     mac: p.mac,
                     mtu: p.mtu,
+                    mss_clamp: p.mss_clamp,
                 })
                 .collect(),
             static_neighbours: spec

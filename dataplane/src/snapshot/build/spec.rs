@@ -13,6 +13,9 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 pub struct PortSpec {
     pub mac: [u8; 6],
     pub mtu: u16,
+    /// The MSS that TCP SYNs and SYN-ACKs leaving this port may announce
+    /// at most (`stage::mss_clamp`); `None`: not clamped.
+    pub mss_clamp: Option<u16>,
 }
 
 /// Why the gateway owns an address.

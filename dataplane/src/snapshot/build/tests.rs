@@ -19,10 +19,12 @@ fn spec(services: Vec<ServiceSpec>) -> SnapshotSpec {
             PortSpec {
                 mac: OUT_MAC,
                 mtu: 1500,
+                mss_clamp: None,
             },
             PortSpec {
                 mac: IN_MAC,
                 mtu: 1500,
+                mss_clamp: None,
             },
         ],
         vip_port: 0,

@@ -19,9 +19,17 @@
 //! sees cookies learns 22 bits of MAC per guess, so a blind ACK is
 //! accepted with probability 2^-22 (Linux's cookies have 24 bits).
 //!
-//! Timestamps (RFC 7323) are not encoded: the gateway does not offer them
-//! to a proxied client (nor to the backend). SACK is recorded but not
-//! offered either (the splice would have to rewrite SACK blocks).
+//! Timestamps (RFC 7323; RFC 4987 §3.6 on cookies and options): when the
+//! client's SYN offers them, the gateway's SYN-ACK offers them too, with a
+//! TSval whose low 6 bits repeat the client's options as Linux's
+//! `cookie_init_timestamp` lays them out ([`timestamp`]: window scale or
+//! 15, SACK-permitted, ECN) and whose high bits are the gateway's
+//! millisecond clock, never ahead of it. The client echoes it as TSecr in
+//! its ACK, where [`timestamp_agrees`] checks the bits against the
+//! cookie's (one more check on a forged ACK; the cookie's bits are the
+//! MAC-protected ones). SACK is recorded but not offered (the splice would
+//! have to rewrite SACK blocks); ECN is recorded in the TSval but not
+//! offered either.
 //!
 //! Generation and validation are a handful of integer operations and one
 //! SipHash-1-3 over 24 bytes (std's `RandomState` keys): no allocation.
@@ -73,6 +81,37 @@ impl CookieData {
             sack: bits >> 2 & 1 == 1,
         }
     }
+}
+
+/// Low bits of a cookie timestamp (Linux's `TSBITS`).
+const TS_BITS: u32 = 6;
+const TS_WSCALE_MASK: u32 = 0xf;
+const TS_SACK: u32 = 1 << 4;
+const TS_ECN: u32 = 1 << 5;
+
+/// The TSval of the gateway's SYN-ACK at `now_ms` for a SYN with `data`
+/// (and ECN setup flags when `ecn`): the clock with its low 6 bits
+/// replaced by the options, moved back one step of 64 when that would put
+/// it ahead of the clock (later TSvals must not go backwards, RFC 7323
+/// §5.3).
+pub fn timestamp(now_ms: u64, data: CookieData, ecn: bool) -> u32 {
+    let now = now_ms as u32;
+    let options = u32::from(data.wscale) & TS_WSCALE_MASK
+        | if data.sack { TS_SACK } else { 0 }
+        | if ecn { TS_ECN } else { 0 };
+    let ts = now >> TS_BITS << TS_BITS | options;
+    if ts > now {
+        ts.wrapping_sub(1 << TS_BITS)
+    } else {
+        ts
+    }
+}
+
+/// Whether a TSecr echoing a [`timestamp`] carries the window scale and
+/// SACK bits of the cookie's `data`.
+pub fn timestamp_agrees(tsecr: u32, data: CookieData) -> bool {
+    tsecr & TS_WSCALE_MASK == u32::from(data.wscale) & TS_WSCALE_MASK
+        && (tsecr & TS_SACK != 0) == data.sack
 }
 
 /// The connection a cookie is bound to, as the client sent its SYN.
@@ -175,6 +214,23 @@ mod tests {
         };
         assert_eq!(s.validate(&other, 1000, c, at), None, "other tuple");
         assert_eq!(CookieSecret::random().validate(&T, 1000, c, at), None);
+    }
+
+    #[test]
+    fn a_timestamp_carries_the_options_in_its_low_bits_and_never_runs_ahead() {
+        let d = CookieData::from_options(Some(1460), Some(7), true);
+        // 1000 ms: 960 | 7 | SACK = 983.
+        assert_eq!(timestamp(1_000, d, false), 983);
+        assert!(timestamp_agrees(983, d));
+        // With ECN, 960 | 0x37 = 1015 would be ahead of the clock: one
+        // step back, 951.
+        assert_eq!(timestamp(1_000, d, true), 951);
+        assert_eq!(timestamp(1_100, d, true), 1024 | 0x37);
+        let none = CookieData::from_options(Some(1460), None, false);
+        assert_eq!(timestamp(1_000, none, false) & 0x3f, 0xf);
+        assert!(!timestamp_agrees(983, none), "other window scale");
+        let no_sack = CookieData { sack: false, ..d };
+        assert!(!timestamp_agrees(983, no_sack), "SACK bit differs");
     }
 
     proptest! {

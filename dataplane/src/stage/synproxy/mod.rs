@@ -9,7 +9,7 @@
 //! 1. **Client SYN** → answered in place with a SYN-ACK whose sequence
 //!    number is the cookie, window 0 (so the client sends no data before
 //!    the backend is connected, as nf_synproxy does), MSS (the ingress
-//!    port's MTU − 40) and window scale [`OUR_WSCALE`] if the client sent
+//!    port's MTU − 40, or its `mss_clamp` if lower) and window scale [`OUR_WSCALE`] if the client sent
 //!    one. No flow, no SNAT tuple: a flood of spoofed SYNs costs nothing
 //!    but the answers (`syn_cookies_sent`).
 //! 2. **Client ACK without a flow** → its acknowledgment number − 1 is
@@ -39,11 +39,21 @@
 //!    differs from [`OUR_WSCALE`]; checksums updated incrementally
 //!    (RFC 1624). A retransmitted backend SYN-ACK is answered again.
 //!
-//! What is not done: timestamps and SACK are not offered to proxied
-//! clients (see [`cookie`]); 802.1Q-tagged SYNs are not proxied. When the
-//! frame of the client's ACK has no room for the backend SYN's options
-//! (a driver that cannot grow frames) the SYN carries none: the backend
-//! then assumes MSS 536 and no window scaling, which is correct but slow.
+//! Timestamps (RFC 7323): offered to a client whose SYN offers them, with
+//! the options in the TSval's low bits as Linux does (see [`cookie`]); the
+//! backend's SYN carries the client's TSval; at the splice the offset
+//! between the backend's clock and the one the client saw (nf_synproxy's
+//! `tsoff`) is kept, and from then on backend → client TSvals are shifted
+//! down and client → backend TSecrs up by it, checksums updated
+//! incrementally. A backend that does not answer with timestamps leaves
+//! the offset 0 (nothing shifted).
+//!
+//! What is not done: SACK and ECN are not offered to proxied clients (see
+//! [`cookie`]); 802.1Q-tagged SYNs are not proxied. When the frame of the
+//! client's ACK has no room for the backend SYN's options (a driver that
+//! cannot grow frames; every driver of the gateway can) the SYN carries
+//! none: the backend then assumes MSS 536 and no window scaling, which is
+//! correct but slow.
 
 pub mod cookie;
 mod segment;
@@ -59,7 +69,7 @@ use crate::driver::Frame;
 use crate::packet::PacketMeta;
 use crate::snapshot::{Service, Snapshot, SynProxyMode};
 use crate::wire::tcp::flags as tcp_flags;
-use segment::{Fields, Segment, SynOptions};
+use segment::{Fields, Segment, SynOptions, TsField};
 
 /// The window scale shift the gateway announces to a proxied client that
 /// offered window scaling.
@@ -127,11 +137,21 @@ pub fn new_segment<F: Frame>(
         let cookie = ctx
             .cookies
             .generate(&tuple(meta), seg.seq, data, ctx.now_ms);
-        let our_mss = port.mtu.saturating_sub(40);
+        // What a backend behind this port could announce: the port's MTU
+        // less the IPv4 and TCP headers, within its clamp.
+        let our_mss = port
+            .mtu
+            .saturating_sub(40)
+            .min(port.mss_clamp.unwrap_or(u16::MAX));
+        let ecn =
+            meta.tcp_flags & (tcp_flags::ECE | tcp_flags::CWR) == tcp_flags::ECE | tcp_flags::CWR;
         let answer = SynOptions {
             mss: Some(our_mss),
             wscale: opts.wscale.map(|_| OUR_WSCALE),
             sack: false,
+            ts: opts
+                .ts
+                .map(|(client_ts, _)| (cookie::timestamp(ctx.now_ms, data, ecn), client_ts)),
         };
         let written = segment::answer_in_place(
             frame,
@@ -179,6 +199,18 @@ pub fn new_segment<F: Frame>(
         }
         return NewSegment::Pass;
     };
+    // With timestamps, the client echoes the TSval of the SYN-ACK, whose low
+    // bits repeat the cookie's options.
+    let ack_opts = seg.syn_options(frame.data(), meta);
+    if let Some((_, tsecr)) = ack_opts.ts
+        && !cookie::timestamp_agrees(tsecr, data)
+    {
+        if service.syn_proxy == SynProxyMode::On {
+            meta.drop(DropReason::SynCookieInvalid);
+            return NewSegment::Done;
+        }
+        return NewSegment::Pass;
+    }
     ctx.counters.syn_cookies_validated += 1;
     let splice = Splice {
         client_isn,
@@ -191,15 +223,12 @@ pub fn new_segment<F: Frame>(
         } else {
             data.wscale
         },
-        our_wscale: if data.wscale == cookie::WSCALE_NONE {
-            0
-        } else {
-            OUR_WSCALE
-        },
         backend_wscale: 0,
         spliced: false,
+        timestamps: ack_opts.ts.is_some(),
+        ts: ack_opts.ts.map_or(0, |(_, tsecr)| tsecr),
     };
-    segment::backend_syn_in_place(frame, meta, &splice);
+    segment::backend_syn_in_place(frame, meta, &splice, ack_opts.ts.map(|(v, _)| v));
     NewSegment::Open(splice)
 }
 
@@ -232,7 +261,10 @@ pub fn proxied<F: Frame>(
     match (dir, sp.spliced) {
         (Dir::Original, false) => {
             if flags == tcp_flags::ACK {
-                segment::backend_syn_in_place(frame, meta, &sp);
+                let client_ts = Segment::read(frame.data(), meta)
+                    .and_then(|s| s.syn_options(frame.data(), meta).ts)
+                    .map(|(v, _)| v);
+                segment::backend_syn_in_place(frame, meta, &sp, client_ts);
                 Proxied::ForwardUntracked
             } else {
                 meta.drop(DropReason::SynProxyPending);
@@ -250,11 +282,19 @@ pub fn proxied<F: Frame>(
                 _ => 0,
             };
             let delta = seg.seq.wrapping_sub(sp.our_isn);
+            // Timestamps: the backend's clock starts at its TSval, the
+            // client's view of ours at the SYN-ACK's TSval (`sp.ts`); the
+            // backend echoes the client's TSval the backend SYN carried. A
+            // backend that answers without them gets an offset of 0.
+            let backend_ts = opts.ts.filter(|_| sp.timestamps);
+            let tsoff = backend_ts.map_or(0, |(val, _)| val.wrapping_sub(sp.ts));
             if let Some(s) = ctx.ct.splice_mut(id) {
                 s.delta = delta;
                 s.backend_wscale = backend_wscale;
                 s.spliced = true;
+                s.ts = tsoff;
             }
+            let our_wscale = our_wscale(&sp);
             // Window tracking in the client's view (the handshakes it
             // would have seen): the client sent up to its ISN + 1 and may
             // send what it announced; the gateway's side ("the server")
@@ -265,9 +305,8 @@ pub fn proxied<F: Frame>(
                 sp.client_wscale
             };
             let client_win = (u32::from(sp.client_window) << client_scale).max(1);
-            let server_win = (u32::from(rescale(seg.window, backend_wscale, sp.our_wscale))
-                << sp.our_wscale)
-                .max(1);
+            let server_win =
+                (u32::from(rescale(seg.window, backend_wscale, our_wscale)) << our_wscale).max(1);
             if let Some([c, g]) = ctx.ct.windows_mut(id) {
                 *c = TcpWindow {
                     end: sp.client_isn.wrapping_add(1),
@@ -284,8 +323,8 @@ pub fn proxied<F: Frame>(
                     maxend: sp.our_isn.wrapping_add(1).wrapping_add(client_win),
                     maxwin: server_win,
                     rcv_nxt: sp.client_isn.wrapping_add(1),
-                    scale: sp.our_wscale,
-                    offered: sp.our_wscale,
+                    scale: our_wscale,
+                    offered: our_wscale,
                     acked: true,
                     liberal: false,
                 };
@@ -295,7 +334,7 @@ pub fn proxied<F: Frame>(
             ctx.ct.track(id, Dir::Original, tcp_flags::ACK, now);
             // The window update to the client, then the ACK to the backend.
             let flow = *ctx.ct.flow(id);
-            let window = rescale(seg.window, backend_wscale, sp.our_wscale);
+            let window = rescale(seg.window, backend_wscale, our_wscale);
             if let Some(port) = snap.ports.get(usize::from(flow.client_port)) {
                 let queued = ctx.outbox.push_ack(
                     flow.client_port,
@@ -305,12 +344,13 @@ pub fn proxied<F: Frame>(
                     sp.our_isn.wrapping_add(1),
                     sp.client_isn.wrapping_add(1),
                     window,
+                    backend_ts.map(|(_, client_ts)| (sp.ts, client_ts)),
                 );
                 if !queued {
                     ctx.counters.drop(DropReason::SynProxyOutboxFull);
                 }
             }
-            ack_backend(snap, frame, meta, &sp, seg.seq);
+            ack_backend(snap, frame, meta, &sp, seg.seq, backend_ts);
             ctx.counters.syn_proxy_spliced += 1;
             Proxied::Done
         }
@@ -325,22 +365,25 @@ pub fn proxied<F: Frame>(
         }
         (Dir::Reply, true) if flags == syn_ack => {
             // Our ACK was lost: the backend retransmits its SYN-ACK.
-            let seq = Segment::read(frame.data(), meta).map_or(0, |s| s.seq);
-            ack_backend(snap, frame, meta, &sp, seq);
+            let (seq, ts) = Segment::read(frame.data(), meta)
+                .map_or((0, None), |s| (s.seq, s.syn_options(frame.data(), meta).ts));
+            ack_backend(snap, frame, meta, &sp, seq, ts.filter(|_| sp.timestamps));
             Proxied::Done
         }
         (_, true) => Proxied::Forward,
     }
 }
 
-/// Turn the backend's SYN-ACK (sequence number `backend_isn`) into the ACK
-/// of it, sent straight back.
+/// Turn the backend's SYN-ACK (sequence number `backend_isn`, timestamps
+/// `ts`: its TSval and the client's TSval it echoes) into the ACK of it,
+/// sent straight back (echoing the backend's TSval).
 fn ack_backend<F: Frame>(
     snap: &Snapshot,
     frame: &mut F,
     meta: &mut PacketMeta,
     sp: &Splice,
     backend_isn: u32,
+    ts: Option<(u32, u32)>,
 ) {
     let Some(port) = snap.ports.get(usize::from(meta.in_port)) else {
         meta.drop(DropReason::NoRoute);
@@ -356,8 +399,21 @@ fn ack_backend<F: Frame>(
             flags: tcp_flags::ACK,
             window: sp.client_window,
         },
-        &SynOptions::NONE,
+        &SynOptions {
+            ts: ts.map(|(backend_ts, client_ts)| (client_ts, backend_ts)),
+            ..SynOptions::NONE
+        },
     );
+}
+
+/// The window scale shift the gateway announced to the client of `sp`.
+#[inline]
+fn our_wscale(sp: &Splice) -> u8 {
+    if sp.client_wscale == NO_WSCALE {
+        0
+    } else {
+        OUR_WSCALE
+    }
 }
 
 /// Answer the TCP segment in place with an ACK (`seq`, `ack`, `window`)
@@ -409,15 +465,22 @@ pub fn splice<F: Frame>(ctx: &FlowCtx<'_>, id: FlowId, dir: Dir, frame: &mut F, 
             if meta.tcp_flags & tcp_flags::ACK != 0 {
                 segment::shift_ack(frame, meta, sp.delta);
             }
+            if sp.timestamps && sp.ts != 0 {
+                segment::shift_timestamp(frame, meta, TsField::Tsecr, sp.ts);
+            }
         }
         Dir::Reply => {
+            let ours = our_wscale(sp);
             segment::shift_seq_and_window(frame, meta, sp.delta, |w| {
-                if sp.backend_wscale == sp.our_wscale {
+                if sp.backend_wscale == ours {
                     w
                 } else {
-                    rescale(w, sp.backend_wscale, sp.our_wscale)
+                    rescale(w, sp.backend_wscale, ours)
                 }
             });
+            if sp.timestamps && sp.ts != 0 {
+                segment::shift_timestamp(frame, meta, TsField::Tsval, sp.ts.wrapping_neg());
+            }
         }
     }
 }

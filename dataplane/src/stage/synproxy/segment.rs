@@ -1,6 +1,6 @@
 //! The TCP segments the SYN proxy reads, writes in place and queues: the
-//! handshake's options (RFC 9293 §3.2: MSS; RFC 7323 §2: window scale;
-//! RFC 2018: SACK-permitted), answers written over the received frame,
+//! handshake's options (RFC 9293 §3.2: MSS; RFC 7323 §2: window scale, §3:
+//! timestamps; RFC 2018: SACK-permitted), timestamp shifts, answers written over the received frame,
 //! sequence shifts with incremental checksums (RFC 1624), and the
 //! [`Outbox`] of window updates. Nothing here allocates.
 
@@ -15,7 +15,9 @@ use crate::stage::{Egress, MAX_BATCH};
 use crate::wire::{checksum, ethernet, ipv4, tcp};
 
 pub(super) use crate::wire::tcp::SynOptions;
-use crate::wire::tcp::option::{MSS as OPT_MSS, NOP as OPT_NOP, WSCALE as OPT_WSCALE};
+use crate::wire::tcp::option::{
+    MSS as OPT_MSS, NOP as OPT_NOP, TIMESTAMP as OPT_TIMESTAMP, WSCALE as OPT_WSCALE,
+};
 
 /// The fields of a segment the proxy writes.
 #[derive(Clone, Copy, Debug)]
@@ -36,10 +38,13 @@ pub(super) struct Segment {
     pub header_len: usize,
 }
 
+/// Longest options area the proxy writes: MSS, window scale, timestamps.
+const MAX_OPTIONS: usize = 20;
+
 /// The options as bytes (each padded to 4 with NOPs) and their length
 /// (SACK is never offered, see [`super::cookie`]).
-fn encode(opts: &SynOptions) -> ([u8; 12], usize) {
-    let mut out = [0u8; 12];
+fn encode(opts: &SynOptions) -> ([u8; MAX_OPTIONS], usize) {
+    let mut out = [0u8; MAX_OPTIONS];
     let mut n = 0;
     if let Some(mss) = opts.mss {
         let [hi, lo] = mss.to_be_bytes();
@@ -49,6 +54,12 @@ fn encode(opts: &SynOptions) -> ([u8; 12], usize) {
     if let Some(w) = opts.wscale {
         out[n..n + 4].copy_from_slice(&[OPT_NOP, OPT_WSCALE, 3, w]);
         n += 4;
+    }
+    if let Some((val, ecr)) = opts.ts {
+        out[n..n + 4].copy_from_slice(&[OPT_NOP, OPT_NOP, OPT_TIMESTAMP, 10]);
+        out[n + 4..n + 8].copy_from_slice(&val.to_be_bytes());
+        out[n + 8..n + 12].copy_from_slice(&ecr.to_be_bytes());
+        n += 12;
     }
     (out, n)
 }
@@ -77,8 +88,8 @@ impl Segment {
 
 /// Rewrite the segment at `meta`'s offsets as a header-only segment with
 /// `seq`, `ack`, `flags`, `window` and as many of `opts` as fit (growing
-/// the frame when the driver can; the window scale option goes first when
-/// room is short, then the MSS), keeping the packet's own addresses (the
+/// the frame when the driver can; the timestamps go first when room is
+/// short, then the window scale, then the MSS), keeping the packet's own addresses (the
 /// caller swaps them if it answers). Returns the options written.
 fn rewrite<F: Frame>(
     frame: &mut F,
@@ -102,7 +113,7 @@ fn rewrite<F: Frame>(
         if frame.data().len() >= end || frame.extend(end) {
             break (bytes, len);
         }
-        if opts.wscale.take().is_none() && opts.mss.take().is_none() {
+        if opts.ts.take().is_none() && opts.wscale.take().is_none() && opts.mss.take().is_none() {
             break (bytes, 0);
         }
     };
@@ -165,12 +176,20 @@ pub(super) fn answer_in_place<F: Frame>(
 
 /// Turn the client's handshake ACK (or a later ACK while the backend has
 /// not answered) into the SYN the backend gets, still addressed as the
-/// client sent it (the NAT stage translates it).
-pub(super) fn backend_syn_in_place<F: Frame>(frame: &mut F, meta: &mut PacketMeta, sp: &Splice) {
+/// client sent it (the NAT stage translates it). With timestamps, the SYN
+/// carries the client's TSval `client_ts` (so the backend echoes the
+/// client's own clock) and TSecr 0.
+pub(super) fn backend_syn_in_place<F: Frame>(
+    frame: &mut F,
+    meta: &mut PacketMeta,
+    sp: &Splice,
+    client_ts: Option<u32>,
+) {
     let opts = SynOptions {
         mss: Some(sp.client_mss),
         wscale: (sp.client_wscale != NO_WSCALE).then_some(sp.client_wscale),
         sack: false,
+        ts: client_ts.filter(|_| sp.timestamps).map(|v| (v, 0)),
     };
     let key = meta.key;
     let f = Fields {
@@ -250,8 +269,53 @@ pub(super) fn shift_seq_and_window<F: Frame>(
     }
 }
 
+/// Where the timestamp option's TSval (`Tsval`) or TSecr (`Tsecr`) sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TsField {
+    Tsval = 2,
+    Tsecr = 6,
+}
+
+/// Add `delta` to the TSval or TSecr of the segment's timestamp option, if
+/// it has one, updating the checksum (a field at an odd offset adds its
+/// bytes swapped pairwise to the sum).
+#[inline]
+pub(super) fn shift_timestamp<F: Frame>(
+    frame: &mut F,
+    meta: &PacketMeta,
+    field: TsField,
+    delta: u32,
+) {
+    let l4 = usize::from(meta.l4_offset);
+    let Some(seg) = frame.data_mut().get_mut(l4..usize::from(meta.l3_end)) else {
+        return;
+    };
+    let Ok(header_len) = tcp::Packet::new_checked(&seg[..]).map(|p| p.header_len()) else {
+        return;
+    };
+    let Some(at) = tcp::Options::new(&seg[tcp::HEADER_LEN..header_len])
+        .find(|&(_, kind, body)| kind == OPT_TIMESTAMP && body.len() == 8)
+        .map(|(at, _, _)| tcp::HEADER_LEN + at + field as usize)
+    else {
+        return;
+    };
+    let old = u32_at(seg, at);
+    let new = old.wrapping_add(delta);
+    let swap = |v: u32| ((v & 0x00ff_00ff) << 8) | ((v >> 8) & 0x00ff_00ff);
+    let csum = u16::from_be_bytes([seg[CSUM], seg[CSUM + 1]]);
+    let csum = if at % 2 == 0 {
+        checksum::update_u32(csum, old, new)
+    } else {
+        checksum::update_u32(csum, swap(old), swap(new))
+    };
+    seg[at..at + 4].copy_from_slice(&new.to_be_bytes());
+    seg[CSUM..CSUM + 2].copy_from_slice(&csum.to_be_bytes());
+}
+
 /// Length of a generated ACK: Ethernet + IPv4 + TCP, no options.
 const ACK_FRAME_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + tcp::HEADER_LEN;
+/// Length of the timestamp option with its two NOPs.
+const TS_OPTION_LEN: usize = 12;
 
 /// Frames the SYN proxy generates besides a batch's verdicts (the window
 /// update to a client whose backend connection just opened): a fixed
@@ -261,7 +325,9 @@ const ACK_FRAME_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + tcp::HEAD
 /// probe then gets the backend's window from the backend itself.
 #[derive(Debug)]
 pub struct Outbox {
-    frames: Box<[[u8; ACK_FRAME_LEN]; MAX_BATCH]>,
+    frames: Box<[[u8; ACK_FRAME_LEN + TS_OPTION_LEN]; MAX_BATCH]>,
+    /// Each frame's length (with or without the timestamp option).
+    lens: [usize; MAX_BATCH],
     ports: [PortId; MAX_BATCH],
     len: usize,
 }
@@ -269,7 +335,8 @@ pub struct Outbox {
 impl Default for Outbox {
     fn default() -> Self {
         Outbox {
-            frames: Box::new([[0; ACK_FRAME_LEN]; MAX_BATCH]),
+            frames: Box::new([[0; ACK_FRAME_LEN + TS_OPTION_LEN]; MAX_BATCH]),
+            lens: [0; MAX_BATCH],
             ports: [0; MAX_BATCH],
             len: 0,
         }
@@ -277,7 +344,8 @@ impl Default for Outbox {
 }
 
 impl Outbox {
-    /// Queue an ACK for `key` (as it travels) out of `port`; false when full.
+    /// Queue an ACK for `key` (as it travels) out of `port`, with the
+    /// timestamp option `ts` (TSval, TSecr) if any; false when full.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn push_ack(
         &mut self,
@@ -288,12 +356,24 @@ impl Outbox {
         seq: u32,
         ack: u32,
         window: u16,
+        ts: Option<(u32, u32)>,
     ) -> bool {
-        let (Some(buf), Some(p)) = (self.frames.get_mut(self.len), self.ports.get_mut(self.len))
-        else {
+        let (Some(buf), Some(p), Some(l)) = (
+            self.frames.get_mut(self.len),
+            self.ports.get_mut(self.len),
+            self.lens.get_mut(self.len),
+        ) else {
             return false;
         };
+        let opts = SynOptions {
+            ts,
+            ..SynOptions::NONE
+        };
+        let (opt_bytes, opt_len) = encode(&opts);
+        let frame_len = ACK_FRAME_LEN + opt_len;
         *p = port;
+        *l = frame_len;
+        let buf = &mut buf[..frame_len];
         buf[0..6].copy_from_slice(&dst_mac);
         buf[6..12].copy_from_slice(&src_mac);
         buf[12..14].copy_from_slice(&ethernet::ethertype::IPV4.to_be_bytes());
@@ -304,18 +384,19 @@ impl Outbox {
             t.set_dst_port(key.dst_port);
             t.set_seq_number(seq);
             t.set_ack_number(ack);
-            t.set_data_offset_words(5);
+            t.set_data_offset_words(((tcp::HEADER_LEN + opt_len) / 4) as u8);
             t.set_flags(tcp::flags::ACK);
             t.set_window(window);
             t.set_urgent_pointer(0);
             t.set_checksum(0);
         }
+        seg[tcp::HEADER_LEN..].copy_from_slice(&opt_bytes[..opt_len]);
         let csum = checksum::l4_checksum(key.src_ip, key.dst_ip, ipv4::protocol::TCP, seg);
         tcp::Packet::new_unchecked(&mut seg[..]).set_checksum(csum);
         let mut h = ipv4::Packet::new_unchecked(ip);
         h.set_version_ihl(5);
         h.set_tos(0);
-        h.set_total_len((ipv4::HEADER_LEN + tcp::HEADER_LEN) as u16);
+        h.set_total_len((ipv4::HEADER_LEN + tcp::HEADER_LEN + opt_len) as u16);
         h.set_ident(0);
         h.set_flags_frag(true, false, 0);
         h.set_ttl(LOCAL_TTL);
@@ -339,8 +420,14 @@ impl Outbox {
     /// Send every queued frame through `out` (a driver buffer each; an empty
     /// pool drops the frame as `pool_exhausted`) and empty the outbox.
     pub fn send<F>(&mut self, out: &mut impl Egress<F>, counters: &mut Counters) {
-        for (bytes, &port) in self.frames.iter().zip(self.ports.iter()).take(self.len) {
-            match out.frame_from(bytes) {
+        for ((bytes, &len), &port) in self
+            .frames
+            .iter()
+            .zip(self.lens.iter())
+            .zip(self.ports.iter())
+            .take(self.len)
+        {
+            match out.frame_from(&bytes[..len]) {
                 Some(frame) => {
                     if out.send(port, frame, counters) {
                         counters.syn_proxy_window_updates += 1;

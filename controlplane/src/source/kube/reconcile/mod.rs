@@ -204,16 +204,16 @@ impl Reconciler {
             Vec::new()
         };
         let slices = state.slices_of(key);
-        let mut refused_external_ips = Vec::new();
+        let mut warnings = Vec::new();
         let (specs, why) = match build::service_specs(svc, &slices, &vips, &self.options) {
             ServiceOutcome::Serve { specs, skipped } => {
-                refused_external_ips = refused_external_ip_notes(&skipped);
+                warnings = warning_events(&skipped);
                 let why: Vec<String> = skipped.iter().map(ToString::to_string).collect();
                 (specs, why.join("; "))
             }
             ServiceOutcome::Ignored { reason } => {
                 if let IgnoreReason::NoServablePort { skipped } = &reason {
-                    refused_external_ips = refused_external_ip_notes(skipped);
+                    warnings = warning_events(skipped);
                 }
                 (Vec::new(), reason.to_string())
             }
@@ -227,12 +227,13 @@ impl Reconciler {
                 info!(service = %key, skipped = %why, "service served in part");
             }
             // Once per change of what is left out: the Service's owner
-            // sees why an externalIP is not served.
-            for note in refused_external_ips {
+            // sees why an externalIP is not served, or why its annotation
+            // is not followed.
+            for (reason, note) in warnings {
                 events.push(ServiceEvent {
                     service: Arc::clone(svc),
                     warning: true,
-                    reason: "ExternalIPNotAllowed".into(),
+                    reason: reason.into(),
                     note,
                 });
             }
@@ -566,11 +567,16 @@ impl Seniority {
 }
 
 /// The Event notes for externalIPs left out by the externalIP policy.
-fn refused_external_ip_notes(skipped: &[Skip]) -> Vec<String> {
+/// The parts left out that the Service's owner is told of with a Warning
+/// Event: (reason, note).
+fn warning_events(skipped: &[Skip]) -> Vec<(&'static str, String)> {
     skipped
         .iter()
-        .filter(|s| matches!(s, Skip::ExternalIpNotAllowed { .. }))
-        .map(ToString::to_string)
+        .filter_map(|s| match s {
+            Skip::ExternalIpNotAllowed { .. } => Some(("ExternalIPNotAllowed", s.to_string())),
+            Skip::BadSynProxy { .. } => Some(("InvalidSynProxyAnnotation", s.to_string())),
+            _ => None,
+        })
         .collect()
 }
 

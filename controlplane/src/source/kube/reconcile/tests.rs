@@ -4,7 +4,9 @@
 use super::super::watch::Update;
 use super::*;
 use dataplane::flow::Proto;
-use dataplane::snapshot::{AddrRole, BackendGonePolicy, PortSpec, Route, SnapshotSpec};
+use dataplane::snapshot::{
+    AddrRole, BackendGonePolicy, PortSpec, Route, SnapshotSpec, SynProxyMode,
+};
 
 fn ip(s: &str) -> Ipv4Addr {
     s.parse().unwrap_or(Ipv4Addr::UNSPECIFIED)
@@ -17,6 +19,7 @@ fn reconciler() -> Reconciler {
             PortSpec {
                 mac: [2, 0, 0, 0, 0, 1],
                 mtu: 1500,
+                mss_clamp: None,
             };
             2
         ],
@@ -45,6 +48,8 @@ fn reconciler() -> Reconciler {
         gateway_addresses: vec![ip("10.1.0.1"), ip("192.0.2.1")],
         tcp_backend_gone: BackendGonePolicy::Drop,
         external_ip_cidrs: vec!["192.0.2.0/24".parse().expect("cidr")],
+        syn_proxy: SynProxyMode::Off,
+        syn_proxy_half_open_threshold: 1000,
     };
     Reconciler::new(options, Allocator::new(&[]), builder)
 }
