@@ -24,7 +24,7 @@ pub mod steer;
 pub mod synproxy;
 
 pub use neighbour::{HeldFrames, NeighbourCtx};
-pub use steer::Steering;
+pub use steer::{Steering, SteeringRule};
 
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::{Conntrack, ConntrackConfig, ConntrackError, Dir, FlowId};
@@ -293,7 +293,7 @@ impl Pipeline {
         let mut neighbours = self.neighbour.batch(now_ms, n);
         local::run(snap, frames, metas, &mut self.counters, &neighbours);
         if may_hand_off {
-            steer::run(&self.steering, snap, metas);
+            steer::run(&self.steering, snap, metas, &mut self.counters);
         }
         let flows = &mut self.flows[..n];
         flows.fill(FlowSlot::None);
