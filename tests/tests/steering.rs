@@ -4,7 +4,8 @@
 //! 16 more, so both workers own clients and SNAT port slices) through the
 //! VIP and the NodePort to nginx. The fanout program must deliver almost
 //! every frame to the worker that owns its flow: handoffs at most 1 % of
-//! the frames received, and both workers did work.
+//! the frames received, and both workers did work. On AF_XDP (no software
+//! steering, see DESIGN.md) the same load checks the counted fallback.
 
 mod common;
 
@@ -23,7 +24,7 @@ const EXTRA_CLIENTS: u8 = 16;
 const REQUESTS_PER_CLIENT: usize = 40;
 const WRK_SECONDS: u64 = 3;
 
-/// Load from many clients; returns the stats before and after.
+/// Load from many clients; returns the extra client addresses.
 fn load(t: &Topology) -> Vec<Ipv4Addr> {
     let mut clients = Vec::new();
     for i in 1..=EXTRA_CLIENTS {
@@ -94,7 +95,9 @@ fn load(t: &Topology) -> Vec<Ipv4Addr> {
     clients
 }
 
-fn steering_keeps_handoffs_under_one_percent(test: &str, driver: DriverKind) {
+/// Run the load on `driver`; with `max_percent`, assert that at most that
+/// share of the received frames was handed off.
+fn steering_under(test: &str, driver: DriverKind, max_percent: Option<u64>) {
     let Some(t) = common::topology_on(test, 3, driver) else {
         return;
     };
@@ -124,21 +127,48 @@ fn steering_keeps_handoffs_under_one_percent(test: &str, driver: DriverKind) {
         number(&s, "/total/handoff_icmp_error"),
         number(&s, "/total/steering_installs"),
     );
+    for w in 0..2 {
+        eprintln!(
+            "  worker {w}: rx {}, handoff out {} (snat reply {}, client {}), in {}",
+            number(&s, &format!("/workers/{w}/rx_packets")),
+            number(&s, &format!("/workers/{w}/handoff_out")),
+            number(&s, &format!("/workers/{w}/handoff_snat_reply")),
+            number(&s, &format!("/workers/{w}/handoff_client")),
+            number(&s, &format!("/workers/{w}/handoff_in")),
+        );
+    }
     assert!(rx > 2_000, "real traffic went through: {rx} packets");
     assert!(w0 > 0 && w1 > 0, "both workers own flows: {w0} / {w1}");
     assert!(handoff <= by_cause, "every handoff has a cause: {s}");
-    assert!(
-        handoff * 100 <= rx,
-        "at most 1 % handed off: {handoff} of {rx} packets"
-    );
     assert!(number(&s, "/total/steering_install_failures") == 0, "{s}");
-    assert!(number(&s, "/total/steering_installs") >= 1, "{s}");
+    if let Some(max_percent) = max_percent {
+        assert!(
+            handoff * 100 <= rx * max_percent,
+            "at most {max_percent} % handed off: {handoff} of {rx} packets"
+        );
+        assert!(number(&s, "/total/steering_installs") >= 1, "{s}");
+    }
 }
 
 #[test]
 fn af_packet_steering_delivers_frames_to_their_owner() {
-    steering_keeps_handoffs_under_one_percent(
+    steering_under(
         "steering::af_packet_steering_delivers_frames_to_their_owner",
         DriverKind::Afpacket,
+        Some(1),
+    );
+}
+
+/// AF_XDP cannot steer in software (an XSK only receives frames of the
+/// queue it is bound to; see DESIGN.md, "Workers, handoff and steering"):
+/// on veth about half the frames arrive on the other worker's queue. The
+/// handoff is the fallback there: every handoff counted by its cause, every
+/// request answered.
+#[test]
+fn afxdp_hands_off_what_arrives_on_the_wrong_queue_and_counts_it() {
+    steering_under(
+        "steering::afxdp_hands_off_what_arrives_on_the_wrong_queue_and_counts_it",
+        DriverKind::Afxdp,
+        None,
     );
 }

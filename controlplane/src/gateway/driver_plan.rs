@@ -273,9 +273,7 @@ impl Gateway {
                         .collect();
                     // Each frame to the worker owning its flow (the
                     // workers join in worker order, see `OpenTurns`).
-                    config.fanout_mode = FanoutMode::Steered {
-                        workers: u8::try_from(workers).unwrap_or(u8::MAX),
-                    };
+                    config.fanout_mode = FanoutMode::Steered;
                     // Frames handed over by other workers do not wake
                     // `poll(2)`: sleep in short slices.
                     config.poll_timeout_ms = 1;

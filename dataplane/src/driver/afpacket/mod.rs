@@ -130,10 +130,10 @@ pub enum FanoutMode {
     /// `PACKET_FANOUT_LB`: round robin.
     Lb,
     /// `PACKET_FANOUT_CBPF`: the flow-affine steering program (see
-    /// `steering/`) for `workers` workers, which must join in worker order.
-    /// Until worker 0 installs the rule of the first snapshot
-    /// ([`Driver::install_steering`]), the program knows no addresses.
-    Steered { workers: u8 },
+    /// `steering/`); the workers must join in worker order. Until worker 0
+    /// installs the rule of its first snapshot ([`Driver::install_steering`])
+    /// the kernel delivers every frame to worker 0.
+    Steered,
 }
 
 impl FanoutMode {
@@ -142,7 +142,7 @@ impl FanoutMode {
             FanoutMode::Hash => libc::PACKET_FANOUT_HASH,
             FanoutMode::Cpu => libc::PACKET_FANOUT_CPU,
             FanoutMode::Lb => libc::PACKET_FANOUT_LB,
-            FanoutMode::Steered { .. } => libc::PACKET_FANOUT_CBPF,
+            FanoutMode::Steered => libc::PACKET_FANOUT_CBPF,
         }
     }
 }

@@ -48,25 +48,17 @@ use std::os::fd::AsFd;
 /// Join a bound socket to fanout `group` in `mode` (`id | (mode | flags) <<
 /// 16`). `PACKET_FANOUT_FLAG_IGNORE_OUTGOING`: the group's hook replaces
 /// the socket's own, so the socket's `PACKET_IGNORE_OUTGOING` no longer
-/// applies and the group needs the flag itself. In steered mode the
-/// program of an empty rule is installed at once (the kernel sends
-/// everything to member 0 until a group has a program).
+/// applies and the group needs the flag itself.
+///
+/// No program is installed here: the program belongs to the group, and a
+/// later member's join must not replace the rule worker 0 installed (it
+/// may have done so before the others joined). Until worker 0 installs
+/// one, the kernel sends every frame to member 0, which hands off what it
+/// does not own.
 pub(super) fn join(fd: impl AsFd, group: u16, mode: FanoutMode) -> io::Result<()> {
     let flags = libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
     let arg = (u32::from(group) | ((mode.raw() | flags) << 16)) as libc::c_int;
-    sys::setsockopt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)?;
-    if let FanoutMode::Steered { workers } = mode {
-        let empty = SteeringRule {
-            workers,
-            snat_ports: 1..=0,
-            snat_addrs: Vec::new(),
-            snat_listeners: Vec::new(),
-            owned: Vec::new(),
-            truncated: false,
-        };
-        install(fd, &empty)?;
-    }
-    Ok(())
+    sys::setsockopt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
 }
 
 /// Replace the steering program of the fanout group `fd` belongs to (any
@@ -83,7 +75,7 @@ pub(super) fn install(fd: impl AsFd, rule: &SteeringRule) -> io::Result<()> {
 /// Indices of the ports of `config` whose group runs the steering program.
 pub(super) fn steered_ports(config: &AfPacketConfig) -> Vec<usize> {
     match config.fanout_mode {
-        FanoutMode::Steered { .. } => config
+        FanoutMode::Steered => config
             .ports
             .iter()
             .enumerate()
