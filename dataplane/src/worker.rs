@@ -18,7 +18,9 @@
 //! handoff rings and its tx queues. When a new snapshot generation appears
 //! it re-keys the per-service counters and gives the snapshot to the
 //! pipeline's neighbour stage (static neighbours; on worker 0, gratuitous
-//! ARP for owned addresses not announced yet).
+//! ARP for owned addresses not announced yet); worker 0 of several also
+//! gives its driver the snapshot's [`SteeringRule`] when it changed
+//! ([`Driver::install_steering`]: af_packet's fanout program).
 //!
 //! With a host path attached ([`Worker::attach_host_path`]), frames with
 //! verdict [`Verdict::Host`] are written to the receiving port's TAP queue
