@@ -41,9 +41,10 @@ use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
 use crate::inspect::InspectServer;
 use crate::neighbour::NeighbourTable;
 use crate::packet::{PortId, Verdict};
+use crate::steering::SteeringRule;
 use crate::snapshot::{Backend, ID_CHUNK, IdTable, Service, ServiceId, Snapshot, SnapshotReader};
 use crate::stage::{
-    Egress, HeldFrames, MAX_BATCH, Pipeline, PipelineConfig, PipelineError, SteeringRule,
+    Egress, HeldFrames, MAX_BATCH, Pipeline, PipelineConfig, PipelineError,
 };
 use std::net::SocketAddrV4;
 use std::sync::Arc;
@@ -406,7 +407,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         if steering.worker != 0 || steering.workers <= 1 {
             return;
         }
-        let rule = SteeringRule::from_snapshot(snap, steering);
+        let rule = steering.rule(snap);
         if self.steering_rule.as_ref() == Some(&rule) {
             return;
         }

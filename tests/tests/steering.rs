@@ -10,7 +10,7 @@
 mod common;
 
 use common::{curl, gateway, number, parse_curl, stats};
-use dataplane::stage::steer::client_hash;
+use dataplane::steering::client_hash;
 use portico::demo::topology::{
     CLIENT_ADDR, DriverKind, NODE_ADDR, NODE_PORT, ServiceOptions, Topology, VIP,
 };

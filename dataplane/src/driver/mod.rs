@@ -37,7 +37,7 @@ mod test_frames;
 pub use stats::{PortCounters, PortStatsCell};
 
 use crate::packet::PortId;
-use crate::stage::SteeringRule;
+use crate::steering::SteeringRule;
 
 /// A frame in a driver-owned buffer.
 pub trait Frame {

@@ -24,7 +24,7 @@ pub mod steer;
 pub mod synproxy;
 
 pub use neighbour::{HeldFrames, NeighbourCtx};
-pub use steer::{Steering, SteeringRule};
+pub use steer::Steering;
 
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::{Conntrack, ConntrackConfig, ConntrackError, Dir, FlowId};

@@ -61,7 +61,7 @@ mod tests;
 
 use super::{Driver, Frame, PortCounters, sys};
 use crate::packet::PortId;
-use crate::stage::SteeringRule;
+use crate::steering::SteeringRule;
 use crate::wire::MacAddr;
 use port::{RxContext, RxRing, TxRing};
 use stats::KernelTotals;

@@ -7,25 +7,19 @@
 //! [`super::Pipeline::process`]), so a frame never bounces between workers
 //! that momentarily disagree (two snapshots in flight).
 //!
-//! The owner function is what the drivers steer by before the packet
-//! reaches a worker ([`SteeringRule`], `rule.rs`): a client's flows by
-//! [`client_hash`] of the client address (a 32-bit multiply and shift, so a
-//! classic-BPF fanout program computes it too), replies to an SNAT address
-//! by the SNAT port's slice. Maglev's stable hash is not involved: it
-//! chooses backends and must agree across instances, ownership only within
-//! one process.
+//! The owner function is also what the drivers steer by before the packet
+//! reaches a worker ([`Steering::rule`], see [`crate::steering`]): a
+//! client's flows by [`client_hash`] of the client address, replies to an
+//! SNAT address by the SNAT port's slice.
 
-mod rule;
 #[cfg(test)]
-pub(crate) mod tests;
-
-pub use rule::{MAX_OWNED_RANGES, MAX_SNAT_ADDRS, MAX_SNAT_LISTENERS, SteeringRule};
+mod tests;
 
 use crate::counters::Counters;
 use crate::flow::FlowKey;
 use crate::packet::{PacketKind, PacketMeta, Verdict, WorkerId};
 use crate::snapshot::Snapshot;
-use std::net::Ipv4Addr;
+use crate::steering::{SteeringRule, client_hash};
 use std::ops::RangeInclusive;
 
 /// Which worker owns a packet's flow.
@@ -47,6 +41,41 @@ impl Steering {
     #[inline]
     pub fn owner(&self, key: &FlowKey, snap: &Snapshot) -> WorkerId {
         self.owner_by(key, snap).0
+    }
+
+    /// The steering facts of `snap` for these workers (the owner function
+    /// as a driver's program computes it). Cold path (a snapshot change):
+    /// allocates, walks the owned addresses and, when an SNAT address is
+    /// also a node or VIP address, the listeners.
+    pub fn rule(&self, snap: &Snapshot) -> SteeringRule {
+        let mut owned = Vec::with_capacity(snap.owned.len());
+        let mut snat = Vec::new();
+        let mut shared = Vec::new();
+        for (addr, o) in snap.owned.iter() {
+            owned.push(*addr);
+            if o.snat {
+                snat.push(*addr);
+                if o.node || o.vip {
+                    shared.push(*addr);
+                }
+            }
+        }
+        let listeners = if shared.is_empty() {
+            Vec::new()
+        } else {
+            snap.listeners
+                .iter()
+                .filter(|(k, _)| shared.contains(&k.addr))
+                .map(|(k, _)| (k.proto, k.addr, k.port))
+                .collect()
+        };
+        SteeringRule::new(
+            self.workers,
+            self.snat_ports.clone(),
+            owned,
+            snat,
+            listeners,
+        )
     }
 
     /// [`Self::owner`], and whether the SNAT port's slice decided it.
@@ -76,23 +105,6 @@ impl Steering {
             None => (client_hash(key.dst_ip, self.workers), false),
         }
     }
-}
-
-/// Multiplier of [`client_hash`] (2^32 / golden ratio, odd).
-pub const CLIENT_HASH_MULTIPLIER: u32 = 0x9e37_79b1;
-/// Right shift of [`client_hash`]: the product's upper 16 bits, where a
-/// multiplicative hash mixes best.
-pub const CLIENT_HASH_SHIFT: u32 = 16;
-
-/// The worker owning a client: by its address alone, so every connection of
-/// a client lives on one core and ClientIP affinity is exact (drivers that
-/// steer in hardware hash on addresses only, e.g. RSS without L4 ports).
-/// `((ip * CLIENT_HASH_MULTIPLIER) mod 2^32 >> CLIENT_HASH_SHIFT) % workers`:
-/// 32-bit arithmetic only, as classic BPF has it.
-#[inline]
-pub fn client_hash(ip: Ipv4Addr, workers: u8) -> WorkerId {
-    let x = u32::from(ip).wrapping_mul(CLIENT_HASH_MULTIPLIER) >> CLIENT_HASH_SHIFT;
-    (x % u32::from(workers.max(1))) as WorkerId
 }
 
 /// Mark every pending packet another worker owns for handoff, counted by

@@ -2,6 +2,8 @@
 //! random tuples.
 
 use super::*;
+use crate::steering::tests::{KeyPool, Rng};
+use std::net::Ipv4Addr;
 use crate::flow::Proto;
 use crate::snapshot::{
     AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
@@ -57,7 +59,7 @@ fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() 
 /// also an SNAT address (with a NodePort listener inside the SNAT range), a
 /// separate SNAT address, a run of VIPs (merged into one owned range) and
 /// a lone VIP, each VIP with a TCP and a UDP service.
-pub(crate) fn fixture_snapshot() -> Snapshot {
+fn fixture_snapshot() -> Snapshot {
     let node = Ipv4Addr::new(192, 0, 2, 1);
     let mut services = Vec::new();
     for (i, vip) in (10..=14u8)
@@ -94,67 +96,13 @@ pub(crate) fn fixture_snapshot() -> Snapshot {
         .expect("fixture snapshot")
 }
 
-/// SplitMix64, for reproducible random tuples.
-pub(crate) struct Rng(pub u64);
-
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^ (x >> 31)
-    }
-
-    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-        from[(self.next() % from.len() as u64) as usize]
-    }
-}
-
-/// Random TCP/UDP keys, biased towards what a gateway sees: addresses
-/// from a snapshot's owned ones or anywhere, ports from its listeners, the
-/// SNAT range's edges or anywhere.
-pub(crate) struct KeyPool {
-    owned: Vec<Ipv4Addr>,
-    listen: Vec<u16>,
-}
-
-impl KeyPool {
-    pub(crate) fn new(snap: &Snapshot) -> Self {
-        KeyPool {
-            owned: snap.owned.iter().map(|(a, _)| *a).collect(),
-            listen: snap.listeners.iter().map(|(k, _)| k.port).collect(),
-        }
-    }
-
-    pub(crate) fn key(&self, rng: &mut Rng) -> FlowKey {
-        let addr = |rng: &mut Rng| {
-            if rng.next() % 2 == 0 {
-                rng.pick(&self.owned)
-            } else {
-                Ipv4Addr::from(rng.next() as u32)
-            }
-        };
-        let port = |rng: &mut Rng| match rng.next() % 4 {
-            0 => rng.pick(&self.listen),
-            1 => rng.pick(&[0, 1023, 1024, 1025, 32767, 32768, 65534, 65535]),
-            _ => rng.next() as u16,
-        };
-        let proto = if rng.next() % 2 == 0 {
-            Proto::Tcp
-        } else {
-            Proto::Udp
-        };
-        let (src, dst) = (addr(rng), addr(rng));
-        let (sp, dp) = (port(rng), port(rng));
-        FlowKey::new(proto, src, sp, dst, dp)
-    }
-}
-
 #[test]
 fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
     let snap = fixture_snapshot();
-    let keys = KeyPool::new(&snap);
+    let keys = KeyPool {
+        owned: snap.owned.iter().map(|(a, _)| *a).collect(),
+        listen: snap.listeners.iter().map(|(k, _)| k.port).collect(),
+    };
     let mut rng = Rng(16);
     for (workers, snat_ports) in [
         (2u8, 1024..=65535u16),
@@ -168,7 +116,7 @@ fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
             workers,
             snat_ports: snat_ports.clone(),
         };
-        let rule = SteeringRule::from_snapshot(&snap, &steering);
+        let rule = steering.rule(&snap);
         assert!(!rule.truncated);
         assert_eq!(rule.owned.len(), 4, "{:?}", rule.owned);
         let mut seen = std::collections::HashSet::new();
@@ -180,21 +128,4 @@ fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
         }
         assert_eq!(seen.len(), usize::from(workers), "every worker owns something");
     }
-}
-
-#[test]
-fn client_hash_spreads_clients_and_fits_32_bit_arithmetic() {
-    let mut count = [0u32; 4];
-    for i in 0..4096u32 {
-        count[usize::from(client_hash(Ipv4Addr::from(0x0a00_0000 + i), 4))] += 1;
-    }
-    for c in count {
-        assert!((900..=1150).contains(&c), "{count:?}");
-    }
-    assert_eq!(client_hash(Ipv4Addr::new(1, 2, 3, 4), 1), 0);
-    // 0x01020304 * 0x9e3779b1 mod 2^32 = 0xc3acf9c4, >> 16 = 0xc3ac.
-    assert_eq!(
-        client_hash(Ipv4Addr::new(1, 2, 3, 4), 200),
-        (0xc3ac_u32 % 200) as u8
-    );
 }

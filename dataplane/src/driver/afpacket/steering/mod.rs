@@ -40,8 +40,7 @@ mod tests;
 use super::{AfPacketConfig, FanoutMode};
 use crate::driver::sys;
 use crate::flow::Proto;
-use crate::stage::SteeringRule;
-use crate::stage::steer::{CLIENT_HASH_MULTIPLIER, CLIENT_HASH_SHIFT};
+use crate::steering::{CLIENT_HASH_MULTIPLIER, CLIENT_HASH_SHIFT, SteeringRule};
 use std::io;
 use std::os::fd::AsFd;
 

@@ -1,15 +1,30 @@
-//! The fanout program against the workers' owner function: an interpreter
-//! of the classic-BPF subset the program uses (the kernel's semantics of
-//! `sk_run_filter`: 32-bit unsigned arithmetic, a load past the packet ends
-//! the program with 0) runs it over real frames built from random tuples.
-//! That the kernel accepts and runs it the same way is checked end to end by
+//! The fanout program against the rule it compiles (which
+//! `stage/steer/tests.rs` checks against the workers' owner function): an
+//! interpreter of the classic-BPF subset the program uses (the kernel's
+//! semantics: 32-bit unsigned arithmetic, a load past the packet ends the
+//! program with 0) runs it over frames built from random tuples. That the
+//! kernel accepts and runs it the same way is checked end to end by
 //! `tests/tests/steering.rs`.
 
 use super::*;
 use crate::flow::FlowKey;
-use crate::stage::Steering;
-use crate::stage::steer::tests::{KeyPool, Rng, fixture_snapshot};
+use crate::steering::tests::{KeyPool, Rng};
+use crate::steering::{MAX_OWNED_RANGES, MAX_SNAT_ADDRS, MAX_SNAT_LISTENERS};
 use std::net::Ipv4Addr;
+
+/// A gateway's addresses: a node address that is also an SNAT address with
+/// NodePort listeners, a separate SNAT address, a run of VIPs and a lone one.
+fn addresses() -> (Vec<Ipv4Addr>, Vec<Ipv4Addr>, Vec<(Proto, Ipv4Addr, u16)>) {
+    let node = Ipv4Addr::new(192, 0, 2, 1);
+    let snat = vec![node, Ipv4Addr::new(10, 1, 0, 1)];
+    let mut owned = snat.clone();
+    owned.extend((10..=14).map(|d| Ipv4Addr::new(203, 0, 113, d)));
+    owned.push(Ipv4Addr::new(198, 18, 0, 77));
+    let listeners = (0..6)
+        .flat_map(|i| [(Proto::Tcp, node, 30080 + i), (Proto::Udp, node, 31000 + i)])
+        .collect();
+    (owned, snat, listeners)
+}
 
 const ETH_LEN: usize = 14;
 
@@ -106,9 +121,12 @@ fn run(prog: &[Insn], frame: &[u8]) -> u32 {
 }
 
 #[test]
-fn the_fanout_program_picks_the_owning_worker_for_random_tuples() {
-    let snap = fixture_snapshot();
-    let keys = KeyPool::new(&snap);
+fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
+    let (owned, snat, listeners) = addresses();
+    let keys = KeyPool {
+        owned: owned.clone(),
+        listen: listeners.iter().map(|&(_, _, p)| p).collect(),
+    };
     let mut rng = Rng(0x5eed);
     for (workers, ports) in [
         (2u8, 1024..=65535u16),
@@ -117,36 +135,35 @@ fn the_fanout_program_picks_the_owning_worker_for_random_tuples() {
         (7, 1..=5),
         (2, 30000..=40000),
     ] {
-        let steering = Steering {
-            worker: 1,
+        let rule = SteeringRule::new(
             workers,
-            snat_ports: ports.clone(),
-        };
-        let rule = SteeringRule::from_snapshot(&snap, &steering);
+            ports.clone(),
+            owned.clone(),
+            snat.clone(),
+            listeners.clone(),
+        );
         let prog = fanout_program(&rule);
         assert!(prog.len() <= MAX_INSTRUCTIONS);
+        let mut seen = std::collections::HashSet::new();
         for n in 0..20_000 {
             let k = keys.key(&mut rng);
-            let want = u32::from(steering.owner(&k, &snap));
+            let want = u32::from(rule.owner(&k));
             let options = (n % 3) * 2;
             assert_eq!(
                 run(&prog, &frame(&k, options, 0)) % u32::from(workers),
                 want,
                 "{k}, {options} option words, {workers} workers, {ports:?}"
             );
+            seen.insert(want);
         }
+        assert_eq!(seen.len(), usize::from(workers), "every worker owns some");
     }
 }
 
 #[test]
 fn frames_without_ports_go_to_worker_zero() {
-    let snap = fixture_snapshot();
-    let steering = Steering {
-        worker: 0,
-        workers: 4,
-        snat_ports: 1024..=65535,
-    };
-    let prog = fanout_program(&SteeringRule::from_snapshot(&snap, &steering));
+    let (owned, snat, listeners) = addresses();
+    let prog = fanout_program(&SteeringRule::new(4, 1024..=65535, owned, snat, listeners));
     let k = FlowKey::new(
         Proto::Udp,
         Ipv4Addr::new(198, 51, 100, 9),
@@ -154,6 +171,7 @@ fn frames_without_ports_go_to_worker_zero() {
         Ipv4Addr::new(203, 0, 113, 10),
         53,
     );
+    assert_ne!(run(&prog, &frame(&k, 0, 0)) % 4, 0, "steered by its client");
     // A later fragment carries no ports.
     assert_eq!(run(&prog, &frame(&k, 0, 185)), 0);
     // ICMP, ARP and a frame cut inside its IP header.
@@ -171,11 +189,11 @@ fn the_largest_rule_fits_the_kernel_limit() {
     let rule = SteeringRule {
         workers: 64,
         snat_ports: 1024..=65535,
-        snat_addrs: (0..crate::stage::steer::MAX_SNAT_ADDRS as u32).map(Ipv4Addr::from).collect(),
-        snat_listeners: (0..crate::stage::steer::MAX_SNAT_LISTENERS as u16)
+        snat_addrs: (0..MAX_SNAT_ADDRS as u32).map(Ipv4Addr::from).collect(),
+        snat_listeners: (0..MAX_SNAT_LISTENERS as u16)
             .map(|p| (Proto::Tcp, Ipv4Addr::new(10, 0, 0, 1), 30000 + p))
             .collect(),
-        owned: (0..crate::stage::steer::MAX_OWNED_RANGES as u32)
+        owned: (0..MAX_OWNED_RANGES as u32)
             .map(|i| (i * 4, i * 4 + 1))
             .collect(),
         truncated: true,

@@ -1,24 +1,47 @@
-//! [`SteeringRule`]: the owner function of [`Steering::owner`] flattened
-//! into the few facts a packet classifier in the kernel can test without
-//! the snapshot (sorted address lists, a port range, a worker count), so a
-//! driver can deliver each packet to the worker that owns its flow in the
-//! first place and the handoff rings carry only the exceptions.
+//! Flow ownership as facts a packet classifier in the kernel can test:
+//! [`client_hash`] (the owner of a client's flows) and [`SteeringRule`],
+//! the workers' owner function (`stage::steer`, `Steering::owner`)
+//! flattened into sorted address lists, a port range and a worker count,
+//! so a driver can deliver each packet to the worker that owns its flow in
+//! the first place and the handoff rings carry only the exceptions.
 //!
-//! Invariant (tested in `tests.rs` on random tuples): for every TCP/UDP
-//! key, [`SteeringRule::owner`] equals [`Steering::owner`] with the
-//! snapshot the rule was taken from, as long as the rule is not
-//! [`SteeringRule::truncated`]. The drivers' programs (af_packet's fanout
-//! program, `driver/afpacket/steering.rs`) compute `SteeringRule::owner`
-//! and are tested against it; a truncated rule (more listeners or owned
-//! address ranges than a program may hold) only costs handoffs, never
-//! correctness, since the worker still steers with [`Steering::owner`].
+//! Invariants: for every TCP/UDP key, [`SteeringRule::owner`] equals the
+//! worker's owner function with the snapshot the rule was taken from
+//! (`Steering::rule`; tested in `stage/steer/tests.rs` on random tuples),
+//! as long as the rule is not [`SteeringRule::truncated`]. The drivers'
+//! programs (af_packet's fanout program, `driver/afpacket/steering/`)
+//! compute [`SteeringRule::owner`] and are tested against it. A truncated
+//! rule (more entries than a program may hold) only costs handoffs, never
+//! correctness: the worker still decides ownership itself.
+//!
+//! Ownership is not Maglev's stable hash: that one picks backends and must
+//! agree across instances; ownership only matters inside one process, and
+//! [`client_hash`] is chosen so classic BPF (32-bit arithmetic) computes it.
 
-use super::{Steering, client_hash};
+#[cfg(test)]
+pub(crate) mod tests;
+
 use crate::flow::{FlowKey, Proto};
 use crate::packet::WorkerId;
-use crate::snapshot::Snapshot;
 use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
+
+/// Multiplier of [`client_hash`] (2^32 / golden ratio, odd).
+pub const CLIENT_HASH_MULTIPLIER: u32 = 0x9e37_79b1;
+/// Right shift of [`client_hash`]: the product's upper 16 bits, where a
+/// multiplicative hash mixes best.
+pub const CLIENT_HASH_SHIFT: u32 = 16;
+
+/// The worker owning a client: by its address alone, so every connection of
+/// a client lives on one core and ClientIP affinity is exact (drivers that
+/// steer in hardware hash on addresses only, e.g. RSS without L4 ports).
+/// `((ip * CLIENT_HASH_MULTIPLIER) mod 2^32 >> CLIENT_HASH_SHIFT) % workers`:
+/// 32-bit arithmetic only, as classic BPF has it.
+#[inline]
+pub fn client_hash(ip: Ipv4Addr, workers: u8) -> WorkerId {
+    let x = u32::from(ip).wrapping_mul(CLIENT_HASH_MULTIPLIER) >> CLIENT_HASH_SHIFT;
+    (x % u32::from(workers.max(1))) as WorkerId
+}
 
 /// Most SNAT addresses a rule lists (beyond: treated as plain owned).
 pub const MAX_SNAT_ADDRS: usize = 64;
@@ -46,39 +69,29 @@ pub struct SteeringRule {
 }
 
 impl SteeringRule {
-    /// The rule of `snap` for `steering`'s worker count and SNAT ports.
-    /// Cold path (a snapshot change): allocates, walks the owned addresses
-    /// and, when an SNAT address is also a node or VIP address, the
-    /// listeners.
-    pub fn from_snapshot(snap: &Snapshot, steering: &Steering) -> Self {
-        let mut owned: Vec<u32> = Vec::with_capacity(snap.owned.len());
-        let mut snat_addrs = Vec::new();
-        let mut shared = Vec::new();
-        for (addr, o) in snap.owned.iter() {
-            owned.push(u32::from(*addr));
-            if o.snat {
-                snat_addrs.push(*addr);
-                if o.node || o.vip {
-                    shared.push(*addr);
-                }
-            }
-        }
+    /// The rule for `workers` workers sharing `snat_ports`, from the owned
+    /// addresses, the SNAT addresses and the listeners on SNAT addresses
+    /// that are also node or VIP addresses (those with a port outside
+    /// `snat_ports` are left out), in any order: sorts, merges adjacent
+    /// owned addresses into ranges and cuts each list to its maximum. Cold
+    /// path (a snapshot change): allocates.
+    pub fn new(
+        workers: u8,
+        snat_ports: RangeInclusive<u16>,
+        mut owned: Vec<Ipv4Addr>,
+        mut snat_addrs: Vec<Ipv4Addr>,
+        mut snat_listeners: Vec<(Proto, Ipv4Addr, u16)>,
+    ) -> Self {
         owned.sort_unstable();
         snat_addrs.sort_unstable();
-        let mut snat_listeners: Vec<(Proto, Ipv4Addr, u16)> = if shared.is_empty() {
-            Vec::new()
-        } else {
-            snap.listeners
-                .iter()
-                .map(|(k, _)| (k.proto, k.addr, k.port))
-                .filter(|(_, a, p)| shared.contains(a) && steering.snat_ports.contains(p))
-                .collect()
-        };
+        snat_addrs.dedup();
+        snat_listeners.retain(|(_, _, p)| snat_ports.contains(p));
         snat_listeners.sort_unstable();
+        snat_listeners.dedup();
         let mut ranges: Vec<(u32, u32)> = Vec::new();
-        for a in owned {
+        for a in owned.into_iter().map(u32::from) {
             match ranges.last_mut() {
-                Some((_, hi)) if hi.checked_add(1) == Some(a) || *hi == a => *hi = a,
+                Some((_, hi)) if *hi == a || hi.checked_add(1) == Some(a) => *hi = a,
                 _ => ranges.push((a, a)),
             }
         }
@@ -89,8 +102,8 @@ impl SteeringRule {
         snat_listeners.truncate(MAX_SNAT_LISTENERS);
         ranges.truncate(MAX_OWNED_RANGES);
         SteeringRule {
-            workers: steering.workers,
-            snat_ports: steering.snat_ports.clone(),
+            workers,
+            snat_ports,
             snat_addrs,
             snat_listeners,
             owned: ranges,
