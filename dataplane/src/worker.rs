@@ -41,11 +41,9 @@ use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
 use crate::inspect::InspectServer;
 use crate::neighbour::NeighbourTable;
 use crate::packet::{PortId, Verdict};
-use crate::steering::SteeringRule;
 use crate::snapshot::{Backend, ID_CHUNK, IdTable, Service, ServiceId, Snapshot, SnapshotReader};
-use crate::stage::{
-    Egress, HeldFrames, MAX_BATCH, Pipeline, PipelineConfig, PipelineError,
-};
+use crate::stage::{Egress, HeldFrames, MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
+use crate::steering::SteeringRule;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

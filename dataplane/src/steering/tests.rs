@@ -31,7 +31,7 @@ pub(crate) struct KeyPool {
 impl KeyPool {
     pub(crate) fn key(&self, rng: &mut Rng) -> FlowKey {
         let addr = |rng: &mut Rng| {
-            if rng.next() % 2 == 0 {
+            if rng.next().is_multiple_of(2) {
                 rng.pick(&self.owned)
             } else {
                 Ipv4Addr::from(rng.next() as u32)
@@ -42,7 +42,7 @@ impl KeyPool {
             1 => rng.pick(&[0, 1023, 1024, 1025, 32767, 32768, 65534, 65535]),
             _ => rng.next() as u16,
         };
-        let proto = if rng.next() % 2 == 0 {
+        let proto = if rng.next().is_multiple_of(2) {
             Proto::Tcp
         } else {
             Proto::Udp

@@ -2,12 +2,12 @@
 //! random tuples.
 
 use super::*;
-use crate::steering::tests::{KeyPool, Rng};
-use std::net::Ipv4Addr;
 use crate::flow::Proto;
 use crate::snapshot::{
     AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
+use crate::steering::tests::{KeyPool, Rng};
+use std::net::Ipv4Addr;
 
 #[test]
 fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() {
@@ -123,9 +123,17 @@ fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
         for _ in 0..20_000 {
             let k = keys.key(&mut rng);
             let want = steering.owner(&k, &snap);
-            assert_eq!(rule.owner(&k), want, "{k} with {workers} workers, {snat_ports:?}");
+            assert_eq!(
+                rule.owner(&k),
+                want,
+                "{k} with {workers} workers, {snat_ports:?}"
+            );
             seen.insert(want);
         }
-        assert_eq!(seen.len(), usize::from(workers), "every worker owns something");
+        assert_eq!(
+            seen.len(),
+            usize::from(workers),
+            "every worker owns something"
+        );
     }
 }

@@ -12,9 +12,12 @@ use crate::steering::tests::{KeyPool, Rng};
 use crate::steering::{MAX_OWNED_RANGES, MAX_SNAT_ADDRS, MAX_SNAT_LISTENERS};
 use std::net::Ipv4Addr;
 
+/// Owned addresses, SNAT addresses, listeners on shared addresses.
+type Addresses = (Vec<Ipv4Addr>, Vec<Ipv4Addr>, Vec<(Proto, Ipv4Addr, u16)>);
+
 /// A gateway's addresses: a node address that is also an SNAT address with
 /// NodePort listeners, a separate SNAT address, a run of VIPs and a lone one.
-fn addresses() -> (Vec<Ipv4Addr>, Vec<Ipv4Addr>, Vec<(Proto, Ipv4Addr, u16)>) {
+fn addresses() -> Addresses {
     let node = Ipv4Addr::new(192, 0, 2, 1);
     let snat = vec![node, Ipv4Addr::new(10, 1, 0, 1)];
     let mut owned = snat.clone();
@@ -53,7 +56,7 @@ fn run(prog: &[Insn], frame: &[u8]) -> u32 {
         let off = off as i32;
         let at = if off == AD_PROTOCOL as i32 {
             12
-        } else if off >= libc::SKF_NET_OFF && off < libc::SKF_NET_OFF + 0x10000 {
+        } else if (libc::SKF_NET_OFF..libc::SKF_NET_OFF + 0x10000).contains(&off) {
             ETH_LEN + (off - libc::SKF_NET_OFF) as usize
         } else {
             usize::try_from(off).ok()?
