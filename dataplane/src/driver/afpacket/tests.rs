@@ -536,6 +536,28 @@ fn the_kernel_runs_the_steering_program_and_delivers_to_the_owner() {
         got.iter().any(|&(w, _)| w == 0) && got.iter().any(|&(w, _)| w == 1),
         "the sources spread over both workers"
     );
+    // A link flap unlinks the members and links them again: the member
+    // order (and so worker w = member w) survives it.
+    for state in ["down", "up"] {
+        topo.ns_b
+            .exec("ip", &["link", "set", "pb", state])
+            .expect("ip link set");
+    }
+    let end = Instant::now() + DEADLINE;
+    while Instant::now() < end {
+        let out = topo.ns_b.exec("ip", &["-o", "link", "show", "pb"]);
+        if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("state UP")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    send_all();
+    let got = rx_by_worker([&mut w0, &mut w1], sources.len());
+    assert_eq!(got.len(), sources.len(), "every frame arrived once");
+    for &(w, src) in &got {
+        let key = FlowKey::new(Proto::Udp, src, 20_000, IP_B, TEST_PORT);
+        assert_eq!(w, usize::from(clients.owner(&key)), "after a flap: {key}");
+    }
     // A reply to an SNAT tuple: the port's slice decides (9998 is worker
     // 0's, 9999 worker 1's), whatever the source; worker 1's install
     // replaces the group's program.
