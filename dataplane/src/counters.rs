@@ -194,6 +194,23 @@ macro_rules! with_counters {
             handoff_out,
             /// Packets another worker handed to this one (not counted in rx).
             handoff_in,
+            /// Of the packets steered to another worker (handoff_out plus
+            /// handoff_full drops), by cause: replies to an SNAT tuple whose
+            /// port is in another worker's slice...
+            handoff_snat_reply,
+            /// ...client-side packets (and replies without SNAT) whose
+            /// client address hashes to another worker...
+            handoff_client,
+            /// ...and ICMP errors, owned by the flow they quote (no driver
+            /// steers by the inner header).
+            handoff_icmp_error,
+            /// Steering programs installed in the driver (af_packet's
+            /// fanout program), on start and when the owned addresses,
+            /// SNAT listeners or port range changed.
+            steering_installs,
+            /// Steering programs the driver refused (frames keep the last
+            /// program, or none, and are handed off).
+            steering_install_failures,
             /// ARP replies (and requests) the neighbour table learned from.
             arp_learned,
             /// ARP requests sent to resolve next hops.

@@ -56,7 +56,8 @@
 //!    allocation with TIME_WAIT-aware quarantine).
 //! 3. [`snapshot`] (the immutable tables the control plane publishes and
 //!    the lock-free publisher), [`neighbour`] (the shared ARP table),
-//!    [`handoff`] (rings between workers), [`driver`] (the port trait and
+//!    [`handoff`] (rings between workers), [`steering`] (flow ownership as
+//!    facts a driver's classifier tests), [`driver`] (the port trait and
 //!    the drivers: `mem` here; af_packet, AF_XDP and DPDK behind the same
 //!    trait; the host path's TAPs, the same for every driver).
 //! 4. [`conntrack`] (per-core flow table, TCP state machine, ClientIP
@@ -84,6 +85,7 @@ pub mod packet;
 pub mod snapshot;
 pub mod snat;
 pub mod stage;
+pub mod steering;
 pub mod wire;
 pub mod worker;
 

@@ -18,7 +18,9 @@
 //! handoff rings and its tx queues. When a new snapshot generation appears
 //! it re-keys the per-service counters and gives the snapshot to the
 //! pipeline's neighbour stage (static neighbours; on worker 0, gratuitous
-//! ARP for owned addresses not announced yet).
+//! ARP for owned addresses not announced yet); worker 0 of several also
+//! gives its driver the snapshot's [`SteeringRule`] when it changed
+//! ([`Driver::install_steering`]: af_packet's fanout program).
 //!
 //! With a host path attached ([`Worker::attach_host_path`]), frames with
 //! verdict [`Verdict::Host`] are written to the receiving port's TAP queue
@@ -41,6 +43,7 @@ use crate::neighbour::NeighbourTable;
 use crate::packet::{PortId, Verdict};
 use crate::snapshot::{Backend, ID_CHUNK, IdTable, Service, ServiceId, Snapshot, SnapshotReader};
 use crate::stage::{Egress, HeldFrames, MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
+use crate::steering::SteeringRule;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,6 +110,8 @@ pub struct Worker<D: Driver, C: Clock> {
     /// chunks still shared with the next snapshot are skipped (unchanged).
     bound_services: IdTable<Service>,
     bound_backends: IdTable<Backend>,
+    /// The steering rule last given to the driver (worker 0 only).
+    steering_rule: Option<SteeringRule>,
 }
 
 impl<D: Driver, C: Clock> Worker<D, C> {
@@ -144,6 +149,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             host: None,
             bound_services: IdTable::new(),
             bound_backends: IdTable::new(),
+            steering_rule: None,
         })
     }
 
@@ -388,6 +394,28 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         };
         self.pipeline.on_snapshot(snap, &mut tx);
         self.flush_tx();
+        self.steer_driver(snap);
+    }
+
+    /// On worker 0 of several: give the driver the steering rule of `snap`
+    /// when it changed (see [`Driver::install_steering`]). Cold path: a
+    /// snapshot change.
+    fn steer_driver(&mut self, snap: &Snapshot) {
+        let steering = self.pipeline.steering();
+        if steering.worker != 0 || steering.workers <= 1 {
+            return;
+        }
+        let rule = steering.rule(snap);
+        if self.steering_rule.as_ref() == Some(&rule) {
+            return;
+        }
+        let counters = self.pipeline.counters_mut();
+        match self.driver.install_steering(&rule) {
+            Ok(true) => counters.steering_installs += 1,
+            Ok(false) => {}
+            Err(_) => counters.steering_install_failures += 1,
+        }
+        self.steering_rule = Some(rule);
     }
 
     /// Ids are reused after a service or backend is removed: zero the

@@ -269,8 +269,20 @@ impl fmt::Display for StatsReport {
         )?;
         writeln!(
             f,
-            "  local replies {}, icmp errors translated {}, resets sent {}, handoff out {} / in {}",
-            t.local_replies, t.icmp_errors_translated, t.resets_sent, t.handoff_out, t.handoff_in
+            "  local replies {}, icmp errors translated {}, resets sent {}",
+            t.local_replies, t.icmp_errors_translated, t.resets_sent
+        )?;
+        writeln!(
+            f,
+            "  handoff out {} / in {} (by cause: snat reply {}, client {}, icmp error {}); \
+             steering programs installed {}, refused {}",
+            t.handoff_out,
+            t.handoff_in,
+            t.handoff_snat_reply,
+            t.handoff_client,
+            t.handoff_icmp_error,
+            t.steering_installs,
+            t.steering_install_failures
         )?;
         writeln!(
             f,

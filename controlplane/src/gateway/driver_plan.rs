@@ -10,7 +10,7 @@ use crate::source::static_file::PortFacts;
 use dataplane::driver::afpacket::prepare::{
     PreparedInterface, kernel_owned_conflicts, prepare_interface,
 };
-use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig};
+use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig, FanoutMode};
 use dataplane::driver::afxdp::{
     AfXdpConfig, AfXdpError, AfXdpPortConfig, XdpAttachment, XdpRingConfig,
 };
@@ -271,6 +271,9 @@ impl Gateway {
                             fanout_group_id: Some(fanout_base.wrapping_add(i as u16)),
                         })
                         .collect();
+                    // Each frame to the worker owning its flow (the
+                    // workers join in worker order, see `OpenTurns`).
+                    config.fanout_mode = FanoutMode::Steered;
                     // Frames handed over by other workers do not wake
                     // `poll(2)`: sleep in short slices.
                     config.poll_timeout_ms = 1;

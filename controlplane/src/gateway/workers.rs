@@ -25,7 +25,7 @@ use dataplane::snapshot::SnapshotReader;
 use dataplane::stage::PipelineError;
 use dataplane::worker::{Worker, WorkerConfig};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
@@ -64,6 +64,7 @@ impl Gateway {
         // affinity and quarantine placement nobody outside can predict.
         let table_hasher = dataplane::flow::TableHasher::random().map_err(GatewayError::Random)?;
         let mut host_paths = super::host_path::open(&self.plan, &self.facts, workers)?;
+        let open_turns = Arc::new(OpenTurns::default());
         for w in 0..workers {
             let core = self.plan.dataplane.cores.get(w).copied();
             let (inspect_client, inspect_server) = dataplane::inspect::mailbox(w as u8);
@@ -94,6 +95,7 @@ impl Gateway {
                 stop: Arc::clone(&self.stop),
                 inspect: inspect_server,
                 host: host_paths.get_mut(w).and_then(Option::take),
+                open_turns: Arc::clone(&open_turns),
             };
             let ready = ready_tx.clone();
             let driver = driver.for_worker(w);
@@ -149,6 +151,39 @@ pub(super) struct WorkerContext {
     /// The worker's queues of the ports' host interfaces, if any port has
     /// host addresses.
     host: Option<HostPath>,
+    /// Whose turn it is to open its driver.
+    open_turns: Arc<OpenTurns>,
+}
+
+/// The workers open their drivers one after the other, in worker order
+/// (the rest of their start runs in parallel): af_packet sockets join a
+/// port's fanout group in that order, and the steering program names the
+/// group's members by it (member `w` must be worker `w`).
+#[derive(Default)]
+pub(super) struct OpenTurns {
+    next: Mutex<usize>,
+    turn: Condvar,
+}
+
+impl OpenTurns {
+    /// Wait until the workers before `worker` have opened their drivers
+    /// (or failed to), at most [`WORKER_START_TIMEOUT_MS`].
+    fn wait(&self, worker: usize) {
+        let Ok(next) = self.next.lock() else { return };
+        let _ = self.turn.wait_timeout_while(
+            next,
+            Duration::from_millis(WORKER_START_TIMEOUT_MS),
+            |next| *next < worker,
+        );
+    }
+
+    /// This worker's driver is open (or failed): the next one's turn.
+    fn done(&self) {
+        if let Ok(mut next) = self.next.lock() {
+            *next += 1;
+        }
+        self.turn.notify_all();
+    }
 }
 
 /// Why a worker thread could not start.
@@ -236,7 +271,10 @@ pub(super) fn run_worker<D: OpenDriver>(
     ready: &mpsc::Sender<(usize, Result<(), WorkerStartError>)>,
 ) {
     let w = ctx.worker;
-    let driver = match D::open(config) {
+    ctx.open_turns.wait(w);
+    let opened = D::open(config);
+    ctx.open_turns.done();
+    let driver = match opened {
         Ok(d) => d,
         Err(e) => {
             let _ = ready.send((w, Err(e)));

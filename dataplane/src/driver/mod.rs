@@ -37,6 +37,7 @@ mod test_frames;
 pub use stats::{PortCounters, PortStatsCell};
 
 use crate::packet::PortId;
+use crate::steering::SteeringRule;
 
 /// A frame in a driver-owned buffer.
 pub trait Frame {
@@ -99,4 +100,14 @@ pub trait Driver {
     /// resets on read are accumulated by the driver. May make a syscall per
     /// port: a few calls a second, never per packet.
     fn port_counters(&mut self, out: &mut [PortCounters]);
+
+    /// Deliver each received frame to the worker that owns its flow by
+    /// `rule` (af_packet: the fanout group's steering program, see
+    /// `afpacket/steering`), where the driver can. Called by worker 0 when a
+    /// snapshot changes the rule; returns whether the driver steers by it
+    /// now. Drivers that cannot (the handoff rings carry what arrives on the
+    /// wrong worker) keep this default. A syscall per port: never per packet.
+    fn install_steering(&mut self, _rule: &SteeringRule) -> std::io::Result<bool> {
+        Ok(false)
+    }
 }

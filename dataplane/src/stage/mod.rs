@@ -294,7 +294,7 @@ impl Pipeline {
         let mut neighbours = self.neighbour.batch(now_ms, n);
         local::run(snap, frames, metas, &mut self.counters, &neighbours);
         if may_hand_off {
-            steer::run(&self.steering, snap, metas);
+            steer::run(&self.steering, snap, metas, &mut self.counters);
         }
         let flows = &mut self.flows[..n];
         flows.fill(FlowSlot::None);

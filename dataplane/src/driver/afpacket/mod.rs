@@ -4,8 +4,10 @@
 //!
 //! One [`AfPacketDriver`] serves one worker and holds one socket per port
 //! ([`AfPacketPort`]). When several workers share a port, their sockets join
-//! the same `PACKET_FANOUT` group (hash by default: the kernel's symmetric
-//! flow hash, so both directions of a flow reach the same worker).
+//! the same `PACKET_FANOUT` group: [`FanoutMode::Steered`] (what the gateway
+//! uses) runs a classic-BPF program that sends each frame to the worker
+//! owning its flow (`steering/`); [`FanoutMode::Hash`] (the default) spreads
+//! by the kernel's symmetric flow hash, which does not know the owners.
 //!
 //! Design (see `port.rs` for the ring protocol):
 //!
@@ -53,11 +55,13 @@ mod fixup;
 mod port;
 mod socket;
 mod stats;
+pub mod steering;
 #[cfg(test)]
 mod tests;
 
 use super::{Driver, Frame, PortCounters, sys};
 use crate::packet::PortId;
+use crate::steering::SteeringRule;
 use crate::wire::MacAddr;
 use port::{RxContext, RxRing, TxRing};
 use stats::KernelTotals;
@@ -125,6 +129,11 @@ pub enum FanoutMode {
     Cpu,
     /// `PACKET_FANOUT_LB`: round robin.
     Lb,
+    /// `PACKET_FANOUT_CBPF`: the flow-affine steering program (see
+    /// `steering/`); the workers must join in worker order. Until worker 0
+    /// installs the rule of its first snapshot ([`Driver::install_steering`])
+    /// the kernel delivers every frame to worker 0.
+    Steered,
 }
 
 impl FanoutMode {
@@ -133,6 +142,7 @@ impl FanoutMode {
             FanoutMode::Hash => libc::PACKET_FANOUT_HASH,
             FanoutMode::Cpu => libc::PACKET_FANOUT_CPU,
             FanoutMode::Lb => libc::PACKET_FANOUT_LB,
+            FanoutMode::Steered => libc::PACKET_FANOUT_CBPF,
         }
     }
 }
@@ -438,10 +448,7 @@ impl AfPacketPort {
                 .map_err(opt("PACKET_ADD_MEMBERSHIP"))?;
         }
         if let Some(group) = cfg.fanout_group_id {
-            // Joining needs a bound socket; the value is id | mode << 16.
-            let arg = (u32::from(group) | (config.fanout_mode.raw() << 16)) as libc::c_int;
-            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
-                .map_err(opt("PACKET_FANOUT"))?;
+            steering::join(&fd, group, config.fanout_mode).map_err(opt("PACKET_FANOUT"))?;
         }
         Ok(AfPacketPort {
             ifname: ifname.to_string(),
@@ -466,6 +473,8 @@ pub struct AfPacketDriver {
     frame_capacity: usize,
     poll_set: sys::PollSet,
     poll_timeout_ms: u32,
+    /// Ports whose fanout group runs the steering program.
+    steered_ports: Vec<usize>,
 }
 
 impl AfPacketDriver {
@@ -499,6 +508,7 @@ impl AfPacketDriver {
             frame_capacity,
             poll_set,
             poll_timeout_ms: config.poll_timeout_ms,
+            steered_ports: steering::steered_ports(config),
         })
     }
 
@@ -627,6 +637,15 @@ impl Driver for AfPacketDriver {
             }
             *slot = port.stats.counters(port.kernel);
         }
+    }
+
+    fn install_steering(&mut self, rule: &SteeringRule) -> io::Result<bool> {
+        for &i in &self.steered_ports {
+            if let Some(p) = self.ports.get(i) {
+                steering::install(&p.fd, rule)?;
+            }
+        }
+        Ok(!self.steered_ports.is_empty())
     }
 
     fn frame_from(&mut self, bytes: &[u8]) -> Option<AfPacketFrame> {

@@ -465,3 +465,106 @@ fn invalid_ring_configuration_is_refused_with_the_interface_name() {
         other => panic!("expected InvalidConfig, got {other:?}"),
     }
 }
+
+/// Receive on both workers until `count` test frames arrived (or the
+/// deadline): `(worker, source address)` of each.
+fn rx_by_worker(workers: [&mut AfPacketDriver; 2], count: usize) -> Vec<(usize, Ipv4Addr)> {
+    let end = Instant::now() + DEADLINE;
+    let mut batch = Vec::with_capacity(64);
+    let mut got = Vec::new();
+    let [w0, w1] = workers;
+    while got.len() < count && Instant::now() < end {
+        for (w, d) in [(0usize, &mut *w0), (1, &mut *w1)] {
+            d.wait(5);
+            d.rx_burst(0, &mut batch, 64);
+            for f in batch.drain(..) {
+                if is_test_frame(f.data()) {
+                    let src = f.data().get(26..30).expect("source address");
+                    got.push((w, Ipv4Addr::new(src[0], src[1], src[2], src[3])));
+                }
+                d.release(f);
+            }
+        }
+    }
+    got
+}
+
+#[test]
+fn the_kernel_runs_the_steering_program_and_delivers_to_the_owner() {
+    use crate::flow::{FlowKey, Proto};
+    use crate::steering::SteeringRule;
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    let peer = open_peer(&topo);
+    let mut cfg = config(RingConfig::default());
+    cfg.ports[0].fanout_group_id = Some(0x78);
+    cfg.fanout_mode = FanoutMode::Steered;
+    // Worker order is join order: member w is worker w.
+    let (mut w0, mut w1) = in_netns(&topo.ns_b, || {
+        (
+            AfPacketDriver::open(&cfg).expect("worker 0"),
+            AfPacketDriver::open(&cfg).expect("worker 1"),
+        )
+    });
+    let sources: Vec<Ipv4Addr> = (1..=64).map(|i| Ipv4Addr::new(10, 77, 1, i)).collect();
+    let send_all = || {
+        for (i, src) in sources.iter().enumerate() {
+            let f = build::eth_ipv4_udp(
+                MAC_A,
+                MAC_B,
+                *src,
+                20_000,
+                IP_B,
+                TEST_PORT,
+                &numbered_payload(100, i as u32),
+            );
+            peer.send(&f).expect("peer send");
+        }
+    };
+    // Client side: IP_B is owned, so each frame belongs to its source's hash.
+    let clients = SteeringRule::new(2, 1024..=65535, vec![IP_B], Vec::new(), Vec::new());
+    assert!(w0.install_steering(&clients).expect("install"));
+    send_all();
+    let got = rx_by_worker([&mut w0, &mut w1], sources.len());
+    assert_eq!(got.len(), sources.len(), "every frame arrived once");
+    for &(w, src) in &got {
+        let key = FlowKey::new(Proto::Udp, src, 20_000, IP_B, TEST_PORT);
+        assert_eq!(w, usize::from(clients.owner(&key)), "{key}");
+    }
+    assert!(
+        got.iter().any(|&(w, _)| w == 0) && got.iter().any(|&(w, _)| w == 1),
+        "the sources spread over both workers"
+    );
+    // A link flap unlinks the members and links them again: the member
+    // order (and so worker w = member w) survives it.
+    for state in ["down", "up"] {
+        topo.ns_b
+            .exec("ip", &["link", "set", "pb", state])
+            .expect("ip link set");
+    }
+    let end = Instant::now() + DEADLINE;
+    while Instant::now() < end {
+        let out = topo.ns_b.exec("ip", &["-o", "link", "show", "pb"]);
+        if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("state UP")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    send_all();
+    let got = rx_by_worker([&mut w0, &mut w1], sources.len());
+    assert_eq!(got.len(), sources.len(), "every frame arrived once");
+    for &(w, src) in &got {
+        let key = FlowKey::new(Proto::Udp, src, 20_000, IP_B, TEST_PORT);
+        assert_eq!(w, usize::from(clients.owner(&key)), "after a flap: {key}");
+    }
+    // A reply to an SNAT tuple: the port's slice decides (9998 is worker
+    // 0's, 9999 worker 1's), whatever the source; worker 1's install
+    // replaces the group's program.
+    let snat = SteeringRule::new(2, 9998..=9999, vec![IP_B], vec![IP_B], Vec::new());
+    assert!(w1.install_steering(&snat).expect("install"));
+    send_all();
+    let got = rx_by_worker([&mut w0, &mut w1], sources.len());
+    assert_eq!(got.len(), sources.len(), "every frame arrived once");
+    assert!(got.iter().all(|&(w, _)| w == 1), "{got:?}");
+}

@@ -146,6 +146,36 @@ pub(crate) fn setsockopt<T: Plain>(
     .map(drop)
 }
 
+/// `setsockopt(fd, level, name, &sock_fprog, ...)` with a classic BPF
+/// program (`SO_ATTACH_FILTER`, `PACKET_FANOUT_DATA`): the kernel copies
+/// the instructions during the call.
+pub(crate) fn setsockopt_program(
+    fd: impl AsFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    program: &[libc::sock_filter],
+) -> io::Result<()> {
+    let len = u16::try_from(program.len()).map_err(|_| einval("BPF program too long"))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr().cast_mut(),
+    };
+    let size = socklen::<libc::sock_fprog>()?;
+    // SAFETY: `fprog` is live for the call and its `filter` points to
+    // `len` initialised instructions borrowed for the call; the kernel
+    // only reads both (it copies the program before returning).
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_fd().as_raw_fd(),
+            level,
+            name,
+            (&raw const fprog).cast::<libc::c_void>(),
+            size,
+        )
+    })
+    .map(drop)
+}
+
 /// `getsockopt` into `value` (its initial bytes are what the kernel sees
 /// for options that read them); returns the value and the length the
 /// kernel wrote.

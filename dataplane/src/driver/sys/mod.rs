@@ -31,7 +31,7 @@ mod tap;
 
 pub(crate) use fd::{
     Plain, bind, einval, getsockopt, if_index, owned_fd, page_size, recv, recv_empty, send_empty,
-    send_to, setsockopt, socket, take_socket_error, zeroed,
+    send_to, setsockopt, setsockopt_program, socket, take_socket_error, zeroed,
 };
 pub(crate) use iface::{ethtool_value, hw_addr, ioctl_socket, ipv4_addrs, mtu, rx_queue_count};
 pub(crate) use poll::PollSet;

@@ -1,0 +1,313 @@
+//! Flow-affine fanout: the classic-BPF program a port's `PACKET_FANOUT`
+//! group runs (`PACKET_FANOUT_CBPF`) to pick the socket — the worker — of
+//! each frame, computing [`SteeringRule::owner`] so frames reach the
+//! worker that owns their flow and the handoff rings carry only the
+//! exceptions (ICMP errors, frames of a rule cut short, frames that crossed
+//! a snapshot change).
+//!
+//! The kernel runs the program on each received skb and delivers it to
+//! member `return value % members` (`fanout_demux_bpf`,
+//! net/packet/af_packet.c); members are numbered in the order they joined,
+//! so the workers join in worker order (the gateway opens their drivers
+//! one after the other) and member `w` is worker `w`.
+//!
+//! The program (filter.txt / `Documentation/networking/filter.rst` for the
+//! encoding). Loads are relative to the network header (`SKF_NET_OFF`),
+//! so it does not depend on where `skb->data` points at the fanout hook:
+//!
+//! ```text
+//!   if skb->protocol != IPv4 -> ANY
+//!   proto = ip[9]; if proto not in {TCP, UDP} -> ANY
+//!   if ip[6..8] & 0x1fff (a later fragment, no ports) -> ANY
+//!   src = ip[12..16]; dst = ip[16..20]; x = 4 * (ip[0] & 15)
+//!   sport = l4[x..x+2]; dport = l4[x+2..x+4]
+//!   if dst in snat_addrs and dport in snat_ports
+//!      and (proto, dst, dport) not in snat_listeners -> return slice(dport)
+//!   if dst in owned -> return client_hash(src)
+//!   return client_hash(dst)
+//! ANY: return 0 (worker 0; it hands off what another worker owns)
+//! ```
+//!
+//! Conditional jumps reach at most 255 instructions ahead, so every jump to
+//! a label is a short conditional over an unconditional `ja` (32-bit
+//! offset). Size: about 3 instructions per list entry, at most
+//! [`MAX_INSTRUCTIONS`] (the kernel's `BPF_MAXINSNS`) for the
+//! [`SteeringRule`] maxima.
+
+#[cfg(test)]
+mod tests;
+
+use super::{AfPacketConfig, FanoutMode};
+use crate::driver::sys;
+use crate::flow::Proto;
+use crate::steering::{CLIENT_HASH_MULTIPLIER, CLIENT_HASH_SHIFT, SteeringRule};
+use std::io;
+use std::os::fd::AsFd;
+
+/// Join a bound socket to fanout `group` in `mode` (`id | (mode | flags) <<
+/// 16`). `PACKET_FANOUT_FLAG_IGNORE_OUTGOING`: the group's hook replaces
+/// the socket's own, so the socket's `PACKET_IGNORE_OUTGOING` no longer
+/// applies and the group needs the flag itself.
+///
+/// No program is installed here: the program belongs to the group, and a
+/// later member's join must not replace the rule worker 0 installed (it
+/// may have done so before the others joined). Until worker 0 installs
+/// one, the kernel sends every frame to member 0, which hands off what it
+/// does not own.
+pub(super) fn join(fd: impl AsFd, group: u16, mode: FanoutMode) -> io::Result<()> {
+    let flags = libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
+    let arg = (u32::from(group) | ((mode.raw() | flags) << 16)) as libc::c_int;
+    sys::setsockopt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+}
+
+/// Replace the steering program of the fanout group `fd` belongs to (any
+/// member's socket sets the group's program).
+pub(super) fn install(fd: impl AsFd, rule: &SteeringRule) -> io::Result<()> {
+    sys::setsockopt_program(
+        fd,
+        libc::SOL_PACKET,
+        libc::PACKET_FANOUT_DATA,
+        &fanout_program(rule),
+    )
+}
+
+/// Indices of the ports of `config` whose group runs the steering program.
+pub(super) fn steered_ports(config: &AfPacketConfig) -> Vec<usize> {
+    match config.fanout_mode {
+        FanoutMode::Steered => config
+            .ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.fanout_group_id.is_some())
+            .map(|(i, _)| i)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The kernel's `BPF_MAXINSNS`.
+pub const MAX_INSTRUCTIONS: usize = 4096;
+
+// Classic BPF opcode parts (linux/filter.h, linux/bpf_common.h).
+const LD: u16 = 0x00;
+const ST: u16 = 0x02;
+const ALU: u16 = 0x04;
+const JMP: u16 = 0x05;
+const RET: u16 = 0x06;
+const MISC: u16 = 0x07;
+const W: u16 = 0x00;
+const H: u16 = 0x08;
+const B: u16 = 0x10;
+const ABS: u16 = 0x20;
+const IND: u16 = 0x40;
+const MEM: u16 = 0x60;
+const K: u16 = 0x00;
+const A: u16 = 0x10;
+const ADD: u16 = 0x00;
+const SUB: u16 = 0x10;
+const MUL: u16 = 0x20;
+const DIV: u16 = 0x30;
+const AND: u16 = 0x50;
+const LSH: u16 = 0x60;
+const RSH: u16 = 0x70;
+const MOD: u16 = 0x90;
+const JA: u16 = 0x00;
+const JEQ: u16 = 0x10;
+const JGT: u16 = 0x20;
+const JGE: u16 = 0x30;
+const JSET: u16 = 0x40;
+const TAX: u16 = 0x00;
+
+/// `SKF_NET_OFF`: loads at this offset plus `k` read from the network
+/// header.
+const NET: u32 = libc::SKF_NET_OFF as u32;
+/// `SKF_AD_OFF + SKF_AD_PROTOCOL`: `ntohs(skb->protocol)`.
+const AD_PROTOCOL: u32 = (libc::SKF_AD_OFF + libc::SKF_AD_PROTOCOL) as u32;
+const ETH_P_IP: u32 = 0x0800;
+
+// Scratch memory words.
+const M_PROTO: u32 = 0;
+const M_SRC: u32 = 1;
+const M_DST: u32 = 2;
+const M_DPORT: u32 = 3;
+
+/// One classic BPF instruction, as `struct sock_filter`.
+pub type Insn = libc::sock_filter;
+
+const fn stmt(code: u16, k: u32) -> Insn {
+    Insn {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> Insn {
+    Insn { code, jt, jf, k }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Label {
+    Any,
+    Snat,
+    NotSnat,
+    Owned,
+    Hash,
+}
+
+/// Instructions with forward `ja` to labels, resolved in [`Asm::finish`].
+struct Asm {
+    code: Vec<Insn>,
+    fixups: Vec<(usize, Label)>,
+    labels: Vec<(Label, usize)>,
+}
+
+impl Asm {
+    fn op(&mut self, insn: Insn) {
+        self.code.push(insn);
+    }
+
+    fn ja(&mut self, to: Label) {
+        self.fixups.push((self.code.len(), to));
+        self.code.push(stmt(JMP | JA, 0));
+    }
+
+    /// `if A == k goto to`.
+    fn jeq(&mut self, k: u32, to: Label) {
+        self.op(jump(JMP | JEQ | K, k, 0, 1));
+        self.ja(to);
+    }
+
+    /// `if lo <= A <= hi goto to`.
+    fn jin(&mut self, lo: u32, hi: u32, to: Label) {
+        self.op(jump(JMP | JGE | K, lo, 0, 2));
+        self.op(jump(JMP | JGT | K, hi, 1, 0));
+        self.ja(to);
+    }
+
+    fn label(&mut self, l: Label) {
+        self.labels.push((l, self.code.len()));
+    }
+
+    fn finish(mut self) -> Vec<Insn> {
+        for (at, to) in self.fixups {
+            let target = self
+                .labels
+                .iter()
+                .find(|(l, _)| *l == to)
+                .map_or(at + 1, |&(_, pos)| pos);
+            if let Some(insn) = self.code.get_mut(at) {
+                insn.k = (target - at - 1) as u32;
+            }
+        }
+        self.code
+    }
+}
+
+/// The fanout program computing `rule`'s owner (see the module docs).
+/// At most [`MAX_INSTRUCTIONS`] long for any rule within the
+/// [`SteeringRule`] maxima.
+pub fn fanout_program(rule: &SteeringRule) -> Vec<Insn> {
+    let mut a = Asm {
+        code: Vec::with_capacity(64 + 3 * rule.owned.len() + 8 * rule.snat_listeners.len()),
+        fixups: Vec::new(),
+        labels: Vec::new(),
+    };
+    let workers = u32::from(rule.workers.max(1));
+    // Parse.
+    a.op(stmt(LD | H | ABS, AD_PROTOCOL));
+    a.op(jump(JMP | JEQ | K, ETH_P_IP, 1, 0));
+    a.ja(Label::Any);
+    a.op(stmt(LD | B | ABS, NET.wrapping_add(9)));
+    a.op(stmt(ST, M_PROTO));
+    a.op(jump(JMP | JEQ | K, u32::from(Proto::Tcp.ip_number()), 2, 0));
+    a.op(jump(JMP | JEQ | K, u32::from(Proto::Udp.ip_number()), 1, 0));
+    a.ja(Label::Any);
+    a.op(stmt(LD | H | ABS, NET.wrapping_add(6)));
+    a.op(jump(JMP | JSET | K, 0x1fff, 0, 1));
+    a.ja(Label::Any);
+    a.op(stmt(LD | W | ABS, NET.wrapping_add(12)));
+    a.op(stmt(ST, M_SRC));
+    a.op(stmt(LD | W | ABS, NET.wrapping_add(16)));
+    a.op(stmt(ST, M_DST));
+    a.op(stmt(LD | B | ABS, NET));
+    a.op(stmt(ALU | AND | K, 0x0f));
+    a.op(stmt(ALU | LSH | K, 2));
+    a.op(stmt(MISC | TAX, 0));
+    a.op(stmt(LD | H | IND, NET.wrapping_add(2)));
+    a.op(stmt(ST, M_DPORT));
+    // A reply to an SNAT tuple?
+    let (lo, hi) = (*rule.snat_ports.start(), *rule.snat_ports.end());
+    if lo <= hi && !rule.snat_addrs.is_empty() {
+        a.op(stmt(LD | MEM, M_DST));
+        for addr in &rule.snat_addrs {
+            a.jeq(u32::from(*addr), Label::Snat);
+        }
+        a.ja(Label::NotSnat);
+        a.label(Label::Snat);
+        a.op(stmt(LD | MEM, M_DPORT));
+        a.op(jump(JMP | JGE | K, u32::from(lo), 1, 0));
+        a.ja(Label::NotSnat);
+        a.op(jump(JMP | JGT | K, u32::from(hi), 0, 1));
+        a.ja(Label::NotSnat);
+        for &(proto, addr, port) in &rule.snat_listeners {
+            // proto, address and port all equal: a client of the listener.
+            a.op(stmt(LD | MEM, M_PROTO));
+            a.op(jump(JMP | JEQ | K, u32::from(proto.ip_number()), 0, 5));
+            a.op(stmt(LD | MEM, M_DST));
+            a.op(jump(JMP | JEQ | K, u32::from(addr), 0, 3));
+            a.op(stmt(LD | MEM, M_DPORT));
+            a.op(jump(JMP | JEQ | K, u32::from(port), 0, 1));
+            a.ja(Label::Owned);
+        }
+        slice_owner(&mut a, lo, hi, workers);
+    }
+    // Client side: by the client address.
+    a.label(Label::NotSnat);
+    a.op(stmt(LD | MEM, M_DST));
+    for &(lo, hi) in &rule.owned {
+        if lo == hi {
+            a.jeq(lo, Label::Owned);
+        } else {
+            a.jin(lo, hi, Label::Owned);
+        }
+    }
+    a.ja(Label::Hash);
+    a.label(Label::Owned);
+    a.op(stmt(LD | MEM, M_SRC));
+    a.label(Label::Hash);
+    a.op(stmt(ALU | MUL | K, CLIENT_HASH_MULTIPLIER));
+    a.op(stmt(ALU | RSH | K, CLIENT_HASH_SHIFT));
+    a.op(stmt(ALU | MOD | K, workers));
+    a.op(stmt(RET | A, 0));
+    a.label(Label::Any);
+    a.op(stmt(RET | K, 0));
+    a.finish()
+}
+
+/// `return owner_of_port(lo..=hi, dport, workers)` with `dport` in the
+/// range (see [`crate::snat::owner_of_port`]): the first `rem` slices are
+/// `base + 1` ports long, the others `base`.
+fn slice_owner(a: &mut Asm, lo: u16, hi: u16, workers: u32) {
+    let len = u32::from(hi) - u32::from(lo) + 1;
+    let base = len / workers;
+    let rem = len % workers;
+    let long_part = rem * (base + 1);
+    a.op(stmt(LD | MEM, M_DPORT));
+    a.op(stmt(ALU | SUB | K, u32::from(lo)));
+    if base == 0 {
+        // Fewer ports than workers: port lo + i belongs to worker i.
+        a.op(stmt(RET | A, 0));
+        return;
+    }
+    if long_part > 0 {
+        a.op(jump(JMP | JGE | K, long_part, 2, 0));
+        a.op(stmt(ALU | DIV | K, base + 1));
+        a.op(stmt(RET | A, 0));
+        a.op(stmt(ALU | SUB | K, long_part));
+    }
+    a.op(stmt(ALU | DIV | K, base));
+    a.op(stmt(ALU | ADD | K, rem));
+    a.op(stmt(RET | A, 0));
+}

@@ -1,0 +1,210 @@
+//! The fanout program against the rule it compiles (which
+//! `stage/steer/tests.rs` checks against the workers' owner function): an
+//! interpreter of the classic-BPF subset the program uses (the kernel's
+//! semantics: 32-bit unsigned arithmetic, a load past the packet ends the
+//! program with 0) runs it over frames built from random tuples. That the
+//! kernel accepts and runs it the same way is checked end to end by
+//! `tests/tests/steering.rs`.
+
+use super::*;
+use crate::flow::FlowKey;
+use crate::steering::tests::{KeyPool, Rng};
+use crate::steering::{MAX_OWNED_RANGES, MAX_SNAT_ADDRS, MAX_SNAT_LISTENERS};
+use std::net::Ipv4Addr;
+
+/// Owned addresses, SNAT addresses, listeners on shared addresses.
+type Addresses = (Vec<Ipv4Addr>, Vec<Ipv4Addr>, Vec<(Proto, Ipv4Addr, u16)>);
+
+/// A gateway's addresses: a node address that is also an SNAT address with
+/// NodePort listeners, a separate SNAT address, a run of VIPs and a lone one.
+fn addresses() -> Addresses {
+    let node = Ipv4Addr::new(192, 0, 2, 1);
+    let snat = vec![node, Ipv4Addr::new(10, 1, 0, 1)];
+    let mut owned = snat.clone();
+    owned.extend((10..=14).map(|d| Ipv4Addr::new(203, 0, 113, d)));
+    owned.push(Ipv4Addr::new(198, 18, 0, 77));
+    let listeners = (0..6)
+        .flat_map(|i| [(Proto::Tcp, node, 30080 + i), (Proto::Udp, node, 31000 + i)])
+        .collect();
+    (owned, snat, listeners)
+}
+
+const ETH_LEN: usize = 14;
+
+/// An Ethernet + IPv4 (+ `options` words of IP options) + L4 header frame.
+fn frame(k: &FlowKey, options: usize, frag: u16) -> Vec<u8> {
+    let mut f = vec![0u8; ETH_LEN];
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ihl = 5 + options;
+    let mut ip = vec![0u8; ihl * 4];
+    ip[0] = 0x40 | ihl as u8;
+    ip[6..8].copy_from_slice(&frag.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = k.proto.ip_number();
+    ip[12..16].copy_from_slice(&k.src_ip.octets());
+    ip[16..20].copy_from_slice(&k.dst_ip.octets());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&k.src_port.to_be_bytes());
+    f.extend_from_slice(&k.dst_port.to_be_bytes());
+    f.extend_from_slice(&[0u8; 16]);
+    f
+}
+
+/// Run `prog` over `frame` (network header at [`ETH_LEN`]).
+fn run(prog: &[Insn], frame: &[u8]) -> u32 {
+    let load = |off: u32, size: usize| -> Option<u32> {
+        let off = off as i32;
+        let at = if off == AD_PROTOCOL as i32 {
+            12
+        } else if (libc::SKF_NET_OFF..libc::SKF_NET_OFF + 0x10000).contains(&off) {
+            ETH_LEN + (off - libc::SKF_NET_OFF) as usize
+        } else {
+            usize::try_from(off).ok()?
+        };
+        let bytes = frame.get(at..at + size)?;
+        Some(bytes.iter().fold(0u32, |v, b| (v << 8) | u32::from(*b)))
+    };
+    let (mut a, mut x, mut mem) = (0u32, 0u32, [0u32; 16]);
+    let mut pc = 0usize;
+    for _ in 0..100_000 {
+        let i = prog[pc];
+        pc += 1;
+        let size = match i.code & 0x18 {
+            0x00 => 4,
+            0x08 => 2,
+            _ => 1,
+        };
+        match i.code & 0x07 {
+            c if c == LD => match i.code & 0xe0 {
+                m if m == ABS => match load(i.k, size) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                m if m == IND => match load(x.wrapping_add(i.k), size) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                m if m == MEM => a = mem[i.k as usize],
+                _ => panic!("unsupported load {:#x}", i.code),
+            },
+            c if c == ST => mem[i.k as usize] = a,
+            c if c == ALU => {
+                a = match i.code & 0xf0 {
+                    op if op == ADD => a.wrapping_add(i.k),
+                    op if op == SUB => a.wrapping_sub(i.k),
+                    op if op == MUL => a.wrapping_mul(i.k),
+                    op if op == DIV => a / i.k,
+                    op if op == MOD => a % i.k,
+                    op if op == AND => a & i.k,
+                    op if op == LSH => a << i.k,
+                    op if op == RSH => a >> i.k,
+                    _ => panic!("unsupported alu {:#x}", i.code),
+                }
+            }
+            c if c == JMP => {
+                let taken = match i.code & 0xf0 {
+                    op if op == JA => {
+                        pc += i.k as usize;
+                        continue;
+                    }
+                    op if op == JEQ => a == i.k,
+                    op if op == JGT => a > i.k,
+                    op if op == JGE => a >= i.k,
+                    op if op == JSET => a & i.k != 0,
+                    _ => panic!("unsupported jump {:#x}", i.code),
+                };
+                pc += usize::from(if taken { i.jt } else { i.jf });
+            }
+            c if c == RET => return if i.code & 0x18 == A { a } else { i.k },
+            c if c == MISC => x = a,
+            _ => panic!("unsupported class {:#x}", i.code),
+        }
+    }
+    panic!("program does not end")
+}
+
+#[test]
+fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
+    let (owned, snat, listeners) = addresses();
+    let keys = KeyPool {
+        owned: owned.clone(),
+        listen: listeners.iter().map(|&(_, _, p)| p).collect(),
+    };
+    let mut rng = Rng(0x5eed);
+    for (workers, ports) in [
+        (2u8, 1024..=65535u16),
+        (3, 1024..=65535),
+        (4, 20000..=20010),
+        (7, 1..=5),
+        (2, 30000..=40000),
+    ] {
+        let rule = SteeringRule::new(
+            workers,
+            ports.clone(),
+            owned.clone(),
+            snat.clone(),
+            listeners.clone(),
+        );
+        let prog = fanout_program(&rule);
+        assert!(prog.len() <= MAX_INSTRUCTIONS);
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..20_000 {
+            let k = keys.key(&mut rng);
+            let want = u32::from(rule.owner(&k));
+            let options = (n % 3) * 2;
+            assert_eq!(
+                run(&prog, &frame(&k, options, 0)) % u32::from(workers),
+                want,
+                "{k}, {options} option words, {workers} workers, {ports:?}"
+            );
+            seen.insert(want);
+        }
+        assert_eq!(seen.len(), usize::from(workers), "every worker owns some");
+    }
+}
+
+#[test]
+fn frames_without_ports_go_to_worker_zero() {
+    let (owned, snat, listeners) = addresses();
+    let prog = fanout_program(&SteeringRule::new(4, 1024..=65535, owned, snat, listeners));
+    let k = FlowKey::new(
+        Proto::Udp,
+        Ipv4Addr::new(198, 51, 100, 9),
+        5353,
+        Ipv4Addr::new(203, 0, 113, 10),
+        53,
+    );
+    assert_ne!(run(&prog, &frame(&k, 0, 0)) % 4, 0, "steered by its client");
+    // A later fragment carries no ports.
+    assert_eq!(run(&prog, &frame(&k, 0, 185)), 0);
+    // ICMP, ARP and a frame cut inside its IP header.
+    let mut icmp = frame(&k, 0, 0);
+    icmp[ETH_LEN + 9] = 1;
+    assert_eq!(run(&prog, &icmp), 0);
+    let mut arp = frame(&k, 0, 0);
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    assert_eq!(run(&prog, &arp), 0);
+    assert_eq!(run(&prog, &frame(&k, 0, 0)[..ETH_LEN + 12]), 0);
+}
+
+#[test]
+fn the_largest_rule_fits_the_kernel_limit() {
+    let rule = SteeringRule {
+        workers: 64,
+        snat_ports: 1024..=65535,
+        snat_addrs: (0..MAX_SNAT_ADDRS as u32).map(Ipv4Addr::from).collect(),
+        snat_listeners: (0..MAX_SNAT_LISTENERS as u16)
+            .map(|p| (Proto::Tcp, Ipv4Addr::new(10, 0, 0, 1), 30000 + p))
+            .collect(),
+        owned: (0..MAX_OWNED_RANGES as u32)
+            .map(|i| (i * 4, i * 4 + 1))
+            .collect(),
+        truncated: true,
+    };
+    let prog = fanout_program(&rule);
+    assert!(
+        prog.len() <= MAX_INSTRUCTIONS,
+        "{} instructions",
+        prog.len()
+    );
+}

@@ -1,0 +1,134 @@
+//! The steering stage: which worker owns each packet's flow. A packet
+//! another worker owns gets [`Verdict::Handoff`] and goes to that worker's
+//! handoff ring; the rest of the pipeline runs on the owner only, so every
+//! flow lives in exactly one worker's conntrack.
+//!
+//! Frames another worker handed over are not steered again (see
+//! [`super::Pipeline::process`]), so a frame never bounces between workers
+//! that momentarily disagree (two snapshots in flight).
+//!
+//! The owner function is also what the drivers steer by before the packet
+//! reaches a worker ([`Steering::rule`], see [`crate::steering`]): a
+//! client's flows by [`client_hash`] of the client address, replies to an
+//! SNAT address by the SNAT port's slice.
+
+#[cfg(test)]
+mod tests;
+
+use crate::counters::Counters;
+use crate::flow::FlowKey;
+use crate::packet::{PacketKind, PacketMeta, Verdict, WorkerId};
+use crate::snapshot::Snapshot;
+use crate::steering::{SteeringRule, client_hash};
+use std::ops::RangeInclusive;
+
+/// Which worker owns a packet's flow.
+#[derive(Clone, Debug)]
+pub struct Steering {
+    pub worker: WorkerId,
+    pub workers: u8,
+    pub snat_ports: RangeInclusive<u16>,
+}
+
+impl Steering {
+    /// Owner of a TCP/UDP packet with this (outer or inner-reversed) key.
+    ///
+    /// Client-side packets are owned by the hash of the client address;
+    /// replies to an SNAT address by the worker owning the SNAT port's slice
+    /// (the allocator of that worker handed the port out); replies straight
+    /// to a client (no SNAT) by the client's hash, the same worker that owns
+    /// the client's original direction.
+    #[inline]
+    pub fn owner(&self, key: &FlowKey, snap: &Snapshot) -> WorkerId {
+        self.owner_by(key, snap).0
+    }
+
+    /// The steering facts of `snap` for these workers (the owner function
+    /// as a driver's program computes it). Cold path (a snapshot change):
+    /// allocates, walks the owned addresses and, when an SNAT address is
+    /// also a node or VIP address, the listeners.
+    pub fn rule(&self, snap: &Snapshot) -> SteeringRule {
+        let mut owned = Vec::with_capacity(snap.owned.len());
+        let mut snat = Vec::new();
+        let mut shared = Vec::new();
+        for (addr, o) in snap.owned.iter() {
+            owned.push(*addr);
+            if o.snat {
+                snat.push(*addr);
+                if o.node || o.vip {
+                    shared.push(*addr);
+                }
+            }
+        }
+        let listeners = if shared.is_empty() {
+            Vec::new()
+        } else {
+            snap.listeners
+                .iter()
+                .filter(|(k, _)| shared.contains(&k.addr))
+                .map(|(k, _)| (k.proto, k.addr, k.port))
+                .collect()
+        };
+        SteeringRule::new(
+            self.workers,
+            self.snat_ports.clone(),
+            owned,
+            snat,
+            listeners,
+        )
+    }
+
+    /// [`Self::owner`], and whether the SNAT port's slice decided it.
+    fn owner_by(&self, key: &FlowKey, snap: &Snapshot) -> (WorkerId, bool) {
+        if self.workers <= 1 {
+            return (self.worker, false);
+        }
+        match snap.owned(key.dst_ip) {
+            // A reply to an SNAT tuple: the worker whose slice holds the port.
+            // (An address that is also a node or VIP address carries client
+            // traffic too: that is recognised by its listener.)
+            Some(o)
+                if o.snat
+                    && self.snat_ports.contains(&key.dst_port)
+                    && !((o.node || o.vip)
+                        && snap.listener(key.proto, key.dst_ip, key.dst_port).is_some()) =>
+            {
+                let w = crate::snat::owner_of_port(
+                    self.snat_ports.clone(),
+                    key.dst_port,
+                    self.workers as usize,
+                )
+                .map_or(self.worker, |w| w as WorkerId);
+                (w, true)
+            }
+            Some(_) => (client_hash(key.src_ip, self.workers), false),
+            None => (client_hash(key.dst_ip, self.workers), false),
+        }
+    }
+}
+
+/// Mark every pending packet another worker owns for handoff, counted by
+/// cause (`handoff_snat_reply`, `handoff_client`, `handoff_icmp_error`).
+/// ARP and ICMP echo stay here (answered by the local stage, whoever
+/// receives them).
+#[inline]
+pub fn run(steering: &Steering, snap: &Snapshot, metas: &mut [PacketMeta], c: &mut Counters) {
+    if steering.workers <= 1 {
+        return;
+    }
+    for m in metas.iter_mut().filter(|m| m.is_pending()) {
+        let (owner, by_slice) = match m.kind {
+            PacketKind::Tcp | PacketKind::Udp => steering.owner_by(&m.key, snap),
+            PacketKind::IcmpError => (steering.owner(&m.key.reversed(), snap), false),
+            PacketKind::Arp | PacketKind::IcmpEcho => continue,
+        };
+        if owner != steering.worker {
+            m.verdict = Verdict::Handoff(owner);
+            match (m.kind, by_slice) {
+                (PacketKind::IcmpError, _) => c.handoff_icmp_error += 1,
+                (_, true) => c.handoff_snat_reply += 1,
+                (_, false) => c.handoff_client += 1,
+            }
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The owner function and its rule (see `rule.rs`): the same answer for
+//! random tuples.
+
+use super::*;
+use crate::flow::Proto;
+use crate::snapshot::{
+    AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
+};
+use crate::steering::tests::{KeyPool, Rng};
+use std::net::Ipv4Addr;
+
+#[test]
+fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() {
+    let node = Ipv4Addr::new(192, 0, 2, 1);
+    let mut svc = ServiceSpec::new("web", Proto::Tcp, Ipv4Addr::new(203, 0, 113, 10), 80);
+    svc.listeners.push((node, 30080, ListenerKind::NodePort));
+    let snap = SnapshotBuilder::new()
+        .build(&SnapshotSpec {
+            ports: vec![PortSpec {
+                mac: [2, 0, 0, 0, 0, 1],
+                mtu: 1500,
+                mss_clamp: None,
+            }],
+            vip_port: 0,
+            addresses: vec![(node, 0, AddrRole::Node), (node, 0, AddrRole::Snat)],
+            routes: Vec::new(),
+            neighbours: Vec::new(),
+            services: vec![svc],
+            maglev_table_size: 251,
+        })
+        .unwrap();
+    let steer = |worker| Steering {
+        worker,
+        workers: 4,
+        snat_ports: 1024..=65535,
+    };
+    // Clients of the NodePort spread over workers by client address.
+    let owners: std::collections::HashSet<_> = (1..=64u8)
+        .map(|c| {
+            let k = FlowKey::new(
+                Proto::Tcp,
+                Ipv4Addr::new(198, 51, 100, c),
+                40000,
+                node,
+                30080,
+            );
+            steer(0).owner(&k, &snap)
+        })
+        .collect();
+    assert_eq!(owners.len(), 4);
+    // A backend's reply to an SNAT port goes to the port's slice owner.
+    for port in [1024u16, 20000, 40000, 65535] {
+        let k = FlowKey::new(Proto::Tcp, Ipv4Addr::new(10, 1, 0, 10), 8080, node, port);
+        let expected = crate::snat::owner_of_port(1024..=65535, port, 4).unwrap() as WorkerId;
+        assert_eq!(steer(1).owner(&k, &snap), expected);
+    }
+}
+
+/// A gateway's addresses for the steering tests: a node address that is
+/// also an SNAT address (with a NodePort listener inside the SNAT range), a
+/// separate SNAT address, a run of VIPs (merged into one owned range) and
+/// a lone VIP, each VIP with a TCP and a UDP service.
+fn fixture_snapshot() -> Snapshot {
+    let node = Ipv4Addr::new(192, 0, 2, 1);
+    let mut services = Vec::new();
+    for (i, vip) in (10..=14u8)
+        .map(|d| Ipv4Addr::new(203, 0, 113, d))
+        .chain([Ipv4Addr::new(198, 18, 0, 77)])
+        .enumerate()
+    {
+        let mut tcp = ServiceSpec::new(&format!("t{i}"), Proto::Tcp, vip, 80);
+        tcp.listeners
+            .push((node, 30080 + i as u16, ListenerKind::NodePort));
+        services.push(tcp);
+        let mut udp = ServiceSpec::new(&format!("u{i}"), Proto::Udp, vip, 53);
+        udp.listeners
+            .push((node, 31000 + i as u16, ListenerKind::NodePort));
+        services.push(udp);
+    }
+    SnapshotBuilder::new()
+        .build(&SnapshotSpec {
+            ports: vec![PortSpec {
+                mac: [2, 0, 0, 0, 0, 1],
+                mtu: 1500,
+                mss_clamp: None,
+            }],
+            vip_port: 0,
+            addresses: vec![
+                (node, 0, AddrRole::Node),
+                (node, 0, AddrRole::Snat),
+                (Ipv4Addr::new(10, 1, 0, 1), 0, AddrRole::Snat),
+            ],
+            routes: Vec::new(),
+            neighbours: Vec::new(),
+            services,
+            maglev_table_size: 251,
+        })
+        .expect("fixture snapshot")
+}
+
+#[test]
+fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
+    let snap = fixture_snapshot();
+    let keys = KeyPool {
+        owned: snap.owned.iter().map(|(a, _)| *a).collect(),
+        listen: snap.listeners.iter().map(|(k, _)| k.port).collect(),
+    };
+    let mut rng = Rng(16);
+    for (workers, snat_ports) in [
+        (2u8, 1024..=65535u16),
+        (3, 1024..=65535),
+        (4, 20000..=20010),
+        (7, 1..=5),
+        (2, 30000..=40000),
+    ] {
+        let steering = Steering {
+            worker: 0,
+            workers,
+            snat_ports: snat_ports.clone(),
+        };
+        let rule = steering.rule(&snap);
+        assert!(!rule.truncated);
+        assert_eq!(rule.owned.len(), 4, "{:?}", rule.owned);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..20_000 {
+            let k = keys.key(&mut rng);
+            let want = steering.owner(&k, &snap);
+            assert_eq!(
+                rule.owner(&k),
+                want,
+                "{k} with {workers} workers, {snat_ports:?}"
+            );
+            seen.insert(want);
+        }
+        assert_eq!(
+            seen.len(),
+            usize::from(workers),
+            "every worker owns something"
+        );
+    }
+}
