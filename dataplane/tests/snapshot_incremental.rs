@@ -123,6 +123,7 @@ fn service() -> impl Strategy<Value = ServiceSpec> {
                     BackendGonePolicy::Drop
                 },
                 syn_proxy: SynProxyMode::Off,
+                tcp_pickup: false,
             }
         })
 }

@@ -192,3 +192,50 @@ fn scaled_windows_from_the_syns_let_a_large_response_through() {
     }
     assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 0);
 }
+
+/// A service without SNAT and with `tcp_pickup`: an ACK whose SYN this
+/// gateway never saw (the connection moved here by an ECMP change) creates
+/// an ESTABLISHED flow, tracked liberally: the window scale is unknown, so
+/// the backend's segments far beyond the raw window field still pass.
+/// Without `tcp_pickup` the same ACK creates nothing.
+#[test]
+fn a_connection_picked_up_mid_stream_carries_on_where_configured() {
+    let mut direct = web(&[0]);
+    direct.snat = false;
+    let mid_stream = client(F::ACK | F::PSH, C, B, b"GET / HTTP/1.1\r\n\r\n");
+
+    let mut gw = Gateway::new(vec![direct.clone()]);
+    let (v, _) = gw.send(OUTSIDE, &mid_stream);
+    assert_eq!(v, Verdict::Drop(DropReason::NoFlow), "no pickup by default");
+    assert!(gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).is_none());
+
+    direct.tcp_pickup = true;
+    let mut gw = Gateway::new(vec![direct]);
+    let (v, _) = gw.send(OUTSIDE, &mid_stream);
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    assert_eq!(state(&gw), Some(TcpState::Established));
+    let r = *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap().reply();
+    assert_eq!(r.dst_ip, CLIENT, "no SNAT: the backend sees the client");
+    let body = [b'y'; 1460];
+    for i in 0..60u32 {
+        let seg = from_backend_tcp(&r, F::ACK, B + i * 1460, C + 18, &body);
+        assert_eq!(
+            gw.send(INSIDE, &seg).0,
+            Verdict::Forward(OUTSIDE),
+            "segment {i}"
+        );
+    }
+    // A FIN or RST without a flow is never picked up.
+    let mut gw2 = Gateway::new(vec![{
+        let mut s = web(&[0]);
+        s.snat = false;
+        s.tcp_pickup = true;
+        s
+    }]);
+    for flags in [F::ACK | F::FIN, F::RST, F::ACK | F::RST] {
+        let (v, _) = gw2.send(OUTSIDE, &client(flags, C, B, b""));
+        assert!(matches!(v, Verdict::Drop(_)), "{flags:#x}: {v:?}");
+    }
+    assert!(gw2.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).is_none());
+    assert_eq!(gw.counters().dropped(DropReason::TcpOutOfWindow), 0);
+}

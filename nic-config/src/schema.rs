@@ -858,6 +858,14 @@ pub struct ServiceSection {
     /// least one SNAT address. Default true.
     #[serde(default = "yes")]
     pub snat: bool,
+    /// TCP flows picked up mid-stream (Linux's `nf_conntrack_tcp_loose`):
+    /// an ACK without a flow creates one, ESTABLISHED, with liberal window
+    /// tracking, so a connection moved to this instance (an ECMP change in
+    /// a tier) carries on. Only with `snat = false` (with SNAT the backend
+    /// would see a source it has no connection with) and for tcp. Default
+    /// false: such an ACK is answered as for a gone flow.
+    #[serde(default)]
+    pub tcp_pickup: bool,
     /// `"none"` or `"client_ip"` (a client keeps its backend for
     /// `affinity_timeout_s` after its last packet). Default `"none"`.
     #[serde(default)]

@@ -685,6 +685,27 @@ const CASES: &[Case] = &[
         "only applies to tcp",
     ),
     case(
+        &[("snat = false", "snat = false\ntcp_pickup = true")],
+        "service[1].tcp_pickup",
+        "only applies to tcp",
+    ),
+    case(
+        &[(
+            "tcp_backend_gone = \"reset\"",
+            "tcp_backend_gone = \"reset\"\ntcp_pickup = true",
+        )],
+        "service[0].tcp_pickup",
+        "needs snat = false",
+    ),
+    case(
+        &[(
+            "tcp_backend_gone = \"reset\"",
+            "tcp_backend_gone = \"reset\"\nsnat = false\ntcp_pickup = true\nsyn_proxy = \"on\"",
+        )],
+        "service[0].tcp_pickup",
+        "cannot be combined with syn_proxy",
+    ),
+    case(
         &[(
             "tcp_backend_gone = \"reset\"",
             "tcp_backend_gone = \"reset\"\nsyn_proxy = \"on\"\nsyn_proxy_half_open_threshold = 10",

@@ -450,6 +450,8 @@ pub fn service_specs(
             } else {
                 SynProxyMode::Off
             },
+            // Not a Kubernetes setting (yet): a static `[[service]]` one.
+            tcp_pickup: false,
         });
     }
     if specs.is_empty() {

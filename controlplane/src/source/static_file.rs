@@ -110,6 +110,7 @@ fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
         affinity_timeout_ms: s.affinity_timeout_ms,
         tcp_backend_gone: s.tcp_backend_gone.to_dataplane(),
         syn_proxy: s.syn_proxy.to_dataplane(),
+        tcp_pickup: s.tcp_pickup,
     }
 }
 

@@ -27,9 +27,9 @@
 //! instance): its history, window scaling included, is lost, so both sides
 //! become *liberal* as in Linux's `tcp_new` for such flows
 //! (`IP_CT_TCP_FLAG_BE_LIBERAL`): their data and ACKs are accepted and
-//! still move the windows; RSTs keep the RFC 5961 rules. (The flow stage
-//! creates TCP flows from SYNs only today; the state machine and this
-//! module are ready for a pickup option.)
+//! still move the windows; RSTs keep the RFC 5961 rules. The flow stage
+//! picks flows up only for services with `tcp_pickup` (no SNAT); elsewhere
+//! a TCP flow starts with a SYN.
 //!
 //! RSTs (RFC 5961 §3.2, R's RCV.NXT = R's last acknowledgment, or S.end
 //! before R acknowledged anything): `seq == RCV.NXT` closes the flow;

@@ -159,6 +159,9 @@ pub struct Service {
     pub affinity_timeout_ms: Option<u64>,
     pub tcp_backend_gone: BackendGonePolicy,
     pub syn_proxy: SynProxyMode,
+    /// An ACK without a flow creates one (picked up mid-stream, liberal
+    /// window tracking); only for services without SNAT.
+    pub tcp_pickup: bool,
     /// Ready endpoints (`None` if there are none).
     pub ready: Option<Arc<BackendSet>>,
     /// Serving-but-terminating endpoints (`None` if there are none).

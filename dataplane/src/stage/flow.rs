@@ -97,6 +97,13 @@ fn is_syn(flags: u8) -> bool {
     flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST) == tcp_flags::SYN
 }
 
+/// A segment that may start a flow picked up mid-stream (Linux's loose
+/// mode: an ACK, without SYN, FIN or RST).
+#[inline]
+fn is_pickup(flags: u8) -> bool {
+    flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST | tcp_flags::FIN) == tcp_flags::ACK
+}
+
 /// Where a packet of `flow` travelling in `dir` goes, or why it cannot.
 #[inline]
 pub(crate) fn plan_for(
@@ -488,7 +495,10 @@ fn create<F: Frame>(
             NewSegment::Open(s) => splice = Some(s),
         }
     }
-    if key.proto == Proto::Tcp && !is_syn(meta.tcp_flags) {
+    if key.proto == Proto::Tcp
+        && !is_syn(meta.tcp_flags)
+        && !(service.tcp_pickup && is_pickup(meta.tcp_flags))
+    {
         answer_gone_tcp(
             ctx,
             snap,

@@ -315,6 +315,9 @@ impl fmt::Display for Plan {
             }
             if s.protocol == Protocol::Tcp {
                 write!(f, ", backend gone: {}", s.tcp_backend_gone)?;
+                if s.tcp_pickup {
+                    write!(f, ", tcp pickup")?;
+                }
                 if s.syn_proxy != SynProxyPlan::Off {
                     write!(f, ", syn proxy {}", s.syn_proxy)?;
                 }

@@ -464,6 +464,8 @@ pub struct ServicePlan {
     pub affinity_timeout_ms: Option<u64>,
     pub tcp_backend_gone: BackendGone,
     pub syn_proxy: SynProxyPlan,
+    /// TCP flows picked up mid-stream (`snat = false` only).
+    pub tcp_pickup: bool,
 }
 
 /// A service's SYN proxy setting, validated.

@@ -157,6 +157,21 @@ impl Validator {
                 }
             };
             let syn_proxy = self.syn_proxy(&at, s);
+            if s.tcp_pickup && s.protocol == Protocol::Udp {
+                self.problem(format!("{at}.tcp_pickup"), "only applies to tcp services");
+            } else if s.tcp_pickup && s.snat {
+                self.problem(
+                    format!("{at}.tcp_pickup"),
+                    "needs snat = false: a connection picked up mid-stream would reach the \
+                     backend from this gateway's SNAT address, which has no such connection",
+                );
+            } else if s.tcp_pickup && syn_proxy != SynProxyPlan::Off {
+                self.problem(
+                    format!("{at}.tcp_pickup"),
+                    "cannot be combined with syn_proxy: with the SYN proxy an ACK without a \
+                     flow is checked as a SYN cookie",
+                );
+            }
             if s.protocol == Protocol::Udp && s.tcp_backend_gone.is_some() {
                 self.problem(
                     format!("{at}.tcp_backend_gone"),
@@ -211,6 +226,7 @@ impl Validator {
                 affinity_timeout_ms,
                 tcp_backend_gone: s.tcp_backend_gone.unwrap_or_default(),
                 syn_proxy,
+                tcp_pickup: s.tcp_pickup,
             });
         }
         if let Some(i) = snat_wanted_at

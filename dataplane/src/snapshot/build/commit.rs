@@ -123,6 +123,7 @@ impl SnapshotBuilder {
                     affinity_timeout_ms: p.spec.affinity_timeout_ms,
                     tcp_backend_gone: p.spec.tcp_backend_gone,
                     syn_proxy: p.spec.syn_proxy,
+                    tcp_pickup: p.spec.tcp_pickup,
                     ready: ready.as_ref().map(|b| Arc::clone(&b.set)),
                     serving: serving.as_ref().map(|b| Arc::clone(&b.set)),
                 }),

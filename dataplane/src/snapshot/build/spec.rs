@@ -76,6 +76,8 @@ pub struct ServiceSpec {
     pub affinity_timeout_ms: Option<u64>,
     pub tcp_backend_gone: BackendGonePolicy,
     pub syn_proxy: SynProxyMode,
+    /// See [`crate::snapshot::Service::tcp_pickup`].
+    pub tcp_pickup: bool,
 }
 
 impl ServiceSpec {
@@ -90,6 +92,7 @@ impl ServiceSpec {
             affinity_timeout_ms: None,
             tcp_backend_gone: BackendGonePolicy::Drop,
             syn_proxy: SynProxyMode::Off,
+            tcp_pickup: false,
         }
     }
 
