@@ -60,14 +60,14 @@ pub mod validate;
 
 pub use addr::{Ipv4Prefix, Ipv4Range, MacAddr, is_buggy_ip};
 pub use plan::{
-    AddressPoolPlan, AddressRole, AdvertisementPlan, AfxdpPlan, BackendPlan, BgpPlan,
+    AddressPoolPlan, AddressRole, AdvertisementPlan, AfpacketPlan, AfxdpPlan, BackendPlan, BgpPlan,
     ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan,
     ListenerKind, ListenerPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex,
     PortPlan, RoutePlan, ServicePlan, SnatPlan, StatusWritesPlan, SynProxyPlan, TimeoutsMs,
 };
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
-    AddressPoolSection, AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition,
+    AddressPoolSection, AfpacketRxRing, AfpacketSection, AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition,
     IdlePolicy, InstanceSection, KubernetesSection, NeighbourTableSection, PortOverrideSection,
     PortRole, Protocol, SessionAffinity, SynProxy, XdpModeSetting, ZeroCopySetting,
 };

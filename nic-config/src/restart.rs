@@ -30,7 +30,7 @@
 
 use crate::addr::{Ipv4Prefix, MacAddr};
 use crate::plan::{
-    AddressPoolPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
+    AddressPoolPlan, AfpacketPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
     KubernetesPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex, PortPlan,
     RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
 };
@@ -49,6 +49,7 @@ pub struct RestartPart<'a> {
     pub snat: &'a SnatPlan,
     pub affinity_capacity: u32,
     pub afxdp: &'a AfxdpPlan,
+    pub afpacket: &'a AfpacketPlan,
     pub neighbour_table: &'a NeighbourTablePlan,
     pub new_flows_per_source_per_s: u32,
     /// One per port, in port order.
@@ -128,6 +129,7 @@ impl Plan {
             snat,
             affinity_capacity,
             afxdp,
+            afpacket,
             neighbour_table,
             new_flows_per_source_per_s,
         } = dataplane;
@@ -142,6 +144,7 @@ impl Plan {
                 snat,
                 affinity_capacity: *affinity_capacity,
                 afxdp,
+                afpacket,
                 neighbour_table,
                 new_flows_per_source_per_s: *new_flows_per_source_per_s,
                 ports: port_restart,
@@ -232,6 +235,7 @@ impl RestartPart<'_> {
             snat,
             affinity_capacity,
             afxdp,
+            afpacket,
             neighbour_table,
             new_flows_per_source_per_s,
             ports,
@@ -252,6 +256,7 @@ impl RestartPart<'_> {
             &new.affinity_capacity,
         );
         c.debug("dataplane.afxdp", afxdp, &new.afxdp);
+        c.debug("dataplane.afpacket", afpacket, &new.afpacket);
         c.debug(
             "dataplane.neighbour_table",
             neighbour_table,
@@ -399,6 +404,8 @@ mod tests {
             ("snat", true, |p| p.dataplane.snat.quarantine_ms += 1),
             ("affinity", true, |p| p.dataplane.affinity_capacity += 1),
             ("afxdp", true, |p| p.dataplane.afxdp.need_wakeup ^= true),
+            ("afxdp busy poll", true, |p| p.dataplane.afxdp.busy_poll ^= true),
+            ("afpacket", true, |p| p.dataplane.afpacket.rx_frame_count += 1),
             ("neighbour_table", true, |p| {
                 p.dataplane.neighbour_table.retrans_ms += 1;
             }),
