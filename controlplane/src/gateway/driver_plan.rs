@@ -10,12 +10,12 @@ use crate::source::static_file::PortFacts;
 use dataplane::driver::afpacket::prepare::{
     PreparedInterface, kernel_owned_conflicts, prepare_interface,
 };
-use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig};
+use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig, RingConfig};
 use dataplane::driver::afxdp::{
-    AfXdpConfig, AfXdpError, AfXdpPortConfig, XdpAttachment, XdpRingConfig,
+    AfXdpConfig, AfXdpError, AfXdpPortConfig, BusyPoll, XdpAttachment, XdpRingConfig,
 };
 use dataplane::neighbour::NeighbourConfig;
-use nic_config::{AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan};
+use nic_config::{AfpacketPlan, AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan};
 use std::net::Ipv4Addr;
 #[cfg(feature = "dpdk")]
 use std::sync::Arc;
@@ -187,11 +187,29 @@ pub(super) fn afxdp_config(
     config.zero_copy = a.zero_copy.to_dataplane();
     config.need_wakeup = a.need_wakeup;
     config.shared_umem = a.shared_umem;
+    config.busy_poll = a.busy_poll.then_some(BusyPoll {
+        us: a.busy_poll_us,
+        budget: a.busy_poll_budget,
+    });
     if workers > 1 {
         // Frames handed over by other workers do not wake `poll(2)`.
         config.poll_timeout_ms = 1;
     }
     config
+}
+
+/// The af_packet rings of `[dataplane.afpacket]`.
+pub(super) fn afpacket_rings(a: &AfpacketPlan) -> RingConfig {
+    let n = |v: u32| v as usize;
+    RingConfig {
+        rx_mode: a.rx_ring.to_dataplane(),
+        rx_frame_count: n(a.rx_frame_count),
+        rx_block_size: n(a.rx_block_size),
+        rx_block_count: n(a.rx_block_count),
+        rx_block_timeout_ms: a.rx_block_timeout_ms,
+        tx_frame_count: n(a.tx_frame_count),
+        ..RingConfig::default()
+    }
 }
 
 /// The driver a worker runs, with its configuration; matched once when the
@@ -262,6 +280,7 @@ impl Gateway {
                 // not join each other's groups.
                 let fanout_base = std::process::id() as u16;
                 let mut config = AfPacketConfig::new(&ifnames);
+                config.ring = afpacket_rings(&self.plan.dataplane.afpacket);
                 if workers > 1 {
                     config.ports = ifnames
                         .iter()
