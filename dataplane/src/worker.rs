@@ -35,7 +35,7 @@ use crate::clock::Clock;
 use crate::counters::{Counters, DropReason, Gauges, SharedCounters};
 use crate::driver::hostpath::{HOST_BATCH, HostPath};
 use crate::driver::{Driver, Frame, PortCounters, PortStatsCell};
-use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
+use crate::handoff::{Doorbell, HandoffRx, HandoffTx, WorkerHandoff};
 use crate::inspect::InspectServer;
 use crate::neighbour::NeighbourTable;
 use crate::packet::{PortId, Verdict};
@@ -83,6 +83,12 @@ pub struct Worker<D: Driver, C: Clock> {
     handoff_tx: Vec<Option<HandoffTx>>,
     /// Rings from every other worker.
     handoff_rx: Vec<HandoffRx>,
+    /// Rung by the other workers when they hand this one frames while it
+    /// sleeps.
+    doorbell: Option<Arc<Doorbell>>,
+    /// Workers (bit per id) handed frames this poll: their doorbells are
+    /// rung once, after the poll's batches.
+    handed_to: u64,
     shared: Arc<SharedCounters>,
     batch_size: usize,
     idle: IdlePolicy,
@@ -121,7 +127,14 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     ) -> Result<Self, PipelineError> {
         let batch_size = config.batch_size.clamp(1, MAX_BATCH);
         let ports = driver.port_count();
-        let (handoff_tx, handoff_rx) = handoff.map_or((Vec::new(), Vec::new()), |h| (h.tx, h.rx));
+        let (handoff_tx, handoff_rx, doorbell) = match handoff {
+            Some(h) => (h.tx, h.rx, Some(h.doorbell)),
+            None => (Vec::new(), Vec::new(), None),
+        };
+        let mut driver = driver;
+        if let Some(d) = &doorbell {
+            driver.wake_on_readable(&[d.fd()]);
+        }
         Ok(Worker {
             pipeline: Pipeline::new(&config.pipeline, neighbours)?,
             driver,
@@ -129,6 +142,8 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             snapshots,
             handoff_tx,
             handoff_rx,
+            doorbell,
+            handed_to: 0,
             shared,
             batch_size,
             idle: config.idle,
@@ -205,6 +220,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.pipeline.send_arp_requests(&snap, &mut tx);
         drop(snap);
         self.flush_tx();
+        if self.handed_to != 0 {
+            self.ring_doorbells();
+        }
         self.pipeline.housekeeping(now_ms);
         if let Some(inspect) = self.inspect.as_mut() {
             work += inspect.serve(self.pipeline.conntrack(), self.pipeline.affinity(), now_ms);
@@ -259,13 +277,38 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                 IdlePolicy::Adaptive if idle_polls < ADAPTIVE_SPIN_POLLS => {
                     std::hint::spin_loop();
                 }
-                IdlePolicy::Adaptive => {
-                    self.driver.wait_idle();
-                }
+                IdlePolicy::Adaptive => self.sleep_in_driver(),
             }
         }
         self.publish_counters();
         self.publish_port_counters(&mut port_counters, ports);
+    }
+
+    /// Wake the workers this poll handed frames to, if they sleep.
+    #[cold]
+    fn ring_doorbells(&mut self) {
+        let mut handed = std::mem::take(&mut self.handed_to);
+        while handed != 0 {
+            let w = handed.trailing_zeros() as usize;
+            handed &= handed - 1;
+            if let Some(tx) = self.handoff_tx.get(w).and_then(Option::as_ref) {
+                tx.ring();
+            }
+        }
+    }
+
+    /// Sleep in the driver's idle wait unless frames were handed over
+    /// meanwhile; with a doorbell, other workers' handoffs end the wait.
+    fn sleep_in_driver(&mut self) {
+        if let Some(d) = &self.doorbell {
+            d.going_to_sleep();
+        }
+        if self.handoff_rx.iter().all(HandoffRx::is_empty) {
+            self.driver.wait_idle();
+        }
+        if let Some(d) = &self.doorbell {
+            d.awake();
+        }
     }
 
     /// Copy the driver's port counters into `cells` (`scratch` holds one
@@ -333,6 +376,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                         .map(|tx| tx.push(in_port, frame.data()).is_ok());
                     if pushed == Some(true) {
                         counters.handoff_out += 1;
+                        self.handed_to |= 1u64.checked_shl(u32::from(owner)).unwrap_or(0);
                     } else {
                         counters.drop(DropReason::HandoffFull);
                     }

@@ -164,7 +164,6 @@ pub(super) fn attach_xdp(port: &PortPlan, plan: &Plan) -> Result<XdpAttachment, 
 pub(super) fn afxdp_config(
     a: &AfxdpPlan,
     attachments: &[XdpAttachment],
-    workers: usize,
 ) -> AfXdpConfig {
     let mut config = AfXdpConfig::new(
         attachments
@@ -191,10 +190,8 @@ pub(super) fn afxdp_config(
         us: a.busy_poll_us,
         budget: a.busy_poll_budget,
     });
-    if workers > 1 {
-        // Frames handed over by other workers do not wake `poll(2)`.
-        config.poll_timeout_ms = 1;
-    }
+    // Frames handed over by other workers wake `poll(2)` through the
+    // worker's doorbell (see `dataplane::handoff`): the default timeout.
     config
 }
 
@@ -290,16 +287,12 @@ impl Gateway {
                             fanout_group_id: Some(fanout_base.wrapping_add(i as u16)),
                         })
                         .collect();
-                    // Frames handed over by other workers do not wake
-                    // `poll(2)`: sleep in short slices.
-                    config.poll_timeout_ms = 1;
                 }
                 Ok(WorkerDriver::Afpacket(config))
             }
             DriverKind::Afxdp => Ok(WorkerDriver::Afxdp(afxdp_config(
                 &self.plan.dataplane.afxdp,
                 &self.xdp,
-                workers,
             ))),
             #[cfg(feature = "dpdk")]
             DriverKind::Dpdk if self.dpdk_ports.is_some() => Ok(WorkerDriver::Dpdk {

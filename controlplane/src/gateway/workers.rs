@@ -49,6 +49,10 @@ impl Gateway {
             .max(64);
         let mut mesh: Vec<Option<WorkerHandoff>> = if workers > 1 {
             HandoffMesh::new(workers, HANDOFF_RING_FRAMES, frame_capacity)
+                .map_err(|e| GatewayError::WorkerStart {
+                    worker: 0,
+                    reason: format!("creating the workers' handoff doorbells: {e}"),
+                })?
                 .into_iter()
                 .map(Some)
                 .collect()
