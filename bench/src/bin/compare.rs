@@ -13,7 +13,9 @@
 //!
 //! `--portico-driver afxdp|dpdk` add rows for the fast drivers (one worker
 //! per gateway veth queue); `dpdk` needs the binaries built with
-//! `--features dpdk` (libdpdk-dev).
+//! `--features dpdk` (libdpdk-dev). `afpacket-blocks` (the `TPACKET_V3`
+//! block ring) and `afxdp-busy-poll` (AF_XDP with busy polling) add rows
+//! for those variants of the drivers.
 //!
 //! Needs root, `ip netns`, iptables, nft, nginx, wrk and iperf3 (a load
 //! whose program is missing is skipped, loudly). `--quick` is the smoke

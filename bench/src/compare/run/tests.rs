@@ -57,6 +57,14 @@ fn names_parse_back() {
     ] {
         assert_eq!(d.config_name().parse::<PorticoDriver>().ok(), Some(d));
     }
+    assert_eq!(
+        "afpacket-blocks".parse::<PorticoDriver>().ok(),
+        Some(PorticoDriver::AfPacketBlocks)
+    );
+    assert_eq!(
+        "afxdp-busy-poll".parse::<PorticoDriver>().ok(),
+        Some(PorticoDriver::AfXdpBusyPoll)
+    );
     assert!("xdp".parse::<PorticoDriver>().is_err());
 }
 
@@ -76,6 +84,8 @@ fn every_driver_row_gets_a_valid_configuration() {
         PorticoDriver::AfPacket,
         PorticoDriver::AfXdp,
         PorticoDriver::Dpdk,
+        PorticoDriver::AfPacketBlocks,
+        PorticoDriver::AfXdpBusyPoll,
     ] {
         let workers = workers_for(driver, 1);
         let text = portico_config(driver, workers, ("go1", "gi1"), &set, snat);
@@ -96,6 +106,10 @@ fn every_driver_row_gets_a_valid_configuration() {
             Ok(plan) => {
                 assert_eq!(plan.dataplane.workers, workers as usize);
                 assert_eq!(plan.services.len(), 5);
+                let blocks = plan.dataplane.afpacket.rx_ring == nic_config::AfpacketRxRing::Blocks;
+                assert_eq!(blocks, driver == PorticoDriver::AfPacketBlocks);
+                let busy = plan.dataplane.afxdp.busy_poll;
+                assert_eq!(busy, driver == PorticoDriver::AfXdpBusyPoll);
             }
             Err(e) => assert!(
                 driver == PorticoDriver::Dpdk && e.to_string().contains("dpdk"),
