@@ -17,7 +17,7 @@ use dataplane::snapshot::{ServiceSpec, SynProxyMode};
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
 use dataplane::wire::tcp::flags as F;
-use dataplane::wire::{MacAddr, build, checksum, ethernet, ipv4};
+use dataplane::wire::build;
 use std::net::Ipv4Addr;
 
 const CPORT: u16 = 40_000;

@@ -30,9 +30,9 @@
 
 use crate::addr::{Ipv4Prefix, MacAddr};
 use crate::plan::{
-    AddressPoolPlan, AfpacketPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
-    KubernetesPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex, PortPlan,
-    RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
+    AddressPoolPlan, AfpacketPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan,
+    DpdkDevicePlan, DpdkPlan, KubernetesPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress,
+    Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
 };
 use crate::schema::{DriverKind, IdlePolicy, PortRole};
 use std::fmt::Debug;
@@ -404,8 +404,12 @@ mod tests {
             ("snat", true, |p| p.dataplane.snat.quarantine_ms += 1),
             ("affinity", true, |p| p.dataplane.affinity_capacity += 1),
             ("afxdp", true, |p| p.dataplane.afxdp.need_wakeup ^= true),
-            ("afxdp busy poll", true, |p| p.dataplane.afxdp.busy_poll ^= true),
-            ("afpacket", true, |p| p.dataplane.afpacket.rx_frame_count += 1),
+            ("afxdp busy poll", true, |p| {
+                p.dataplane.afxdp.busy_poll ^= true
+            }),
+            ("afpacket", true, |p| {
+                p.dataplane.afpacket.rx_frame_count += 1
+            }),
             ("neighbour_table", true, |p| {
                 p.dataplane.neighbour_table.retrans_ms += 1;
             }),

@@ -161,10 +161,7 @@ pub(super) fn attach_xdp(port: &PortPlan, plan: &Plan) -> Result<XdpAttachment, 
 
 /// The AF_XDP driver configuration of worker 0 (see
 /// [`WorkerDriver::for_worker`]).
-pub(super) fn afxdp_config(
-    a: &AfxdpPlan,
-    attachments: &[XdpAttachment],
-) -> AfXdpConfig {
+pub(super) fn afxdp_config(a: &AfxdpPlan, attachments: &[XdpAttachment]) -> AfXdpConfig {
     let mut config = AfXdpConfig::new(
         attachments
             .iter()

@@ -35,8 +35,7 @@
 use crate::addr::{Ipv4Prefix, Ipv4Range, MacAddr};
 pub use crate::schema::{
     AfpacketRxRing, BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol,
-    XdpModeSetting,
-    ZeroCopySetting,
+    XdpModeSetting, ZeroCopySetting,
 };
 pub use portico_bgp::{Advertisement, PeerConfig};
 use std::fmt;

@@ -3,8 +3,9 @@
 
 use super::Validator;
 use super::limits::{
-    MAX_BATCH_SIZE, MAX_MAGLEV_TABLE_SIZE, MAX_NEW_FLOWS_PER_SOURCE_PER_S, MAX_TABLE_CAPACITY,
-    BUSY_POLL_BUDGET_RANGE, BUSY_POLL_US_RANGE, MAX_UMEM_FRAMES, MAX_WORKERS, MIN_SNAT_PORTS_PER_WORKER, XDP_RING_RANGE,
+    BUSY_POLL_BUDGET_RANGE, BUSY_POLL_US_RANGE, MAX_BATCH_SIZE, MAX_MAGLEV_TABLE_SIZE,
+    MAX_NEW_FLOWS_PER_SOURCE_PER_S, MAX_TABLE_CAPACITY, MAX_UMEM_FRAMES, MAX_WORKERS,
+    MIN_SNAT_PORTS_PER_WORKER, XDP_RING_RANGE,
 };
 use crate::plan::{
     AfpacketPlan, AfxdpPlan, ConntrackPlan, DataplanePlan, NeighbourTablePlan, SnatPlan, TimeoutsMs,
@@ -319,7 +320,11 @@ impl Validator {
             );
         }
         let busy_poll_us = self
-            .ranged("dataplane.afxdp.busy_poll_us", a.busy_poll_us, BUSY_POLL_US_RANGE)
+            .ranged(
+                "dataplane.afxdp.busy_poll_us",
+                a.busy_poll_us,
+                BUSY_POLL_US_RANGE,
+            )
             .unwrap_or(0) as u32;
         let busy_poll_budget = self
             .ranged(

@@ -271,7 +271,11 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
         ("rx_too_big", 0.0),
     ] {
         let labels = [port[0], port[1], ("cause", cause)];
-        assert_eq!(value(&samples, "portico_port_drops_total", &labels), n, "{cause}");
+        assert_eq!(
+            value(&samples, "portico_port_drops_total", &labels),
+            n,
+            "{cause}"
+        );
     }
     assert_eq!(
         value(&samples, "portico_port_kernel_fill_ring_empty_total", &port),

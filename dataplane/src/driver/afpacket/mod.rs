@@ -476,9 +476,8 @@ fn rx_request(
     page: usize,
     invalid: &dyn Fn(String) -> AfPacketError,
 ) -> Result<libc::tpacket_req3, AfPacketError> {
-    let u = |v: usize, what: &str| {
-        u32::try_from(v).map_err(|_| invalid(format!("{what} too large")))
-    };
+    let u =
+        |v: usize, what: &str| u32::try_from(v).map_err(|_| invalid(format!("{what} too large")));
     match ring.rx_mode {
         RxMode::Frames => {
             if ring.rx_frame_count == 0 {

@@ -4,9 +4,7 @@
 
 use super::ring::Ring;
 use super::umem::Umem;
-use super::{
-    AfXdpError, BusyPollState, MAX_TX_KICKS, XdpKernelStats, XdpPortStats, XskMap, sys,
-};
+use super::{AfXdpError, BusyPollState, MAX_TX_KICKS, XdpKernelStats, XdpPortStats, XskMap, sys};
 use crate::driver::sys as driver_sys;
 use crate::wire::MacAddr;
 use std::os::fd::{AsFd, OwnedFd};

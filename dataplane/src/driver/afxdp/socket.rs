@@ -223,7 +223,11 @@ pub(super) fn enable_busy_poll(fd: impl AsFd, busy_poll: Option<BusyPoll>) -> Bu
     for (option, name, value) in [
         (libc::SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL", 1),
         (libc::SO_BUSY_POLL, "SO_BUSY_POLL", clamp(bp.us)),
-        (libc::SO_BUSY_POLL_BUDGET, "SO_BUSY_POLL_BUDGET", clamp(bp.budget)),
+        (
+            libc::SO_BUSY_POLL_BUDGET,
+            "SO_BUSY_POLL_BUDGET",
+            clamp(bp.budget),
+        ),
     ] {
         if let Err(e) = driver_sys::setsockopt(fd.as_fd(), libc::SOL_SOCKET, option, &value) {
             return BusyPollState::Refused {

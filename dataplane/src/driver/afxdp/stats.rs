@@ -99,7 +99,10 @@ mod tests {
         assert_eq!(c.kernel_fill_ring_empty, 3);
         assert_eq!(c.dropped(), 6);
         let causes = c.drops_by_cause();
-        assert_eq!(causes[..2], [("kernel_rx_ring_full", 4), ("kernel_rx_other", 2)]);
+        assert_eq!(
+            causes[..2],
+            [("kernel_rx_ring_full", 4), ("kernel_rx_other", 2)]
+        );
         assert_eq!(causes.iter().map(|(_, n)| n).sum::<u64>(), c.dropped());
         assert_eq!(c.kernel_freezes, 0, "AF_XDP has no ring freezes");
     }

@@ -309,7 +309,8 @@ pub(super) fn tx_fill(
         }
         let len = bytes.len() as u32;
         let ok = region.copy_in(slot + l.data, bytes)
-            && l.next_offset.is_none_or(|off| region.write_u32(slot + off, 0))
+            && l.next_offset
+                .is_none_or(|off| region.write_u32(slot + off, 0))
             && region.write_u32(slot + l.len, len)
             && region.write_u32(slot + l.snaplen, len);
         if !ok {

@@ -2,8 +2,8 @@
 //! kernel lays them out, garbage rings (proptest), TX slots.
 
 use super::blocks::{
-    BLOCK_FIRST_PKT, BLOCK_NUM_PKTS, BLOCK_STATUS, H_LEN, H_MAC, H_NEXT_OFFSET, H_SNAPLEN, H_STATUS,
-    H_VLAN_TCI, H_VLAN_TPID,
+    BLOCK_FIRST_PKT, BLOCK_NUM_PKTS, BLOCK_STATUS, H_LEN, H_MAC, H_NEXT_OFFSET, H_SNAPLEN,
+    H_STATUS, H_VLAN_TCI, H_VLAN_TPID,
 };
 use super::*;
 use crate::driver::Frame;
@@ -406,7 +406,10 @@ fn frame_ring_hands_each_slot_back_as_soon_as_it_is_copied_and_wraps() {
     let slots = [0, 2048, BLOCK, BLOCK + 2048];
     assert!(!rx.has_frames(&region));
     write_slot(&mut region, slots[0], &fake(udp(60, 1)));
-    assert!(rx.has_frames(&region), "one frame is enough: no block to fill");
+    assert!(
+        rx.has_frames(&region),
+        "one frame is enough: no block to fill"
+    );
     let out = walk(&mut region, &mut rx, &mut stats, &mut pool, 64);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].data(), &udp(60, 1)[..]);
