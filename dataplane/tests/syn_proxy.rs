@@ -16,8 +16,8 @@ use dataplane::packet::Verdict;
 use dataplane::snapshot::{ServiceSpec, SynProxyMode};
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
-use dataplane::wire::tcp::flags as F;
 use dataplane::wire::build;
+use dataplane::wire::tcp::flags as F;
 use std::net::Ipv4Addr;
 
 const CPORT: u16 = 40_000;
