@@ -51,7 +51,7 @@ pub use config::{
     CompareConfig, DPDK_DEVICE, DPDK_MEMORY_MB, Datapath, Load, PorticoDriver, portico_config,
     workers_for,
 };
-pub use measure::{parse_wrk, tcpext_sum};
+pub use measure::{parse_wrk, parse_wrk_p50_ms, tcpext_sum};
 pub use rig::run;
 pub use sample::{CpuUse, Failure, Report, Sample, UpdateSample};
 

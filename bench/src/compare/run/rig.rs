@@ -47,6 +47,8 @@ pub(super) struct LoadResult {
     pub(super) value: f64,
     pub(super) units: f64,
     pub(super) errors: u64,
+    /// Median request latency (wrk loads).
+    pub(super) p50_ms: Option<f64>,
 }
 
 impl Rig<'_> {
@@ -218,6 +220,7 @@ impl Rig<'_> {
                     syn_retransmits: syn,
                     paws_rejects: paws,
                     errors: r.errors,
+                    p50_ms: r.p50_ms,
                 }),
                 Err(e) => report.failures.push(Failure {
                     run,
@@ -235,9 +238,11 @@ impl Rig<'_> {
                     .last()
                     .filter(|s| s.load == load && s.run == run && s.datapath == datapath)
                     .map_or("failed".to_owned(), |s| format!(
-                        "{:.2} {}",
+                        "{:.2} {}{}",
                         s.value,
-                        load.unit()
+                        load.unit(),
+                        s.p50_ms
+                            .map_or(String::new(), |ms| format!(", p50 {ms:.3} ms"))
                     ))
             );
         }

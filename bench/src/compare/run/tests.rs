@@ -17,6 +17,16 @@ fn wrk_summary_with_and_without_errors() {
 }
 
 #[test]
+fn wrk_latency_median_in_ms() {
+    let text = "  Latency Distribution\n     50%  812.00us\n     75%    1.20ms\n\
+                90%    2.00ms\n     99%    1.50s\n";
+    assert_eq!(parse_wrk_p50_ms(text), Some(0.812));
+    assert_eq!(parse_wrk_p50_ms("     50%    1.25ms\n"), Some(1.25));
+    assert_eq!(parse_wrk_p50_ms("     50%    1.50s\n"), Some(1500.0));
+    assert_eq!(parse_wrk_p50_ms("no distribution"), None);
+}
+
+#[test]
 fn tcpext_counters_are_summed_by_name() {
     let netstat = "TcpExt: SyncookiesSent PAWSActive PAWSEstab TCPSynRetrans\n\
                    TcpExt: 1 2 3 4\n\
