@@ -50,9 +50,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub enum IdlePolicy {
     /// Busy-poll: lowest latency, one full core per worker.
     Spin,
-    /// Spin for [`ADAPTIVE_SPIN_POLLS`] idle polls, then wait in the
-    /// driver ([`Driver::wait_idle`]) after each idle poll (shared
-    /// machines, CI).
+    /// Spin for [`ADAPTIVE_SPIN_POLLS`] idle polls, then block in the
+    /// driver ([`Driver::wait_idle`]: `poll(2)` on the rings' sockets, the
+    /// host path's queues and the handoff doorbell) after each idle poll,
+    /// waking on the first frame; the driver's timeout only bounds how late
+    /// a stop, a new snapshot or the heartbeat is seen (shared machines,
+    /// CI).
     #[default]
     Adaptive,
 }
@@ -244,7 +247,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     /// follows at once; after an idle one the worker spins
     /// ([`IdlePolicy::Spin`], and the first [`ADAPTIVE_SPIN_POLLS`] idle
     /// polls of [`IdlePolicy::Adaptive`]) or waits in its driver
-    /// ([`Driver::wait_idle`]: `poll(2)` on the sockets, or a sleep). Every
+    /// ([`Driver::wait_idle`]: `poll(2)` on the sockets, or a sleep for
+    /// poll-mode devices), unless another worker handed it frames
+    /// meanwhile; those workers ring its [`Doorbell`] while it waits. Every
     /// [`DRIVER_STATS_INTERVAL_MS`] (looked at after an idle poll, or every
     /// [`POLLS_PER_STATS_CHECK`] busy ones) the driver's port counters are
     /// copied into `ports` (one cell per port). On stop, the final counters

@@ -327,7 +327,7 @@ pub struct DataplaneSection {
     #[serde(default = "default_batch_size")]
     pub batch_size: u64,
     /// What a worker does when a poll finds nothing: `"adaptive"` (spin
-    /// briefly, then short sleeps; for shared machines and CI) or `"spin"`
+    /// briefly, then block in the kernel until the first packet; for shared machines and CI) or `"spin"`
     /// (busy-poll; one dedicated core per worker). Default `"adaptive"`.
     #[serde(default)]
     pub idle: IdlePolicy,
@@ -942,7 +942,7 @@ pub struct BackendSection {
 pub enum IdlePolicy {
     /// Busy-poll.
     Spin,
-    /// Spin briefly, then back off to short sleeps.
+    /// Spin briefly, then block in the kernel (poll on the rings) until the first packet.
     #[default]
     Adaptive,
 }
