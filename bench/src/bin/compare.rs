@@ -71,6 +71,10 @@ struct Cli {
     churn_ports: u32,
     #[arg(long, default_value = "iptables-restore")]
     iptables_restore: String,
+    /// TOML appended to every Portico row's configuration file (e.g.
+    /// "[dataplane.afpacket]\nrx_frame_count = 16384").
+    #[arg(long)]
+    portico_extra: Option<String>,
     /// Smoke run: 1 run, 1 s loads, 1 and 100 services (overrides those).
     #[arg(long)]
     quick: bool,
@@ -178,6 +182,7 @@ fn config(cli: &Cli) -> Result<CompareConfig, String> {
         churn_connections: cli.churn_connections,
         churn_ports: cli.churn_ports,
         iptables_restore: cli.iptables_restore.clone(),
+        portico_extra: cli.portico_extra.clone().unwrap_or_default(),
     })
 }
 

@@ -213,6 +213,9 @@ pub struct CompareConfig {
     /// The `iptables-restore` program (`iptables-restore` is the nf_tables
     /// backend on Debian; `iptables-legacy-restore` the legacy one).
     pub iptables_restore: String,
+    /// TOML appended to every Portico row's configuration (e.g. a
+    /// `[dataplane.afpacket]` table with other ring sizes).
+    pub portico_extra: String,
 }
 
 /// The gateway's configuration of a `driver` row: `workers` workers, the

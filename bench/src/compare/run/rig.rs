@@ -90,13 +90,16 @@ impl Rig<'_> {
         set: &ServiceSet,
         snat: Ipv4Addr,
     ) -> String {
-        portico_config(
+        let mut text = portico_config(
             driver,
             workers_for(driver, self.config.workers),
             (&self.topology.outside_if, &self.topology.inside_if),
             set,
             snat,
-        )
+        );
+        text.push('\n');
+        text.push_str(&self.config.portico_extra);
+        text
     }
 
     pub(super) fn gw_exec(&self, cmd: &str, args: &[&str]) -> Result<(), CompareError> {
