@@ -460,6 +460,14 @@ mod tests {
     };
 
     #[test]
+    fn port_counters_of_an_older_gateway_read_missing_counters_as_zero() {
+        let c: PortCounters =
+            serde_json::from_str(r#"{"rx_frames": 3, "kernel_rx_drops": 2}"#).expect("parses");
+        assert_eq!((c.rx_frames, c.kernel_rx_drops), (3, 2));
+        assert_eq!((c.kernel_rx_dropped, c.kernel_fill_ring_empty), (0, 0));
+    }
+
+    #[test]
     fn report_survives_json_and_renders() {
         let workers = vec![worker(0, 10, &[(DropReason::NotOwned, 2)], 1)];
         let report = StatsReport {

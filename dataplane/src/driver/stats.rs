@@ -15,9 +15,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 macro_rules! port_counters {
     ($($(#[$doc:meta])* $field:ident,)*) => {
         /// The counters of one port, as every driver reports them (one
-        /// worker's queue; sum over the workers for the port).
+        /// worker's queue; sum over the workers for the port). A report
+        /// without a counter (from a gateway older than the reader) reads
+        /// it as 0.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[cfg_attr(feature = "serde", serde(default))]
         pub struct PortCounters {
             $($(#[$doc])* pub $field: u64,)*
         }
