@@ -16,6 +16,7 @@
 //! | idle policy | `IdlePolicy` | `worker::IdlePolicy` |
 //! | XDP attach mode | `XdpModeSetting` | `driver::afxdp::XdpMode` |
 //! | AF_XDP zero copy | `ZeroCopySetting` | `driver::afxdp::ZeroCopy` |
+//! | af_packet RX ring | `AfpacketRxRing` | `driver::afpacket::RxMode` |
 //! | MAC address | `MacAddr` (parses and checks the file's text) | `wire::ethernet::MacAddr` (both wrap `[u8; 6]`; the specs take the bytes) |
 //! | limits (batch, Maglev, table sizes) | `validate::limits`, restated | the constants named there |
 //!
@@ -27,6 +28,7 @@
 //! compile until it is listed). The tests below assert that every limit
 //! nic-config restates equals the dataplane's.
 
+use dataplane::driver::afpacket::RxMode;
 use dataplane::driver::afxdp::{XdpMode, ZeroCopy};
 use dataplane::flow::Proto;
 use dataplane::snapshot::{BackendGonePolicy, EndpointCondition, ListenerKind, SynProxyMode};
@@ -84,6 +86,7 @@ mirror!(nic_config::BackendGone => BackendGonePolicy { Drop, Reset });
 mirror!(nic_config::IdlePolicy => IdlePolicy { Spin, Adaptive });
 mirror!(nic_config::XdpModeSetting => XdpMode { Native, Generic, Auto });
 mirror!(nic_config::ZeroCopySetting => ZeroCopy { Auto, On, Off });
+mirror!(nic_config::AfpacketRxRing => RxMode { Frames, Blocks });
 
 /// By hand: `Auto` carries its threshold.
 impl ToDataplane for nic_config::SynProxyPlan {

@@ -30,9 +30,87 @@
 //!   queued (the caller drops it as `DropReason::HandoffFull`); frames
 //!   already queued are untouched.
 //! * Neither side blocks, locks, makes syscalls or panics.
+//!
+//! **Doorbells.** A worker with nothing to do sleeps in its driver's idle
+//! wait; frames handed to it must not wait for that wait's timeout. Each
+//! worker of a [`HandoffMesh`] has a [`Doorbell`]: a flag it raises before
+//! it sleeps and a socket pair whose read end its driver's wait also
+//! watches. A sender that pushed frames calls [`HandoffTx::ring`] once
+//! after its batch; only if the receiver is asleep does that write one
+//! byte (one syscall per batch and sleeping receiver, never per frame).
+//! The flag and the rings are ordered with `SeqCst` fences on both sides
+//! (raise the flag, then look at the rings; push, then look at the flag),
+//! so a push is either seen before the receiver sleeps or rings it.
 
 use crate::packet::PortId;
 use rtrb::{Consumer, Producer, RingBuffer};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering, fence};
+
+/// A worker's doorbell: wakes it from its idle wait when another worker
+/// hands it frames (see the module docs).
+#[derive(Debug)]
+pub struct Doorbell {
+    /// The owner is (about to be) asleep in its driver's wait.
+    asleep: AtomicBool,
+    /// A byte was written and not yet drained.
+    rung: AtomicBool,
+    bell: UnixStream,
+    /// The read end, watched by the owner's driver.
+    listen: UnixStream,
+}
+
+impl Doorbell {
+    /// A doorbell (a non-blocking socket pair).
+    pub fn new() -> io::Result<Self> {
+        let (bell, listen) = UnixStream::pair()?;
+        bell.set_nonblocking(true)?;
+        listen.set_nonblocking(true)?;
+        Ok(Doorbell {
+            asleep: AtomicBool::new(false),
+            rung: AtomicBool::new(false),
+            bell,
+            listen,
+        })
+    }
+
+    /// The descriptor that becomes readable when the bell rings (for
+    /// [`crate::driver::Driver::wake_on_readable`]).
+    pub fn fd(&self) -> RawFd {
+        self.listen.as_raw_fd()
+    }
+
+    /// Owner: about to sleep. Look at the handoff rings after this; sleep
+    /// only if they are empty, and call [`Doorbell::awake`] after.
+    pub fn going_to_sleep(&self) {
+        self.asleep.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Owner: back from the wait (or did not sleep). Drains the socket if
+    /// the bell rang (one `read`).
+    pub fn awake(&self) {
+        self.asleep.store(false, Ordering::SeqCst);
+        if self.rung.swap(false, Ordering::AcqRel) {
+            let mut buf = [0u8; 64];
+            while matches!((&self.listen).read(&mut buf), Ok(n) if n > 0) {}
+        }
+    }
+
+    /// Sender, after pushing: wake the owner if it sleeps. A failed write
+    /// (the socket buffer full of unread rings) needs no retry: the owner
+    /// is woken by the bytes already there.
+    pub fn ring(&self) {
+        fence(Ordering::SeqCst);
+        if self.asleep.swap(false, Ordering::SeqCst) {
+            self.rung.store(true, Ordering::Release);
+            let _ = (&self.bell).write(&[1]);
+        }
+    }
+}
 
 /// A frame in flight: `buf[..len]` is the frame, received on `port`.
 #[derive(Debug)]
@@ -63,6 +141,8 @@ pub struct HandoffTx {
     /// buffer is ever dropped.
     spare: Option<Box<[u8]>>,
     frame_capacity: usize,
+    /// The receiving worker's doorbell (channels of a [`HandoffMesh`]).
+    doorbell: Option<Arc<Doorbell>>,
 }
 
 /// The consuming end of a handoff channel (owned by the receiving worker).
@@ -90,6 +170,7 @@ pub fn channel(capacity: usize, frame_capacity: usize) -> (HandoffTx, HandoffRx)
             free: free_rx,
             spare: None,
             frame_capacity,
+            doorbell: None,
         },
         HandoffRx {
             full: full_rx,
@@ -129,6 +210,14 @@ impl HandoffTx {
                 self.spare = Some(f.buf);
                 Err(HandoffFull::NoFreeBuffer)
             }
+        }
+    }
+
+    /// Wake the receiving worker if it sleeps (after a batch of pushes;
+    /// see [`Doorbell`]). Nothing for a channel without a doorbell.
+    pub fn ring(&self) {
+        if let Some(d) = &self.doorbell {
+            d.ring();
         }
     }
 
@@ -179,6 +268,8 @@ pub struct WorkerHandoff {
     /// One receiving end per other worker, in ascending order of the sending
     /// worker (this worker's own index skipped).
     pub rx: Vec<HandoffRx>,
+    /// This worker's doorbell, rung by the senders of `rx`.
+    pub doorbell: Arc<Doorbell>,
 }
 
 /// Builder of the full mesh of handoff channels between `workers` workers.
@@ -187,21 +278,31 @@ pub struct HandoffMesh;
 
 impl HandoffMesh {
     /// `workers * (workers - 1)` channels of `capacity` frames of up to
-    /// `frame_capacity` bytes; element `w` of the result belongs to worker `w`.
+    /// `frame_capacity` bytes and a doorbell per worker; element `w` of the
+    /// result belongs to worker `w`. Fails only if a doorbell's socket pair
+    /// cannot be made (out of descriptors).
     #[allow(clippy::new_ret_no_self)] // a builder: the mesh is handed out per worker
-    pub fn new(workers: usize, capacity: usize, frame_capacity: usize) -> Vec<WorkerHandoff> {
+    pub fn new(
+        workers: usize,
+        capacity: usize,
+        frame_capacity: usize,
+    ) -> io::Result<Vec<WorkerHandoff>> {
         let mut mesh: Vec<WorkerHandoff> = (0..workers)
-            .map(|_| WorkerHandoff {
-                tx: (0..workers).map(|_| None).collect(),
-                rx: Vec::with_capacity(workers.saturating_sub(1)),
+            .map(|_| {
+                Ok(WorkerHandoff {
+                    tx: (0..workers).map(|_| None).collect(),
+                    rx: Vec::with_capacity(workers.saturating_sub(1)),
+                    doorbell: Arc::new(Doorbell::new()?),
+                })
             })
-            .collect();
+            .collect::<io::Result<_>>()?;
         for dst in 0..workers {
             for src in 0..workers {
                 if src == dst {
                     continue;
                 }
-                let (tx, rx) = channel(capacity, frame_capacity);
+                let (mut tx, rx) = channel(capacity, frame_capacity);
+                tx.doorbell = mesh.get(dst).map(|w| Arc::clone(&w.doorbell));
                 if let Some(slot) = mesh.get_mut(src).and_then(|w| w.tx.get_mut(dst)) {
                     *slot = Some(tx);
                 }
@@ -210,7 +311,7 @@ impl HandoffMesh {
                 }
             }
         }
-        mesh
+        Ok(mesh)
     }
 }
 
@@ -297,10 +398,48 @@ mod tests {
         assert_eq!(next_out, next_in);
     }
 
+    fn bell_bytes(d: &Doorbell) -> usize {
+        let mut buf = [0u8; 64];
+        match (&d.listen).read(&mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+                0
+            }
+        }
+    }
+
+    #[test]
+    fn a_doorbell_rings_only_for_a_sleeping_owner_and_is_drained_on_waking() {
+        let d = Doorbell::new().expect("doorbell");
+        d.ring();
+        assert_eq!(bell_bytes(&d), 0, "an awake owner is not woken");
+        d.going_to_sleep();
+        d.ring();
+        d.ring();
+        assert!(!d.asleep.load(Ordering::SeqCst));
+        d.awake();
+        assert_eq!(bell_bytes(&d), 0, "one byte per sleep, drained on waking");
+        d.going_to_sleep();
+        d.ring();
+        assert_eq!(bell_bytes(&d), 1, "readable while the owner sleeps");
+    }
+
+    #[test]
+    fn mesh_senders_ring_their_receivers_doorbell() {
+        let mut mesh = HandoffMesh::new(2, 4, 64).expect("doorbells");
+        mesh[1].doorbell.going_to_sleep();
+        let tx = mesh[0].tx[1].as_mut().expect("0 -> 1");
+        assert_eq!(tx.push(0, &[1, 2, 3]), Ok(()));
+        tx.ring();
+        assert_eq!(bell_bytes(&mesh[1].doorbell), 1, "worker 1 woken");
+        assert_eq!(bell_bytes(&mesh[0].doorbell), 0, "worker 0 not");
+    }
+
     #[test]
     fn mesh_connects_every_ordered_pair() {
         let workers = 4;
-        let mut mesh = HandoffMesh::new(workers, 4, 64);
+        let mut mesh = HandoffMesh::new(workers, 4, 64).expect("doorbells");
         assert_eq!(mesh.len(), workers);
         for (w, h) in mesh.iter().enumerate() {
             assert_eq!(h.tx.len(), workers);

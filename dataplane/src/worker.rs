@@ -37,7 +37,7 @@ use crate::clock::Clock;
 use crate::counters::{Counters, DropReason, Gauges, SharedCounters};
 use crate::driver::hostpath::{HOST_BATCH, HostPath};
 use crate::driver::{Driver, Frame, PortCounters, PortStatsCell};
-use crate::handoff::{HandoffRx, HandoffTx, WorkerHandoff};
+use crate::handoff::{Doorbell, HandoffRx, HandoffTx, WorkerHandoff};
 use crate::inspect::InspectServer;
 use crate::neighbour::NeighbourTable;
 use crate::packet::{PortId, Verdict};
@@ -53,9 +53,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub enum IdlePolicy {
     /// Busy-poll: lowest latency, one full core per worker.
     Spin,
-    /// Spin for [`ADAPTIVE_SPIN_POLLS`] idle polls, then wait in the
-    /// driver ([`Driver::wait_idle`]) after each idle poll (shared
-    /// machines, CI).
+    /// Spin for [`ADAPTIVE_SPIN_POLLS`] idle polls, then block in the
+    /// driver ([`Driver::wait_idle`]: `poll(2)` on the rings' sockets, the
+    /// host path's queues and the handoff doorbell) after each idle poll,
+    /// waking on the first frame; the driver's timeout only bounds how late
+    /// a stop, a new snapshot or the heartbeat is seen (shared machines,
+    /// CI).
     #[default]
     Adaptive,
 }
@@ -86,6 +89,12 @@ pub struct Worker<D: Driver, C: Clock> {
     handoff_tx: Vec<Option<HandoffTx>>,
     /// Rings from every other worker.
     handoff_rx: Vec<HandoffRx>,
+    /// Rung by the other workers when they hand this one frames while it
+    /// sleeps.
+    doorbell: Option<Arc<Doorbell>>,
+    /// Workers (bit per id) handed frames this poll: their doorbells are
+    /// rung once, after the poll's batches.
+    handed_to: u64,
     shared: Arc<SharedCounters>,
     batch_size: usize,
     idle: IdlePolicy,
@@ -126,7 +135,14 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     ) -> Result<Self, PipelineError> {
         let batch_size = config.batch_size.clamp(1, MAX_BATCH);
         let ports = driver.port_count();
-        let (handoff_tx, handoff_rx) = handoff.map_or((Vec::new(), Vec::new()), |h| (h.tx, h.rx));
+        let (handoff_tx, handoff_rx, doorbell) = match handoff {
+            Some(h) => (h.tx, h.rx, Some(h.doorbell)),
+            None => (Vec::new(), Vec::new(), None),
+        };
+        let mut driver = driver;
+        if let Some(d) = &doorbell {
+            driver.wake_on_readable(&[d.fd()]);
+        }
         Ok(Worker {
             pipeline: Pipeline::new(&config.pipeline, neighbours)?,
             driver,
@@ -134,6 +150,8 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             snapshots,
             handoff_tx,
             handoff_rx,
+            doorbell,
+            handed_to: 0,
             shared,
             batch_size,
             idle: config.idle,
@@ -211,6 +229,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         self.pipeline.send_arp_requests(&snap, &mut tx);
         drop(snap);
         self.flush_tx();
+        if self.handed_to != 0 {
+            self.ring_doorbells();
+        }
         self.pipeline.housekeeping(now_ms);
         if let Some(inspect) = self.inspect.as_mut() {
             work += inspect.serve(self.pipeline.conntrack(), self.pipeline.affinity(), now_ms);
@@ -232,7 +253,9 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     /// follows at once; after an idle one the worker spins
     /// ([`IdlePolicy::Spin`], and the first [`ADAPTIVE_SPIN_POLLS`] idle
     /// polls of [`IdlePolicy::Adaptive`]) or waits in its driver
-    /// ([`Driver::wait_idle`]: `poll(2)` on the sockets, or a sleep). Every
+    /// ([`Driver::wait_idle`]: `poll(2)` on the sockets, or a sleep for
+    /// poll-mode devices), unless another worker handed it frames
+    /// meanwhile; those workers ring its [`Doorbell`] while it waits. Every
     /// [`DRIVER_STATS_INTERVAL_MS`] (looked at after an idle poll, or every
     /// [`POLLS_PER_STATS_CHECK`] busy ones) the driver's port counters are
     /// copied into `ports` (one cell per port). On stop, the final counters
@@ -265,13 +288,38 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                 IdlePolicy::Adaptive if idle_polls < ADAPTIVE_SPIN_POLLS => {
                     std::hint::spin_loop();
                 }
-                IdlePolicy::Adaptive => {
-                    self.driver.wait_idle();
-                }
+                IdlePolicy::Adaptive => self.sleep_in_driver(),
             }
         }
         self.publish_counters();
         self.publish_port_counters(&mut port_counters, ports);
+    }
+
+    /// Wake the workers this poll handed frames to, if they sleep.
+    #[cold]
+    fn ring_doorbells(&mut self) {
+        let mut handed = std::mem::take(&mut self.handed_to);
+        while handed != 0 {
+            let w = handed.trailing_zeros() as usize;
+            handed &= handed - 1;
+            if let Some(tx) = self.handoff_tx.get(w).and_then(Option::as_ref) {
+                tx.ring();
+            }
+        }
+    }
+
+    /// Sleep in the driver's idle wait unless frames were handed over
+    /// meanwhile; with a doorbell, other workers' handoffs end the wait.
+    fn sleep_in_driver(&mut self) {
+        if let Some(d) = &self.doorbell {
+            d.going_to_sleep();
+        }
+        if self.handoff_rx.iter().all(HandoffRx::is_empty) {
+            self.driver.wait_idle();
+        }
+        if let Some(d) = &self.doorbell {
+            d.awake();
+        }
     }
 
     /// Copy the driver's port counters into `cells` (`scratch` holds one
@@ -339,6 +387,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                         .map(|tx| tx.push(in_port, frame.data()).is_ok());
                     if pushed == Some(true) {
                         counters.handoff_out += 1;
+                        self.handed_to |= 1u64.checked_shl(u32::from(owner)).unwrap_or(0);
                     } else {
                         counters.drop(DropReason::HandoffFull);
                     }

@@ -26,7 +26,9 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
     let publisher = Publisher::new(snapshot);
     let clock = ManualClock::new(1_000);
     let neighbours = Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default()));
-    let mut meshes = HandoffMesh::new(WORKERS as usize, 256, 2048).into_iter();
+    let mut meshes = HandoffMesh::new(WORKERS as usize, 256, 2048)
+        .expect("doorbells")
+        .into_iter();
     let mut workers: Vec<_> = (0..WORKERS)
         .map(|w| {
             Worker::new(

@@ -60,7 +60,7 @@ pub mod validate;
 
 pub use addr::{Ipv4Prefix, Ipv4Range, MacAddr, is_buggy_ip};
 pub use plan::{
-    AddressPoolPlan, AddressRole, AdvertisementPlan, AfxdpPlan, BackendPlan, BgpPlan,
+    AddressPoolPlan, AddressRole, AdvertisementPlan, AfpacketPlan, AfxdpPlan, BackendPlan, BgpPlan,
     ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan,
     ListenerKind, ListenerPlan, MssClampPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress,
     Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan, StatusWritesPlan, SynProxyPlan,
@@ -68,10 +68,10 @@ pub use plan::{
 };
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
-    AddressPoolSection, AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition,
-    IdlePolicy, InstanceSection, KubernetesSection, MssClampSetting, NeighbourTableSection,
-    PortOverrideSection, PortRole, Protocol, SessionAffinity, SynProxy, XdpModeSetting,
-    ZeroCopySetting,
+    AddressPoolSection, AfpacketRxRing, AfpacketSection, AfxdpSection, BackendGone, ConfigFile,
+    DriverKind, EndpointCondition, IdlePolicy, InstanceSection, KubernetesSection, MssClampSetting,
+    NeighbourTableSection, PortOverrideSection, PortRole, Protocol, SessionAffinity, SynProxy,
+    XdpModeSetting, ZeroCopySetting,
 };
 pub use validate::{InstanceChoice, validate, validate_instance};
 

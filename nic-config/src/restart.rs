@@ -30,9 +30,9 @@
 
 use crate::addr::{Ipv4Prefix, MacAddr};
 use crate::plan::{
-    AddressPoolPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan,
-    KubernetesPlan, MssClampPlan, NeighbourPlan, NeighbourTablePlan, OwnedAddress, Plan, PortIndex,
-    PortPlan, RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
+    AddressPoolPlan, AfpacketPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan,
+    DpdkDevicePlan, DpdkPlan, KubernetesPlan, MssClampPlan, NeighbourPlan, NeighbourTablePlan,
+    OwnedAddress, Plan, PortIndex, PortPlan, RoutePlan, ServicePlan, SnatPlan, TimeoutsMs,
 };
 use crate::schema::{DriverKind, IdlePolicy, PortRole};
 use std::fmt::Debug;
@@ -49,6 +49,7 @@ pub struct RestartPart<'a> {
     pub snat: &'a SnatPlan,
     pub affinity_capacity: u32,
     pub afxdp: &'a AfxdpPlan,
+    pub afpacket: &'a AfpacketPlan,
     pub neighbour_table: &'a NeighbourTablePlan,
     pub new_flows_per_source_per_s: u32,
     /// One per port, in port order.
@@ -133,6 +134,7 @@ impl Plan {
             snat,
             affinity_capacity,
             afxdp,
+            afpacket,
             neighbour_table,
             new_flows_per_source_per_s,
         } = dataplane;
@@ -147,6 +149,7 @@ impl Plan {
                 snat,
                 affinity_capacity: *affinity_capacity,
                 afxdp,
+                afpacket,
                 neighbour_table,
                 new_flows_per_source_per_s: *new_flows_per_source_per_s,
                 ports: port_restart,
@@ -240,6 +243,7 @@ impl RestartPart<'_> {
             snat,
             affinity_capacity,
             afxdp,
+            afpacket,
             neighbour_table,
             new_flows_per_source_per_s,
             ports,
@@ -261,6 +265,7 @@ impl RestartPart<'_> {
             &new.affinity_capacity,
         );
         c.debug("dataplane.afxdp", afxdp, &new.afxdp);
+        c.debug("dataplane.afpacket", afpacket, &new.afpacket);
         c.debug(
             "dataplane.neighbour_table",
             neighbour_table,
@@ -413,6 +418,12 @@ mod tests {
             ("snat", true, |p| p.dataplane.snat.quarantine_ms += 1),
             ("affinity", true, |p| p.dataplane.affinity_capacity += 1),
             ("afxdp", true, |p| p.dataplane.afxdp.need_wakeup ^= true),
+            ("afxdp busy poll", true, |p| {
+                p.dataplane.afxdp.busy_poll ^= true
+            }),
+            ("afpacket", true, |p| {
+                p.dataplane.afpacket.rx_frame_count += 1
+            }),
             ("neighbour_table", true, |p| {
                 p.dataplane.neighbour_table.retrans_ms += 1;
             }),

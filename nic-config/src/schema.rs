@@ -363,7 +363,7 @@ pub struct DataplaneSection {
     #[serde(default = "default_batch_size")]
     pub batch_size: u64,
     /// What a worker does when a poll finds nothing: `"adaptive"` (spin
-    /// briefly, then short sleeps; for shared machines and CI) or `"spin"`
+    /// briefly, then block in the kernel until the first packet; for shared machines and CI) or `"spin"`
     /// (busy-poll; one dedicated core per worker). Default `"adaptive"`.
     #[serde(default)]
     pub idle: IdlePolicy,
@@ -393,6 +393,10 @@ pub struct DataplaneSection {
     /// with `driver = "afxdp"`).
     #[serde(default)]
     pub afxdp: AfxdpSection,
+    /// `[dataplane.afpacket]`: settings of the af_packet driver (used by
+    /// ports with `driver = "afpacket"`).
+    #[serde(default)]
+    pub afpacket: AfpacketSection,
     /// `[dataplane.neighbour_table]`: the ARP table's size and timers.
     #[serde(default)]
     pub neighbour_table: NeighbourTableSection,
@@ -411,6 +415,7 @@ impl Default for DataplaneSection {
             snat: SnatSection::default(),
             affinity: AffinitySection::default(),
             afxdp: AfxdpSection::default(),
+            afpacket: AfpacketSection::default(),
             neighbour_table: NeighbourTableSection::default(),
         }
     }
@@ -688,6 +693,21 @@ pub struct AfxdpSection {
     /// make progress, so a busy worker makes fewer. Default true.
     #[serde(default = "yes")]
     pub need_wakeup: bool,
+    /// Busy polling (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`,
+    /// `SO_BUSY_POLL_BUDGET`): the worker's own receive calls run the
+    /// interface's NAPI poll instead of waiting for the kernel's softirq.
+    /// Where the kernel refuses an option the socket runs without it (the
+    /// log says so). Default false.
+    #[serde(default)]
+    pub busy_poll: bool,
+    /// With `busy_poll`: microseconds a receive call may busy-poll,
+    /// `1..=1000`. Default 20.
+    #[serde(default = "default_busy_poll_us")]
+    pub busy_poll_us: u64,
+    /// With `busy_poll`: packets one busy poll may take, `1..=1024`.
+    /// Default 64.
+    #[serde(default = "default_busy_poll_budget")]
+    pub busy_poll_budget: u64,
     /// One UMEM for all of a worker's ports (`XDP_SHARED_UMEM`), so a
     /// packet forwarded between ports is not copied; false (or a kernel
     /// that refuses) gives each port its own UMEM and one copy per
@@ -708,9 +728,54 @@ impl Default for AfxdpSection {
             rx_ring_size: default_xdp_ring(),
             tx_ring_size: default_xdp_ring(),
             need_wakeup: true,
+            busy_poll: false,
+            busy_poll_us: default_busy_poll_us(),
+            busy_poll_budget: default_busy_poll_budget(),
             shared_umem: true,
         }
     }
+}
+
+/// `[dataplane.afpacket]`: the af_packet driver's rings (one RX and one TX
+/// ring per worker and port).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AfpacketSection {
+    /// How the RX ring hands frames over: `"frames"` (`TPACKET_V2`: each
+    /// frame as soon as it arrives, no added latency) or `"blocks"`
+    /// (`TPACKET_V3`: a block of frames when it is full or
+    /// `rx_block_timeout_ms` after its first frame; more small frames per
+    /// byte of ring, up to the timeout of added latency at light load).
+    /// Default `"frames"`.
+    #[serde(default)]
+    pub rx_ring: AfpacketRxRing,
+    /// `"frames"` only: RX slots per socket (each holds one frame of up to
+    /// the MTU), `64..=262144`. Default 4096.
+    #[serde(default)]
+    pub rx_frame_count: Option<u64>,
+    /// `"blocks"` only: bytes per RX block, a multiple of 4096 in
+    /// `4096..=4194304` that holds the largest frame. Default 262144.
+    #[serde(default)]
+    pub rx_block_size: Option<u64>,
+    /// `"blocks"` only: RX blocks per socket, `1..=1024`. Default 16.
+    #[serde(default)]
+    pub rx_block_count: Option<u64>,
+    /// `"blocks"` only: milliseconds after which the kernel hands over a
+    /// partly filled block, `1..=1000`. Default 1.
+    #[serde(default)]
+    pub rx_block_timeout_ms: Option<u64>,
+    /// TX slots per socket, `64..=262144`. Default 1024.
+    #[serde(default)]
+    pub tx_frame_count: Option<u64>,
+}
+
+/// How the af_packet RX ring hands frames to the worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AfpacketRxRing {
+    #[default]
+    Frames,
+    Blocks,
 }
 
 /// Where the AF_XDP driver's XDP program runs.
@@ -929,7 +994,7 @@ pub struct BackendSection {
 pub enum IdlePolicy {
     /// Busy-poll.
     Spin,
-    /// Spin briefly, then back off to short sleeps.
+    /// Spin briefly, then block in the kernel (poll on the rings) until the first packet.
     #[default]
     Adaptive,
 }
@@ -1090,6 +1155,12 @@ fn default_umem_frames() -> u64 {
 }
 fn default_xdp_ring() -> u64 {
     2048
+}
+fn default_busy_poll_us() -> u64 {
+    20
+}
+fn default_busy_poll_budget() -> u64 {
+    64
 }
 fn s10() -> u64 {
     10

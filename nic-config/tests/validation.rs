@@ -361,6 +361,38 @@ const CASES: &[Case] = &[
     case(
         &[(
             "[dataplane.affinity]",
+            "[dataplane.afpacket]\nrx_block_count = 8\n[dataplane.affinity]",
+        )],
+        "dataplane.afpacket.rx_block_count",
+        "is not used with rx_ring = \"frames\"",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.afpacket]\nrx_ring = \"blocks\"\nrx_block_size = 5000\n[dataplane.affinity]",
+        )],
+        "dataplane.afpacket.rx_block_size",
+        "5000 is not a multiple of 4096",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.afpacket]\nrx_frame_count = 10\n[dataplane.affinity]",
+        )],
+        "dataplane.afpacket.rx_frame_count",
+        "10 is out of range 64..=262144",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
+            "[dataplane.afxdp]\nbusy_poll = true\nbusy_poll_budget = 0\n[dataplane.affinity]",
+        )],
+        "dataplane.afxdp.busy_poll_budget",
+        "0 is out of range 1..=1024",
+    ),
+    case(
+        &[(
+            "[dataplane.affinity]",
             "[dataplane.afxdp]\nmode = \"generic\"\nzero_copy = \"on\"\n[dataplane.affinity]",
         )],
         "dataplane.afxdp.zero_copy",
@@ -1137,12 +1169,85 @@ fn name_rules_follow_kubernetes() {
 }
 
 #[test]
+fn afpacket_ring_problems_are_all_named_at_once() {
+    let text = edit(&[(
+        "[dataplane.affinity]",
+        "[dataplane.afpacket]\nrx_frame_count = 4096\nrx_block_size = 1000\n\
+         rx_block_timeout_ms = 0\ntx_frame_count = 1\n[dataplane.affinity]",
+    )]);
+    let found = problems(&text);
+    let lines: Vec<String> = found
+        .iter()
+        .map(|p| format!("{}: {}", p.path, p.reason))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "dataplane.afpacket.rx_block_size: is not used with rx_ring = \"frames\"",
+            "dataplane.afpacket.rx_block_timeout_ms: is not used with rx_ring = \"frames\"",
+            "dataplane.afpacket.tx_frame_count: 1 is out of range 64..=262144",
+        ]
+    );
+    let text = edit(&[(
+        "[dataplane.affinity]",
+        "[dataplane.afpacket]\nrx_ring = \"blocks\"\nrx_frame_count = 4096\n\
+         rx_block_size = 1000\nrx_block_count = 0\nrx_block_timeout_ms = 2000\n\
+         [dataplane.affinity]",
+    )]);
+    let paths: Vec<String> = problems(&text).into_iter().map(|p| p.path).collect();
+    assert_eq!(
+        paths,
+        [
+            "dataplane.afpacket.rx_frame_count",
+            "dataplane.afpacket.rx_block_size",
+            "dataplane.afpacket.rx_block_count",
+            "dataplane.afpacket.rx_block_timeout_ms",
+        ]
+    );
+}
+
+#[test]
+fn afpacket_blocks_mode_takes_its_sizes() {
+    let plan = parse(&edit(&[(
+        "[dataplane.affinity]",
+        "[dataplane.afpacket]\nrx_ring = \"blocks\"\nrx_block_size = 65536\n\
+         rx_block_count = 64\nrx_block_timeout_ms = 2\ntx_frame_count = 512\n\
+         [dataplane.affinity]",
+    )]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let a = plan.dataplane.afpacket;
+    assert_eq!(a.rx_ring, nic_config::AfpacketRxRing::Blocks);
+    assert_eq!(
+        (
+            a.rx_block_size,
+            a.rx_block_count,
+            a.rx_block_timeout_ms,
+            a.tx_frame_count
+        ),
+        (65536, 64, 2, 512)
+    );
+}
+
+#[test]
 fn defaults_fill_everything_left_out() {
     let plan = parse(
         "[[port]]\nname = \"lan\"\ndriver = \"afpacket\"\ninterface = \"eth0\"\nrole = \"both\"\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let d = &plan.dataplane;
+    assert_eq!(
+        d.afpacket,
+        nic_config::AfpacketPlan {
+            rx_ring: nic_config::AfpacketRxRing::Frames,
+            rx_frame_count: 4096,
+            rx_block_size: 262_144,
+            rx_block_count: 16,
+            rx_block_timeout_ms: 1,
+            tx_frame_count: 1024,
+        }
+    );
+    assert!(!d.afxdp.busy_poll);
+    assert_eq!((d.afxdp.busy_poll_us, d.afxdp.busy_poll_budget), (20, 64));
     assert_eq!((d.workers, d.cores.len(), d.batch_size), (1, 0, 64));
     assert_eq!(d.idle, nic_config::IdlePolicy::Adaptive);
     assert_eq!(d.maglev_table_size, 16381);

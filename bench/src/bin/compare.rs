@@ -24,7 +24,9 @@
 //!
 //! `--portico-driver afxdp|dpdk` add rows for the fast drivers (one worker
 //! per gateway veth queue); `dpdk` needs the binaries built with
-//! `--features dpdk` (libdpdk-dev).
+//! `--features dpdk` (libdpdk-dev). `afpacket-blocks` (the `TPACKET_V3`
+//! block ring) and `afxdp-busy-poll` (AF_XDP with busy polling) add rows
+//! for those variants of the drivers.
 //!
 //! Needs root, `ip netns`, iptables, nft, nginx, wrk and iperf3 (a load
 //! whose program is missing is skipped, loudly). `--quick` is the smoke
@@ -83,6 +85,10 @@ struct Cli {
     churn_ports: u32,
     #[arg(long, default_value = "iptables-restore")]
     iptables_restore: String,
+    /// TOML appended to every Portico row's configuration file (e.g.
+    /// "[dataplane.afpacket]\nrx_frame_count = 16384").
+    #[arg(long)]
+    portico_extra: Option<String>,
     /// Smoke run: 1 run, 1 s loads, 1 and 100 services (overrides those).
     #[arg(long)]
     quick: bool,
@@ -205,6 +211,7 @@ fn config(cli: &Cli) -> Result<CompareConfig, String> {
         churn_connections: cli.churn_connections,
         churn_ports: cli.churn_ports,
         iptables_restore: cli.iptables_restore.clone(),
+        portico_extra: cli.portico_extra.clone().unwrap_or_default(),
     })
 }
 

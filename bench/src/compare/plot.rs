@@ -29,6 +29,8 @@ fn colour(datapath: Datapath) -> RGBColor {
         Datapath::Portico(super::run::PorticoDriver::AfPacket) => RGBColor(0x1f, 0x77, 0xb4),
         Datapath::Portico(super::run::PorticoDriver::AfXdp) => RGBColor(0x2c, 0xa0, 0x2c),
         Datapath::Portico(super::run::PorticoDriver::Dpdk) => RGBColor(0x94, 0x67, 0xbd),
+        Datapath::Portico(super::run::PorticoDriver::AfPacketBlocks) => RGBColor(0x17, 0xbe, 0xcf),
+        Datapath::Portico(super::run::PorticoDriver::AfXdpBusyPoll) => RGBColor(0xbc, 0xbd, 0x22),
         Datapath::Iptables => RGBColor(0xd6, 0x27, 0x28),
         Datapath::Nftables => RGBColor(0xff, 0x7f, 0x0e),
     }

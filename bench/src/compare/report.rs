@@ -348,6 +348,7 @@ mod tests {
             },
             syn_retransmits: run as u64,
             paws_rejects: 0,
+            p50_ms: None,
             errors: 0,
         }
     }

@@ -204,19 +204,36 @@ impl fmt::Display for StatsReport {
                 s.tx_bytes,
                 s.dropped()
             )?;
+            // Drops by cause, the kernel's (its rings overflowed: the
+            // worker did not keep up) apart from Portico's own.
             let mut details = String::new();
-            for (name, v) in [
-                ("rx_too_big", s.rx_too_big),
-                ("rx_truncated", s.rx_truncated),
-                ("tx_too_big", s.tx_too_big),
-                ("tx_ring_full", s.tx_ring_full),
-                ("kernel_rx_drops", s.kernel_rx_drops),
-                ("rx_pool_empty", s.rx_pool_empty),
-                ("tx_send_errors", s.tx_send_errors),
-                ("socket_errors", s.socket_errors),
+            for (group, counters) in [
+                (
+                    "kernel:",
+                    &[
+                        ("rx_ring_full", s.kernel_rx_drops),
+                        ("rx_dropped", s.kernel_rx_dropped),
+                        ("fill_ring_empty", s.kernel_fill_ring_empty),
+                    ][..],
+                ),
+                (
+                    "portico:",
+                    &[
+                        ("rx_too_big", s.rx_too_big),
+                        ("rx_truncated", s.rx_truncated),
+                        ("tx_too_big", s.tx_too_big),
+                        ("tx_ring_full", s.tx_ring_full),
+                        ("rx_pool_empty", s.rx_pool_empty),
+                        ("tx_send_errors", s.tx_send_errors),
+                        ("socket_errors", s.socket_errors),
+                    ][..],
+                ),
             ] {
-                if v > 0 {
-                    let _ = write!(details, " {name}={v}");
+                if counters.iter().any(|&(_, v)| v > 0) {
+                    let _ = write!(details, " {group}");
+                    for &(name, v) in counters.iter().filter(|&&(_, v)| v > 0) {
+                        let _ = write!(details, " {name}={v}");
+                    }
                 }
             }
             if !details.is_empty() {
@@ -455,6 +472,14 @@ mod tests {
     };
 
     #[test]
+    fn port_counters_of_an_older_gateway_read_missing_counters_as_zero() {
+        let c: PortCounters =
+            serde_json::from_str(r#"{"rx_frames": 3, "kernel_rx_drops": 2}"#).expect("parses");
+        assert_eq!((c.rx_frames, c.kernel_rx_drops), (3, 2));
+        assert_eq!((c.kernel_rx_dropped, c.kernel_fill_ring_empty), (0, 0));
+    }
+
+    #[test]
     fn report_survives_json_and_renders() {
         let workers = vec![worker(0, 10, &[(DropReason::NotOwned, 2)], 1)];
         let report = StatsReport {
@@ -473,6 +498,8 @@ mod tests {
                 interface: "veth0".into(),
                 stats: PortCounters {
                     rx_frames: 11,
+                    kernel_rx_drops: 4,
+                    tx_ring_full: 2,
                     ..PortCounters::default()
                 },
             }],
@@ -532,6 +559,10 @@ mod tests {
         assert!(text.contains("generation 3"), "{text}");
         assert!(text.contains("not_owned"), "{text}");
         assert!(text.contains("outside"), "{text}");
+        assert!(
+            text.contains("kernel: rx_ring_full=4 portico: tx_ring_full=2"),
+            "drops by cause, the kernel's apart: {text}"
+        );
         assert!(text.contains("1m05s"), "{text}");
         assert!(
             text.contains(

@@ -10,12 +10,12 @@ use crate::source::static_file::PortFacts;
 use dataplane::driver::afpacket::prepare::{
     PreparedInterface, kernel_owned_conflicts, prepare_interface,
 };
-use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig, FanoutMode};
+use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig};
 use dataplane::driver::afxdp::{
-    AfXdpConfig, AfXdpError, AfXdpPortConfig, XdpAttachment, XdpRingConfig,
+    AfXdpConfig, AfXdpError, AfXdpPortConfig, BusyPoll, XdpAttachment, XdpRingConfig,
 };
 use dataplane::neighbour::NeighbourConfig;
-use nic_config::{AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan};
+use nic_config::{AfpacketPlan, AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan};
 use std::net::Ipv4Addr;
 #[cfg(feature = "dpdk")]
 use std::sync::Arc;
@@ -161,11 +161,7 @@ pub(super) fn attach_xdp(port: &PortPlan, plan: &Plan) -> Result<XdpAttachment, 
 
 /// The AF_XDP driver configuration of worker 0 (see
 /// [`WorkerDriver::for_worker`]).
-pub(super) fn afxdp_config(
-    a: &AfxdpPlan,
-    attachments: &[XdpAttachment],
-    workers: usize,
-) -> AfXdpConfig {
+pub(super) fn afxdp_config(a: &AfxdpPlan, attachments: &[XdpAttachment]) -> AfXdpConfig {
     let mut config = AfXdpConfig::new(
         attachments
             .iter()
@@ -187,11 +183,27 @@ pub(super) fn afxdp_config(
     config.zero_copy = a.zero_copy.to_dataplane();
     config.need_wakeup = a.need_wakeup;
     config.shared_umem = a.shared_umem;
-    if workers > 1 {
-        // Frames handed over by other workers do not wake `poll(2)`.
-        config.poll_timeout_ms = 1;
-    }
+    config.busy_poll = a.busy_poll.then_some(BusyPoll {
+        us: a.busy_poll_us,
+        budget: a.busy_poll_budget,
+    });
+    // Frames handed over by other workers wake `poll(2)` through the
+    // worker's doorbell (see `dataplane::handoff`): the default timeout.
     config
+}
+
+/// The af_packet rings of `[dataplane.afpacket]`.
+pub(super) fn afpacket_rings(a: &AfpacketPlan) -> RingConfig {
+    let n = |v: u32| v as usize;
+    RingConfig {
+        rx_mode: a.rx_ring.to_dataplane(),
+        rx_frame_count: n(a.rx_frame_count),
+        rx_block_size: n(a.rx_block_size),
+        rx_block_count: n(a.rx_block_count),
+        rx_block_timeout_ms: a.rx_block_timeout_ms,
+        tx_frame_count: n(a.tx_frame_count),
+        ..RingConfig::default()
+    }
 }
 
 /// The driver a worker runs, with its configuration; matched once when the
@@ -262,6 +274,7 @@ impl Gateway {
                 // not join each other's groups.
                 let fanout_base = std::process::id() as u16;
                 let mut config = AfPacketConfig::new(&ifnames);
+                config.ring = afpacket_rings(&self.plan.dataplane.afpacket);
                 if workers > 1 {
                     config.ports = ifnames
                         .iter()
@@ -274,16 +287,12 @@ impl Gateway {
                     // Each frame to the worker owning its flow (the
                     // workers join in worker order, see `OpenTurns`).
                     config.fanout_mode = FanoutMode::Steered;
-                    // Frames handed over by other workers do not wake
-                    // `poll(2)`: sleep in short slices.
-                    config.poll_timeout_ms = 1;
                 }
                 Ok(WorkerDriver::Afpacket(config))
             }
             DriverKind::Afxdp => Ok(WorkerDriver::Afxdp(afxdp_config(
                 &self.plan.dataplane.afxdp,
                 &self.xdp,
-                workers,
             ))),
             #[cfg(feature = "dpdk")]
             DriverKind::Dpdk if self.dpdk_ports.is_some() => Ok(WorkerDriver::Dpdk {

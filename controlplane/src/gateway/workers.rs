@@ -16,7 +16,7 @@ use dataplane::counters::SharedCounters;
 use dataplane::driver::Driver;
 use dataplane::driver::PortStatsCell;
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketDriver, AfPacketError};
-use dataplane::driver::afxdp::{AfXdpConfig, AfXdpDriver, AfXdpError};
+use dataplane::driver::afxdp::{AfXdpConfig, AfXdpDriver, AfXdpError, BusyPollState};
 use dataplane::driver::hostpath::HostPath;
 use dataplane::handoff::{HandoffMesh, WorkerHandoff};
 use dataplane::inspect::InspectServer;
@@ -49,6 +49,10 @@ impl Gateway {
             .max(64);
         let mut mesh: Vec<Option<WorkerHandoff>> = if workers > 1 {
             HandoffMesh::new(workers, HANDOFF_RING_FRAMES, frame_capacity)
+                .map_err(|e| GatewayError::WorkerStart {
+                    worker: 0,
+                    reason: format!("creating the workers' handoff doorbells: {e}"),
+                })?
                 .into_iter()
                 .map(Some)
                 .collect()
@@ -227,9 +231,21 @@ impl OpenDriver for AfXdpDriver {
                 interface = p.ifname(),
                 queue = p.queue_id(),
                 zero_copy = p.zero_copy(),
+                need_wakeup = p.need_wakeup(),
+                busy_poll = ?p.busy_poll(),
                 umem = p.umem_index(),
                 "AF_XDP socket bound"
             );
+            if let BusyPollState::Refused { option, errno } = p.busy_poll() {
+                warn!(
+                    interface = p.ifname(),
+                    queue = p.queue_id(),
+                    option,
+                    error = %std::io::Error::from_raw_os_error(errno),
+                    "the kernel refused busy polling; the socket runs without it \
+                     (waits for the softirq)"
+                );
+            }
         }
         Ok(driver)
     }

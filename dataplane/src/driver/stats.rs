@@ -15,9 +15,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 macro_rules! port_counters {
     ($($(#[$doc:meta])* $field:ident,)*) => {
         /// The counters of one port, as every driver reports them (one
-        /// worker's queue; sum over the workers for the port).
+        /// worker's queue; sum over the workers for the port). A report
+        /// without a counter (from a gateway older than the reader) reads
+        /// it as 0.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[cfg_attr(feature = "serde", serde(default))]
         pub struct PortCounters {
             $($(#[$doc])* pub $field: u64,)*
         }
@@ -58,10 +61,19 @@ port_counters! {
     tx_ring_full,
     tx_send_errors,
     socket_errors,
-    /// Frames the kernel (or device) dropped because the RX ring was full.
+    /// Frames the kernel (or device) dropped because the RX ring was full
+    /// (af_packet `tp_drops`, AF_XDP `rx_ring_full`, DPDK `imissed` +
+    /// `rx_nombuf`): the worker did not keep up.
     kernel_rx_drops,
     /// Times the RX ring froze.
     kernel_freezes,
+    /// Frames the kernel dropped for other reasons (AF_XDP `rx_dropped`:
+    /// e.g. too big for a UMEM chunk).
+    kernel_rx_dropped,
+    /// Times the kernel found the fill ring empty (AF_XDP
+    /// `rx_fill_ring_empty_descs`; each such frame is lost, counted here
+    /// rather than in a drop counter because the kernel counts events).
+    kernel_fill_ring_empty,
 }
 
 impl PortCounters {
@@ -72,6 +84,21 @@ impl PortCounters {
             + self.tx_too_big
             + self.tx_ring_full
             + self.kernel_rx_drops
+            + self.kernel_rx_dropped
+    }
+
+    /// The drops of [`PortCounters::dropped`] by cause, kernel ones first:
+    /// `(cause, frames)`, every cause listed, zero or not (stable names,
+    /// the `cause` label of the metrics).
+    pub fn drops_by_cause(&self) -> [(&'static str, u64); 6] {
+        [
+            ("kernel_rx_ring_full", self.kernel_rx_drops),
+            ("kernel_rx_other", self.kernel_rx_dropped),
+            ("rx_too_big", self.rx_too_big),
+            ("rx_truncated", self.rx_truncated),
+            ("tx_too_big", self.tx_too_big),
+            ("tx_ring_full", self.tx_ring_full),
+        ]
     }
 
     /// Field-wise sum.

@@ -34,8 +34,8 @@
 
 use crate::addr::{Ipv4Prefix, Ipv4Range, MacAddr};
 pub use crate::schema::{
-    BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol, XdpModeSetting,
-    ZeroCopySetting,
+    AfpacketRxRing, BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol,
+    XdpModeSetting, ZeroCopySetting,
 };
 pub use portico_bgp::{Advertisement, PeerConfig};
 use std::fmt;
@@ -255,6 +255,7 @@ pub struct DataplanePlan {
     /// ClientIP affinity entries per worker.
     pub affinity_capacity: u32,
     pub afxdp: AfxdpPlan,
+    pub afpacket: AfpacketPlan,
     pub neighbour_table: NeighbourTablePlan,
     /// New flows per second and client address per worker; 0: no limit.
     pub new_flows_per_source_per_s: u32,
@@ -289,7 +290,26 @@ pub struct AfxdpPlan {
     pub rx_ring_size: u32,
     pub tx_ring_size: u32,
     pub need_wakeup: bool,
+    /// `SO_PREFER_BUSY_POLL` and friends; `busy_poll_us` and
+    /// `busy_poll_budget` are non-zero.
+    pub busy_poll: bool,
+    pub busy_poll_us: u32,
+    pub busy_poll_budget: u32,
     pub shared_umem: bool,
+}
+
+/// The af_packet driver's rings (`[dataplane.afpacket]`), validated, with
+/// the defaults of the mode filled in (the other mode's fields keep their
+/// defaults and are unused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AfpacketPlan {
+    pub rx_ring: AfpacketRxRing,
+    pub rx_frame_count: u32,
+    /// A multiple of 4096.
+    pub rx_block_size: u32,
+    pub rx_block_count: u32,
+    pub rx_block_timeout_ms: u32,
+    pub tx_frame_count: u32,
 }
 
 /// Per-worker flow table.

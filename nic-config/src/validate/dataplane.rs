@@ -3,11 +3,12 @@
 
 use super::Validator;
 use super::limits::{
-    MAX_BATCH_SIZE, MAX_MAGLEV_TABLE_SIZE, MAX_NEW_FLOWS_PER_SOURCE_PER_S, MAX_TABLE_CAPACITY,
-    MAX_UMEM_FRAMES, MAX_WORKERS, MIN_SNAT_PORTS_PER_WORKER, XDP_RING_RANGE,
+    BUSY_POLL_BUDGET_RANGE, BUSY_POLL_US_RANGE, MAX_BATCH_SIZE, MAX_MAGLEV_TABLE_SIZE,
+    MAX_NEW_FLOWS_PER_SOURCE_PER_S, MAX_TABLE_CAPACITY, MAX_UMEM_FRAMES, MAX_WORKERS,
+    MIN_SNAT_PORTS_PER_WORKER, XDP_RING_RANGE,
 };
 use crate::plan::{
-    AfxdpPlan, ConntrackPlan, DataplanePlan, NeighbourTablePlan, SnatPlan, TimeoutsMs,
+    AfpacketPlan, AfxdpPlan, ConntrackPlan, DataplanePlan, NeighbourTablePlan, SnatPlan, TimeoutsMs,
 };
 use crate::schema::{
     AfxdpSection, ConfigFile, DriverKind, NeighbourTableSection, TimeoutsSection, XdpModeSetting,
@@ -43,6 +44,7 @@ impl DataplaneValues {
         file: &ConfigFile,
         snat_addresses: Vec<Ipv4Addr>,
         afxdp: AfxdpPlan,
+        afpacket: AfpacketPlan,
         neighbour_table: NeighbourTablePlan,
     ) -> DataplanePlan {
         // A value with a problem becomes 0 (the plan is dropped then).
@@ -66,6 +68,7 @@ impl DataplaneValues {
             },
             affinity_capacity: narrow(self.affinity_capacity),
             afxdp,
+            afpacket,
             neighbour_table,
             new_flows_per_source_per_s: self.new_flows_per_source_per_s.unwrap_or(0),
         }
@@ -316,6 +319,20 @@ impl Validator {
                 "\"on\" needs native XDP, but mode is \"generic\" (copy mode only)",
             );
         }
+        let busy_poll_us = self
+            .ranged(
+                "dataplane.afxdp.busy_poll_us",
+                a.busy_poll_us,
+                BUSY_POLL_US_RANGE,
+            )
+            .unwrap_or(0) as u32;
+        let busy_poll_budget = self
+            .ranged(
+                "dataplane.afxdp.busy_poll_budget",
+                a.busy_poll_budget,
+                BUSY_POLL_BUDGET_RANGE,
+            )
+            .unwrap_or(0) as u32;
         AfxdpPlan {
             mode: a.mode,
             zero_copy: a.zero_copy,
@@ -326,6 +343,9 @@ impl Validator {
             rx_ring_size: rx,
             tx_ring_size: tx,
             need_wakeup: a.need_wakeup,
+            busy_poll: a.busy_poll,
+            busy_poll_us,
+            busy_poll_budget,
             shared_umem: a.shared_umem,
         }
     }

@@ -41,6 +41,15 @@ pub const DPDK_AVAILABLE: bool = cfg!(feature = "dpdk");
 
 /// AF_XDP ring sizes (entries): powers of two in this range.
 pub const XDP_RING_RANGE: RangeInclusive<u64> = 64..=32_768;
+/// Bounds of the af_packet ring sizes (`[dataplane.afpacket]`): slot
+/// counts, block bytes, block counts, the V3 block timeout.
+pub const AFPACKET_FRAME_COUNT_RANGE: RangeInclusive<u64> = 64..=262_144;
+pub const AFPACKET_BLOCK_SIZE_RANGE: RangeInclusive<u64> = 4096..=(4 << 20);
+pub const AFPACKET_BLOCK_COUNT_RANGE: RangeInclusive<u64> = 1..=1024;
+pub const AFPACKET_BLOCK_TIMEOUT_MS_RANGE: RangeInclusive<u64> = 1..=1000;
+/// Bounds of AF_XDP busy polling: microseconds per call, packets per poll.
+pub const BUSY_POLL_US_RANGE: RangeInclusive<u64> = 1..=1000;
+pub const BUSY_POLL_BUDGET_RANGE: RangeInclusive<u64> = 1..=1024;
 /// Most frames of one AF_XDP UMEM.
 pub const MAX_UMEM_FRAMES: u64 = 1 << 20;
 

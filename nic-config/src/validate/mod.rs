@@ -10,7 +10,8 @@
 //! not cascade into several problems.
 //!
 //! One file per section of the configuration file, each adding to one
-//! `Validator`: `dataplane` (`[dataplane]` and its tables), `ports`
+//! `Validator`: `dataplane` (`[dataplane]` and its tables; the af_packet
+//! driver's `[dataplane.afpacket]` in `afpacket`), `ports`
 //! (`[[port]]`, their addresses and roles), `dpdk` (`[dpdk]` and the
 //! ports' DPDK devices), `routes` (`[[route]]` and `[[neighbour]]`),
 //! `services` (`[[service]]`), `kubernetes` (`[kubernetes]` and
@@ -21,6 +22,7 @@
 //! order the problems are listed in); later sections see what earlier
 //! ones resolved (port names, owned addresses, connected subnets).
 
+mod afpacket;
 mod bgp;
 mod dataplane;
 mod dpdk;
@@ -172,6 +174,7 @@ impl Validator {
         let neighbours = self.neighbours(file, &ports);
         let services = self.services(file, &ports, dataplane.port_range.as_ref());
         let afxdp = self.afxdp(&file.dataplane.afxdp, dataplane::afxdp_ports(file));
+        let afpacket = self.afpacket(&file.dataplane.afpacket);
         let neighbour_table = self.neighbour_table(&file.dataplane.neighbour_table);
         let kubernetes = file.kubernetes.as_ref().map(|k| self.kubernetes(k));
         let taken = kubernetes::not_poolable(&ports.owners, &services);
@@ -182,6 +185,7 @@ impl Validator {
                 file,
                 ports.with_role(AddressRole::Snat),
                 afxdp,
+                afpacket,
                 neighbour_table,
             ),
             ports: ports.plans,

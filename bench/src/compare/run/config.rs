@@ -15,15 +15,28 @@ pub enum PorticoDriver {
     AfPacket,
     AfXdp,
     Dpdk,
+    /// af_packet with the `TPACKET_V3` block ring (`rx_ring = "blocks"`).
+    AfPacketBlocks,
+    /// AF_XDP with busy polling (`busy_poll = true`).
+    AfXdpBusyPoll,
 }
 
 impl PorticoDriver {
     /// The `driver` value of a `[[port]]` table.
     pub fn config_name(self) -> &'static str {
         match self {
-            PorticoDriver::AfPacket => "afpacket",
-            PorticoDriver::AfXdp => "afxdp",
+            PorticoDriver::AfPacket | PorticoDriver::AfPacketBlocks => "afpacket",
+            PorticoDriver::AfXdp | PorticoDriver::AfXdpBusyPoll => "afxdp",
             PorticoDriver::Dpdk => "dpdk",
+        }
+    }
+
+    /// The driver's table in `[dataplane]`, for the variants that set one.
+    fn driver_section(self) -> &'static str {
+        match self {
+            PorticoDriver::AfPacketBlocks => "[dataplane.afpacket]\nrx_ring = \"blocks\"\n\n",
+            PorticoDriver::AfXdpBusyPoll => "[dataplane.afxdp]\nbusy_poll = true\n\n",
+            _ => "",
         }
     }
 
@@ -33,7 +46,10 @@ impl PorticoDriver {
     /// partial" mark) and [`AFXDP_QUEUES`] queues, and the row runs one
     /// worker per queue (AF_XDP must; DPDK does so to match it).
     pub fn binds_rx_queues(self) -> bool {
-        matches!(self, PorticoDriver::AfXdp | PorticoDriver::Dpdk)
+        matches!(
+            self,
+            PorticoDriver::AfXdp | PorticoDriver::AfXdpBusyPoll | PorticoDriver::Dpdk
+        )
     }
 }
 
@@ -55,6 +71,8 @@ impl FromStr for PorticoDriver {
             "afpacket" => Ok(PorticoDriver::AfPacket),
             "afxdp" => Ok(PorticoDriver::AfXdp),
             "dpdk" => Ok(PorticoDriver::Dpdk),
+            "afpacket-blocks" => Ok(PorticoDriver::AfPacketBlocks),
+            "afxdp-busy-poll" => Ok(PorticoDriver::AfXdpBusyPoll),
             other => Err(CompareError::BadDriver(other.to_owned())),
         }
     }
@@ -74,6 +92,8 @@ impl Datapath {
             Datapath::Portico(PorticoDriver::AfPacket) => "portico (af_packet)",
             Datapath::Portico(PorticoDriver::AfXdp) => "portico (AF_XDP)",
             Datapath::Portico(PorticoDriver::Dpdk) => "portico (DPDK)",
+            Datapath::Portico(PorticoDriver::AfPacketBlocks) => "portico (af_packet, V3 blocks)",
+            Datapath::Portico(PorticoDriver::AfXdpBusyPoll) => "portico (AF_XDP, busy poll)",
             Datapath::Iptables => "kernel, iptables shape",
             Datapath::Nftables => "kernel, nftables shape",
         }
@@ -193,6 +213,9 @@ pub struct CompareConfig {
     /// The `iptables-restore` program (`iptables-restore` is the nf_tables
     /// backend on Debian; `iptables-legacy-restore` the legacy one).
     pub iptables_restore: String,
+    /// TOML appended to every Portico row's configuration (e.g. a
+    /// `[dataplane.afpacket]` table with other ring sizes).
+    pub portico_extra: String,
 }
 
 /// The gateway's configuration of a `driver` row: `workers` workers, the
@@ -217,10 +240,11 @@ pub fn portico_config(
     format!(
         "# Written by portico-bench compare.\n[dataplane]\nworkers = {workers}\nidle = \"adaptive\"\n\
          maglev_table_size = 1021\n\n\
-         [dataplane.conntrack]\ncapacity = 262144\n\n\
+         [dataplane.conntrack]\ncapacity = 262144\n\n{section}\
          [[port]]\nname = \"outside\"\ndriver = \"{driver}\"\ninterface = \"{outside}\"\nrole = \"outside\"\nnode_addresses = [\"{NODE_ADDR}/24\"]\n{device}\n\
          [[port]]\nname = \"inside\"\ndriver = \"{driver}\"\ninterface = \"{inside}\"\nrole = \"inside\"\nsnat_addresses = [\"{snat}/24\"]\n{device}{services}{dpdk}",
         driver = driver.config_name(),
+        section = driver.driver_section(),
         services = rules::portico_services(set),
     )
 }

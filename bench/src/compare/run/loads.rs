@@ -3,7 +3,7 @@
 
 use super::measure::{
     OurTicks, WrkErrors, is_paws, is_syn_retrans, ns_tcpext, parse_wrk, parse_wrk_errors,
-    pid_cpu_fields, proc_stat_ticks,
+    parse_wrk_p50_ms, pid_cpu_fields, proc_stat_ticks,
 };
 use super::rig::{LoadResult, Rig, ns_pids, stop_all};
 use super::*;
@@ -174,6 +174,7 @@ impl Rig<'_> {
             value: echoes / num("/elapsed_s").max(1e-9),
             units: echoes,
             errors: num("/echo/lost") as u64,
+            p50_ms: None,
         })
     }
 
@@ -198,6 +199,7 @@ impl Rig<'_> {
             &duration,
             "--timeout",
             "2s",
+            "--latency",
         ];
         if close {
             args.extend_from_slice(&["-H", "Connection: close"]);
@@ -226,6 +228,7 @@ impl Rig<'_> {
                 value: per_s,
                 units: requests as f64,
                 errors,
+                p50_ms: parse_wrk_p50_ms(&text),
             },
             parse_wrk_errors(&text),
         ))
@@ -263,6 +266,7 @@ impl Rig<'_> {
             value: num("/end/sum_received/bits_per_second") / 1e9,
             units: num("/end/sum_received/bytes") / (1024.0 * 1024.0),
             errors: num("/end/sum_sent/retransmits") as u64,
+            p50_ms: None,
         })
     }
 

@@ -151,6 +151,26 @@ pub fn parse_wrk_errors(text: &str) -> WrkErrors {
 }
 
 /// wrk's summary: (requests, requests/s, errors).
+/// The median of wrk's `--latency` distribution ("     50%  812.00us"),
+/// in ms.
+pub fn parse_wrk_p50_ms(text: &str) -> Option<f64> {
+    let value = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("50%"))?
+        .trim();
+    let split = value.find(|c: char| c.is_ascii_alphabetic())?;
+    let (number, unit) = value.split_at(split);
+    let number: f64 = number.trim().parse().ok()?;
+    let per_ms = match unit.trim() {
+        "us" => 1e-3,
+        "ms" => 1.0,
+        "s" => 1e3,
+        "m" => 60e3,
+        _ => return None,
+    };
+    Some(number * per_ms)
+}
+
 pub fn parse_wrk(text: &str) -> Option<(u64, f64, u64)> {
     let requests = text
         .lines()

@@ -59,7 +59,7 @@ pub use flood::{
     Defence, FLOOD_CIDR, FloodConfig, FloodReport, FloodSample, Holding, SAMPLE_EVERY, WrkPhase,
     parse_conntrack_count, run_syn_flood,
 };
-pub use measure::{WrkErrors, parse_wrk, parse_wrk_errors, rss_kb, tcpext_sum};
+pub use measure::{WrkErrors, parse_wrk, parse_wrk_errors, parse_wrk_p50_ms, rss_kb, tcpext_sum};
 pub use rig::run;
 pub use sample::{CpuUse, Failure, Report, Sample, UpdateSample};
 

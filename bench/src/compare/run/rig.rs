@@ -49,6 +49,8 @@ pub(super) struct LoadResult {
     pub(super) value: f64,
     pub(super) units: f64,
     pub(super) errors: u64,
+    /// Median request latency (wrk loads).
+    pub(super) p50_ms: Option<f64>,
 }
 
 impl<'a> Rig<'a> {
@@ -115,13 +117,16 @@ impl<'a> Rig<'a> {
         set: &ServiceSet,
         snat: Ipv4Addr,
     ) -> String {
-        portico_config(
+        let mut text = portico_config(
             driver,
             workers_for(driver, self.config.workers),
             (&self.topology.outside_if, &self.topology.inside_if),
             set,
             snat,
-        )
+        );
+        text.push('\n');
+        text.push_str(&self.config.portico_extra);
+        text
     }
 
     pub(super) fn gw_exec(&self, cmd: &str, args: &[&str]) -> Result<(), CompareError> {
@@ -271,6 +276,7 @@ impl<'a> Rig<'a> {
                     syn_retransmits: syn,
                     paws_rejects: paws,
                     errors: r.errors,
+                    p50_ms: r.p50_ms,
                 }),
                 Err(e) => report.failures.push(Failure {
                     run,
@@ -288,9 +294,11 @@ impl<'a> Rig<'a> {
                     .last()
                     .filter(|s| s.load == load && s.run == run && s.datapath == datapath)
                     .map_or("failed".to_owned(), |s| format!(
-                        "{:.2} {}",
+                        "{:.2} {}{}",
                         s.value,
-                        load.unit()
+                        load.unit(),
+                        s.p50_ms
+                            .map_or(String::new(), |ms| format!(", p50 {ms:.3} ms"))
                     ))
             );
         }

@@ -56,6 +56,16 @@ fn defences_parse_back_and_the_flood_subnet_is_nobodys() {
 }
 
 #[test]
+fn wrk_latency_median_in_ms() {
+    let text = "  Latency Distribution\n     50%  812.00us\n     75%    1.20ms\n\
+                90%    2.00ms\n     99%    1.50s\n";
+    assert_eq!(parse_wrk_p50_ms(text), Some(0.812));
+    assert_eq!(parse_wrk_p50_ms("     50%    1.25ms\n"), Some(1.25));
+    assert_eq!(parse_wrk_p50_ms("     50%    1.50s\n"), Some(1500.0));
+    assert_eq!(parse_wrk_p50_ms("no distribution"), None);
+}
+
+#[test]
 fn tcpext_counters_are_summed_by_name() {
     let netstat = "TcpExt: SyncookiesSent PAWSActive PAWSEstab TCPSynRetrans\n\
                    TcpExt: 1 2 3 4\n\
@@ -96,6 +106,14 @@ fn names_parse_back() {
     ] {
         assert_eq!(d.config_name().parse::<PorticoDriver>().ok(), Some(d));
     }
+    assert_eq!(
+        "afpacket-blocks".parse::<PorticoDriver>().ok(),
+        Some(PorticoDriver::AfPacketBlocks)
+    );
+    assert_eq!(
+        "afxdp-busy-poll".parse::<PorticoDriver>().ok(),
+        Some(PorticoDriver::AfXdpBusyPoll)
+    );
     assert!("xdp".parse::<PorticoDriver>().is_err());
 }
 
@@ -116,6 +134,8 @@ fn every_driver_row_gets_a_valid_configuration() {
         PorticoDriver::AfPacket,
         PorticoDriver::AfXdp,
         PorticoDriver::Dpdk,
+        PorticoDriver::AfPacketBlocks,
+        PorticoDriver::AfXdpBusyPoll,
     ] {
         let workers = workers_for(driver, 1);
         let text = portico_config(driver, workers, ("go1", "gi1"), &set, snat);
@@ -136,6 +156,10 @@ fn every_driver_row_gets_a_valid_configuration() {
             Ok(plan) => {
                 assert_eq!(plan.dataplane.workers, workers as usize);
                 assert_eq!(plan.services.len(), 5);
+                let blocks = plan.dataplane.afpacket.rx_ring == nic_config::AfpacketRxRing::Blocks;
+                assert_eq!(blocks, driver == PorticoDriver::AfPacketBlocks);
+                let busy = plan.dataplane.afxdp.busy_poll;
+                assert_eq!(busy, driver == PorticoDriver::AfXdpBusyPoll);
             }
             Err(e) => assert!(
                 driver == PorticoDriver::Dpdk && e.to_string().contains("dpdk"),

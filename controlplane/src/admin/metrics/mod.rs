@@ -15,7 +15,9 @@
 //!
 //! Families (all prefixed `portico_`):
 //! * ports: `port_{rx,tx}_packets_total`, `port_{rx,tx}_bytes_total`,
-//!   `port_driver_drops_total` {port, interface};
+//!   `port_driver_drops_total` {port, interface}, the same by cause in
+//!   `port_drops_total` {port, interface, cause} (every cause, zero or not)
+//!   and `port_kernel_fill_ring_empty_total` {port, interface};
 //! * dataplane: `drops_total{reason}`, `flows_{created,expired,early_dropped}_total`,
 //!   `flows_live`, `snat_tuples_in_use`;
 //! * host path: `host_path_frames_total{direction}` (`to_kernel`,
@@ -156,8 +158,30 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         "Frames the driver or the kernel lost on a port (too big, truncated, TX ring full, RX ring full)",
         None,
     );
+    let port_drops_by_cause = counter(
+        &mut r,
+        "port_drops",
+        "Frames lost on a port by cause: the kernel's (kernel_rx_ring_full: the RX ring \
+         overflowed, the worker did not keep up; kernel_rx_other) and Portico's own \
+         (rx_too_big, rx_truncated, tx_too_big, tx_ring_full)",
+        None,
+    );
+    let port_fill_empty = counter(
+        &mut r,
+        "port_kernel_fill_ring_empty",
+        "Times the kernel found an AF_XDP fill ring empty on a port",
+        None,
+    );
     for p in &report.ports {
         let l: Labels = vec![("port", p.name.clone()), ("interface", p.interface.clone())];
+        for (cause, n) in p.stats.drops_by_cause() {
+            let mut lc = l.clone();
+            lc.push(("cause", cause.to_string()));
+            port_drops_by_cause.get_or_create(&lc).inc_by(n);
+        }
+        port_fill_empty
+            .get_or_create(&l)
+            .inc_by(p.stats.kernel_fill_ring_empty);
         port_rx_packets.get_or_create(&l).inc_by(p.stats.rx_frames);
         port_rx_bytes.get_or_create(&l).inc_by(p.stats.rx_bytes);
         port_tx_packets.get_or_create(&l).inc_by(p.stats.tx_frames);

@@ -51,6 +51,8 @@ fn sample() -> StatsReport {
                 tx_bytes: 900,
                 tx_ring_full: 2,
                 kernel_rx_drops: 5,
+                kernel_rx_dropped: 1,
+                kernel_fill_ring_empty: 4,
                 ..PortCounters::default()
             },
         }],
@@ -192,6 +194,8 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
         ("portico_port_tx_packets", "counter"),
         ("portico_port_tx_bytes", "counter"),
         ("portico_port_driver_drops", "counter"),
+        ("portico_port_drops", "counter"),
+        ("portico_port_kernel_fill_ring_empty", "counter"),
         ("portico_drops", "counter"),
         ("portico_flows_created", "counter"),
         ("portico_flows_expired", "counter"),
@@ -257,7 +261,25 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
     assert_eq!(value(&samples, "portico_port_tx_bytes_total", &port), 900.0);
     assert_eq!(
         value(&samples, "portico_port_driver_drops_total", &port),
-        7.0
+        8.0
+    );
+    // The same drops by cause, the kernel's apart from Portico's.
+    for (cause, n) in [
+        ("kernel_rx_ring_full", 5.0),
+        ("kernel_rx_other", 1.0),
+        ("tx_ring_full", 2.0),
+        ("rx_too_big", 0.0),
+    ] {
+        let labels = [port[0], port[1], ("cause", cause)];
+        assert_eq!(
+            value(&samples, "portico_port_drops_total", &labels),
+            n,
+            "{cause}"
+        );
+    }
+    assert_eq!(
+        value(&samples, "portico_port_kernel_fill_ring_empty_total", &port),
+        4.0
     );
 
     let reasons: Vec<&Sample> = samples

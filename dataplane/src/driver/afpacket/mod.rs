@@ -9,23 +9,25 @@
 //! owning its flow (`steering/`); [`FanoutMode::Hash`] (the default) spreads
 //! by the kernel's symmetric flow hash, which does not know the owners.
 //!
-//! Design (see `port.rs` for the ring protocol):
+//! Design (see `port/` for the ring protocol):
 //!
-//! * **RX**: a `TPACKET_V3` ring of `rx_block_count` blocks of
-//!   `rx_block_size` bytes. The kernel packs variable-size frames into a
-//!   block and hands it over when it is full or `rx_block_timeout_ms` after
-//!   its first frame. `rx_burst` walks the ring without any syscall, copies
-//!   each frame into a preallocated pool buffer, and returns each block as
-//!   soon as it is walked. The V3 block timeout bounds the latency a lone
-//!   packet sees (1 ms by default).
-//! * **TX**: the same socket's `PACKET_TX_RING`, also `TPACKET_V3` (a socket
-//!   has one `PACKET_VERSION` for both rings, and V3 TX works since Linux
-//!   4.11): fixed slots of `tx_frame_size` bytes, data at offset 48.
-//!   `tx_burst` copies frames into free slots, marks them
-//!   `TP_STATUS_SEND_REQUEST`, then makes exactly one
-//!   `send(fd, NULL, 0, MSG_DONTWAIT)`. `PACKET_QDISC_BYPASS` (on by default)
-//!   hands frames straight to the device; `PACKET_LOSS` makes the kernel
-//!   skip a malformed slot instead of stalling the ring.
+//! * **RX** ([`RxMode`], per driver): by default a `TPACKET_V2` ring of
+//!   `rx_frame_count` fixed slots, each handed to user space (and `poll(2)`
+//!   woken) as soon as the kernel wrote its frame; or a `TPACKET_V3` ring
+//!   of `rx_block_count` blocks of `rx_block_size` bytes, into which the
+//!   kernel packs variable-size frames and hands a block over when it is
+//!   full or `rx_block_timeout_ms` after its first frame (the retire timer:
+//!   at light load every frame waits for it, ≥ 1 ms). `rx_burst` walks the
+//!   ring without any syscall, copies each frame into a preallocated pool
+//!   buffer, and returns each slot or block as soon as it is walked.
+//! * **TX**: the same socket's `PACKET_TX_RING`, in the same version (a
+//!   socket has one `PACKET_VERSION` for both rings; V3 TX works since
+//!   Linux 4.11): fixed slots of `tx_frame_size` bytes, data after the
+//!   header (32 bytes in V2, 48 in V3). `tx_burst` copies frames into free
+//!   slots, marks them `TP_STATUS_SEND_REQUEST`, then makes exactly one
+//!   `send(fd, NULL, 0, MSG_DONTWAIT)`. `PACKET_QDISC_BYPASS` (on by
+//!   default) hands frames straight to the device; `PACKET_LOSS` makes the
+//!   kernel skip a malformed slot instead of stalling the ring.
 //! * **Own traffic**: `PACKET_IGNORE_OUTGOING` keeps a socket from receiving
 //!   frames sent on its interface (the other workers' TX, kernel output).
 //! * **Checks on RX**, counted per port in [`PortStats`]: frames longer than
@@ -157,16 +159,42 @@ pub struct AfPacketPortConfig {
     pub fanout_group_id: Option<u16>,
 }
 
+/// How a socket's RX ring hands frames to user space (its
+/// `PACKET_VERSION`, which its TX ring shares).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxMode {
+    /// `TPACKET_V2`: fixed slots, each handed over (and `poll(2)` woken)
+    /// as soon as its frame is written. No added latency; a slot holds
+    /// the largest frame, so the ring holds `rx_frame_count` frames
+    /// whatever their size. The default.
+    #[default]
+    Frames,
+    /// `TPACKET_V3`: frames packed into blocks, handed over when a block
+    /// is full or `rx_block_timeout_ms` after its first frame (at least
+    /// 1 ms and one jiffy): fewer status words to touch and more small
+    /// frames per byte of ring, at up to the timeout of added latency
+    /// when traffic is light.
+    Blocks,
+}
+
 /// Ring sizes of every socket of a driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingConfig {
-    /// Bytes per RX block: a multiple of the page size that holds the
-    /// largest frame plus ring headers.
+    pub rx_mode: RxMode,
+    /// [`RxMode::Frames`]: RX slots (rounded up to whole blocks). A slot
+    /// holds the largest frame of any port plus the 66-byte ring header,
+    /// rounded up to 16; a block is a slot rounded up to the page size.
+    pub rx_frame_count: usize,
+    /// [`RxMode::Blocks`]: bytes per RX block, a multiple of the page
+    /// size that holds the largest frame plus ring headers.
     pub rx_block_size: usize,
+    /// [`RxMode::Blocks`]: RX blocks.
     pub rx_block_count: usize,
-    /// The kernel hands over a partly filled RX block after this long.
+    /// [`RxMode::Blocks`]: the kernel hands over a partly filled RX block
+    /// after this long.
     pub rx_block_timeout_ms: u32,
-    /// Bytes per TX slot, header (48) included; a multiple of 16.
+    /// Bytes per TX slot, header (32 with frames, 48 with blocks)
+    /// included; a multiple of 16.
     pub tx_frame_size: usize,
     /// TX slots; rounded up to whole blocks (a block is `tx_frame_size`
     /// rounded up to the page size).
@@ -176,6 +204,8 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
+            rx_mode: RxMode::Frames,
+            rx_frame_count: 4096,
             rx_block_size: 1 << 18,
             rx_block_count: 16,
             rx_block_timeout_ms: 1,
@@ -325,34 +355,17 @@ impl AfPacketPort {
         let page = sys::page_size();
         let invalid = |reason: String| AfPacketError::invalid(ifname, reason);
 
-        // RX geometry. V3 ignores the frame size except for sanity checks:
-        // it must be a multiple of 16 dividing the block evenly enough.
-        const RX_REQ_FRAME_SIZE: usize = 2048;
         let max_frame = fixup::max_frame_len(info.mtu, true);
-        if ring.rx_block_size == 0 || !ring.rx_block_size.is_multiple_of(page) {
-            return Err(invalid(format!(
-                "rx_block_size {} is not a multiple of the page size {page}",
-                ring.rx_block_size
-            )));
-        }
-        // Block header (48) + frame header (48) + alignment slack.
-        if ring.rx_block_size < max_frame + 256 || ring.rx_block_size < RX_REQ_FRAME_SIZE {
-            return Err(invalid(format!(
-                "rx_block_size {} cannot hold a {max_frame}-byte frame",
-                ring.rx_block_size
-            )));
-        }
-        if ring.rx_block_count == 0 {
-            return Err(invalid("rx_block_count is 0".into()));
-        }
+        let rx_req = rx_request(ring, max_frame.max(frame_capacity), page, &invalid)?;
+        let tx_data = port::tx_data_offset(ring.rx_mode);
         // TX geometry.
         if !ring.tx_frame_size.is_multiple_of(libc::TPACKET_ALIGNMENT)
-            || ring.tx_frame_size < port::TX_DATA_OFFSET + frame_capacity
+            || ring.tx_frame_size < tx_data + frame_capacity
         {
             return Err(invalid(format!(
                 "tx_frame_size {} must be a multiple of 16 and at least {}",
                 ring.tx_frame_size,
-                port::TX_DATA_OFFSET + frame_capacity
+                tx_data + frame_capacity
             )));
         }
         if ring.tx_frame_count == 0 {
@@ -361,22 +374,9 @@ impl AfPacketPort {
         let tx_block_size = ring.tx_frame_size.div_ceil(page) * page;
         let tx_fpb = tx_block_size / ring.tx_frame_size;
         let tx_block_count = ring.tx_frame_count.div_ceil(tx_fpb);
-
         let u = |v: usize, what: &str| {
             u32::try_from(v)
                 .map_err(|_| AfPacketError::invalid(ifname, format!("{what} too large")))
-        };
-        let rx_req = libc::tpacket_req3 {
-            tp_block_size: u(ring.rx_block_size, "rx_block_size")?,
-            tp_block_nr: u(ring.rx_block_count, "rx_block_count")?,
-            tp_frame_size: RX_REQ_FRAME_SIZE as u32,
-            tp_frame_nr: u(
-                (ring.rx_block_size / RX_REQ_FRAME_SIZE) * ring.rx_block_count,
-                "rx ring",
-            )?,
-            tp_retire_blk_tov: ring.rx_block_timeout_ms.max(1),
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
         };
         let tx_req = libc::tpacket_req3 {
             tp_block_size: u(tx_block_size, "tx block")?,
@@ -400,8 +400,11 @@ impl AfPacketPort {
             }
         };
         let one: libc::c_int = 1;
-        let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &v3)
+        let version = match ring.rx_mode {
+            RxMode::Frames => libc::tpacket_versions::TPACKET_V2,
+            RxMode::Blocks => libc::tpacket_versions::TPACKET_V3,
+        } as libc::c_int;
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &version)
             .map_err(opt("PACKET_VERSION"))?;
         if config.qdisc_bypass {
             sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &one)
@@ -409,13 +412,20 @@ impl AfPacketPort {
         }
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_LOSS, &one)
             .map_err(opt("PACKET_LOSS"))?;
+        // A V2 socket reads the first four fields (`tpacket_req`) of the
+        // same request.
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req)
             .map_err(opt("PACKET_RX_RING"))?;
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx_req)
             .map_err(opt("PACKET_TX_RING"))?;
 
-        let rx = RxRing::new(ring.rx_block_size, ring.rx_block_count);
+        let (block, blocks) = (rx_req.tp_block_size as usize, rx_req.tp_block_nr as usize);
+        let rx = match ring.rx_mode {
+            RxMode::Frames => RxRing::frames(block, blocks, rx_req.tp_frame_size as usize),
+            RxMode::Blocks => RxRing::blocks(block, blocks),
+        };
         let tx = TxRing::new(
+            ring.rx_mode,
             rx.len_bytes(),
             tx_block_size,
             tx_block_count,
@@ -462,6 +472,72 @@ impl AfPacketPort {
             stats: PortStats::default(),
             kernel: KernelTotals::default(),
         })
+    }
+}
+
+/// The `PACKET_RX_RING` request of `ring` for frames of up to `max_frame`
+/// bytes, or why it cannot be made (`invalid` names the interface).
+fn rx_request(
+    ring: &RingConfig,
+    max_frame: usize,
+    page: usize,
+    invalid: &dyn Fn(String) -> AfPacketError,
+) -> Result<libc::tpacket_req3, AfPacketError> {
+    let u =
+        |v: usize, what: &str| u32::try_from(v).map_err(|_| invalid(format!("{what} too large")));
+    match ring.rx_mode {
+        RxMode::Frames => {
+            if ring.rx_frame_count == 0 {
+                return Err(invalid("rx_frame_count is 0".into()));
+            }
+            let frame_size =
+                (port::V2_MAC_OFFSET + max_frame).next_multiple_of(libc::TPACKET_ALIGNMENT);
+            let block_size = frame_size.div_ceil(page) * page;
+            let per_block = block_size / frame_size;
+            let blocks = ring.rx_frame_count.div_ceil(per_block);
+            Ok(libc::tpacket_req3 {
+                tp_block_size: u(block_size, "rx block")?,
+                tp_block_nr: u(blocks, "rx_frame_count")?,
+                tp_frame_size: u(frame_size, "rx frame")?,
+                tp_frame_nr: u(blocks * per_block, "rx_frame_count")?,
+                tp_retire_blk_tov: 0,
+                tp_sizeof_priv: 0,
+                tp_feature_req_word: 0,
+            })
+        }
+        RxMode::Blocks => {
+            // V3 ignores the frame size except for sanity checks: a
+            // multiple of 16 dividing the block evenly enough.
+            const RX_REQ_FRAME_SIZE: usize = 2048;
+            if ring.rx_block_size == 0 || !ring.rx_block_size.is_multiple_of(page) {
+                return Err(invalid(format!(
+                    "rx_block_size {} is not a multiple of the page size {page}",
+                    ring.rx_block_size
+                )));
+            }
+            // Block header (48) + frame header (48) + alignment slack.
+            if ring.rx_block_size < max_frame + 256 || ring.rx_block_size < RX_REQ_FRAME_SIZE {
+                return Err(invalid(format!(
+                    "rx_block_size {} cannot hold a {max_frame}-byte frame",
+                    ring.rx_block_size
+                )));
+            }
+            if ring.rx_block_count == 0 {
+                return Err(invalid("rx_block_count is 0".into()));
+            }
+            Ok(libc::tpacket_req3 {
+                tp_block_size: u(ring.rx_block_size, "rx_block_size")?,
+                tp_block_nr: u(ring.rx_block_count, "rx_block_count")?,
+                tp_frame_size: RX_REQ_FRAME_SIZE as u32,
+                tp_frame_nr: u(
+                    (ring.rx_block_size / RX_REQ_FRAME_SIZE) * ring.rx_block_count,
+                    "rx ring",
+                )?,
+                tp_retire_blk_tov: ring.rx_block_timeout_ms.max(1),
+                tp_sizeof_priv: 0,
+                tp_feature_req_word: 0,
+            })
+        }
     }
 }
 
@@ -556,10 +632,11 @@ impl AfPacketDriver {
 
     /// Sleep in `poll(2)` until a port has frames or `timeout_ms` passes;
     /// returns whether frames are (probably) waiting. Returns at once if a
-    /// burst stopped inside a block. For the worker's idle policy; a signal
+    /// ring already holds frames at its cursor (a burst stopped early, or
+    /// frames arrived since the last burst). For the worker's idle policy; a signal
     /// or a poll error counts as "nothing yet".
     pub fn wait(&mut self, timeout_ms: u32) -> bool {
-        if self.ports.iter().any(|p| p.rx.has_open_frames()) {
+        if self.ports.iter().any(|p| p.rx.has_frames(&p.region)) {
             return true;
         }
         let ports = &mut self.ports;

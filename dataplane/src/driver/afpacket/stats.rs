@@ -80,8 +80,13 @@ impl PortStats {
             tx_ring_full: self.tx_ring_full,
             tx_send_errors: self.tx_send_errors,
             socket_errors: self.socket_errors,
+            // `tp_drops`: frames the kernel had no ring slot for.
             kernel_rx_drops: kernel.drops,
             kernel_freezes: kernel.freezes,
+            // A packet socket has no other kernel drop counter, nor a
+            // fill ring.
+            kernel_rx_dropped: 0,
+            kernel_fill_ring_empty: 0,
         }
     }
 }

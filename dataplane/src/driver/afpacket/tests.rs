@@ -109,12 +109,24 @@ fn rx_test_frames(driver: &mut AfPacketDriver, count: usize) -> Vec<(Vec<u8>, bo
 
 #[test]
 fn frames_sent_into_the_peer_arrive_intact_through_rx_burst() {
+    frames_sent_into_the_peer_arrive_intact_through_rx_burst_in(RxMode::Frames);
+}
+
+#[test]
+fn frames_sent_into_the_peer_arrive_intact_through_rx_burst_with_v3_blocks() {
+    frames_sent_into_the_peer_arrive_intact_through_rx_burst_in(RxMode::Blocks);
+}
+
+fn frames_sent_into_the_peer_arrive_intact_through_rx_burst_in(rx_mode: RxMode) {
     let Some(topo) = Topology::new(1500, 1500) else {
         return;
     };
     let peer = open_peer(&topo);
     let mut driver = in_netns(&topo.ns_b, || {
-        AfPacketDriver::open(&config(RingConfig::default()))
+        AfPacketDriver::open(&config(RingConfig {
+            rx_mode,
+            ..RingConfig::default()
+        }))
     })
     .expect("open driver");
     let port = driver.port(0).expect("port 0");
@@ -144,12 +156,24 @@ fn frames_sent_into_the_peer_arrive_intact_through_rx_burst() {
 
 #[test]
 fn tx_burst_frames_arrive_on_the_peer_and_bursts_do_not_allocate() {
+    tx_burst_frames_arrive_on_the_peer_and_bursts_do_not_allocate_in(RxMode::Frames);
+}
+
+#[test]
+fn tx_burst_frames_arrive_on_the_peer_and_bursts_do_not_allocate_with_v3_blocks() {
+    tx_burst_frames_arrive_on_the_peer_and_bursts_do_not_allocate_in(RxMode::Blocks);
+}
+
+fn tx_burst_frames_arrive_on_the_peer_and_bursts_do_not_allocate_in(rx_mode: RxMode) {
     let Some(topo) = Topology::new(1500, 1500) else {
         return;
     };
     let peer = open_peer(&topo);
     let mut driver = in_netns(&topo.ns_b, || {
-        AfPacketDriver::open(&config(RingConfig::default()))
+        AfPacketDriver::open(&config(RingConfig {
+            rx_mode,
+            ..RingConfig::default()
+        }))
     })
     .expect("open driver");
     let sent: Vec<Vec<u8>> = (0..32u32)

@@ -79,6 +79,8 @@ pub struct AfXdpConfig {
     /// One UMEM for all ports (`XDP_SHARED_UMEM`); falls back to one per
     /// port if the kernel refuses.
     pub shared_umem: bool,
+    /// Busy polling on every socket, or `None`: see [`BusyPoll`].
+    pub busy_poll: Option<BusyPoll>,
     /// What the driver's [`Driver::wait_idle`](crate::driver::Driver::wait_idle)
     /// sleeps at most.
     pub poll_timeout_ms: u32,
@@ -93,7 +95,32 @@ impl AfXdpConfig {
             zero_copy: ZeroCopy::Auto,
             need_wakeup: true,
             shared_umem: true,
+            busy_poll: None,
             poll_timeout_ms: 10,
         }
     }
+}
+
+/// Busy polling of a socket (Linux 5.11+): `SO_PREFER_BUSY_POLL`,
+/// `SO_BUSY_POLL` (`us`) and `SO_BUSY_POLL_BUDGET` (`budget`). With it an
+/// `rx_burst` that finds the RX ring empty makes one `recvfrom`, which runs
+/// the interface queue's NAPI poll in the worker (up to `budget` packets
+/// or `us` microseconds) instead of waiting for the kernel's softirq.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusyPoll {
+    pub us: u32,
+    pub budget: u32,
+}
+
+/// What a socket got of the [`BusyPoll`] it was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusyPollState {
+    /// Not asked for.
+    Off,
+    /// Every option set.
+    On,
+    /// The kernel refused `option` with `errno` (e.g. `ENOPROTOOPT` before
+    /// Linux 5.11, `EPERM` without `CAP_NET_ADMIN`): the socket runs
+    /// without busy polling.
+    Refused { option: &'static str, errno: i32 },
 }

@@ -18,7 +18,11 @@
 //!   with a shared UMEM) besides RX and TX; sizes from the configuration,
 //!   powers of two. The ring protocol is in `ring.rs`.
 //! * **RX** (`rx_burst`): up to `max` descriptors from the RX ring, no
-//!   syscall; each becomes an [`XdpFrame`] over its chunk. The fill ring is
+//!   syscall; each becomes an [`XdpFrame`] over its chunk. With busy
+//!   polling ([`BusyPoll`]: `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`,
+//!   `SO_BUSY_POLL_BUDGET`, where the kernel accepts them; each port says
+//!   what it got, [`XdpPort::busy_poll`]) a burst that finds the ring empty
+//!   makes one `recvfrom`, which runs the queue's NAPI poll in the worker. The fill ring is
 //!   topped up to its target from the free list in the same call (one
 //!   `Release` store), after reclaiming completed TX chunks when the free
 //!   list runs low.
@@ -41,7 +45,8 @@
 //! Invariants: everything is allocated in [`AfXdpDriver::open`]; the
 //! packet path never allocates (beyond the caller's `Vec` capacity), locks
 //! or panics, `rx_burst` makes no syscall (except a `recvfrom` wake-up when
-//! the kernel asks for one on the fill ring) and `tx_burst` at most
+//! the kernel asks for one on the fill ring, and with busy polling one
+//! when the RX ring is empty) and `tx_burst` at most
 //! [`MAX_TX_KICKS`] `sendto`s. Every chunk is in exactly one place: a free
 //! list, a fill ring, the kernel (received but not yet consumed, or queued
 //! for TX), a completion ring or one frame. A UMEM is never unmapped while
@@ -76,7 +81,9 @@ mod tests;
 mod umem;
 
 pub use bpf::XskMap;
-pub use config::{AfXdpConfig, AfXdpPortConfig, XdpMode, XdpRingConfig, ZeroCopy};
+pub use config::{
+    AfXdpConfig, AfXdpPortConfig, BusyPoll, BusyPollState, XdpMode, XdpRingConfig, ZeroCopy,
+};
 pub use port::XdpPort;
 pub use program::{AttachedMode, XdpAttachment};
 pub use socket::rx_queue_count;
@@ -291,6 +298,7 @@ impl AfXdpDriver {
                     (s, (umems.len() - 1) as u8, zero_copy, config.need_wakeup)
                 }
             };
+            let busy_poll = socket::enable_busy_poll(s.fd.as_fd(), config.busy_poll);
             if let Some(map) = &pc.xsk_map {
                 map.insert(pc.queue_id, s.fd.as_fd())
                     .map_err(|source| AfXdpError::MapInsert {
@@ -308,6 +316,7 @@ impl AfXdpDriver {
                 umem,
                 zero_copy,
                 need_wakeup,
+                busy_poll,
                 fill_target: 0,
                 tx_kick_pending: false,
                 stats: XdpPortStats::default(),
@@ -459,7 +468,13 @@ impl Driver for AfXdpDriver {
             return 0;
         };
         let want = u32::try_from(max).unwrap_or(u32::MAX);
-        let n = p.rx.available(want);
+        let mut n = p.rx.available(want);
+        if n == 0 && p.busy_poll == BusyPollState::On {
+            // Run the queue's NAPI poll here (bounded by the budget and
+            // SO_BUSY_POLL), then look again.
+            let _ = driver_sys::recv_empty(&p.fd);
+            n = p.rx.available(want);
+        }
         let mut got = 0usize;
         let mut consumed = 0u32;
         while consumed < n {

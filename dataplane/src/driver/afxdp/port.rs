@@ -4,7 +4,7 @@
 
 use super::ring::Ring;
 use super::umem::Umem;
-use super::{AfXdpError, MAX_TX_KICKS, XdpKernelStats, XdpPortStats, XskMap, sys};
+use super::{AfXdpError, BusyPollState, MAX_TX_KICKS, XdpKernelStats, XdpPortStats, XskMap, sys};
 use crate::driver::sys as driver_sys;
 use crate::wire::MacAddr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -23,6 +23,8 @@ pub struct XdpPort {
     pub(super) umem: u8,
     pub(super) zero_copy: bool,
     pub(super) need_wakeup: bool,
+    /// What the socket got of the busy polling asked for.
+    pub(super) busy_poll: BusyPollState,
     /// Frames to keep in the fill ring.
     pub(super) fill_target: u32,
     pub(super) tx_kick_pending: bool,
@@ -55,6 +57,14 @@ impl XdpPort {
     /// The socket runs in zero-copy mode.
     pub fn zero_copy(&self) -> bool {
         self.zero_copy
+    }
+    /// Whether the socket busy-polls (or why not).
+    pub fn busy_poll(&self) -> BusyPollState {
+        self.busy_poll
+    }
+    /// Whether the socket was bound with `XDP_USE_NEED_WAKEUP`.
+    pub fn need_wakeup(&self) -> bool {
+        self.need_wakeup
     }
     /// Index of the UMEM the socket uses (equal for ports sharing one).
     pub fn umem_index(&self) -> usize {

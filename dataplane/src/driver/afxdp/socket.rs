@@ -4,7 +4,9 @@
 
 use super::ring::{Entry, Ring, RingOffsets};
 use super::umem::Umem;
-use super::{AfXdpConfig, AfXdpError, XdpRingConfig, ZeroCopy, invalid, sys};
+use super::{
+    AfXdpConfig, AfXdpError, BusyPoll, BusyPollState, XdpRingConfig, ZeroCopy, invalid, sys,
+};
 use crate::driver::sys::{self as driver_sys, Region};
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -209,4 +211,30 @@ pub(super) fn bind_own(
         }
     }
     Ok(sys::xdp_zero_copy(s.fd.as_fd()).unwrap_or(false))
+}
+
+/// Ask for busy polling on `fd` (see [`BusyPoll`]); the first option the
+/// kernel refuses ends the attempt (the socket then works as without).
+pub(super) fn enable_busy_poll(fd: impl AsFd, busy_poll: Option<BusyPoll>) -> BusyPollState {
+    let Some(bp) = busy_poll else {
+        return BusyPollState::Off;
+    };
+    let clamp = |v: u32| libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);
+    for (option, name, value) in [
+        (libc::SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL", 1),
+        (libc::SO_BUSY_POLL, "SO_BUSY_POLL", clamp(bp.us)),
+        (
+            libc::SO_BUSY_POLL_BUDGET,
+            "SO_BUSY_POLL_BUDGET",
+            clamp(bp.budget),
+        ),
+    ] {
+        if let Err(e) = driver_sys::setsockopt(fd.as_fd(), libc::SOL_SOCKET, option, &value) {
+            return BusyPollState::Refused {
+                option: name,
+                errno: e.raw_os_error().unwrap_or(0),
+            };
+        }
+    }
+    BusyPollState::On
 }

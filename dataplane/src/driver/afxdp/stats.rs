@@ -62,7 +62,9 @@ impl XdpPortStats {
             tx_ring_full: self.tx_ring_full,
             tx_send_errors: self.tx_send_errors,
             socket_errors: self.socket_errors,
-            kernel_rx_drops: kernel.rx_dropped + kernel.rx_ring_full,
+            kernel_rx_drops: kernel.rx_ring_full,
+            kernel_rx_dropped: kernel.rx_dropped,
+            kernel_fill_ring_empty: kernel.rx_fill_ring_empty,
             ..PortCounters::default()
         }
     }
@@ -86,14 +88,22 @@ mod tests {
             rx_dropped: 2,
             rx_ring_full: 4,
             rx_invalid_descs: 5,
+            rx_fill_ring_empty: 3,
             ..XdpKernelStats::default()
         };
         let c = s.counters(&k);
         assert_eq!(c.rx_frames, 3);
         assert_eq!(c.rx_bytes, 300);
         assert_eq!(c.rx_ring_errors, 1 + 5);
-        assert_eq!(c.kernel_rx_drops, 2 + 4);
+        assert_eq!((c.kernel_rx_drops, c.kernel_rx_dropped), (4, 2));
+        assert_eq!(c.kernel_fill_ring_empty, 3);
         assert_eq!(c.dropped(), 6);
+        let causes = c.drops_by_cause();
+        assert_eq!(
+            causes[..2],
+            [("kernel_rx_ring_full", 4), ("kernel_rx_other", 2)]
+        );
+        assert_eq!(causes.iter().map(|(_, n)| n).sum::<u64>(), c.dropped());
         assert_eq!(c.kernel_freezes, 0, "AF_XDP has no ring freezes");
     }
 }

@@ -128,15 +128,23 @@ fn config(ports: &[(&str, &XdpAttachment)]) -> AfXdpConfig {
     c
 }
 
-fn echo_through(mode: XdpMode) {
+fn echo_through(mode: XdpMode, busy_poll: Option<BusyPoll>) {
     let Some(t) = Topology::new(1) else { return };
     in_netns(&t.ns_b, || {
         let att = XdpAttachment::attach("pb0", 1, mode).expect("attach");
         if mode == XdpMode::Native {
             assert_eq!(att.mode(), AttachedMode::Native);
         }
-        let mut d = AfXdpDriver::open(&config(&[("pb0", &att)])).expect("open");
+        let mut c = config(&[("pb0", &att)]);
+        c.busy_poll = busy_poll;
+        let mut d = AfXdpDriver::open(&c).expect("open");
         assert!(!d.ports()[0].zero_copy(), "veth has no zero-copy");
+        // Linux 5.11+ as root accepts every busy-poll option.
+        let want = match busy_poll {
+            Some(_) => BusyPollState::On,
+            None => BusyPollState::Off,
+        };
+        assert_eq!(d.ports()[0].busy_poll(), want);
         let peer = open_peer(&t, "pa0");
         let sent: Vec<Vec<u8>> = (0..100)
             .map(|i| test_frame(i, 100 + usize::from(i)))
@@ -177,13 +185,18 @@ fn echo_through(mode: XdpMode) {
 }
 
 #[test]
+fn native_mode_with_busy_polling_receives_and_echoes_frames() {
+    echo_through(XdpMode::Native, Some(BusyPoll { us: 20, budget: 64 }));
+}
+
+#[test]
 fn generic_mode_receives_and_echoes_frames() {
-    echo_through(XdpMode::Generic);
+    echo_through(XdpMode::Generic, None);
 }
 
 #[test]
 fn native_mode_on_veth_receives_and_echoes_frames() {
-    echo_through(XdpMode::Native);
+    echo_through(XdpMode::Native, None);
 }
 
 #[test]

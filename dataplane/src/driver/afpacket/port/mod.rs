@@ -1,92 +1,109 @@
-//! One packet socket on one interface: its TPACKET_V3 RX ring and its TX
-//! ring, and the walks over them.
+//! One packet socket on one interface: its RX ring (`TPACKET_V2` frames
+//! or `TPACKET_V3` blocks, see [`RxMode`]) and its TX ring, and the walks
+//! over them.
 //!
 //! Ring protocol (Documentation/networking/packet_mmap.rst):
 //!
-//! * RX blocks are filled by the kernel in order `0..rx_block_count`, round
-//!   robin. A block belongs to user space while its `block_status` has
-//!   `TP_STATUS_USER`; we read it with `Acquire`, walk its `num_pkts` frames
-//!   (`offset_to_first_pkt`, then each frame's `tp_next_offset`), and hand
-//!   it back by storing `TP_STATUS_KERNEL` with `Release` as soon as its last
-//!   frame is copied out. A burst may stop inside a block (the `max` of the
-//!   burst, or an empty pool); the cursor remembers where.
+//! * RX: see `frames.rs` (V2, a status word per slot, handed over per
+//!   frame) and `blocks.rs` (V3, a status word per block, handed over when
+//!   the block is full or its retire timer fires). Both copy each frame
+//!   into a pool buffer with the same checks ([`take_frame`]).
 //! * TX slots (`tx_frame_count` frames of `tx_frame_size` bytes,
-//!   `frames_per_block` to a block) are used in order. A slot is free when its
+//!   `frames_per_block` to a block) are used in order, with the header of
+//!   the socket's version (a socket has one `PACKET_VERSION` for both
+//!   rings: `tpacket2_hdr` or `tpacket3_hdr`). A slot is free when its
 //!   `tp_status` is `TP_STATUS_AVAILABLE`; we copy the frame after the
-//!   48-byte `tpacket3_hdr`, set `tp_len`, and store `TP_STATUS_SEND_REQUEST`
-//!   with `Release`. The kernel sends requested slots in ring order and marks
-//!   them available again when the skb is freed, so the first busy slot at
-//!   the cursor means the ring is full.
+//!   header (offset 32 in V2, 48 in V3), set `tp_len`, and store
+//!   `TP_STATUS_SEND_REQUEST` with `Release`. The kernel sends requested
+//!   slots in ring order and marks them available again when the skb is
+//!   freed, so the first busy slot at the cursor means the ring is full.
+
+mod blocks;
+mod frames;
 
 use super::fixup;
-use super::{AfPacketFrame, PortStats};
+use super::{AfPacketFrame, PortStats, RxMode};
 use crate::driver::sys::Region;
-use std::mem::offset_of;
+pub(super) use frames::MAC_OFFSET as V2_MAC_OFFSET;
 use std::sync::atomic::Ordering;
-
-/// Offsets in `struct tpacket_block_desc` (the V1 block header).
-const BLOCK_STATUS: usize =
-    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, block_status);
-const BLOCK_NUM_PKTS: usize =
-    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, num_pkts);
-const BLOCK_FIRST_PKT: usize = offset_of!(libc::tpacket_block_desc, hdr)
-    + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt);
-
-/// Offsets in `struct tpacket3_hdr`.
-const H_NEXT_OFFSET: usize = offset_of!(libc::tpacket3_hdr, tp_next_offset);
-const H_SNAPLEN: usize = offset_of!(libc::tpacket3_hdr, tp_snaplen);
-const H_LEN: usize = offset_of!(libc::tpacket3_hdr, tp_len);
-const H_STATUS: usize = offset_of!(libc::tpacket3_hdr, tp_status);
-const H_MAC: usize = offset_of!(libc::tpacket3_hdr, tp_mac);
-const H_VLAN_TCI: usize =
-    offset_of!(libc::tpacket3_hdr, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
-const H_VLAN_TPID: usize =
-    offset_of!(libc::tpacket3_hdr, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid);
 
 /// Where TX frame data starts in a slot: `TPACKET3_HDRLEN - sizeof(struct
 /// sockaddr_ll)`, i.e. the header rounded up to `TPACKET_ALIGNMENT` (the
-/// kernel's default when `PACKET_TX_HAS_OFF` is not set).
-pub(super) const TX_DATA_OFFSET: usize =
-    libc::TPACKET3_HDRLEN - std::mem::size_of::<libc::sockaddr_ll>();
+/// kernel's default when `PACKET_TX_HAS_OFF` is not set); likewise for V2.
+const V3_TX_DATA_OFFSET: usize = libc::TPACKET3_HDRLEN - std::mem::size_of::<libc::sockaddr_ll>();
+const V2_TX_DATA_OFFSET: usize = libc::TPACKET2_HDRLEN - std::mem::size_of::<libc::sockaddr_ll>();
 
-const _: () = assert!(TX_DATA_OFFSET == 48);
-const _: () = assert!(BLOCK_STATUS == 8 && BLOCK_NUM_PKTS == 12 && BLOCK_FIRST_PKT == 16);
-const _: () = assert!(H_STATUS == 20 && H_MAC == 24 && H_VLAN_TCI == 32 && H_VLAN_TPID == 36);
+const _: () = assert!(V3_TX_DATA_OFFSET == 48 && V2_TX_DATA_OFFSET == 32);
 
-/// RX ring geometry and the walk's cursor.
+/// Where the fields a TX slot needs are in the socket's header version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TxLayout {
+    status: usize,
+    len: usize,
+    snaplen: usize,
+    /// V3's `tp_next_offset` (must be 0 on TX); none in V2.
+    next_offset: Option<usize>,
+    data: usize,
+}
+
+impl TxLayout {
+    const fn of(mode: RxMode) -> TxLayout {
+        match mode {
+            RxMode::Frames => TxLayout {
+                status: frames::H_STATUS,
+                len: frames::H_LEN,
+                snaplen: frames::H_SNAPLEN,
+                next_offset: None,
+                data: V2_TX_DATA_OFFSET,
+            },
+            RxMode::Blocks => TxLayout {
+                status: blocks::H_STATUS,
+                len: blocks::H_LEN,
+                snaplen: blocks::H_SNAPLEN,
+                next_offset: Some(blocks::H_NEXT_OFFSET),
+                data: V3_TX_DATA_OFFSET,
+            },
+        }
+    }
+}
+
+/// Bytes of a TX slot before the frame, in the header version of `mode`.
+pub(super) const fn tx_data_offset(mode: RxMode) -> usize {
+    TxLayout::of(mode).data
+}
+
+/// The RX ring of one socket, in the socket's header version.
 #[derive(Debug)]
-pub(super) struct RxRing {
-    pub(super) block_size: usize,
-    pub(super) block_count: usize,
-    /// Block the walk is in (or will open next).
-    block: usize,
-    /// The block at `block` is ours (status was USER) and not yet returned.
-    open: bool,
-    /// Frames of the open block not yet consumed.
-    remaining: u32,
-    /// Offset of the next frame header from the start of the open block.
-    next_off: usize,
+pub(super) enum RxRing {
+    Frames(frames::FrameRing),
+    Blocks(blocks::BlockRing),
 }
 
 impl RxRing {
-    pub(super) fn new(block_size: usize, block_count: usize) -> Self {
-        RxRing {
-            block_size,
-            block_count,
-            block: 0,
-            open: false,
-            remaining: 0,
-            next_off: 0,
-        }
+    /// A V2 ring of `block_count` blocks of `block_size` bytes, cut into
+    /// slots of `frame_size` bytes.
+    pub(super) fn frames(block_size: usize, block_count: usize, frame_size: usize) -> Self {
+        RxRing::Frames(frames::FrameRing::new(block_size, block_count, frame_size))
+    }
+
+    /// A V3 ring of `block_count` blocks of `block_size` bytes.
+    pub(super) fn blocks(block_size: usize, block_count: usize) -> Self {
+        RxRing::Blocks(blocks::BlockRing::new(block_size, block_count))
     }
 
     pub(super) fn len_bytes(&self) -> usize {
-        self.block_size * self.block_count
+        match self {
+            RxRing::Frames(r) => r.len_bytes(),
+            RxRing::Blocks(r) => r.len_bytes(),
+        }
     }
 
-    /// Frames are waiting in an open block (no syscall needed to know).
-    pub(super) fn has_open_frames(&self) -> bool {
-        self.open && self.remaining > 0
+    /// Frames are waiting at the walk's cursor (no syscall needed to know).
+    pub(super) fn has_frames(&self, region: &Region) -> bool {
+        match self {
+            RxRing::Frames(r) => r.has_frames(region),
+            RxRing::Blocks(r) => r.has_frames(region),
+        }
     }
 }
 
@@ -103,10 +120,13 @@ pub(super) struct TxRing {
     cursor: usize,
     /// A previous `send` failed: kick again even if this burst adds nothing.
     pub(super) kick_pending: bool,
+    layout: TxLayout,
 }
 
 impl TxRing {
+    /// Slots in the header version of `mode`.
     pub(super) fn new(
+        mode: RxMode,
         base: usize,
         block_size: usize,
         block_count: usize,
@@ -120,6 +140,7 @@ impl TxRing {
             frames_per_block: block_size / frame_size.max(1),
             cursor: 0,
             kick_pending: false,
+            layout: TxLayout::of(mode),
         }
     }
 
@@ -133,7 +154,7 @@ impl TxRing {
 
     /// Largest frame a slot holds.
     pub(super) fn max_payload(&self) -> usize {
-        self.frame_size.saturating_sub(TX_DATA_OFFSET)
+        self.frame_size.saturating_sub(self.layout.data)
     }
 
     fn slot_offset(&self, index: usize) -> usize {
@@ -158,109 +179,22 @@ pub(super) fn rx_walk(
     out: &mut Vec<AfPacketFrame>,
     max: usize,
 ) -> usize {
-    let RxContext { mtu, stats } = ctx;
-    let mut taken = 0;
-    loop {
-        if rx.open && rx.remaining == 0 {
-            release_block(region, rx);
-        }
-        if taken >= max {
-            break;
-        }
-        if !rx.open && !open_block(region, rx, stats) {
-            break;
-        }
-        if rx.remaining == 0 {
-            continue;
-        }
-        if pool.is_empty() {
-            // Leave the frame in the ring; the next burst takes it.
-            stats.rx_pool_empty += 1;
-            break;
-        }
-        let block_start = rx.block * rx.block_size;
-        let block_end = block_start + rx.block_size;
-        let hdr = block_start + rx.next_off;
-        let Some(h) = read_rx_header(region, hdr, block_end) else {
-            // A header outside its block: give the whole block back.
-            stats.rx_ring_errors += 1;
-            rx.remaining = 0;
-            continue;
-        };
-        rx.remaining -= 1;
-        if rx.remaining > 0 {
-            if h.next_offset == 0 {
-                stats.rx_ring_errors += 1;
-                rx.remaining = 0;
-            } else {
-                rx.next_off += h.next_offset as usize;
-            }
-        }
-        if let Some(frame) = take_frame(region, &h, hdr, block_end, mtu, stats, pool) {
-            stats.rx_frames += 1;
-            stats.rx_bytes += frame.len as u64;
-            out.push(frame);
-            taken += 1;
-        }
+    match rx {
+        RxRing::Frames(r) => r.walk(region, ctx, pool, out, max),
+        RxRing::Blocks(r) => r.walk(region, ctx, pool, out, max),
     }
-    taken
 }
 
-fn open_block(region: &Region, rx: &mut RxRing, stats: &mut PortStats) -> bool {
-    let base = rx.block * rx.block_size;
-    let Some(status) = region.atomic_u32(base + BLOCK_STATUS) else {
-        return false;
-    };
-    if status.load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
-        return false;
-    }
-    let num = region.read_u32(base + BLOCK_NUM_PKTS).unwrap_or(0);
-    let first = region.read_u32(base + BLOCK_FIRST_PKT).unwrap_or(0) as usize;
-    rx.open = true;
-    rx.next_off = first;
-    rx.remaining = num;
-    if num > 0 && first >= rx.block_size {
-        stats.rx_ring_errors += 1;
-        rx.remaining = 0;
-    }
-    true
-}
-
-fn release_block(region: &Region, rx: &mut RxRing) {
-    let base = rx.block * rx.block_size;
-    if let Some(status) = region.atomic_u32(base + BLOCK_STATUS) {
-        status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
-    }
-    rx.open = false;
-    rx.remaining = 0;
-    rx.block = (rx.block + 1) % rx.block_count.max(1);
-}
-
+/// One frame's header fields, whatever the ring's version.
 #[derive(Debug)]
 struct RxHeader {
-    next_offset: u32,
     snaplen: usize,
     len: usize,
     status: u32,
+    /// Offset of the MAC header from the frame's header.
     mac: usize,
     vlan_tci: u16,
     vlan_tpid: u16,
-}
-
-fn read_rx_header(region: &Region, hdr: usize, block_end: usize) -> Option<RxHeader> {
-    if hdr.checked_add(size_of::<libc::tpacket3_hdr>())? > block_end {
-        return None;
-    }
-    Some(RxHeader {
-        next_offset: region.read_u32(hdr + H_NEXT_OFFSET)?,
-        snaplen: region.read_u32(hdr + H_SNAPLEN)? as usize,
-        len: region.read_u32(hdr + H_LEN)? as usize,
-        status: region.read_u32(hdr + H_STATUS)?,
-        mac: usize::from(region.read_u16(hdr + H_MAC)?),
-        // The TCI is a u32 field holding a 16-bit value.
-        vlan_tci: region.read_u32(hdr + H_VLAN_TCI)? as u16,
-        vlan_tpid: region.read_u16(hdr + H_VLAN_TPID)?,
-    })
 }
 
 /// Apply the size checks and copy one frame into a pool buffer, restoring a
@@ -366,21 +300,23 @@ pub(super) fn tx_fill(
             continue;
         }
         let slot = tx.slot_offset(tx.cursor);
-        let Some(status) = region.atomic_u32(slot + H_STATUS) else {
+        let l = tx.layout;
+        let Some(status) = region.atomic_u32(slot + l.status) else {
             break;
         };
         if status.load(Ordering::Acquire) != libc::TP_STATUS_AVAILABLE {
             break;
         }
         let len = bytes.len() as u32;
-        let ok = region.copy_in(slot + TX_DATA_OFFSET, bytes)
-            && region.write_u32(slot + H_NEXT_OFFSET, 0)
-            && region.write_u32(slot + H_LEN, len)
-            && region.write_u32(slot + H_SNAPLEN, len);
+        let ok = region.copy_in(slot + l.data, bytes)
+            && l.next_offset
+                .is_none_or(|off| region.write_u32(slot + off, 0))
+            && region.write_u32(slot + l.len, len)
+            && region.write_u32(slot + l.snaplen, len);
         if !ok {
             break;
         }
-        if let Some(status) = region.atomic_u32(slot + H_STATUS) {
+        if let Some(status) = region.atomic_u32(slot + l.status) {
             status.store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
         }
         tx.cursor = (tx.cursor + 1) % count.max(1);

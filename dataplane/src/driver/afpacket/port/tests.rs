@@ -1,6 +1,10 @@
 //! The ring walks against rings faked in anonymous memory: frames as the
 //! kernel lays them out, garbage rings (proptest), TX slots.
 
+use super::blocks::{
+    BLOCK_FIRST_PKT, BLOCK_NUM_PKTS, BLOCK_STATUS, H_LEN, H_MAC, H_NEXT_OFFSET, H_SNAPLEN,
+    H_STATUS, H_VLAN_TCI, H_VLAN_TPID,
+};
 use super::*;
 use crate::driver::Frame;
 use crate::wire::tcp::flags as tcp_flags;
@@ -120,7 +124,7 @@ fn udp(len: usize, id: u8) -> Vec<u8> {
 #[test]
 fn walk_copies_frames_returns_blocks_and_wraps() {
     let mut region = Region::anonymous(2 * BLOCK).unwrap();
-    let mut rx = RxRing::new(BLOCK, 2);
+    let mut rx = RxRing::blocks(BLOCK, 2);
     let (mut stats, mut pool) = (PortStats::default(), pool(16));
     let b0 = [fake(udp(60, 1)), fake(udp(700, 2)), fake(udp(100, 3))];
     let b1 = [fake(udp(1000, 4)), fake(udp(42, 5))];
@@ -133,7 +137,7 @@ fn walk_copies_frames_returns_blocks_and_wraps() {
     assert_eq!(block_status(&region, 0), libc::TP_STATUS_KERNEL);
     assert_eq!(block_status(&region, 1), libc::TP_STATUS_KERNEL);
     assert_eq!(stats.rx_frames, 5);
-    assert!(!rx.has_open_frames());
+    assert!(!rx.has_frames(&region));
     // Nothing more until the kernel hands block 0 back again.
     assert!(walk(&mut region, &mut rx, &mut stats, &mut pool, 64).is_empty());
     write_block(&mut region, 0, &[fake(udp(80, 6))]);
@@ -145,7 +149,7 @@ fn walk_copies_frames_returns_blocks_and_wraps() {
 #[test]
 fn a_burst_stops_inside_a_block_and_the_next_resumes_there() {
     let mut region = Region::anonymous(2 * BLOCK).unwrap();
-    let mut rx = RxRing::new(BLOCK, 2);
+    let mut rx = RxRing::blocks(BLOCK, 2);
     let (mut stats, mut pool) = (PortStats::default(), pool(16));
     let frames: Vec<Fake> = (0..5).map(|i| fake(udp(60 + i, i as u8))).collect();
     write_block(&mut region, 0, &frames);
@@ -156,7 +160,7 @@ fn a_burst_stops_inside_a_block_and_the_next_resumes_there() {
         got.extend(out.iter().map(|f| f.data().to_vec()));
         let released = block_status(&region, 0) == libc::TP_STATUS_KERNEL;
         assert_eq!(released, got.len() == 5, "block returned only when walked");
-        assert_eq!(rx.has_open_frames(), got.len() < 5);
+        assert_eq!(rx.has_frames(&region), got.len() < 5);
     }
     assert_eq!(
         got,
@@ -167,7 +171,7 @@ fn a_burst_stops_inside_a_block_and_the_next_resumes_there() {
 #[test]
 fn an_empty_pool_leaves_frames_in_the_ring() {
     let mut region = Region::anonymous(BLOCK).unwrap();
-    let mut rx = RxRing::new(BLOCK, 1);
+    let mut rx = RxRing::blocks(BLOCK, 1);
     let (mut stats, mut pool) = (PortStats::default(), pool(1));
     write_block(&mut region, 0, &[fake(udp(60, 1)), fake(udp(61, 2))]);
     let first = walk(&mut region, &mut rx, &mut stats, &mut pool, 64);
@@ -184,7 +188,7 @@ fn an_empty_pool_leaves_frames_in_the_ring() {
 fn status_flags_drive_checks_and_fixups() {
     const BIG_BLOCK: usize = 4 * BLOCK;
     let mut region = Region::anonymous(BIG_BLOCK).unwrap();
-    let mut rx = RxRing::new(BIG_BLOCK, 1);
+    let mut rx = RxRing::blocks(BIG_BLOCK, 1);
     let (mut stats, mut pool) = (PortStats::default(), pool(16));
 
     // CHECKSUM_PARTIAL TCP: the field holds the pseudo-header sum.
@@ -277,7 +281,7 @@ proptest! {
             region.atomic_u32(b * BLOCK + BLOCK_STATUS).unwrap()
                 .store(libc::TP_STATUS_USER, Ordering::Release);
         }
-        let mut rx = RxRing::new(BLOCK, 2);
+        let mut rx = RxRing::blocks(BLOCK, 2);
         let (mut stats, mut pool) = (PortStats::default(), pool(8));
         let mut held = Vec::new();
         for _ in 0..3 {
@@ -306,7 +310,7 @@ fn tx_frames(lens: &[usize]) -> Vec<AfPacketFrame> {
 fn tx_fill_uses_free_slots_in_order_and_stops_at_a_busy_one() {
     // Two blocks of two 2048-byte slots.
     let mut region = Region::anonymous(2 * BLOCK).unwrap();
-    let mut tx = TxRing::new(0, BLOCK, 2, 2048);
+    let mut tx = TxRing::new(RxMode::Blocks, 0, BLOCK, 2, 2048);
     assert_eq!(tx.frame_count(), 4);
     let (mut stats, mut pool) = (PortStats::default(), Vec::with_capacity(16));
     let mut frames = tx_frames(&[60, 100, 1516, 200, 300, 400]);
@@ -338,7 +342,7 @@ fn tx_fill_uses_free_slots_in_order_and_stops_at_a_busy_one() {
         assert_eq!(status, libc::TP_STATUS_SEND_REQUEST);
         assert_eq!(region.read_u32(slot + H_LEN), Some(bytes.len() as u32));
         let mut data = vec![0u8; bytes.len()];
-        assert!(region.copy_out(slot + TX_DATA_OFFSET, &mut data));
+        assert!(region.copy_out(slot + V3_TX_DATA_OFFSET, &mut data));
         assert_eq!(&data, bytes);
     }
     // Full ring: nothing taken.
@@ -368,4 +372,139 @@ fn tx_fill_uses_free_slots_in_order_and_stops_at_a_busy_one() {
     assert_eq!(region.read_u32(H_LEN), Some(400));
     assert!(frames.is_empty());
     assert_eq!(stats.tx_frames, 5);
+}
+
+/// Put `f` into V2 slot `slot` (at byte `off`) the way `tpacket_rcv` does
+/// and hand the slot to user space.
+fn write_slot(region: &mut Region, off: usize, f: &Fake) {
+    use super::frames::{H_LEN, H_MAC, H_SNAPLEN, H_STATUS, H_VLAN_TCI, H_VLAN_TPID};
+    assert!(region.write_u32(off + H_SNAPLEN, f.bytes.len() as u32));
+    assert!(region.write_u32(off + H_LEN, f.len.unwrap_or(f.bytes.len() as u32)));
+    assert!(region.write_u16(off + H_MAC, V2_MAC_OFFSET as u16));
+    assert!(region.write_u16(off + H_VLAN_TCI, f.vlan_tci));
+    assert!(region.write_u16(off + H_VLAN_TPID, f.vlan_tpid));
+    assert!(region.copy_in(off + V2_MAC_OFFSET, &f.bytes));
+    region
+        .atomic_u32(off + H_STATUS)
+        .unwrap()
+        .store(f.status, Ordering::Release);
+}
+
+fn slot_status(region: &Region, off: usize) -> u32 {
+    region
+        .atomic_u32(off + super::frames::H_STATUS)
+        .unwrap()
+        .load(Ordering::Acquire)
+}
+
+#[test]
+fn frame_ring_hands_each_slot_back_as_soon_as_it_is_copied_and_wraps() {
+    // Two blocks of two 2048-byte slots: slots at 0, 2048, BLOCK, BLOCK + 2048.
+    let mut region = Region::anonymous(2 * BLOCK).unwrap();
+    let mut rx = RxRing::frames(BLOCK, 2, 2048);
+    let (mut stats, mut pool) = (PortStats::default(), pool(16));
+    let slots = [0, 2048, BLOCK, BLOCK + 2048];
+    assert!(!rx.has_frames(&region));
+    write_slot(&mut region, slots[0], &fake(udp(60, 1)));
+    assert!(
+        rx.has_frames(&region),
+        "one frame is enough: no block to fill"
+    );
+    let out = walk(&mut region, &mut rx, &mut stats, &mut pool, 64);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].data(), &udp(60, 1)[..]);
+    assert_eq!(slot_status(&region, slots[0]), libc::TP_STATUS_KERNEL);
+    // Three more, then a burst of 2 stops after slot 2 (its block's
+    // slots are returned one by one) and the next burst wraps to slot 0.
+    for (i, &off) in slots[1..].iter().chain(&slots[..1]).enumerate() {
+        write_slot(&mut region, off, &fake(udp(100 + i, i as u8)));
+    }
+    let out = walk(&mut region, &mut rx, &mut stats, &mut pool, 2);
+    assert_eq!(out.len(), 2);
+    assert_eq!(slot_status(&region, slots[2]), libc::TP_STATUS_KERNEL);
+    assert_eq!(slot_status(&region, slots[3]), libc::TP_STATUS_USER);
+    assert!(rx.has_frames(&region));
+    let out = walk(&mut region, &mut rx, &mut stats, &mut pool, 64);
+    let got: Vec<&[u8]> = out.iter().map(|f| f.data()).collect();
+    assert_eq!(got, [&udp(102, 2)[..], &udp(103, 3)[..]]);
+    assert!(!rx.has_frames(&region));
+    assert_eq!(stats.rx_frames, 5);
+}
+
+#[test]
+fn frame_ring_applies_the_same_checks_and_leaves_frames_when_the_pool_is_empty() {
+    let mut region = Region::anonymous(BLOCK).unwrap();
+    let mut rx = RxRing::frames(BLOCK, 1, 2048);
+    let (mut stats, mut pool) = (PortStats::default(), pool(1));
+    let mut too_big = fake(udp(60, 1));
+    too_big.len = Some(1600);
+    let mut tagged = fake(udp(60, 2));
+    tagged.status |= libc::TP_STATUS_VLAN_VALID;
+    tagged.vlan_tci = 42;
+    write_slot(&mut region, 0, &too_big);
+    write_slot(&mut region, 2048, &tagged);
+    let out = walk(&mut region, &mut rx, &mut stats, &mut pool, 64);
+    assert_eq!((out.len(), stats.rx_too_big), (1, 1));
+    let mut want = udp(60, 2);
+    want.splice(12..12, [0x81, 0x00, 0, 42]);
+    assert_eq!(out[0].data(), &want[..]);
+    assert_eq!(stats.rx_vlan_restored, 1);
+    // The pool is now empty: the next frame stays in its slot.
+    write_slot(&mut region, 0, &fake(udp(70, 3)));
+    assert!(walk(&mut region, &mut rx, &mut stats, &mut pool, 64).is_empty());
+    assert_eq!(stats.rx_pool_empty, 1);
+    assert_eq!(slot_status(&region, 0), libc::TP_STATUS_USER);
+    pool.extend(out);
+    let out = walk(&mut region, &mut rx, &mut stats, &mut pool, 64);
+    assert_eq!(out[0].data(), &udp(70, 3)[..]);
+}
+
+#[test]
+fn tx_slots_of_a_frames_socket_use_the_v2_header() {
+    use super::frames::{H_LEN, H_STATUS};
+    let mut region = Region::anonymous(BLOCK).unwrap();
+    let mut tx = TxRing::new(RxMode::Frames, 0, BLOCK, 1, 2048);
+    let (mut stats, mut pool) = (PortStats::default(), Vec::new());
+    let mut frames = tx_frames(&[60, 100]);
+    let (taken, queued) = tx_fill(
+        &mut region,
+        &mut tx,
+        MTU,
+        &mut stats,
+        &mut pool,
+        &mut frames,
+    );
+    assert_eq!((taken, queued), (2, 2));
+    for (slot, bytes) in [(0, udp(60, 0)), (2048, udp(100, 1))] {
+        let status = region.atomic_u32(slot + H_STATUS).unwrap();
+        assert_eq!(status.load(Ordering::Acquire), libc::TP_STATUS_SEND_REQUEST);
+        assert_eq!(region.read_u32(slot + H_LEN), Some(bytes.len() as u32));
+        let mut data = vec![0u8; bytes.len()];
+        assert!(region.copy_out(slot + V2_TX_DATA_OFFSET, &mut data));
+        assert_eq!(data, bytes);
+    }
+}
+
+proptest! {
+    /// The V2 walk over garbage slots: in bounds, no panic, no lost buffer.
+    #[test]
+    fn garbage_frame_rings_never_panic_or_leak(
+        bytes in proptest::collection::vec(any::<u8>(), 2 * BLOCK),
+        max in 0usize..80,
+    ) {
+        let mut region = Region::anonymous(2 * BLOCK).unwrap();
+        prop_assert!(region.copy_in(0, &bytes));
+        let mut rx = RxRing::frames(BLOCK, 2, 2048);
+        let (mut stats, mut pool) = (PortStats::default(), pool(8));
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let out = walk(&mut region, &mut rx, &mut stats, &mut pool, max);
+            prop_assert!(out.len() <= max);
+            for f in &out {
+                prop_assert!(f.data().len() <= fixup::max_frame_len(MTU, true));
+            }
+            held.extend(out);
+        }
+        prop_assert_eq!(pool.len() + held.len(), 8);
+    }
 }
