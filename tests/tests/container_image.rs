@@ -275,6 +275,15 @@ fn non_root_gateway_from_the_image_forwards_then_holds_no_capability() {
         per_source.keys().collect::<Vec<_>>(),
         vec![&SNAT_ADDR.to_string()]
     );
+    // The workers forward from the moment they have opened their rings;
+    // `portico run` drops the privileges right after start-up returns,
+    // which on a fast path can be after the first answers.
+    assert!(
+        wait_until(Duration::from_secs(30), || log_text()
+            .contains("privileges dropped")),
+        "the drop is logged:\n{}",
+        log_text()
+    );
     let pid = gw.pid().expect("running");
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     for line in [
