@@ -81,6 +81,20 @@ pub fn tcp_segment(
     ack: u32,
     payload: &[u8],
 ) -> Vec<u8> {
+    let mut buf = tcp_unchecksummed((sport, dport), flags, seq, ack, payload);
+    tcp::Packet::new_unchecked(&mut buf[..]).fill_checksum(src_ip, dst_ip);
+    buf
+}
+
+/// A TCP segment (no options, window [`DEFAULT_WINDOW`]) with a zero
+/// checksum field: the part both address families share.
+fn tcp_unchecksummed(
+    (sport, dport): (u16, u16),
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut buf = vec![0u8; tcp::HEADER_LEN];
     buf.extend_from_slice(payload);
     let mut p = tcp::Packet::new_unchecked(&mut buf[..]);
@@ -91,7 +105,18 @@ pub fn tcp_segment(
     p.set_data_offset_words(5);
     p.set_flags(flags);
     p.set_window(DEFAULT_WINDOW);
-    p.fill_checksum(src_ip, dst_ip);
+    buf
+}
+
+/// A UDP datagram with a zero checksum field.
+fn udp_unchecksummed((sport, dport): (u16, u16), payload: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; udp::HEADER_LEN];
+    buf.extend_from_slice(payload);
+    let len = buf.len() as u16;
+    let mut p = udp::Packet::new_unchecked(&mut buf[..]);
+    p.set_src_port(sport);
+    p.set_dst_port(dport);
+    p.set_len(len);
     buf
 }
 
@@ -103,14 +128,8 @@ pub fn udp_datagram(
     dport: u16,
     payload: &[u8],
 ) -> Vec<u8> {
-    let mut buf = vec![0u8; udp::HEADER_LEN];
-    buf.extend_from_slice(payload);
-    let len = buf.len() as u16;
-    let mut p = udp::Packet::new_unchecked(&mut buf[..]);
-    p.set_src_port(sport);
-    p.set_dst_port(dport);
-    p.set_len(len);
-    p.fill_checksum(src_ip, dst_ip);
+    let mut buf = udp_unchecksummed((sport, dport), payload);
+    udp::Packet::new_unchecked(&mut buf[..]).fill_checksum(src_ip, dst_ip);
     buf
 }
 
@@ -298,6 +317,18 @@ pub fn ipv6_packet(
     buf
 }
 
+/// An Ethernet frame around an IPv6 packet around `upper`.
+fn eth_ipv6(
+    (src_mac, dst_mac): (MacAddr, MacAddr),
+    (src_ip, dst_ip): (Ipv6Addr, Ipv6Addr),
+    next_header: u8,
+    hop_limit: u8,
+    upper: &[u8],
+) -> Vec<u8> {
+    let ip = ipv6_packet(src_ip, dst_ip, next_header, hop_limit, upper);
+    ethernet_frame(src_mac, dst_mac, ethertype::IPV6, &ip)
+}
+
 /// Ethernet + IPv6 + TCP (no options, window [`DEFAULT_WINDOW`]),
 /// checksum over the IPv6 pseudo-header.
 #[allow(clippy::too_many_arguments)]
@@ -311,26 +342,16 @@ pub fn eth_ipv6_tcp(
     ack: u32,
     payload: &[u8],
 ) -> Vec<u8> {
-    let mut seg = vec![0u8; tcp::HEADER_LEN];
-    seg.extend_from_slice(payload);
-    let mut p = tcp::Packet::new_unchecked(&mut seg[..]);
-    p.set_src_port(sport);
-    p.set_dst_port(dport);
-    p.set_seq_number(seq);
-    p.set_ack_number(ack);
-    p.set_data_offset_words(5);
-    p.set_flags(flags);
-    p.set_window(DEFAULT_WINDOW);
+    let mut seg = tcp_unchecksummed((sport, dport), flags, seq, ack, payload);
     let c = checksum::l4_checksum_v6(src_ip, dst_ip, ipv6::next_header::TCP, &seg);
     seg[16..18].copy_from_slice(&c.to_be_bytes());
-    let ip = ipv6_packet(
-        src_ip,
-        dst_ip,
+    eth_ipv6(
+        (src_mac, dst_mac),
+        (src_ip, dst_ip),
         ipv6::next_header::TCP,
         DEFAULT_HOP_LIMIT,
         &seg,
-    );
-    ethernet_frame(src_mac, dst_mac, ethertype::IPV6, &ip)
+    )
 }
 
 /// Ethernet + IPv6 + UDP, checksum over the IPv6 pseudo-header (a computed
@@ -342,26 +363,19 @@ pub fn eth_ipv6_udp(
     (dst_ip, dport): (Ipv6Addr, u16),
     payload: &[u8],
 ) -> Vec<u8> {
-    let mut dgram = vec![0u8; udp::HEADER_LEN];
-    dgram.extend_from_slice(payload);
-    let len = dgram.len() as u16;
-    let mut p = udp::Packet::new_unchecked(&mut dgram[..]);
-    p.set_src_port(sport);
-    p.set_dst_port(dport);
-    p.set_len(len);
+    let mut dgram = udp_unchecksummed((sport, dport), payload);
     let c = match checksum::l4_checksum_v6(src_ip, dst_ip, ipv6::next_header::UDP, &dgram) {
         0 => 0xffff,
         c => c,
     };
     dgram[6..8].copy_from_slice(&c.to_be_bytes());
-    let ip = ipv6_packet(
-        src_ip,
-        dst_ip,
+    eth_ipv6(
+        (src_mac, dst_mac),
+        (src_ip, dst_ip),
         ipv6::next_header::UDP,
         DEFAULT_HOP_LIMIT,
         &dgram,
-    );
-    ethernet_frame(src_mac, dst_mac, ethertype::IPV6, &ip)
+    )
 }
 
 /// Ethernet + IPv6 + ICMPv6 echo request or reply.
@@ -380,14 +394,13 @@ pub fn eth_ipv6_echo(
     p.set_echo_ident(ident);
     p.set_echo_seq(seq);
     p.fill_checksum(src_ip, dst_ip);
-    let ip = ipv6_packet(
-        src_ip,
-        dst_ip,
+    eth_ipv6(
+        (src_mac, dst_mac),
+        (src_ip, dst_ip),
         ipv6::next_header::ICMPV6,
         DEFAULT_HOP_LIMIT,
         &msg,
-    );
-    ethernet_frame(src_mac, dst_mac, ethertype::IPV6, &ip)
+    )
 }
 
 /// A Neighbour Solicitation from `src_ip`/`src_mac` for `target`, to its
@@ -403,14 +416,13 @@ pub fn ndp_solicit(src_mac: MacAddr, src_ip: Ipv6Addr, target: Ipv6Addr) -> Vec<
         src_mac,
         (src_ip, dst_ip),
     );
-    let ip = ipv6_packet(
-        src_ip,
-        dst_ip,
+    eth_ipv6(
+        (src_mac, ndp::multicast_mac(dst_ip)),
+        (src_ip, dst_ip),
         ipv6::next_header::ICMPV6,
         ndp::HOP_LIMIT,
         &msg,
-    );
-    ethernet_frame(src_mac, ndp::multicast_mac(dst_ip), ethertype::IPV6, &ip)
+    )
 }
 
 /// A solicited Neighbour Advertisement (S and O set) of `target` at
@@ -430,14 +442,13 @@ pub fn ndp_advert(
         src_mac,
         (target, dst_ip),
     );
-    let ip = ipv6_packet(
-        target,
-        dst_ip,
+    eth_ipv6(
+        (src_mac, dst_mac),
+        (target, dst_ip),
         ipv6::next_header::ICMPV6,
         ndp::HOP_LIMIT,
         &msg,
-    );
-    ethernet_frame(src_mac, dst_mac, ethertype::IPV6, &ip)
+    )
 }
 
 #[cfg(test)]
