@@ -4,18 +4,28 @@
 //! owns these types) and [`BgpConfig::validate`], which names every problem
 //! at once as `path: reason`.
 //!
+//! Address families (RFC 4760 multiprotocol BGP): a peer is offered the
+//! `families` it lists, each as a Multiprotocol capability (RFC 5492,
+//! RFC 4760 §8) in our OPEN. Left out, the default is IPv4 unicast, plus
+//! IPv6 unicast when the session has an IPv6 next hop to announce
+//! ([`PeerConfig::default_families`]): `next_hop_v6` set, or an IPv6
+//! `source_address` or peer `address` (the session's own IPv6 address is
+//! then the next hop, RFC 2545 §2). IPv6 routes over an IPv4 TCP session
+//! need `next_hop_v6`: nothing else says which IPv6 address of ours the
+//! router should forward to.
+//!
 //! Invariant: a config that passes `validate` can be handed to
 //! [`crate::session::Session::spawn`] as is; the session never re-checks it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use serde::Deserialize;
 
 use crate::session::RouteAttributes;
-use crate::wire::{AS_TRANS, Prefix};
+use crate::wire::{AFI_IPV4, AFI_IPV6, AS_TRANS, Prefix, SAFI_UNICAST};
 
 /// The whole `[bgp]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -71,6 +81,53 @@ fn unspecified_router_id() -> Ipv4Addr {
     Ipv4Addr::UNSPECIFIED
 }
 
+/// An address family a session can carry (AFI/SAFI of RFC 4760), written
+/// `ipv4-unicast` / `ipv6-unicast` in the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    Ipv4Unicast,
+    Ipv6Unicast,
+}
+
+impl Family {
+    /// Both, in the order capabilities are sent.
+    pub const ALL: [Family; 2] = [Family::Ipv4Unicast, Family::Ipv6Unicast];
+
+    /// The AFI/SAFI pair of the Multiprotocol capability and MP attributes.
+    pub fn afi_safi(self) -> (u16, u8) {
+        match self {
+            Family::Ipv4Unicast => (AFI_IPV4, SAFI_UNICAST),
+            Family::Ipv6Unicast => (AFI_IPV6, SAFI_UNICAST),
+        }
+    }
+
+    /// The family of an AFI/SAFI pair, if we speak it.
+    pub fn from_afi_safi(afi: u16, safi: u8) -> Option<Family> {
+        Family::ALL
+            .into_iter()
+            .find(|f| f.afi_safi() == (afi, safi))
+    }
+
+    /// The family of a prefix (unicast).
+    pub fn of(prefix: &Prefix) -> Family {
+        if prefix.is_ipv4() {
+            Family::Ipv4Unicast
+        } else {
+            Family::Ipv6Unicast
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Family::Ipv4Unicast => "ipv4-unicast",
+            Family::Ipv6Unicast => "ipv6-unicast",
+        })
+    }
+}
+
 /// One BGP session (`[[bgp.peer]]`). We always open the connection
 /// (configure the router side passive or not, either works).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -101,6 +158,20 @@ pub struct PeerConfig {
     /// choice.
     #[serde(default)]
     pub source_address: Option<IpAddr>,
+    /// The address families to offer (`ipv4-unicast`, `ipv6-unicast`);
+    /// the session carries those the router offers too. Default: see
+    /// [`PeerConfig::default_families`].
+    #[serde(default)]
+    pub families: Option<Vec<Family>>,
+    /// The global IPv6 next hop of our IPv6 routes (RFC 2545 §2). Default:
+    /// the session's local address when it is IPv6; required for IPv6
+    /// routes over an IPv4 session.
+    #[serde(default)]
+    pub next_hop_v6: Option<Ipv6Addr>,
+    /// A link-local (fe80::/10) next hop sent after the global one (the
+    /// 32-byte next hop of RFC 2545 §3), for routers on the same link.
+    #[serde(default)]
+    pub next_hop_v6_link_local: Option<Ipv6Addr>,
     /// TCP-MD5 (RFC 2385) key, at most 80 bytes.
     #[serde(default)]
     pub md5_password: Option<String>,
@@ -141,6 +212,9 @@ impl PeerConfig {
             hold_time_s: default_hold_time_s(),
             keepalive_s: None,
             source_address: None,
+            families: None,
+            next_hop_v6: None,
+            next_hop_v6_link_local: None,
             md5_password: None,
             multihop_ttl: None,
             connect_retry_s: default_connect_retry_s(),
@@ -157,6 +231,47 @@ impl PeerConfig {
     pub fn ttl(&self) -> u8 {
         self.multihop_ttl
             .unwrap_or(if self.is_ibgp() { 255 } else { 1 })
+    }
+
+    /// Whether the session has an IPv6 next hop before it connects:
+    /// `next_hop_v6`, or an IPv6 source or peer address (the local address
+    /// of the connection is then IPv6).
+    pub fn has_ipv6_next_hop(&self) -> bool {
+        self.next_hop_v6.is_some()
+            || self.source_address.is_some_and(|a| a.is_ipv6())
+            || self.address.is_ipv6()
+    }
+
+    /// The families offered when `families` is left out: IPv4 unicast,
+    /// plus IPv6 unicast when [`Self::has_ipv6_next_hop`]. (IPv4 is always
+    /// offered, as before IPv6 existed; over an IPv6 session IPv4 routes
+    /// have no next hop and are skipped, counted in the stats.)
+    pub fn default_families(&self) -> Vec<Family> {
+        let mut f = vec![Family::Ipv4Unicast];
+        if self.has_ipv6_next_hop() {
+            f.push(Family::Ipv6Unicast);
+        }
+        f
+    }
+
+    /// The families offered in our OPEN, in [`Family::ALL`] order, once.
+    pub fn offered_families(&self) -> Vec<Family> {
+        match &self.families {
+            Some(list) => Family::ALL
+                .into_iter()
+                .filter(|f| list.contains(f))
+                .collect(),
+            None => self.default_families(),
+        }
+    }
+
+    /// The global IPv6 next hop of a connection whose local address is
+    /// `local`: `next_hop_v6`, else `local` if it is IPv6.
+    pub fn next_hop_v6_for(&self, local: IpAddr) -> Option<Ipv6Addr> {
+        self.next_hop_v6.or(match local {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        })
     }
 
     /// `address:port` for log lines.
@@ -320,6 +435,75 @@ pub struct ConfigError {
     pub problems: Vec<Problem>,
 }
 
+/// Whether `a` may be the global next hop of a route: unicast, not
+/// loopback, unspecified, link-local (that goes in the second slot) or an
+/// IPv4-mapped address.
+pub fn is_global_next_hop_v6(a: Ipv6Addr) -> bool {
+    !(a.is_unspecified()
+        || a.is_loopback()
+        || a.is_multicast()
+        || a.is_unicast_link_local()
+        || a.to_ipv4_mapped().is_some())
+}
+
+/// The `families`, `next_hop_v6` and `next_hop_v6_link_local` checks of
+/// one peer.
+fn check_families(
+    peer: &PeerConfig,
+    p: &mut impl FnMut(String, String),
+    at: &dyn Fn(&str) -> String,
+) {
+    if let Some(list) = &peer.families {
+        if list.is_empty() {
+            p(
+                at("families"),
+                "empty: offer at least one of ipv4-unicast, ipv6-unicast (leave it out for the default)".into(),
+            );
+        }
+        let mut seen = HashSet::new();
+        for f in list {
+            if !seen.insert(*f) {
+                p(at("families"), format!("{f} is listed twice"));
+            }
+        }
+    }
+    if peer.offered_families().contains(&Family::Ipv6Unicast) && !peer.has_ipv6_next_hop() {
+        p(
+            at("families"),
+            format!(
+                "ipv6-unicast over the IPv4 session to {} needs an IPv6 next hop: set next_hop_v6 \
+                 (one of this instance's IPv6 addresses)",
+                peer.address
+            ),
+        );
+    }
+    if let Some(nh) = peer.next_hop_v6
+        && !is_global_next_hop_v6(nh)
+    {
+        p(
+            at("next_hop_v6"),
+            format!(
+                "{nh} is not a global unicast IPv6 address (link-local goes in next_hop_v6_link_local)"
+            ),
+        );
+    }
+    if let Some(ll) = peer.next_hop_v6_link_local {
+        if !ll.is_unicast_link_local() {
+            p(
+                at("next_hop_v6_link_local"),
+                format!("{ll} is not a link-local address (fe80::/10)"),
+            );
+        }
+        if !peer.has_ipv6_next_hop() {
+            p(
+                at("next_hop_v6_link_local"),
+                "a link-local next hop is sent after a global one (RFC 2545 §3): set next_hop_v6 too"
+                    .into(),
+            );
+        }
+    }
+}
+
 /// The longest TCP-MD5 key Linux takes (TCP_MD5SIG_MAXKEYLEN).
 pub const MD5_MAX_KEY_LEN: usize = 80;
 
@@ -399,6 +583,7 @@ impl BgpConfig {
                     );
                 }
             }
+            check_families(peer, &mut p, &at);
             if let Some(pw) = &peer.md5_password
                 && (pw.is_empty() || pw.len() > MD5_MAX_KEY_LEN)
             {
@@ -628,6 +813,107 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.lines().count(), paths.len());
+    }
+
+    #[test]
+    fn families_default_to_what_has_a_next_hop() {
+        let c = parse(
+            r#"
+            [[bgp.peer]]
+            address = "10.0.0.1"
+            peer_asn = 65000
+            my_asn = 65001
+            router_id = "10.0.0.2"
+
+            [[bgp.peer]]
+            address = "10.0.0.3"
+            peer_asn = 65000
+            my_asn = 65001
+            router_id = "10.0.0.2"
+            next_hop_v6 = "2001:db8::2"
+            next_hop_v6_link_local = "fe80::2"
+
+            [[bgp.peer]]
+            address = "2001:db8::1"
+            peer_asn = 65000
+            my_asn = 65001
+            router_id = "10.0.0.2"
+            families = ["ipv6-unicast"]
+            "#,
+        );
+        c.validate().unwrap();
+        let v4 = Family::Ipv4Unicast;
+        let v6 = Family::Ipv6Unicast;
+        assert_eq!(c.peers[0].offered_families(), [v4], "no IPv6 next hop");
+        assert_eq!(c.peers[1].offered_families(), [v4, v6]);
+        assert_eq!(c.peers[2].offered_families(), [v6]);
+        let local_v4: IpAddr = "10.0.0.2".parse().unwrap();
+        let local_v6: IpAddr = "2001:db8::2".parse().unwrap();
+        assert_eq!(c.peers[0].next_hop_v6_for(local_v4), None);
+        assert_eq!(
+            c.peers[1].next_hop_v6_for(local_v4),
+            Some("2001:db8::2".parse().unwrap())
+        );
+        assert_eq!(
+            c.peers[2].next_hop_v6_for(local_v6),
+            Some("2001:db8::2".parse().unwrap()),
+            "the session's own IPv6 address"
+        );
+        assert_eq!(Family::from_afi_safi(2, 1), Some(v6));
+        assert_eq!(Family::from_afi_safi(2, 2), None);
+        assert_eq!(v6.to_string(), "ipv6-unicast");
+    }
+
+    #[test]
+    fn family_and_next_hop_problems_name_the_field() {
+        let base = || {
+            PeerConfig::new(
+                "10.0.0.1".parse().unwrap(),
+                65000,
+                65001,
+                Ipv4Addr::new(10, 0, 0, 2),
+            )
+        };
+        let mut empty = base();
+        empty.families = Some(vec![]);
+        let mut v6_without_next_hop = base();
+        v6_without_next_hop.port = 1;
+        v6_without_next_hop.families = Some(vec![Family::Ipv6Unicast, Family::Ipv6Unicast]);
+        let mut bad_next_hops = base();
+        bad_next_hops.port = 2;
+        bad_next_hops.next_hop_v6 = Some("fe80::1".parse().unwrap());
+        bad_next_hops.next_hop_v6_link_local = Some("2001:db8::1".parse().unwrap());
+        let mut link_local_alone = base();
+        link_local_alone.port = 3;
+        link_local_alone.next_hop_v6_link_local = Some("fe80::1".parse().unwrap());
+        let c = BgpConfig {
+            peers: vec![empty, v6_without_next_hop, bad_next_hops, link_local_alone],
+            ..BgpConfig::default()
+        };
+        let e = c.validate().unwrap_err();
+        let got: Vec<(&str, &str)> = e
+            .problems
+            .iter()
+            .map(|p| (p.path.as_str(), p.reason.as_str()))
+            .collect();
+        let paths: Vec<&str> = got.iter().map(|g| g.0).collect();
+        assert_eq!(
+            paths,
+            [
+                "bgp.peer[0].families",
+                "bgp.peer[1].families",
+                "bgp.peer[1].families",
+                "bgp.peer[2].next_hop_v6",
+                "bgp.peer[2].next_hop_v6_link_local",
+                "bgp.peer[3].next_hop_v6_link_local",
+            ],
+            "{e}"
+        );
+        assert!(got[1].1.contains("listed twice"), "{e}");
+        assert!(got[2].1.contains("set next_hop_v6"), "{e}");
+        assert!(got[3].1.contains("not a global unicast"), "{e}");
+        assert!(got[4].1.contains("fe80::/10"), "{e}");
+        assert!(got[5].1.contains("RFC 2545"), "{e}");
     }
 
     #[test]

@@ -50,6 +50,6 @@ pub mod session;
 mod sys;
 pub mod wire;
 
-pub use config::{Advertisement, BgpConfig, Community, ConfigError, PeerConfig, Problem};
+pub use config::{Advertisement, BgpConfig, Community, ConfigError, Family, PeerConfig, Problem};
 pub use session::{RouteAttributes, Routes, Session, SessionError, SessionStats, State};
 pub use wire::Prefix;
