@@ -25,6 +25,7 @@ use std::str::FromStr;
 use serde::Deserialize;
 
 use crate::session::RouteAttributes;
+use crate::wire::update::is_global_next_hop_v6;
 use crate::wire::{AFI_IPV4, AFI_IPV6, AS_TRANS, Prefix, SAFI_UNICAST};
 
 /// The whole `[bgp]` section.
@@ -433,17 +434,6 @@ pub struct Problem {
 #[error("{}", self.problems.iter().map(|p| format!("{}: {}", p.path, p.reason)).collect::<Vec<_>>().join("\n"))]
 pub struct ConfigError {
     pub problems: Vec<Problem>,
-}
-
-/// Whether `a` may be the global next hop of a route: unicast, not
-/// loopback, unspecified, link-local (that goes in the second slot) or an
-/// IPv4-mapped address.
-pub fn is_global_next_hop_v6(a: Ipv6Addr) -> bool {
-    !(a.is_unspecified()
-        || a.is_loopback()
-        || a.is_multicast()
-        || a.is_unicast_link_local()
-        || a.to_ipv4_mapped().is_some())
 }
 
 /// The `families`, `next_hop_v6` and `next_hop_v6_link_local` checks of
