@@ -48,6 +48,17 @@ impl FakePeer {
             .expect("write to the speaker");
     }
 
+    /// Reads until a KEEPALIVE (skipping UPDATEs): the session still talks.
+    async fn expect_keepalive(&mut self) {
+        loop {
+            match self.read_parsed().await {
+                Message::Keepalive => return,
+                Message::Update(_) => continue,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
     /// Reads until a NOTIFICATION (skipping KEEPALIVEs/UPDATEs), then
     /// expects the speaker to close.
     async fn expect_notification(&mut self) -> Notification {
@@ -246,13 +257,7 @@ async fn bad_origin_is_treat_as_withdraw_and_keeps_the_session() {
     assert!(support::log_text().contains("kept the session (RFC 7606)"));
     // Still talking: a KEEPALIVE comes within the keepalive interval (1 s)
     // (after the End-of-RIB).
-    loop {
-        match peer.read_parsed().await {
-            Message::Keepalive => break,
-            Message::Update(_) => continue,
-            other => panic!("{other:?}"),
-        }
-    }
+    peer.expect_keepalive().await;
     session.shutdown("test over").await;
 }
 
@@ -440,13 +445,7 @@ async fn mp_reach_with_an_impossible_next_hop_is_treat_as_withdraw() {
         .expect("counted as malformed");
     assert_eq!((s.state, s.notifications_sent), (State::Established, 0));
     // Still talking.
-    loop {
-        match peer.read_parsed().await {
-            Message::Keepalive => break,
-            Message::Update(_) => continue,
-            other => panic!("{other:?}"),
-        }
-    }
+    peer.expect_keepalive().await;
     session.shutdown("test over").await;
 }
 

@@ -343,6 +343,16 @@ mod tests {
         }
     }
 
+    /// `u` encoded (at most 4096 bytes) and decoded again.
+    fn on_the_wire(u: &UpdateRepr, ctx: DecodeContext) -> UpdateRepr {
+        let bytes = Message::Update(Box::new(u.clone())).to_bytes(ctx);
+        assert!(bytes.len() <= MAX_MESSAGE_LEN);
+        let Ok(Message::Update(back)) = Message::parse(&bytes, ctx) else {
+            panic!("decodes");
+        };
+        *back
+    }
+
     fn hosts(n: u32, attrs: &RouteAttributes) -> Routes {
         (0..n)
             .map(|i| {
@@ -366,11 +376,7 @@ mod tests {
         assert_eq!(d.updates.len(), 13);
         let mut total = 0;
         for u in &d.updates {
-            let bytes = Message::Update(Box::new(u.clone())).to_bytes(s.ctx);
-            assert!(bytes.len() <= MAX_MESSAGE_LEN);
-            let Ok(Message::Update(back)) = Message::parse(&bytes, s.ctx) else {
-                panic!("decodes");
-            };
+            let back = on_the_wire(u, s.ctx);
             assert_eq!(back.attributes.as_path, Some(AsPath::sequence(&[65001])));
             assert_eq!(back.attributes.local_pref, None, "eBGP");
             total += back.nlri.len();
@@ -456,11 +462,7 @@ mod tests {
         assert!(d.updates.len() > 1);
         let mut total = 0;
         for u in &d.updates {
-            let bytes = Message::Update(Box::new(u.clone())).to_bytes(s.ctx);
-            assert!(bytes.len() <= MAX_MESSAGE_LEN);
-            let Ok(Message::Update(back)) = Message::parse(&bytes, s.ctx) else {
-                panic!("decodes");
-            };
+            let back = on_the_wire(u, s.ctx);
             let mp = back.attributes.mp_reach.as_ref().expect("MP_REACH_NLRI");
             assert_eq!((mp.afi, mp.safi), (AFI_IPV6, SAFI_UNICAST));
             assert_eq!(mp.next_hop.len(), 32);

@@ -205,6 +205,13 @@ aggregation_length = 28
             .expect("the snapshot builds")
     }
 
+    /// A peer's routes as `prefix lp=.. c=..` lines.
+    fn show(r: &Routes) -> Vec<String> {
+        r.iter()
+            .map(|(p, a)| format!("{p} lp={:?} c={:?}", a.local_pref, a.communities))
+            .collect()
+    }
+
     #[test]
     fn only_served_vips_with_a_backend_qualify() {
         let plan = plan();
@@ -227,11 +234,6 @@ aggregation_length = 28
         // it, so no peer gets it.
         vips.insert("2001:db8:100::10".parse().unwrap());
         let routes = routes_per_peer(&plan.bgp, &plan.bgp.peers, &plan.address_pools, &vips);
-        let show = |r: &Routes| -> Vec<String> {
-            r.iter()
-                .map(|(p, a)| format!("{p} lp={:?} c={:?}", a.local_pref, a.communities))
-                .collect()
-        };
         let c = vec![(65001u32 << 16) | 100];
         // eBGP peer: static VIPs without LOCAL_PREF, the pool's /28.
         assert_eq!(
@@ -272,11 +274,6 @@ aggregation_length = 28
         let v6_only: Vec<IpAddr> = vec!["2001:db8:200::1".parse().unwrap()];
         let static_adv = &plan.bgp.advertisements[0].advertisement;
         let ads = [(static_adv, vips), (&aggregated, v6_only)];
-        let show = |r: &Routes| -> Vec<String> {
-            r.iter()
-                .map(|(p, a)| format!("{p} lp={:?} c={:?}", a.local_pref, a.communities))
-                .collect()
-        };
         let c = vec![(65001u32 << 16) | 100];
         assert_eq!(
             show(&peer_routes(&dual, &ads)),
