@@ -36,6 +36,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::backoff::Backoff;
 use super::rib::{AdjRibOut, Speaker, end_of_rib};
 use super::{Desired, SessionStats, State, transport};
 use crate::config::{Family, PeerConfig};
@@ -162,49 +163,6 @@ impl Fsm {
             s.prefixes_sent_v6 = 0;
             s.hold_time_s = 0;
         });
-    }
-}
-
-/// Connect-retry delays: exponential with jitter.
-#[derive(Debug)]
-struct Backoff {
-    base: Duration,
-    max: Duration,
-    failures: u32,
-    seed: u64,
-}
-
-impl Backoff {
-    fn new(cfg: &PeerConfig) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        Backoff {
-            base: Duration::from_secs(u64::from(cfg.connect_retry_s.max(1))),
-            max: Duration::from_secs(u64::from(
-                cfg.connect_retry_max_s.max(cfg.connect_retry_s).max(1),
-            )),
-            failures: 0,
-            seed: u64::from(nanos) | 1,
-        }
-    }
-
-    fn next_delay(&mut self) -> Duration {
-        let full = self
-            .base
-            .saturating_mul(1u32 << self.failures.min(16))
-            .min(self.max);
-        self.failures = self.failures.saturating_add(1);
-        // xorshift64: jitter needs no quality.
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        let permille = 750 + (self.seed % 251) as u32;
-        full * permille / 1000
-    }
-
-    fn reset(&mut self) {
-        self.failures = 0;
     }
 }
 

@@ -19,7 +19,12 @@
 //! - Routes are only ever sent while Established; `synced_generation` in
 //!   the stats is the last [`Session::set_routes`] generation the router
 //!   has been sent in full.
+//! - Routes of a family are sent only when both OPENs listed it (RFC 4760
+//!   §8; `fsm` says how the families are chosen): IPv6 unicast in
+//!   MP_REACH_NLRI / MP_UNREACH_NLRI with the IPv6 next hop of RFC 2545;
+//!   the others are counted in `prefixes_skipped`, never an error.
 
+mod backoff;
 mod fsm;
 pub(crate) mod rib;
 mod transport;
