@@ -54,6 +54,7 @@
 pub mod prepare;
 
 mod fixup;
+mod pool;
 mod port;
 mod socket;
 mod stats;
@@ -62,9 +63,11 @@ pub mod steering;
 mod tests;
 
 use super::{Driver, Frame, PortCounters, sys};
-use crate::packet::PortId;
+use crate::packet::{Offload, PortId};
 use crate::steering::SteeringRule;
 use crate::wire::MacAddr;
+use crate::wire::vnet;
+use pool::{GSO_MAX_FRAME, Pools};
 use port::{RxContext, RxRing, TxRing};
 use stats::KernelTotals;
 pub use stats::{KernelStats, PortStats};
@@ -230,6 +233,13 @@ pub struct AfPacketConfig {
     pub poll_timeout_ms: u32,
     /// Buffers in the worker's frame pool.
     pub pool_frames: usize,
+    /// GSO/GRO pass-through (`PACKET_VNET_HDR`, see the module docs):
+    /// super-packets up to 64 KiB in and out, partial checksums left to
+    /// the device.
+    pub gso: bool,
+    /// With `gso`: buffers of 64 KiB for super-packets, besides the
+    /// `pool_frames` MTU-size ones.
+    pub gso_pool_frames: usize,
 }
 
 impl AfPacketConfig {
@@ -250,6 +260,8 @@ impl AfPacketConfig {
             promiscuous: true,
             poll_timeout_ms: 10,
             pool_frames: 4096,
+            gso: false,
+            gso_pool_frames: 256,
         }
     }
 }
@@ -260,6 +272,9 @@ pub struct AfPacketFrame {
     buf: Box<[u8]>,
     len: usize,
     checksum_verified: bool,
+    /// From the RX ring's `virtio_net_hdr` (with `gso`), written back to
+    /// the TX ring's.
+    offload: Offload,
 }
 
 impl Frame for AfPacketFrame {
@@ -287,6 +302,14 @@ impl Frame for AfPacketFrame {
     fn checksum_verified(&self) -> bool {
         self.checksum_verified
     }
+    #[inline]
+    fn offload(&self) -> Offload {
+        self.offload
+    }
+    #[inline]
+    fn clear_offload(&mut self) {
+        self.offload = Offload::NONE;
+    }
 }
 
 /// One socket on one interface.
@@ -296,6 +319,9 @@ pub struct AfPacketPort {
     ifindex: u32,
     mac: MacAddr,
     mtu: u32,
+    /// `PACKET_VNET_HDR` is on: a `virtio_net_hdr` precedes every frame
+    /// in both rings.
+    gso: bool,
     // Field order matters for drop: unmap before closing the socket.
     region: sys::Region,
     fd: OwnedFd,
@@ -355,24 +381,38 @@ impl AfPacketPort {
         let page = sys::page_size();
         let invalid = |reason: String| AfPacketError::invalid(ifname, reason);
 
-        let max_frame = fixup::max_frame_len(info.mtu, true);
-        let rx_req = rx_request(ring, max_frame.max(frame_capacity), page, &invalid)?;
+        let gso = config.gso;
+        // With vnet headers every frame has 10 bytes more in front of it,
+        // and a super-packet may be up to 64 KiB.
+        let vnet = if gso { vnet::HEADER_LEN } else { 0 };
+        let max_frame = if gso {
+            GSO_MAX_FRAME
+        } else {
+            fixup::max_frame_len(info.mtu, true).max(frame_capacity)
+        };
+        let rx_req = rx_request(ring, max_frame + vnet, gso, page, &invalid)?;
         let tx_data = port::tx_data_offset(ring.rx_mode);
-        // TX geometry.
-        if !ring.tx_frame_size.is_multiple_of(libc::TPACKET_ALIGNMENT)
-            || ring.tx_frame_size < tx_data + frame_capacity
+        // TX geometry: with gso a slot holds a whole super-packet.
+        let tx_frame_size = if gso {
+            ring.tx_frame_size
+                .max((tx_data + vnet + GSO_MAX_FRAME).next_multiple_of(libc::TPACKET_ALIGNMENT))
+        } else {
+            ring.tx_frame_size
+        };
+        if !tx_frame_size.is_multiple_of(libc::TPACKET_ALIGNMENT)
+            || tx_frame_size < tx_data + frame_capacity
         {
             return Err(invalid(format!(
                 "tx_frame_size {} must be a multiple of 16 and at least {}",
-                ring.tx_frame_size,
+                tx_frame_size,
                 tx_data + frame_capacity
             )));
         }
         if ring.tx_frame_count == 0 {
             return Err(invalid("tx_frame_count is 0".into()));
         }
-        let tx_block_size = ring.tx_frame_size.div_ceil(page) * page;
-        let tx_fpb = tx_block_size / ring.tx_frame_size;
+        let tx_block_size = block_size_for(tx_frame_size, gso, page);
+        let tx_fpb = tx_block_size / tx_frame_size;
         let tx_block_count = ring.tx_frame_count.div_ceil(tx_fpb);
         let u = |v: usize, what: &str| {
             u32::try_from(v)
@@ -381,7 +421,7 @@ impl AfPacketPort {
         let tx_req = libc::tpacket_req3 {
             tp_block_size: u(tx_block_size, "tx block")?,
             tp_block_nr: u(tx_block_count, "tx_frame_count")?,
-            tp_frame_size: u(ring.tx_frame_size, "tx_frame_size")?,
+            tp_frame_size: u(tx_frame_size, "tx_frame_size")?,
             tp_frame_nr: u(tx_fpb * tx_block_count, "tx_frame_count")?,
             tp_retire_blk_tov: 0,
             tp_sizeof_priv: 0,
@@ -412,6 +452,11 @@ impl AfPacketPort {
         }
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_LOSS, &one)
             .map_err(opt("PACKET_LOSS"))?;
+        if gso {
+            // Before the rings: the kernel refuses it once they exist.
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &one)
+                .map_err(opt("PACKET_VNET_HDR"))?;
+        }
         // A V2 socket reads the first four fields (`tpacket_req`) of the
         // same request.
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req)
@@ -429,7 +474,8 @@ impl AfPacketPort {
             rx.len_bytes(),
             tx_block_size,
             tx_block_count,
-            ring.tx_frame_size,
+            tx_frame_size,
+            gso,
         );
         let len_bytes = rx.len_bytes() + tx.len_bytes();
         let region =
@@ -465,6 +511,7 @@ impl AfPacketPort {
             ifindex: info.ifindex,
             mac: info.mac,
             mtu: info.mtu,
+            gso,
             region,
             fd,
             rx,
@@ -480,6 +527,7 @@ impl AfPacketPort {
 fn rx_request(
     ring: &RingConfig,
     max_frame: usize,
+    gso: bool,
     page: usize,
     invalid: &dyn Fn(String) -> AfPacketError,
 ) -> Result<libc::tpacket_req3, AfPacketError> {
@@ -492,7 +540,7 @@ fn rx_request(
             }
             let frame_size =
                 (port::V2_MAC_OFFSET + max_frame).next_multiple_of(libc::TPACKET_ALIGNMENT);
-            let block_size = frame_size.div_ceil(page) * page;
+            let block_size = block_size_for(frame_size, gso, page);
             let per_block = block_size / frame_size;
             let blocks = ring.rx_frame_count.div_ceil(per_block);
             Ok(libc::tpacket_req3 {
@@ -541,11 +589,28 @@ fn rx_request(
     }
 }
 
+/// Bytes of a ring block holding slots of `frame_size`: whole pages; with
+/// `gso`, [`GSO_BLOCK_BYTES`]. The kernel allocates each block as a
+/// power-of-two run of pages (`alloc_pg_vec`), so a 64 KiB slot in a
+/// block of its own (17 pages) would cost 128 KiB; 512 KiB blocks hold 7
+/// such slots (12 % slack instead of 49 %).
+fn block_size_for(frame_size: usize, gso: bool, page: usize) -> usize {
+    let pages = frame_size.div_ceil(page) * page;
+    if gso {
+        GSO_BLOCK_BYTES.max(pages)
+    } else {
+        pages
+    }
+}
+
+/// Ring block size with `gso` (see [`block_size_for`]).
+const GSO_BLOCK_BYTES: usize = 512 << 10;
+
 /// One worker's af_packet ports.
 #[derive(Debug)]
 pub struct AfPacketDriver {
     ports: Vec<AfPacketPort>,
-    pool: Vec<AfPacketFrame>,
+    pool: Pools,
     frame_capacity: usize,
     poll_set: sys::PollSet,
     poll_timeout_ms: u32,
@@ -570,13 +635,12 @@ impl AfPacketDriver {
             .iter()
             .map(|p| AfPacketPort::open(p, config, frame_capacity))
             .collect::<Result<Vec<_>, _>>()?;
-        let pool = (0..config.pool_frames)
-            .map(|_| AfPacketFrame {
-                buf: vec![0u8; frame_capacity].into_boxed_slice(),
-                len: 0,
-                checksum_verified: false,
-            })
-            .collect();
+        let big = if config.gso {
+            config.gso_pool_frames
+        } else {
+            0
+        };
+        let pool = Pools::new(config.pool_frames, frame_capacity, big);
         let poll_set = sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         Ok(AfPacketDriver {
             ports,
@@ -608,6 +672,9 @@ impl AfPacketDriver {
             t.rx_csum_completed += s.rx_csum_completed;
             t.rx_csum_partial_left += s.rx_csum_partial_left;
             t.rx_vlan_restored += s.rx_vlan_restored;
+            t.rx_gso_frames += s.rx_gso_frames;
+            t.rx_offload_bad += s.rx_offload_bad;
+            t.tx_gso_frames += s.tx_gso_frames;
             t.rx_pool_empty += s.rx_pool_empty;
             t.rx_ring_errors += s.rx_ring_errors;
             t.tx_frames += s.tx_frames;
@@ -620,9 +687,9 @@ impl AfPacketDriver {
         t
     }
 
-    /// Free buffers in the pool (leak checks).
+    /// Free buffers in the pool, both sizes (leak checks).
     pub fn pool_free(&self) -> usize {
-        self.pool.len()
+        self.pool.small.len() + self.pool.big.len()
     }
 
     /// Bytes each pool buffer holds.
@@ -662,6 +729,7 @@ impl Driver for AfPacketDriver {
         };
         let ctx = RxContext {
             mtu: p.mtu,
+            gso: p.gso,
             stats: &mut p.stats,
         };
         port::rx_walk(&mut p.region, &mut p.rx, ctx, &mut self.pool, out, max)
@@ -726,7 +794,7 @@ impl Driver for AfPacketDriver {
     }
 
     fn frame_from(&mut self, bytes: &[u8]) -> Option<AfPacketFrame> {
-        let mut frame = self.pool.pop()?;
+        let mut frame = self.pool.pop_for(bytes.len())?;
         let Some(dst) = frame.buf.get_mut(..bytes.len()) else {
             self.pool.push(frame);
             return None;
@@ -734,6 +802,7 @@ impl Driver for AfPacketDriver {
         dst.copy_from_slice(bytes);
         frame.len = bytes.len();
         frame.checksum_verified = false;
+        frame.offload = Offload::NONE;
         Some(frame)
     }
 }

@@ -710,3 +710,72 @@ proptest! {
 fn hasher() -> TableHasher {
     TableHasher::from_seed(1)
 }
+
+#[derive(Debug)]
+struct OffloadFrame(Vec<u8>, crate::packet::Offload);
+
+impl Frame for OffloadFrame {
+    fn data(&self) -> &[u8] {
+        &self.0
+    }
+    fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn truncate(&mut self, len: usize) {
+        self.0.truncate(len);
+    }
+    fn checksum_verified(&self) -> bool {
+        true
+    }
+    fn offload(&self) -> crate::packet::Offload {
+        self.1
+    }
+}
+
+/// A super-packet's offload is taken into the meta with the length of its
+/// segments; offload metadata that does not fit the packet is dropped as
+/// `gso_malformed`, one check each.
+#[test]
+fn offload_metadata_is_checked_against_the_packet() {
+    use crate::packet::Gso;
+    let payload = vec![7u8; 4000];
+    let mut sp = tcp_frame(ACK, &payload);
+    let o = build::make_partial(&mut sp, 1448);
+    let mut syn = tcp_frame(SYN, &payload);
+    let syn_o = build::make_partial(&mut syn, 1448);
+    let wrong_start = crate::packet::Offload {
+        csum_start: o.csum_start + 4,
+        ..o
+    };
+    let v6_type = crate::packet::Offload {
+        gso: Gso::TcpV6,
+        ..o
+    };
+    let no_csum = crate::packet::Offload {
+        needs_csum: false,
+        ..o
+    };
+    let mut udp = build::eth_ipv4_udp(CLIENT_MAC, GW_MAC, CLIENT, 5000, VIP, 53, &payload);
+    let udp_as_tcp = crate::packet::Offload {
+        gso: Gso::TcpV4,
+        ..build::make_partial(&mut udp, 1000)
+    };
+    let frames = [
+        OffloadFrame(sp.clone(), o),
+        OffloadFrame(syn, syn_o),
+        OffloadFrame(sp.clone(), wrong_start),
+        OffloadFrame(sp.clone(), v6_type),
+        OffloadFrame(sp, no_csum),
+        OffloadFrame(udp, udp_as_tcp),
+    ];
+    let mut metas = [PacketMeta::empty(0); 6];
+    parse_batch(&frames, 0, &mut metas, &hasher());
+    assert_eq!(metas[0].verdict, Verdict::Pending);
+    assert_eq!(metas[0].offload, o);
+    assert_eq!(metas[0].segment_l3_len, 20 + 20 + 1448);
+    assert_eq!(metas[0].wire_l3_len(), 1488);
+    assert_eq!(usize::from(metas[0].l3_end - metas[0].l3_offset), 4040);
+    for m in &metas[1..] {
+        assert_eq!(m.verdict, Verdict::Drop(DropReason::GsoMalformed));
+    }
+}

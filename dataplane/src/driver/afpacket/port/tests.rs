@@ -17,14 +17,8 @@ const MTU: u32 = 1500;
 const A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
 
-fn pool(n: usize) -> Vec<AfPacketFrame> {
-    (0..n)
-        .map(|_| AfPacketFrame {
-            buf: vec![0u8; fixup::max_frame_len(MTU, true)].into_boxed_slice(),
-            len: 0,
-            checksum_verified: false,
-        })
-        .collect()
+fn pool(n: usize) -> Pools {
+    Pools::new(n, fixup::max_frame_len(MTU, true), 0)
 }
 
 /// A frame as the kernel would describe it in the ring.
@@ -92,14 +86,18 @@ fn walk(
     region: &mut Region,
     rx: &mut RxRing,
     stats: &mut PortStats,
-    pool: &mut Vec<AfPacketFrame>,
+    pool: &mut Pools,
     max: usize,
 ) -> Vec<AfPacketFrame> {
     let mut out = Vec::new();
     let n = rx_walk(
         region,
         rx,
-        RxContext { mtu: MTU, stats },
+        RxContext {
+            mtu: MTU,
+            gso: false,
+            stats,
+        },
         pool,
         &mut out,
         max,
@@ -297,7 +295,7 @@ proptest! {
 }
 
 fn tx_frames(lens: &[usize]) -> Vec<AfPacketFrame> {
-    let mut p = pool(lens.len());
+    let mut p = pool(lens.len()).small;
     for (f, (&len, id)) in p.iter_mut().zip(lens.iter().zip(0u8..)) {
         let bytes = udp(len, id);
         f.buf[..len].copy_from_slice(&bytes);
@@ -310,9 +308,9 @@ fn tx_frames(lens: &[usize]) -> Vec<AfPacketFrame> {
 fn tx_fill_uses_free_slots_in_order_and_stops_at_a_busy_one() {
     // Two blocks of two 2048-byte slots.
     let mut region = Region::anonymous(2 * BLOCK).unwrap();
-    let mut tx = TxRing::new(RxMode::Blocks, 0, BLOCK, 2, 2048);
+    let mut tx = TxRing::new(RxMode::Blocks, 0, BLOCK, 2, 2048, false);
     assert_eq!(tx.frame_count(), 4);
-    let (mut stats, mut pool) = (PortStats::default(), Vec::with_capacity(16));
+    let (mut stats, mut pool) = (PortStats::default(), pool(0));
     let mut frames = tx_frames(&[60, 100, 1516, 200, 300, 400]);
     let (taken, queued) = tx_fill(
         &mut region,
@@ -463,8 +461,8 @@ fn frame_ring_applies_the_same_checks_and_leaves_frames_when_the_pool_is_empty()
 fn tx_slots_of_a_frames_socket_use_the_v2_header() {
     use super::frames::{H_LEN, H_STATUS};
     let mut region = Region::anonymous(BLOCK).unwrap();
-    let mut tx = TxRing::new(RxMode::Frames, 0, BLOCK, 1, 2048);
-    let (mut stats, mut pool) = (PortStats::default(), Vec::new());
+    let mut tx = TxRing::new(RxMode::Frames, 0, BLOCK, 1, 2048, false);
+    let (mut stats, mut pool) = (PortStats::default(), pool(0));
     let mut frames = tx_frames(&[60, 100]);
     let (taken, queued) = tx_fill(
         &mut region,
