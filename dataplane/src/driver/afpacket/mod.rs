@@ -32,11 +32,30 @@
 //!   frames sent on its interface (the other workers' TX, kernel output).
 //! * **Checks on RX**, counted per port in [`PortStats`]: frames longer than
 //!   MTU + 14 (+4 with one VLAN tag) are dropped (`rx_too_big`; GRO/LRO on the
-//!   port or TSO on a veth peer produce such super-frames); frames the ring
+//!   port or TSO on a veth peer produce such super-frames, which only `gso`
+//!   takes); frames the ring
 //!   truncated are dropped (`rx_truncated`); a VLAN tag the kernel moved to
 //!   `tp_vlan_tci` is put back in the frame; `TP_STATUS_CSUMNOTREADY` frames
 //!   get their TCP/UDP checksum completed (see `fixup.rs`) and
 //!   `TP_STATUS_CSUM_VALID` marks a frame checksum-verified.
+//! * **GSO/GRO pass-through** (`gso`, off by default): `PACKET_VNET_HDR`
+//!   (set before the rings) makes the kernel write a 10-byte
+//!   `virtio_net_hdr` right before each RX frame's MAC header and read one
+//!   at the start of each TX slot's data (`tp_len` counts it). Facts
+//!   used (Linux `tpacket_rcv`/`tpacket_snd`, `virtio_net_hdr_from_skb`/
+//!   `_to_skb`; VPP's af_packet plugin does the same): a GSO skb arrives
+//!   whole with `gso_type`/`gso_size` and `NEEDS_CSUM` (`csum_start` from
+//!   the MAC header, not counting a tag moved to `tp_vlan_tci`, so a tag
+//!   put back shifts it by 4); with a vnet header the TX size limit is the
+//!   slot, not the MTU. RX: a super-packet (TCPv4/v6, UDP_L4; UFO and
+//!   unknown types are dropped as `rx_offload_bad`) may exceed the MTU,
+//!   keeps its pseudo-header seed and is marked checksum-verified (the
+//!   kernel trusts a `CHECKSUM_PARTIAL` skb the same way); any other
+//!   frame is checked and completed exactly as without `gso`. TX: each
+//!   frame's [`Offload`] is written back, so the device (or the peer
+//!   veth's stack, or the kernel's software GSO when the device cannot)
+//!   cuts the segments and completes their checksums. Slots grow to
+//!   64 KiB (`pool.rs`, `block_size_for`); buffers come in two sizes.
 //! * **Promiscuous mode** is a `PACKET_ADD_MEMBERSHIP` of each socket (the
 //!   kernel reference-counts it and drops it when the socket closes), so it
 //!   is part of opening a port, not of [`prepare`].
@@ -53,7 +72,9 @@
 
 pub mod prepare;
 
+mod config;
 mod fixup;
+mod geometry;
 mod pool;
 mod port;
 mod socket;
@@ -67,6 +88,8 @@ use crate::packet::{Offload, PortId};
 use crate::steering::SteeringRule;
 use crate::wire::MacAddr;
 use crate::wire::vnet;
+pub use config::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig, RxMode};
+use geometry::{block_size_for, rx_request};
 use pool::{GSO_MAX_FRAME, Pools};
 use port::{RxContext, RxRing, TxRing};
 use stats::KernelTotals;
@@ -118,150 +141,6 @@ impl AfPacketError {
             ifname: ifname.to_string(),
             source: io::Error::from_raw_os_error(libc::EINVAL),
             reason,
-        }
-    }
-}
-
-/// How the kernel spreads a port's frames over the workers' sockets.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FanoutMode {
-    /// `PACKET_FANOUT_HASH`: by the symmetric flow hash (both directions of
-    /// a flow land on the same socket).
-    #[default]
-    Hash,
-    /// `PACKET_FANOUT_CPU`: by the CPU that received the frame (pairs with
-    /// RSS and IRQ affinity).
-    Cpu,
-    /// `PACKET_FANOUT_LB`: round robin.
-    Lb,
-    /// `PACKET_FANOUT_CBPF`: the flow-affine steering program (see
-    /// `steering/`); the workers must join in worker order. Until worker 0
-    /// installs the rule of its first snapshot ([`Driver::install_steering`])
-    /// the kernel delivers every frame to worker 0.
-    Steered,
-}
-
-impl FanoutMode {
-    fn raw(self) -> u32 {
-        match self {
-            FanoutMode::Hash => libc::PACKET_FANOUT_HASH,
-            FanoutMode::Cpu => libc::PACKET_FANOUT_CPU,
-            FanoutMode::Lb => libc::PACKET_FANOUT_LB,
-            FanoutMode::Steered => libc::PACKET_FANOUT_CBPF,
-        }
-    }
-}
-
-/// One port of a worker.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AfPacketPortConfig {
-    /// Kernel interface name (in the caller's network namespace).
-    pub ifname: String,
-    /// Join this `PACKET_FANOUT` group: every worker's socket on the port
-    /// uses the same id; different ports need different ids.
-    pub fanout_group_id: Option<u16>,
-}
-
-/// How a socket's RX ring hands frames to user space (its
-/// `PACKET_VERSION`, which its TX ring shares).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RxMode {
-    /// `TPACKET_V2`: fixed slots, each handed over (and `poll(2)` woken)
-    /// as soon as its frame is written. No added latency; a slot holds
-    /// the largest frame, so the ring holds `rx_frame_count` frames
-    /// whatever their size. The default.
-    #[default]
-    Frames,
-    /// `TPACKET_V3`: frames packed into blocks, handed over when a block
-    /// is full or `rx_block_timeout_ms` after its first frame (at least
-    /// 1 ms and one jiffy): fewer status words to touch and more small
-    /// frames per byte of ring, at up to the timeout of added latency
-    /// when traffic is light.
-    Blocks,
-}
-
-/// Ring sizes of every socket of a driver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RingConfig {
-    pub rx_mode: RxMode,
-    /// [`RxMode::Frames`]: RX slots (rounded up to whole blocks). A slot
-    /// holds the largest frame of any port plus the 66-byte ring header,
-    /// rounded up to 16; a block is a slot rounded up to the page size.
-    pub rx_frame_count: usize,
-    /// [`RxMode::Blocks`]: bytes per RX block, a multiple of the page
-    /// size that holds the largest frame plus ring headers.
-    pub rx_block_size: usize,
-    /// [`RxMode::Blocks`]: RX blocks.
-    pub rx_block_count: usize,
-    /// [`RxMode::Blocks`]: the kernel hands over a partly filled RX block
-    /// after this long.
-    pub rx_block_timeout_ms: u32,
-    /// Bytes per TX slot, header (32 with frames, 48 with blocks)
-    /// included; a multiple of 16.
-    pub tx_frame_size: usize,
-    /// TX slots; rounded up to whole blocks (a block is `tx_frame_size`
-    /// rounded up to the page size).
-    pub tx_frame_count: usize,
-}
-
-impl Default for RingConfig {
-    fn default() -> Self {
-        RingConfig {
-            rx_mode: RxMode::Frames,
-            rx_frame_count: 4096,
-            rx_block_size: 1 << 18,
-            rx_block_count: 16,
-            rx_block_timeout_ms: 1,
-            tx_frame_size: 2048,
-            tx_frame_count: 1024,
-        }
-    }
-}
-
-/// Everything one worker's driver needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AfPacketConfig {
-    /// Ports in `PortId` order.
-    pub ports: Vec<AfPacketPortConfig>,
-    pub ring: RingConfig,
-    pub fanout_mode: FanoutMode,
-    /// `PACKET_QDISC_BYPASS`: TX skips the qdisc layer.
-    pub qdisc_bypass: bool,
-    /// Receive frames for any destination MAC (`PACKET_MR_PROMISC`).
-    pub promiscuous: bool,
-    /// What the driver's [`Driver::wait_idle`] sleeps at most.
-    pub poll_timeout_ms: u32,
-    /// Buffers in the worker's frame pool.
-    pub pool_frames: usize,
-    /// GSO/GRO pass-through (`PACKET_VNET_HDR`, see the module docs):
-    /// super-packets up to 64 KiB in and out, partial checksums left to
-    /// the device.
-    pub gso: bool,
-    /// With `gso`: buffers of 64 KiB for super-packets, besides the
-    /// `pool_frames` MTU-size ones.
-    pub gso_pool_frames: usize,
-}
-
-impl AfPacketConfig {
-    /// Defaults for the given interfaces: no fanout, bypass and promiscuous
-    /// on, 10 ms idle poll, 4096 pool buffers.
-    pub fn new(ifnames: &[&str]) -> Self {
-        AfPacketConfig {
-            ports: ifnames
-                .iter()
-                .map(|n| AfPacketPortConfig {
-                    ifname: (*n).to_string(),
-                    fanout_group_id: None,
-                })
-                .collect(),
-            ring: RingConfig::default(),
-            fanout_mode: FanoutMode::Hash,
-            qdisc_bypass: true,
-            promiscuous: true,
-            poll_timeout_ms: 10,
-            pool_frames: 4096,
-            gso: false,
-            gso_pool_frames: 256,
         }
     }
 }
@@ -521,90 +400,6 @@ impl AfPacketPort {
         })
     }
 }
-
-/// The `PACKET_RX_RING` request of `ring` for frames of up to `max_frame`
-/// bytes, or why it cannot be made (`invalid` names the interface).
-fn rx_request(
-    ring: &RingConfig,
-    max_frame: usize,
-    gso: bool,
-    page: usize,
-    invalid: &dyn Fn(String) -> AfPacketError,
-) -> Result<libc::tpacket_req3, AfPacketError> {
-    let u =
-        |v: usize, what: &str| u32::try_from(v).map_err(|_| invalid(format!("{what} too large")));
-    match ring.rx_mode {
-        RxMode::Frames => {
-            if ring.rx_frame_count == 0 {
-                return Err(invalid("rx_frame_count is 0".into()));
-            }
-            let frame_size =
-                (port::V2_MAC_OFFSET + max_frame).next_multiple_of(libc::TPACKET_ALIGNMENT);
-            let block_size = block_size_for(frame_size, gso, page);
-            let per_block = block_size / frame_size;
-            let blocks = ring.rx_frame_count.div_ceil(per_block);
-            Ok(libc::tpacket_req3 {
-                tp_block_size: u(block_size, "rx block")?,
-                tp_block_nr: u(blocks, "rx_frame_count")?,
-                tp_frame_size: u(frame_size, "rx frame")?,
-                tp_frame_nr: u(blocks * per_block, "rx_frame_count")?,
-                tp_retire_blk_tov: 0,
-                tp_sizeof_priv: 0,
-                tp_feature_req_word: 0,
-            })
-        }
-        RxMode::Blocks => {
-            // V3 ignores the frame size except for sanity checks: a
-            // multiple of 16 dividing the block evenly enough.
-            const RX_REQ_FRAME_SIZE: usize = 2048;
-            if ring.rx_block_size == 0 || !ring.rx_block_size.is_multiple_of(page) {
-                return Err(invalid(format!(
-                    "rx_block_size {} is not a multiple of the page size {page}",
-                    ring.rx_block_size
-                )));
-            }
-            // Block header (48) + frame header (48) + alignment slack.
-            if ring.rx_block_size < max_frame + 256 || ring.rx_block_size < RX_REQ_FRAME_SIZE {
-                return Err(invalid(format!(
-                    "rx_block_size {} cannot hold a {max_frame}-byte frame",
-                    ring.rx_block_size
-                )));
-            }
-            if ring.rx_block_count == 0 {
-                return Err(invalid("rx_block_count is 0".into()));
-            }
-            Ok(libc::tpacket_req3 {
-                tp_block_size: u(ring.rx_block_size, "rx_block_size")?,
-                tp_block_nr: u(ring.rx_block_count, "rx_block_count")?,
-                tp_frame_size: RX_REQ_FRAME_SIZE as u32,
-                tp_frame_nr: u(
-                    (ring.rx_block_size / RX_REQ_FRAME_SIZE) * ring.rx_block_count,
-                    "rx ring",
-                )?,
-                tp_retire_blk_tov: ring.rx_block_timeout_ms.max(1),
-                tp_sizeof_priv: 0,
-                tp_feature_req_word: 0,
-            })
-        }
-    }
-}
-
-/// Bytes of a ring block holding slots of `frame_size`: whole pages; with
-/// `gso`, [`GSO_BLOCK_BYTES`]. The kernel allocates each block as a
-/// power-of-two run of pages (`alloc_pg_vec`), so a 64 KiB slot in a
-/// block of its own (17 pages) would cost 128 KiB; 512 KiB blocks hold 7
-/// such slots (12 % slack instead of 49 %).
-fn block_size_for(frame_size: usize, gso: bool, page: usize) -> usize {
-    let pages = frame_size.div_ceil(page) * page;
-    if gso {
-        GSO_BLOCK_BYTES.max(pages)
-    } else {
-        pages
-    }
-}
-
-/// Ring block size with `gso` (see [`block_size_for`]).
-const GSO_BLOCK_BYTES: usize = 512 << 10;
 
 /// One worker's af_packet ports.
 #[derive(Debug)]
