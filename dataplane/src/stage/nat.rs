@@ -194,24 +194,20 @@ fn rewrite_ports_partial(
     new: &FlowKey,
     addr_delta: u32,
 ) -> Result<(), DropReason> {
-    let (csum_off, malformed) = match old.proto {
-        Proto::Tcp => (TCP_CHECKSUM_OFFSET, DropReason::TcpMalformed),
-        Proto::Udp => (UDP_CHECKSUM_OFFSET, DropReason::UdpMalformed),
+    let csum_off = match old.proto {
+        Proto::Tcp => TCP_CHECKSUM_OFFSET,
+        Proto::Udp => UDP_CHECKSUM_OFFSET,
         Proto::Icmp => return Ok(()),
     };
-    let Some(ports) = seg.first_chunk_mut::<4>() else {
-        return Err(malformed);
-    };
-    ports[0..2].copy_from_slice(&new.src_port.to_be_bytes());
-    ports[2..4].copy_from_slice(&new.dst_port.to_be_bytes());
-    let Some(field) = seg
-        .get_mut(csum_off..)
-        .and_then(|f| f.first_chunk_mut::<2>())
-    else {
-        return Err(malformed);
-    };
-    let seed = u16::from_be_bytes(*field);
-    *field = (!apply_delta(!seed, addr_delta)).to_be_bytes();
+    let seed = seg
+        .get(csum_off..csum_off + 2)
+        .map(|f| u16::from_be_bytes([f[0], f[1]]));
+    // The ports (and the lengths checks) as for any packet, then the
+    // field becomes the seed moved by the address terms only.
+    rewrite_ports(seg, old, new, addr_delta, true)?;
+    if let (Some(seed), Some(field)) = (seed, seg.get_mut(csum_off..csum_off + 2)) {
+        field.copy_from_slice(&(!apply_delta(!seed, addr_delta)).to_be_bytes());
+    }
     Ok(())
 }
 

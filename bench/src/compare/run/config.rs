@@ -101,6 +101,7 @@ impl Datapath {
             Datapath::Portico(PorticoDriver::Dpdk) => "portico (DPDK)",
             Datapath::Portico(PorticoDriver::AfPacketBlocks) => "portico (af_packet, V3 blocks)",
             Datapath::Portico(PorticoDriver::AfXdpBusyPoll) => "portico (AF_XDP, busy poll)",
+            Datapath::Portico(PorticoDriver::AfPacketGso) => "portico (af_packet, GSO)",
             Datapath::Iptables => "kernel, iptables shape",
             Datapath::Nftables => "kernel, nftables shape",
         }

@@ -213,19 +213,23 @@ pub fn disable_offloads(ifname: &str) -> Result<OffloadState, AfPacketError> {
         )?;
     }
     if before.lro {
-        // SFLAGS takes the whole flag word: clear only LRO, so no other flag
-        // (which the device may not allow changing) changes.
-        let flags = sys::ethtool_value(&sock, ifname, ETHTOOL_GFLAGS, 0)
-            .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_GFLAGS"))?;
-        ignore_unsupported(sys::ethtool_value(
-            &sock,
-            ifname,
-            ETHTOOL_SFLAGS,
-            flags & !ETH_FLAG_LRO,
-        ))
-        .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_SFLAGS"))?;
+        clear_lro(&sock, ifname)?;
     }
     read_offloads(&sock, ifname)
+}
+
+/// Turn LRO off. `SFLAGS` takes the whole flag word: clear only LRO, so
+/// no other flag (which the device may not allow changing) changes.
+fn clear_lro(sock: &OwnedFd, ifname: &str) -> Result<(), AfPacketError> {
+    let flags = sys::ethtool_value(sock, ifname, ETHTOOL_GFLAGS, 0)
+        .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_GFLAGS"))?;
+    ignore_unsupported(sys::ethtool_value(
+        sock,
+        ifname,
+        ETHTOOL_SFLAGS,
+        flags & !ETH_FLAG_LRO,
+    ))
+    .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_SFLAGS"))
 }
 
 /// Turn GRO, GSO and TSO on and LRO off (GSO/GRO pass-through, see the
@@ -256,15 +260,7 @@ pub fn enable_gso_offloads(ifname: &str) -> Result<OffloadState, AfPacketError> 
     )?;
     let state = read_offloads(&sock, ifname)?;
     if state.lro {
-        let flags = sys::ethtool_value(&sock, ifname, ETHTOOL_GFLAGS, 0)
-            .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_GFLAGS"))?;
-        ignore_unsupported(sys::ethtool_value(
-            &sock,
-            ifname,
-            ETHTOOL_SFLAGS,
-            flags & !ETH_FLAG_LRO,
-        ))
-        .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_SFLAGS"))?;
+        clear_lro(&sock, ifname)?;
     }
     read_offloads(&sock, ifname)
 }

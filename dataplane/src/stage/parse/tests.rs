@@ -577,7 +577,7 @@ fn valid_icmp_errors_carry_the_inner_tuple() {
 }
 
 #[derive(Debug)]
-struct TestFrame(Vec<u8>, bool);
+struct TestFrame(Vec<u8>, bool, Offload);
 
 impl Frame for TestFrame {
     fn data(&self) -> &[u8] {
@@ -592,17 +592,24 @@ impl Frame for TestFrame {
     fn checksum_verified(&self) -> bool {
         self.1
     }
+    fn offload(&self) -> Offload {
+        self.2
+    }
 }
 
 #[test]
 fn batch_fills_one_meta_per_frame() {
     let bad_tcp_csum = edit_l4(tcp_frame(ACK, b"data"), |s| s[20] ^= 1);
     let frames = [
-        TestFrame(tcp_frame(SYN, b""), false),
-        TestFrame(vec![0; 10], false),
-        TestFrame(bad_tcp_csum.clone(), false),
-        TestFrame(bad_tcp_csum, true),
-        TestFrame(build::arp_request(CLIENT_MAC, CLIENT, VIP), false),
+        TestFrame(tcp_frame(SYN, b""), false, Offload::NONE),
+        TestFrame(vec![0; 10], false, Offload::NONE),
+        TestFrame(bad_tcp_csum.clone(), false, Offload::NONE),
+        TestFrame(bad_tcp_csum, true, Offload::NONE),
+        TestFrame(
+            build::arp_request(CLIENT_MAC, CLIENT, VIP),
+            false,
+            Offload::NONE,
+        ),
     ];
     let mut metas = [PacketMeta::empty(9); 8];
     metas[1].l3_offset = 99; // stale data from a previous batch
@@ -711,27 +718,6 @@ fn hasher() -> TableHasher {
     TableHasher::from_seed(1)
 }
 
-#[derive(Debug)]
-struct OffloadFrame(Vec<u8>, crate::packet::Offload);
-
-impl Frame for OffloadFrame {
-    fn data(&self) -> &[u8] {
-        &self.0
-    }
-    fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-    fn truncate(&mut self, len: usize) {
-        self.0.truncate(len);
-    }
-    fn checksum_verified(&self) -> bool {
-        true
-    }
-    fn offload(&self) -> crate::packet::Offload {
-        self.1
-    }
-}
-
 /// A super-packet's offload is taken into the meta with the length of its
 /// segments; offload metadata that does not fit the packet is dropped as
 /// `gso_malformed`, one check each.
@@ -743,30 +729,30 @@ fn offload_metadata_is_checked_against_the_packet() {
     let o = build::make_partial(&mut sp, 1448);
     let mut syn = tcp_frame(SYN, &payload);
     let syn_o = build::make_partial(&mut syn, 1448);
-    let wrong_start = crate::packet::Offload {
+    let wrong_start = Offload {
         csum_start: o.csum_start + 4,
         ..o
     };
-    let v6_type = crate::packet::Offload {
+    let v6_type = Offload {
         gso: Gso::TcpV6,
         ..o
     };
-    let no_csum = crate::packet::Offload {
+    let no_csum = Offload {
         needs_csum: false,
         ..o
     };
     let mut udp = build::eth_ipv4_udp(CLIENT_MAC, GW_MAC, CLIENT, 5000, VIP, 53, &payload);
-    let udp_as_tcp = crate::packet::Offload {
+    let udp_as_tcp = Offload {
         gso: Gso::TcpV4,
         ..build::make_partial(&mut udp, 1000)
     };
     let frames = [
-        OffloadFrame(sp.clone(), o),
-        OffloadFrame(syn, syn_o),
-        OffloadFrame(sp.clone(), wrong_start),
-        OffloadFrame(sp.clone(), v6_type),
-        OffloadFrame(sp, no_csum),
-        OffloadFrame(udp, udp_as_tcp),
+        TestFrame(sp.clone(), true, o),
+        TestFrame(syn, true, syn_o),
+        TestFrame(sp.clone(), true, wrong_start),
+        TestFrame(sp.clone(), true, v6_type),
+        TestFrame(sp, true, no_csum),
+        TestFrame(udp, true, udp_as_tcp),
     ];
     let mut metas = [PacketMeta::empty(0); 6];
     parse_batch(&frames, 0, &mut metas, &hasher());
