@@ -1,5 +1,5 @@
 //! Ring geometry: the `PACKET_RX_RING` request of a [`RingConfig`] and the
-//! block size of a slot size (whole pages; 512 KiB blocks with `gso`).
+//! slot rings (V2 RX, TX) in whole blocks: pages, 512 KiB with `gso`.
 
 use super::{AfPacketError, RingConfig, RxMode, port};
 
@@ -21,18 +21,7 @@ pub(super) fn rx_request(
             }
             let frame_size =
                 (port::V2_MAC_OFFSET + max_frame).next_multiple_of(libc::TPACKET_ALIGNMENT);
-            let block_size = block_size_for(frame_size, gso, page);
-            let per_block = block_size / frame_size;
-            let blocks = ring.rx_frame_count.div_ceil(per_block);
-            Ok(libc::tpacket_req3 {
-                tp_block_size: u(block_size, "rx block")?,
-                tp_block_nr: u(blocks, "rx_frame_count")?,
-                tp_frame_size: u(frame_size, "rx frame")?,
-                tp_frame_nr: u(blocks * per_block, "rx_frame_count")?,
-                tp_retire_blk_tov: 0,
-                tp_sizeof_priv: 0,
-                tp_feature_req_word: 0,
-            })
+            slot_request(frame_size, ring.rx_frame_count, gso, page, invalid, "rx")
         }
         RxMode::Blocks => {
             // V3 ignores the frame size except for sanity checks: a
@@ -68,6 +57,33 @@ pub(super) fn rx_request(
             })
         }
     }
+}
+
+/// The request of a ring of at least `count` slots of `frame_size` bytes
+/// (V2 RX, and TX of either version), in whole blocks.
+pub(super) fn slot_request(
+    frame_size: usize,
+    count: usize,
+    gso: bool,
+    page: usize,
+    invalid: &dyn Fn(String) -> AfPacketError,
+    ring: &str,
+) -> Result<libc::tpacket_req3, AfPacketError> {
+    let u = |v: usize, what: &str| {
+        u32::try_from(v).map_err(|_| invalid(format!("{ring} {what} too large")))
+    };
+    let block_size = block_size_for(frame_size, gso, page);
+    let per_block = block_size / frame_size;
+    let blocks = count.div_ceil(per_block);
+    Ok(libc::tpacket_req3 {
+        tp_block_size: u(block_size, "block")?,
+        tp_block_nr: u(blocks, "frame count")?,
+        tp_frame_size: u(frame_size, "frame size")?,
+        tp_frame_nr: u(blocks * per_block, "frame count")?,
+        tp_retire_blk_tov: 0,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    })
 }
 
 /// Bytes of a ring block holding slots of `frame_size`: whole pages; with

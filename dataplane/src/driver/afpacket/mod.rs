@@ -89,7 +89,7 @@ use crate::steering::SteeringRule;
 use crate::wire::MacAddr;
 use crate::wire::vnet;
 pub use config::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig, RxMode};
-use geometry::{block_size_for, rx_request};
+use geometry::{rx_request, slot_request};
 use pool::{GSO_MAX_FRAME, Pools};
 use port::{RxContext, RxRing, TxRing};
 use stats::KernelTotals;
@@ -290,22 +290,16 @@ impl AfPacketPort {
         if ring.tx_frame_count == 0 {
             return Err(invalid("tx_frame_count is 0".into()));
         }
-        let tx_block_size = block_size_for(tx_frame_size, gso, page);
-        let tx_fpb = tx_block_size / tx_frame_size;
-        let tx_block_count = ring.tx_frame_count.div_ceil(tx_fpb);
-        let u = |v: usize, what: &str| {
-            u32::try_from(v)
-                .map_err(|_| AfPacketError::invalid(ifname, format!("{what} too large")))
-        };
-        let tx_req = libc::tpacket_req3 {
-            tp_block_size: u(tx_block_size, "tx block")?,
-            tp_block_nr: u(tx_block_count, "tx_frame_count")?,
-            tp_frame_size: u(tx_frame_size, "tx_frame_size")?,
-            tp_frame_nr: u(tx_fpb * tx_block_count, "tx_frame_count")?,
-            tp_retire_blk_tov: 0,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
+        let tx_req = slot_request(
+            tx_frame_size,
+            ring.tx_frame_count,
+            gso,
+            page,
+            &invalid,
+            "tx",
+        )?;
+        let (tx_block_size, tx_block_count) =
+            (tx_req.tp_block_size as usize, tx_req.tp_block_nr as usize);
 
         let fd = socket::packet_socket().map_err(|source| AfPacketError::Socket {
             ifname: ifname.to_string(),

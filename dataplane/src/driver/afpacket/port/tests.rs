@@ -620,10 +620,11 @@ fn gso_tx_slots_carry_the_vnet_header() {
         f.offload = offload;
         frames.push(f);
     }
+    let mtu = MTU;
     let (taken, queued) = tx_fill(
         &mut region,
         &mut tx,
-        MTU,
+        mtu,
         &mut stats,
         &mut pool,
         &mut frames,
