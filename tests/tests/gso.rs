@@ -70,10 +70,10 @@ fn bulk_server(t: &Topology, dir: &TempDir) -> Process {
 }
 
 /// The topology's configuration plus a `bulk` service VIP:9090 → backend
-/// 0:9090, one worker, `gso` as given.
-fn config(t: &Topology, gso: bool) -> String {
+/// 0:9090, `workers` workers, `gso` as given.
+fn config(t: &Topology, gso: bool, workers: u32) -> String {
     let options = ServiceOptions {
-        workers: 1,
+        workers,
         backends: vec![0],
         dataplane_extra: format!("[dataplane.afpacket]\ngso = {gso}\n"),
         ..ServiceOptions::all(t)
@@ -124,7 +124,7 @@ fn port_counter(report: &Value, name: &str, counter: &str) -> u64 {
     number(port, &format!("/{counter}"))
 }
 
-fn transfer(test: &str, gso: bool) -> Option<Value> {
+fn transfer(test: &str, gso: bool, workers: u32) -> Option<Value> {
     let t = topology(test, 1)?;
     if gso {
         t.offloads_on().expect("offloads on at the peers");
@@ -134,7 +134,7 @@ fn transfer(test: &str, gso: bool) -> Option<Value> {
     let want = object();
     std::fs::write(dir.path.join("www/big"), &want).expect("write the object");
     let _nginx = bulk_server(&t, &dir);
-    let gw = gateway_with(&t, &config(&t, gso), &[]);
+    let gw = gateway_with(&t, &config(&t, gso, workers), &[]);
     let got = fetch(&t, &dir);
     assert_eq!(got.len(), want.len(), "the whole object arrived");
     assert!(got == want, "the object arrived intact");
@@ -150,6 +150,7 @@ fn gso_on_carries_super_packets_through_the_gateway_intact() {
     let Some(report) = transfer(
         "gso::gso_on_carries_super_packets_through_the_gateway_intact",
         true,
+        1,
     ) else {
         return;
     };
@@ -167,11 +168,34 @@ fn gso_on_carries_super_packets_through_the_gateway_intact() {
 
 #[test]
 fn gso_off_carries_the_same_object_in_mtu_frames() {
-    let Some(report) = transfer("gso::gso_off_carries_the_same_object_in_mtu_frames", false) else {
+    let Some(report) = transfer(
+        "gso::gso_off_carries_the_same_object_in_mtu_frames",
+        false,
+        1,
+    ) else {
         return;
     };
     assert_eq!(port_counter(&report, "inside", "rx_gso_frames"), 0);
     assert_eq!(port_counter(&report, "outside", "tx_gso_frames"), 0);
     // 24 MiB in at most MTU-size frames.
     assert!(port_counter(&report, "inside", "rx_frames") > (OBJECT_BYTES / 1500) as u64);
+}
+
+/// Two workers (the steering fanout program, handoff as the fallback: a
+/// super-packet handed over is cut into segments first): the object still
+/// arrives intact as super-packets.
+#[test]
+fn gso_on_with_two_workers_carries_the_object_intact() {
+    let Some(report) = transfer(
+        "gso::gso_on_with_two_workers_carries_the_object_intact",
+        true,
+        2,
+    ) else {
+        return;
+    };
+    assert!(
+        port_counter(&report, "inside", "rx_gso_frames") > 0,
+        "{report}"
+    );
+    assert_eq!(number(&report, "/total/drops/handoff_full"), 0, "{report}");
 }
