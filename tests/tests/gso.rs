@@ -5,10 +5,12 @@
 //! default, offloads off on the peers) the same transfer takes the MTU-frame
 //! path and counts no super-packet.
 //!
-//! The peers' offloads are back on for the `gso` run
-//! ([`Topology::offloads_on`]): TCP then leaves the backend as 64 KiB
-//! skbs, crosses the bridge and the veth whole, and reaches the gateway's
-//! packet socket with its `virtio_net_hdr`.
+//! Two sources of super-packets on veth, each tested: the peers' offloads
+//! back on ([`Topology::offloads_on`]): TCP leaves the backend as 64 KiB
+//! skbs (TSO) and crosses the bridge and the veth whole; or the peers
+//! segmenting (offloads off): the gateway port's GRO, which `gso` turns on,
+//! merges the MTU frames again (veth's NAPI GRO). Either way the skb
+//! reaches the gateway's packet socket whole, with its `virtio_net_hdr`.
 
 mod common;
 
@@ -124,11 +126,21 @@ fn port_counter(report: &Value, name: &str, counter: &str) -> u64 {
     number(port, &format!("/{counter}"))
 }
 
-fn transfer(test: &str, gso: bool, workers: u32) -> Option<Value> {
+/// How the transfer is set up.
+struct Setup {
+    gso: bool,
+    workers: u32,
+    /// GRO/GSO/TSO back on at the peers (else off, as the topology leaves
+    /// them).
+    peers_offloads: bool,
+}
+
+fn transfer(test: &str, s: Setup) -> Option<Value> {
     let t = topology(test, 1)?;
-    if gso {
+    if s.peers_offloads {
         t.offloads_on().expect("offloads on at the peers");
     }
+    let (gso, workers) = (s.gso, s.workers);
     let dir = TempDir::new("gso-bulk").expect("temp dir");
     std::fs::create_dir_all(dir.path.join("www")).expect("www dir");
     let want = object();
@@ -149,8 +161,11 @@ fn transfer(test: &str, gso: bool, workers: u32) -> Option<Value> {
 fn gso_on_carries_super_packets_through_the_gateway_intact() {
     let Some(report) = transfer(
         "gso::gso_on_carries_super_packets_through_the_gateway_intact",
-        true,
-        1,
+        Setup {
+            gso: true,
+            workers: 1,
+            peers_offloads: true,
+        },
     ) else {
         return;
     };
@@ -170,8 +185,11 @@ fn gso_on_carries_super_packets_through_the_gateway_intact() {
 fn gso_off_carries_the_same_object_in_mtu_frames() {
     let Some(report) = transfer(
         "gso::gso_off_carries_the_same_object_in_mtu_frames",
-        false,
-        1,
+        Setup {
+            gso: false,
+            workers: 1,
+            peers_offloads: false,
+        },
     ) else {
         return;
     };
@@ -188,8 +206,11 @@ fn gso_off_carries_the_same_object_in_mtu_frames() {
 fn gso_on_with_two_workers_carries_the_object_intact() {
     let Some(report) = transfer(
         "gso::gso_on_with_two_workers_carries_the_object_intact",
-        true,
-        2,
+        Setup {
+            gso: true,
+            workers: 2,
+            peers_offloads: true,
+        },
     ) else {
         return;
     };
@@ -198,4 +219,30 @@ fn gso_on_with_two_workers_carries_the_object_intact() {
         "{report}"
     );
     assert_eq!(number(&report, "/total/drops/handoff_full"), 0, "{report}");
+}
+
+/// The peers segment everything themselves (TSO/GSO/GRO off, as the
+/// topology leaves them): the super-packets then come from the gateway
+/// port's own GRO, which `gso` turns on — on a veth that enables its NAPI
+/// path, whose GRO merges the MTU frames the bridge forwards.
+#[test]
+fn gso_on_gets_super_packets_from_veth_gro_when_the_peers_segment() {
+    let Some(report) = transfer(
+        "gso::gso_on_gets_super_packets_from_veth_gro_when_the_peers_segment",
+        Setup {
+            gso: true,
+            workers: 1,
+            peers_offloads: false,
+        },
+    ) else {
+        return;
+    };
+    assert!(
+        port_counter(&report, "inside", "rx_gso_frames") > 0,
+        "{report}"
+    );
+    assert!(
+        port_counter(&report, "outside", "tx_gso_frames") > 0,
+        "{report}"
+    );
 }

@@ -13,9 +13,12 @@
 //!   the socket takes whole), GSO and TSO on (a super-packet the driver
 //!   sends goes to the device whole: a NIC cuts it, a veth hands it to the
 //!   peer's stack as one skb), LRO off (Linux turns it off on forwarding
-//!   devices: it merges without the metadata to cut again). On a veth the
-//!   super-packets come from the peer's stack (its TSO/GSO; no GRO
-//!   involved): a local sender's TCP skb crosses the pair whole;
+//!   devices: it merges without the metadata to cut again). On a veth
+//!   super-packets come two ways (both seen in `tests/tests/gso.rs`): a
+//!   local sender's TCP skb crosses the pair whole when the peer has
+//!   TSO/GSO on; and when the peer segments (offloads off), GRO on our end
+//!   turns on veth's NAPI receive path, whose GRO merges the MTU frames
+//!   again;
 //! * [`kernel_ipv4_addrs`]: the IPv4 addresses the kernel has on the
 //!   interface. An address Portico owns must not be among them, or the
 //!   kernel answers ARP and connections for it too; the caller warns.
