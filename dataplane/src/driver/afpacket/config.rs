@@ -15,7 +15,7 @@ pub enum FanoutMode {
     Lb,
     /// `PACKET_FANOUT_CBPF`: the flow-affine steering program (see
     /// `steering/`); the workers must join in worker order. Until worker 0
-    /// installs the rule of its first snapshot ([`Driver::install_steering`])
+    /// installs the rule of its first snapshot ([`Driver::install_steering`](crate::driver::Driver::install_steering))
     /// the kernel delivers every frame to worker 0.
     Steered,
 }
@@ -108,7 +108,7 @@ pub struct AfPacketConfig {
     pub qdisc_bypass: bool,
     /// Receive frames for any destination MAC (`PACKET_MR_PROMISC`).
     pub promiscuous: bool,
-    /// What the driver's [`Driver::wait_idle`] sleeps at most.
+    /// What the driver's [`Driver::wait_idle`](crate::driver::Driver::wait_idle) sleeps at most.
     pub poll_timeout_ms: u32,
     /// Buffers in the worker's frame pool.
     pub pool_frames: usize,

@@ -14,7 +14,9 @@ use crate::packet::Offload;
 /// The largest frame a super-packet can be: an IPv4 packet of 65535 bytes
 /// (its total length is 16 bits) behind an Ethernet header with one
 /// 802.1Q tag. (IPv6 "BIG TCP" jumbograms above 64 KiB are not accepted:
-/// the port's `gso_max_size`/`gro_max_size` stay at their 64 KiB default.)
+/// the port's `gso_max_size`/`gro_max_size` stay at their 64 KiB default.
+/// The pipeline's offsets are 16 bits: a frame above 65 535 bytes — a
+/// NIC's GRO can build one — is dropped by parse as `ipv4_bad_length`.)
 pub(super) const GSO_MAX_FRAME: usize = 65535 + 18;
 
 #[derive(Debug)]
