@@ -169,6 +169,12 @@ drop_reasons! {
     /// interface is down (`EIO`) or gone, or the port it came in on has no
     /// host path.
     HostPathDown => "host_path_down",
+    /// A frame whose offload metadata (the driver's `virtio_net_hdr`:
+    /// GSO/GRO super-packet or partial checksum) does not match the packet:
+    /// a super-packet that is not TCP/UDP of its GSO type or carries SYN or
+    /// RST, a checksum start that is not its L4 header, or one that could
+    /// not be cut into segments for a destination that takes none.
+    GsoMalformed => "gso_malformed",
 }
 
 impl std::fmt::Display for DropReason {
