@@ -443,7 +443,7 @@ impl NeighbourStage {
         for &(port, addr, mac) in &snap.static_neighbours {
             self.table.set_static(port, addr, mac);
         }
-        self.table.retain_static(|port, addr| {
+        self.table.retain_static(|port, addr: Ipv4Addr| {
             snap.static_neighbours
                 .iter()
                 .any(|&(p, a, _)| p == port && a == addr)
