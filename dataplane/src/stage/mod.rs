@@ -6,7 +6,7 @@
 //!
 //! One file per stage: [`parse`], [`local`], [`steer`], [`flow`],
 //! [`icmp_error`], [`nat`] (with [`mss_clamp`]), [`neighbour`] (next-hop resolution, L2, frames
-//! held for ARP, ARP out).
+//! held for ARP, ARP out), [`ndp`] (NDP in and out for IPv6 next hops).
 //!
 //! [`Pipeline`] holds a worker's state (conntrack, SNAT allocator, affinity,
 //! counters, neighbour-stage state) and per-batch scratch space, all
@@ -18,6 +18,7 @@ pub mod icmp_reply;
 pub mod local;
 pub mod mss_clamp;
 pub mod nat;
+pub mod ndp;
 pub mod neighbour;
 pub mod parse;
 pub mod source_limit;
@@ -212,7 +213,7 @@ impl Pipeline {
 
     /// The next-hop address packet `i` of the last batch waits for (valid
     /// when its verdict is `AwaitNeighbour`).
-    pub fn awaited_neighbour(&self, i: usize) -> Ipv4Addr {
+    pub fn awaited_neighbour(&self, i: usize) -> std::net::IpAddr {
         self.neighbour.awaited(i)
     }
 

@@ -169,6 +169,17 @@ impl Gateway {
     ) -> Self {
         let mut builder = SnapshotBuilder::new();
         let snapshot = builder.build(&spec).expect("valid fixture spec");
+        Self::with_snapshot(builder, snapshot, pipeline, neighbours)
+    }
+
+    /// A gateway starting on `snapshot` (made by `builder`, and perhaps
+    /// changed by the test).
+    pub fn with_snapshot(
+        builder: SnapshotBuilder,
+        snapshot: dataplane::snapshot::Snapshot,
+        pipeline: PipelineConfig,
+        neighbours: Arc<dataplane::neighbour::NeighbourTable>,
+    ) -> Self {
         let publisher = Publisher::new(snapshot);
         let clock = ManualClock::new(1_000);
         let shared = Arc::new(SharedCounters::default());
