@@ -38,7 +38,7 @@ pub use table::{ID_CHUNK, IdTable, MAP_SHARDS, ShardedMap};
 use crate::flow::Proto;
 use crate::maglev::MaglevTable;
 use crate::packet::PortId;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::sync::Arc;
 
 /// Stable id of a service (by name) across snapshots.
@@ -223,6 +223,8 @@ pub struct Snapshot {
     pub generation: u64,
     pub ports: Vec<PortInfo>,
     pub owned: ShardedMap<Ipv4Addr, OwnedAddr>,
+    /// The IPv6 addresses the gateway owns (as `owned`).
+    pub owned6: ShardedMap<Ipv6Addr, OwnedAddr>,
     pub listeners: ShardedMap<ListenerKey, Listener>,
     /// Indexed by [`ServiceId`]; `None` for ids not in use.
     pub services: IdTable<Service>,
@@ -243,6 +245,7 @@ impl Snapshot {
             generation: 0,
             ports,
             owned: ShardedMap::new(),
+            owned6: ShardedMap::new(),
             listeners: ShardedMap::new(),
             services: IdTable::new(),
             backends: IdTable::new(),
@@ -269,6 +272,11 @@ impl Snapshot {
     #[inline]
     pub fn owned(&self, addr: Ipv4Addr) -> Option<&OwnedAddr> {
         self.owned.get(&addr)
+    }
+
+    #[inline]
+    pub fn owned6(&self, addr: Ipv6Addr) -> Option<&OwnedAddr> {
+        self.owned6.get(&addr)
     }
 
     /// The service with this name (cold path: linear).

@@ -278,6 +278,7 @@ impl SnapshotBuilder {
             generation: self.generation,
             ports,
             owned: self.owned.clone(),
+            owned6: ShardedMap::new(),
             listeners: self.listeners.clone(),
             services: self.service_table.clone(),
             backends: self.backend_table.clone(),
