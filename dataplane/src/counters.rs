@@ -202,6 +202,22 @@ drop_reasons! {
     /// not for duplicate address detection, or a solicited advertisement to
     /// a multicast address.
     NdpMalformed => "ndp_malformed",
+    /// A Neighbour Solicitation whose target the gateway does not own on
+    /// the port it came in on (including duplicate address detection of
+    /// such an address; RFC 4861 §7.2.3).
+    NdpNotOwned => "ndp_not_owned",
+    /// A Neighbour Solicitation for a VIP another instance of the tier is
+    /// elected to announce (silence, as `arp_not_announced`).
+    NdpNotAnnounced => "ndp_not_announced",
+    /// A Neighbour Advertisement for a neighbour the table does not wait
+    /// for, or without a target link-layer address (RFC 4861 §7.2.5).
+    NdpAdvertIgnored => "ndp_advert_ignored",
+    /// A Router Solicitation/Advertisement or Redirect not sent to a host
+    /// address: the gateway is no IPv6 router or host for them.
+    NdpRouterIgnored => "ndp_router_ignored",
+    /// A solicitation to answer whose frame buffer cannot hold the
+    /// advertisement.
+    NdpNoRoom => "ndp_no_room",
 }
 
 impl std::fmt::Display for DropReason {
@@ -306,6 +322,14 @@ macro_rules! with_counters {
             /// TCP SYNs and SYN-ACKs whose MSS option was lowered (or
             /// added) to their egress port's `mss_clamp`.
             mss_clamped,
+            /// NDP solicitations and advertisements the IPv6 neighbour
+            /// table learned from.
+            ndp_learned,
+            /// Neighbour Solicitations sent to resolve IPv6 next hops.
+            ndp_solicits_sent,
+            /// Unsolicited Neighbour Advertisements sent for owned IPv6
+            /// addresses (the IPv6 gratuitous ARP).
+            unsolicited_adverts_sent,
         }
     };
 }

@@ -116,8 +116,7 @@ fn announced_ipv6_addresses_are_advertised_once_at_start() {
         (INSIDE, SNAT6, IN_MAC),
     ] {
         assert!(
-            gw.announcements
-                .contains(&(port, unsolicited(mac, addr))),
+            gw.announcements.contains(&(port, unsolicited(mac, addr))),
             "{addr} on port {port}"
         );
     }
@@ -127,15 +126,16 @@ fn announced_ipv6_addresses_are_advertised_once_at_start() {
             .filter(|(_, f)| f.get(12..14) == Some(&[0x86, 0xdd][..]))
             .count()
     };
-    assert_eq!(adverts(&gw), 3, "none for the host address or the VIP announced elsewhere");
+    assert_eq!(
+        adverts(&gw),
+        3,
+        "none for the host address or the VIP announced elsewhere"
+    );
     assert_eq!(gw.counters().unsolicited_adverts_sent, 3);
     // A new snapshot announcing the same addresses advertises nothing.
     let (_, again) = snapshot6();
     gw.publisher.publish(again);
-    let (_, out) = gw.send(
-        OUTSIDE,
-        &build::ndp_solicit(ROUTER_MAC, CLIENT6, NODE6),
-    );
+    let (_, out) = gw.send(OUTSIDE, &build::ndp_solicit(ROUTER_MAC, CLIENT6, NODE6));
     assert_eq!(out.len(), 1, "only the answer: {out:?}");
     assert_eq!(gw.counters().unsolicited_adverts_sent, 3);
 }
@@ -158,7 +158,11 @@ fn solicitations_are_answered_through_the_pipeline_for_announced_addresses_only(
     let c = gw.counters();
     assert_eq!(c.local_replies, 2);
     for (port, target, verdict) in [
-        (OUTSIDE, VIP6_ELSEWHERE, Verdict::Drop(DropReason::NdpNotAnnounced)),
+        (
+            OUTSIDE,
+            VIP6_ELSEWHERE,
+            Verdict::Drop(DropReason::NdpNotAnnounced),
+        ),
         (INSIDE, NODE6, Verdict::Drop(DropReason::NdpNotOwned)),
         (OUTSIDE, SNAT6, Verdict::Drop(DropReason::NdpNotOwned)),
         (OUTSIDE, CLIENT6, Verdict::Drop(DropReason::NdpNotOwned)),
@@ -186,7 +190,10 @@ fn solicitations_are_answered_through_the_pipeline_for_announced_addresses_only(
 /// The text of `ip -6 neigh show <addr> dev <dev>` in `ns`.
 fn neigh(ns: &Netns, addr: Ipv6Addr, dev: &str) -> String {
     let out = ns
-        .exec_unchecked("ip", &["-6", "neigh", "show", &addr.to_string(), "dev", dev])
+        .exec_unchecked(
+            "ip",
+            &["-6", "neigh", "show", &addr.to_string(), "dev", dev],
+        )
         .expect("ip -6 neigh");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -211,7 +218,13 @@ fn eventually(timeout: Duration, mut probe: impl FnMut() -> bool) -> bool {
 #[test]
 fn a_linux_neighbour_resolves_the_gateways_ipv6_addresses_by_ndp() {
     let test = "ndp::a_linux_neighbour_resolves_the_gateways_ipv6_addresses_by_ndp";
-    if !require_root(test) || !require_programs(test, &["ip", "ping"], "apt-get install iproute2 iputils-ping") {
+    if !require_root(test)
+        || !require_programs(
+            test,
+            &["ip", "ping"],
+            "apt-get install iproute2 iputils-ping",
+        )
+    {
         return;
     }
     let client = Netns::new("ndpc").expect("client namespace");
@@ -289,10 +302,7 @@ fn a_linux_neighbour_resolves_the_gateways_ipv6_addresses_by_ndp() {
     for addr in [NODE6, VIP6] {
         // A ping makes the kernel solicit the address (whether or not an
         // echo reply comes: the neighbour entry is what is checked).
-        let _ = client.exec_unchecked(
-            "ping",
-            &["-6", "-c", "1", "-W", "1", &addr.to_string()],
-        );
+        let _ = client.exec_unchecked("ping", &["-6", "-c", "1", "-W", "1", &addr.to_string()]);
         let ok = eventually(Duration::from_secs(5), || {
             let n = neigh(&client, addr, "cl");
             n.contains(mac) && !n.contains("FAILED") && !n.contains("INCOMPLETE")

@@ -32,7 +32,11 @@ pub fn run<F: Frame>(
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if meta.family == Family::V6 {
-            ipv6_gate(snap, meta);
+            if meta.kind == PacketKind::Ndp && meta.is_pending() {
+                answer_ndp(snap, frame, meta, counters, neighbours);
+            } else {
+                ipv6_gate(snap, meta);
+            }
             continue;
         }
         if !meta.is_pending() {
@@ -66,6 +70,25 @@ pub fn run<F: Frame>(
 fn unparsed_to_host(snap: &Snapshot, meta: &mut PacketMeta) {
     if snap.owned(meta.key.dst_ip).is_some_and(|o| o.host) {
         meta.verdict = Verdict::Host;
+    }
+}
+
+/// NDP for the gateway: the neighbour stage's ([`super::ndp`]). Out of
+/// line: IPv4 batches carry only the family check.
+#[cold]
+#[inline(never)]
+fn answer_ndp<F: Frame>(
+    snap: &Snapshot,
+    frame: &mut F,
+    meta: &mut PacketMeta,
+    counters: &mut Counters,
+    neighbours: &NeighbourCtx<'_>,
+) {
+    if neighbours.answer_ndp(snap, frame, meta) {
+        counters.ndp_learned += 1;
+    }
+    if meta.verdict == Verdict::Reply {
+        counters.local_replies += 1;
     }
 }
 

@@ -271,7 +271,12 @@ impl NeighbourCtx<'_> {
 
     /// NDP for the gateway (a [`PacketKind::Ndp`](crate::packet::PacketKind::Ndp)
     /// frame): see [`ndp::answer`]. Returns whether the table learned.
-    pub fn answer_ndp<F: Frame>(&self, snap: &Snapshot, frame: &mut F, meta: &mut PacketMeta) -> bool {
+    pub fn answer_ndp<F: Frame>(
+        &self,
+        snap: &Snapshot,
+        frame: &mut F,
+        meta: &mut PacketMeta,
+    ) -> bool {
         ndp::answer(self.table6(), self.now_ms, snap, frame, meta)
     }
 

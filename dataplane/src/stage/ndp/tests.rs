@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::flow::{FlowKey6, Proto};
-use crate::neighbour::NeighbourTable;
+use crate::neighbour::{NeighbourTable, Resolution};
 use crate::packet::{Family, PacketKind};
 use crate::snapshot::PortInfo;
 use crate::wire::build;
@@ -48,7 +48,11 @@ fn checked(frame: &[u8]) -> &[u8] {
         carried,
         reference_checksum(ip.src_addr(), ip.dst_addr(), msg)
     );
-    assert!(icmpv6::Packet::new_checked(msg).unwrap().verify_checksum(ip.src_addr(), ip.dst_addr()));
+    assert!(
+        icmpv6::Packet::new_checked(msg)
+            .unwrap()
+            .verify_checksum(ip.src_addr(), ip.dst_addr())
+    );
     msg
 }
 
@@ -91,12 +95,7 @@ fn a_solicitation_without_a_source_address_carries_no_option() {
     let msg = checked(&buf[..len]);
     assert_eq!(&msg[..4], &[135, 0, 0xc2, 0x50], "golden checksum");
     assert_eq!(
-        ndp::parse(
-            Ipv6Addr::UNSPECIFIED,
-            ndp::solicited_node(target),
-            255,
-            msg
-        ),
+        ndp::parse(Ipv6Addr::UNSPECIFIED, ndp::solicited_node(target), 255, msg),
         Ok(ndp::Message::Solicit(ndp::Solicit {
             target,
             source_mac: None
@@ -150,7 +149,7 @@ fn frame(bytes: &[u8]) -> TestFrame {
 /// What the parse stage hands over for an untagged NDP frame.
 fn meta_of(frame: &[u8]) -> PacketMeta {
     let ip = ipv6::Packet::new_checked(&frame[14..]).unwrap();
-    let mut meta = PacketMeta::new(0);
+    let mut meta = PacketMeta::empty(0);
     meta.kind = PacketKind::Ndp;
     meta.family = Family::V6;
     meta.l3_offset = 14;
@@ -270,7 +269,14 @@ fn solicitations_are_answered_only_where_the_address_is_announced() {
             },
         ),
     ]);
-    let ask = |target| answer_frame(&table, &snap, &build::ndp_solicit(CLIENT_MAC, CLIENT, target)).0;
+    let ask = |target| {
+        answer_frame(
+            &table,
+            &snap,
+            &build::ndp_solicit(CLIENT_MAC, CLIENT, target),
+        )
+        .0
+    };
     assert_eq!(ask(host), Verdict::Host, "the kernel answers");
     assert_eq!(ask(elsewhere), Verdict::Drop(DropReason::NdpNotAnnounced));
     assert_eq!(ask(other_port), Verdict::Drop(DropReason::NdpNotOwned));
@@ -298,7 +304,10 @@ fn advertisements_teach_only_awaited_neighbours() {
         "a stranger"
     );
     assert_eq!(table.peek(0, backend), None);
-    assert_eq!(table.resolve(0, backend, 900), Resolution::Pending { probe: true });
+    assert_eq!(
+        table.resolve(0, backend, 900),
+        Resolution::Pending { probe: true }
+    );
     let (verdict, _, learned) = answer_frame(&table, &snap, &na);
     assert_eq!((verdict, learned), (Verdict::Consumed, true));
     assert_eq!(
@@ -322,7 +331,12 @@ fn router_messages_are_not_the_gateways() {
     let all_routers: Ipv6Addr = "ff02::2".parse().unwrap();
     icmpv6::Packet::new_unchecked(&mut rs[..]).fill_checksum(CLIENT, all_routers);
     let ip = build::ipv6_packet(CLIENT, all_routers, 58, 255, &rs);
-    let f = build::ethernet_frame(CLIENT_MAC, MacAddr([0x33, 0x33, 0, 0, 0, 2]), ethernet::ethertype::IPV6, &ip);
+    let f = build::ethernet_frame(
+        CLIENT_MAC,
+        MacAddr([0x33, 0x33, 0, 0, 0, 2]),
+        ethernet::ethertype::IPV6,
+        &ip,
+    );
     assert_eq!(
         answer_frame(&table, &snap, &f).0,
         Verdict::Drop(DropReason::NdpRouterIgnored)
