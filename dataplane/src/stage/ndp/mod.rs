@@ -298,10 +298,10 @@ pub fn sources(snap: &Snapshot, out: &mut Vec<Option<Ipv6Addr>>) {
         if !(o.node || o.snat) || o.host {
             continue;
         }
-        if let Some(slot) = out.get_mut(o.port as usize) {
-            if slot.is_none_or(|s| *addr < s) {
-                *slot = Some(*addr);
-            }
+        if let Some(slot) = out.get_mut(o.port as usize)
+            && slot.is_none_or(|s| *addr < s)
+        {
+            *slot = Some(*addr);
         }
     }
 }

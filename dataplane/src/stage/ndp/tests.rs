@@ -371,3 +371,115 @@ fn solicitations_leave_from_the_lowest_node_or_snat_address_of_their_port() {
     announced_now.sort_unstable();
     assert_eq!(announced_now.len(), 3);
 }
+
+/// The worker's tx queues, as far as the neighbour stage sees them.
+#[derive(Default)]
+struct Wire {
+    sent: Vec<(PortId, Vec<u8>)>,
+}
+
+impl crate::stage::Egress<TestFrame> for Wire {
+    fn frame_from(&mut self, bytes: &[u8]) -> Option<TestFrame> {
+        Some(frame(bytes))
+    }
+    fn send(&mut self, port: PortId, f: TestFrame, _: &mut crate::counters::Counters) -> bool {
+        self.sent.push((port, f.data().to_vec()));
+        true
+    }
+    fn release(&mut self, _: TestFrame) {}
+}
+
+/// An IPv6 packet whose next hop is unknown waits in the hold queue while
+/// a solicitation goes out from the port's node address; the next hop's
+/// advertisement releases it with the learned MAC. A next hop that never
+/// answers costs its packet `neighbour_timeout` after the last probe's
+/// period, as for ARP.
+#[test]
+fn ipv6_next_hops_are_held_solicited_and_released_like_arp() {
+    use crate::counters::Counters;
+    use crate::stage::HeldFrames;
+    use crate::stage::neighbour::NeighbourStage;
+    use std::sync::Arc;
+
+    let table = Arc::new(NeighbourTable::default());
+    let mut stage = NeighbourStage::new(Arc::clone(&table));
+    let node = OwnedAddr {
+        node: true,
+        announce: true,
+        ..OwnedAddr::default()
+    };
+    let snap = snapshot(&[(NODE, node)]);
+    let (mut counters, mut wire) = (Counters::default(), Wire::default());
+    stage.on_snapshot(&snap, true, &mut counters, &mut wire);
+    let mut buf = [0u8; NDP_FRAME_BYTES];
+    let len = write_unsolicited_advert(&mut buf, PORT_MAC, NODE);
+    assert_eq!(wire.sent, vec![(0, buf[..len].to_vec())]);
+    assert_eq!(counters.unsolicited_adverts_sent, 1);
+    wire.sent.clear();
+
+    let (backend, silent): (Ipv6Addr, Ipv6Addr) = (
+        "2001:db8::20".parse().unwrap(),
+        "2001:db8::21".parse().unwrap(),
+    );
+    let backend_mac = MacAddr([2, 0, 0, 0, 0, 0x20]);
+    let mut held = HeldFrames::new();
+    for (i, next) in [backend, silent].into_iter().enumerate() {
+        let bytes = build::eth_ipv6_udp(
+            CLIENT_MAC,
+            MacAddr(PORT_MAC),
+            (CLIENT, 1000),
+            (next, 53),
+            b"query",
+        );
+        let mut pkt = frame(&bytes);
+        let verdict = stage
+            .batch(1_000, 2)
+            .forward6(pkt.data_mut(), 0, PORT_MAC, next, i);
+        assert_eq!(verdict, Verdict::AwaitNeighbour(0));
+        assert_eq!(stage.awaited(i), std::net::IpAddr::V6(next));
+        assert!(
+            stage
+                .hold(&mut held, i, 0, pkt, 1_000, &mut counters)
+                .is_ok()
+        );
+    }
+    stage.send_requests(&snap, &mut counters, &mut wire);
+    let solicit = |target| {
+        let mut buf = [0u8; NDP_FRAME_BYTES];
+        let len = write_solicit(&mut buf, PORT_MAC, NODE, target);
+        (0, buf[..len].to_vec())
+    };
+    assert_eq!(wire.sent, vec![solicit(backend), solicit(silent)]);
+    assert_eq!(counters.ndp_solicits_sent, 2);
+    wire.sent.clear();
+
+    // No answer yet: both stay.
+    stage.release(&mut held, &snap, 1_100, &mut counters, &mut wire);
+    assert_eq!((held.len(), wire.sent.len()), (2, 0));
+    // The backend answers the solicitation.
+    let na = build::ndp_advert(backend_mac, backend, MacAddr(PORT_MAC), NODE);
+    let (mut f, mut meta) = (frame(&na), meta_of(&na));
+    assert!(stage.batch(1_200, 1).answer_ndp(&snap, &mut f, &mut meta));
+    assert_eq!(meta.verdict, Verdict::Consumed);
+    stage.release(&mut held, &snap, 1_300, &mut counters, &mut wire);
+    assert_eq!(held.len(), 1);
+    assert_eq!(wire.sent.len(), 1);
+    let (port, sent) = &wire.sent[0];
+    assert_eq!(*port, 0);
+    assert_eq!(&sent[..6], &backend_mac.0, "to the learned MAC");
+    assert_eq!(&sent[6..12], &PORT_MAC, "from the port");
+    assert_eq!(counters.neighbour_held_sent, 1);
+    wire.sent.clear();
+
+    // The silent one is solicited again each retransmission period while
+    // its packet waits, then dropped.
+    for now_ms in [2_000, 3_000] {
+        stage.release(&mut held, &snap, now_ms, &mut counters, &mut wire);
+        stage.send_requests(&snap, &mut counters, &mut wire);
+        assert_eq!(wire.sent, vec![solicit(silent)], "at {now_ms} ms");
+        wire.sent.clear();
+    }
+    stage.release(&mut held, &snap, 4_000, &mut counters, &mut wire);
+    assert_eq!(held.len(), 0);
+    assert_eq!(counters.dropped(DropReason::NeighbourTimeout), 1);
+}
