@@ -75,6 +75,24 @@ pub(crate) fn set_l2(frame: &mut [u8], src: [u8; 6], dst: [u8; 6]) {
     eth.set_src_addr(MacAddr(src));
 }
 
+/// A resolved packet leaves on `out_port` with its Ethernet addresses
+/// set; an unresolved one keeps its verdict.
+#[inline]
+fn with_l2(
+    resolved: Result<[u8; 6], Verdict>,
+    frame: &mut [u8],
+    out_port: PortId,
+    port_mac: [u8; 6],
+) -> Verdict {
+    match resolved {
+        Ok(mac) => {
+            set_l2(frame, port_mac, mac);
+            Verdict::Forward(out_port)
+        }
+        Err(verdict) => verdict,
+    }
+}
+
 /// A worker's neighbour-stage state, owned by its [`super::Pipeline`].
 #[derive(Debug)]
 pub struct NeighbourStage {
@@ -260,13 +278,8 @@ impl NeighbourCtx<'_> {
         next: Ipv6Addr,
         i: usize,
     ) -> Verdict {
-        match self.resolve6(out_port, next, i) {
-            Ok(mac) => {
-                set_l2(frame, port_mac, mac);
-                Verdict::Forward(out_port)
-            }
-            Err(verdict) => verdict,
-        }
+        let resolved = self.resolve6(out_port, next, i);
+        with_l2(resolved, frame, out_port, port_mac)
     }
 
     /// NDP for the gateway (a [`PacketKind::Ndp`](crate::packet::PacketKind::Ndp)
@@ -293,13 +306,8 @@ impl NeighbourCtx<'_> {
         next: L2Next,
         i: usize,
     ) -> Verdict {
-        match self.resolve(out_port, next, i) {
-            Ok(mac) => {
-                set_l2(frame, port_mac, mac);
-                Verdict::Forward(out_port)
-            }
-            Err(verdict) => verdict,
-        }
+        let resolved = self.resolve(out_port, next, i);
+        with_l2(resolved, frame, out_port, port_mac)
     }
 
     /// ARP for the gateway (a parsed ARP frame, `meta.l3_offset` at the ARP

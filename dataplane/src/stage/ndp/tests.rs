@@ -103,16 +103,25 @@ fn a_solicitation_without_a_source_address_carries_no_option() {
     );
 }
 
+/// The advertisement of `VIP` at `PORT_MAC`, written out by hand: to
+/// `eth_dst`/`dst`, its ICMPv6 header and flags `head` (type, code,
+/// checksum, flags and reserved, in hex).
+fn golden_advert(eth_dst: &str, dst: Ipv6Addr, head: &str) -> Vec<u8> {
+    let mut want = hex(eth_dst);
+    want.extend_from_slice(&hex("020000000001 86dd 60000000 0020 3a ff"));
+    want.extend_from_slice(&VIP.octets());
+    want.extend_from_slice(&dst.octets());
+    want.extend_from_slice(&hex(head));
+    want.extend_from_slice(&VIP.octets());
+    want.extend_from_slice(&hex("02 01 020000000001"));
+    want
+}
+
 #[test]
 fn an_unsolicited_advertisement_goes_to_all_nodes_with_override_golden() {
     let mut buf = [0u8; NDP_FRAME_BYTES];
     let len = write_unsolicited_advert(&mut buf, PORT_MAC, VIP);
-    let mut want = hex("333300000001 020000000001 86dd 60000000 0020 3a ff");
-    want.extend_from_slice(&VIP.octets());
-    want.extend_from_slice(&ALL_NODES.octets());
-    want.extend_from_slice(&hex("88 00 f72c 20000000"));
-    want.extend_from_slice(&VIP.octets());
-    want.extend_from_slice(&hex("02 01 020000000001"));
+    let want = golden_advert("333300000001", ALL_NODES, "88 00 f72c 20000000");
     assert_eq!(&buf[..len], &want[..]);
     checked(&buf[..len]);
 }
@@ -201,13 +210,10 @@ fn a_solicitation_for_an_announced_vip_gets_a_solicited_advertisement_golden() {
     let (verdict, out, learned) = answer_frame(&table, &snap, &ns);
     assert_eq!(verdict, Verdict::Reply);
     assert!(!learned, "the client was not in the table");
-    let mut want = hex("020000000007 020000000001 86dd 60000000 0020 3a ff");
-    want.extend_from_slice(&VIP.octets());
-    want.extend_from_slice(&CLIENT.octets());
-    want.extend_from_slice(&hex("88 00 8870 60000000"));
-    want.extend_from_slice(&VIP.octets());
-    want.extend_from_slice(&hex("02 01 020000000001"));
-    assert_eq!(out, want);
+    assert_eq!(
+        out,
+        golden_advert("020000000007", CLIENT, "88 00 8870 60000000")
+    );
     checked(&out);
     // A client the table waits for is learned from its solicitation.
     table.resolve(0, CLIENT, 900);
@@ -225,13 +231,11 @@ fn duplicate_address_detection_is_answered_for_owned_addresses_only() {
     let len = write_solicit(&mut dad, CLIENT_MAC.0, Ipv6Addr::UNSPECIFIED, VIP);
     let (verdict, out, learned) = answer_frame(&table, &snap, &dad[..len]);
     assert_eq!((verdict, learned), (Verdict::Reply, false));
-    let mut want = hex("333300000001 020000000001 86dd 60000000 0020 3a ff");
-    want.extend_from_slice(&VIP.octets());
-    want.extend_from_slice(&ALL_NODES.octets());
-    want.extend_from_slice(&hex("88 00 f72c 20000000"));
-    want.extend_from_slice(&VIP.octets());
-    want.extend_from_slice(&hex("02 01 020000000001"));
-    assert_eq!(out, want, "to all-nodes, Solicited clear");
+    assert_eq!(
+        out,
+        golden_advert("333300000001", ALL_NODES, "88 00 f72c 20000000"),
+        "to all-nodes, Solicited clear"
+    );
     checked(&out);
     // DAD of an address the gateway does not own: silence.
     let other: Ipv6Addr = "2001:db8::99".parse().unwrap();
