@@ -277,7 +277,8 @@ macro_rules! with_counters {
             /// Flows without SNAT whose client port was remapped to avoid a
             /// backend-side tuple clash.
             client_ports_remapped,
-            /// ARP replies and ICMP echo replies sent.
+            /// ARP replies, NDP advertisements answering solicitations
+            /// and ICMP echo replies sent.
             local_replies,
             /// ICMP errors translated back to the other side of a flow.
             icmp_errors_translated,

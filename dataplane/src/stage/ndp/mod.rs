@@ -55,10 +55,12 @@
 //!
 //! Not done: the gateway joins no multicast group with Multicast Listener
 //! Discovery reports (RFC 4861 §7.2.1). On a link whose switches snoop MLD,
-//! solicitations to the gateway's solicited-node groups are then flooded
-//! only as far as the switch's policy for unknown groups allows; the
-//! gateway's ports receive every multicast frame (promiscuous or
-//! all-multicast), so nothing is lost on the gateway's side.
+//! solicitations to the gateway's solicited-node groups then reach it only
+//! as far as the switch floods unknown groups. On the gateway's side,
+//! af_packet and DPDK ports are promiscuous and receive every solicitation;
+//! an AF_XDP port gets what its NIC's filter passes (a veth passes all; a
+//! hardware NIC passes the solicited-node groups only in all-multicast or
+//! promiscuous mode, which the AF_XDP driver does not set yet).
 //!
 //! Frames are written on the stack or in the received frame: nothing here
 //! allocates.
