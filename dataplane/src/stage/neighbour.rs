@@ -104,9 +104,6 @@ pub struct NeighbourStage {
     /// Requests to send `(port, address)`, ARP and NDP; bounded by their
     /// capacity.
     requests: Requests,
-    /// Per port, the IPv6 address solicitations are sent from (of the
-    /// last snapshot, see [`ndp::sources`]).
-    ndp_source: Vec<Option<Ipv6Addr>>,
     /// Table generation the static neighbours were applied to.
     seen_generation: u64,
     /// Owned addresses already announced with a gratuitous ARP, with their
@@ -366,7 +363,6 @@ impl NeighbourStage {
                 v4: Vec::with_capacity(2 * MAX_BATCH),
                 v6: Vec::with_capacity(2 * MAX_BATCH),
             },
-            ndp_source: Vec::new(),
             seen_generation: u64::MAX,
             announced: hashbrown::HashSet::new(),
             announced6: hashbrown::HashSet::new(),
@@ -509,7 +505,7 @@ impl NeighbourStage {
         out: &mut impl Egress<F>,
     ) {
         for &(port, addr) in &self.requests.v6 {
-            let source = self.ndp_source.get(port as usize).copied().flatten();
+            let source = snap.ndp_source.get(port as usize).copied().flatten();
             let Some(info) = snap.ports.get(port as usize) else {
                 continue;
             };
@@ -552,7 +548,6 @@ impl NeighbourStage {
         out: &mut impl Egress<F>,
     ) {
         self.apply_static(snap);
-        ndp::sources(snap, &mut self.ndp_source);
         if !announce {
             return;
         }
@@ -622,15 +617,17 @@ impl NeighbourStage {
         // Read before applying: the entries go into this generation or a
         // newer one, and a newer one is noticed next poll.
         self.seen_generation = self.table.generation();
-        for &(port, addr, mac) in &snap.static_neighbours {
-            self.table.set_static(port, addr, mac);
-        }
-        self.table.retain_static(|port, addr: Ipv4Addr| {
-            snap.static_neighbours
-                .iter()
-                .any(|&(p, a, _)| p == port && a == addr)
-        });
+        apply_static_family(&self.table, &snap.static_neighbours);
+        apply_static_family(&self.table, &snap.static_neighbours6);
     }
+}
+
+/// Make `statics` the static entries of their family's table.
+fn apply_static_family<A: NeighbourAddr>(table: &NeighbourTable, statics: &[(PortId, A, [u8; 6])]) {
+    for &(port, addr, mac) in statics {
+        table.set_static(port, addr, mac);
+    }
+    table.retain_static(|port, addr: A| statics.iter().any(|&(p, a, _)| p == port && a == addr));
 }
 
 /// Send an ARP request (`sender` asks for `target`) out of `port`, from the

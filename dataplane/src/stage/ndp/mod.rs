@@ -42,7 +42,8 @@
 //! * **Solicitations out** (§7.2.2): for an unresolved next hop, to its
 //!   solicited-node multicast address (`ff02::1:ffXX:XXXX`, RFC 4291
 //!   §2.7.1) at `33:33:ff:XX:XX:XX` (RFC 2464 §7), hop limit 255, from the
-//!   port's first node or SNAT IPv6 address with a Source Link-Layer
+//!   port's first node or SNAT IPv6 address (the snapshot's
+//!   `ndp_source`) with a Source Link-Layer
 //!   Address option; a port without one sends from `::` without the option
 //!   (a duplicate address detection probe, which the owner answers to
 //!   all-nodes: learned all the same), as ARP sends from 0.0.0.0.
@@ -288,24 +289,6 @@ fn advertise_in_place<F: Frame>(
     meta.l4_offset = (l3 + ipv6::HEADER_LEN) as u16;
     meta.l3_end = end as u16;
     meta.verdict = Verdict::Reply;
-}
-
-/// Per port, the address solicitations are sent from: the lowest node or
-/// SNAT IPv6 address the gateway owns on that port (`None`: `::`). Cold
-/// path: walks the owned addresses, once per snapshot.
-pub fn sources(snap: &Snapshot, out: &mut Vec<Option<Ipv6Addr>>) {
-    out.clear();
-    out.resize(snap.ports.len(), None);
-    for (addr, o) in snap.owned6.iter() {
-        if !(o.node || o.snat) || o.host {
-            continue;
-        }
-        if let Some(slot) = out.get_mut(o.port as usize)
-            && slot.is_none_or(|s| *addr < s)
-        {
-            *slot = Some(*addr);
-        }
-    }
 }
 
 /// The IPv6 addresses of `snap` to advertise (announced, not host

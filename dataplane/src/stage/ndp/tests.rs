@@ -348,17 +348,9 @@ fn router_messages_are_not_the_gateways() {
 }
 
 #[test]
-fn solicitations_leave_from_the_lowest_node_or_snat_address_of_their_port() {
+fn every_announced_address_but_host_addresses_is_advertised() {
     let snap = snapshot(&[
         (VIP, ANNOUNCED_VIP),
-        (
-            "2001:db8::3".parse().unwrap(),
-            OwnedAddr {
-                node: true,
-                announce: true,
-                ..OwnedAddr::default()
-            },
-        ),
         (
             NODE,
             OwnedAddr {
@@ -367,13 +359,25 @@ fn solicitations_leave_from_the_lowest_node_or_snat_address_of_their_port() {
                 ..OwnedAddr::default()
             },
         ),
+        (
+            "2001:db8::5".parse().unwrap(),
+            OwnedAddr {
+                host: true,
+                announce: true,
+                ..OwnedAddr::default()
+            },
+        ),
+        (
+            "2001:db8::101".parse().unwrap(),
+            OwnedAddr {
+                announce: false,
+                ..ANNOUNCED_VIP
+            },
+        ),
     ]);
-    let mut sources_by_port = Vec::new();
-    sources(&snap, &mut sources_by_port);
-    assert_eq!(sources_by_port, vec![Some(NODE), None]);
     let mut announced_now: Vec<_> = announced(&snap).collect();
     announced_now.sort_unstable();
-    assert_eq!(announced_now.len(), 3);
+    assert_eq!(announced_now, vec![(0, NODE), (0, VIP)]);
 }
 
 /// The worker's tx queues, as far as the neighbour stage sees them.
@@ -412,7 +416,9 @@ fn ipv6_next_hops_are_held_solicited_and_released_like_arp() {
         announce: true,
         ..OwnedAddr::default()
     };
-    let snap = snapshot(&[(NODE, node)]);
+    let mut snap = snapshot(&[(NODE, node)]);
+    // Solicitations leave from the port's NDP source address.
+    snap.ndp_source = vec![Some(NODE), None];
     let (mut counters, mut wire) = (Counters::default(), Wire::default());
     stage.on_snapshot(&snap, true, &mut counters, &mut wire);
     let mut buf = [0u8; NDP_FRAME_BYTES];
