@@ -24,7 +24,7 @@ use dataplane::stage::ndp;
 use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build, checksum, ipv6};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
-use portico_netns::{Netns, Veth, in_netns, require_programs, require_root};
+use portico_netns::{Netns, in_netns, require_programs, require_root};
 use std::net::{Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -269,28 +269,12 @@ fn linux_neighbours_and_the_gateway_resolve_each_other_by_ndp() {
     {
         return;
     }
-    let client = Netns::new("ndpc").expect("client namespace");
-    let gateway = Netns::new("ndpg").expect("gateway namespace");
-    let backend = Netns::new("ndpb").expect("backend namespace");
     // The gateway namespace's kernel keeps out of IPv6 on the ports.
-    gateway
-        .exec(
-            "sysctl",
-            &[
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ],
-        )
-        .expect("sysctl disable_ipv6");
-    Veth::new(&client, "cl", &gateway, "go")
-        .macs(ROUTER_MAC.0, OUT_MAC.0)
-        .create()
-        .expect("client veth");
-    Veth::new(&gateway, "gi", &backend, "be")
-        .macs(IN_MAC.0, BACKEND_MAC)
-        .create()
-        .expect("backend veth");
+    let Topology {
+        client,
+        gateway,
+        backend,
+    } = Topology::new("ndp", BACKEND_MAC, [false, true, false]);
     for (ns, dev, addr) in [(&client, "cl", CLIENT6), (&backend, "be", BACKEND6)] {
         let cidr = format!("{addr}/64");
         ns.exec("ip", &["-6", "addr", "add", &cidr, "dev", dev, "nodad"])
