@@ -7,97 +7,16 @@
 
 mod common;
 
+use common::ipv6::*;
 use common::*;
 use dataplane::counters::DropReason;
 use dataplane::flow::{FlowKey6, Proto};
 use dataplane::packet::Verdict;
-use dataplane::snapshot::{AddrRole, ListenerKind, NeighbourSpec, Route, ServiceSpec, SnapshotSpec};
 use dataplane::wire::icmpv6::msg_type;
 use dataplane::wire::ipv6::next_header;
 use dataplane::wire::tcp::flags as F;
-use dataplane::wire::{MacAddr, build, checksum, ipv6};
-use std::net::{Ipv6Addr, SocketAddr};
-
-const CLIENT6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7);
-const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 0x10);
-const NODE6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 1);
-const SNAT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
-const CLIENT_MAC6: MacAddr = MacAddr([0x02, 0xcc, 0, 0, 0, 0x07]);
-
-fn backend6(i: u16) -> Ipv6Addr {
-    Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x10 + i)
-}
-
-fn backend6_mac(i: u16) -> MacAddr {
-    MacAddr([0x02, 0xbb, 0x66, 0, 0, 0x10 + i as u8])
-}
-
-/// web6: VIP6:80 and NODE6:30080 → backends :8080, full NAT.
-fn web6(backends: &[u16]) -> ServiceSpec {
-    let mut s = ServiceSpec::new("web6", Proto::Tcp, VIP6, 80);
-    s.listeners.push((NODE6.into(), NODE_PORT, ListenerKind::NodePort));
-    for &b in backends {
-        s = s.endpoint(SocketAddr::new(backend6(b).into(), 8080));
-    }
-    s
-}
-
-/// dns6: VIP6:53 → backends :5353, client address preserved.
-fn dns6(backends: &[u16]) -> ServiceSpec {
-    let mut s = ServiceSpec::new("dns6", Proto::Udp, VIP6, 53);
-    s.snat = false;
-    for &b in backends {
-        s = s.endpoint(SocketAddr::new(backend6(b).into(), 5353));
-    }
-    s
-}
-
-/// The IPv4 fixture plus a node address on the outside, an SNAT address
-/// on the inside, the backends' /64 and their static neighbours.
-fn spec6(services: Vec<ServiceSpec>) -> SnapshotSpec {
-    let mut s = spec(services);
-    s.addresses.push((NODE6.into(), OUTSIDE, AddrRole::Node));
-    s.addresses.push((SNAT6.into(), INSIDE, AddrRole::Snat));
-    s.routes.push(Route {
-        dest: Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0).into(),
-        prefix_len: 64,
-        port: INSIDE,
-        via: None,
-    });
-    for i in 0..4 {
-        s.neighbours.push(NeighbourSpec {
-            addr: backend6(i).into(),
-            mac: backend6_mac(i).0,
-        });
-    }
-    s
-}
-
-fn gateway6() -> Gateway {
-    Gateway::with_spec(
-        spec6(vec![web(&[0]), web6(&[0]), dns6(&[1])]),
-        pipeline_config(0, 1),
-    )
-}
-
-fn client_syn6(dst: Ipv6Addr, dport: u16, sport: u16, payload: &[u8]) -> Vec<u8> {
-    build::eth_ipv6_tcp(
-        CLIENT_MAC6,
-        OUT_MAC,
-        (CLIENT6, sport),
-        (dst, dport),
-        F::SYN,
-        1000,
-        0,
-        payload,
-    )
-}
-
-/// `frame` (Ethernet + IPv6) with its hop limit set.
-fn with_hop(mut frame: Vec<u8>, hop: u8) -> Vec<u8> {
-    frame[14 + 7] = hop;
-    frame
-}
+use dataplane::wire::{build, checksum, ipv6};
+use std::net::Ipv6Addr;
 
 /// The IPv6 flow of a client key.
 fn flow6(gw: &Gateway, key: &FlowKey6) -> dataplane::conntrack::Flow<Ipv6Addr> {
@@ -258,7 +177,10 @@ fn echo_requests_to_owned_ipv6_addresses_are_answered() {
         (7, 2),
         b"",
     );
-    assert_eq!(gw.send(OUTSIDE, &stray).0, Verdict::Drop(DropReason::NotOwned));
+    assert_eq!(
+        gw.send(OUTSIDE, &stray).0,
+        Verdict::Drop(DropReason::NotOwned)
+    );
 }
 
 /// The ICMPv6 error the gateway should send about `offending`: from the
@@ -266,7 +188,12 @@ fn echo_requests_to_owned_ipv6_addresses_are_answered() {
 /// the upper layer, hop limit 64, checksum from scratch.
 fn expected_error6(offending: &[u8], t: u8, word: u32) -> Vec<u8> {
     let quote = &offending[14..14 + 40 + 8];
-    build::eth_ipv6_icmpv6((OUT_MAC, CLIENT_MAC6), (NODE6, CLIENT6), (t, 0, word), quote)
+    build::eth_ipv6_icmpv6(
+        (OUT_MAC, CLIENT_MAC6),
+        (NODE6, CLIENT6),
+        (t, 0, word),
+        quote,
+    )
 }
 
 #[test]
@@ -286,7 +213,13 @@ fn oversized_packets_get_packet_too_big_and_expiring_ones_time_exceeded() {
     );
     let (verdict, out) = gw.send(OUTSIDE, &big);
     assert_eq!(verdict, Verdict::Reply);
-    assert_eq!(out, vec![(OUTSIDE, expected_error6(&big, msg_type::PACKET_TOO_BIG, 1500))]);
+    assert_eq!(
+        out,
+        vec![(
+            OUTSIDE,
+            expected_error6(&big, msg_type::PACKET_TOO_BIG, 1500)
+        )]
+    );
 
     // A SYN with hop limit 1: no flow, Time Exceeded.
     let probe = with_hop(client_syn6(VIP6, 80, 40003, &[7; 16]), 1);
@@ -296,7 +229,10 @@ fn oversized_packets_get_packet_too_big_and_expiring_ones_time_exceeded() {
     };
     let (verdict, out) = gw.send(OUTSIDE, &probe);
     assert_eq!(verdict, Verdict::Reply);
-    assert_eq!(out, vec![(OUTSIDE, expected_error6(&probe, msg_type::TIME_EXCEEDED, 0))]);
+    assert_eq!(
+        out,
+        vec![(OUTSIDE, expected_error6(&probe, msg_type::TIME_EXCEEDED, 0))]
+    );
     let c = gw.counters();
     assert_eq!(c.dropped(DropReason::TooBig), 1);
     assert_eq!(c.dropped(DropReason::Ipv6HopLimitExpired), 1);
@@ -361,7 +297,11 @@ fn bad_ipv6_input_is_dropped_by_reason_and_the_service_is_unaffected() {
     let mut gw = gateway6();
     let cases = bad_frames();
     for (frame, reason) in &cases {
-        assert_eq!(gw.send(OUTSIDE, frame).0, Verdict::Drop(*reason), "{reason}");
+        assert_eq!(
+            gw.send(OUTSIDE, frame).0,
+            Verdict::Drop(*reason),
+            "{reason}"
+        );
     }
     let c = gw.counters();
     for (_, reason) in &cases {
@@ -378,7 +318,10 @@ fn ipv4_and_ipv6_flows_live_side_by_side() {
     let mut gw = gateway6();
     let (v4, _) = gw.send(OUTSIDE, &syn(50000));
     let (v6, _) = gw.send(OUTSIDE, &client_syn6(VIP6, 80, 50000, b""));
-    assert_eq!((v4, v6), (Verdict::Forward(INSIDE), Verdict::Forward(INSIDE)));
+    assert_eq!(
+        (v4, v6),
+        (Verdict::Forward(INSIDE), Verdict::Forward(INSIDE))
+    );
     assert_eq!(gw.worker.pipeline().conntrack().len(), 1);
     assert_eq!(gw.worker.pipeline().ipv6().unwrap().ct.len(), 1);
 }

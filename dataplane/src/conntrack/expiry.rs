@@ -9,7 +9,12 @@ impl<A: IpFamily> Conntrack<A> {
     /// Examines up to `max_scan` slots from the persistent cursor (wrapping
     /// around), removes the expired flows and calls `on_expired` with each
     /// removed record. Returns how many were removed.
-    pub fn expire(&mut self, now_ms: u64, max_scan: u32, mut on_expired: impl FnMut(&Flow<A>)) -> u32 {
+    pub fn expire(
+        &mut self,
+        now_ms: u64,
+        max_scan: u32,
+        mut on_expired: impl FnMut(&Flow<A>),
+    ) -> u32 {
         let scan = max_scan.min(self.slab.len() as u32);
         let mut removed = 0;
         for _ in 0..scan {

@@ -93,10 +93,10 @@ pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
 use crate::flow::{FlowKeyOf, IpFamily, Proto, TableHasher};
-use std::net::Ipv4Addr;
 use crate::wire::tcp::flags as tcp_bits;
 use index::{Index, IndexFull};
 use record::flag;
+use std::net::Ipv4Addr;
 
 /// Largest configurable capacity (`slot << 1 | dir` must fit in a `u32`).
 pub const MAX_CAPACITY: u32 = 1 << 30;
@@ -372,7 +372,12 @@ impl<A: IpFamily> Conntrack<A> {
     /// (removals never make a key appear). Anything else takes a full
     /// lookup, so any probe gives the right answer.
     #[inline]
-    pub fn lookup_probed(&self, key: &FlowKeyOf<A>, hash: u64, probe: Probe) -> Option<(FlowId, Dir)> {
+    pub fn lookup_probed(
+        &self,
+        key: &FlowKeyOf<A>,
+        hash: u64,
+        probe: Probe,
+    ) -> Option<(FlowId, Dir)> {
         let e = probe.entry;
         if e == Probe::NO_ENTRY {
             if probe.keys_added == self.keys_added {

@@ -100,7 +100,8 @@ fn memory_per_flow_at_one_million_is_at_most_192_bytes() {
 fn config_validation() {
     let bad_caps = [0, MAX_CAPACITY + 1, u32::MAX];
     for capacity in bad_caps {
-        let err = Conntrack::<Ipv4Addr>::new(ConntrackConfig::with_capacity(capacity), hasher()).unwrap_err();
+        let err = Conntrack::<Ipv4Addr>::new(ConntrackConfig::with_capacity(capacity), hasher())
+            .unwrap_err();
         assert_eq!(
             err,
             ConntrackError::InvalidCapacity {

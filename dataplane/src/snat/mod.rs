@@ -175,7 +175,12 @@ pub struct SnatStats {
 /// [`FlowKeyOf`]), so the SNAT port is the identifier and the backend port
 /// is ignored.
 #[inline]
-pub fn reply_key<A: IpFamily>(proto: Proto, addr: A, port: u16, backend: A::Socket) -> FlowKeyOf<A> {
+pub fn reply_key<A: IpFamily>(
+    proto: Proto,
+    addr: A,
+    port: u16,
+    backend: A::Socket,
+) -> FlowKeyOf<A> {
     let (backend_ip, backend_port) = A::socket_parts(backend);
     let backend_port = match proto {
         Proto::Icmp => port,

@@ -1,8 +1,8 @@
 use super::*;
 use crate::flow::FlowKey;
-use std::net::SocketAddrV4;
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
+use std::net::SocketAddrV4;
 
 const SNAT_A: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const SNAT_B: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);

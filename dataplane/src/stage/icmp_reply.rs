@@ -100,7 +100,14 @@ pub fn run<F: Frame>(
                 && meta.kind != PacketKind::IcmpError
                 && let Some(error) = super::ipv6::reply::error_for(reason, meta)
             {
-                send6(snap, frame, meta, reason, error, (counters, limiter, now_ms));
+                send6(
+                    snap,
+                    frame,
+                    meta,
+                    reason,
+                    error,
+                    (counters, limiter, now_ms),
+                );
             }
             continue;
         }

@@ -123,7 +123,12 @@ impl Ipv6Tables {
     }
 
     /// Bounded housekeeping, as the IPv4 tables'.
-    pub fn housekeeping(&mut self, now_ms: u64, max_scan: u32, services: &mut ServiceCounters) -> u32 {
+    pub fn housekeeping(
+        &mut self,
+        now_ms: u64,
+        max_scan: u32,
+        services: &mut ServiceCounters,
+    ) -> u32 {
         let snat = &mut self.snat;
         let expired = self.ct.expire(now_ms, max_scan, |flow| {
             services.flow_closed(flow.service, flow.backend);
@@ -227,7 +232,9 @@ fn hand_off(ctx: &mut Ctx6<'_>, snap: &Snapshot, meta: &PacketMeta) -> Option<Wo
         Some(o)
             if o.snat
                 && s.snat_ports.contains(&key.dst_port)
-                && snap.listener6(key.proto, key.dst_ip, key.dst_port).is_none() =>
+                && snap
+                    .listener6(key.proto, key.dst_ip, key.dst_port)
+                    .is_none() =>
         {
             crate::snat::owner_of_port(s.snat_ports.clone(), key.dst_port, usize::from(s.workers))
                 .map_or(s.worker, |w| w as WorkerId)
@@ -460,7 +467,10 @@ fn create<F: Frame>(
         snat: service.snat,
     };
     let reply_hash = t.ct.hash(&reply);
-    match t.ct.insert(init, meta.hash, reply_hash, meta.tcp_flags, now) {
+    match t
+        .ct
+        .insert(init, meta.hash, reply_hash, meta.tcp_flags, now)
+    {
         Ok(inserted) => {
             if let Some(victim) = inserted.evicted {
                 ctx.counters.flows_early_dropped += 1;
