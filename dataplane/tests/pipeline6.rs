@@ -325,3 +325,47 @@ fn ipv4_and_ipv6_flows_live_side_by_side() {
     assert_eq!(gw.worker.pipeline().conntrack().len(), 1);
     assert_eq!(gw.worker.pipeline().ipv6().unwrap().ct.len(), 1);
 }
+
+#[test]
+fn an_icmpv6_error_about_a_translated_flow_reaches_the_client_translated_back() {
+    let mut gw = gateway6();
+    let syn = client_syn6(VIP6, 80, CPORT, b"");
+    let (_, out) = gw.send(OUTSIDE, &syn);
+    let sent = &out[0].1;
+    // A router on the backends' side: the gateway's packet is too big.
+    let router: Ipv6Addr = "fd00:1::fe".parse().unwrap();
+    let ptb = build::eth_ipv6_icmpv6(
+        (backend6_mac(0), IN_MAC),
+        (router, SNAT6),
+        (msg_type::PACKET_TOO_BIG, 0, 1400),
+        &sent[14..],
+    );
+    let (verdict, out) = gw.send(INSIDE, &ptb);
+    assert_eq!(verdict, Verdict::Forward(OUTSIDE));
+    // To the client, from the VIP, quoting the client's own SYN (as it
+    // arrived here: hop limit 63 after our decrement).
+    let expected = with_hop(
+        build::eth_ipv6_icmpv6(
+            (OUT_MAC, CLIENT_MAC6),
+            (VIP6, CLIENT6),
+            (msg_type::PACKET_TOO_BIG, 0, 1400),
+            &with_hop(syn, 63)[14..],
+        ),
+        63,
+    );
+    assert_eq!(out, vec![(OUTSIDE, expected)]);
+    assert_eq!(gw.counters().icmp_errors_translated, 1);
+    // An error about no flow is dropped.
+    let mut stray = sent[14..].to_vec();
+    stray[40..42].copy_from_slice(&1u16.to_be_bytes());
+    let stray = build::eth_ipv6_icmpv6(
+        (backend6_mac(0), IN_MAC),
+        (router, SNAT6),
+        (msg_type::DEST_UNREACHABLE, 4, 0),
+        &stray,
+    );
+    assert_eq!(
+        gw.send(INSIDE, &stray).0,
+        Verdict::Drop(DropReason::IcmpErrorNoFlow)
+    );
+}
