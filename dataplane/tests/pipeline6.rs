@@ -7,100 +7,16 @@
 
 mod common;
 
+use common::ipv6::*;
 use common::*;
 use dataplane::counters::DropReason;
 use dataplane::flow::{FlowKey6, Proto};
 use dataplane::packet::Verdict;
-use dataplane::snapshot::{
-    AddrRole, ListenerKind, NeighbourSpec, Route, ServiceSpec, SnapshotSpec,
-};
 use dataplane::wire::icmpv6::msg_type;
 use dataplane::wire::ipv6::next_header;
 use dataplane::wire::tcp::flags as F;
-use dataplane::wire::{MacAddr, build, checksum, ipv6};
-use std::net::{Ipv6Addr, SocketAddr};
-
-const CLIENT6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7);
-const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 0x10);
-const NODE6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 1);
-const SNAT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
-const CLIENT_MAC6: MacAddr = MacAddr([0x02, 0xcc, 0, 0, 0, 0x07]);
-
-fn backend6(i: u16) -> Ipv6Addr {
-    Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x10 + i)
-}
-
-fn backend6_mac(i: u16) -> MacAddr {
-    MacAddr([0x02, 0xbb, 0x66, 0, 0, 0x10 + i as u8])
-}
-
-/// web6: VIP6:80 and NODE6:30080 → backends :8080, full NAT.
-fn web6(backends: &[u16]) -> ServiceSpec {
-    let mut s = ServiceSpec::new("web6", Proto::Tcp, VIP6, 80);
-    s.listeners
-        .push((NODE6.into(), NODE_PORT, ListenerKind::NodePort));
-    for &b in backends {
-        s = s.endpoint(SocketAddr::new(backend6(b).into(), 8080));
-    }
-    s
-}
-
-/// dns6: VIP6:53 → backends :5353, client address preserved.
-fn dns6(backends: &[u16]) -> ServiceSpec {
-    let mut s = ServiceSpec::new("dns6", Proto::Udp, VIP6, 53);
-    s.snat = false;
-    for &b in backends {
-        s = s.endpoint(SocketAddr::new(backend6(b).into(), 5353));
-    }
-    s
-}
-
-/// The IPv4 fixture plus a node address on the outside, an SNAT address
-/// on the inside, the backends' /64 and their static neighbours.
-fn spec6(services: Vec<ServiceSpec>) -> SnapshotSpec {
-    let mut s = spec(services);
-    s.addresses.push((NODE6.into(), OUTSIDE, AddrRole::Node));
-    s.addresses.push((SNAT6.into(), INSIDE, AddrRole::Snat));
-    s.routes.push(Route {
-        dest: Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0).into(),
-        prefix_len: 64,
-        port: INSIDE,
-        via: None,
-    });
-    for i in 0..4 {
-        s.neighbours.push(NeighbourSpec {
-            addr: backend6(i).into(),
-            mac: backend6_mac(i).0,
-        });
-    }
-    s
-}
-
-fn gateway6() -> Gateway {
-    Gateway::with_spec(
-        spec6(vec![web(&[0]), web6(&[0]), dns6(&[1])]),
-        pipeline_config(0, 1),
-    )
-}
-
-fn client_syn6(dst: Ipv6Addr, dport: u16, sport: u16, payload: &[u8]) -> Vec<u8> {
-    build::eth_ipv6_tcp(
-        CLIENT_MAC6,
-        OUT_MAC,
-        (CLIENT6, sport),
-        (dst, dport),
-        F::SYN,
-        1000,
-        0,
-        payload,
-    )
-}
-
-/// `frame` (Ethernet + IPv6) with its hop limit set.
-fn with_hop(mut frame: Vec<u8>, hop: u8) -> Vec<u8> {
-    frame[14 + 7] = hop;
-    frame
-}
+use dataplane::wire::{build, checksum, ipv6};
+use std::net::Ipv6Addr;
 
 /// The IPv6 flow of a client key.
 fn flow6(gw: &Gateway, key: &FlowKey6) -> dataplane::conntrack::Flow<Ipv6Addr> {
@@ -408,4 +324,48 @@ fn ipv4_and_ipv6_flows_live_side_by_side() {
     );
     assert_eq!(gw.worker.pipeline().conntrack().len(), 1);
     assert_eq!(gw.worker.pipeline().ipv6().unwrap().ct.len(), 1);
+}
+
+#[test]
+fn an_icmpv6_error_about_a_translated_flow_reaches_the_client_translated_back() {
+    let mut gw = gateway6();
+    let syn = client_syn6(VIP6, 80, CPORT, b"");
+    let (_, out) = gw.send(OUTSIDE, &syn);
+    let sent = &out[0].1;
+    // A router on the backends' side: the gateway's packet is too big.
+    let router: Ipv6Addr = "fd00:1::fe".parse().unwrap();
+    let ptb = build::eth_ipv6_icmpv6(
+        (backend6_mac(0), IN_MAC),
+        (router, SNAT6),
+        (msg_type::PACKET_TOO_BIG, 0, 1400),
+        &sent[14..],
+    );
+    let (verdict, out) = gw.send(INSIDE, &ptb);
+    assert_eq!(verdict, Verdict::Forward(OUTSIDE));
+    // To the client, from the VIP, quoting the client's own SYN (as it
+    // arrived here: hop limit 63 after our decrement).
+    let expected = with_hop(
+        build::eth_ipv6_icmpv6(
+            (OUT_MAC, CLIENT_MAC6),
+            (VIP6, CLIENT6),
+            (msg_type::PACKET_TOO_BIG, 0, 1400),
+            &with_hop(syn, 63)[14..],
+        ),
+        63,
+    );
+    assert_eq!(out, vec![(OUTSIDE, expected)]);
+    assert_eq!(gw.counters().icmp_errors_translated, 1);
+    // An error about no flow is dropped.
+    let mut stray = sent[14..].to_vec();
+    stray[40..42].copy_from_slice(&1u16.to_be_bytes());
+    let stray = build::eth_ipv6_icmpv6(
+        (backend6_mac(0), IN_MAC),
+        (router, SNAT6),
+        (msg_type::DEST_UNREACHABLE, 4, 0),
+        &stray,
+    );
+    assert_eq!(
+        gw.send(INSIDE, &stray).0,
+        Verdict::Drop(DropReason::IcmpErrorNoFlow)
+    );
 }

@@ -18,15 +18,15 @@
 //! owned IPv6 addresses are answered ([`reply`]); packets whose hop limit
 //! runs out or that exceed the egress MTU are dropped and answered with
 //! ICMPv6 Time Exceeded / Packet Too Big by [`super::icmp_reply`]
-//! (IPv6 routers never fragment, RFC 8200 §5).
+//! (IPv6 routers never fragment, RFC 8200 §5). ICMPv6 errors about a
+//! translated flow are translated back ([`icmp_error`]).
 //!
 //! Services are single-family (no NAT46/64), so an IPv6 flow never meets
 //! an IPv4 table. Not (yet) for IPv6: the SYN proxy (SYN-proxied services
 //! forward IPv6 SYNs to a backend as with `syn_proxy = off`), RSTs for the
 //! `reset` backend-gone policy (dropped instead), challenge ACKs (an
 //! in-window inexact RST is dropped), client-port remapping without SNAT
-//! (a clash is `tuple_in_use`), the per-source new-flow limit, and
-//! translation of ICMPv6 errors (dropped as `icmp_error_no_flow`).
+//! (a clash is `tuple_in_use`), and the per-source new-flow limit.
 //!
 //! Tables are allocated when a snapshot first has IPv6 listeners (cold:
 //! [`super::Pipeline::on_snapshot`]), with the IPv4 flow capacity: a
@@ -37,6 +37,7 @@
 //! port slice, the rest by client address); the drivers' steering
 //! programs steer IPv4 only, so IPv6 flows may cost a handoff.
 
+pub mod icmp_error;
 pub mod nat;
 pub mod reply;
 
@@ -210,7 +211,17 @@ pub fn run<F: Frame>(
                 }
                 None => classify_without_flows(snap, meta),
             },
-            PacketKind::IcmpError => meta.drop(DropReason::IcmpErrorNoFlow),
+            PacketKind::IcmpError => match tables.as_deref() {
+                Some(t) => icmp_error::translate(
+                    t,
+                    snap,
+                    (frame.data_mut(), meta, i),
+                    ctx.counters,
+                    neighbours,
+                    ctx.now_ms,
+                ),
+                None => meta.drop(DropReason::IcmpErrorNoFlow),
+            },
             // Neighbour Discovery is the NDP stage's (`stage::ndp`).
             PacketKind::Ndp | PacketKind::Arp => meta.drop(DropReason::Ipv6Unsupported),
         }

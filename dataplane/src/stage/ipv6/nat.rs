@@ -40,20 +40,31 @@ pub fn rewrite(
     p.set_hop_limit(hop - 1);
     p.set_src_addr(new.src_ip);
     p.set_dst_addr(new.dst_ip);
+    let Some(seg) = frame.get_mut(l4..end) else {
+        return Err(DropReason::Internal);
+    };
+    rewrite_l4(seg, old, new)
+}
+
+/// The TCP/UDP header at the start of `seg` from `old` to `new`: ports,
+/// and the checksum when `seg` holds it (an ICMPv6 error's quote may stop
+/// after 8 bytes of TCP).
+pub(super) fn rewrite_l4(seg: &mut [u8], old: &FlowKey6, new: &FlowKey6) -> Result<(), DropReason> {
     let csum_at = match old.proto {
         Proto::Tcp => TCP_CHECKSUM_OFFSET,
         Proto::Udp => UDP_CHECKSUM_OFFSET,
         Proto::Icmp => return Err(DropReason::Internal),
     };
-    let Some(seg) = frame.get_mut(l4..end) else {
-        return Err(DropReason::Internal);
-    };
-    // The parse stage checked the TCP (20 bytes) or UDP (8) header is
-    // there; the checksum field ends both windows.
-    let Some(h) = seg.get_mut(..csum_at + 2) else {
-        return Err(DropReason::Internal);
-    };
-    patch(h, csum_at, old, new);
+    match seg.get_mut(..csum_at + 2) {
+        Some(h) => patch(h, csum_at, old, new),
+        None => {
+            let Some(h) = seg.get_mut(..4) else {
+                return Err(DropReason::IcmpMalformed);
+            };
+            h[..2].copy_from_slice(&new.src_port.to_be_bytes());
+            h[2..].copy_from_slice(&new.dst_port.to_be_bytes());
+        }
+    }
     Ok(())
 }
 
