@@ -166,6 +166,46 @@ fn solicitations_are_answered_through_the_pipeline_for_announced_addresses_only(
     assert_eq!(v, Verdict::Reply);
 }
 
+/// A failover moves a VIP to this instance: one unsolicited advertisement
+/// at once and its solicitations answered; losing the election silences
+/// it again (and winning it back advertises it again).
+#[test]
+fn an_ipv6_vip_is_advertised_when_this_instance_is_elected_for_it() {
+    let mut gw = gateway6();
+    let ask = |gw: &mut Gateway| {
+        gw.send(
+            OUTSIDE,
+            &build::ndp_solicit(ROUTER_MAC, CLIENT6, VIP6_ELSEWHERE),
+        )
+        .0
+    };
+    assert_eq!(ask(&mut gw), Verdict::Drop(DropReason::NdpNotAnnounced));
+    for round in 0..2 {
+        let before = gw.counters().unsolicited_adverts_sent;
+        let snap = gw
+            .builder
+            .set_announce(AnnounceFilter::all())
+            .expect("the VIP's flag flips");
+        gw.publisher.publish(snap);
+        gw.worker.poll();
+        assert_eq!(
+            gw.worker.driver_mut().take_tx(OUTSIDE),
+            vec![unsolicited(OUT_MAC, VIP6_ELSEWHERE)],
+            "round {round}"
+        );
+        assert_eq!(gw.counters().unsolicited_adverts_sent, before + 1);
+        assert_eq!(ask(&mut gw), Verdict::Reply);
+        let snap = gw
+            .builder
+            .set_announce(AnnounceFilter::only_ip(|vip| vip != VIP6_ELSEWHERE))
+            .expect("flips back");
+        gw.publisher.publish(snap);
+        gw.worker.poll();
+        assert!(gw.worker.driver_mut().take_tx(OUTSIDE).is_empty());
+        assert_eq!(ask(&mut gw), Verdict::Drop(DropReason::NdpNotAnnounced));
+    }
+}
+
 fn solicit(port_mac: MacAddr, source: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
     let mut buf = [0u8; ndp::NDP_FRAME_BYTES];
     let len = ndp::write_solicit(&mut buf, port_mac.0, source, target);
