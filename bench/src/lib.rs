@@ -79,6 +79,9 @@ pub struct RigConfig {
     pub maglev_table_size: u32,
     /// The web service's SYN proxy setting.
     pub syn_proxy: SynProxyMode,
+    /// Also serve `web6` on [`ipv6::VIP6`] (IPv6 backends, SNAT from IPv6
+    /// addresses): the IPv6 tables are allocated only then.
+    pub ipv6: bool,
 }
 
 impl Default for RigConfig {
@@ -89,6 +92,7 @@ impl Default for RigConfig {
             conntrack_capacity: 1 << 20,
             maglev_table_size: 16381,
             syn_proxy: SynProxyMode::Off,
+            ipv6: false,
         }
     }
 }
@@ -104,7 +108,7 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
         web = web.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
         dns = dns.endpoint(SocketAddrV4::new(backend_ip(b), 5353));
     }
-    SnapshotSpec {
+    let mut spec = SnapshotSpec {
         ports: vec![
             PortSpec {
                 mac: OUT_MAC.0,
@@ -118,22 +122,29 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
             },
         ],
         vip_port: OUTSIDE,
-        addresses: snat.iter().map(|&a| (a, INSIDE, AddrRole::Snat)).collect(),
+        addresses: snat
+            .iter()
+            .map(|&a| (a.into(), INSIDE, AddrRole::Snat))
+            .collect(),
         routes: vec![Route {
-            dest: Ipv4Addr::new(10, 1, 0, 0),
+            dest: Ipv4Addr::new(10, 1, 0, 0).into(),
             prefix_len: 16,
             port: INSIDE,
             via: None,
         }],
         neighbours: (0..cfg.backends)
             .map(|b| NeighbourSpec {
-                addr: backend_ip(b),
+                addr: backend_ip(b).into(),
                 mac: backend_mac(b).0,
             })
             .collect(),
         services: vec![web, dns],
         maglev_table_size: cfg.maglev_table_size,
+    };
+    if cfg.ipv6 {
+        ipv6::add_to_spec(&mut spec, cfg);
     }
+    spec
 }
 
 /// A Kubernetes-sized spec: `services` TCP services on distinct VIPs (port
@@ -167,15 +178,15 @@ pub fn cluster_spec(services: u32, endpoints: u32, maglev_table_size: u32) -> Sn
             },
         ],
         vip_port: 0,
-        addresses: vec![(Ipv4Addr::new(10, 0, 0, 1), 1, AddrRole::Snat)],
+        addresses: vec![(Ipv4Addr::new(10, 0, 0, 1).into(), 1, AddrRole::Snat)],
         routes: vec![Route {
-            dest: Ipv4Addr::new(10, 64, 0, 0),
+            dest: Ipv4Addr::new(10, 64, 0, 0).into(),
             prefix_len: 10,
             port: 1,
-            via: Some(Ipv4Addr::new(10, 0, 0, 254)),
+            via: Some(Ipv4Addr::new(10, 0, 0, 254).into()),
         }],
         neighbours: vec![NeighbourSpec {
-            addr: Ipv4Addr::new(10, 0, 0, 254),
+            addr: Ipv4Addr::new(10, 0, 0, 254).into(),
             mac: [2, 0, 0, 0, 0, 0xfe],
         }],
         services,
@@ -188,7 +199,7 @@ pub fn cluster_spec(services: u32, endpoints: u32, maglev_table_size: u32) -> Sn
 pub fn cluster_service_changed(spec: &SnapshotSpec, index: usize, flip: bool) -> ServiceSpec {
     let mut svc = spec.services[index].clone();
     if let Some(last) = svc.endpoints.last_mut() {
-        last.addr = SocketAddrV4::new(Ipv4Addr::new(10, 200, 0, u8::from(flip)), 8080);
+        last.addr = SocketAddrV4::new(Ipv4Addr::new(10, 200, 0, u8::from(flip)), 8080).into();
     }
     svc
 }
@@ -210,7 +221,14 @@ impl Rig {
             .expect("bench spec is valid");
         let publisher = Publisher::new(snapshot);
         let clock = ManualClock::new(1);
-        let snat_addrs = spec.addresses.iter().map(|a| a.0).collect();
+        let snat_addrs = spec
+            .addresses
+            .iter()
+            .filter_map(|a| match a.0 {
+                std::net::IpAddr::V4(v4) => Some(v4),
+                std::net::IpAddr::V6(_) => None,
+            })
+            .collect();
         let worker = Worker::new(
             &WorkerConfig {
                 pipeline: PipelineConfig {
@@ -338,5 +356,6 @@ pub fn backend_frame(reply: &FlowKey, flags: u8) -> Vec<u8> {
     ))
 }
 pub mod compare;
+pub mod ipv6;
 pub mod pktgen;
 pub mod report_scan;

@@ -53,7 +53,8 @@ drop_reasons! {
     VlanMalformed => "vlan_malformed",
     /// An EtherType the gateway does not handle (LLDP, MPLS, ...).
     UnsupportedEthertype => "unsupported_ethertype",
-    /// IPv6 is recognised but not supported yet.
+    /// A well-formed IPv6 packet the pipeline has no stage for yet (IPv6
+    /// parses; forwarding it arrives stage by stage, issue 17).
     Ipv6Unsupported => "ipv6_unsupported",
     /// ARP shorter than its fixed size or not Ethernet/IPv4.
     ArpMalformed => "arp_malformed",
@@ -175,6 +176,54 @@ drop_reasons! {
     /// RST, a checksum start that is not its L4 header, or one that could
     /// not be cut into segments for a destination that takes none.
     GsoMalformed => "gso_malformed",
+    /// Shorter than a 40-byte IPv6 header.
+    Ipv6Truncated => "ipv6_truncated",
+    /// EtherType 0x86DD but the version field is not 6.
+    Ipv6BadVersion => "ipv6_bad_version",
+    /// Payload length beyond the frame.
+    Ipv6BadLength => "ipv6_bad_length",
+    /// More extension headers (8) or extension bytes (512) than the parse
+    /// stage follows (RFC 8200 §4, RFC 7112).
+    Ipv6ExtChainTooLong => "ipv6_ext_chain_too_long",
+    /// An extension header runs past the payload.
+    Ipv6ExtTruncated => "ipv6_ext_truncated",
+    /// A Hop-by-Hop Options header anywhere but first (RFC 8200 §4.1).
+    Ipv6HopByHopMisplaced => "ipv6_hop_by_hop_misplaced",
+    /// An IPv6 packet with a Fragment header: reassembly is not supported.
+    Ipv6Fragment => "ipv6_fragment",
+    /// Source address is multicast or loopback, or unspecified outside
+    /// duplicate address detection (RFC 4291 §2.5.2, §2.7).
+    Ipv6BadSource => "ipv6_bad_source",
+    /// Hop limit would reach zero on forwarding (answered with ICMPv6 time
+    /// exceeded, rate-limited).
+    Ipv6HopLimitExpired => "ipv6_hop_limit_expired",
+    /// An NDP message (ICMPv6 133..=137) whose hop limit is not 255: the
+    /// sender is not on the link (RFC 4861 §7.1).
+    NdpBadHopLimit => "ndp_bad_hop_limit",
+    /// An NDP message with an option of length 0 or running past the
+    /// message (RFC 4861 §7.1.1, §7.1.2).
+    NdpBadOption => "ndp_bad_option",
+    /// An NDP message failing another rule of RFC 4861 §7.1: code not 0,
+    /// shorter than its body, multicast target, a solicitation from `::`
+    /// not for duplicate address detection, or a solicited advertisement to
+    /// a multicast address.
+    NdpMalformed => "ndp_malformed",
+    /// A Neighbour Solicitation whose target the gateway does not own on
+    /// the port it came in on (including duplicate address detection of
+    /// such an address; RFC 4861 §7.2.3).
+    NdpNotOwned => "ndp_not_owned",
+    /// A Neighbour Solicitation for a VIP another instance of the tier is
+    /// elected to announce (silence, as `arp_not_announced`).
+    NdpNotAnnounced => "ndp_not_announced",
+    /// A Neighbour Advertisement for a neighbour the table does not wait
+    /// for, or without a target link-layer address (RFC 4861 §7.2.5).
+    NdpAdvertIgnored => "ndp_advert_ignored",
+    /// A Router Solicitation/Advertisement or Redirect not sent to a host
+    /// address: the gateway is no IPv6 router or host for them.
+    NdpRouterIgnored => "ndp_router_ignored",
+    /// A solicitation to answer whose frame buffer cannot hold the
+    /// advertisement.
+    NdpNoRoom => "ndp_no_room",
 }
 
 impl std::fmt::Display for DropReason {
@@ -234,7 +283,8 @@ macro_rules! with_counters {
             /// Flows without SNAT whose client port was remapped to avoid a
             /// backend-side tuple clash.
             client_ports_remapped,
-            /// ARP replies and ICMP echo replies sent.
+            /// ARP replies, NDP advertisements answering solicitations
+            /// and ICMP echo replies sent.
             local_replies,
             /// ICMP errors translated back to the other side of a flow.
             icmp_errors_translated,
@@ -279,6 +329,14 @@ macro_rules! with_counters {
             /// TCP SYNs and SYN-ACKs whose MSS option was lowered (or
             /// added) to their egress port's `mss_clamp`.
             mss_clamped,
+            /// NDP solicitations and advertisements the IPv6 neighbour
+            /// table learned from.
+            ndp_learned,
+            /// Neighbour Solicitations sent to resolve IPv6 next hops.
+            ndp_solicits_sent,
+            /// Unsolicited Neighbour Advertisements sent for owned IPv6
+            /// addresses (the IPv6 gratuitous ARP).
+            unsolicited_adverts_sent,
         }
     };
 }
@@ -552,10 +610,10 @@ impl ServiceCounters {
     }
 }
 
-/// One SNAT address of one worker's allocator.
+/// One SNAT address (of family `A`) of one worker's allocator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SnatAddrStats {
-    pub addr: Ipv4Addr,
+pub struct SnatAddrStats<A = Ipv4Addr> {
+    pub addr: A,
     /// Tuples of this address in use now (gauge).
     pub in_use: u64,
     /// Allocations that found no free tuple on this address (total).

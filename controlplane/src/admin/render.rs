@@ -309,6 +309,11 @@ impl fmt::Display for StatsReport {
         )?;
         writeln!(
             f,
+            "  ndp: learned {}, solicitations {}, unsolicited advertisements {}",
+            t.ndp_learned, t.ndp_solicits_sent, t.unsolicited_adverts_sent
+        )?;
+        writeln!(
+            f,
             "  host path: to kernel {}, from kernel {}, queue full {}, down {}",
             t.to_host,
             t.from_host,

@@ -436,7 +436,10 @@ pub fn service_specs(
                 if proto == Proto::Tcp { "tcp" } else { "udp" }
             ),
             proto,
-            listeners,
+            listeners: listeners
+                .into_iter()
+                .map(|(a, p, k)| (a.into(), p, k))
+                .collect(),
             endpoints: endpoints(port, protocol, &slices),
             snat,
             affinity_timeout_ms,
@@ -550,7 +553,7 @@ fn endpoints(port: &ServicePort, protocol: &str, slices: &[&EndpointSlice]) -> V
     found
         .into_iter()
         .map(|(addr, rank)| EndpointSpec {
-            addr,
+            addr: addr.into(),
             weight: 1,
             condition: match rank {
                 0 => EndpointCondition::Ready,

@@ -617,7 +617,7 @@ fn specs_build_into_a_snapshot() {
                 .iter()
                 .map(|&a| {
                     (
-                        a,
+                        a.into(),
                         0,
                         if a == Ipv4Addr::new(192, 0, 2, 3) {
                             AddrRole::Snat

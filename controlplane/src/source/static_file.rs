@@ -50,29 +50,29 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
                 nic_config::AddressRole::Node => AddrRole::Node,
                 nic_config::AddressRole::Snat => AddrRole::Snat,
             };
-            (a.address, a.port as u8, role)
+            (a.address.into(), a.port as u8, role)
         })
         .chain(plan.ports.iter().enumerate().flat_map(|(i, p)| {
             p.host_addresses
                 .iter()
-                .map(move |h| (h.address, i as u8, AddrRole::Host))
+                .map(move |h| (h.address.into(), i as u8, AddrRole::Host))
         }))
         .collect();
     let routes = plan
         .routes
         .iter()
         .map(|r| Route {
-            dest: r.destination.network().address,
+            dest: r.destination.network().address.into(),
             prefix_len: r.destination.prefix_len,
             port: r.port as u8,
-            via: r.via,
+            via: r.via.map(Into::into),
         })
         .collect();
     let neighbours = plan
         .neighbours
         .iter()
         .map(|n| NeighbourSpec {
-            addr: n.address,
+            addr: n.address.into(),
             mac: n.mac.0,
         })
         .collect();
@@ -95,13 +95,13 @@ fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
         listeners: s
             .listeners
             .iter()
-            .map(|l| (l.address, l.port, l.kind.to_dataplane()))
+            .map(|l| (l.address.into(), l.port, l.kind.to_dataplane()))
             .collect(),
         endpoints: s
             .backends
             .iter()
             .map(|b| EndpointSpec {
-                addr: b.address,
+                addr: b.address.into(),
                 weight: b.weight,
                 condition: b.condition.to_dataplane(),
             })

@@ -3,7 +3,9 @@
 //! [`super::neighbour`]) and ICMP echo requests to owned addresses (RFC 792)
 //! are answered in place, out of the port they came in on. ARP for an owned
 //! address is answered only on the port the address lives on, so a gateway
-//! with two ports never claims an address on the wrong segment.
+//! with two ports never claims an address on the wrong segment. NDP
+//! messages (IPv6's ARP) go to the NDP stage ([`super::ndp`]), which
+//! answers and learns the same way.
 //!
 //! Host addresses are not answered here: ARP whose target is a host address
 //! of the receiving port, ICMP echo requests and replies to a host address,
@@ -14,7 +16,7 @@
 use super::neighbour::{NeighbourCtx, set_l2};
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
-use crate::packet::{PacketKind, PacketMeta, Verdict};
+use crate::packet::{Family, PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
 use crate::wire::{checksum, ethernet, icmp, ipv4};
 
@@ -23,14 +25,25 @@ const ICMP_ECHO_REQUEST: u8 = 8;
 /// TTL of packets the gateway originates.
 pub const LOCAL_TTL: u8 = 64;
 
+/// Returns whether an IPv6 packet is left pending (for
+/// [`super::ipv6`]).
 pub fn run<F: Frame>(
     snap: &Snapshot,
     frames: &mut [F],
     metas: &mut [PacketMeta],
     counters: &mut Counters,
     neighbours: &NeighbourCtx<'_>,
-) {
+) -> bool {
+    let mut any_v6 = false;
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
+        if meta.family == Family::V6 {
+            if meta.kind == PacketKind::Ndp && meta.is_pending() {
+                answer_ndp(snap, frame, meta, counters, neighbours);
+            } else {
+                any_v6 |= ipv6_gate(snap, meta);
+            }
+            continue;
+        }
         if !meta.is_pending() {
             if let Verdict::Drop(DropReason::Ipv4Fragment | DropReason::UnsupportedProtocol) =
                 meta.verdict
@@ -52,6 +65,7 @@ pub fn run<F: Frame>(
             counters.local_replies += 1;
         }
     }
+    any_v6
 }
 
 /// Fragments and other protocols (the parse stage kept their destination)
@@ -63,6 +77,40 @@ fn unparsed_to_host(snap: &Snapshot, meta: &mut PacketMeta) {
     if snap.owned(meta.key.dst_ip).is_some_and(|o| o.host) {
         meta.verdict = Verdict::Host;
     }
+}
+
+/// NDP for the gateway: the neighbour stage's ([`super::ndp`]). Out of
+/// line: IPv4 batches carry only the family check.
+#[cold]
+#[inline(never)]
+fn answer_ndp<F: Frame>(
+    snap: &Snapshot,
+    frame: &mut F,
+    meta: &mut PacketMeta,
+    counters: &mut Counters,
+    neighbours: &NeighbourCtx<'_>,
+) {
+    if neighbours.answer_ndp(snap, frame, meta) {
+        counters.ndp_learned += 1;
+    }
+    if meta.verdict == Verdict::Reply {
+        counters.local_replies += 1;
+    }
+}
+
+/// IPv6 packets: fragments and other protocols for a host address are the
+/// kernel's; a parsed one is left for the IPv6 stages ([`super::ipv6`],
+/// which send it to the host path too when it is for a host address).
+/// Whether the packet is pending.
+#[cold]
+#[inline(never)]
+fn ipv6_gate(snap: &Snapshot, meta: &mut PacketMeta) -> bool {
+    if let Verdict::Drop(DropReason::Ipv6Fragment | DropReason::UnsupportedProtocol) = meta.verdict
+        && snap.owned6(meta.key6.dst_ip).is_some_and(|o| o.host)
+    {
+        meta.verdict = Verdict::Host;
+    }
+    meta.is_pending()
 }
 
 fn answer_echo(snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) {

@@ -25,6 +25,8 @@ use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
+pub mod ipv6;
+
 pub const OUTSIDE: u8 = 0;
 pub const INSIDE: u8 = 1;
 pub const OUT_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
@@ -49,9 +51,10 @@ pub fn backend_mac(ip: Ipv4Addr) -> MacAddr {
 
 pub fn web(backends: &[u8]) -> ServiceSpec {
     let mut s = ServiceSpec::new("web", Proto::Tcp, VIP, 80);
-    s.listeners.push((NODE, NODE_PORT, ListenerKind::NodePort));
     s.listeners
-        .push((EXTERNAL_IP, 443, ListenerKind::ExternalIp));
+        .push((NODE.into(), NODE_PORT, ListenerKind::NodePort));
+    s.listeners
+        .push((EXTERNAL_IP.into(), 443, ListenerKind::ExternalIp));
     for &b in backends {
         s = s.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
     }
@@ -92,18 +95,18 @@ pub fn spec(services: Vec<ServiceSpec>) -> SnapshotSpec {
         ],
         vip_port: OUTSIDE,
         addresses: vec![
-            (NODE, OUTSIDE, AddrRole::Node),
-            (SNAT, INSIDE, AddrRole::Snat),
+            (NODE.into(), OUTSIDE, AddrRole::Node),
+            (SNAT.into(), INSIDE, AddrRole::Snat),
         ],
         routes: vec![Route {
-            dest: Ipv4Addr::new(10, 1, 0, 0),
+            dest: Ipv4Addr::new(10, 1, 0, 0).into(),
             prefix_len: 24,
             port: INSIDE,
             via: None,
         }],
         neighbours: (0..20)
             .map(|i| NeighbourSpec {
-                addr: backend_ip(i),
+                addr: backend_ip(i).into(),
                 mac: backend_mac(backend_ip(i)).0,
             })
             .collect(),
@@ -169,6 +172,17 @@ impl Gateway {
     ) -> Self {
         let mut builder = SnapshotBuilder::new();
         let snapshot = builder.build(&spec).expect("valid fixture spec");
+        Self::with_snapshot(builder, snapshot, pipeline, neighbours)
+    }
+
+    /// A gateway starting on `snapshot` (made by `builder`, and perhaps
+    /// changed by the test).
+    pub fn with_snapshot(
+        builder: SnapshotBuilder,
+        snapshot: dataplane::snapshot::Snapshot,
+        pipeline: PipelineConfig,
+        neighbours: Arc<dataplane::neighbour::NeighbourTable>,
+    ) -> Self {
         let publisher = Publisher::new(snapshot);
         let clock = ManualClock::new(1_000);
         let shared = Arc::new(SharedCounters::default());
@@ -517,4 +531,58 @@ pub fn syn(sport: u16) -> Vec<u8> {
         0,
         b"",
     )
+}
+
+/// The namespaces of the af_packet tests (removed on drop):
+///
+/// ```text
+/// [client] cl --veth-- go [gateway] gi --veth-- be [backend]
+/// ```
+///
+/// `cl` has `ROUTER_MAC`, the gateway's ends the fixture's port MACs,
+/// `be` the MAC given.
+pub struct Topology {
+    pub client: portico_netns::Netns,
+    pub gateway: portico_netns::Netns,
+    pub backend: portico_netns::Netns,
+}
+
+impl Topology {
+    /// Create the namespaces (names from `prefix`) and the veths, with
+    /// IPv6 disabled in the namespaces `ipv6_off` says (client, gateway,
+    /// backend).
+    pub fn new(prefix: &str, backend_mac: [u8; 6], ipv6_off: [bool; 3]) -> Self {
+        use portico_netns::{Netns, Veth};
+        let ns = |role: &str| Netns::new(&format!("{prefix}{role}")).expect("namespace");
+        let t = Topology {
+            client: ns("c"),
+            gateway: ns("g"),
+            backend: ns("b"),
+        };
+        for (ns, off) in [&t.client, &t.gateway, &t.backend]
+            .into_iter()
+            .zip(ipv6_off)
+        {
+            if off {
+                ns.exec(
+                    "sysctl",
+                    &[
+                        "-qw",
+                        "net.ipv6.conf.all.disable_ipv6=1",
+                        "net.ipv6.conf.default.disable_ipv6=1",
+                    ],
+                )
+                .expect("sysctl disable_ipv6");
+            }
+        }
+        Veth::new(&t.client, "cl", &t.gateway, "go")
+            .macs(ROUTER_MAC.0, OUT_MAC.0)
+            .create()
+            .expect("client veth");
+        Veth::new(&t.gateway, "gi", &t.backend, "be")
+            .macs(IN_MAC.0, backend_mac)
+            .create()
+            .expect("backend veth");
+        t
+    }
 }
