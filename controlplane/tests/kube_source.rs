@@ -18,7 +18,7 @@ use portico::source::kube::{KubeSource, KubeSourceParts};
 use portico::source::static_file::{PortFacts, snapshot_spec};
 use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
 use serde_json::json;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -244,13 +244,26 @@ async fn apply_slice(client: &Client, s: &EndpointSlice) {
     }
 }
 
-/// The IPv4 addresses in the Service's status (empty when none or gone).
-async fn status_ips(client: &Client, name: &str) -> Vec<Ipv4Addr> {
+/// The addresses in the Service's status, both families (empty when none
+/// or gone).
+async fn status_ips_all(client: &Client, name: &str) -> Vec<IpAddr> {
     let api: Api<Service> = Api::namespaced(client.clone(), NS);
     match api.get_opt(name).await {
         Ok(Some(svc)) => portico::source::kube::status::ingress_addresses(&svc),
         _ => Vec::new(),
     }
+}
+
+/// The IPv4 addresses in the Service's status (empty when none or gone).
+async fn status_ips(client: &Client, name: &str) -> Vec<Ipv4Addr> {
+    status_ips_all(client, name)
+        .await
+        .into_iter()
+        .filter_map(|a| match a {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        })
+        .collect()
 }
 
 /// Wait until the Service's status shows exactly one address; return it.

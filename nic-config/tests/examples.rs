@@ -106,13 +106,16 @@ fn standalone_two_port() {
     assert_eq!(web.backends[2].weight, 2);
     assert_eq!(
         web.backends[0].address,
-        SocketAddrV4::new(Ipv4Addr::new(10, 1, 0, 10), 8080)
+        SocketAddrV4::new(Ipv4Addr::new(10, 1, 0, 10), 8080).into()
     );
 
     let dns = plan.service("dns").unwrap();
     assert_eq!(dns.protocol, Protocol::Udp);
     assert_eq!(dns.listeners.len(), 1);
-    assert_eq!((dns.listeners[0].address, dns.listeners[0].port), (vip, 53));
+    assert_eq!(
+        (dns.listeners[0].address, dns.listeners[0].port),
+        (vip.into(), 53)
+    );
     assert_eq!(
         dns.backends[2].condition,
         EndpointCondition::ServingTerminating
@@ -162,7 +165,7 @@ fn kubernetes() {
         ),
         (100, 20, 4)
     );
-    let pools: Vec<(&str, u64, bool)> = plan
+    let pools: Vec<(&str, u128, bool)> = plan
         .address_pools
         .iter()
         .map(|p| (p.name.as_str(), p.size(), p.auto_assign))

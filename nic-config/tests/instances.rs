@@ -2,7 +2,7 @@
 //! choice of the instance (`--instance`), and what validation refuses (every
 //! problem at once, each at its path).
 
-use nic_config::{ConfigError, InstanceChoice, Ipv4Prefix, Plan, Problem, parse_instance};
+use nic_config::{ConfigError, InstanceChoice, IpPrefix, Plan, Problem, parse_instance};
 
 const TIER: &str = r#"
 [[port]]
@@ -70,7 +70,7 @@ fn problems(text: &str, choice: InstanceChoice<'_>) -> Vec<Problem> {
     }
 }
 
-fn prefix(s: &str) -> Ipv4Prefix {
+fn prefix(s: &str) -> IpPrefix {
     s.parse().expect("prefix")
 }
 
@@ -201,7 +201,7 @@ fn every_instance_problem_is_reported_at_once_with_its_path() {
         ),
         (
             "instance[3].port[0].node_addresses[1]",
-            "expected an IPv4 address",
+            "expected an IP address",
         ),
     ];
     for (path, words) in expect {

@@ -467,7 +467,7 @@ const CASES: &[Case] = &[
     case(
         &[("[\"192.0.2.1/24\"]", "[\"192.0.2.300/24\"]")],
         "port[0].node_addresses[0]",
-        "not an IPv4 address",
+        "not an IP address",
     ),
     case(
         &[("[\"192.0.2.1/24\"]", "[\"224.0.0.1/24\"]")],
@@ -528,7 +528,7 @@ const CASES: &[Case] = &[
     case(
         &[("via = \"192.0.2.254\"", "via = \"gateway\"")],
         "route[0].via",
-        "not an IPv4 address",
+        "not an IP address",
     ),
     case(
         &[(
@@ -673,7 +673,7 @@ const CASES: &[Case] = &[
             "vip = \"203.0.113\"\nport = 80",
         )],
         "service[0].vip",
-        "not an IPv4 address",
+        "not an IP address",
     ),
     case(
         &[("snat_addresses = [\"10.1.0.1/24\", \"10.1.0.2/24\"]\n", "")],
@@ -779,7 +779,7 @@ const CASES: &[Case] = &[
     case(
         &[("\"10.1.0.11\", port = 8080", "\"10.1.0\", port = 8080")],
         "service[0].backends[1].address",
-        "not an IPv4 address",
+        "not an IP address",
     ),
     case(
         &[("\"10.1.0.11\", port = 8080", "\"0.0.0.0\", port = 8080")],

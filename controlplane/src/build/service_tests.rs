@@ -4,19 +4,31 @@
 
 use super::*;
 use serde_json::{Value, json};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 fn cfg() -> ModelConfig {
     ModelConfig {
         load_balancer_class: "portico.dev/lb".into(),
         serve_unclassed: true,
-        node_addresses: vec![Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(192, 0, 2, 2)],
+        // Dual-stack: the IPv4 cases' output is what it was without the
+        // IPv6 addresses.
+        node_addresses: vec![
+            Ipv4Addr::new(192, 0, 2, 1).into(),
+            Ipv4Addr::new(192, 0, 2, 2).into(),
+            NODE6.into(),
+        ],
         gateway_addresses: vec![
-            Ipv4Addr::new(192, 0, 2, 1),
-            Ipv4Addr::new(192, 0, 2, 2),
-            Ipv4Addr::new(192, 0, 2, 3),
+            Ipv4Addr::new(192, 0, 2, 1).into(),
+            Ipv4Addr::new(192, 0, 2, 2).into(),
+            Ipv4Addr::new(192, 0, 2, 3).into(),
+            NODE6.into(),
+            SNAT6.into(),
         ],
         tcp_backend_gone: BackendGonePolicy::Reset,
-        external_ip_cidrs: vec!["198.51.100.0/24".parse().expect("cidr")],
+        external_ip_cidrs: vec![
+            "198.51.100.0/24".parse().expect("cidr"),
+            "2001:db8:e::/64".parse().expect("cidr"),
+        ],
         syn_proxy: SynProxyMode::Off,
         syn_proxy_half_open_threshold: 1000,
     }
@@ -114,14 +126,16 @@ fn render(o: &ServiceOutcome) -> Vec<String> {
     }
 }
 
-const VIP: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 7);
-const VIP9: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 9);
+const VIP: IpAddr = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 7));
+const VIP9: IpAddr = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9));
+const NODE6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+const SNAT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
 
 struct Case {
     what: &'static str,
     spec: Value,
     slices: Vec<EndpointSlice>,
-    vips: &'static [Ipv4Addr],
+    vips: &'static [IpAddr],
     want: &'static [&'static str],
 }
 
@@ -216,7 +230,7 @@ fn cases() -> Vec<Case> {
             want: &[
                 "ns/web:http/tcp [198.51.100.8:80 ext, 198.51.100.9:80 ext] -> [10.0.0.1:8080 ready]",
                 "skip: externalIP 192.0.2.3 is one of the gateway's own addresses",
-                "skip: externalIP \"nope\" is not an IPv4 address",
+                "skip: externalIP \"nope\" is not an IP address",
             ],
         },
         Case {
@@ -501,7 +515,7 @@ fn every_semantic_case() {
         // The same inputs in another order give the same specs.
         let mut reversed = slices.clone();
         reversed.reverse();
-        let vips: Vec<Ipv4Addr> = c.vips.iter().rev().copied().collect();
+        let vips: Vec<IpAddr> = c.vips.iter().rev().copied().collect();
         assert_eq!(
             service_specs(&svc, &reversed, &vips, &cfg()),
             service_specs(&svc, &slices, c.vips, &cfg()),
@@ -573,18 +587,12 @@ fn model_config_comes_from_the_plan() {
     let c = ModelConfig::from_plan(&plan).unwrap();
     assert_eq!(c.load_balancer_class, "example.com/lb");
     assert!(!c.serve_unclassed);
-    assert_eq!(
-        c.node_addresses,
-        [Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(192, 0, 2, 2)]
-    );
+    let ips =
+        |list: &[&str]| -> Vec<IpAddr> { list.iter().map(|a| a.parse().expect("ip")).collect() };
+    assert_eq!(c.node_addresses, ips(&["192.0.2.1", "192.0.2.2"]));
     assert_eq!(
         c.gateway_addresses,
-        [
-            Ipv4Addr::new(192, 0, 2, 1),
-            Ipv4Addr::new(192, 0, 2, 2),
-            Ipv4Addr::new(192, 0, 2, 3),
-            Ipv4Addr::new(192, 0, 2, 9)
-        ]
+        ips(&["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.9"])
     );
     let mut without = plan.clone();
     without.kubernetes = None;
@@ -615,7 +623,11 @@ fn specs_build_into_a_snapshot() {
             addresses: cfg()
                 .gateway_addresses
                 .iter()
-                .map(|&a| {
+                .filter_map(|&a| match a {
+                    IpAddr::V4(a) => Some(a),
+                    IpAddr::V6(_) => None,
+                })
+                .map(|a| {
                     (
                         a,
                         0,

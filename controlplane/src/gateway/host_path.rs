@@ -42,10 +42,15 @@ pub(super) fn open(
             name: name.clone(),
             mac: port.mac.map_or(fact.mac, |m| m.0),
             mtu: port.mtu.unwrap_or(fact.mtu),
+            // The host path carries IPv4 until the dataplane takes IPv6
+            // (issue 17); an IPv6 host address is not assigned yet.
             addresses: port
                 .host_addresses
                 .iter()
-                .map(|p| (p.address, p.prefix_len))
+                .filter_map(|p| match p.address {
+                    std::net::IpAddr::V4(a) => Some((a, p.prefix_len)),
+                    std::net::IpAddr::V6(_) => None,
+                })
                 .collect(),
         };
         let fds = create_host_interface(&spec, workers)?;

@@ -62,7 +62,7 @@ pub fn routes_per_peer(
                 .collect();
             vips.iter()
                 .filter(|v| {
-                    a.vips.contains(v)
+                    a.vips.contains(&IpAddr::V4(**v))
                         || a_pools
                             .iter()
                             .any(|p| p.ranges.iter().any(|r| r.contains(**v)))

@@ -50,7 +50,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use std::collections::{BTreeMap, HashMap};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -141,14 +141,14 @@ pub struct MemberView {
 
 impl MemberView {
     /// Whether this instance announces `vip`.
-    pub fn announces(&self, vip: Ipv4Addr) -> bool {
+    pub fn announces(&self, vip: impl Into<IpAddr>) -> bool {
         self.known
             && self.me_live
             && elect::owner(self.live.iter().map(String::as_str), vip) == Some(self.me.as_str())
     }
 
     /// The owner of `vip` in this view.
-    pub fn owner(&self, vip: Ipv4Addr) -> Option<&str> {
+    pub fn owner(&self, vip: impl Into<IpAddr>) -> Option<&str> {
         elect::owner(self.live.iter().map(String::as_str), vip)
     }
 
@@ -457,6 +457,7 @@ impl From<&MemberView> for crate::admin::MembersReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     fn view(me: &str, known: bool, me_live: bool, live: &[&str]) -> MemberView {
         MemberView {

@@ -7,6 +7,7 @@ use dataplane::flow::Proto;
 use dataplane::snapshot::{
     AddrRole, BackendGonePolicy, PortSpec, Route, SnapshotSpec, SynProxyMode,
 };
+use std::net::Ipv4Addr;
 
 fn ip(s: &str) -> Ipv4Addr {
     s.parse().unwrap_or(Ipv4Addr::UNSPECIFIED)
@@ -44,8 +45,8 @@ fn reconciler() -> Reconciler {
     let options = ModelConfig {
         load_balancer_class: "portico.dev/lb".into(),
         serve_unclassed: true,
-        node_addresses: vec![ip("192.0.2.1")],
-        gateway_addresses: vec![ip("10.1.0.1"), ip("192.0.2.1")],
+        node_addresses: vec![ip("192.0.2.1").into()],
+        gateway_addresses: vec![ip("10.1.0.1").into(), ip("192.0.2.1").into()],
         tcp_backend_gone: BackendGonePolicy::Drop,
         external_ip_cidrs: vec!["192.0.2.0/24".parse().expect("cidr")],
         syn_proxy: SynProxyMode::Off,
