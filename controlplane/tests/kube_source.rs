@@ -30,8 +30,9 @@ fn ip(s: &str) -> Ipv4Addr {
     s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
 }
 
-/// A plan with two ports, a pool of 11 auto-assigned addresses and one
-/// pool that is never auto-assigned; leader election in ~seconds.
+/// A plan with two ports, a dual-stack pool of 11 auto-assigned addresses
+/// per family and one IPv4 pool that is never auto-assigned; leader
+/// election in ~seconds.
 fn plan(kubeconfig: &Path, identity: &str) -> nic_config::Plan {
     let text = format!(
         r#"
@@ -59,7 +60,7 @@ fn plan(kubeconfig: &Path, identity: &str) -> nic_config::Plan {
         identity = "{identity}"
         [[address_pool]]
         name = "public"
-        addresses = ["192.0.2.100-192.0.2.110"]
+        addresses = ["192.0.2.100-192.0.2.110", "2001:db8:100::10-2001:db8:100::1a"]
         [[address_pool]]
         name = "reserved"
         addresses = ["198.51.100.0/28"]
@@ -215,6 +216,13 @@ fn slice(service: &str, name: &str, endpoints: &[Ep<'_>]) -> EndpointSlice {
         "endpoints": endpoints,
     }))
     .unwrap_or_else(|e| panic!("slice {name}: {e}"))
+}
+
+/// An EndpointSlice of `addressType: IPv6`.
+fn slice6(service: &str, name: &str, endpoints: &[Ep<'_>]) -> EndpointSlice {
+    let mut s = slice(service, name, endpoints);
+    s.address_type = "IPv6".to_owned();
+    s
 }
 
 async fn create_service(client: &Client, svc: &Service) {
@@ -518,6 +526,134 @@ async fn requested_addresses_are_honoured_or_refused_with_an_event() {
     let snap = a.snapshot();
     assert!(snap.owned(ip("192.0.2.105")).is_some());
     assert!(snap.owned(ip("203.0.113.5")).is_none());
+}
+
+/// The Service as the API server stored it (its defaulted `ipFamilies`).
+async fn stored(client: &Client, name: &str) -> Service {
+    let api: Api<Service> = Api::namespaced(client.clone(), NS);
+    api.get(name)
+        .await
+        .unwrap_or_else(|e| panic!("get service {name}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
+    let Some(cluster) = KubeCluster::start_or_skip(
+        "dual_stack_services_get_an_address_per_family_or_a_warning",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+
+    // RequireDualStack: the API server (dual-stack) lists both families,
+    // the pool gives one address of each, both go to the status.
+    create_service(
+        &client,
+        &lb_service("dual", json!({ "ipFamilyPolicy": "RequireDualStack" })),
+    )
+    .await;
+    let families = stored(&client, "dual")
+        .await
+        .spec
+        .and_then(|s| s.ip_families)
+        .unwrap_or_default();
+    assert_eq!(families, ["IPv4", "IPv6"], "a dual-stack API server");
+    apply_slice(
+        &client,
+        &slice("dual", "dual-4", &[("10.1.0.10", true, true, false)]),
+    )
+    .await;
+    apply_slice(
+        &client,
+        &slice6("dual", "dual-6", &[("fd00:1::10", true, true, false)]),
+    )
+    .await;
+    let ips = eventually("both addresses in the status", async || {
+        let ips = status_ips_all(&client, "dual").await;
+        (ips.len() == 2).then_some(ips)
+    })
+    .await;
+    let want: Vec<IpAddr> = ["192.0.2.100", "2001:db8:100::10"]
+        .iter()
+        .map(|a| a.parse().expect("ip"))
+        .collect();
+    assert_eq!(ips, want);
+    // The IPv4 half is served with the IPv4 endpoints only.
+    eventually("the IPv4 VIP served", async || {
+        (served(&a.snapshot(), ip("192.0.2.100"), 80).as_ref()
+            == Some(&vec![(addr("10.1.0.10"), EndpointCondition::Ready)]))
+        .then_some(())
+    })
+    .await;
+
+    // IPv6 first, PreferDualStack: both, the status lists them.
+    create_service(
+        &client,
+        &lb_service(
+            "prefer6",
+            json!({ "ipFamilyPolicy": "PreferDualStack", "ipFamilies": ["IPv6", "IPv4"] }),
+        ),
+    )
+    .await;
+    let ips = eventually("prefer6's addresses", async || {
+        let ips = status_ips_all(&client, "prefer6").await;
+        (ips.len() == 2).then_some(ips)
+    })
+    .await;
+    let want: Vec<IpAddr> = ["192.0.2.101", "2001:db8:100::11"]
+        .iter()
+        .map(|a| a.parse().expect("ip"))
+        .collect();
+    assert_eq!(ips, want);
+
+    // RequireDualStack from an IPv4-only pool: a Warning Event naming the
+    // missing family, nothing in the status (not half of it).
+    let mut v4only = lb_service("v4only", json!({ "ipFamilyPolicy": "RequireDualStack" }));
+    v4only.metadata.annotations =
+        Some([("portico.dev/address-pool".to_owned(), "reserved".to_owned())].into());
+    create_service(&client, &v4only).await;
+    let warned = eventually("NoPoolForFamily event", async || {
+        let e = events(&client, "v4only", "NoPoolForFamily").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        warned[0].0.contains("pool \"reserved\" has no IPv6 range"),
+        "{warned:?}"
+    );
+    // PreferDualStack from the same pool: its IPv4 address alone.
+    let mut prefer = lb_service("prefer", json!({ "ipFamilyPolicy": "PreferDualStack" }));
+    prefer.metadata.annotations =
+        Some([("portico.dev/address-pool".to_owned(), "reserved".to_owned())].into());
+    create_service(&client, &prefer).await;
+    let ips = eventually("prefer's address", async || {
+        let ips = status_ips_all(&client, "prefer").await;
+        (!ips.is_empty()).then_some(ips)
+    })
+    .await;
+    assert_eq!(ips, [IpAddr::from(ip("198.51.100.0"))]);
+    assert!(status_ips_all(&client, "v4only").await.is_empty());
+
+    // Down to SingleStack IPv4: the IPv6 address leaves the status.
+    let api: Api<Service> = Api::namespaced(client.clone(), NS);
+    api.patch(
+        "dual",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({ "spec": { "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4"] } }),
+        ),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("patch dual: {e}"));
+    eventually("dual's status down to IPv4", async || {
+        (status_ips_all(&client, "dual").await == [IpAddr::from(ip("192.0.2.100"))]).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
