@@ -118,16 +118,19 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
             },
         ],
         vip_port: OUTSIDE,
-        addresses: snat.iter().map(|&a| (a, INSIDE, AddrRole::Snat)).collect(),
+        addresses: snat
+            .iter()
+            .map(|&a| (a.into(), INSIDE, AddrRole::Snat))
+            .collect(),
         routes: vec![Route {
-            dest: Ipv4Addr::new(10, 1, 0, 0),
+            dest: Ipv4Addr::new(10, 1, 0, 0).into(),
             prefix_len: 16,
             port: INSIDE,
             via: None,
         }],
         neighbours: (0..cfg.backends)
             .map(|b| NeighbourSpec {
-                addr: backend_ip(b),
+                addr: backend_ip(b).into(),
                 mac: backend_mac(b).0,
             })
             .collect(),
@@ -167,15 +170,15 @@ pub fn cluster_spec(services: u32, endpoints: u32, maglev_table_size: u32) -> Sn
             },
         ],
         vip_port: 0,
-        addresses: vec![(Ipv4Addr::new(10, 0, 0, 1), 1, AddrRole::Snat)],
+        addresses: vec![(Ipv4Addr::new(10, 0, 0, 1).into(), 1, AddrRole::Snat)],
         routes: vec![Route {
-            dest: Ipv4Addr::new(10, 64, 0, 0),
+            dest: Ipv4Addr::new(10, 64, 0, 0).into(),
             prefix_len: 10,
             port: 1,
-            via: Some(Ipv4Addr::new(10, 0, 0, 254)),
+            via: Some(Ipv4Addr::new(10, 0, 0, 254).into()),
         }],
         neighbours: vec![NeighbourSpec {
-            addr: Ipv4Addr::new(10, 0, 0, 254),
+            addr: Ipv4Addr::new(10, 0, 0, 254).into(),
             mac: [2, 0, 0, 0, 0, 0xfe],
         }],
         services,
@@ -188,7 +191,7 @@ pub fn cluster_spec(services: u32, endpoints: u32, maglev_table_size: u32) -> Sn
 pub fn cluster_service_changed(spec: &SnapshotSpec, index: usize, flip: bool) -> ServiceSpec {
     let mut svc = spec.services[index].clone();
     if let Some(last) = svc.endpoints.last_mut() {
-        last.addr = SocketAddrV4::new(Ipv4Addr::new(10, 200, 0, u8::from(flip)), 8080);
+        last.addr = SocketAddrV4::new(Ipv4Addr::new(10, 200, 0, u8::from(flip)), 8080).into();
     }
     svc
 }
@@ -210,7 +213,14 @@ impl Rig {
             .expect("bench spec is valid");
         let publisher = Publisher::new(snapshot);
         let clock = ManualClock::new(1);
-        let snat_addrs = spec.addresses.iter().map(|a| a.0).collect();
+        let snat_addrs = spec
+            .addresses
+            .iter()
+            .filter_map(|a| match a.0 {
+                std::net::IpAddr::V4(v4) => Some(v4),
+                std::net::IpAddr::V6(_) => None,
+            })
+            .collect();
         let worker = Worker::new(
             &WorkerConfig {
                 pipeline: PipelineConfig {

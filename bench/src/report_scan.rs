@@ -69,7 +69,7 @@ const NODE_ADDR: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 1);
 pub fn random_cluster(seed: u64, services: u32, max_endpoints: u32) -> (Snapshot, ServiceCounters) {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut spec = cluster_spec(services, max_endpoints, 16381);
-    spec.addresses.push((NODE_ADDR, 0, AddrRole::Node));
+    spec.addresses.push((NODE_ADDR.into(), 0, AddrRole::Node));
     let conditions = [
         EndpointCondition::Ready,
         EndpointCondition::ServingTerminating,
@@ -89,11 +89,14 @@ pub fn random_cluster(seed: u64, services: u32, max_endpoints: u32) -> (Snapshot
         if rng.below(3) == 0 {
             let external = Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + i);
             svc.listeners
-                .insert(0, (external, 443, ListenerKind::ExternalIp));
+                .insert(0, (external.into(), 443, ListenerKind::ExternalIp));
         }
         if rng.below(3) == 0 {
-            svc.listeners
-                .push((NODE_ADDR, 30000 + (i % 2000) as u16, ListenerKind::NodePort));
+            svc.listeners.push((
+                NODE_ADDR.into(),
+                30000 + (i % 2000) as u16,
+                ListenerKind::NodePort,
+            ));
         }
     }
     // NodePorts must be unique per node address: keep the first of each.

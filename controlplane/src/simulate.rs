@@ -46,7 +46,7 @@ use dataplane::wire::tcp::flags as tcp_flags;
 use nic_config::Plan;
 use serde::Serialize;
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -458,7 +458,10 @@ pub fn simulate_in(
                 .get(slot as usize)
                 .and_then(|&i| set.backends.get(i as usize))
                 .and_then(|&id| snap.backend(id))
-                .map(|b| b.addr);
+                .and_then(|b| match b.addr {
+                    SocketAddr::V4(a) => Some(a),
+                    SocketAddr::V6(_) => None,
+                });
             outcome.maglev = Some(MaglevReport {
                 hash,
                 table_size,
@@ -474,11 +477,9 @@ pub fn simulate_in(
         let created = pipeline.conntrack().flow(id);
         let reply = created.reply();
         let backend_addr = SocketAddrV4::new(reply.src_ip, reply.src_port);
-        let backend = snap
-            .backends
-            .iter()
-            .flatten()
-            .find(|b| b.addr == backend_addr && Some(b.service) == listener.map(|l| l.service));
+        let backend = snap.backends.iter().flatten().find(|b| {
+            b.addr == SocketAddr::V4(backend_addr) && Some(b.service) == listener.map(|l| l.service)
+        });
         outcome.backend = Some(BackendReport {
             address: backend_addr,
             weight: backend.map_or(0, |b| b.weight),
@@ -512,9 +513,14 @@ pub fn simulate_in(
             let next_hop = outcome
                 .backend
                 .as_ref()
-                .and_then(|b| snap.backends.iter().flatten().find(|x| x.addr == b.address))
+                .and_then(|b| {
+                    snap.backends
+                        .iter()
+                        .flatten()
+                        .find(|x| x.addr == SocketAddr::V4(b.address))
+                })
                 .and_then(|b| b.next_hop)
-                .map(|n| n.addr);
+                .and_then(|n| n.v4());
             outcome.verdict = "forward";
             outcome.forward = Some(ForwardReport {
                 port: port_name(port),

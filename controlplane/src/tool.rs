@@ -563,10 +563,16 @@ impl FrameSet {
             })
             .collect();
         frames.push(("unsupported_ethertype", eth(0x88b5, &random)));
-        // IPv6 is not routed.
-        let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 59, 64];
-        v6.extend_from_slice(&[0u8; 32]);
-        frames.push(("ipv6_unsupported", eth(0x86dd, &v6)));
+        // IPv6 with nine Destination Options headers (the parse stage
+        // follows eight), from 2001:db8::1.
+        let mut v6 = vec![0x60, 0, 0, 0, 0, 72, 60, 64, 0x20, 0x01, 0x0d, 0xb8];
+        v6.extend_from_slice(&[0u8; 11]);
+        v6.push(1);
+        v6.extend_from_slice(&[0u8; 16]);
+        for i in 0..9 {
+            v6.extend_from_slice(&[if i < 8 { 60 } else { 59 }, 0, 1, 4, 0, 0, 0, 0]);
+        }
+        frames.push(("ipv6_ext_chain_too_long", eth(0x86dd, &v6)));
         // IPv4 header checksum wrong.
         let mut bad = syn(port);
         if let Some(b) = bad.get_mut(10) {

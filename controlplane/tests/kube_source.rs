@@ -153,7 +153,10 @@ fn served(
         .iter()
         .flatten()
         .filter(|b| b.service == listener.service)
-        .map(|b| (b.addr, b.condition))
+        .filter_map(|b| match b.addr {
+            std::net::SocketAddr::V4(a) => Some((a, b.condition)),
+            std::net::SocketAddr::V6(_) => None,
+        })
         .collect();
     backends.sort_by_key(|(a, _)| *a);
     Some(backends)

@@ -53,7 +53,8 @@ drop_reasons! {
     VlanMalformed => "vlan_malformed",
     /// An EtherType the gateway does not handle (LLDP, MPLS, ...).
     UnsupportedEthertype => "unsupported_ethertype",
-    /// IPv6 is recognised but not supported yet.
+    /// A well-formed IPv6 packet the pipeline has no stage for yet (IPv6
+    /// parses; forwarding it arrives stage by stage, issue 17).
     Ipv6Unsupported => "ipv6_unsupported",
     /// ARP shorter than its fixed size or not Ethernet/IPv4.
     ArpMalformed => "arp_malformed",
@@ -169,6 +170,38 @@ drop_reasons! {
     /// interface is down (`EIO`) or gone, or the port it came in on has no
     /// host path.
     HostPathDown => "host_path_down",
+    /// Shorter than a 40-byte IPv6 header.
+    Ipv6Truncated => "ipv6_truncated",
+    /// EtherType 0x86DD but the version field is not 6.
+    Ipv6BadVersion => "ipv6_bad_version",
+    /// Payload length beyond the frame.
+    Ipv6BadLength => "ipv6_bad_length",
+    /// More extension headers (8) or extension bytes (512) than the parse
+    /// stage follows (RFC 8200 §4, RFC 7112).
+    Ipv6ExtChainTooLong => "ipv6_ext_chain_too_long",
+    /// An extension header runs past the payload.
+    Ipv6ExtTruncated => "ipv6_ext_truncated",
+    /// A Hop-by-Hop Options header anywhere but first (RFC 8200 §4.1).
+    Ipv6HopByHopMisplaced => "ipv6_hop_by_hop_misplaced",
+    /// An IPv6 packet with a Fragment header: reassembly is not supported.
+    Ipv6Fragment => "ipv6_fragment",
+    /// Source address is multicast or loopback, or unspecified outside
+    /// duplicate address detection (RFC 4291 §2.5.2, §2.7).
+    Ipv6BadSource => "ipv6_bad_source",
+    /// Hop limit would reach zero on forwarding (answered with ICMPv6 time
+    /// exceeded, rate-limited).
+    Ipv6HopLimitExpired => "ipv6_hop_limit_expired",
+    /// An NDP message (ICMPv6 133..=137) whose hop limit is not 255: the
+    /// sender is not on the link (RFC 4861 §7.1).
+    NdpBadHopLimit => "ndp_bad_hop_limit",
+    /// An NDP message with an option of length 0 or running past the
+    /// message (RFC 4861 §7.1.1, §7.1.2).
+    NdpBadOption => "ndp_bad_option",
+    /// An NDP message failing another rule of RFC 4861 §7.1: code not 0,
+    /// shorter than its body, multicast target, a solicitation from `::`
+    /// not for duplicate address detection, or a solicited advertisement to
+    /// a multicast address.
+    NdpMalformed => "ndp_malformed",
 }
 
 impl std::fmt::Display for DropReason {

@@ -87,7 +87,7 @@ fn backend_mac(ip: Ipv4Addr) -> MacAddr {
 fn spec(mask: u8) -> SnapshotSpec {
     let mut web = ServiceSpec::new("web", Proto::Tcp, VIP, 80);
     web.listeners
-        .push((NODE, NODE_PORT, ListenerKind::NodePort));
+        .push((NODE.into(), NODE_PORT, ListenerKind::NodePort));
     let mut dns = ServiceSpec::new("dns", Proto::Udp, VIP, 53);
     for b in (0..3).filter(|b| mask & (1 << b) != 0) {
         web = web.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
@@ -108,18 +108,18 @@ fn spec(mask: u8) -> SnapshotSpec {
         ],
         vip_port: OUTSIDE,
         addresses: vec![
-            (NODE, OUTSIDE, AddrRole::Node),
-            (SNAT, INSIDE, AddrRole::Snat),
+            (NODE.into(), OUTSIDE, AddrRole::Node),
+            (SNAT.into(), INSIDE, AddrRole::Snat),
         ],
         routes: vec![Route {
-            dest: Ipv4Addr::new(10, 1, 0, 0),
+            dest: Ipv4Addr::new(10, 1, 0, 0).into(),
             prefix_len: 24,
             port: INSIDE,
             via: None,
         }],
         neighbours: (0..3)
             .map(|i| NeighbourSpec {
-                addr: backend_ip(i),
+                addr: backend_ip(i).into(),
                 mac: backend_mac(backend_ip(i)).0,
             })
             .collect(),

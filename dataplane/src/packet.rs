@@ -2,29 +2,41 @@
 //! stage (no stage re-parses the frame), and the verdict each packet ends in.
 
 use crate::counters::DropReason;
-use crate::flow::{FlowKey, Proto};
-use std::net::Ipv4Addr;
+use crate::flow::{FlowKey, FlowKey6, Proto};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Index of a port (interface) of the gateway, as in the plan's port list.
 pub type PortId = u8;
 /// Index of a worker (core).
 pub type WorkerId = u8;
 
-/// What the parse stage recognised.
+pub use crate::flow::Family;
+
+/// What the parse stage recognised. The L4 kinds are the same for both
+/// families; [`PacketMeta::family`] says which.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PacketKind {
     /// ARP over Ethernet/IPv4 (request or reply).
     Arp,
-    /// TCP over IPv4; `key` and `tcp_flags` are valid.
+    /// TCP over IPv4 or IPv6; the key and `tcp_flags` are valid.
     Tcp,
-    /// UDP over IPv4; `key` is valid.
+    /// UDP over IPv4 or IPv6; the key is valid.
     Udp,
-    /// ICMP echo request or reply; `key` carries the identifier as both ports.
+    /// ICMP or ICMPv6 echo request or reply; the key carries the identifier
+    /// as both ports.
     IcmpEcho,
-    /// ICMP error (destination unreachable, time exceeded, parameter problem)
-    /// with a complete inner IPv4 header and at least 8 bytes of its payload;
-    /// `key` is the *inner* packet's 5-tuple, `inner_l3_offset` is valid.
+    /// ICMP error (destination unreachable, time exceeded, parameter
+    /// problem) with a complete inner IPv4 header and at least 8 bytes of
+    /// its payload, or ICMPv6 error (destination unreachable, packet too
+    /// big, time exceeded, parameter problem) with a complete inner IPv6
+    /// header and 8 bytes of the inner upper layer; the key is the *inner*
+    /// packet's 5-tuple, `inner_l3_offset` and `inner_l4_offset` are valid.
     IcmpError,
+    /// An NDP message (ICMPv6 types 133..=137) that passed the checks of
+    /// RFC 4861 §7.1 (hop limit 255, code 0, well-formed options);
+    /// `l4_offset` is the ICMPv6 header, `icmp_type` its type, and `key6`
+    /// holds its source and destination (ports 0).
+    Ndp,
 }
 
 /// Where a packet goes. Every packet of a batch ends in exactly one of these.
@@ -58,16 +70,20 @@ pub enum Verdict {
 pub struct PacketMeta {
     pub in_port: PortId,
     pub kind: PacketKind,
+    /// Which key is valid: [`Self::key`] (IPv4, and ARP) or [`Self::key6`].
+    pub family: Family,
     /// 802.1Q VLAN id if the frame carried one tag.
     pub vlan: Option<u16>,
-    /// Start of the ARP or IPv4 header.
+    /// Start of the ARP, IPv4 or IPv6 header.
     pub l3_offset: u16,
-    /// Start of the TCP/UDP/ICMP header (IPv4 only).
+    /// Start of the TCP/UDP/ICMP/ICMPv6 header (after IPv6 extension
+    /// headers).
     pub l4_offset: u16,
-    /// End of the IPv4 packet (`l3_offset + total length`); bytes after it are
-    /// Ethernet padding and are not forwarded.
+    /// End of the IP packet (`l3_offset + total length`, IPv6: `l3_offset +
+    /// 40 + payload length`); bytes after it are Ethernet padding and are
+    /// not forwarded.
     pub l3_end: u16,
-    /// For [`PacketKind::IcmpError`]: start of the inner IPv4 header.
+    /// For [`PacketKind::IcmpError`]: start of the inner IPv4/IPv6 header.
     pub inner_l3_offset: u16,
     /// For [`PacketKind::IcmpError`]: start of the inner L4 header.
     pub inner_l4_offset: u16,
@@ -76,9 +92,13 @@ pub struct PacketMeta {
     /// ICMP type and code, 0 for other kinds.
     pub icmp_type: u8,
     pub icmp_code: u8,
-    /// The 5-tuple (inner tuple for ICMP errors). Unspecified for ARP.
+    /// The IPv4 5-tuple (inner tuple for ICMP errors). Unspecified for ARP
+    /// and IPv6.
     pub key: FlowKey,
-    /// The table hash of `key` (the worker's keyed
+    /// The IPv6 5-tuple (inner tuple for ICMPv6 errors), when `family` is
+    /// [`Family::V6`].
+    pub key6: FlowKey6,
+    /// The table hash of `key` or `key6` (the worker's keyed
     /// [`TableHasher`](crate::flow::TableHasher)), computed once at parse
     /// and reused by every conntrack lookup of the packet. Not Maglev's
     /// hash: backend selection uses the public `key.stable_hash()`.
@@ -95,6 +115,7 @@ impl PacketMeta {
         PacketMeta {
             in_port,
             kind: PacketKind::Arp,
+            family: Family::V4,
             vlan: None,
             l3_offset: 0,
             l4_offset: 0,
@@ -109,6 +130,13 @@ impl PacketMeta {
                 Ipv4Addr::UNSPECIFIED,
                 0,
                 Ipv4Addr::UNSPECIFIED,
+                0,
+            ),
+            key6: FlowKey6::new(
+                Proto::Udp,
+                Ipv6Addr::UNSPECIFIED,
+                0,
+                Ipv6Addr::UNSPECIFIED,
                 0,
             ),
             hash: 0,

@@ -44,7 +44,7 @@ use crate::packet::{PortId, Verdict};
 use crate::snapshot::{Backend, ID_CHUNK, IdTable, Service, ServiceId, Snapshot, SnapshotReader};
 use crate::stage::{Egress, HeldFrames, MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
 use crate::steering::SteeringRule;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -110,7 +110,7 @@ pub struct Worker<D: Driver, C: Clock> {
     seen_generation: u64,
     /// Who each service / backend id belonged to when last seen.
     service_identity: Vec<Option<Arc<str>>>,
-    backend_identity: Vec<Option<(ServiceId, SocketAddrV4)>>,
+    backend_identity: Vec<Option<(ServiceId, SocketAddr)>>,
     /// The admin thread's mailbox, if attached.
     inspect: Option<InspectServer>,
     /// This worker's queues of the ports' host interfaces, if attached.

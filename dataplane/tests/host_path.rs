@@ -26,7 +26,7 @@ const ASKER_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 254);
 
 fn gateway() -> Gateway {
     let mut spec = spec(vec![web(&[0])]);
-    spec.addresses.push((HOST, OUTSIDE, AddrRole::Host));
+    spec.addresses.push((HOST.into(), OUTSIDE, AddrRole::Host));
     Gateway::with_spec(spec, pipeline_config(0, 1))
 }
 

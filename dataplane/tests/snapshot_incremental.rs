@@ -13,7 +13,7 @@ use dataplane::snapshot::{
 };
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 
 const NODE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const SNAT: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
@@ -34,19 +34,22 @@ fn base_spec() -> SnapshotSpec {
             },
         ],
         vip_port: 0,
-        addresses: vec![(NODE, 0, AddrRole::Node), (SNAT, 1, AddrRole::Snat)],
+        addresses: vec![
+            (NODE.into(), 0, AddrRole::Node),
+            (SNAT.into(), 1, AddrRole::Snat),
+        ],
         routes: vec![
             Route {
-                dest: Ipv4Addr::new(10, 1, 0, 0),
+                dest: Ipv4Addr::new(10, 1, 0, 0).into(),
                 prefix_len: 24,
                 port: 1,
                 via: None,
             },
             Route {
-                dest: Ipv4Addr::new(10, 2, 0, 0),
+                dest: Ipv4Addr::new(10, 2, 0, 0).into(),
                 prefix_len: 16,
                 port: 1,
-                via: Some(Ipv4Addr::new(10, 1, 0, 254)),
+                via: Some(Ipv4Addr::new(10, 1, 0, 254).into()),
             },
         ],
         neighbours: Vec::new(),
@@ -57,13 +60,11 @@ fn base_spec() -> SnapshotSpec {
 
 fn listener() -> impl Strategy<Value = (Ipv4Addr, u16, ListenerKind)> {
     prop_oneof![
-        8 => (0u8..10, 0u16..3).prop_map(|(a, p)| (
-            Ipv4Addr::new(203, 0, 113, a),
+        8 => (0u8..10, 0u16..3).prop_map(|(a, p)| (Ipv4Addr::new(203, 0, 113, a),
             80 + p,
             ListenerKind::Vip
         )),
-        2 => (0u8..10, 0u16..3).prop_map(|(a, p)| (
-            Ipv4Addr::new(203, 0, 113, a),
+        2 => (0u8..10, 0u16..3).prop_map(|(a, p)| (Ipv4Addr::new(203, 0, 113, a),
             80 + p,
             ListenerKind::ExternalIp
         )),
@@ -74,14 +75,14 @@ fn listener() -> impl Strategy<Value = (Ipv4Addr, u16, ListenerKind)> {
     ]
 }
 
-fn endpoint_addr(i: u8) -> SocketAddrV4 {
+fn endpoint_addr(i: u8) -> SocketAddr {
     // Half directly connected, half behind the gateway route, one unrouted.
     let ip = match i {
         0..20 => Ipv4Addr::new(10, 1, 0, 10 + i),
         20..39 => Ipv4Addr::new(10, 2, 7, i),
         _ => Ipv4Addr::new(172, 16, 0, 1),
     };
-    SocketAddrV4::new(ip, 8080)
+    SocketAddrV4::new(ip, 8080).into()
 }
 
 fn service() -> impl Strategy<Value = ServiceSpec> {
@@ -113,7 +114,10 @@ fn service() -> impl Strategy<Value = ServiceSpec> {
             ServiceSpec {
                 name: name.to_owned(),
                 proto: if udp { Proto::Udp } else { Proto::Tcp },
-                listeners,
+                listeners: listeners
+                    .into_iter()
+                    .map(|(a, p, k): (Ipv4Addr, u16, ListenerKind)| (a.into(), p, k))
+                    .collect(),
                 endpoints,
                 snat: !reset,
                 affinity_timeout_ms: affinity,
@@ -171,13 +175,13 @@ type ServiceView = (
     bool,
     Option<u64>,
     BackendGonePolicy,
-    Option<(u32, Vec<SocketAddrV4>)>,
-    Option<(u32, Vec<SocketAddrV4>)>,
-    Vec<Option<SocketAddrV4>>,
+    Option<(u32, Vec<SocketAddr>)>,
+    Option<(u32, Vec<SocketAddr>)>,
+    Vec<Option<SocketAddr>>,
 );
 
 /// (service, address, weight, condition, next hop port and address).
-type BackendView = (String, SocketAddrV4, u32, u8, Option<(u8, Ipv4Addr)>);
+type BackendView = (String, SocketAddr, u32, u8, Option<(u8, IpAddr)>);
 
 /// Everything a snapshot forwards with, by names and addresses (not ids).
 #[derive(Debug, PartialEq)]
@@ -280,7 +284,7 @@ fn view(snap: &Snapshot) -> View {
 }
 
 /// Ids by service name and by (service name, backend address).
-fn ids(snap: &Snapshot) -> (BTreeMap<String, u32>, BTreeMap<(String, SocketAddrV4), u32>) {
+fn ids(snap: &Snapshot) -> (BTreeMap<String, u32>, BTreeMap<(String, SocketAddr), u32>) {
     let services = snap
         .services
         .iter()
@@ -436,7 +440,7 @@ fn a_threaded_build_equals_a_single_threaded_one_and_runs_the_start_hook_per_thr
         let vip = Ipv4Addr::from(u32::from(Ipv4Addr::new(203, 0, 0, 0)) + s);
         let endpoints = (0..6u32)
             .map(|e| EndpointSpec {
-                addr: SocketAddrV4::new(Ipv4Addr::from(0x0a02_0000 + s * 8 + e), 8080),
+                addr: SocketAddrV4::new(Ipv4Addr::from(0x0a02_0000 + s * 8 + e), 8080).into(),
                 weight: 1 + e % 3,
                 condition: if e < 4 {
                     EndpointCondition::Ready

@@ -117,8 +117,8 @@ mod tests {
         );
         assert_eq!(c.set(&a, vec![spec("ns/a:80/tcp", 2)]), SpecChange::Changed);
         assert_eq!(
-            c.get(&a).map(|s| s[0].endpoints[0].addr.ip().octets()[3]),
-            Some(2)
+            c.get(&a).map(|s| s[0].endpoints[0].addr.ip()),
+            Some(std::net::Ipv4Addr::new(10, 0, 0, 2).into())
         );
         // Key order, whatever the insertion order.
         let names: Vec<&str> = c.specs().map(|s| s.name.as_str()).collect();

@@ -475,7 +475,7 @@ pub fn service_specs(
                 continue;
             }
             any_listener = true;
-            let spec = FamilySpec {
+            specs.push(ServiceSpec {
                 name: format!(
                     "{namespace}/{name}:{port_name}/{}{}",
                     if proto == Proto::Tcp { "tcp" } else { "udp" },
@@ -496,10 +496,9 @@ pub fn service_specs(
                 } else {
                     SynProxyMode::Off
                 },
-            };
-            if let Some(spec) = spec.into_spec() {
-                specs.push(spec);
-            }
+                // Not a Kubernetes setting (yet): a static `[[service]]` one.
+                tcp_pickup: false,
+            });
         }
         if !any_listener {
             skipped.push(Skip::NoListener { port: label });
@@ -577,7 +576,7 @@ fn endpoints(
     protocol: &str,
     slices: &[&EndpointSlice],
     family: Family,
-) -> Vec<(SocketAddr, EndpointCondition)> {
+) -> Vec<EndpointSpec> {
     let wanted_name = port.name.as_deref().unwrap_or("");
     let mut found: Vec<(SocketAddr, u8)> = Vec::new();
     for slice in slices
@@ -609,66 +608,16 @@ fn endpoints(
     found.dedup_by_key(|(addr, _)| *addr);
     found
         .into_iter()
-        .map(|(addr, rank)| {
-            let condition = match rank {
+        .map(|(addr, rank)| EndpointSpec {
+            addr,
+            weight: 1,
+            condition: match rank {
                 0 => EndpointCondition::Ready,
                 1 => EndpointCondition::ServingTerminating,
                 _ => EndpointCondition::Draining,
-            };
-            (addr, condition)
+            },
         })
         .collect()
-}
-
-/// One port of a Service in one family, before it becomes the dataplane's
-/// [`ServiceSpec`].
-struct FamilySpec {
-    name: String,
-    proto: Proto,
-    listeners: Vec<(IpAddr, u16, ListenerKind)>,
-    endpoints: Vec<(SocketAddr, EndpointCondition)>,
-    snat: bool,
-    affinity_timeout_ms: Option<u64>,
-    tcp_backend_gone: BackendGonePolicy,
-    syn_proxy: SynProxyMode,
-}
-
-impl FamilySpec {
-    /// The dataplane's spec; `None` for an IPv6 part while the dataplane's
-    /// spec holds IPv4 only (issue 17: the IPv6 part stays in this model,
-    /// and nothing is forwarded for it).
-    fn into_spec(self) -> Option<ServiceSpec> {
-        let v4 = |ip: IpAddr| match ip {
-            IpAddr::V4(a) => Some(a),
-            IpAddr::V6(_) => None,
-        };
-        Some(ServiceSpec {
-            name: self.name,
-            proto: self.proto,
-            listeners: self
-                .listeners
-                .into_iter()
-                .map(|(ip, port, kind)| Some((v4(ip)?, port, kind)))
-                .collect::<Option<Vec<_>>>()?,
-            endpoints: self
-                .endpoints
-                .into_iter()
-                .map(|(addr, condition)| {
-                    Some(EndpointSpec {
-                        addr: std::net::SocketAddrV4::new(v4(addr.ip())?, addr.port()),
-                        weight: 1,
-                        condition,
-                    })
-                })
-                .collect::<Option<Vec<_>>>()?,
-            snat: self.snat,
-            affinity_timeout_ms: self.affinity_timeout_ms,
-            tcp_backend_gone: self.tcp_backend_gone,
-            syn_proxy: self.syn_proxy,
-            // Not a Kubernetes setting (yet): a static `[[service]]` one.
-            tcp_pickup: false,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ fn client(i: u32) -> (Ipv4Addr, u16) {
 fn spec(backends: u8) -> SnapshotSpec {
     let mut web = ServiceSpec::new("web", Proto::Tcp, VIP, 80);
     web.listeners
-        .push((NODE, NODE_PORT, ListenerKind::NodePort));
+        .push((NODE.into(), NODE_PORT, ListenerKind::NodePort));
     let mut dns = ServiceSpec::new("dns", Proto::Udp, VIP, 53);
     for b in 0..backends {
         web = web.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
@@ -93,18 +93,18 @@ fn spec(backends: u8) -> SnapshotSpec {
         ],
         vip_port: OUTSIDE,
         addresses: vec![
-            (NODE, OUTSIDE, AddrRole::Node),
-            (SNAT, INSIDE, AddrRole::Snat),
+            (NODE.into(), OUTSIDE, AddrRole::Node),
+            (SNAT.into(), INSIDE, AddrRole::Snat),
         ],
         routes: vec![Route {
-            dest: Ipv4Addr::new(10, 1, 0, 0),
+            dest: Ipv4Addr::new(10, 1, 0, 0).into(),
             prefix_len: 24,
             port: INSIDE,
             via: None,
         }],
         neighbours: (0..backends)
             .map(|b| NeighbourSpec {
-                addr: backend_ip(b),
+                addr: backend_ip(b).into(),
                 mac: backend_mac(backend_ip(b)).0,
             })
             .collect(),

@@ -5,10 +5,11 @@
 //! Port MACs and MTUs not given in the file are read from the interfaces
 //! when the gateway starts; callers pass what they found as [`PortFacts`].
 //!
-//! The plan holds both families; the dataplane's spec is IPv4 only until it
-//! takes IPv6 (issue 17), so the IPv6 addresses, routes, neighbours and
-//! services of the plan are left out of it here (nothing is forwarded for
-//! them, and nothing pretends to be).
+//! The plan holds both families and so does the spec: addresses, routes,
+//! neighbours, listeners and endpoints of either family pass through as
+//! they are (a service is single-family in both). The SNAT pool of the
+//! workers takes the IPv4 SNAT addresses (SNAT from IPv6 addresses is the
+//! dataplane's to add).
 
 use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
@@ -20,23 +21,7 @@ use dataplane::snat::{DEFAULT_PROBE_LIMIT, DEFAULT_QUARANTINE_CAPACITY, SnatConf
 use dataplane::stage::PipelineConfig;
 use dataplane::worker::WorkerConfig;
 use nic_config::Plan;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
-
-/// The IPv4 address, or `None` for an IPv6 one (not in the spec yet).
-fn v4(addr: IpAddr) -> Option<Ipv4Addr> {
-    match addr {
-        IpAddr::V4(a) => Some(a),
-        IpAddr::V6(_) => None,
-    }
-}
-
-/// The IPv4 socket address, or `None` for an IPv6 one.
-fn v4_socket(addr: SocketAddr) -> Option<SocketAddrV4> {
-    match addr {
-        SocketAddr::V4(a) => Some(a),
-        SocketAddr::V6(_) => None,
-    }
-}
+use std::net::IpAddr;
 
 /// What the running system says about a port (the file may override it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,42 +52,38 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
     let addresses = plan
         .addresses
         .iter()
-        .filter_map(|a| {
+        .map(|a| {
             let role = match a.role {
                 nic_config::AddressRole::Node => AddrRole::Node,
                 nic_config::AddressRole::Snat => AddrRole::Snat,
             };
-            Some((v4(a.address)?, a.port as u8, role))
+            (a.address, a.port as u8, role)
         })
         .chain(plan.ports.iter().enumerate().flat_map(|(i, p)| {
             p.host_addresses
                 .iter()
-                .filter_map(move |h| Some((v4(h.address)?, i as u8, AddrRole::Host)))
+                .map(move |h| (h.address, i as u8, AddrRole::Host))
         }))
         .collect();
     let routes = plan
         .routes
         .iter()
-        .filter_map(|r| {
-            Some(Route {
-                dest: v4(r.destination.network().address)?,
-                prefix_len: r.destination.prefix_len,
-                port: r.port as u8,
-                via: r.via.and_then(v4),
-            })
+        .map(|r| Route {
+            dest: r.destination.network().address,
+            prefix_len: r.destination.prefix_len,
+            port: r.port as u8,
+            via: r.via,
         })
         .collect();
     let neighbours = plan
         .neighbours
         .iter()
-        .filter_map(|n| {
-            Some(NeighbourSpec {
-                addr: v4(n.address)?,
-                mac: n.mac.0,
-            })
+        .map(|n| NeighbourSpec {
+            addr: n.address,
+            mac: n.mac.0,
         })
         .collect();
-    let services = plan.services.iter().filter_map(service_spec).collect();
+    let services = plan.services.iter().map(service_spec).collect();
     SnapshotSpec {
         ports,
         vip_port: plan.vip_port as u8,
@@ -114,29 +95,22 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
     }
 }
 
-/// The spec of an IPv4 service; `None` for an IPv6 one (a service is
-/// single-family).
-fn service_spec(s: &nic_config::ServicePlan) -> Option<ServiceSpec> {
-    if s.listeners.iter().any(|l| !l.address.is_ipv4()) {
-        return None;
-    }
-    Some(ServiceSpec {
+fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
+    ServiceSpec {
         name: s.name.clone(),
         proto: s.protocol.to_dataplane(),
         listeners: s
             .listeners
             .iter()
-            .filter_map(|l| Some((v4(l.address)?, l.port, l.kind.to_dataplane())))
+            .map(|l| (l.address, l.port, l.kind.to_dataplane()))
             .collect(),
         endpoints: s
             .backends
             .iter()
-            .filter_map(|b| {
-                Some(EndpointSpec {
-                    addr: v4_socket(b.address)?,
-                    weight: b.weight,
-                    condition: b.condition.to_dataplane(),
-                })
+            .map(|b| EndpointSpec {
+                addr: b.address,
+                weight: b.weight,
+                condition: b.condition.to_dataplane(),
             })
             .collect(),
         snat: s.snat,
@@ -144,7 +118,7 @@ fn service_spec(s: &nic_config::ServicePlan) -> Option<ServiceSpec> {
         tcp_backend_gone: s.tcp_backend_gone.to_dataplane(),
         syn_proxy: s.syn_proxy.to_dataplane(),
         tcp_pickup: s.tcp_pickup,
-    })
+    }
 }
 
 /// The configuration of worker `worker` of the plan.
@@ -174,7 +148,15 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
                 early_drop_scan: d.conntrack.early_drop_scan,
             },
             snat: SnatConfig {
-                addrs: d.snat.addresses.iter().copied().filter_map(v4).collect(),
+                addrs: d
+                    .snat
+                    .addresses
+                    .iter()
+                    .filter_map(|a| match a {
+                        IpAddr::V4(a) => Some(*a),
+                        IpAddr::V6(_) => None,
+                    })
+                    .collect(),
                 port_range: d.snat.port_range.clone(),
                 quarantine_ms: d.snat.quarantine_ms,
                 quarantine_capacity: DEFAULT_QUARANTINE_CAPACITY,
@@ -222,11 +204,12 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(snap.services.iter().flatten().count(), plan.services.len());
             for l in plan.services.iter().flat_map(|s| &s.listeners) {
-                let std::net::IpAddr::V4(address) = l.address else {
-                    continue;
+                let owned = match l.address {
+                    IpAddr::V4(a) => snap.owned(a),
+                    IpAddr::V6(a) => snap.owned6(a),
                 };
                 assert!(
-                    snap.owned(address).is_some(),
+                    owned.is_some(),
                     "{name}: listener address {} owned",
                     l.address
                 );

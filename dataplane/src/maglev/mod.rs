@@ -76,7 +76,7 @@
 //! one multiply, one conditional subtract) instead of a 64-bit division; the
 //! result is exactly `hash % M`.
 
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr};
 
 #[cfg(test)]
 mod tests;
@@ -137,34 +137,59 @@ const UNCLAIMED: u16 = u16::MAX;
 /// One backend as the table builder sees it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct MaglevBackend {
-    /// Identity of the backend; unique within one table.
-    pub addr: SocketAddrV4,
+    /// Identity of the backend; unique within one table. A table's
+    /// backends are of one family (a service is single-family).
+    pub addr: SocketAddr,
     /// Relative weight; 0 excludes the backend from the table.
     pub weight: u32,
 }
 
 impl MaglevBackend {
     /// A backend of the given address and weight.
-    pub const fn new(addr: SocketAddrV4, weight: u32) -> Self {
-        MaglevBackend { addr, weight }
+    pub fn new(addr: impl Into<SocketAddr>, weight: u32) -> Self {
+        MaglevBackend {
+            addr: addr.into(),
+            weight,
+        }
     }
 
-    /// The bytes the permutation hashes are computed over: the 4 IPv4 address
-    /// bytes then the 2 port bytes, big-endian.
+    /// The bytes the permutation hashes are computed over: the address
+    /// bytes (4 for IPv4, 16 for IPv6) then the 2 port bytes, big-endian;
+    /// `(buffer, length)`.
     #[inline]
-    pub fn identity_bytes(&self) -> [u8; 6] {
-        let ip = self.addr.ip().octets();
-        let port = self.addr.port().to_be_bytes();
-        [ip[0], ip[1], ip[2], ip[3], port[0], port[1]]
+    pub fn identity_bytes(&self) -> ([u8; 18], usize) {
+        let mut b = [0u8; 18];
+        let n = match self.addr.ip() {
+            IpAddr::V4(a) => {
+                b[..4].copy_from_slice(&a.octets());
+                4
+            }
+            IpAddr::V6(a) => {
+                b[..16].copy_from_slice(&a.octets());
+                16
+            }
+        };
+        b[n..n + 2].copy_from_slice(&self.addr.port().to_be_bytes());
+        (b, n + 2)
+    }
+
+    /// The key that orders backends (address, then port), as one integer.
+    fn order_key(&self) -> u128 {
+        let ip = match self.addr.ip() {
+            IpAddr::V4(a) => u128::from(a.to_bits()),
+            IpAddr::V6(a) => a.to_bits(),
+        };
+        (ip << 16) | u128::from(self.addr.port())
     }
 
     /// `(offset, skip)` of this backend's preference list in a table of
     /// `table_size` slots (`table_size >= 2`).
     pub fn permutation(&self, table_size: u32) -> (u32, u32) {
-        let bytes = self.identity_bytes();
+        let (buf, len) = self.identity_bytes();
+        let bytes = buf.get(..len).unwrap_or(&buf);
         let m = u64::from(table_size.max(2));
-        let h1 = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, OFFSET_SEED);
-        let h2 = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, SKIP_SEED);
+        let h1 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, OFFSET_SEED);
+        let h2 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, SKIP_SEED);
         // Both results are < m <= u32::MAX, so the narrowing is lossless.
         let offset = (h1 % m) as u32;
         let skip = (h2 % (m - 1) + 1) as u32;
@@ -190,7 +215,7 @@ pub enum MaglevError {
     TooManyBackends(usize),
     /// The same address:port is listed twice.
     #[error("backend {0} is listed more than once")]
-    DuplicateBackend(SocketAddrV4),
+    DuplicateBackend(SocketAddr),
 }
 
 /// A built Maglev lookup table. Immutable; rebuild it when the backend set
@@ -222,7 +247,7 @@ impl std::fmt::Debug for MaglevTable {
 #[derive(Clone, Copy)]
 struct Cursor {
     /// Sort key: address then port.
-    key: u64,
+    key: u128,
     /// Index in the caller's slice.
     index: u16,
     /// Next slot of its preference list to try.
@@ -276,8 +301,7 @@ impl MaglevTable {
         // Zipped this way round so the u16 counter never steps past the last index.
         for (backend, index) in backends.iter().zip(0u16..) {
             cursors.push(Cursor {
-                key: (u64::from(backend.addr.ip().to_bits()) << 16)
-                    | u64::from(backend.addr.port()),
+                key: backend.order_key(),
                 index,
                 next: 0,
                 skip: 0,
@@ -290,9 +314,7 @@ impl MaglevTable {
         if let Some(pair) = cursors.windows(2).find(|pair| pair[0].key == pair[1].key) {
             let addr = backends
                 .get(usize::from(pair[0].index))
-                .map_or(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0), |b| {
-                    b.addr
-                });
+                .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |b| b.addr);
             return Err(MaglevError::DuplicateBackend(addr));
         }
         cursors.retain(|c| c.step > 0);

@@ -3,13 +3,16 @@
 
 use super::*;
 use proptest::prelude::*;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 
 /// Distinct, unordered-looking backend addresses.
-fn addr(i: u32) -> SocketAddrV4 {
+fn addr(i: u32) -> SocketAddr {
     // Multiplying by an odd constant is a bijection on u32, so the addresses
     // are distinct, and their order is unrelated to `i`.
-    SocketAddrV4::new(Ipv4Addr::from_bits(i.wrapping_mul(0x9e37_79b1)), 8080)
+    SocketAddr::from(SocketAddrV4::new(
+        Ipv4Addr::from_bits(i.wrapping_mul(0x9e37_79b1)),
+        8080,
+    ))
 }
 
 fn equal(n: u32) -> Vec<MaglevBackend> {
@@ -17,7 +20,7 @@ fn equal(n: u32) -> Vec<MaglevBackend> {
 }
 
 /// The owner address of every slot.
-fn owners(table: &MaglevTable, backends: &[MaglevBackend]) -> Vec<SocketAddrV4> {
+fn owners(table: &MaglevTable, backends: &[MaglevBackend]) -> Vec<SocketAddr> {
     table
         .slots()
         .iter()
@@ -35,8 +38,11 @@ fn reference_table(backends: &[MaglevBackend], m: u32) -> Vec<u16> {
         .iter()
         .map(|&i| {
             let bytes = {
-                let ip = backends[i].addr.ip().octets();
-                let port = backends[i].addr.port().to_be_bytes();
+                let SocketAddr::V4(a) = backends[i].addr else {
+                    panic!("IPv4 backends")
+                };
+                let ip = a.ip().octets();
+                let port = a.port().to_be_bytes();
                 [ip[0], ip[1], ip[2], ip[3], port[0], port[1]]
             };
             let m64 = u64::from(m);
@@ -75,7 +81,7 @@ fn max_min_ratio(shares: &[u32]) -> f64 {
 
 /// Fraction of all slots whose owner changed although neither the old nor the
 /// new owner is `exempt` (the removed or added backend).
-fn extra_moved(before: &[SocketAddrV4], after: &[SocketAddrV4], exempt: SocketAddrV4) -> f64 {
+fn extra_moved(before: &[SocketAddr], after: &[SocketAddr], exempt: SocketAddr) -> f64 {
     let moved = before
         .iter()
         .zip(after)
@@ -242,8 +248,8 @@ fn rejects_duplicate_backends_even_with_weight_zero() {
         Err(MaglevError::DuplicateBackend(backends[2].addr))
     );
     // Same IP, other port: distinct backends.
-    let a = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80);
-    let b = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 81);
+    let a = SocketAddr::from(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80));
+    let b = SocketAddr::from(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 81));
     let table = MaglevTable::build(&[MaglevBackend::new(a, 1), MaglevBackend::new(b, 1)], 13);
     assert!(table.is_ok());
 }
@@ -309,7 +315,8 @@ fn permutation_comes_from_the_stable_identity_hash() {
     let a = MaglevBackend::new(SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 3), 8443), 1);
     let b = MaglevBackend::new(SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 4), 8443), 1);
     let bytes = [10, 1, 2, 3, 0x20, 0xfb];
-    assert_eq!(a.identity_bytes(), bytes);
+    let (got, len) = a.identity_bytes();
+    assert_eq!(&got[..len], &bytes);
     let m = DEFAULT_TABLE_SIZE;
     let offset = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, OFFSET_SEED) % u64::from(m);
     let skip = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, SKIP_SEED) % u64::from(m - 1) + 1;
@@ -747,8 +754,8 @@ fn removal_disruption(backends: &[MaglevBackend], removed: usize, m: u32) -> (f6
     let mut rest = backends.to_vec();
     let gone = rest.remove(removed).addr;
     let after = owners(&MaglevTable::build(&rest, m).unwrap(), &rest);
-    let skip_of = |a: SocketAddrV4| MaglevBackend::new(a, 1).permutation(m).1;
-    let shares_skip = |a: SocketAddrV4| {
+    let skip_of = |a: SocketAddr| MaglevBackend::new(a, 1).permutation(m).1;
+    let shares_skip = |a: SocketAddr| {
         backends
             .iter()
             .filter(|b| b.permutation(m).1 == skip_of(a))
@@ -824,4 +831,36 @@ proptest! {
         let (_, outside) = removal_disruption(&backends, removed.index(backends.len()), DEFAULT_TABLE_SIZE);
         prop_assert!(outside < DISRUPTION_TAIL_BOUND, "{}", outside);
     }
+}
+
+/// IPv6 backends hash their 16 address bytes and port; a table over them
+/// is complete and the same in every process, and an IPv4 backend's
+/// identity is the 6 bytes it always was.
+#[test]
+fn ipv6_backends_build_complete_deterministic_tables() {
+    let v4 = MaglevBackend::new(SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 3), 8443), 1);
+    let (b, n) = v4.identity_bytes();
+    assert_eq!(&b[..n], &[10, 1, 2, 3, 0x20, 0xfb]);
+    let backends: Vec<MaglevBackend> = (0..7u16)
+        .map(|i| {
+            let ip = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, i + 1);
+            MaglevBackend::new(SocketAddr::new(ip.into(), 8080), 1)
+        })
+        .collect();
+    let (b, n) = backends[0].identity_bytes();
+    assert_eq!(n, 18);
+    assert_eq!(
+        &b[..16],
+        &Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1).octets()
+    );
+    let t = MaglevTable::build(&backends, 251).unwrap();
+    let mut reversed = backends.clone();
+    reversed.reverse();
+    let r = MaglevTable::build(&reversed, 251).unwrap();
+    assert_eq!(owners(&t, &backends), owners(&r, &reversed));
+    let mut counts = [0u32; 7];
+    for &s in t.slots() {
+        counts[usize::from(s)] += 1;
+    }
+    assert!(counts.iter().all(|&c| (35..=37).contains(&c)), "{counts:?}");
 }

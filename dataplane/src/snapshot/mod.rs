@@ -38,7 +38,7 @@ pub use table::{ID_CHUNK, IdTable, MAP_SHARDS, ShardedMap};
 use crate::flow::Proto;
 use crate::maglev::MaglevTable;
 use crate::packet::PortId;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 /// Stable id of a service (by name) across snapshots.
@@ -58,13 +58,18 @@ pub enum ListenerKind {
 }
 
 /// `(protocol, destination address, destination port)` of traffic a service
-/// accepts.
+/// accepts, for addresses of family `A`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
-pub struct ListenerKey {
+pub struct ListenerKeyOf<A> {
     pub proto: Proto,
-    pub addr: Ipv4Addr,
+    pub addr: A,
     pub port: u16,
 }
+
+/// An IPv4 listener.
+pub type ListenerKey = ListenerKeyOf<Ipv4Addr>;
+/// An IPv6 listener.
+pub type ListenerKey6 = ListenerKeyOf<Ipv6Addr>;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Listener {
@@ -87,18 +92,40 @@ pub enum EndpointCondition {
 
 /// Where to send frames for an address: out of `port` to the neighbour
 /// `addr` (the address itself when directly connected, else the route's
-/// gateway), whose MAC the neighbour table resolves.
+/// gateway; of the address's family), whose MAC the neighbour table
+/// resolves.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct NextHop {
     pub port: PortId,
-    pub addr: Ipv4Addr,
+    pub addr: IpAddr,
+}
+
+impl NextHop {
+    /// The neighbour, if it is an IPv4 address.
+    #[inline]
+    pub fn v4(&self) -> Option<Ipv4Addr> {
+        match self.addr {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        }
+    }
+
+    /// The neighbour, if it is an IPv6 address.
+    #[inline]
+    pub fn v6(&self) -> Option<Ipv6Addr> {
+        match self.addr {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Backend {
     pub id: BackendId,
     pub service: ServiceId,
-    pub addr: SocketAddrV4,
+    /// Of the service's family.
+    pub addr: SocketAddr,
     pub weight: u32,
     pub condition: EndpointCondition,
     /// Next hop by route; `None` when no route covers the backend.
@@ -223,7 +250,11 @@ pub struct Snapshot {
     pub generation: u64,
     pub ports: Vec<PortInfo>,
     pub owned: ShardedMap<Ipv4Addr, OwnedAddr>,
+    /// The IPv6 addresses the gateway owns (as `owned`).
+    pub owned6: ShardedMap<Ipv6Addr, OwnedAddr>,
     pub listeners: ShardedMap<ListenerKey, Listener>,
+    /// The IPv6 listeners (as `listeners`).
+    pub listeners6: ShardedMap<ListenerKey6, Listener>,
     /// Indexed by [`ServiceId`]; `None` for ids not in use.
     pub services: IdTable<Service>,
     /// Indexed by [`BackendId`]; `None` for ids not in use.
@@ -231,9 +262,16 @@ pub struct Snapshot {
     /// Configured neighbours `(port, address, MAC)`, loaded into the
     /// neighbour table as static entries.
     pub static_neighbours: Vec<(PortId, Ipv4Addr, [u8; 6])>,
+    /// Configured IPv6 neighbours `(port, address, MAC)`, for the IPv6
+    /// neighbour table.
+    pub static_neighbours6: Vec<(PortId, Ipv6Addr, [u8; 6])>,
     /// Per port, the gateway address ARP requests are sent from (the first
     /// node or SNAT address on that port; `None`: 0.0.0.0, an ARP probe).
     pub arp_source: Vec<Option<Ipv4Addr>>,
+    /// Per port, the first IPv6 node or SNAT address on it (the source of
+    /// neighbour solicitations and of the ICMPv6 errors the gateway sends
+    /// out of it).
+    pub ndp_source: Vec<Option<Ipv6Addr>>,
 }
 
 impl Snapshot {
@@ -243,11 +281,15 @@ impl Snapshot {
             generation: 0,
             ports,
             owned: ShardedMap::new(),
+            owned6: ShardedMap::new(),
             listeners: ShardedMap::new(),
+            listeners6: ShardedMap::new(),
             services: IdTable::new(),
             backends: IdTable::new(),
             static_neighbours: Vec::new(),
+            static_neighbours6: Vec::new(),
             arp_source: Vec::new(),
+            ndp_source: Vec::new(),
         }
     }
 
@@ -267,8 +309,18 @@ impl Snapshot {
     }
 
     #[inline]
+    pub fn listener6(&self, proto: Proto, addr: Ipv6Addr, port: u16) -> Option<&Listener> {
+        self.listeners6.get(&ListenerKey6 { proto, addr, port })
+    }
+
+    #[inline]
     pub fn owned(&self, addr: Ipv4Addr) -> Option<&OwnedAddr> {
         self.owned.get(&addr)
+    }
+
+    #[inline]
+    pub fn owned6(&self, addr: Ipv6Addr) -> Option<&OwnedAddr> {
+        self.owned6.get(&addr)
     }
 
     /// The service with this name (cold path: linear).

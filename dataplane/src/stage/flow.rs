@@ -54,7 +54,7 @@ use crate::wire::tcp;
 use crate::wire::tcp::SynOptions;
 use crate::wire::tcp::flags as tcp_flags;
 use crate::wire::{ethernet, ipv4};
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 
 /// The worker state the flow and ICMP-error stages share.
 #[derive(Debug)]
@@ -117,7 +117,7 @@ pub(crate) fn plan_for(
             flow.reply().reversed(),
             snap.backend(flow.backend)
                 .and_then(|b| b.next_hop)
-                .map(|h| (h.port, L2Next::Neighbour(h.addr))),
+                .and_then(|h| Some((h.port, L2Next::Neighbour(h.v4()?)))),
         ),
         Dir::Reply => (
             flow.orig().reversed(),
@@ -206,7 +206,11 @@ pub fn run<F: Frame>(
             }
             let backend_listed = snap.backend(flow.backend).is_some_and(|b| {
                 b.service == flow.service
-                    && b.addr == SocketAddrV4::new(flow.reply().src_ip, flow.reply().src_port)
+                    && b.addr
+                        == SocketAddr::V4(SocketAddrV4::new(
+                            flow.reply().src_ip,
+                            flow.reply().src_port,
+                        ))
             });
             if !backend_listed {
                 let policy = snap
@@ -549,7 +553,12 @@ fn create<F: Frame>(
         meta.drop(DropReason::NoBackend);
         return FlowSlot::None;
     };
-    let Some(hop) = backend.next_hop else {
+    // A service is single-family: an IPv4 listener has IPv4 backends.
+    let SocketAddr::V4(backend_addr) = backend.addr else {
+        meta.drop(DropReason::NoBackend);
+        return FlowSlot::None;
+    };
+    let Some((hop, hop_addr)) = backend.next_hop.and_then(|h| Some((h, h.v4()?))) else {
         meta.drop(DropReason::NoRoute);
         return FlowSlot::None;
     };
@@ -573,7 +582,7 @@ fn create<F: Frame>(
     // handed out, unless a quarantined tuple was reused.
     let mut probed: Option<(FlowKey, u64)> = None;
     let reply = if service.snat {
-        match alloc_snat(ctx, key.proto, backend.addr, &mut probed) {
+        match alloc_snat(ctx, key.proto, backend_addr, &mut probed) {
             Ok(t) => {
                 ctx.counters.snat_allocations += 1;
                 if t.reused_in_quarantine {
@@ -581,8 +590,8 @@ fn create<F: Frame>(
                 }
                 FlowKey::new(
                     key.proto,
-                    *backend.addr.ip(),
-                    backend.addr.port(),
+                    *backend_addr.ip(),
+                    backend_addr.port(),
                     t.addr,
                     t.port,
                 )
@@ -595,8 +604,8 @@ fn create<F: Frame>(
     } else {
         let direct = FlowKey::new(
             key.proto,
-            *backend.addr.ip(),
-            backend.addr.port(),
+            *backend_addr.ip(),
+            backend_addr.port(),
             key.src_ip,
             key.src_port,
         );
@@ -656,7 +665,7 @@ fn create<F: Frame>(
                 plan: NatPlan {
                     key: reply.reversed(),
                     out_port: hop.port,
-                    next: L2Next::Neighbour(hop.addr),
+                    next: L2Next::Neighbour(hop_addr),
                     service: service.id,
                     backend: backend.id,
                 },

@@ -72,7 +72,7 @@ pub fn run<F: Frame>(
                 *flow.reply(),
                 snap.backend(flow.backend)
                     .and_then(|b| b.next_hop)
-                    .map(|h| (h.port, L2Next::Neighbour(h.addr))),
+                    .and_then(|h| Some((h.port, L2Next::Neighbour(h.v4()?)))),
             ),
         };
         let Some((out_port, next)) = hop else {

@@ -14,7 +14,7 @@
 use super::neighbour::{NeighbourCtx, set_l2};
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
-use crate::packet::{PacketKind, PacketMeta, Verdict};
+use crate::packet::{Family, PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
 use crate::wire::{checksum, ethernet, icmp, ipv4};
 
@@ -31,6 +31,10 @@ pub fn run<F: Frame>(
     neighbours: &NeighbourCtx<'_>,
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
+        if meta.family == Family::V6 {
+            ipv6_gate(snap, meta);
+            continue;
+        }
         if !meta.is_pending() {
             if let Verdict::Drop(DropReason::Ipv4Fragment | DropReason::UnsupportedProtocol) =
                 meta.verdict
@@ -62,6 +66,27 @@ pub fn run<F: Frame>(
 fn unparsed_to_host(snap: &Snapshot, meta: &mut PacketMeta) {
     if snap.owned(meta.key.dst_ip).is_some_and(|o| o.host) {
         meta.verdict = Verdict::Host;
+    }
+}
+
+/// IPv6 packets: those for a host address (parsed, or dropped as a
+/// fragment or an unsupported protocol) are the kernel's; every other
+/// parsed one is dropped as `ipv6_unsupported` until the IPv6 stages
+/// handle it.
+#[cold]
+#[inline(never)]
+fn ipv6_gate(snap: &Snapshot, meta: &mut PacketMeta) {
+    let unparsed = matches!(
+        meta.verdict,
+        Verdict::Drop(DropReason::Ipv6Fragment | DropReason::UnsupportedProtocol)
+    );
+    if !meta.is_pending() && !unparsed {
+        return;
+    }
+    if snap.owned6(meta.key6.dst_ip).is_some_and(|o| o.host) {
+        meta.verdict = Verdict::Host;
+    } else if meta.is_pending() {
+        meta.drop(DropReason::Ipv6Unsupported);
     }
 }
 

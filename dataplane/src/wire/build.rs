@@ -403,6 +403,32 @@ pub fn eth_ipv6_echo(
     )
 }
 
+/// Ethernet + IPv6 + an ICMPv6 message of `msg_type`/`code` whose 4
+/// type-specific bytes are `word` (Packet Too Big: the MTU; others 0) and
+/// whose body is `body` (an error's: the invoking packet), hop limit
+/// [`DEFAULT_HOP_LIMIT`].
+pub fn eth_ipv6_icmpv6(
+    (src_mac, dst_mac): (MacAddr, MacAddr),
+    (src_ip, dst_ip): (Ipv6Addr, Ipv6Addr),
+    (msg_type, code, word): (u8, u8, u32),
+    body: &[u8],
+) -> Vec<u8> {
+    let mut msg = vec![0u8; icmpv6::HEADER_LEN];
+    msg.extend_from_slice(body);
+    let mut p = icmpv6::Packet::new_unchecked(&mut msg[..]);
+    p.set_msg_type(msg_type);
+    p.set_msg_code(code);
+    p.set_mtu(word);
+    p.fill_checksum(src_ip, dst_ip);
+    eth_ipv6(
+        (src_mac, dst_mac),
+        (src_ip, dst_ip),
+        ipv6::next_header::ICMPV6,
+        DEFAULT_HOP_LIMIT,
+        &msg,
+    )
+}
+
 /// A Neighbour Solicitation from `src_ip`/`src_mac` for `target`, to its
 /// solicited-node multicast address (RFC 4861 §7.2.2), hop limit 255.
 pub fn ndp_solicit(src_mac: MacAddr, src_ip: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {

@@ -49,9 +49,10 @@ pub fn backend_mac(ip: Ipv4Addr) -> MacAddr {
 
 pub fn web(backends: &[u8]) -> ServiceSpec {
     let mut s = ServiceSpec::new("web", Proto::Tcp, VIP, 80);
-    s.listeners.push((NODE, NODE_PORT, ListenerKind::NodePort));
     s.listeners
-        .push((EXTERNAL_IP, 443, ListenerKind::ExternalIp));
+        .push((NODE.into(), NODE_PORT, ListenerKind::NodePort));
+    s.listeners
+        .push((EXTERNAL_IP.into(), 443, ListenerKind::ExternalIp));
     for &b in backends {
         s = s.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
     }
@@ -92,18 +93,18 @@ pub fn spec(services: Vec<ServiceSpec>) -> SnapshotSpec {
         ],
         vip_port: OUTSIDE,
         addresses: vec![
-            (NODE, OUTSIDE, AddrRole::Node),
-            (SNAT, INSIDE, AddrRole::Snat),
+            (NODE.into(), OUTSIDE, AddrRole::Node),
+            (SNAT.into(), INSIDE, AddrRole::Snat),
         ],
         routes: vec![Route {
-            dest: Ipv4Addr::new(10, 1, 0, 0),
+            dest: Ipv4Addr::new(10, 1, 0, 0).into(),
             prefix_len: 24,
             port: INSIDE,
             via: None,
         }],
         neighbours: (0..20)
             .map(|i| NeighbourSpec {
-                addr: backend_ip(i),
+                addr: backend_ip(i).into(),
                 mac: backend_mac(backend_ip(i)).0,
             })
             .collect(),

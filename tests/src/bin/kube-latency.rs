@@ -87,7 +87,10 @@ fn served(publisher: &Publisher, vip: Ipv4Addr) -> Option<Vec<SocketAddrV4>> {
         .iter()
         .flatten()
         .filter(|b| b.service == listener.service)
-        .map(|b| b.addr)
+        .filter_map(|b| match b.addr {
+            std::net::SocketAddr::V4(a) => Some(a),
+            std::net::SocketAddr::V6(_) => None,
+        })
         .collect();
     v.sort();
     Some(v)

@@ -298,7 +298,7 @@ fn serves(publisher: &Publisher, vip: Ipv4Addr, marker: Ipv4Addr) -> bool {
     set.backends
         .iter()
         .filter_map(|id| snap.backend(*id))
-        .any(|b| *b.addr.ip() == marker)
+        .any(|b| b.addr.ip() == marker)
 }
 
 async fn patch_endpoints(

@@ -12,12 +12,12 @@
 
 use super::SnapshotBuilder;
 use crate::snapshot::{OwnedAddr, Snapshot};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
-/// Which VIPs this instance announces. Cheap to clone.
+/// Which VIPs (of both families) this instance announces. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct AnnounceFilter(Option<Arc<dyn Fn(Ipv4Addr) -> bool + Send + Sync>>);
+pub struct AnnounceFilter(Option<Arc<dyn Fn(IpAddr) -> bool + Send + Sync>>);
 
 impl AnnounceFilter {
     /// Every VIP (a single instance: nobody else could answer).
@@ -30,13 +30,28 @@ impl AnnounceFilter {
         AnnounceFilter(Some(Arc::new(|_| false)))
     }
 
-    /// The VIPs for which `elected` is true.
+    /// The IPv4 VIPs for which `elected` is true, and no IPv6 VIP (an
+    /// election that only knows IPv4 claims no IPv6 address; see
+    /// [`Self::only_ip`]).
     pub fn only(elected: impl Fn(Ipv4Addr) -> bool + Send + Sync + 'static) -> Self {
+        AnnounceFilter(Some(Arc::new(move |vip| match vip {
+            IpAddr::V4(v4) => elected(v4),
+            IpAddr::V6(_) => false,
+        })))
+    }
+
+    /// The VIPs of either family for which `elected` is true.
+    pub fn only_ip(elected: impl Fn(IpAddr) -> bool + Send + Sync + 'static) -> Self {
         AnnounceFilter(Some(Arc::new(elected)))
     }
 
-    /// Whether `vip` is announced.
+    /// Whether the IPv4 `vip` is announced.
     pub fn covers(&self, vip: Ipv4Addr) -> bool {
+        self.covers_ip(IpAddr::V4(vip))
+    }
+
+    /// Whether `vip` is announced.
+    pub fn covers_ip(&self, vip: IpAddr) -> bool {
         self.0.as_ref().is_none_or(|f| f(vip))
     }
 }
@@ -57,20 +72,21 @@ impl SnapshotBuilder {
     /// per owned address.
     pub fn set_announce(&mut self, filter: AnnounceFilter) -> Option<Snapshot> {
         self.announce = filter;
-        let flips: Vec<(Ipv4Addr, OwnedAddr)> = self
-            .owned
-            .iter()
+        let owned = self.owned.iter().map(|(a, o)| (IpAddr::V4(*a), o));
+        let owned6 = self.owned6.iter().map(|(a, o)| (IpAddr::V6(*a), o));
+        let flips: Vec<(IpAddr, OwnedAddr)> = owned
+            .chain(owned6)
             .filter(|(_, o)| o.vip && !o.node && !o.snat)
             .filter_map(|(addr, o)| {
-                let announce = self.announce.covers(*addr);
-                (announce != o.announce).then_some((*addr, OwnedAddr { announce, ..*o }))
+                let announce = self.announce.covers_ip(addr);
+                (announce != o.announce).then_some((addr, OwnedAddr { announce, ..*o }))
             })
             .collect();
         if flips.is_empty() {
             return None;
         }
         for (addr, o) in flips {
-            self.owned.insert(addr, o);
+            self.insert_owned(addr, o);
         }
         self.generation += 1;
         Some(self.snapshot())

@@ -7,7 +7,7 @@ use super::{AddrRole, SnapshotSpec};
 use crate::packet::PortId;
 use crate::snapshot::{NextHop, OwnedAddr, PortInfo};
 use hashbrown::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The static part of a spec (everything but the services) and what is
 /// derived from it.
@@ -15,11 +15,13 @@ use std::net::Ipv4Addr;
 pub(super) struct Base {
     /// The spec with `services` empty.
     pub(super) statics: SnapshotSpec,
-    /// Node and SNAT addresses.
-    pub(super) gateway: HashMap<Ipv4Addr, OwnedAddr>,
+    /// Node, SNAT and host addresses of both families.
+    pub(super) gateway: HashMap<IpAddr, OwnedAddr>,
     pub(super) ports: Vec<PortInfo>,
     pub(super) static_neighbours: Vec<(PortId, Ipv4Addr, [u8; 6])>,
+    pub(super) static_neighbours6: Vec<(PortId, Ipv6Addr, [u8; 6])>,
     pub(super) arp_source: Vec<Option<Ipv4Addr>>,
+    pub(super) ndp_source: Vec<Option<Ipv6Addr>>,
 }
 
 impl Base {
@@ -47,14 +49,33 @@ impl Base {
             static_neighbours: spec
                 .neighbours
                 .iter()
-                .filter_map(|n| Some((resolve_next_hop(spec, n.addr)?.port, n.addr, n.mac)))
+                .filter_map(|n| match n.addr {
+                    IpAddr::V4(a) => Some((resolve_next_hop(spec, n.addr)?.port, a, n.mac)),
+                    IpAddr::V6(_) => None,
+                })
+                .collect(),
+            static_neighbours6: spec
+                .neighbours
+                .iter()
+                .filter_map(|n| match n.addr {
+                    IpAddr::V6(a) => Some((resolve_next_hop(spec, n.addr)?.port, a, n.mac)),
+                    IpAddr::V4(_) => None,
+                })
                 .collect(),
             arp_source: (0..spec.ports.len())
                 .map(|p| {
-                    spec.addresses
-                        .iter()
-                        .find(|a| usize::from(a.1) == p && a.2 != AddrRole::Host)
-                        .map(|a| a.0)
+                    source_on(spec, p, |a| match a {
+                        IpAddr::V4(a) => Some(a),
+                        IpAddr::V6(_) => None,
+                    })
+                })
+                .collect(),
+            ndp_source: (0..spec.ports.len())
+                .map(|p| {
+                    source_on(spec, p, |a| match a {
+                        IpAddr::V6(a) => Some(a),
+                        IpAddr::V4(_) => None,
+                    })
                 })
                 .collect(),
             statics,
@@ -73,9 +94,17 @@ impl Base {
     }
 }
 
+/// The first node or SNAT address of a family (`pick`) on port `p`.
+fn source_on<A>(spec: &SnapshotSpec, p: usize, pick: impl Fn(IpAddr) -> Option<A>) -> Option<A> {
+    spec.addresses
+        .iter()
+        .filter(|a| usize::from(a.1) == p && a.2 != AddrRole::Host)
+        .find_map(|a| pick(a.0))
+}
+
 /// The gateway's own (node, SNAT and host) addresses, each on its port.
-fn owned_addresses(spec: &SnapshotSpec) -> HashMap<Ipv4Addr, OwnedAddr> {
-    let mut owned: HashMap<Ipv4Addr, OwnedAddr> = HashMap::new();
+fn owned_addresses(spec: &SnapshotSpec) -> HashMap<IpAddr, OwnedAddr> {
+    let mut owned: HashMap<IpAddr, OwnedAddr> = HashMap::new();
     for &(addr, port, role) in &spec.addresses {
         let o = owned.entry(addr).or_insert(OwnedAddr {
             port,
@@ -91,8 +120,9 @@ fn owned_addresses(spec: &SnapshotSpec) -> HashMap<Ipv4Addr, OwnedAddr> {
     owned
 }
 
-/// Longest-prefix route to `addr`: its port and the neighbour to send to.
-pub(super) fn resolve_next_hop(spec: &SnapshotSpec, addr: Ipv4Addr) -> Option<NextHop> {
+/// Longest-prefix route to `addr` (among the routes of its family): its
+/// port and the neighbour to send to.
+pub(super) fn resolve_next_hop(spec: &SnapshotSpec, addr: IpAddr) -> Option<NextHop> {
     let route = spec
         .routes
         .iter()

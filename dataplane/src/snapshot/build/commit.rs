@@ -6,8 +6,12 @@ use super::base::resolve_next_hop;
 use super::prepare::Batch;
 use super::tables::PendingSet;
 use super::{Base, ServiceSpec, ServiceState, SnapshotBuilder};
+use crate::flow::Proto;
 use crate::snapshot::table::ShardedMap;
-use crate::snapshot::{Backend, Listener, ListenerKey, OwnedAddr, Service, ServiceId};
+use crate::snapshot::{
+    Backend, Listener, ListenerKey, ListenerKey6, OwnedAddr, Service, ServiceId,
+};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 impl SnapshotBuilder {
@@ -26,7 +30,12 @@ impl SnapshotBuilder {
         self.backend_ids.commit(new_backends);
         if let Some(new_base) = new_base {
             self.listeners = ShardedMap::new();
-            self.owned = new_base.gateway.iter().map(|(a, o)| (*a, *o)).collect();
+            self.listeners6 = ShardedMap::new();
+            self.owned = ShardedMap::new();
+            self.owned6 = ShardedMap::new();
+            for (&a, &o) in &new_base.gateway {
+                self.insert_owned(a, o);
+            }
             self.listener_addrs.clear();
             self.base = Some(new_base);
         }
@@ -56,13 +65,8 @@ impl SnapshotBuilder {
                 }
             }
             for &(addr, port, kind) in &p.spec.listeners {
-                let key = ListenerKey {
-                    proto: p.spec.proto,
-                    addr,
-                    port,
-                };
-                self.listeners.insert(
-                    key,
+                self.insert_listener(
+                    (p.spec.proto, addr, port),
                     Listener {
                         service: p.id,
                         kind,
@@ -78,12 +82,13 @@ impl SnapshotBuilder {
                 let count = self.listener_addrs.entry(addr).or_insert(0);
                 *count += 1;
                 if *count == 1 {
-                    self.owned.insert(
+                    let announce = self.announce.covers_ip(addr);
+                    self.insert_owned(
                         addr,
                         OwnedAddr {
                             port: vip_port,
                             vip: true,
-                            announce: self.announce.covers(addr),
+                            announce,
                             ..OwnedAddr::default()
                         },
                     );
@@ -94,7 +99,7 @@ impl SnapshotBuilder {
                 let next_hop = self
                     .base
                     .as_ref()
-                    .and_then(|b| resolve_next_hop(&b.statics, *ep.addr.ip()));
+                    .and_then(|b| resolve_next_hop(&b.statics, ep.addr.ip()));
                 self.backend_table.set(
                     bid,
                     Some(Backend {
@@ -149,20 +154,70 @@ impl SnapshotBuilder {
             return;
         }
         for &(addr, port, _) in &spec.listeners {
-            let key = ListenerKey {
-                proto: spec.proto,
-                addr,
-                port,
-            };
-            if self.listeners.get(&key).is_some_and(|l| l.service == id) {
-                self.listeners.remove(&key);
+            let key = (spec.proto, addr, port);
+            if self.listener(key).is_some_and(|l| l.service == id) {
+                self.remove_listener(key);
             }
             if let Some(count) = self.listener_addrs.get_mut(&addr) {
                 *count -= 1;
                 if *count == 0 {
                     self.listener_addrs.remove(&addr);
-                    self.owned.remove(&addr);
+                    self.remove_owned(addr);
                 }
+            }
+        }
+    }
+
+    /// The listener of `(proto, addr, port)`, in the table of its family.
+    pub(super) fn listener(&self, (proto, addr, port): (Proto, IpAddr, u16)) -> Option<&Listener> {
+        match addr {
+            IpAddr::V4(addr) => self.listeners.get(&ListenerKey { proto, addr, port }),
+            IpAddr::V6(addr) => self.listeners6.get(&ListenerKey6 { proto, addr, port }),
+        }
+    }
+
+    fn insert_listener(&mut self, (proto, addr, port): (Proto, IpAddr, u16), l: Listener) {
+        match addr {
+            IpAddr::V4(addr) => {
+                self.listeners.insert(ListenerKey { proto, addr, port }, l);
+            }
+            IpAddr::V6(addr) => {
+                self.listeners6
+                    .insert(ListenerKey6 { proto, addr, port }, l);
+            }
+        }
+    }
+
+    fn remove_listener(&mut self, (proto, addr, port): (Proto, IpAddr, u16)) {
+        match addr {
+            IpAddr::V4(addr) => {
+                self.listeners.remove(&ListenerKey { proto, addr, port });
+            }
+            IpAddr::V6(addr) => {
+                self.listeners6.remove(&ListenerKey6 { proto, addr, port });
+            }
+        }
+    }
+
+    /// Own `addr` (in the map of its family).
+    pub(super) fn insert_owned(&mut self, addr: IpAddr, o: OwnedAddr) {
+        match addr {
+            IpAddr::V4(a) => {
+                self.owned.insert(a, o);
+            }
+            IpAddr::V6(a) => {
+                self.owned6.insert(a, o);
+            }
+        }
+    }
+
+    fn remove_owned(&mut self, addr: IpAddr) {
+        match addr {
+            IpAddr::V4(a) => {
+                self.owned.remove(&a);
+            }
+            IpAddr::V6(a) => {
+                self.owned6.remove(&a);
             }
         }
     }

@@ -58,11 +58,14 @@ pub use spec::{
 pub use validate::{BuildError, Problem};
 
 use super::table::{IdTable, ShardedMap};
-use super::{Backend, BackendId, Listener, ListenerKey, OwnedAddr, Service, ServiceId, Snapshot};
+use super::{
+    Backend, BackendId, Listener, ListenerKey, ListenerKey6, OwnedAddr, Service, ServiceId,
+    Snapshot,
+};
 use base::Base;
 use hashbrown::{HashMap, HashSet};
 use ids::IdPool;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use tables::{BuiltSet, PendingSet, ThreadStart, build_tables};
 use validate::validate_static;
@@ -103,10 +106,12 @@ pub struct SnapshotBuilder {
     service_ids: IdPool,
     backend_ids: IdPool,
     listeners: ShardedMap<ListenerKey, Listener>,
+    listeners6: ShardedMap<ListenerKey6, Listener>,
     owned: ShardedMap<Ipv4Addr, OwnedAddr>,
+    owned6: ShardedMap<Ipv6Addr, OwnedAddr>,
     /// Listeners per address that is owned only because of them (a VIP or
     /// externalIP): the address is owned while this is above 0.
-    listener_addrs: HashMap<Ipv4Addr, u32>,
+    listener_addrs: HashMap<IpAddr, u32>,
     /// Which of those VIPs this instance announces (`announce.rs`).
     announce: AnnounceFilter,
     service_table: IdTable<Service>,
@@ -133,7 +138,9 @@ impl SnapshotBuilder {
             service_ids: IdPool::default(),
             backend_ids: IdPool::default(),
             listeners: ShardedMap::new(),
+            listeners6: ShardedMap::new(),
             owned: ShardedMap::new(),
+            owned6: ShardedMap::new(),
             listener_addrs: HashMap::new(),
             announce: AnnounceFilter::all(),
             service_table: IdTable::new(),
@@ -266,23 +273,30 @@ impl SnapshotBuilder {
 
     /// The current tables as a snapshot (shares them with the builder).
     fn snapshot(&self) -> Snapshot {
-        let (ports, static_neighbours, arp_source) = match &self.base {
-            Some(b) => (
-                b.ports.clone(),
-                b.static_neighbours.clone(),
-                b.arp_source.clone(),
-            ),
-            None => Default::default(),
-        };
+        let (ports, static_neighbours, static_neighbours6, arp_source, ndp_source) =
+            match &self.base {
+                Some(b) => (
+                    b.ports.clone(),
+                    b.static_neighbours.clone(),
+                    b.static_neighbours6.clone(),
+                    b.arp_source.clone(),
+                    b.ndp_source.clone(),
+                ),
+                None => Default::default(),
+            };
         Snapshot {
             generation: self.generation,
             ports,
             owned: self.owned.clone(),
+            owned6: self.owned6.clone(),
             listeners: self.listeners.clone(),
+            listeners6: self.listeners6.clone(),
             services: self.service_table.clone(),
             backends: self.backend_table.clone(),
             static_neighbours,
+            static_neighbours6,
             arp_source,
+            ndp_source,
         }
     }
 }

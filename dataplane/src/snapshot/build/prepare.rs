@@ -3,12 +3,14 @@
 //! backend sets (reused or to be built). Nothing of the builder changes
 //! here: new ids are only peeked, [`Batch`] says how many to take.
 
+use super::spec::family_of;
 use super::tables::{BuiltSet, PendingSet, SetFingerprint};
 use super::{Base, Problem, ServiceSpec, SnapshotBuilder};
+use crate::flow::Proto;
 use crate::maglev::table_size_for;
-use crate::snapshot::{BackendId, EndpointCondition, ListenerKey, ListenerKind, ServiceId};
+use crate::snapshot::{BackendId, EndpointCondition, ListenerKind, ServiceId};
 use hashbrown::{HashMap, HashSet};
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 /// A service of the current batch, validated, before it is committed.
@@ -71,7 +73,7 @@ impl SnapshotBuilder {
         let leaving = |name: &str| rebase || removed.contains(name) || changed_names.contains(name);
 
         // 2. Validate and prepare every changed service.
-        let mut batch_listeners: HashMap<ListenerKey, &str> = HashMap::new();
+        let mut batch_listeners: HashMap<(Proto, IpAddr, u16), &str> = HashMap::new();
         let mut new_services = 0usize;
         let mut new_backends = 0usize;
         let mut prepared: Vec<Prepared<'a>> = Vec::with_capacity(changed.len());
@@ -87,12 +89,20 @@ impl SnapshotBuilder {
                     )
                 }
             };
+            let family = svc.family();
+            if svc
+                .listeners
+                .iter()
+                .map(|l| l.0)
+                .chain(svc.endpoints.iter().map(|e| e.addr.ip()))
+                .any(|a| Some(family_of(a)) != family)
+            {
+                problems.push(Problem::MixedFamilies {
+                    service: svc.name.clone(),
+                });
+            }
             for &(addr, port, kind) in &svc.listeners {
-                let key = ListenerKey {
-                    proto: svc.proto,
-                    addr,
-                    port,
-                };
+                let key = (svc.proto, addr, port);
                 let gateway_addr = base.gateway.get(&addr);
                 match kind {
                     ListenerKind::NodePort if !gateway_addr.is_some_and(|o| o.node) => {
@@ -115,8 +125,7 @@ impl SnapshotBuilder {
                     Some(other) => Some(other),
                     None if rebase => None,
                     None => self
-                        .listeners
-                        .get(&key)
+                        .listener(key)
                         .and_then(|l| self.service_table.get(l.service))
                         .map(|s| &*s.name)
                         .filter(|owner| !leaving(owner)),
@@ -204,8 +213,8 @@ impl SnapshotBuilder {
 /// Endpoint addresses of one service, by linear search while few (the
 /// common case), by hash beyond.
 enum AddrIndex {
-    Few(Vec<(SocketAddrV4, u32)>),
-    Many(HashMap<SocketAddrV4, u32>),
+    Few(Vec<(SocketAddr, u32)>),
+    Many(HashMap<SocketAddr, u32>),
 }
 
 impl AddrIndex {
@@ -220,7 +229,7 @@ impl AddrIndex {
     }
 
     /// Insert unless present; whether it was inserted.
-    fn insert(&mut self, addr: SocketAddrV4, value: u32) -> bool {
+    fn insert(&mut self, addr: SocketAddr, value: u32) -> bool {
         match self {
             AddrIndex::Few(v) => {
                 if v.iter().any(|e| e.0 == addr) {
@@ -239,7 +248,7 @@ impl AddrIndex {
         }
     }
 
-    fn get(&self, addr: SocketAddrV4) -> Option<u32> {
+    fn get(&self, addr: SocketAddr) -> Option<u32> {
         match self {
             AddrIndex::Few(v) => v.iter().find(|e| e.0 == addr).map(|e| e.1),
             AddrIndex::Many(m) => m.get(&addr).copied(),

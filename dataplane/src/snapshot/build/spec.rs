@@ -2,11 +2,25 @@
 //! owned addresses, routes, neighbours, services and their endpoints), a
 //! whole [`SnapshotSpec`] or a [`ServiceChanges`] delta. Nothing here is
 //! validated yet: `validate.rs` and the builder's batch do that.
+//!
+//! IPv6 comes by widening: every address is an [`IpAddr`] (endpoints a
+//! [`SocketAddr`]), so one spec carries both families. A service is
+//! single-family: its listeners and endpoints are all IPv4 or all IPv6
+//! (no NAT46/64), which the builder checks
+//! ([`Problem::MixedFamilies`](super::Problem::MixedFamilies)).
 
 use crate::flow::Proto;
-use crate::packet::PortId;
+use crate::packet::{Family, PortId};
 use crate::snapshot::{BackendGonePolicy, EndpointCondition, ListenerKind, SynProxyMode};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
+
+/// The family of an address.
+pub(crate) fn family_of(addr: IpAddr) -> Family {
+    match addr {
+        IpAddr::V4(_) => Family::V4,
+        IpAddr::V6(_) => Family::V6,
+    }
+}
 
 /// One gateway port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,35 +46,57 @@ pub enum AddrRole {
     Host,
 }
 
-/// A directly connected subnet (`via: None`) or a static route.
+/// A directly connected subnet (`via: None`) or a static route, IPv4 or
+/// IPv6 (`dest` and `via` of one family).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Route {
-    pub dest: Ipv4Addr,
+    pub dest: IpAddr,
     pub prefix_len: u8,
     pub port: PortId,
-    pub via: Option<Ipv4Addr>,
+    pub via: Option<IpAddr>,
 }
 
 impl Route {
-    /// Whether `addr` is inside `dest/prefix_len`.
-    pub(super) fn contains(&self, addr: Ipv4Addr) -> bool {
-        let mask = u32::MAX
-            .checked_shl(32 - u32::from(self.prefix_len.min(32)))
-            .unwrap_or(0);
-        u32::from(addr) & mask == u32::from(self.dest) & mask
+    /// Whether `addr` is inside `dest/prefix_len` (never for an address of
+    /// the other family).
+    pub(crate) fn contains(&self, addr: IpAddr) -> bool {
+        match (self.dest, addr) {
+            (IpAddr::V4(d), IpAddr::V4(a)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix_len.min(32)))
+                    .unwrap_or(0);
+                a.to_bits() & mask == d.to_bits() & mask
+            }
+            (IpAddr::V6(d), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix_len.min(128)))
+                    .unwrap_or(0);
+                a.to_bits() & mask == d.to_bits() & mask
+            }
+            _ => false,
+        }
+    }
+
+    /// The longest prefix length of the route's family (32, 128).
+    pub(crate) fn max_prefix_len(&self) -> u8 {
+        match self.dest {
+            IpAddr::V4(_) => 32,
+            IpAddr::V6(_) => 128,
+        }
     }
 }
 
-/// A statically known neighbour (the af_packet driver adds ARP resolution).
+/// A statically known neighbour, IPv4 or IPv6 (the af_packet driver adds
+/// ARP resolution, the NDP stage IPv6 resolution).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeighbourSpec {
-    pub addr: Ipv4Addr,
+    pub addr: IpAddr,
     pub mac: [u8; 6],
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EndpointSpec {
-    pub addr: SocketAddrV4,
+    pub addr: SocketAddr,
     pub weight: u32,
     pub condition: EndpointCondition,
 }
@@ -69,8 +105,9 @@ pub struct EndpointSpec {
 pub struct ServiceSpec {
     pub name: String,
     pub proto: Proto,
-    /// `(address, port, kind)` the service accepts traffic on.
-    pub listeners: Vec<(Ipv4Addr, u16, ListenerKind)>,
+    /// `(address, port, kind)` the service accepts traffic on; of one
+    /// family, that of the endpoints.
+    pub listeners: Vec<(IpAddr, u16, ListenerKind)>,
     pub endpoints: Vec<EndpointSpec>,
     pub snat: bool,
     pub affinity_timeout_ms: Option<u64>,
@@ -81,12 +118,13 @@ pub struct ServiceSpec {
 }
 
 impl ServiceSpec {
-    /// A TCP/UDP service on one VIP:port with full NAT and no affinity.
-    pub fn new(name: &str, proto: Proto, vip: Ipv4Addr, port: u16) -> Self {
+    /// A TCP/UDP service on one VIP:port (IPv4 or IPv6) with full NAT and
+    /// no affinity.
+    pub fn new(name: &str, proto: Proto, vip: impl Into<IpAddr>, port: u16) -> Self {
         ServiceSpec {
             name: name.to_owned(),
             proto,
-            listeners: vec![(vip, port, ListenerKind::Vip)],
+            listeners: vec![(vip.into(), port, ListenerKind::Vip)],
             endpoints: Vec::new(),
             snat: true,
             affinity_timeout_ms: None,
@@ -97,13 +135,22 @@ impl ServiceSpec {
     }
 
     /// Add a ready endpoint of weight 1.
-    pub fn endpoint(mut self, addr: SocketAddrV4) -> Self {
+    pub fn endpoint(mut self, addr: impl Into<SocketAddr>) -> Self {
         self.endpoints.push(EndpointSpec {
-            addr,
+            addr: addr.into(),
             weight: 1,
             condition: EndpointCondition::Ready,
         });
         self
+    }
+
+    /// The service's family: that of its first listener, else of its first
+    /// endpoint (`None`: neither).
+    pub fn family(&self) -> Option<Family> {
+        self.listeners
+            .first()
+            .map(|l| family_of(l.0))
+            .or_else(|| self.endpoints.first().map(|e| family_of(e.addr.ip())))
     }
 }
 
@@ -113,8 +160,8 @@ pub struct SnapshotSpec {
     pub ports: Vec<PortSpec>,
     /// Port on which VIPs and externalIPs are announced (the outside port).
     pub vip_port: PortId,
-    /// Node and SNAT addresses, each on its port.
-    pub addresses: Vec<(Ipv4Addr, PortId, AddrRole)>,
+    /// Node, SNAT and host addresses (IPv4 and IPv6), each on its port.
+    pub addresses: Vec<(IpAddr, PortId, AddrRole)>,
     pub routes: Vec<Route>,
     pub neighbours: Vec<NeighbourSpec>,
     pub services: Vec<ServiceSpec>,

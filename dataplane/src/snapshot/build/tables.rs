@@ -4,11 +4,11 @@
 
 use crate::maglev::{MaglevBackend, MaglevError, MaglevTable};
 use crate::snapshot::{BackendId, BackendSet};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// What a backend set was built from: (address, weight, id) in input order.
-pub(super) type SetFingerprint = Vec<(SocketAddrV4, u32, BackendId)>;
+pub(super) type SetFingerprint = Vec<(SocketAddr, u32, BackendId)>;
 
 /// A built backend set and what it was built from (table size, members).
 #[derive(Debug, Clone)]

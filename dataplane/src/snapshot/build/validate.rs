@@ -8,7 +8,7 @@ use crate::flow::Proto;
 use crate::maglev::MaglevError;
 use crate::packet::PortId;
 use hashbrown::HashMap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 
 /// One thing wrong with a spec. A build reports all of them at once.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -17,7 +17,7 @@ pub enum Problem {
     NoSuchPort { port: PortId, what: String },
     #[error("address {addr} is owned on two ports ({first} and {second})")]
     AddressOnTwoPorts {
-        addr: Ipv4Addr,
+        addr: IpAddr,
         first: PortId,
         second: PortId,
     },
@@ -30,24 +30,38 @@ pub enum Problem {
         service: String,
         other: String,
         proto: Proto,
-        addr: Ipv4Addr,
+        addr: IpAddr,
         port: u16,
     },
     #[error("service {service:?}: NodePort listener on {addr}, which is not a node address")]
-    NodePortOffNode { service: String, addr: Ipv4Addr },
+    NodePortOffNode { service: String, addr: IpAddr },
     #[error(
         "service {service:?}: listener on {addr}, which is a node or SNAT address of the gateway"
     )]
-    VipIsGatewayAddress { service: String, addr: Ipv4Addr },
+    VipIsGatewayAddress { service: String, addr: IpAddr },
     #[error("service {service:?}: endpoint {addr} is listed twice")]
-    DuplicateEndpoint { service: String, addr: SocketAddrV4 },
+    DuplicateEndpoint { service: String, addr: SocketAddr },
     #[error("service {service:?}: {source}")]
     Maglev {
         service: String,
         source: MaglevError,
     },
-    #[error("route {dest}/{prefix_len}: prefix length above 32")]
-    BadPrefix { dest: Ipv4Addr, prefix_len: u8 },
+    #[error("route {dest}/{prefix_len}: prefix length above {max}")]
+    BadPrefix {
+        dest: IpAddr,
+        prefix_len: u8,
+        max: u8,
+    },
+    #[error("route {dest}/{prefix_len}: gateway {via} is of the other address family")]
+    RouteMixesFamilies {
+        dest: IpAddr,
+        prefix_len: u8,
+        via: IpAddr,
+    },
+    #[error(
+        "service {service:?}: listeners and endpoints mix IPv4 and IPv6 (a service is single-family: one service per family, no NAT46/64)"
+    )]
+    MixedFamilies { service: String },
     #[error("an incremental update needs a successful full build first")]
     NoBaseSpec,
 }
@@ -76,14 +90,25 @@ pub(super) fn validate_static(spec: &SnapshotSpec, problems: &mut Vec<Problem>) 
         check_port(r.port, format!("route {}/{}", r.dest, r.prefix_len));
     }
     for r in &spec.routes {
-        if r.prefix_len > 32 {
+        let max = r.max_prefix_len();
+        if r.prefix_len > max {
             problems.push(Problem::BadPrefix {
                 dest: r.dest,
                 prefix_len: r.prefix_len,
+                max,
+            });
+        }
+        if let Some(via) = r.via
+            && via.is_ipv4() != r.dest.is_ipv4()
+        {
+            problems.push(Problem::RouteMixesFamilies {
+                dest: r.dest,
+                prefix_len: r.prefix_len,
+                via,
             });
         }
     }
-    let mut seen: HashMap<Ipv4Addr, PortId> = HashMap::new();
+    let mut seen: HashMap<IpAddr, PortId> = HashMap::new();
     for &(addr, port, _) in &spec.addresses {
         if let Some(&first) = seen.get(&addr)
             && first != port

@@ -8,8 +8,7 @@
 //! |---|---|
 //! | frame < 14 bytes | `EthTruncated` |
 //! | 802.1Q tag cut off, a second stacked tag (0x8100/0x88a8 inside), or an outer 802.1ad tag | `VlanMalformed` |
-//! | EtherType 0x86DD | `Ipv6Unsupported` |
-//! | EtherType other than IPv4/ARP | `UnsupportedEthertype` |
+//! | EtherType other than IPv4/IPv6/ARP | `UnsupportedEthertype` |
 //! | ARP < 28 bytes, or not htype 1 / ptype 0x0800 / hlen 6 / plen 4 (RFC 826) | `ArpMalformed` |
 //! | IPv4 < 20 bytes | `Ipv4Truncated` |
 //! | version ≠ 4 | `Ipv4BadVersion` |
@@ -29,9 +28,32 @@
 //! | ICMP error whose inner IPv4 header is incomplete, not version 4, not followed by 8 bytes, or not TCP/UDP | `IcmpMalformed` |
 //! | ICMP type other than echo request/reply, unreachable, time exceeded, parameter problem | `IcmpUnsupported` |
 //!
-//! A frame dropped as `Ipv4Fragment` or `UnsupportedProtocol` keeps its
-//! IPv4 destination in `key.dst_ip` (everything else of its meta is
-//! empty): the local stage gives such a frame to the host path when the
+//! IPv6 (EtherType 0x86DD, also under one 802.1Q tag; [`ipv6`]):
+//!
+//! | check | reason |
+//! |---|---|
+//! | IPv6 < 40 bytes | `Ipv6Truncated` |
+//! | version ≠ 6 | `Ipv6BadVersion` |
+//! | 40 + payload length beyond the frame | `Ipv6BadLength` |
+//! | more than 8 extension headers or 512 bytes of them (RFC 8200 §4, RFC 7112) | `Ipv6ExtChainTooLong` |
+//! | an extension header runs past the payload | `Ipv6ExtTruncated` |
+//! | Hop-by-Hop header not first (RFC 8200 §4.1) | `Ipv6HopByHopMisplaced` |
+//! | a Fragment header | `Ipv6Fragment` |
+//! | source multicast or loopback, or `::` except for an NDP solicitation (DAD) | `Ipv6BadSource` |
+//! | upper layer not ICMPv6/TCP/UDP | `UnsupportedProtocol` |
+//! | TCP: as IPv4 (`TcpMalformed`, `TcpBadFlags`, `TcpBadChecksum`) | |
+//! | UDP: as IPv4, and a zero checksum is bad (RFC 8200 §8.1) | `UdpMalformed`, `UdpBadChecksum` |
+//! | ICMPv6 < 8 bytes | `IcmpMalformed` |
+//! | ICMPv6 checksum, unless the driver verified it (RFC 4443 §2.3) | `IcmpBadChecksum` |
+//! | NDP (types 133..=137) hop limit ≠ 255 (RFC 4861 §7.1) | `NdpBadHopLimit` |
+//! | NS/NA option of length 0 or past the message (§7.1.1, §7.1.2) | `NdpBadOption` |
+//! | NDP code ≠ 0, NS/NA body short, multicast target, bad DAD, solicited NA to multicast | `NdpMalformed` |
+//! | ICMPv6 error whose inner IPv6 header is incomplete, not version 6, its chain bad, not followed by 8 bytes of TCP/UDP | `IcmpMalformed` |
+//! | ICMPv6 type other than echo, NDP, unreachable, packet too big, time exceeded, parameter problem | `IcmpUnsupported` |
+//!
+//! A frame dropped as `Ipv4Fragment`, `Ipv6Fragment` or
+//! `UnsupportedProtocol` keeps its family and its destination in
+//! `key.dst_ip` or `key6.dst_ip` (everything else of its meta is empty): the local stage gives such a frame to the host path when the
 //! destination is a host address (the kernel reassembles fragments and
 //! speaks the other protocols), and leaves the drop otherwise.
 //!
@@ -46,8 +68,12 @@
 //!   the inner header states it (inner source = `key.src_ip`). Inner checksums
 //!   are not verified: error messages carry truncated packets (RFC 792).
 //! * For `IcmpEcho` both key ports are the echo identifier.
-//! * `hash` = the table hash of `key` (the pipeline's [`TableHasher`], keyed
-//!   per process) for every IPv4 kind; 0 for ARP.
+//! * `family` says which key is valid: `key` for IPv4 kinds (and ARP),
+//!   `key6` for IPv6 ones. For IPv6 `l3_offset + 40 <= l4_offset <= l3_end`
+//!   (extension headers lie between), and for an ICMPv6 `IcmpError`
+//!   `inner_l4_offset` is after the inner packet's extension headers.
+//! * `hash` = the table hash of the valid key (the pipeline's
+//!   [`TableHasher`], keyed per process) for every IP kind; 0 for ARP.
 //!
 //! Nothing here allocates, locks or panics, whatever the bytes: every read
 //! goes through a length check made once per header (`first_chunk`), after
@@ -55,12 +81,14 @@
 
 use crate::counters::DropReason;
 use crate::driver::Frame;
-use crate::flow::{FlowKey, Proto, TableHasher};
-use crate::packet::{PacketKind, PacketMeta, PortId, Verdict};
+use crate::flow::{FlowKey, FlowKeyOf, IpFamily, Proto, TableHasher};
+use crate::packet::{Family, PacketKind, PacketMeta, PortId, Verdict};
 use crate::wire::ethernet::{self, ethertype};
 use crate::wire::ipv4::protocol;
 use crate::wire::{arp, checksum, icmp, ipv4, tcp, udp};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+mod ipv6;
 
 /// Parse one frame into its metadata, or the reason to drop it.
 #[inline]
@@ -90,15 +118,19 @@ pub fn parse_batch<F: Frame>(
     for (frame, meta) in frames.iter().zip(metas.iter_mut()) {
         *meta = PacketMeta::empty(in_port);
         if let Err(reason) = parse_into(frame.data(), frame.checksum_verified(), hasher, meta) {
-            let dst = meta.key.dst_ip;
+            let (family, dst, dst6) = (meta.family, meta.key.dst_ip, meta.key6.dst_ip);
             *meta = PacketMeta::empty(in_port);
             meta.verdict = Verdict::Drop(reason);
             if matches!(
                 reason,
-                DropReason::Ipv4Fragment | DropReason::UnsupportedProtocol
+                DropReason::Ipv4Fragment
+                    | DropReason::Ipv6Fragment
+                    | DropReason::UnsupportedProtocol
             ) {
                 // The local stage may still hand it to a host address.
+                meta.family = family;
                 meta.key.dst_ip = dst;
+                meta.key6.dst_ip = dst6;
             }
         }
     }
@@ -149,7 +181,9 @@ fn parse_into(
             meta.hash = hasher.hash(&meta.key);
         }),
         ethertype::ARP => parse_arp(rest, l3, meta),
-        ethertype::IPV6 => Err(DropReason::Ipv6Unsupported),
+        ethertype::IPV6 => ipv6::parse_ipv6(rest, l3, verified, meta).map(|()| {
+            meta.hash = hasher.hash(&meta.key6);
+        }),
         _ => Err(DropReason::UnsupportedEthertype),
     }
 }
@@ -228,11 +262,51 @@ fn parse_ipv4(
     Ok(())
 }
 
+/// What the TCP/UDP parsers need of a family: the pseudo-header checksum
+/// and where the key goes. Monomorphised: the IPv4 path is what it was.
+trait L4Family: IpFamily {
+    /// Whether `segment` (checksum included) verifies over `src -> dst`.
+    fn verify_l4(src: Self, dst: Self, protocol: u8, segment: &[u8]) -> bool;
+    /// Whether a zero UDP checksum means "none" (IPv4) rather than bad
+    /// (IPv6, RFC 8200 §8.1).
+    const UDP_ZERO_CHECKSUM_OK: bool;
+    fn set_key(meta: &mut PacketMeta, key: FlowKeyOf<Self>);
+}
+
+impl L4Family for Ipv4Addr {
+    const UDP_ZERO_CHECKSUM_OK: bool = true;
+
+    #[inline(always)]
+    fn verify_l4(src: Self, dst: Self, protocol: u8, segment: &[u8]) -> bool {
+        checksum::verify_l4(src, dst, protocol, segment)
+    }
+
+    #[inline(always)]
+    fn set_key(meta: &mut PacketMeta, key: FlowKey) {
+        meta.key = key;
+    }
+}
+
+impl L4Family for Ipv6Addr {
+    const UDP_ZERO_CHECKSUM_OK: bool = false;
+
+    #[inline(always)]
+    fn verify_l4(src: Self, dst: Self, protocol: u8, segment: &[u8]) -> bool {
+        checksum::verify_l4_v6(src, dst, protocol, segment)
+    }
+
+    #[inline(always)]
+    fn set_key(meta: &mut PacketMeta, key: crate::flow::FlowKey6) {
+        meta.family = Family::V6;
+        meta.key6 = key;
+    }
+}
+
 #[inline(always)]
-fn parse_tcp(
+fn parse_tcp<A: L4Family>(
     seg: &[u8],
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+    src: A,
+    dst: A,
     verified: bool,
     meta: &mut PacketMeta,
 ) -> Result<(), DropReason> {
@@ -248,20 +322,23 @@ fn parse_tcp(
     if !tcp::flags_are_valid(flags) {
         return Err(DropReason::TcpBadFlags);
     }
-    if !verified && !checksum::verify_l4(src, dst, protocol::TCP, seg) {
+    if !verified && !A::verify_l4(src, dst, protocol::TCP, seg) {
         return Err(DropReason::TcpBadChecksum);
     }
     meta.kind = PacketKind::Tcp;
     meta.tcp_flags = flags;
-    meta.key = FlowKey::new(Proto::Tcp, src, t.src_port(), dst, t.dst_port());
+    A::set_key(
+        meta,
+        FlowKeyOf::new(Proto::Tcp, src, t.src_port(), dst, t.dst_port()),
+    );
     Ok(())
 }
 
 #[inline(always)]
-fn parse_udp(
+fn parse_udp<A: L4Family>(
     seg: &[u8],
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+    src: A,
+    dst: A,
     verified: bool,
     meta: &mut PacketMeta,
 ) -> Result<(), DropReason> {
@@ -273,14 +350,20 @@ fn parse_udp(
     if len < udp::HEADER_LEN || len > seg.len() {
         return Err(DropReason::UdpMalformed);
     }
+    if !A::UDP_ZERO_CHECKSUM_OK && u.checksum() == 0 {
+        return Err(DropReason::UdpBadChecksum);
+    }
     if !verified && u.checksum() != 0 {
         let datagram = seg.get(..len).unwrap_or(&[]);
-        if !checksum::verify_l4(src, dst, protocol::UDP, datagram) {
+        if !A::verify_l4(src, dst, protocol::UDP, datagram) {
             return Err(DropReason::UdpBadChecksum);
         }
     }
     meta.kind = PacketKind::Udp;
-    meta.key = FlowKey::new(Proto::Udp, src, u.src_port(), dst, u.dst_port());
+    A::set_key(
+        meta,
+        FlowKeyOf::new(Proto::Udp, src, u.src_port(), dst, u.dst_port()),
+    );
     Ok(())
 }
 
@@ -349,3 +432,5 @@ fn parse_icmp(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ipv6;

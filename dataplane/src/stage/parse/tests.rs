@@ -132,7 +132,7 @@ fn drop_cases() -> Vec<(&'static str, Vec<u8>, DropReason)> {
         (
             "ipv6",
             set_ethertype(tcp_ok.clone(), ethertype::IPV6),
-            Ipv6Unsupported,
+            Ipv6BadVersion,
         ),
         (
             "lldp",
@@ -146,7 +146,7 @@ fn drop_cases() -> Vec<(&'static str, Vec<u8>, DropReason)> {
                 ethernet::Packet::new_unchecked(&mut f[..]).set_inner_ethertype(ethertype::IPV6);
                 f
             },
-            Ipv6Unsupported,
+            Ipv6BadVersion,
         ),
         (
             "arp 27 bytes",
@@ -337,6 +337,7 @@ fn drop_cases() -> Vec<(&'static str, Vec<u8>, DropReason)> {
         let f = build::eth_ipv4_udp(CLIENT_MAC, GW_MAC, src, 1, VIP, 2, b"");
         cases.push((name, f, Ipv4BadSource));
     }
+    cases.extend(super::tests_ipv6::drop_cases6());
     cases
 }
 
@@ -345,7 +346,6 @@ const PARSE_REASONS: &[DropReason] = &[
     DropReason::EthTruncated,
     DropReason::VlanMalformed,
     DropReason::UnsupportedEthertype,
-    DropReason::Ipv6Unsupported,
     DropReason::ArpMalformed,
     DropReason::Ipv4Truncated,
     DropReason::Ipv4BadVersion,
@@ -363,6 +363,17 @@ const PARSE_REASONS: &[DropReason] = &[
     DropReason::IcmpMalformed,
     DropReason::IcmpBadChecksum,
     DropReason::IcmpUnsupported,
+    DropReason::Ipv6Truncated,
+    DropReason::Ipv6BadVersion,
+    DropReason::Ipv6BadLength,
+    DropReason::Ipv6ExtChainTooLong,
+    DropReason::Ipv6ExtTruncated,
+    DropReason::Ipv6HopByHopMisplaced,
+    DropReason::Ipv6Fragment,
+    DropReason::Ipv6BadSource,
+    DropReason::NdpBadHopLimit,
+    DropReason::NdpBadOption,
+    DropReason::NdpMalformed,
 ];
 
 #[test]
@@ -577,7 +588,7 @@ fn valid_icmp_errors_carry_the_inner_tuple() {
 }
 
 #[derive(Debug)]
-struct TestFrame(Vec<u8>, bool);
+pub(super) struct TestFrame(pub(super) Vec<u8>, pub(super) bool);
 
 impl Frame for TestFrame {
     fn data(&self) -> &[u8] {
@@ -625,12 +636,19 @@ fn batch_fills_one_meta_per_frame() {
     }
 }
 
-fn assert_meta_invariants(frame: &[u8], m: &PacketMeta) {
+pub(super) fn assert_meta_invariants(frame: &[u8], m: &PacketMeta) {
     assert!(m.l3_offset == 14 || m.l3_offset == 18);
     assert!(usize::from(m.l3_end) <= frame.len());
-    if m.kind != PacketKind::Arp {
-        assert!(m.l4_offset >= m.l3_offset + 20 && m.l4_offset <= m.l3_end);
-        assert_eq!(m.hash, hasher().hash(&m.key));
+    match (m.kind, m.family) {
+        (PacketKind::Arp, _) => assert_eq!(m.family, Family::V4),
+        (_, Family::V4) => {
+            assert!(m.l4_offset >= m.l3_offset + 20 && m.l4_offset <= m.l3_end);
+            assert_eq!(m.hash, hasher().hash(&m.key));
+        }
+        (_, Family::V6) => {
+            assert!(m.l4_offset >= m.l3_offset + 40 && m.l4_offset <= m.l3_end);
+            assert_eq!(m.hash, hasher().hash(&m.key6));
+        }
     }
     if m.kind == PacketKind::IcmpError {
         assert_eq!(m.inner_l3_offset, m.l4_offset + 8);

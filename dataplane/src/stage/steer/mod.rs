@@ -120,7 +120,7 @@ pub fn run(steering: &Steering, snap: &Snapshot, metas: &mut [PacketMeta], c: &m
         let (owner, by_slice) = match m.kind {
             PacketKind::Tcp | PacketKind::Udp => steering.owner_by(&m.key, snap),
             PacketKind::IcmpError => (steering.owner(&m.key.reversed(), snap), false),
-            PacketKind::Arp | PacketKind::IcmpEcho => continue,
+            PacketKind::Arp | PacketKind::IcmpEcho | PacketKind::Ndp => continue,
         };
         if owner != steering.worker {
             m.verdict = Verdict::Handoff(owner);

@@ -13,7 +13,8 @@ use std::net::Ipv4Addr;
 fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() {
     let node = Ipv4Addr::new(192, 0, 2, 1);
     let mut svc = ServiceSpec::new("web", Proto::Tcp, Ipv4Addr::new(203, 0, 113, 10), 80);
-    svc.listeners.push((node, 30080, ListenerKind::NodePort));
+    svc.listeners
+        .push((node.into(), 30080, ListenerKind::NodePort));
     let snap = SnapshotBuilder::new()
         .build(&SnapshotSpec {
             ports: vec![PortSpec {
@@ -22,7 +23,10 @@ fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() 
                 mss_clamp: None,
             }],
             vip_port: 0,
-            addresses: vec![(node, 0, AddrRole::Node), (node, 0, AddrRole::Snat)],
+            addresses: vec![
+                (node.into(), 0, AddrRole::Node),
+                (node.into(), 0, AddrRole::Snat),
+            ],
             routes: Vec::new(),
             neighbours: Vec::new(),
             services: vec![svc],
@@ -70,11 +74,11 @@ fn fixture_snapshot() -> Snapshot {
     {
         let mut tcp = ServiceSpec::new(&format!("t{i}"), Proto::Tcp, vip, 80);
         tcp.listeners
-            .push((node, 30080 + i as u16, ListenerKind::NodePort));
+            .push((node.into(), 30080 + i as u16, ListenerKind::NodePort));
         services.push(tcp);
         let mut udp = ServiceSpec::new(&format!("u{i}"), Proto::Udp, vip, 53);
         udp.listeners
-            .push((node, 31000 + i as u16, ListenerKind::NodePort));
+            .push((node.into(), 31000 + i as u16, ListenerKind::NodePort));
         services.push(udp);
     }
     SnapshotBuilder::new()
@@ -86,9 +90,9 @@ fn fixture_snapshot() -> Snapshot {
             }],
             vip_port: 0,
             addresses: vec![
-                (node, 0, AddrRole::Node),
-                (node, 0, AddrRole::Snat),
-                (Ipv4Addr::new(10, 1, 0, 1), 0, AddrRole::Snat),
+                (node.into(), 0, AddrRole::Node),
+                (node.into(), 0, AddrRole::Snat),
+                (Ipv4Addr::new(10, 1, 0, 1).into(), 0, AddrRole::Snat),
             ],
             routes: Vec::new(),
             neighbours: Vec::new(),

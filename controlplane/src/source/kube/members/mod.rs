@@ -158,7 +158,7 @@ impl MemberView {
             return AnnounceFilter::none();
         }
         let view = Arc::new(self.clone());
-        AnnounceFilter::only(move |vip| view.announces(vip))
+        AnnounceFilter::only_ip(move |vip| view.announces(vip))
     }
 }
 

@@ -26,11 +26,11 @@ fn reconciler() -> Reconciler {
         ],
         vip_port: 0,
         addresses: vec![
-            (ip("192.0.2.1"), 0, AddrRole::Node),
-            (ip("10.1.0.1"), 1, AddrRole::Snat),
+            (ip("192.0.2.1").into(), 0, AddrRole::Node),
+            (ip("10.1.0.1").into(), 1, AddrRole::Snat),
         ],
         routes: vec![Route {
-            dest: ip("10.1.0.0"),
+            dest: ip("10.1.0.0").into(),
             prefix_len: 24,
             port: 1,
             via: None,
