@@ -586,10 +586,30 @@ async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
         .map(|a| a.parse().expect("ip"))
         .collect();
     assert_eq!(ips, want);
-    // The IPv4 half is served with the IPv4 endpoints only.
+    // Each half is served with its family's endpoints only.
     eventually("the IPv4 VIP served", async || {
         (served(&a.snapshot(), ip("192.0.2.100"), 80).as_ref()
             == Some(&vec![(addr("10.1.0.10"), EndpointCondition::Ready)]))
+        .then_some(())
+    })
+    .await;
+    let vip6: std::net::Ipv6Addr = "2001:db8:100::10".parse().expect("ip");
+    eventually("the IPv6 VIP served", async || {
+        let snap = a.snapshot();
+        let listener = snap.listener6(Proto::Tcp, vip6, 80)?;
+        let backends: Vec<(std::net::SocketAddr, EndpointCondition)> = snap
+            .backends
+            .iter()
+            .flatten()
+            .filter(|b| b.service == listener.service)
+            .map(|b| (b.addr, b.condition))
+            .collect();
+        (backends
+            == [(
+                "[fd00:1::10]:8080".parse().expect("addr"),
+                EndpointCondition::Ready,
+            )]
+            && snap.owned6(vip6).is_some())
         .then_some(())
     })
     .await;
@@ -655,6 +675,12 @@ async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
     .unwrap_or_else(|e| panic!("patch dual: {e}"));
     eventually("dual's status down to IPv4", async || {
         (status_ips_all(&client, "dual").await == [IpAddr::from(ip("192.0.2.100"))]).then_some(())
+    })
+    .await;
+    eventually("the IPv6 VIP no longer served", async || {
+        let snap = a.snapshot();
+        (snap.listener6(Proto::Tcp, vip6, 80).is_none() && snap.owned6(vip6).is_none())
+            .then_some(())
     })
     .await;
 }

@@ -203,3 +203,30 @@ fn bgp() {
     assert_eq!(adv.advertisement.name, "public");
     assert_eq!(adv.vips, [Ipv4Addr::new(192, 0, 2, 10)]);
 }
+
+#[test]
+fn dual_stack_example() {
+    let plan = load("dual-stack.toml");
+    let web6 = plan.service("web6").unwrap();
+    let listeners: Vec<String> = web6
+        .listeners
+        .iter()
+        .map(|l| std::net::SocketAddr::new(l.address, l.port).to_string())
+        .collect();
+    assert_eq!(listeners, ["[2001:db8:5::10]:80", "[2001:db8::1]:30080"]);
+    let web4 = plan.service("web4").unwrap();
+    assert!(web4.listeners.iter().all(|l| l.address.is_ipv4()));
+    let pool = &plan.address_pools[0];
+    assert_eq!(
+        (pool.size_of_family(true), pool.size_of_family(false)),
+        (16, 256 + 17)
+    );
+    assert_eq!(
+        plan.routes
+            .iter()
+            .find(|r| r.destination.to_string() == "::/0")
+            .and_then(|r| r.via)
+            .map(|v| v.to_string()),
+        Some("fe80::1".to_owned())
+    );
+}

@@ -189,7 +189,11 @@ mod tests {
 
     #[test]
     fn every_example_maps_to_a_snapshot_and_workers_that_build() {
-        for name in ["standalone-two-port.toml", "one-arm.toml"] {
+        for name in [
+            "standalone-two-port.toml",
+            "one-arm.toml",
+            "dual-stack.toml",
+        ] {
             let plan = example(name);
             let facts = vec![
                 PortFacts {
@@ -235,6 +239,64 @@ mod tests {
             assert_eq!(s.mac, p.mac.map_or([2, 9, 9, 9, 9, 9], |m| m.0));
             assert_eq!(s.mtu, p.mtu.unwrap_or(9000));
         }
+    }
+
+    #[test]
+    fn ipv6_addresses_routes_neighbours_and_services_reach_the_snapshot() {
+        let plan = example("dual-stack.toml");
+        let spec = snapshot_spec(
+            &plan,
+            &[PortFacts {
+                mac: [2, 0, 0, 0, 0, 9],
+                mtu: 1500,
+            }; 2],
+        );
+        let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        assert!(
+            spec.addresses
+                .contains(&(ip("2001:db8::1"), 0, AddrRole::Node))
+        );
+        assert!(
+            spec.addresses
+                .contains(&(ip("fd00:1::1"), 1, AddrRole::Snat))
+        );
+        assert!(spec.routes.contains(&Route {
+            dest: ip("::"),
+            prefix_len: 0,
+            port: 0,
+            via: Some(ip("fe80::1")),
+        }));
+        assert!(spec.routes.contains(&Route {
+            dest: ip("fd00:1::"),
+            prefix_len: 64,
+            port: 1,
+            via: None,
+        }));
+        assert_eq!(spec.neighbours[0].addr, ip("fd00:1::10"));
+        let web6 = spec
+            .services
+            .iter()
+            .find(|s| s.name == "web6")
+            .expect("web6");
+        assert!(web6.listeners.iter().all(|(a, _, _)| a.is_ipv6()));
+        assert_eq!(
+            web6.endpoints[0].addr,
+            "[fd00:1::10]:8080".parse().expect("addr")
+        );
+        let snap = SnapshotBuilder::new().build(&spec).expect("builds");
+        let v6: std::net::Ipv6Addr = "2001:db8:5::10".parse().expect("ip");
+        let listener = snap
+            .listener6(dataplane::flow::Proto::Tcp, v6, 80)
+            .expect("the IPv6 VIP listens");
+        assert_eq!(
+            snap.service(listener.service).map(|s| &*s.name),
+            Some("web6")
+        );
+        // The IPv4 SNAT addresses go to the workers' SNAT pool.
+        assert_eq!(
+            worker_config(&plan, 0).pipeline.snat.addrs,
+            [std::net::Ipv4Addr::new(10, 1, 0, 1)]
+        );
     }
 
     #[test]
