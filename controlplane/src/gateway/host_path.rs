@@ -15,7 +15,7 @@ use dataplane::driver::hostpath::{
 };
 use nic_config::{DpdkDevicePlan, Plan};
 use std::os::fd::OwnedFd;
-use tracing::info;
+use tracing::{info, warn};
 
 /// One host path per worker (`None` for every worker when no port has
 /// host addresses).
@@ -53,6 +53,13 @@ pub(super) fn open(
                 })
                 .collect(),
         };
+        for h in port.host_addresses.iter().filter(|h| !h.is_ipv4()) {
+            warn!(
+                port = %port.name,
+                address = %h,
+                "the host path carries IPv4 only so far: this IPv6 host address is not assigned"
+            );
+        }
         let fds = create_host_interface(&spec, workers)?;
         info!(
             port = %port.name,

@@ -574,6 +574,7 @@ fn warning_events(skipped: &[Skip]) -> Vec<(&'static str, String)> {
         .iter()
         .filter_map(|s| match s {
             Skip::ExternalIpNotAllowed { .. } => Some(("ExternalIPNotAllowed", s.to_string())),
+            Skip::ExternalIpWrongFamily { .. } => Some(("ExternalIPWrongFamily", s.to_string())),
             Skip::BadSynProxy { .. } => Some(("InvalidSynProxyAnnotation", s.to_string())),
             _ => None,
         })

@@ -256,7 +256,10 @@ fn an_external_ip_outside_the_allowed_cidrs_is_not_served_and_gets_one_warning()
 /// A reconciler whose allocator has one auto-assign pool with ranges of
 /// both families.
 fn dual_reconciler() -> Reconciler {
-    let r = reconciler();
+    let mut r = reconciler();
+    r.options
+        .external_ip_cidrs
+        .push("2001:db8:e::/64".parse().expect("cidr"));
     let pool = nic_config::AddressPoolPlan {
         name: "dual".into(),
         ranges: vec![
@@ -411,5 +414,37 @@ fn a_dual_stack_window_serves_both_families_and_writes_both_addresses() {
         out.events.is_empty(),
         "the problem is reported once, not on every window: {:?}",
         out.events.iter().map(|e| &e.note).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn an_external_ip_of_a_family_the_service_lacks_is_a_warning_event() {
+    let mut r = dual_reconciler();
+    let mut state = ClusterState::default();
+    state.apply_slices(Update::Listed(Vec::new()));
+    let mut svc = dated_external_ip_service("web", "1", None, "192.0.2.50");
+    if let Some(spec) = svc.spec.as_mut() {
+        spec.external_ips = Some(vec!["192.0.2.50".into(), "2001:db8:e::5".into()]);
+    }
+    let touched = state.apply_services(Update::Listed(vec![svc]));
+    let out = r.window(&state, &touched, true);
+    let snap = out
+        .snapshot
+        .unwrap_or_else(|| panic!("the IPv4 externalIP is served"));
+    assert!(snap.listener(Proto::Tcp, ip("192.0.2.50"), 80).is_some());
+    let v6: std::net::Ipv6Addr = "2001:db8:e::5".parse().expect("ip");
+    assert!(snap.listener6(Proto::Tcp, v6, 80).is_none());
+    let warnings: Vec<(String, String)> = out
+        .events
+        .iter()
+        .filter(|e| e.warning)
+        .map(|e| (e.reason.clone(), e.note.clone()))
+        .collect();
+    assert_eq!(
+        warnings,
+        [(
+            "ExternalIPWrongFamily".to_owned(),
+            "externalIP 2001:db8:e::5 is IPv6, but the Service's ipFamilies are [IPv4]".to_owned()
+        )]
     );
 }
