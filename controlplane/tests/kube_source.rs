@@ -531,6 +531,32 @@ async fn requested_addresses_are_honoured_or_refused_with_an_event() {
     assert!(snap.owned(ip("203.0.113.5")).is_none());
 }
 
+/// `svc` asking for the pool "reserved" (IPv4 only).
+fn from_reserved(mut svc: Service) -> Service {
+    svc.metadata.annotations =
+        Some([("portico.dev/address-pool".to_owned(), "reserved".to_owned())].into());
+    svc
+}
+
+/// Wait until the Service's status shows `n` addresses (either family);
+/// return them.
+async fn wait_status_ips(client: &Client, name: &str, n: usize) -> Vec<IpAddr> {
+    eventually(
+        &format!("{n} addresses in the status of {name}"),
+        async || {
+            let ips = status_ips_all(client, name).await;
+            (ips.len() == n).then_some(ips)
+        },
+    )
+    .await
+}
+
+fn ips_of(list: &[&str]) -> Vec<IpAddr> {
+    list.iter()
+        .map(|a| a.parse().unwrap_or_else(|e| panic!("{a}: {e}")))
+        .collect()
+}
+
 /// The Service as the API server stored it (its defaulted `ipFamilies`).
 async fn stored(client: &Client, name: &str) -> Service {
     let api: Api<Service> = Api::namespaced(client.clone(), NS);
@@ -576,16 +602,10 @@ async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
         &slice6("dual", "dual-6", &[("fd00:1::10", true, true, false)]),
     )
     .await;
-    let ips = eventually("both addresses in the status", async || {
-        let ips = status_ips_all(&client, "dual").await;
-        (ips.len() == 2).then_some(ips)
-    })
-    .await;
-    let want: Vec<IpAddr> = ["192.0.2.100", "2001:db8:100::10"]
-        .iter()
-        .map(|a| a.parse().expect("ip"))
-        .collect();
-    assert_eq!(ips, want);
+    assert_eq!(
+        wait_status_ips(&client, "dual", 2).await,
+        ips_of(&["192.0.2.100", "2001:db8:100::10"])
+    );
     // Each half is served with its family's endpoints only.
     eventually("the IPv4 VIP served", async || {
         (served(&a.snapshot(), ip("192.0.2.100"), 80).as_ref()
@@ -623,23 +643,21 @@ async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
         ),
     )
     .await;
-    let ips = eventually("prefer6's addresses", async || {
-        let ips = status_ips_all(&client, "prefer6").await;
-        (ips.len() == 2).then_some(ips)
-    })
-    .await;
-    let want: Vec<IpAddr> = ["192.0.2.101", "2001:db8:100::11"]
-        .iter()
-        .map(|a| a.parse().expect("ip"))
-        .collect();
-    assert_eq!(ips, want);
+    assert_eq!(
+        wait_status_ips(&client, "prefer6", 2).await,
+        ips_of(&["192.0.2.101", "2001:db8:100::11"])
+    );
 
     // RequireDualStack from an IPv4-only pool: a Warning Event naming the
     // missing family, nothing in the status (not half of it).
-    let mut v4only = lb_service("v4only", json!({ "ipFamilyPolicy": "RequireDualStack" }));
-    v4only.metadata.annotations =
-        Some([("portico.dev/address-pool".to_owned(), "reserved".to_owned())].into());
-    create_service(&client, &v4only).await;
+    create_service(
+        &client,
+        &from_reserved(lb_service(
+            "v4only",
+            json!({ "ipFamilyPolicy": "RequireDualStack" }),
+        )),
+    )
+    .await;
     let warned = eventually("NoPoolForFamily event", async || {
         let e = events(&client, "v4only", "NoPoolForFamily").await;
         (!e.is_empty()).then_some(e)
@@ -650,16 +668,18 @@ async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
         "{warned:?}"
     );
     // PreferDualStack from the same pool: its IPv4 address alone.
-    let mut prefer = lb_service("prefer", json!({ "ipFamilyPolicy": "PreferDualStack" }));
-    prefer.metadata.annotations =
-        Some([("portico.dev/address-pool".to_owned(), "reserved".to_owned())].into());
-    create_service(&client, &prefer).await;
-    let ips = eventually("prefer's address", async || {
-        let ips = status_ips_all(&client, "prefer").await;
-        (!ips.is_empty()).then_some(ips)
-    })
+    create_service(
+        &client,
+        &from_reserved(lb_service(
+            "prefer",
+            json!({ "ipFamilyPolicy": "PreferDualStack" }),
+        )),
+    )
     .await;
-    assert_eq!(ips, [IpAddr::from(ip("198.51.100.0"))]);
+    assert_eq!(
+        wait_status_ips(&client, "prefer", 1).await,
+        [IpAddr::from(ip("198.51.100.0"))]
+    );
     assert!(status_ips_all(&client, "v4only").await.is_empty());
 
     // Down to SingleStack IPv4: the IPv6 address leaves the status.

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::problems;
+use common::{Case, case, problems};
 use nic_config::{AddressRole, ListenerKind, parse};
 use std::net::{IpAddr, SocketAddr};
 
@@ -209,24 +209,6 @@ fn an_ipv6_only_service_without_a_vip_takes_its_backends_family() {
     );
 }
 
-struct Case {
-    edits: &'static [(&'static str, &'static str)],
-    path: &'static str,
-    reason: &'static str,
-}
-
-const fn case(
-    edits: &'static [(&'static str, &'static str)],
-    path: &'static str,
-    reason: &'static str,
-) -> Case {
-    Case {
-        edits,
-        path,
-        reason,
-    }
-}
-
 const CASES: &[Case] = &[
     // --- ports
     case(
@@ -375,17 +357,7 @@ const CASES: &[Case] = &[
 
 #[test]
 fn each_ipv6_rule_alone_yields_exactly_its_problem() {
-    let mut failures = Vec::new();
-    for (i, c) in CASES.iter().enumerate() {
-        let got = problems(&edit(c.edits));
-        let ok = got.len() == 1 && got[0].path == c.path && got[0].reason.contains(c.reason);
-        if !ok {
-            failures.push(format!(
-                "case {i} ({} / {:?}): got {:?}",
-                c.path, c.reason, got
-            ));
-        }
-    }
+    let failures = common::failing_cases(BASE, CASES);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

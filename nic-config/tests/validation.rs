@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::problems;
+use common::{Case, case, problems};
 use nic_config::{ConfigError, ListenerKind, parse};
 use proptest::prelude::*;
 use std::net::Ipv4Addr;
@@ -111,24 +111,6 @@ auto_assign = false
 /// `BASE` with each `(from, to)` applied once.
 fn edit(edits: &[(&str, &str)]) -> String {
     common::edited(BASE, edits)
-}
-
-struct Case {
-    edits: &'static [(&'static str, &'static str)],
-    path: &'static str,
-    reason: &'static str,
-}
-
-const fn case(
-    edits: &'static [(&'static str, &'static str)],
-    path: &'static str,
-    reason: &'static str,
-) -> Case {
-    Case {
-        edits,
-        path,
-        reason,
-    }
 }
 
 const CASES: &[Case] = &[
@@ -1378,18 +1360,7 @@ fn cores_imply_workers() {
 
 #[test]
 fn each_rule_alone_yields_exactly_its_problem() {
-    let mut failures = Vec::new();
-    for (i, c) in CASES.iter().enumerate() {
-        let text = edit(c.edits);
-        let got = problems(&text);
-        let ok = got.len() == 1 && got[0].path == c.path && got[0].reason.contains(c.reason);
-        if !ok {
-            failures.push(format!(
-                "case {i} ({} / {:?}): got {:?}",
-                c.path, c.reason, got
-            ));
-        }
-    }
+    let failures = common::failing_cases(BASE, CASES);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

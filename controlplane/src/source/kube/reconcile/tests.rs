@@ -253,6 +253,15 @@ fn an_external_ip_outside_the_allowed_cidrs_is_not_served_and_gets_one_warning()
     assert!(out.events.is_empty(), "{:?}", out.events);
 }
 
+/// The Warning Events of a window: `(reason, note)`.
+fn warnings(out: &WindowOutcome) -> Vec<(String, String)> {
+    out.events
+        .iter()
+        .filter(|e| e.warning)
+        .map(|e| (e.reason.clone(), e.note.clone()))
+        .collect()
+}
+
 /// A reconciler whose allocator has one auto-assign pool with ranges of
 /// both families.
 fn dual_reconciler() -> Reconciler {
@@ -384,12 +393,7 @@ fn a_dual_stack_window_serves_both_families_and_writes_both_addresses() {
         &["IPv4", "IPv6"],
     )));
     let out = r.window(&state, &touched, true);
-    let warnings: Vec<(String, String)> = out
-        .events
-        .iter()
-        .filter(|e| e.warning)
-        .map(|e| (e.reason.clone(), e.note.clone()))
-        .collect();
+    let warnings = warnings(&out);
     assert_eq!(
         warnings,
         [(
@@ -430,16 +434,12 @@ fn an_external_ip_of_a_family_the_service_lacks_is_a_warning_event() {
     let out = r.window(&state, &touched, true);
     let snap = out
         .snapshot
+        .as_ref()
         .unwrap_or_else(|| panic!("the IPv4 externalIP is served"));
     assert!(snap.listener(Proto::Tcp, ip("192.0.2.50"), 80).is_some());
     let v6: std::net::Ipv6Addr = "2001:db8:e::5".parse().expect("ip");
     assert!(snap.listener6(Proto::Tcp, v6, 80).is_none());
-    let warnings: Vec<(String, String)> = out
-        .events
-        .iter()
-        .filter(|e| e.warning)
-        .map(|e| (e.reason.clone(), e.note.clone()))
-        .collect();
+    let warnings = warnings(&out);
     assert_eq!(
         warnings,
         [(
