@@ -14,7 +14,7 @@
 //!    file order, that has one.
 //!
 //! Steps 2 and 3 are taken once per family the Service asks for
-//! (`spec.ipFamilies`, see [`request`]): a pool may list ranges of both
+//! (`spec.ipFamilies`, read in `request.rs`): a pool may list ranges of both
 //! families, and each family's address comes from the first pool (the
 //! named one, or the auto-assign ones in file order) that has a usable
 //! one of that family. `SingleStack` takes the first family only;

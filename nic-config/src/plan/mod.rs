@@ -26,8 +26,8 @@
 //!   lease_duration_ms` and `debounce_ms <= debounce_max_ms`;
 //! * [`Plan::bgp`] passes portico-bgp's own `BgpConfig::validate` (so it
 //!   can be handed to the sessions as is); peer addresses are unique
-//!   (advertisements name peers by address), IPv4 and not the gateway's
-//!   own; every peer has the same router id, one of the node or host
+//!   (advertisements name peers by address), of a family some host
+//!   address has, and not the gateway's own; every peer has the same router id, one of the node or host
 //!   addresses; a source address is a host address; an eBGP peer without
 //!   multihop is in the connected subnet of a host address; every advertisement is used by a pool or a
 //!   service, and every name a pool or service lists is an advertisement.
