@@ -13,8 +13,11 @@
 //!   a CA and serving certificate made here (openssl CLI) for 127.0.0.1, a
 //!   static token file whose one user is in `system:masters`,
 //!   `--authorization-mode=RBAC`, `--endpoint-reconciler-type=none`,
-//!   `--enable-priority-and-fairness=false` and
-//!   `--runtime-config=discovery.k8s.io/v1beta1=false`;
+//!   `--enable-priority-and-fairness=false`,
+//!   `--runtime-config=discovery.k8s.io/v1beta1=false` and dual-stack
+//!   Service CIDRs ([`SERVICE_CIDRS`], IPv4 first, with the 1.20 alpha gate
+//!   [`DUAL_STACK_GATE`]), so `ipFamilyPolicy` and `ipFamilies` are the API
+//!   server's own;
 //! - a test-only CustomResourceDefinition `endpointslices.discovery.k8s.io`
 //!   serving `discovery.k8s.io/v1` (1.20 has EndpointSlice only as v1beta1;
 //!   see `tests/k8s/endpointslice-v1-crd.yaml`), installed and Established
