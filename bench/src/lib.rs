@@ -79,6 +79,9 @@ pub struct RigConfig {
     pub maglev_table_size: u32,
     /// The web service's SYN proxy setting.
     pub syn_proxy: SynProxyMode,
+    /// Also serve `web6` on [`ipv6::VIP6`] (IPv6 backends, SNAT from IPv6
+    /// addresses): the IPv6 tables are allocated only then.
+    pub ipv6: bool,
 }
 
 impl Default for RigConfig {
@@ -89,6 +92,7 @@ impl Default for RigConfig {
             conntrack_capacity: 1 << 20,
             maglev_table_size: 16381,
             syn_proxy: SynProxyMode::Off,
+            ipv6: false,
         }
     }
 }
@@ -104,7 +108,7 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
         web = web.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
         dns = dns.endpoint(SocketAddrV4::new(backend_ip(b), 5353));
     }
-    SnapshotSpec {
+    let mut spec = SnapshotSpec {
         ports: vec![
             PortSpec {
                 mac: OUT_MAC.0,
@@ -136,7 +140,11 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
             .collect(),
         services: vec![web, dns],
         maglev_table_size: cfg.maglev_table_size,
+    };
+    if cfg.ipv6 {
+        ipv6::add_to_spec(&mut spec, cfg);
     }
+    spec
 }
 
 /// A Kubernetes-sized spec: `services` TCP services on distinct VIPs (port
@@ -348,5 +356,6 @@ pub fn backend_frame(reply: &FlowKey, flags: u8) -> Vec<u8> {
     ))
 }
 pub mod compare;
+pub mod ipv6;
 pub mod pktgen;
 pub mod report_scan;

@@ -579,10 +579,10 @@ impl ServiceCounters {
     }
 }
 
-/// One SNAT address of one worker's allocator.
+/// One SNAT address (of family `A`) of one worker's allocator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SnatAddrStats {
-    pub addr: Ipv4Addr,
+pub struct SnatAddrStats<A = Ipv4Addr> {
+    pub addr: A,
     /// Tuples of this address in use now (gauge).
     pub in_use: u64,
     /// Allocations that found no free tuple on this address (total).

@@ -25,7 +25,7 @@
 //! `stable_hash`, table placement uses `TableHasher::hash`.
 
 use std::io::{self, Read};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// Fixed seed of every stable hash in the dataplane. Changing it changes the
 /// backend every flow maps to: never change it in a running fleet.
@@ -97,6 +97,12 @@ pub trait IpFamily:
     const LEN: usize;
     /// The fixed byte layout of a key of this family ([`FlowKeyOf::to_bytes`]).
     type KeyBytes: AsRef<[u8]> + Copy;
+    /// A socket address of this family ([`SocketAddrV4`], [`SocketAddrV6`]).
+    type Socket: Copy + Eq + std::hash::Hash + std::fmt::Debug + std::fmt::Display + Send + Sync;
+    /// The address and port of a socket address.
+    fn socket_parts(socket: Self::Socket) -> (Self, u16);
+    /// A socket address of this family.
+    fn socket(addr: Self, port: u16) -> Self::Socket;
     /// The address's octets, as the wire carries them.
     type Octets: AsRef<[u8]> + Copy;
     fn octets(self) -> Self::Octets;
@@ -114,6 +120,17 @@ impl IpFamily for Ipv4Addr {
     const LEN: usize = 4;
     type KeyBytes = [u8; 16];
     type Octets = [u8; 4];
+    type Socket = SocketAddrV4;
+
+    #[inline(always)]
+    fn socket_parts(socket: SocketAddrV4) -> (Self, u16) {
+        (*socket.ip(), socket.port())
+    }
+
+    #[inline(always)]
+    fn socket(addr: Self, port: u16) -> SocketAddrV4 {
+        SocketAddrV4::new(addr, port)
+    }
 
     #[inline(always)]
     fn octets(self) -> [u8; 4] {
@@ -167,6 +184,17 @@ impl IpFamily for Ipv6Addr {
     const LEN: usize = 16;
     type KeyBytes = [u8; 40];
     type Octets = [u8; 16];
+    type Socket = SocketAddrV6;
+
+    #[inline(always)]
+    fn socket_parts(socket: SocketAddrV6) -> (Self, u16) {
+        (*socket.ip(), socket.port())
+    }
+
+    #[inline(always)]
+    fn socket(addr: Self, port: u16) -> SocketAddrV6 {
+        SocketAddrV6::new(addr, port, 0, 0)
+    }
 
     #[inline(always)]
     fn octets(self) -> [u8; 16] {

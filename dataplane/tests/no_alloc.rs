@@ -210,3 +210,92 @@ fn the_syn_proxy_path_allocates_nothing() {
     );
     assert_eq!(info.count_total, 0, "syn proxy path allocated: {info:?}");
 }
+
+/// IPv6 through the same counter: new flows with SNAT from an IPv6
+/// address, established data, replies, UDP without SNAT, echo, Packet Too
+/// Big, Time Exceeded, parse drops, expiry and SNAT release. The IPv6
+/// tables are allocated when the first snapshot with IPv6 listeners
+/// arrives (before the measured loops).
+#[test]
+fn ipv6_poll_loops_allocate_nothing_after_warm_up() {
+    use common::ipv6::*;
+    use dataplane::wire::icmpv6::msg_type;
+    let mut cfg = pipeline_config(0, 1);
+    cfg.conntrack.capacity = 256;
+    let mut gw = Gateway::with_spec(spec6(vec![web6(&[0, 1, 2]), dns6(&[1])]), cfg);
+    let traffic = |round: u16| {
+        let mut frames = Vec::new();
+        for i in 0..16u16 {
+            let sport = 1024 + round.wrapping_mul(16).wrapping_add(i) % 60_000;
+            frames.push(client_syn6(VIP6, 80, sport, b""));
+            frames.push(build::eth_ipv6_tcp(
+                CLIENT_MAC6,
+                OUT_MAC,
+                (CLIENT6, sport),
+                (VIP6, 80),
+                F::ACK,
+                1001,
+                1,
+                b"data",
+            ));
+            frames.push(build::eth_ipv6_udp(
+                CLIENT_MAC6,
+                OUT_MAC,
+                (CLIENT6, sport),
+                (VIP6, 53),
+                b"q",
+            ));
+        }
+        frames.push(build::eth_ipv6_echo(
+            CLIENT_MAC6,
+            OUT_MAC,
+            (CLIENT6, NODE6),
+            msg_type::ECHO_REQUEST,
+            (1, round),
+            b"",
+        ));
+        frames.push(with_hop(client_syn6(VIP6, 80, 7, &[0; 40]), 1));
+        frames.push(build::eth_ipv6_tcp(
+            CLIENT_MAC6,
+            OUT_MAC,
+            (CLIENT6, 1024 + round.wrapping_mul(16) % 60_000),
+            (VIP6, 80),
+            F::ACK,
+            1005,
+            1,
+            &[0x55; 1500],
+        ));
+        frames.push(build::ndp_solicit(CLIENT_MAC6, CLIENT6, NODE6)[..60].to_vec());
+        frames
+    };
+    let rounds: Vec<Vec<Vec<u8>>> = (0..300).map(traffic).collect();
+    let run = |gw: &mut Gateway, frames: &[Vec<u8>]| {
+        for f in frames {
+            gw.worker.driver_mut().inject(OUTSIDE, f).expect("room");
+        }
+        gw.worker.poll();
+        gw.worker.poll();
+        gw.clock.advance_ms(5_000);
+        for p in [OUTSIDE, INSIDE] {
+            gw.worker.driver_mut().discard_tx(p);
+        }
+    };
+    for frames in &rounds[..50] {
+        run(&mut gw, frames);
+    }
+    let info = allocation_counter::measure(|| {
+        for frames in &rounds[50..] {
+            run(&mut gw, frames);
+        }
+    });
+    let c = gw.counters();
+    assert!(
+        c.flows_created > 3_000 && c.snat_allocations > 3_000 && c.icmp_errors_sent > 100,
+        "{c:?}"
+    );
+    assert!(
+        c.flows_expired > 100 && c.flows_early_dropped > 1_000,
+        "{c:?}"
+    );
+    assert_eq!(info.count_total, 0, "hot path allocated: {info:?}");
+}

@@ -6,7 +6,11 @@
 //! repeatable, unlike wall-clock time on a shared machine). Without valgrind
 //! it prints the wall-clock ns/packet of the same loop.
 //!
-//! usage: `pipeline-probe <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood> <flows> <packets> [offload]`
+//! usage: `pipeline-probe <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood|tcp6_established|tcp6_reply|tcp6_new_flow> <flows> <packets> [offload]`
+//!
+//! The `tcp6_*` kinds are their IPv4 counterparts over IPv6 (the rig then
+//! also serves `web6` with IPv6 backends and SNAT addresses; the IPv4
+//! kinds run without it, so they measure a gateway with no IPv6 tables).
 //!
 //! `syn_flood`: SYNs from distinct spoofed sources to a web service with
 //! `syn_proxy = on`, each answered with a SYN cookie (no flow is created).
@@ -18,6 +22,7 @@
 
 use dataplane::snapshot::SynProxyMode;
 use dataplane::wire::tcp::flags as F;
+use portico_bench::ipv6::client_tcp6;
 use portico_bench::{INSIDE, OUTSIDE, Rig, RigConfig, client_tcp};
 use std::time::Instant;
 
@@ -41,7 +46,7 @@ fn main() {
     };
     if args.len() != 4 && args.len() != 5 {
         eprintln!(
-            "usage: {} <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood> <flows> <packets> [offload]",
+            "usage: {} <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood|tcp6_established|tcp6_reply|tcp6_new_flow> <flows> <packets> [offload]",
             args[0]
         );
         std::process::exit(2);
@@ -59,6 +64,7 @@ fn main() {
         } else {
             SynProxyMode::Off
         },
+        ipv6: kind.starts_with("tcp6"),
         ..RigConfig::default()
     });
     let (port, frames): (u8, Vec<Vec<u8>>) = match kind {
@@ -71,6 +77,17 @@ fn main() {
                 OUTSIDE,
                 (flows..flows + packets)
                     .map(|i| client_tcp(i, F::SYN, 1, 0))
+                    .collect(),
+            )
+        }
+        "tcp6_established" => (OUTSIDE, rig.establish_tcp6(flows).0),
+        "tcp6_reply" => (INSIDE, rig.establish_tcp6(flows).1),
+        "tcp6_new_flow" => {
+            rig.establish_tcp6(flows);
+            (
+                OUTSIDE,
+                (flows..flows + packets)
+                    .map(|i| client_tcp6(i, F::SYN, 1, 0))
                     .collect(),
             )
         }
@@ -118,7 +135,8 @@ fn main() {
         "{kind} flows={flows} packets={packets} tx={} drops={} live_flows={} ns/packet={:.1}",
         c.tx_packets,
         c.total_drops(),
-        rig.worker.pipeline().conntrack().len(),
+        rig.worker.pipeline().conntrack().len()
+            + rig.worker.pipeline().ipv6().map_or(0, |t| t.ct.len()),
         busy.as_nanos() as f64 / f64::from(packets.max(1))
     );
 }

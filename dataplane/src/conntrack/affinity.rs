@@ -15,7 +15,7 @@
 //! found by a bounded scan, else it is refused (`inserts_refused`), which only
 //! costs stickiness, never a packet.
 
-use crate::flow::TableHasher;
+use crate::flow::{IpFamily, TableHasher};
 use crate::snapshot::{BackendId, ServiceId};
 use hashbrown::HashTable;
 use std::net::Ipv4Addr;
@@ -23,18 +23,19 @@ use std::net::Ipv4Addr;
 const SCAN_ON_FULL: usize = 32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Entry {
+struct Entry<A> {
     service: ServiceId,
-    client: Ipv4Addr,
+    client: A,
     backend: BackendId,
     expires_ms: u64,
     live: bool,
 }
 
-/// Per-core affinity table.
+/// Per-core affinity table of one family's clients (`AffinityTable` IPv4,
+/// `AffinityTable<Ipv6Addr>` IPv6).
 #[derive(Debug)]
-pub struct AffinityTable {
-    slots: Vec<Entry>,
+pub struct AffinityTable<A = Ipv4Addr> {
+    slots: Vec<Entry<A>>,
     free: Vec<u32>,
     index: HashTable<u32>,
     cursor: usize,
@@ -43,18 +44,24 @@ pub struct AffinityTable {
     hasher: TableHasher,
 }
 
-fn hash(hasher: &TableHasher, service: ServiceId, client: Ipv4Addr) -> u64 {
+/// The service id (4 bytes, big-endian) then the client's address bytes
+/// (4 or 16).
+fn hash<A: IpFamily>(hasher: &TableHasher, service: ServiceId, client: A) -> u64 {
+    let mut b = [0u8; 20];
+    b[..4].copy_from_slice(&service.to_be_bytes());
     let c = client.octets();
-    let s = service.to_be_bytes();
-    hasher.hash_bytes(&[s[0], s[1], s[2], s[3], c[0], c[1], c[2], c[3]])
+    let c = c.as_ref();
+    let end = 4 + c.len();
+    b[4..end].copy_from_slice(c);
+    hasher.hash_bytes(b.get(..end).unwrap_or(&b))
 }
 
-impl AffinityTable {
+impl<A: IpFamily> AffinityTable<A> {
     pub fn new(capacity: u32, hasher: TableHasher) -> Self {
         let capacity = capacity.max(1) as usize;
         let blank = Entry {
             service: 0,
-            client: Ipv4Addr::UNSPECIFIED,
+            client: A::UNSPECIFIED,
             backend: 0,
             expires_ms: 0,
             live: false,
@@ -79,7 +86,7 @@ impl AffinityTable {
         self.len() == 0
     }
 
-    fn find(&self, service: ServiceId, client: Ipv4Addr, h: u64) -> Option<u32> {
+    fn find(&self, service: ServiceId, client: A, h: u64) -> Option<u32> {
         let slots = &self.slots;
         self.index
             .find(h, |&i| {
@@ -91,7 +98,7 @@ impl AffinityTable {
 
     /// The client's pinned backend if the entry is still live at `now_ms`.
     #[inline]
-    pub fn lookup(&self, service: ServiceId, client: Ipv4Addr, now_ms: u64) -> Option<BackendId> {
+    pub fn lookup(&self, service: ServiceId, client: A, now_ms: u64) -> Option<BackendId> {
         let i = self.find(service, client, hash(&self.hasher, service, client))?;
         let e = &self.slots[i as usize];
         (e.expires_ms > now_ms).then_some(e.backend)
@@ -101,7 +108,7 @@ impl AffinityTable {
     pub fn upsert(
         &mut self,
         service: ServiceId,
-        client: Ipv4Addr,
+        client: A,
         backend: BackendId,
         timeout_ms: u64,
         now_ms: u64,
@@ -202,5 +209,24 @@ mod tests {
         }
         assert_eq!(t.index.capacity(), cap);
         assert!(t.len() <= 64);
+    }
+}
+
+#[cfg(test)]
+mod tests_ipv6 {
+    use super::*;
+    use std::net::Ipv6Addr;
+
+    #[test]
+    fn ipv6_clients_pin_and_expire() {
+        let mut t: AffinityTable<Ipv6Addr> = AffinityTable::new(4, TableHasher::from_seed(1));
+        let c1: Ipv6Addr = "2001:db8::1".parse().unwrap();
+        let c2: Ipv6Addr = "2001:db8::2".parse().unwrap();
+        t.upsert(1, c1, 5, 1_000, 0);
+        assert_eq!(t.lookup(1, c1, 500), Some(5));
+        assert_eq!(t.lookup(1, c2, 500), None);
+        assert_eq!(t.lookup(2, c1, 500), None);
+        assert_eq!(t.expire(2_000, 4), 1);
+        assert!(t.is_empty());
     }
 }

@@ -3,12 +3,18 @@
 //! docs](super)).
 
 use super::{Conntrack, Flow};
+use crate::flow::IpFamily;
 
-impl Conntrack {
+impl<A: IpFamily> Conntrack<A> {
     /// Examines up to `max_scan` slots from the persistent cursor (wrapping
     /// around), removes the expired flows and calls `on_expired` with each
     /// removed record. Returns how many were removed.
-    pub fn expire(&mut self, now_ms: u64, max_scan: u32, mut on_expired: impl FnMut(&Flow)) -> u32 {
+    pub fn expire(
+        &mut self,
+        now_ms: u64,
+        max_scan: u32,
+        mut on_expired: impl FnMut(&Flow<A>),
+    ) -> u32 {
         let scan = max_scan.min(self.slab.len() as u32);
         let mut removed = 0;
         for _ in 0..scan {
@@ -28,7 +34,7 @@ impl Conntrack {
 
     /// [`Conntrack::expire`] with the configured `expiry_scan_per_poll`.
     #[inline]
-    pub fn poll_expire(&mut self, now_ms: u64, on_expired: impl FnMut(&Flow)) -> u32 {
+    pub fn poll_expire(&mut self, now_ms: u64, on_expired: impl FnMut(&Flow<A>)) -> u32 {
         self.expire(now_ms, self.expiry_scan_per_poll, on_expired)
     }
 

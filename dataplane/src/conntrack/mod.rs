@@ -92,10 +92,11 @@ pub use record::{Dir, Flow, FlowId, FlowState, NO_WSCALE, Splice};
 pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
-use crate::flow::{FlowKey, Proto, TableHasher};
+use crate::flow::{FlowKeyOf, IpFamily, Proto, TableHasher};
 use crate::wire::tcp::flags as tcp_bits;
 use index::{Index, IndexFull};
-use record::{FREE_FLOW, flag};
+use record::flag;
+use std::net::Ipv4Addr;
 
 /// Largest configurable capacity (`slot << 1 | dir` must fit in a `u32`).
 pub const MAX_CAPACITY: u32 = 1 << 30;
@@ -146,7 +147,7 @@ pub enum ConntrackError {
 
 /// Why [`Conntrack::insert`] (or [`Conntrack::rekey_reply`]) refused.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
-pub enum InsertError {
+pub enum InsertError<A: IpFamily = Ipv4Addr> {
     #[error("conntrack table is full and no flow could be early-dropped")]
     Full,
     #[error("the original or reply key is already tracked (or both keys are equal)")]
@@ -157,7 +158,7 @@ pub enum InsertError {
     /// an early drop there. `evicted`: the flow that early drop removed (its
     /// SNAT tuple is the caller's to release, as with [`Inserted::evicted`]).
     #[error("the index has no room near the key's home and no flow there could be early-dropped")]
-    Crowded { evicted: Option<Flow> },
+    Crowded { evicted: Option<Flow<A>> },
 }
 
 /// What [`Conntrack::probe`] found: the first index entry with the key's
@@ -180,9 +181,9 @@ impl Probe {
 
 /// What a new flow is made of.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct FlowInit {
-    pub orig: FlowKey,
-    pub reply: FlowKey,
+pub struct FlowInit<A = Ipv4Addr> {
+    pub orig: FlowKeyOf<A>,
+    pub reply: FlowKeyOf<A>,
     pub service: u32,
     pub backend: u32,
     pub client_mac: [u8; 6],
@@ -192,11 +193,11 @@ pub struct FlowInit {
 
 /// A successful insert.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Inserted {
+pub struct Inserted<A = Ipv4Addr> {
     pub id: FlowId,
     /// The flow early-dropped to make room, copied out so the caller can
     /// release its SNAT tuple.
-    pub evicted: Option<Flow>,
+    pub evicted: Option<Flow<A>>,
 }
 
 /// Result of [`Conntrack::track_checked`].
@@ -217,9 +218,11 @@ pub struct TcpExt {
     pub splice: Splice,
 }
 
-/// One core's flow table. See the module docs for the layout and invariants.
-pub struct Conntrack {
-    slab: Vec<Flow>,
+/// One core's flow table of one address family (`Conntrack` is IPv4's,
+/// `Conntrack<Ipv6Addr>` IPv6's: monomorphised, see [`IpFamily`]). See the
+/// module docs for the layout and invariants.
+pub struct Conntrack<A = Ipv4Addr> {
+    slab: Vec<Flow<A>>,
     /// TCP window-tracking and SYN-proxy state per slot (parallel to
     /// `slab`, so [`Flow`] stays one cache line; UDP flows never touch it,
     /// and the splice part is meaningful only while the slot's flow has the
@@ -238,12 +241,15 @@ pub struct Conntrack {
     /// Live flows per [`FlowState::ordinal`].
     state_counts: [u32; FlowState::COUNT],
     /// Target of [`Conntrack::flow_mut`] for an id from another table.
-    scratch: Flow,
+    scratch: Flow<A>,
+    /// What [`Conntrack::flow`] shows for an id from another table (a free
+    /// slot's contents; never written).
+    vacant: Flow<A>,
     /// Places keys in the index (keyed: see the module docs).
     hasher: TableHasher,
 }
 
-impl std::fmt::Debug for Conntrack {
+impl<A: IpFamily> std::fmt::Debug for Conntrack<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Conntrack")
             .field("len", &self.len())
@@ -254,7 +260,7 @@ impl std::fmt::Debug for Conntrack {
     }
 }
 
-impl Conntrack {
+impl<A: IpFamily> Conntrack<A> {
     /// Validates `config` and allocates the slab, free list and index;
     /// keys are placed with `hasher` (the process's [`TableHasher`]).
     pub fn new(config: ConntrackConfig, hasher: TableHasher) -> Result<Self, ConntrackError> {
@@ -279,7 +285,7 @@ impl Conntrack {
 
         let mut slab = Vec::new();
         slab.try_reserve_exact(n).map_err(|_| alloc("slab"))?;
-        slab.resize(n, FREE_FLOW);
+        slab.resize(n, Flow::FREE);
 
         let mut tcp = Vec::new();
         tcp.try_reserve_exact(n)
@@ -304,14 +310,15 @@ impl Conntrack {
             expiry_scan_per_poll: config.expiry_scan_per_poll,
             early_drop_scan: config.early_drop_scan,
             state_counts: [0; FlowState::COUNT],
-            scratch: FREE_FLOW,
+            scratch: Flow::FREE,
+            vacant: Flow::FREE,
             hasher,
         })
     }
 
     /// Where `key` goes in this table (what every `hash` argument must be).
     #[inline]
-    pub fn hash(&self, key: &FlowKey) -> u64 {
+    pub fn hash(&self, key: &FlowKeyOf<A>) -> u64 {
         self.hasher.hash(key)
     }
 
@@ -325,7 +332,7 @@ impl Conntrack {
     /// The flow and direction `key` belongs to. `hash` must be
     /// [`Conntrack::hash`]`(key)`. Pure: expired flows are returned too.
     #[inline]
-    pub fn lookup(&self, key: &FlowKey, hash: u64) -> Option<(FlowId, Dir)> {
+    pub fn lookup(&self, key: &FlowKeyOf<A>, hash: u64) -> Option<(FlowId, Dir)> {
         let slab = &self.slab;
         self.index
             .find(hash, |e| {
@@ -365,7 +372,12 @@ impl Conntrack {
     /// (removals never make a key appear). Anything else takes a full
     /// lookup, so any probe gives the right answer.
     #[inline]
-    pub fn lookup_probed(&self, key: &FlowKey, hash: u64, probe: Probe) -> Option<(FlowId, Dir)> {
+    pub fn lookup_probed(
+        &self,
+        key: &FlowKeyOf<A>,
+        hash: u64,
+        probe: Probe,
+    ) -> Option<(FlowId, Dir)> {
         let e = probe.entry;
         if e == Probe::NO_ENTRY {
             if probe.keys_added == self.keys_added {
@@ -382,7 +394,7 @@ impl Conntrack {
 
     /// Whether `key` (with `hash = self.hash(key)`) is tracked.
     #[inline]
-    pub fn contains(&self, key: &FlowKey, hash: u64) -> bool {
+    pub fn contains(&self, key: &FlowKeyOf<A>, hash: u64) -> bool {
         self.lookup(key, hash).is_some()
     }
 
@@ -390,17 +402,17 @@ impl Conntrack {
     /// that is not [`Flow::is_live`]; an id from another, larger table reads
     /// as an empty record. Never panics.
     #[inline]
-    pub fn flow(&self, id: FlowId) -> &Flow {
-        self.slab.get(id.index()).unwrap_or(&FREE_FLOW)
+    pub fn flow(&self, id: FlowId) -> &Flow<A> {
+        self.slab.get(id.index()).unwrap_or(&self.vacant)
     }
 
     /// Mutable access to the record in slot `id` (see [`Conntrack::flow`]).
     #[inline]
-    pub fn flow_mut(&mut self, id: FlowId) -> &mut Flow {
+    pub fn flow_mut(&mut self, id: FlowId) -> &mut Flow<A> {
         match self.slab.get_mut(id.index()) {
             Some(f) => f,
             None => {
-                self.scratch = FREE_FLOW;
+                self.scratch = Flow::FREE;
                 &mut self.scratch
             }
         }
@@ -417,12 +429,12 @@ impl Conntrack {
     /// error nothing is modified except the early-drop scan position.
     pub fn insert(
         &mut self,
-        init: FlowInit,
+        init: FlowInit<A>,
         orig_hash: u64,
         reply_hash: u64,
         tcp_flags: u8,
         now_ms: u64,
-    ) -> Result<Inserted, InsertError> {
+    ) -> Result<Inserted<A>, InsertError<A>> {
         debug_assert_eq!(orig_hash, self.hash(&init.orig), "orig_hash");
         debug_assert_eq!(reply_hash, self.hash(&init.reply), "reply_hash");
         if init.orig == init.reply
@@ -484,7 +496,7 @@ impl Conntrack {
         self.keys_added = self.keys_added.wrapping_add(1);
         if let Err(full) = self.index_both(slot, orig_hash, reply_hash, now_ms, &mut evicted) {
             if let Some(rec) = self.slab.get_mut(slot as usize) {
-                *rec = FREE_FLOW;
+                *rec = Flow::FREE;
             }
             self.free.push(slot);
             return Err(match full {
@@ -516,7 +528,7 @@ impl Conntrack {
     pub fn track_checked(&mut self, id: FlowId, dir: Dir, tcp_flags: u8, now_ms: u64) -> Tracked {
         let Some(flow) = self.slab.get_mut(id.index()) else {
             return Tracked {
-                state: FREE_FLOW.state,
+                state: Flow::<A>::FREE.state,
                 valid: false,
             };
         };
@@ -583,7 +595,7 @@ impl Conntrack {
     /// Removes flow `id` and returns its record, or `None` if `id` is not
     /// live (already removed, expired or evicted): a double remove cannot
     /// release a SNAT tuple twice.
-    pub fn remove(&mut self, id: FlowId) -> Option<Flow> {
+    pub fn remove(&mut self, id: FlowId) -> Option<Flow<A>> {
         self.unlink(id.0)
     }
 
@@ -595,9 +607,9 @@ impl Conntrack {
     pub fn rekey_reply(
         &mut self,
         id: FlowId,
-        reply: FlowKey,
+        reply: FlowKeyOf<A>,
         reply_hash: u64,
-    ) -> Result<(), InsertError> {
+    ) -> Result<(), InsertError<A>> {
         debug_assert_eq!(reply_hash, self.hash(&reply), "reply_hash");
         let slot = id.0;
         let Some(flow) = self.slab.get(id.index()).filter(|f| f.is_live()) else {
@@ -645,7 +657,7 @@ impl Conntrack {
     }
 
     /// Live flows, in slot order.
-    pub fn iter(&self) -> impl Iterator<Item = (FlowId, &Flow)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (FlowId, &Flow<A>)> + '_ {
         self.slab
             .iter()
             .enumerate()
@@ -660,7 +672,7 @@ impl Conntrack {
         &self,
         start: usize,
         count: usize,
-    ) -> impl Iterator<Item = (FlowId, &Flow)> + '_ {
+    ) -> impl Iterator<Item = (FlowId, &Flow<A>)> + '_ {
         let end = start.saturating_add(count).min(self.slab.len());
         self.slab
             .get(start.min(end)..end)
@@ -750,7 +762,7 @@ impl Conntrack {
     /// Bytes allocated by the table: slab + splice array + free list + index.
     pub fn memory_bytes(&self) -> usize {
         self.tcp.capacity() * std::mem::size_of::<TcpExt>()
-            + self.slab.capacity() * std::mem::size_of::<Flow>()
+            + self.slab.capacity() * std::mem::size_of::<Flow<A>>()
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.index.allocation_size()
     }
@@ -797,7 +809,7 @@ impl Conntrack {
         orig_hash: u64,
         reply_hash: u64,
         now_ms: u64,
-        evicted: &mut Option<Flow>,
+        evicted: &mut Option<Flow<A>>,
     ) -> Result<(), IndexFull> {
         for (dir, hash) in [(0, orig_hash), (1, reply_hash)] {
             let mut placed = self.index.insert(hash, slot << 1 | dir);
@@ -825,12 +837,12 @@ impl Conntrack {
     }
 
     /// Removes the live flow in `slot` from the index and the slab.
-    fn unlink(&mut self, slot: u32) -> Option<Flow> {
+    fn unlink(&mut self, slot: u32) -> Option<Flow<A>> {
         let flow = *self.slab.get(slot as usize).filter(|f| f.is_live())?;
         self.unindex(slot << 1, self.hash(&flow.orig));
         self.unindex(slot << 1 | 1, self.hash(&flow.reply));
         if let Some(rec) = self.slab.get_mut(slot as usize) {
-            *rec = FREE_FLOW;
+            *rec = Flow::FREE;
         }
         // Cannot reallocate: the slot was live, so free.len() < capacity.
         self.free.push(slot);

@@ -5,7 +5,7 @@
 //! and flags (fields visible to `conntrack` only).
 
 use super::TcpState;
-use crate::flow::{FlowKey, Proto};
+use crate::flow::{FlowKeyOf, IpFamily, Proto};
 use std::net::Ipv4Addr;
 
 /// Which way a packet travels within its flow.
@@ -124,11 +124,14 @@ pub(super) mod flag {
 /// so changing them through [`super::Conntrack::flow_mut`] would orphan
 /// index entries. Use [`super::Conntrack::rekey_reply`] to move a flow to a
 /// new backend.
+///
+/// Generic over the address family: `Flow` (IPv4) is one 64-byte cache
+/// line; `Flow<Ipv6Addr>` two (its keys are 38 bytes each).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(align(64))]
-pub struct Flow {
-    pub(super) orig: FlowKey,
-    pub(super) reply: FlowKey,
+pub struct Flow<A = Ipv4Addr> {
+    pub(super) orig: FlowKeyOf<A>,
+    pub(super) reply: FlowKeyOf<A>,
     /// Stable service id from the snapshot.
     pub service: u32,
     /// Stable backend id from the snapshot.
@@ -146,44 +149,39 @@ pub struct Flow {
     pub(super) flags: u8,
 }
 
-const UNSPECIFIED_KEY: FlowKey = FlowKey::new(
-    Proto::Tcp,
-    Ipv4Addr::UNSPECIFIED,
-    0,
-    Ipv4Addr::UNSPECIFIED,
-    0,
-);
+impl<A: IpFamily> Flow<A> {
+    const UNSPECIFIED_KEY: FlowKeyOf<A> =
+        FlowKeyOf::new(Proto::Tcp, A::UNSPECIFIED, 0, A::UNSPECIFIED, 0);
 
-/// Contents of a free slot; reads as a CLOSE flow that is not live.
-pub(super) const FREE_FLOW: Flow = Flow {
-    orig: UNSPECIFIED_KEY,
-    reply: UNSPECIFIED_KEY,
-    service: 0,
-    backend: 0,
-    expires_ms: 0,
-    client_mac: [0; 6],
-    client_port: 0,
-    created_s: 0,
-    state: FlowState::Tcp(TcpState::Close),
-    flags: 0,
-};
+    /// Contents of a free slot; reads as a CLOSE flow that is not live.
+    pub(super) const FREE: Flow<A> = Flow {
+        orig: Self::UNSPECIFIED_KEY,
+        reply: Self::UNSPECIFIED_KEY,
+        service: 0,
+        backend: 0,
+        expires_ms: 0,
+        client_mac: [0; 6],
+        client_port: 0,
+        created_s: 0,
+        state: FlowState::Tcp(TcpState::Close),
+        flags: 0,
+    };
 
-impl Flow {
     /// Key of the client's packets (client -> service address).
     #[inline]
-    pub fn orig(&self) -> &FlowKey {
+    pub fn orig(&self) -> &FlowKeyOf<A> {
         &self.orig
     }
 
     /// Key of the backend's packets (backend -> SNAT address or client).
     #[inline]
-    pub fn reply(&self) -> &FlowKey {
+    pub fn reply(&self) -> &FlowKeyOf<A> {
         &self.reply
     }
 
     /// The key of packets travelling in `dir`.
     #[inline]
-    pub fn key(&self, dir: Dir) -> &FlowKey {
+    pub fn key(&self, dir: Dir) -> &FlowKeyOf<A> {
         match dir {
             Dir::Original => &self.orig,
             Dir::Reply => &self.reply,
@@ -270,7 +268,7 @@ impl Flow {
     }
 
     #[inline]
-    pub(super) fn key_of_entry(&self, entry: u32) -> &FlowKey {
+    pub(super) fn key_of_entry(&self, entry: u32) -> &FlowKeyOf<A> {
         self.key(Dir::from_bit(entry))
     }
 }

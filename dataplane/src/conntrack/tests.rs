@@ -1,4 +1,5 @@
 use super::*;
+use crate::flow::FlowKey;
 use crate::wire::tcp::flags::{ACK, FIN, PSH, RST, SYN};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -99,7 +100,8 @@ fn memory_per_flow_at_one_million_is_at_most_192_bytes() {
 fn config_validation() {
     let bad_caps = [0, MAX_CAPACITY + 1, u32::MAX];
     for capacity in bad_caps {
-        let err = Conntrack::new(ConntrackConfig::with_capacity(capacity), hasher()).unwrap_err();
+        let err = Conntrack::<Ipv4Addr>::new(ConntrackConfig::with_capacity(capacity), hasher())
+            .unwrap_err();
         assert_eq!(
             err,
             ConntrackError::InvalidCapacity {
@@ -111,7 +113,7 @@ fn config_validation() {
     let mut cfg = ConntrackConfig::with_capacity(16);
     cfg.timeouts.tcp_time_wait_ms = 0;
     assert_eq!(
-        Conntrack::new(cfg, hasher()).unwrap_err(),
+        Conntrack::<Ipv4Addr>::new(cfg, hasher()).unwrap_err(),
         ConntrackError::ZeroTimeout {
             name: "tcp_time_wait_ms"
         }
@@ -119,7 +121,7 @@ fn config_validation() {
     let mut cfg = ConntrackConfig::with_capacity(16);
     cfg.expiry_scan_per_poll = 0;
     assert_eq!(
-        Conntrack::new(cfg, hasher()).unwrap_err(),
+        Conntrack::<Ipv4Addr>::new(cfg, hasher()).unwrap_err(),
         ConntrackError::ZeroExpiryScan
     );
     let ct = table(1);
@@ -1096,4 +1098,54 @@ fn a_crowded_window_early_drops_or_refuses() {
         Err(InsertError::Crowded { evicted: None })
     );
     ct.index.check_invariants();
+}
+
+/// The IPv6 table: the same operations over 38-byte keys, a record of two
+/// cache lines, and the IPv4 record still one.
+#[test]
+fn ipv6_flows_are_tracked_by_both_keys_and_cost_two_lines() {
+    use crate::flow::FlowKey6;
+    use std::net::Ipv6Addr;
+    assert_eq!(std::mem::size_of::<Flow>(), 64, "IPv4 record: one line");
+    assert_eq!(std::mem::size_of::<Flow<Ipv6Addr>>(), 128, "IPv6: two");
+    let mut ct: Conntrack<Ipv6Addr> =
+        Conntrack::new(ConntrackConfig::with_capacity(1024), hasher()).expect("valid config");
+    let client: Ipv6Addr = "2001:db8::7".parse().unwrap();
+    let vip: Ipv6Addr = "2001:db8:ffff::10".parse().unwrap();
+    let backend: Ipv6Addr = "fd00:1::10".parse().unwrap();
+    let snat: Ipv6Addr = "fd00:1::1".parse().unwrap();
+    let mut ids = Vec::new();
+    for port in 40000..40100u16 {
+        let orig = FlowKey6::new(Proto::Tcp, client, port, vip, 443);
+        let reply = FlowKey6::new(Proto::Tcp, backend, 8443, snat, port);
+        let h = |k: &FlowKey6| hasher().hash(k);
+        let init = FlowInit {
+            orig,
+            reply,
+            service: 1,
+            backend: 2,
+            client_mac: [2, 0, 0, 0, 0, 7],
+            client_port: 0,
+            snat: true,
+        };
+        let id = ct.insert(init, h(&orig), h(&reply), SYN, 0).unwrap().id;
+        assert_eq!(ct.lookup(&orig, h(&orig)), Some((id, Dir::Original)));
+        assert_eq!(ct.lookup(&reply, h(&reply)), Some((id, Dir::Reply)));
+        assert!(ct.track_checked(id, Dir::Reply, SYN | ACK, 1).valid);
+        assert_eq!(
+            ct.insert(init, h(&orig), h(&reply), SYN, 0).unwrap_err(),
+            InsertError::KeyExists
+        );
+        ids.push(id);
+    }
+    assert_eq!(ct.len(), 100);
+    for id in ids {
+        let f = ct.remove(id).unwrap();
+        assert_eq!(f.reply().dst_ip, snat);
+    }
+    assert!(ct.is_empty());
+    ct.index.check_invariants();
+    let per_flow = ct.memory_bytes() as f64 / 1024.0;
+    println!("IPv6 conntrack: {per_flow:.1} bytes per flow");
+    assert!(per_flow <= 256.0, "{per_flow}");
 }

@@ -62,9 +62,9 @@
 mod quarantine;
 
 use crate::counters::SnatAddrStats;
-use crate::flow::{FlowKey, Proto, TableHasher};
+use crate::flow::{FlowKeyOf, IpFamily, Proto, TableHasher};
 use quarantine::Quarantine;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
 
 /// Probing rounds (each from a fresh random start, over every SNAT address)
@@ -87,9 +87,9 @@ pub const DEFAULT_PORT_RANGE: RangeInclusive<u16> = 1024..=65535;
 
 /// SNAT configuration, shared by all workers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SnatConfig {
+pub struct SnatConfig<A = Ipv4Addr> {
     /// SNAT source addresses, in the order they are tried.
-    pub addrs: Vec<Ipv4Addr>,
+    pub addrs: Vec<A>,
     /// Ports handed out, split between the workers.
     pub port_range: RangeInclusive<u16>,
     /// How long a released TCP tuple is kept from the same backend.
@@ -100,7 +100,7 @@ pub struct SnatConfig {
     pub probe_limit: u32,
 }
 
-impl Default for SnatConfig {
+impl<A> Default for SnatConfig<A> {
     fn default() -> Self {
         SnatConfig {
             addrs: Vec::new(),
@@ -118,7 +118,7 @@ pub enum SnatError {
     #[error("no SNAT addresses configured")]
     NoAddresses,
     #[error("SNAT address {0} is configured twice")]
-    DuplicateAddress(Ipv4Addr),
+    DuplicateAddress(std::net::IpAddr),
     #[error("SNAT port range {start}..={end} is empty")]
     EmptyRange { start: u16, end: u16 },
     #[error("worker count is zero")]
@@ -145,8 +145,8 @@ pub struct SnatExhausted;
 
 /// A tuple handed out by [`SnatAllocator::alloc`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SnatTuple {
-    pub addr: Ipv4Addr,
+pub struct SnatTuple<A = Ipv4Addr> {
+    pub addr: A,
     pub port: u16,
     /// The tuple was still in quarantine (the port space towards this backend
     /// is under pressure).
@@ -172,15 +172,21 @@ pub struct SnatStats {
 
 /// The reply key of a flow whose SNAT side is `addr:port` towards `backend`.
 /// For ICMP echo the identifier takes the place of both ports (as in
-/// [`FlowKey`]), so the SNAT port is the identifier and the backend port is
-/// ignored.
+/// [`FlowKeyOf`]), so the SNAT port is the identifier and the backend port
+/// is ignored.
 #[inline]
-pub fn reply_key(proto: Proto, addr: Ipv4Addr, port: u16, backend: SocketAddrV4) -> FlowKey {
+pub fn reply_key<A: IpFamily>(
+    proto: Proto,
+    addr: A,
+    port: u16,
+    backend: A::Socket,
+) -> FlowKeyOf<A> {
+    let (backend_ip, backend_port) = A::socket_parts(backend);
     let backend_port = match proto {
         Proto::Icmp => port,
-        Proto::Tcp | Proto::Udp => backend.port(),
+        Proto::Tcp | Proto::Udp => backend_port,
     };
-    FlowKey::new(proto, *backend.ip(), backend_port, addr, port)
+    FlowKeyOf::new(proto, backend_ip, backend_port, addr, port)
 }
 
 /// Ports in `range` (0 for an empty range).
@@ -290,23 +296,25 @@ impl XorShift64Star {
 
 /// A quarantined candidate seen while probing.
 #[derive(Debug, Clone, Copy)]
-struct Candidate {
-    addr: Ipv4Addr,
+struct Candidate<A> {
+    addr: A,
     port: u16,
     slot: u32,
     released_ms: u64,
 }
 
-/// One worker's SNAT allocator. See the module docs for the policy.
+/// One worker's SNAT allocator for the SNAT addresses of one family
+/// (`SnatAllocator` IPv4, `SnatAllocator<Ipv6Addr>` IPv6, with the same
+/// port slices and quarantine). See the module docs for the policy.
 #[derive(Debug)]
-pub struct SnatAllocator {
-    addrs: Box<[Ipv4Addr]>,
+pub struct SnatAllocator<A: IpFamily = Ipv4Addr> {
+    addrs: Box<[A]>,
     full_range: RangeInclusive<u16>,
     slice_start: u16,
     slice_len: u32,
     probe_limit: u32,
     quarantine_ms: u64,
-    quarantine: Quarantine,
+    quarantine: Quarantine<A>,
     rng: XorShift64Star,
     /// Latest time seen (keeps the quarantine FIFO ordered).
     now_ms: u64,
@@ -315,17 +323,17 @@ pub struct SnatAllocator {
     crowded: bool,
     stats: SnatStats,
     /// In-use and exhaustion per SNAT address, in `addrs` order.
-    per_addr: Box<[SnatAddrStats]>,
+    per_addr: Box<[SnatAddrStats<A>]>,
 }
 
-impl SnatAllocator {
+impl<A: IpFamily> SnatAllocator<A> {
     /// The allocator of `worker` (of `workers`). `seed` seeds the start-port
     /// generator; it is mixed with the worker index so that workers given the
     /// same seed still draw different sequences. `hasher` is the conntrack's
     /// keyed hash: candidates are hashed with it once, for the conntrack
     /// lookup and the quarantine.
     pub fn new(
-        config: &SnatConfig,
+        config: &SnatConfig<A>,
         worker: usize,
         workers: usize,
         seed: u64,
@@ -340,7 +348,7 @@ impl SnatAllocator {
                 .get(..i)
                 .is_some_and(|seen| seen.contains(addr))
             {
-                return Err(SnatError::DuplicateAddress(*addr));
+                return Err(SnatError::DuplicateAddress(addr.to_ip()));
             }
         }
         let ports = range_len(&config.port_range);
@@ -400,10 +408,10 @@ impl SnatAllocator {
     pub fn alloc(
         &mut self,
         proto: Proto,
-        backend: SocketAddrV4,
+        backend: A::Socket,
         now_ms: u64,
-        mut in_use: impl FnMut(&FlowKey) -> bool,
-    ) -> Result<SnatTuple, SnatExhausted> {
+        mut in_use: impl FnMut(&FlowKeyOf<A>) -> bool,
+    ) -> Result<SnatTuple<A>, SnatExhausted> {
         self.alloc_hashed(proto, backend, now_ms, |k, _| in_use(k), |_| {})
     }
 
@@ -417,11 +425,11 @@ impl SnatAllocator {
     pub fn alloc_hashed(
         &mut self,
         proto: Proto,
-        backend: SocketAddrV4,
+        backend: A::Socket,
         now_ms: u64,
-        mut in_use: impl FnMut(&FlowKey, u64) -> bool,
+        mut in_use: impl FnMut(&FlowKeyOf<A>, u64) -> bool,
         mut prefetch: impl FnMut(u64),
-    ) -> Result<SnatTuple, SnatExhausted> {
+    ) -> Result<SnatTuple<A>, SnatExhausted> {
         let now_ms = self.tick(now_ms);
         let quarantines = proto == Proto::Tcp && self.quarantine_ms > 0;
         let probes = self.probe_limit.min(self.slice_len);
@@ -434,7 +442,7 @@ impl SnatAllocator {
         } else {
             PROBE_ROUNDS
         };
-        let mut oldest: Option<Candidate> = None;
+        let mut oldest: Option<Candidate<A>> = None;
         let addrs = self.addrs.len();
         // Addresses (by index, the first 64) whose window had no free tuple.
         let mut passed: u64 = 0;
@@ -540,7 +548,7 @@ impl SnatAllocator {
     }
 
     #[inline]
-    fn hand_out(&mut self, addr: Ipv4Addr, port: u16, reused_in_quarantine: bool) -> SnatTuple {
+    fn hand_out(&mut self, addr: A, port: u16, reused_in_quarantine: bool) -> SnatTuple<A> {
         self.stats.allocations += 1;
         self.stats.in_use += 1;
         if let Some(a) = self.per_addr.iter_mut().find(|a| a.addr == addr) {
@@ -559,7 +567,7 @@ impl SnatAllocator {
     /// `None` for a key this allocator does not own. The tuple stays in use
     /// (neither an allocation nor a release is counted), so
     /// [`SnatStats::in_use`] keeps counting allocations minus releases.
-    pub fn reassign(&self, reply_key: &FlowKey) -> Option<SnatTuple> {
+    pub fn reassign(&self, reply_key: &FlowKeyOf<A>) -> Option<SnatTuple<A>> {
         if !self.owns(reply_key.dst_ip, reply_key.dst_port) {
             return None;
         }
@@ -573,7 +581,7 @@ impl SnatAllocator {
     /// Releases the tuple of a removed flow, given the flow's reply key. TCP
     /// tuples enter quarantine. Keys this allocator does not own (SNAT address
     /// or port not its own) are ignored.
-    pub fn release(&mut self, reply_key: &FlowKey, now_ms: u64) {
+    pub fn release(&mut self, reply_key: &FlowKeyOf<A>, now_ms: u64) {
         let now_ms = self.tick(now_ms);
         if !self.owns(reply_key.dst_ip, reply_key.dst_port) {
             return;
@@ -630,7 +638,7 @@ impl SnatAllocator {
     /// (its probe window had no fresh tuple) counts an exhaustion on it,
     /// once per allocation (the first 64 addresses are told apart); a
     /// failed or quarantine-reusing allocation counts one on every address.
-    pub fn addr_stats(&self) -> &[SnatAddrStats] {
+    pub fn addr_stats(&self) -> &[SnatAddrStats<A>] {
         &self.per_addr
     }
 
@@ -646,14 +654,14 @@ impl SnatAllocator {
         self.full_range.clone()
     }
 
-    pub fn addrs(&self) -> &[Ipv4Addr] {
+    pub fn addrs(&self) -> &[A] {
         &self.addrs
     }
 
     /// True when `addr:port` is one of this allocator's SNAT addresses and a
     /// port of its slice.
     #[inline]
-    pub fn owns(&self, addr: Ipv4Addr, port: u16) -> bool {
+    pub fn owns(&self, addr: A, port: u16) -> bool {
         let offset = u32::from(port).wrapping_sub(u32::from(self.slice_start));
         port >= self.slice_start && offset < self.slice_len && self.addrs.contains(&addr)
     }

@@ -18,30 +18,31 @@
 //!   its own monotonic "now"), so the front is always the oldest entry and
 //!   lazy expiry only ever looks at the front.
 
-use crate::flow::{FlowKey, TableHasher};
+use crate::flow::{FlowKeyOf, IpFamily, TableHasher};
 use hashbrown::HashTable;
-use std::net::Ipv4Addr;
 
 /// One ring slot.
 #[derive(Clone, Copy, Debug)]
-struct Entry {
-    key: FlowKey,
+struct Entry<A> {
+    key: FlowKeyOf<A>,
     released_ms: u64,
     /// False for tombstones and never-used slots.
     live: bool,
 }
 
-const EMPTY: Entry = Entry {
-    key: FlowKey::new(
-        crate::flow::Proto::Tcp,
-        Ipv4Addr::UNSPECIFIED,
-        0,
-        Ipv4Addr::UNSPECIFIED,
-        0,
-    ),
-    released_ms: 0,
-    live: false,
-};
+impl<A: IpFamily> Entry<A> {
+    const EMPTY: Entry<A> = Entry {
+        key: FlowKeyOf::new(
+            crate::flow::Proto::Tcp,
+            A::UNSPECIFIED,
+            0,
+            A::UNSPECIFIED,
+            0,
+        ),
+        released_ms: 0,
+        live: false,
+    };
+}
 
 /// A quarantined tuple found by [`Quarantine::find`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,8 +53,8 @@ pub(crate) struct Found {
 }
 
 #[derive(Debug)]
-pub(crate) struct Quarantine {
-    ring: Box<[Entry]>,
+pub(crate) struct Quarantine<A> {
+    ring: Box<[Entry<A>]>,
     /// Slot of the oldest entry.
     head: usize,
     /// Entries in the ring, tombstones included.
@@ -67,13 +68,13 @@ pub(crate) struct Quarantine {
     hasher: TableHasher,
 }
 
-impl Quarantine {
+impl<A: IpFamily> Quarantine<A> {
     /// `capacity` must be at least 1 and at most `u32::MAX` (the allocator
     /// checks both).
     pub(crate) fn new(capacity: usize, hasher: TableHasher) -> Self {
         let capacity = capacity.max(1);
         Quarantine {
-            ring: vec![EMPTY; capacity].into_boxed_slice(),
+            ring: vec![Entry::EMPTY; capacity].into_boxed_slice(),
             head: 0,
             len: 0,
             live: 0,
@@ -84,7 +85,7 @@ impl Quarantine {
 
     /// Where `key` goes in the index.
     #[inline]
-    pub(crate) fn hash(&self, key: &FlowKey) -> u64 {
+    pub(crate) fn hash(&self, key: &FlowKeyOf<A>) -> u64 {
         self.hasher.hash(key)
     }
 
@@ -96,7 +97,7 @@ impl Quarantine {
 
     /// The live entry for `key`, if any (expired or not: the caller decides).
     #[inline]
-    pub(crate) fn find(&self, key: &FlowKey) -> Option<Found> {
+    pub(crate) fn find(&self, key: &FlowKeyOf<A>) -> Option<Found> {
         if self.live == 0 {
             return None;
         }
@@ -105,7 +106,7 @@ impl Quarantine {
 
     /// [`Quarantine::find`] with `hash = hasher.hash(key)` already known.
     #[inline]
-    pub(crate) fn find_hashed(&self, key: &FlowKey, hash: u64) -> Option<Found> {
+    pub(crate) fn find_hashed(&self, key: &FlowKeyOf<A>, hash: u64) -> Option<Found> {
         if self.live == 0 {
             return None;
         }
@@ -143,7 +144,7 @@ impl Quarantine {
     /// Quarantines `key` from `released_ms` on (replacing an entry for the
     /// same key). Returns true when the ring was full and a live entry had to
     /// be forgotten before its time.
-    pub(crate) fn push(&mut self, key: FlowKey, released_ms: u64) -> bool {
+    pub(crate) fn push(&mut self, key: FlowKeyOf<A>, released_ms: u64) -> bool {
         if let Some(found) = self.find(&key) {
             self.remove_slot(found.slot);
         }
@@ -209,7 +210,8 @@ impl Quarantine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::Proto;
+    use crate::flow::{FlowKey, Proto};
+    use std::net::Ipv4Addr;
 
     fn key(port: u16) -> FlowKey {
         FlowKey::new(

@@ -1,6 +1,8 @@
 use super::*;
+use crate::flow::FlowKey;
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
+use std::net::SocketAddrV4;
 
 const SNAT_A: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const SNAT_B: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
@@ -377,7 +379,7 @@ fn config_errors() {
     );
     assert_eq!(
         new(&config(&[SNAT_A, SNAT_B, SNAT_A], 1024..=2000), 0, 1),
-        Some(SnatError::DuplicateAddress(SNAT_A))
+        Some(SnatError::DuplicateAddress(SNAT_A.into()))
     );
     assert_eq!(
         new(&config(&[SNAT_A], RangeInclusive::new(2000, 1999)), 0, 1),
@@ -769,4 +771,44 @@ fn per_address_stats_count_use_and_exhaustion() {
     must(live.alloc(&mut snat, Proto::Udp, b, 1));
     assert!(live.alloc(&mut snat, Proto::Udp, b, 1).is_err());
     assert_eq!(stats(&snat), [(SNAT_A, 1, 2), (SNAT_B, 1, 1)]);
+}
+
+/// IPv6 SNAT addresses get the same slices and quarantine.
+#[test]
+fn ipv6_allocators_share_the_slices_and_quarantine() {
+    use std::net::{Ipv6Addr, SocketAddrV6};
+    let a: Ipv6Addr = "fd00:1::1".parse().unwrap();
+    let cfg = SnatConfig {
+        addrs: vec![a],
+        port_range: 1024..=1031,
+        quarantine_ms: 60_000,
+        ..SnatConfig::default()
+    };
+    let b = SocketAddrV6::new("fd00:1::10".parse().unwrap(), 8080, 0, 0);
+    let mut w0: SnatAllocator<Ipv6Addr> =
+        SnatAllocator::new(&cfg, 0, 2, 7, TableHasher::from_seed(5)).unwrap();
+    let w1: SnatAllocator<Ipv6Addr> =
+        SnatAllocator::new(&cfg, 1, 2, 7, TableHasher::from_seed(5)).unwrap();
+    assert_eq!(w0.slice(), 1024..=1027);
+    assert_eq!(w1.slice(), 1028..=1031);
+    let mut live: HashSet<FlowKeyOf<Ipv6Addr>> = HashSet::new();
+    for _ in 0..4 {
+        let t = w0.alloc(Proto::Tcp, b, 0, |k| live.contains(k)).unwrap();
+        assert!(w0.owns(t.addr, t.port) && !w1.owns(t.addr, t.port));
+        let key = reply_key(Proto::Tcp, t.addr, t.port, b);
+        assert_eq!(key.src_ip, *b.ip());
+        assert!(live.insert(key));
+    }
+    assert_eq!(
+        w0.alloc(Proto::Tcp, b, 0, |k| live.contains(k)),
+        Err(SnatExhausted)
+    );
+    // A released tuple is quarantined: reused only under pressure.
+    let k = *live.iter().next().unwrap();
+    live.remove(&k);
+    w0.release(&k, 10);
+    assert_eq!(w0.stats().quarantined, 1);
+    let t = w0.alloc(Proto::Tcp, b, 20, |k| live.contains(k)).unwrap();
+    assert!(t.reused_in_quarantine);
+    assert_eq!((t.addr, t.port), (k.dst_ip, k.dst_port));
 }

@@ -93,14 +93,14 @@ impl FlowCtx<'_> {
 }
 
 #[inline]
-fn is_syn(flags: u8) -> bool {
+pub(super) fn is_syn(flags: u8) -> bool {
     flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST) == tcp_flags::SYN
 }
 
 /// A segment that may start a flow picked up mid-stream (Linux's loose
 /// mode: an ACK, without SYN, FIN or RST).
 #[inline]
-fn is_pickup(flags: u8) -> bool {
+pub(super) fn is_pickup(flags: u8) -> bool {
     flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST | tcp_flags::FIN) == tcp_flags::ACK
 }
 
@@ -139,7 +139,7 @@ pub(crate) fn plan_for(
 /// for it has the port's MTU noted for its ICMP error (see
 /// [`super::icmp_reply`]).
 #[inline]
-fn egress_check(
+pub(super) fn egress_check(
     snap: &Snapshot,
     meta: &mut PacketMeta,
     out_port: PortId,
@@ -334,7 +334,7 @@ pub fn run<F: Frame>(
 /// The fields window tracking reads of the TCP segment at `meta`'s
 /// offsets (the options only on SYNs).
 #[inline]
-fn segment_info(data: &[u8], meta: &PacketMeta) -> Option<SegmentInfo> {
+pub(super) fn segment_info(data: &[u8], meta: &PacketMeta) -> Option<SegmentInfo> {
     let seg = data.get(usize::from(meta.l4_offset)..usize::from(meta.l3_end))?;
     if seg.len() < tcp::HEADER_LEN {
         return None;

@@ -29,13 +29,17 @@
 //! `icmp_errors_sent`; one the bucket refused under
 //! `icmp_errors_rate_limited`.
 //!
+//! IPv6 packets dropped as `too_big` or `ipv6_hop_limit_expired` get their
+//! ICMPv6 counterparts (Packet Too Big, Time Exceeded: see
+//! [`super::ipv6::reply`]) under the same limiter.
+//!
 //! Cold path: the stage looks only at packets already dropped for one of
-//! these two reasons.
+//! these reasons.
 
 use super::neighbour::set_l2;
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
-use crate::packet::{PacketKind, PacketMeta, Verdict};
+use crate::packet::{Family, PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
 use crate::wire::{ethernet, icmp, ipv4};
 
@@ -91,6 +95,22 @@ pub fn run<F: Frame>(
     now_ms: u64,
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
+        if meta.family == Family::V6 {
+            if let Verdict::Drop(reason) = meta.verdict
+                && meta.kind != PacketKind::IcmpError
+                && let Some(error) = super::ipv6::reply::error_for(reason, meta)
+            {
+                send6(
+                    snap,
+                    frame,
+                    meta,
+                    reason,
+                    error,
+                    (counters, limiter, now_ms),
+                );
+            }
+            continue;
+        }
         let (icmp_type, code, mtu) = match meta.verdict {
             Verdict::Drop(DropReason::TooBig) if meta.egress_mtu > 0 => (
                 icmp::kind::DEST_UNREACHABLE,
@@ -116,6 +136,29 @@ pub fn run<F: Frame>(
             counters.icmp_errors_sent += 1;
             meta.verdict = Verdict::Reply;
         }
+    }
+}
+
+/// The ICMPv6 error about an IPv6 packet dropped as `reason` (Packet Too
+/// Big, Time Exceeded), under the same limiter.
+#[cold]
+#[inline(never)]
+fn send6<F: Frame>(
+    snap: &Snapshot,
+    frame: &mut F,
+    meta: &mut PacketMeta,
+    reason: DropReason,
+    error: (u8, u8, u32),
+    (counters, limiter, now_ms): (&mut Counters, &mut IcmpErrorLimiter, u64),
+) {
+    if !limiter.take(now_ms) {
+        counters.icmp_errors_rate_limited += 1;
+        return;
+    }
+    if super::ipv6::reply::build_error(snap, frame, meta, error) {
+        counters.drop(reason);
+        counters.icmp_errors_sent += 1;
+        meta.verdict = Verdict::Reply;
     }
 }
 

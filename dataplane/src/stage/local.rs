@@ -23,16 +23,19 @@ const ICMP_ECHO_REQUEST: u8 = 8;
 /// TTL of packets the gateway originates.
 pub const LOCAL_TTL: u8 = 64;
 
+/// Returns whether an IPv6 packet is left pending (for
+/// [`super::ipv6`]).
 pub fn run<F: Frame>(
     snap: &Snapshot,
     frames: &mut [F],
     metas: &mut [PacketMeta],
     counters: &mut Counters,
     neighbours: &NeighbourCtx<'_>,
-) {
+) -> bool {
+    let mut any_v6 = false;
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if meta.family == Family::V6 {
-            ipv6_gate(snap, meta);
+            any_v6 |= ipv6_gate(snap, meta);
             continue;
         }
         if !meta.is_pending() {
@@ -56,6 +59,7 @@ pub fn run<F: Frame>(
             counters.local_replies += 1;
         }
     }
+    any_v6
 }
 
 /// Fragments and other protocols (the parse stage kept their destination)
@@ -69,25 +73,19 @@ fn unparsed_to_host(snap: &Snapshot, meta: &mut PacketMeta) {
     }
 }
 
-/// IPv6 packets: those for a host address (parsed, or dropped as a
-/// fragment or an unsupported protocol) are the kernel's; every other
-/// parsed one is dropped as `ipv6_unsupported` until the IPv6 stages
-/// handle it.
+/// IPv6 packets: fragments and other protocols for a host address are the
+/// kernel's; a parsed one is left for the IPv6 stages ([`super::ipv6`],
+/// which send it to the host path too when it is for a host address).
+/// Whether the packet is pending.
 #[cold]
 #[inline(never)]
-fn ipv6_gate(snap: &Snapshot, meta: &mut PacketMeta) {
-    let unparsed = matches!(
-        meta.verdict,
-        Verdict::Drop(DropReason::Ipv6Fragment | DropReason::UnsupportedProtocol)
-    );
-    if !meta.is_pending() && !unparsed {
-        return;
-    }
-    if snap.owned6(meta.key6.dst_ip).is_some_and(|o| o.host) {
+fn ipv6_gate(snap: &Snapshot, meta: &mut PacketMeta) -> bool {
+    if let Verdict::Drop(DropReason::Ipv6Fragment | DropReason::UnsupportedProtocol) = meta.verdict
+        && snap.owned6(meta.key6.dst_ip).is_some_and(|o| o.host)
+    {
         meta.verdict = Verdict::Host;
-    } else if meta.is_pending() {
-        meta.drop(DropReason::Ipv6Unsupported);
     }
+    meta.is_pending()
 }
 
 fn answer_echo(snap: &Snapshot, frame: &mut [u8], meta: &mut PacketMeta) {

@@ -15,6 +15,7 @@
 pub mod flow;
 pub mod icmp_error;
 pub mod icmp_reply;
+pub mod ipv6;
 pub mod local;
 pub mod mss_clamp;
 pub mod nat;
@@ -162,6 +163,11 @@ pub struct Pipeline {
     outbox: synproxy::Outbox,
     source_limit: source_limit::SourceLimit,
     expiry_scan_per_poll: u32,
+    /// The IPv6 flow tables, allocated when a snapshot first has IPv6
+    /// listeners (see [`ipv6`]).
+    v6: Option<Box<ipv6::Ipv6Tables>>,
+    /// What the IPv6 tables are built from.
+    config: PipelineConfig,
     metas: Box<[PacketMeta; MAX_BATCH]>,
     flows: Box<[FlowSlot; MAX_BATCH]>,
 }
@@ -200,6 +206,8 @@ impl Pipeline {
             outbox: synproxy::Outbox::default(),
             source_limit: source_limit::SourceLimit::new(config.new_flows_per_source_per_s),
             expiry_scan_per_poll: config.conntrack.expiry_scan_per_poll,
+            v6: None,
+            config: config.clone(),
             metas: Box::new([PacketMeta::empty(0); MAX_BATCH]),
             flows: Box::new([FlowSlot::None; MAX_BATCH]),
         })
@@ -259,6 +267,11 @@ impl Pipeline {
         &self.steering
     }
 
+    /// The IPv6 flow tables, once a snapshot had IPv6 listeners.
+    pub fn ipv6(&self) -> Option<&ipv6::Ipv6Tables> {
+        self.v6.as_deref()
+    }
+
     /// The neighbour table shared by all workers.
     pub fn neighbours(&self) -> &NeighbourTable {
         self.neighbour.table()
@@ -292,7 +305,22 @@ impl Pipeline {
         }
         // One generation of the neighbour table for the whole batch.
         let mut neighbours = self.neighbour.batch(now_ms, n);
-        local::run(snap, frames, metas, &mut self.counters, &neighbours);
+        let any_v6 = local::run(snap, frames, metas, &mut self.counters, &neighbours);
+        if any_v6 {
+            ipv6::run(
+                self.v6.as_deref_mut(),
+                snap,
+                frames,
+                metas,
+                &mut ipv6::Ctx6 {
+                    counters: &mut self.counters,
+                    services: &mut self.services,
+                    steering: &self.steering,
+                    may_hand_off,
+                    now_ms,
+                },
+            );
+        }
         if may_hand_off {
             steer::run(&self.steering, snap, metas, &mut self.counters);
         }
@@ -380,6 +408,45 @@ impl Pipeline {
         let announce = self.steering.worker == 0;
         self.neighbour
             .on_snapshot(snap, announce, &mut self.counters, out);
+        self.load_ipv6(snap);
+    }
+
+    /// Allocate the IPv6 tables when `snap` is the first snapshot with
+    /// IPv6 listeners (cold: allocates the IPv6 conntrack, with the IPv4
+    /// flow capacity, and an SNAT allocator over the snapshot's IPv6 SNAT
+    /// addresses, which are fixed from then on as the IPv4 ones are from
+    /// the configuration), and take its static IPv6 neighbours. A table
+    /// that cannot be allocated leaves IPv6 flows dropped (`not_owned`,
+    /// `no_listener`), IPv4 untouched.
+    pub fn load_ipv6(&mut self, snap: &Snapshot) {
+        if self.v6.is_none() && snap.listeners6.len() > 0 {
+            let mut snat_addrs: Vec<std::net::Ipv6Addr> = snap
+                .owned6
+                .iter()
+                .filter(|(_, o)| o.snat)
+                .map(|(a, _)| *a)
+                .collect();
+            snat_addrs.sort_unstable();
+            let snat = crate::snat::SnatConfig {
+                addrs: snat_addrs,
+                port_range: self.config.snat.port_range.clone(),
+                quarantine_ms: self.config.snat.quarantine_ms,
+                quarantine_capacity: self.config.snat.quarantine_capacity,
+                probe_limit: self.config.snat.probe_limit,
+            };
+            self.v6 = ipv6::Ipv6Tables::new(
+                self.config.conntrack,
+                &snat,
+                (self.config.worker, self.config.workers, self.config.seed),
+                self.config.affinity_capacity,
+                self.config.table_hasher,
+            )
+            .ok()
+            .map(Box::new);
+        }
+        if let Some(v6) = self.v6.as_mut() {
+            v6.neighbours.load(snap);
+        }
     }
 
     /// Once per poll without a new snapshot: re-apply the static neighbours
@@ -406,5 +473,9 @@ impl Pipeline {
         self.counters.flows_expired += u64::from(expired);
         self.affinity.expire(now_ms, max_scan as usize / 4 + 1);
         self.snat.expire(now_ms, 8);
+        if let Some(v6) = self.v6.as_mut() {
+            let expired = v6.housekeeping(now_ms, max_scan, &mut self.services);
+            self.counters.flows_expired += u64::from(expired);
+        }
     }
 }

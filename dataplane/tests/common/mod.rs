@@ -25,6 +25,8 @@ use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
+pub mod ipv6;
+
 pub const OUTSIDE: u8 = 0;
 pub const INSIDE: u8 = 1;
 pub const OUT_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
