@@ -7,9 +7,9 @@
 //!
 //! The plan holds both families and so does the spec: addresses, routes,
 //! neighbours, listeners and endpoints of either family pass through as
-//! they are (a service is single-family in both). The SNAT pool of the
-//! workers takes the IPv4 SNAT addresses (SNAT from IPv6 addresses is the
-//! dataplane's to add).
+//! they are (a service is single-family in both). The workers' IPv4 SNAT
+//! pool takes the IPv4 SNAT addresses from the worker configuration; the
+//! IPv6 ones reach the workers as the spec's owned addresses of role SNAT.
 
 use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
@@ -296,6 +296,106 @@ mod tests {
         assert_eq!(
             worker_config(&plan, 0).pipeline.snat.addrs,
             [std::net::Ipv4Addr::new(10, 1, 0, 1)]
+        );
+    }
+
+    /// The dual-stack example forwards over IPv6: a client's SYN to the
+    /// IPv6 VIP leaves the inside port from the IPv6 SNAT address to the
+    /// IPv6 backend (the one with a static NDP entry).
+    #[test]
+    fn the_dual_stack_example_forwards_an_ipv6_syn_with_full_nat() {
+        use dataplane::clock::ManualClock;
+        use dataplane::counters::SharedCounters;
+        use dataplane::driver::mem::{MemConfig, MemDriver};
+        use dataplane::snapshot::Publisher;
+        use dataplane::wire::{MacAddr, build};
+        use dataplane::worker::Worker;
+        use std::net::Ipv6Addr;
+        use std::sync::Arc;
+
+        let mut plan = example("dual-stack.toml");
+        // One worker: no steering to another.
+        plan.dataplane.workers = 1;
+        if let Some(web6) = plan.services.iter_mut().find(|s| s.name == "web6") {
+            web6.backends.truncate(1);
+        }
+        let (out_mac, in_mac) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let facts = [
+            PortFacts {
+                mac: out_mac,
+                mtu: 1500,
+            },
+            PortFacts {
+                mac: in_mac,
+                mtu: 1500,
+            },
+        ];
+        let snap = SnapshotBuilder::new()
+            .build(&snapshot_spec(&plan, &facts))
+            .expect("builds");
+        let publisher = Publisher::new(snap);
+        let mut worker = Worker::new(
+            &worker_config(&plan, 0),
+            MemDriver::new(MemConfig::default()),
+            ManualClock::new(1_000),
+            publisher.reader(),
+            Arc::new(SharedCounters::default()),
+            None,
+            Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default())),
+        )
+        .expect("worker");
+        worker.poll();
+        for p in [0, 1] {
+            worker.driver_mut().take_tx(p);
+        }
+        let client: Ipv6Addr = "2001:db8:7::99".parse().expect("ip");
+        let vip: Ipv6Addr = "2001:db8:5::10".parse().expect("ip");
+        let syn = build::eth_ipv6_tcp(
+            MacAddr([2, 0, 0, 0, 0, 0x99]),
+            MacAddr(out_mac),
+            (client, 40_000),
+            (vip, 80),
+            dataplane::wire::tcp::flags::SYN,
+            1,
+            0,
+            b"",
+        );
+        worker.driver_mut().inject(0, &syn).expect("inject");
+        worker.poll();
+        let sent = worker.driver_mut().take_tx(1);
+        assert_eq!(
+            sent.len(),
+            1,
+            "one frame to the backend; verdict {:?}, counters {:?}",
+            worker.pipeline().metas()[0].verdict,
+            worker.pipeline().counters()
+        );
+        let f = &sent[0];
+        let addr = |at: usize| -> Ipv6Addr {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&f[at..at + 16]);
+            Ipv6Addr::from(b)
+        };
+        assert_eq!(&f[12..14], &[0x86, 0xdd], "IPv6");
+        assert_eq!(
+            addr(22),
+            "fd00:1::1".parse::<Ipv6Addr>().expect("ip"),
+            "from the IPv6 SNAT address"
+        );
+        assert_eq!(
+            addr(38),
+            "fd00:1::10".parse::<Ipv6Addr>().expect("ip"),
+            "to the backend"
+        );
+        assert_eq!(
+            u16::from_be_bytes([f[56], f[57]]),
+            8080,
+            "the backend's port"
+        );
+        assert_eq!(
+            &f[0..6],
+            &[2, 0, 0, 0, 1, 0x10],
+            "the static NDP entry's MAC"
         );
     }
 
