@@ -488,6 +488,26 @@ mod tests {
     }
 
     #[test]
+    fn every_ipv6_vip_has_exactly_one_announcer() {
+        let members = ["gw-a", "gw-b", "gw-c"];
+        let views: Vec<MemberView> = members
+            .iter()
+            .map(|m| view(m, true, true, &members))
+            .collect();
+        let base = u128::from("2001:db8:5::".parse::<std::net::Ipv6Addr>().expect("ip"));
+        for i in 0..600u128 {
+            let vip = IpAddr::from(std::net::Ipv6Addr::from(base + i));
+            let announcers: Vec<&str> = views
+                .iter()
+                .filter(|v| v.filter().covers_ip(vip))
+                .map(|v| v.me.as_str())
+                .collect();
+            assert_eq!(announcers.len(), 1, "{vip}: {announcers:?}");
+            assert_eq!(Some(announcers[0]), views[0].owner(vip));
+        }
+    }
+
+    #[test]
     fn an_instance_unsure_of_its_membership_announces_nothing() {
         let vip = Ipv4Addr::new(192, 0, 2, 20);
         for v in [
