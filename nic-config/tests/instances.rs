@@ -423,3 +423,36 @@ fn an_instance_may_name_its_own_interface_and_driver() {
         format!("{:?}", b.ports[0].driver)
     );
 }
+
+#[test]
+fn instances_have_ipv6_addresses_of_their_own_too() {
+    let text = edit(&[
+        (
+            "node_addresses = [\"192.0.2.1/24\"]",
+            "node_addresses = [\"192.0.2.1/24\", \"2001:db8::1/64\"]",
+        ),
+        (
+            "node_addresses = [\"192.0.2.2/24\"]",
+            "node_addresses = [\"192.0.2.2/24\", \"2001:db8::2/64\"]",
+        ),
+    ]);
+    for (name, want) in [("gw-a", "2001:db8::1/64"), ("gw-b", "2001:db8::2/64")] {
+        let p = plan(&text, InstanceChoice::Named(name));
+        let node: Vec<String> = p.ports[0]
+            .node_addresses
+            .iter()
+            .map(IpPrefix::to_string)
+            .collect();
+        assert_eq!(node[1], want, "{name}");
+    }
+    // The same IPv6 address in two instances is refused where it repeats.
+    let shared = text.replace("2001:db8::2/64", "2001:db8::1/64");
+    let got = problems(&shared, InstanceChoice::Named("gw-a"));
+    assert!(
+        got.iter()
+            .any(|p| p.path == "instance[1].port[0].node_addresses[1]"
+                && p.reason
+                    .contains("2001:db8::1 is already the address of another instance")),
+        "{got:?}"
+    );
+}
