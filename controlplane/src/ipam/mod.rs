@@ -81,8 +81,9 @@ pub enum IpamProblem {
     /// `RequireDualStack`).
     #[error(
         "{} no {family} range; ipFamilyPolicy {policy} needs an {family} address \
-         (add an {family} range to the pool{})",
+         (add an {family} range to {}{})",
         pools_have(.pools),
+        if .pools.len() == 1 { "the pool" } else { "one of them" },
         if *.policy == FamilyPolicy::RequireDualStack { ", or use PreferDualStack" } else { "" },
         policy = .policy.name()
     )]

@@ -843,3 +843,22 @@ fn a_dual_stack_status_is_restored_per_family() {
         ["198.51.100.1"]
     );
 }
+
+#[test]
+fn an_ipv6_service_without_an_ipv6_auto_assign_pool_is_told_which_pools_lack_it() {
+    let mut a = Allocator::new(&pools());
+    let err = a
+        .assign(&dual_req("a", &["IPv6"], "SingleStack"))
+        .unwrap_err();
+    assert_eq!(err.reason(), "NoPoolForFamily");
+    assert_eq!(
+        err.to_string(),
+        "pools \"first\", \"second\" have no IPv6 range; ipFamilyPolicy SingleStack needs an \
+         IPv6 address (add an IPv6 range to one of them)"
+    );
+    // PreferDualStack with IPv6 first falls back to IPv4.
+    assert_eq!(
+        assigned(&mut a, &dual_req("b", &["IPv6", "IPv4"], "PreferDualStack")),
+        ["198.51.100.1"]
+    );
+}
