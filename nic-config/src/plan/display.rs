@@ -280,12 +280,22 @@ impl fmt::Display for Plan {
             writeln!(f, "address pools:")?;
             for p in &self.address_pools {
                 let ranges: Vec<String> = p.ranges.iter().map(IpRange::to_string).collect();
+                // An IPv4 pool's count as ever; one with IPv6 per family.
+                let size = match (p.has_family(true), p.has_family(false)) {
+                    (_, false) => p.size().to_string(),
+                    (false, true) => format!("{} IPv6", p.size()),
+                    (true, true) => format!(
+                        "{} IPv4 and {} IPv6",
+                        p.size_of_family(true),
+                        p.size_of_family(false)
+                    ),
+                };
                 writeln!(
                     f,
                     "  {}: {} ({} addresses{}{})",
                     p.name,
                     ranges.join(", "),
-                    p.size(),
+                    size,
                     if p.auto_assign { ", auto-assign" } else { "" },
                     if p.avoid_buggy_ips {
                         ", avoiding .0 and .255"
