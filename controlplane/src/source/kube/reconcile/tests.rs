@@ -448,3 +448,29 @@ fn an_external_ip_of_a_family_the_service_lacks_is_a_warning_event() {
         )]
     );
 }
+
+#[test]
+fn a_follower_serves_both_addresses_of_a_dual_stack_status() {
+    let mut r = dual_reconciler();
+    let mut state = ClusterState::default();
+    state.apply_slices(Update::Listed(vec![
+        family_slice("web", "web-4", "IPv4", "10.1.0.10"),
+        family_slice("web", "web-6", "IPv6", "fd00:1::10"),
+    ]));
+    let mut svc = dual_lb("web", "1", "RequireDualStack", &["IPv4", "IPv6"]);
+    svc.status = serde_json::from_value(serde_json::json!({ "loadBalancer": { "ingress": [
+        { "ip": "203.0.113.3" }, { "ip": "2001:db8:5::2" }
+    ] } }))
+    .ok();
+    let touched = state.apply_services(Update::Listed(vec![svc]));
+    let out = r.window(&state, &touched, false);
+    let snap = out.snapshot.unwrap_or_else(|| panic!("web is served"));
+    let v6: std::net::Ipv6Addr = "2001:db8:5::2".parse().expect("ip");
+    assert!(snap.listener(Proto::Tcp, ip("203.0.113.3"), 80).is_some());
+    assert!(snap.listener6(Proto::Tcp, v6, 80).is_some());
+    assert!(out.events.is_empty(), "a follower writes nothing");
+    assert_eq!(
+        r.allocator().addresses(&ServiceKey::new("default", "web")),
+        [std::net::IpAddr::from(ip("203.0.113.3")), v6.into()]
+    );
+}
