@@ -420,7 +420,7 @@ impl Pipeline {
     /// that cannot be allocated leaves IPv6 flows dropped (`not_owned`,
     /// `no_listener`), IPv4 untouched.
     pub fn load_ipv6(&mut self, snap: &Snapshot) {
-        if self.v6.is_none() && snap.listeners6.len() > 0 {
+        if self.v6.is_none() && !snap.listeners6.is_empty() {
             let mut snat_addrs: Vec<std::net::Ipv6Addr> = snap
                 .owned6
                 .iter()
