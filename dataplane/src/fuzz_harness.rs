@@ -15,7 +15,9 @@
 //!   its reply key (as `Reply`) — the index and the slab agree;
 //! * SNAT tuples in use equal live flows that hold one (none leaked, none
 //!   released twice);
-//! * frames sent carry valid IPv4 headers;
+//! * the same for the IPv6 table and IPv6 SNAT allocator;
+//! * frames sent carry valid IPv4 headers, or IPv6 packets whose TCP/UDP/
+//!   ICMPv6 checksum verifies;
 //!
 //! and at the end, once everything has expired: no flow, no SNAT tuple and
 //! no frame buffer is left.
@@ -24,13 +26,16 @@
 //! bytes read as zero); the opcode's low 3 bits choose the step (client TCP
 //! segment, client UDP datagram, backend reply to a live flow, ICMP error
 //! about a live flow, raw bytes as a frame, time passing, backend set
-//! change, ARP). Any byte string is a valid input.
+//! change, ARP). Any byte string is a valid input. IPv6 (issue 17): bit 1
+//! of a client segment's destination byte sends it over IPv6 to "web6",
+//! and bit 7 of a reply's or ICMP error's flow pick picks a live IPv6
+//! flow (an ICMPv6 error then); raw frames reach the IPv6 parser too.
 
 use crate::clock::ManualClock;
 use crate::conntrack::{ConntrackConfig, Dir, Timeouts};
 use crate::counters::SharedCounters;
 use crate::driver::mem::{MemConfig, MemDriver};
-use crate::flow::{FlowKey, Proto, TableHasher};
+use crate::flow::{FlowKey, FlowKeyOf, IpFamily, Proto, TableHasher};
 use crate::neighbour::NeighbourTable;
 use crate::snapshot::{
     AddrRole, ListenerKind, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec,
@@ -38,9 +43,9 @@ use crate::snapshot::{
 };
 use crate::snat::SnatConfig;
 use crate::stage::PipelineConfig;
-use crate::wire::{MacAddr, build, ipv4};
+use crate::wire::{MacAddr, build, checksum, icmpv6, ipv4, ipv6};
 use crate::worker::{IdlePolicy, Worker, WorkerConfig};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 
 const OUTSIDE: u8 = 0;
@@ -52,6 +57,12 @@ const VIP: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
 const NODE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const SNAT: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
 const NODE_PORT: u16 = 30080;
+const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 0x10);
+const SNAT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
+
+fn backend6(i: u8) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x10 + u16::from(i))
+}
 /// Flows the harness's table holds: small, so early drop and exhaustion
 /// are reached.
 pub const FLOW_CAPACITY: u32 = 16;
@@ -89,11 +100,13 @@ fn spec(mask: u8) -> SnapshotSpec {
     web.listeners
         .push((NODE.into(), NODE_PORT, ListenerKind::NodePort));
     let mut dns = ServiceSpec::new("dns", Proto::Udp, VIP, 53);
+    let mut web6 = ServiceSpec::new("web6", Proto::Tcp, VIP6, 80);
     for b in (0..3).filter(|b| mask & (1 << b) != 0) {
         web = web.endpoint(SocketAddrV4::new(backend_ip(b), 8080));
         dns = dns.endpoint(SocketAddrV4::new(backend_ip(b), 5353));
+        web6 = web6.endpoint(SocketAddr::new(backend6(b).into(), 8080));
     }
-    SnapshotSpec {
+    let mut spec = SnapshotSpec {
         ports: vec![
             PortSpec {
                 mac: OUT_MAC.0,
@@ -123,9 +136,21 @@ fn spec(mask: u8) -> SnapshotSpec {
                 mac: backend_mac(backend_ip(i)).0,
             })
             .collect(),
-        services: vec![web, dns],
+        services: vec![web, dns, web6],
         maglev_table_size: 251,
-    }
+    };
+    spec.addresses.push((SNAT6.into(), INSIDE, AddrRole::Snat));
+    spec.routes.push(Route {
+        dest: Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0).into(),
+        prefix_len: 64,
+        port: INSIDE,
+        via: None,
+    });
+    spec.neighbours.extend((0..3).map(|i| NeighbourSpec {
+        addr: backend6(i).into(),
+        mac: backend_mac(backend_ip(i)).0,
+    }));
+    spec
 }
 
 /// A small gateway on the mem driver, fed one input.
@@ -267,6 +292,14 @@ impl SequenceHarness {
                 p.snat().stats().in_use
             )));
         }
+        if let Some(v6) = p.ipv6()
+            && (!v6.ct.is_empty() || v6.snat.as_ref().is_some_and(|s| s.stats().in_use != 0))
+        {
+            return Err(at_end(format!(
+                "{} IPv6 flows left after expiry",
+                v6.ct.len()
+            )));
+        }
         let free = self.worker.driver_mut().pool_free();
         if free != self.pool_frames {
             return Err(at_end(format!(
@@ -283,11 +316,27 @@ impl SequenceHarness {
         match op & 7 {
             0 => {
                 let (sport, flags, seq, ack) = (ops.byte() & 15, ops.byte(), ops.u32(), ops.u32());
-                let (dst, dport) = if ops.byte() & 1 == 0 {
+                let to = ops.byte();
+                let (dst, dport) = if to & 1 == 0 {
                     (VIP, 80)
                 } else {
                     (NODE, NODE_PORT)
                 };
+                if to & 2 != 0 {
+                    let client6 =
+                        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1 + u16::from(sport & 7));
+                    let frame = build::eth_ipv6_tcp(
+                        ROUTER_MAC,
+                        OUT_MAC,
+                        (client6, 1_000 + u16::from(sport)),
+                        (VIP6, 80),
+                        flags,
+                        seq,
+                        ack,
+                        ops.take(8),
+                    );
+                    return self.send(OUTSIDE, &frame);
+                }
                 let frame = build::eth_ipv4_tcp(
                     ROUTER_MAC,
                     OUT_MAC,
@@ -317,6 +366,22 @@ impl SequenceHarness {
             }
             2 => {
                 let (pick, flags, seq, ack) = (ops.byte(), ops.byte(), ops.u32(), ops.u32());
+                if pick & 0x80 != 0 {
+                    let Some(r) = self.live_reply6(pick) else {
+                        return 0;
+                    };
+                    let frame = build::eth_ipv6_tcp(
+                        backend_mac(backend_ip(0)),
+                        IN_MAC,
+                        (r.src_ip, r.src_port),
+                        (r.dst_ip, r.dst_port),
+                        flags,
+                        seq,
+                        ack,
+                        b"",
+                    );
+                    return self.send(INSIDE, &frame);
+                }
                 let Some(reply) = self.live_reply(pick) else {
                     return 0;
                 };
@@ -350,6 +415,23 @@ impl SequenceHarness {
                 // An ICMP error from a backend about a packet of a live
                 // flow (as the gateway sent it), maybe truncated.
                 let (pick, icmp_type, cut) = (ops.byte(), ops.byte(), ops.byte());
+                if pick & 0x80 != 0 {
+                    let Some(r) = self.live_reply6(pick) else {
+                        return 0;
+                    };
+                    let mut l4 = [0u8; 20];
+                    l4[..2].copy_from_slice(&r.dst_port.to_be_bytes());
+                    l4[2..4].copy_from_slice(&r.src_port.to_be_bytes());
+                    let inner = build::ipv6_packet(r.dst_ip, r.src_ip, 6, 63, &l4);
+                    let keep = inner.len().saturating_sub(usize::from(cut % 24));
+                    let frame = build::eth_ipv6_icmpv6(
+                        (backend_mac(backend_ip(0)), IN_MAC),
+                        (r.src_ip, r.dst_ip),
+                        (1 + icmp_type % 4, icmp_type >> 4, 1280),
+                        inner.get(..keep).unwrap_or_default(),
+                    );
+                    return self.send(INSIDE, &frame);
+                }
                 let Some(reply) = self.live_reply(pick) else {
                     return 0;
                 };
@@ -422,6 +504,18 @@ impl SequenceHarness {
             .map(|(_, f)| *f.reply())
     }
 
+    /// The reply key of the `pick`-th live IPv6 flow, if any.
+    fn live_reply6(&self, pick: u8) -> Option<FlowKeyOf<Ipv6Addr>> {
+        let ct = &self.worker.pipeline().ipv6()?.ct;
+        let live = ct.len();
+        if live == 0 {
+            return None;
+        }
+        ct.iter()
+            .nth(usize::from(pick & 0x7f) % live)
+            .map(|(_, f)| *f.reply())
+    }
+
     fn send(&mut self, port: u8, frame: &[u8]) -> u64 {
         // A frame the mem driver cannot take (too long) is not a packet.
         if self.worker.driver_mut().inject(port, frame).is_err() {
@@ -452,27 +546,44 @@ impl SequenceHarness {
             return fail(what);
         }
         let p = self.worker.pipeline();
-        let ct = p.conntrack();
-        if ct.len() > FLOW_CAPACITY as usize {
-            return fail(format!("{} flows in a table of {FLOW_CAPACITY}", ct.len()));
+        let in_use = p.snat().stats().in_use;
+        if let Err(what) = check_table(p.conntrack(), in_use) {
+            return fail(what);
         }
-        let mut holding_snat = 0u64;
-        for (id, flow) in ct.iter() {
-            for (key, dir) in [(flow.orig(), Dir::Original), (flow.reply(), Dir::Reply)] {
-                if ct.lookup(key, ct.hash(key)) != Some((id, dir)) {
-                    return fail(format!("flow {id:?}: {key} not found as {dir:?}"));
-                }
+        if let Some(v6) = p.ipv6() {
+            let in_use = v6.snat.as_ref().map_or(0, |s| s.stats().in_use);
+            if let Err(what) = check_table(&v6.ct, in_use) {
+                return fail(format!("IPv6: {what}"));
             }
-            holding_snat += u64::from(flow.snat());
-        }
-        if p.snat().stats().in_use != holding_snat {
-            return fail(format!(
-                "{} SNAT tuples in use for {holding_snat} flows holding one",
-                p.snat().stats().in_use
-            ));
         }
         Ok(())
     }
+}
+
+/// A table's invariants: at most its capacity, every live flow found by
+/// both keys, `snat_in_use` tuples for the flows holding one.
+fn check_table<A: IpFamily>(
+    ct: &crate::conntrack::Conntrack<A>,
+    snat_in_use: u64,
+) -> Result<(), String> {
+    if ct.len() > FLOW_CAPACITY as usize {
+        return Err(format!("{} flows in a table of {FLOW_CAPACITY}", ct.len()));
+    }
+    let mut holding_snat = 0u64;
+    for (id, flow) in ct.iter() {
+        for (key, dir) in [(flow.orig(), Dir::Original), (flow.reply(), Dir::Reply)] {
+            if ct.lookup(key, ct.hash(key)) != Some((id, dir)) {
+                return Err(format!("flow {id:?}: {key} not found as {dir:?}"));
+            }
+        }
+        holding_snat += u64::from(flow.snat());
+    }
+    if snat_in_use != holding_snat {
+        return Err(format!(
+            "{snat_in_use} SNAT tuples in use for {holding_snat} flows holding one"
+        ));
+    }
+    Ok(())
 }
 
 fn client(i: u8) -> Ipv4Addr {
@@ -485,6 +596,18 @@ fn malformed_output(frame: &[u8]) -> Option<String> {
     let ether = frame.get(12..14)?;
     if ether == [0x08, 0x06] {
         return None;
+    }
+    if ether == [0x86, 0xdd] {
+        let ip = ipv6::Packet::new_checked(frame.get(14..)?).ok()?;
+        let upper = ip.payload();
+        let ok = match ip.next_header() {
+            6 | 17 => checksum::verify_l4_v6(ip.src_addr(), ip.dst_addr(), ip.next_header(), upper),
+            58 => {
+                icmpv6::Packet::new_unchecked(upper).verify_checksum(ip.src_addr(), ip.dst_addr())
+            }
+            _ => true,
+        };
+        return (!ok).then(|| "sent an IPv6 packet with a bad checksum".into());
     }
     if ether != [0x08, 0x00] {
         return Some(format!("sent a frame of ethertype {ether:02x?}"));
@@ -523,6 +646,22 @@ pub fn seed_inputs() -> Vec<Vec<u8>> {
             20,
         ],
     ];
+    // IPv6: a handshake to web6, data, an ICMPv6 error about it, close.
+    let tcp6 = |flags: u8| {
+        vec![
+            0, 4, flags, 0, 0, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0,
+        ]
+    };
+    seeds.push(
+        [
+            tcp6(SYN),
+            vec![2, 0x80, SYN | ACK, 0, 0, 0, 9, 0, 0, 0, 2],
+            tcp6(ACK),
+            vec![3, 0x80, 1, 0],
+            tcp6(FIN | ACK),
+        ]
+        .concat(),
+    );
     // A SYN flood that fills the table, then time passing.
     let mut flood = Vec::new();
     for sport in 0..16 {
@@ -531,4 +670,25 @@ pub fn seed_inputs() -> Vec<Vec<u8>> {
     flood.extend([5, 0xff, 0xff, 10]);
     seeds.push(flood);
     seeds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The IPv6 seed reaches the IPv6 paths: a flow created, the backend's
+    /// reply forwarded, the ICMPv6 error translated, nothing left.
+    #[test]
+    fn the_ipv6_seed_drives_ipv6_flows() {
+        let seed = seed_inputs()
+            .into_iter()
+            .find(|s| s.get(11) == Some(&2))
+            .expect("the IPv6 seed");
+        let mut h = SequenceHarness::new();
+        let stats = h.run(&seed).expect("invariants hold");
+        let c = h.worker.pipeline().counters();
+        assert_eq!(stats.flows_created, 1, "{c:?}");
+        assert_eq!(c.icmp_errors_translated, 1, "{c:?}");
+        assert!(stats.frames_sent >= 4, "{stats:?}");
+    }
 }

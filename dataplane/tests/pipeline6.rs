@@ -369,3 +369,48 @@ fn an_icmpv6_error_about_a_translated_flow_reaches_the_client_translated_back() 
         Verdict::Drop(DropReason::IcmpErrorNoFlow)
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Any IPv6 client tuple and payload: the SYN leaves towards a backend
+    /// from the SNAT address with every checksum valid, and the backend's
+    /// answer reaches the client from the VIP with the client's tuple and
+    /// its checksum valid, hop limits decremented.
+    #[test]
+    fn any_ipv6_client_is_translated_both_ways(
+        client in proptest::prelude::any::<u128>(),
+        sport in 1u16..,
+        payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+    ) {
+        let client = Ipv6Addr::from(client);
+        proptest::prop_assume!(
+            !client.is_multicast() && !client.is_loopback() && !client.is_unspecified()
+        );
+        let mut gw = gateway6();
+        let syn = build::eth_ipv6_tcp(
+            CLIENT_MAC6, OUT_MAC, (client, sport), (VIP6, 80), F::SYN, 7, 0, &payload,
+        );
+        let (verdict, out) = gw.send(OUTSIDE, &syn);
+        proptest::prop_assert_eq!(verdict, Verdict::Forward(INSIDE));
+        let fwd = &out[0].1;
+        proptest::prop_assert!(checksums6_valid(fwd));
+        let ip = ipv6::Packet::new_checked(&fwd[14..]).unwrap();
+        proptest::prop_assert_eq!((ip.src_addr(), ip.dst_addr(), ip.hop_limit()), (SNAT6, backend6(0), 63));
+        let seg = ip.payload();
+        let snat_port = u16::from_be_bytes([seg[0], seg[1]]);
+        let answer = build::eth_ipv6_tcp(
+            backend6_mac(0), IN_MAC, (backend6(0), 8080), (SNAT6, snat_port),
+            F::SYN | F::ACK, 100, 8, &payload,
+        );
+        let (verdict, out) = gw.send(INSIDE, &answer);
+        proptest::prop_assert_eq!(verdict, Verdict::Forward(OUTSIDE));
+        let expected = with_hop(
+            build::eth_ipv6_tcp(
+                OUT_MAC, CLIENT_MAC6, (VIP6, 80), (client, sport), F::SYN | F::ACK, 100, 8, &payload,
+            ),
+            63,
+        );
+        proptest::prop_assert_eq!(&out[0].1, &expected);
+    }
+}

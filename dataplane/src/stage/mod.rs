@@ -4,7 +4,8 @@
 //! order, and what the worker does around them, is the pipeline diagram in
 //! [the crate docs](crate#the-packet-path).
 //!
-//! One file per stage: [`parse`], [`local`], [`steer`], [`flow`],
+//! One file per stage: [`parse`], [`local`], [`ipv6`] (the IPv6 packets,
+//! whole), [`steer`], [`flow`],
 //! [`icmp_error`], [`nat`] (with [`mss_clamp`]), [`neighbour`] (next-hop resolution, L2, frames
 //! held for ARP, ARP out).
 //!
@@ -419,7 +420,7 @@ impl Pipeline {
     /// that cannot be allocated leaves IPv6 flows dropped (`not_owned`,
     /// `no_listener`), IPv4 untouched.
     pub fn load_ipv6(&mut self, snap: &Snapshot) {
-        if self.v6.is_none() && snap.listeners6.len() > 0 {
+        if self.v6.is_none() && !snap.listeners6.is_empty() {
             let mut snat_addrs: Vec<std::net::Ipv6Addr> = snap
                 .owned6
                 .iter()

@@ -61,12 +61,9 @@ pub fn translate(
     let Some(port) = snap.ports.get(usize::from(out_port)) else {
         return meta.drop(DropReason::NoRoute);
     };
-    let dst_mac = match next {
-        Next6::Mac(mac) => mac,
-        Next6::Neighbour(addr) => match t.neighbours.get(out_port, addr) {
-            Some(mac) => mac,
-            None => return meta.drop(DropReason::NeighbourUnresolved),
-        },
+    let dst_mac = match t.mac_of(out_port, next) {
+        Ok(mac) => mac,
+        Err(reason) => return meta.drop(reason),
     };
     let (l3, l4, end) = (
         usize::from(meta.l3_offset),

@@ -40,12 +40,12 @@ pub mod nat;
 pub mod neighbours;
 pub mod reply;
 
-use super::flow::{egress_check, is_pickup, is_syn, segment_info};
+use super::flow::{egress_check, is_pickup, is_syn, refused, segment_info};
 use super::{MAX_BATCH, Steering};
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::window::WindowVerdict;
 use crate::conntrack::{
-    Conntrack, ConntrackConfig, ConntrackError, Dir, Flow, FlowId, FlowInit, InsertError, TcpState,
+    Conntrack, ConntrackConfig, ConntrackError, Dir, Flow, FlowId, FlowInit, TcpState,
 };
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
@@ -120,6 +120,17 @@ impl Ipv6Tables {
             && let Some(snat) = self.snat.as_mut()
         {
             snat.release(flow.reply(), now_ms);
+        }
+    }
+
+    /// The destination MAC of a packet leaving by `port` to `next`.
+    fn mac_of(&self, port: PortId, next: Next6) -> Result<[u8; 6], DropReason> {
+        match next {
+            Next6::Mac(mac) => Ok(mac),
+            Next6::Neighbour(addr) => self
+                .neighbours
+                .get(port, addr)
+                .ok_or(DropReason::NeighbourUnresolved),
         }
     }
 
@@ -499,17 +510,10 @@ fn create<F: Frame>(
             {
                 snat.release(&reply, now);
             }
-            Err(Some(match e {
-                InsertError::Full => DropReason::ConntrackFull,
-                InsertError::KeyExists | InsertError::UnknownFlow => DropReason::TupleInUse,
-                InsertError::Crowded { evicted } => {
-                    if let Some(victim) = evicted {
-                        ctx.counters.flows_early_dropped += 1;
-                        t.release(&victim, ctx.services, now);
-                    }
-                    DropReason::ConntrackCrowded
-                }
-            }))
+            Err(Some(refused(e, |victim| {
+                ctx.counters.flows_early_dropped += 1;
+                t.release(victim, ctx.services, now);
+            })))
         }
     }
 }
@@ -527,12 +531,9 @@ fn forward<F: Frame>(
     let Some(port) = snap.ports.get(usize::from(plan.out_port)) else {
         return meta.drop(DropReason::NoRoute);
     };
-    let dst_mac = match plan.next {
-        Next6::Mac(mac) => mac,
-        Next6::Neighbour(addr) => match t.neighbours.get(plan.out_port, addr) {
-            Some(mac) => mac,
-            None => return meta.drop(DropReason::NeighbourUnresolved),
-        },
+    let dst_mac = match t.mac_of(plan.out_port, plan.next) {
+        Ok(mac) => mac,
+        Err(reason) => return meta.drop(reason),
     };
     if let Err(reason) = nat::rewrite(frame.data_mut(), meta, &meta.key6, &plan.key) {
         return meta.drop(reason);

@@ -116,7 +116,7 @@ pub fn parse_batch<F: Frame>(
 ) {
     debug_assert!(metas.len() >= frames.len(), "one meta slot per frame");
     for (frame, meta) in frames.iter().zip(metas.iter_mut()) {
-        *meta = PacketMeta::empty(in_port);
+        meta.reset(in_port);
         if let Err(reason) = parse_into(frame.data(), frame.checksum_verified(), hasher, meta) {
             let (family, dst, dst6) = (meta.family, meta.key.dst_ip, meta.key6.dst_ip);
             *meta = PacketMeta::empty(in_port);
