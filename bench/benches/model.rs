@@ -7,7 +7,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use nic_config::{AddressPoolPlan, Ipv4Range};
+use nic_config::{AddressPoolPlan, IpRange};
 use portico::build::{ModelConfig, ServiceOutcome, service_specs};
 use portico::ipam::{Allocator, Claim, ServiceKey, ServiceRequest};
 use serde_json::json;
@@ -55,8 +55,8 @@ fn config() -> ModelConfig {
     ModelConfig {
         load_balancer_class: "portico.dev/lb".into(),
         serve_unclassed: true,
-        node_addresses: vec![Ipv4Addr::new(192, 0, 2, 1)],
-        gateway_addresses: vec![Ipv4Addr::new(192, 0, 2, 1)],
+        node_addresses: vec![Ipv4Addr::new(192, 0, 2, 1).into()],
+        gateway_addresses: vec![Ipv4Addr::new(192, 0, 2, 1).into()],
         tcp_backend_gone: Default::default(),
         external_ip_cidrs: Vec::new(),
         syn_proxy: dataplane::snapshot::SynProxyMode::Off,
@@ -67,7 +67,7 @@ fn config() -> ModelConfig {
 fn pools() -> Vec<AddressPoolPlan> {
     vec![AddressPoolPlan {
         name: "bench".into(),
-        ranges: vec!["198.18.0.0/16".parse::<Ipv4Range>().unwrap()],
+        ranges: vec!["198.18.0.0/16".parse::<IpRange>().unwrap()],
         auto_assign: true,
         avoid_buggy_ips: true,
     }]
@@ -84,7 +84,7 @@ fn bench_model(c: &mut Criterion) {
             let mut n = 0;
             for (i, (svc, slice)) in cluster.iter().enumerate() {
                 if let ServiceOutcome::Serve { specs, .. } =
-                    service_specs(svc, &[slice], &[vip(i as u32)], &cfg)
+                    service_specs(svc, &[slice], &[vip(i as u32).into()], &cfg)
                 {
                     n += specs.len();
                 }
@@ -95,7 +95,7 @@ fn bench_model(c: &mut Criterion) {
     });
     let (svc, slice) = &cluster[4321];
     g.bench_function("specs_one", |b| {
-        b.iter(|| black_box(service_specs(svc, &[slice], &[vip(4321)], &cfg)))
+        b.iter(|| black_box(service_specs(svc, &[slice], &[vip(4321).into()], &cfg)))
     });
     let requests: Vec<ServiceRequest> = cluster
         .iter()

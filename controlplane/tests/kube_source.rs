@@ -18,7 +18,7 @@ use portico::source::kube::{KubeSource, KubeSourceParts};
 use portico::source::static_file::{PortFacts, snapshot_spec};
 use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
 use serde_json::json;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -30,8 +30,9 @@ fn ip(s: &str) -> Ipv4Addr {
     s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
 }
 
-/// A plan with two ports, a pool of 11 auto-assigned addresses and one
-/// pool that is never auto-assigned; leader election in ~seconds.
+/// A plan with two ports, a dual-stack pool of 11 auto-assigned addresses
+/// per family and one IPv4 pool that is never auto-assigned; leader
+/// election in ~seconds.
 fn plan(kubeconfig: &Path, identity: &str) -> nic_config::Plan {
     let text = format!(
         r#"
@@ -59,7 +60,7 @@ fn plan(kubeconfig: &Path, identity: &str) -> nic_config::Plan {
         identity = "{identity}"
         [[address_pool]]
         name = "public"
-        addresses = ["192.0.2.100-192.0.2.110"]
+        addresses = ["192.0.2.100-192.0.2.110", "2001:db8:100::10-2001:db8:100::1a"]
         [[address_pool]]
         name = "reserved"
         addresses = ["198.51.100.0/28"]
@@ -220,6 +221,13 @@ fn slice(service: &str, name: &str, endpoints: &[Ep<'_>]) -> EndpointSlice {
     .unwrap_or_else(|e| panic!("slice {name}: {e}"))
 }
 
+/// An EndpointSlice of `addressType: IPv6`.
+fn slice6(service: &str, name: &str, endpoints: &[Ep<'_>]) -> EndpointSlice {
+    let mut s = slice(service, name, endpoints);
+    s.address_type = "IPv6".to_owned();
+    s
+}
+
 async fn create_service(client: &Client, svc: &Service) {
     let api: Api<Service> = Api::namespaced(client.clone(), NS);
     api.create(&PostParams::default(), svc)
@@ -247,13 +255,26 @@ async fn apply_slice(client: &Client, s: &EndpointSlice) {
     }
 }
 
-/// The IPv4 addresses in the Service's status (empty when none or gone).
-async fn status_ips(client: &Client, name: &str) -> Vec<Ipv4Addr> {
+/// The addresses in the Service's status, both families (empty when none
+/// or gone).
+async fn status_ips_all(client: &Client, name: &str) -> Vec<IpAddr> {
     let api: Api<Service> = Api::namespaced(client.clone(), NS);
     match api.get_opt(name).await {
         Ok(Some(svc)) => portico::source::kube::status::ingress_addresses(&svc),
         _ => Vec::new(),
     }
+}
+
+/// The IPv4 addresses in the Service's status (empty when none or gone).
+async fn status_ips(client: &Client, name: &str) -> Vec<Ipv4Addr> {
+    status_ips_all(client, name)
+        .await
+        .into_iter()
+        .filter_map(|a| match a {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        })
+        .collect()
 }
 
 /// Wait until the Service's status shows exactly one address; return it.
@@ -508,6 +529,180 @@ async fn requested_addresses_are_honoured_or_refused_with_an_event() {
     let snap = a.snapshot();
     assert!(snap.owned(ip("192.0.2.105")).is_some());
     assert!(snap.owned(ip("203.0.113.5")).is_none());
+}
+
+/// `svc` asking for the pool "reserved" (IPv4 only).
+fn from_reserved(mut svc: Service) -> Service {
+    svc.metadata.annotations =
+        Some([("portico.dev/address-pool".to_owned(), "reserved".to_owned())].into());
+    svc
+}
+
+/// Wait until the Service's status shows `n` addresses (either family);
+/// return them.
+async fn wait_status_ips(client: &Client, name: &str, n: usize) -> Vec<IpAddr> {
+    eventually(
+        &format!("{n} addresses in the status of {name}"),
+        async || {
+            let ips = status_ips_all(client, name).await;
+            (ips.len() == n).then_some(ips)
+        },
+    )
+    .await
+}
+
+fn ips_of(list: &[&str]) -> Vec<IpAddr> {
+    list.iter()
+        .map(|a| a.parse().unwrap_or_else(|e| panic!("{a}: {e}")))
+        .collect()
+}
+
+/// The Service as the API server stored it (its defaulted `ipFamilies`).
+async fn stored(client: &Client, name: &str) -> Service {
+    let api: Api<Service> = Api::namespaced(client.clone(), NS);
+    api.get(name)
+        .await
+        .unwrap_or_else(|e| panic!("get service {name}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
+    let Some(cluster) = KubeCluster::start_or_skip(
+        "dual_stack_services_get_an_address_per_family_or_a_warning",
+        KubeClusterOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+
+    // RequireDualStack: the API server (dual-stack) lists both families,
+    // the pool gives one address of each, both go to the status.
+    create_service(
+        &client,
+        &lb_service("dual", json!({ "ipFamilyPolicy": "RequireDualStack" })),
+    )
+    .await;
+    let families = stored(&client, "dual")
+        .await
+        .spec
+        .and_then(|s| s.ip_families)
+        .unwrap_or_default();
+    assert_eq!(families, ["IPv4", "IPv6"], "a dual-stack API server");
+    apply_slice(
+        &client,
+        &slice("dual", "dual-4", &[("10.1.0.10", true, true, false)]),
+    )
+    .await;
+    apply_slice(
+        &client,
+        &slice6("dual", "dual-6", &[("fd00:1::10", true, true, false)]),
+    )
+    .await;
+    assert_eq!(
+        wait_status_ips(&client, "dual", 2).await,
+        ips_of(&["192.0.2.100", "2001:db8:100::10"])
+    );
+    // Each half is served with its family's endpoints only.
+    eventually("the IPv4 VIP served", async || {
+        (served(&a.snapshot(), ip("192.0.2.100"), 80).as_ref()
+            == Some(&vec![(addr("10.1.0.10"), EndpointCondition::Ready)]))
+        .then_some(())
+    })
+    .await;
+    let vip6: std::net::Ipv6Addr = "2001:db8:100::10".parse().expect("ip");
+    eventually("the IPv6 VIP served", async || {
+        let snap = a.snapshot();
+        let listener = snap.listener6(Proto::Tcp, vip6, 80)?;
+        let backends: Vec<(std::net::SocketAddr, EndpointCondition)> = snap
+            .backends
+            .iter()
+            .flatten()
+            .filter(|b| b.service == listener.service)
+            .map(|b| (b.addr, b.condition))
+            .collect();
+        (backends
+            == [(
+                "[fd00:1::10]:8080".parse().expect("addr"),
+                EndpointCondition::Ready,
+            )]
+            && snap.owned6(vip6).is_some())
+        .then_some(())
+    })
+    .await;
+
+    // IPv6 first, PreferDualStack: both, the status lists them.
+    create_service(
+        &client,
+        &lb_service(
+            "prefer6",
+            json!({ "ipFamilyPolicy": "PreferDualStack", "ipFamilies": ["IPv6", "IPv4"] }),
+        ),
+    )
+    .await;
+    assert_eq!(
+        wait_status_ips(&client, "prefer6", 2).await,
+        ips_of(&["192.0.2.101", "2001:db8:100::11"])
+    );
+
+    // RequireDualStack from an IPv4-only pool: a Warning Event naming the
+    // missing family, nothing in the status (not half of it).
+    create_service(
+        &client,
+        &from_reserved(lb_service(
+            "v4only",
+            json!({ "ipFamilyPolicy": "RequireDualStack" }),
+        )),
+    )
+    .await;
+    let warned = eventually("NoPoolForFamily event", async || {
+        let e = events(&client, "v4only", "NoPoolForFamily").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        warned[0].0.contains("pool \"reserved\" has no IPv6 range"),
+        "{warned:?}"
+    );
+    // PreferDualStack from the same pool: its IPv4 address alone.
+    create_service(
+        &client,
+        &from_reserved(lb_service(
+            "prefer",
+            json!({ "ipFamilyPolicy": "PreferDualStack" }),
+        )),
+    )
+    .await;
+    assert_eq!(
+        wait_status_ips(&client, "prefer", 1).await,
+        [IpAddr::from(ip("198.51.100.0"))]
+    );
+    assert!(status_ips_all(&client, "v4only").await.is_empty());
+
+    // Down to SingleStack IPv4: the IPv6 address leaves the status.
+    let api: Api<Service> = Api::namespaced(client.clone(), NS);
+    api.patch(
+        "dual",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({ "spec": { "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4"] } }),
+        ),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("patch dual: {e}"));
+    eventually("dual's status down to IPv4", async || {
+        (status_ips_all(&client, "dual").await == [IpAddr::from(ip("192.0.2.100"))]).then_some(())
+    })
+    .await;
+    eventually("the IPv6 VIP no longer served", async || {
+        let snap = a.snapshot();
+        (snap.listener6(Proto::Tcp, vip6, 80).is_none() && snap.owned6(vip6).is_none())
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,7 +49,10 @@ fn backends_of(plan: &Plan, name: &str) -> Vec<SocketAddrV4> {
         .expect("service exists")
         .backends
         .iter()
-        .map(|b| b.address)
+        .filter_map(|b| match b.address {
+            std::net::SocketAddr::V4(a) => Some(a),
+            std::net::SocketAddr::V6(_) => None,
+        })
         .collect()
 }
 
@@ -83,7 +86,10 @@ fn a_tcp_flow_to_the_vip_gets_a_backend_of_its_service_and_an_snat_tuple() {
     assert_eq!(maglev.backend, Some(backend));
     // SNAT from the configured address and port range.
     let snat = out.snat.expect("web uses SNAT");
-    assert!(plan.dataplane.snat.addresses.contains(snat.ip()), "{snat}");
+    assert!(
+        plan.dataplane.snat.addresses.contains(&(*snat.ip()).into()),
+        "{snat}"
+    );
     assert!(
         plan.dataplane.snat.port_range.contains(&snat.port()),
         "{snat}"

@@ -15,6 +15,9 @@
 //!     local       ARP for the gateway, ICMP echo answered;    stage::local
 //!                 ARP/echo for a host address, fragments and
 //!                 other protocols to one -> Host
+//!     ipv6        every IPv6 packet, whole: owner (Handoff),  stage::ipv6
+//!                 flow, NAT, static-neighbour L2, echo,
+//!                 ICMPv6 errors translated
 //!     steer       owned by another worker -> Handoff          stage::steer
 //!     flow        conntrack lookup; new flows: classify,      stage::flow
 //!                 select (affinity, Maglev), SNAT, insert;
@@ -25,7 +28,8 @@
 //!     neighbour   (ends icmp_error and nat) next-hop MAC,     stage::neighbour
 //!                 L2 rewrite; unresolved -> AwaitNeighbour
 //!     icmp_reply  too_big (DF) / TTL expired -> ICMP error    stage::icmp_reply
-//!                 to the sender, rate-limited -> Reply
+//!                 to the sender (IPv6: Packet Too Big / Time
+//!                 Exceeded), rate-limited -> Reply
 //!   release held frames whose neighbour answered              stage::neighbour
 //!   dispatch by verdict: Forward, Reply -> tx queue;          worker
 //!     Handoff -> ring; AwaitNeighbour -> held;

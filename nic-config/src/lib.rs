@@ -58,7 +58,7 @@ pub mod restart;
 pub mod schema;
 pub mod validate;
 
-pub use addr::{Ipv4Prefix, Ipv4Range, MacAddr, is_buggy_ip};
+pub use addr::{IpPrefix, IpRange, MacAddr, is_buggy_ip, is_host_address, is_link_local};
 pub use plan::{
     AddressPoolPlan, AddressRole, AdvertisementPlan, AfpacketPlan, AfxdpPlan, BackendPlan, BgpPlan,
     ConntrackPlan, DataplanePlan, DpdkDevicePlan, DpdkPlan, KubernetesPlan, LeaderElectionPlan,

@@ -28,7 +28,7 @@
 //!   equal (it destructures the parts without `..` too, and names the
 //!   restart part as a whole if no single setting explains a difference).
 
-use crate::addr::{Ipv4Prefix, MacAddr};
+use crate::addr::{IpPrefix, MacAddr};
 use crate::plan::{
     AddressPoolPlan, AfpacketPlan, AfxdpPlan, BgpPlan, ConntrackPlan, DataplanePlan,
     DpdkDevicePlan, DpdkPlan, KubernetesPlan, MssClampPlan, NeighbourPlan, NeighbourTablePlan,
@@ -74,7 +74,7 @@ pub struct PortRestartPart<'a> {
     pub dpdk_device: Option<&'a DpdkDevicePlan>,
     /// The host interface is created (and its addresses assigned) when
     /// the gateway starts; the workers' TAP queues are opened then.
-    pub host_addresses: &'a [Ipv4Prefix],
+    pub host_addresses: &'a [IpPrefix],
     pub host_interface: Option<&'a str>,
 }
 
@@ -99,8 +99,8 @@ pub struct LivePart<'a> {
 /// restart part: the workers' allocators are built from them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortLivePart<'a> {
-    pub node_addresses: &'a [Ipv4Prefix],
-    pub snat_addresses: &'a [Ipv4Prefix],
+    pub node_addresses: &'a [IpPrefix],
+    pub snat_addresses: &'a [IpPrefix],
     /// In the snapshot: a reload applies it.
     pub mss_clamp: Option<MssClampPlan>,
 }

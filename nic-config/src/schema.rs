@@ -40,8 +40,9 @@ pub struct ConfigFile {
     /// port addresses and need no entry.
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteSection>,
-    /// `[[neighbour]]`: static IPv4 → MAC entries. Optional: ARP resolves
-    /// every other next hop and backend.
+    /// `[[neighbour]]`: static IP → MAC entries (ARP for IPv4, NDP for
+    /// IPv6). Optional: ARP and NDP resolve every other next hop and
+    /// backend.
     #[serde(default, rename = "neighbour")]
     pub neighbours: Vec<NeighbourSection>,
     /// `[[service]]`: the standalone services (no Kubernetes).
@@ -272,8 +273,8 @@ pub struct KubernetesSection {
     /// Status PATCHes and Events in flight at most, `1..=256`. Default 8.
     #[serde(default = "default_status_writes_in_flight")]
     pub status_writes_in_flight: u64,
-    /// CIDRs (`"203.0.113.0/24"`) a Service's `spec.externalIPs` may come
-    /// from. Anyone who can create a Service can ask for any externalIP, and
+    /// CIDRs of either family (`"203.0.113.0/24"`, `"2001:db8:e::/64"`) a
+    /// Service's `spec.externalIPs` may come from. Anyone who can create a Service can ask for any externalIP, and
     /// Portico would answer ARP for it, so by default none is served (what
     /// Kubernetes' DenyServiceExternalIPs admission plugin intends); a
     /// Service asking for one outside these gets a Warning Event.
@@ -324,10 +325,13 @@ pub struct AddressPoolSection {
     /// annotation: 1 to 63 lowercase letters, digits and `-`, starting and
     /// ending with a letter or digit (a DNS label).
     pub name: String,
-    /// The pool's addresses: CIDRs (`"192.0.2.0/28"`, no host bits) and
-    /// inclusive ranges (`"192.0.2.10-192.0.2.20"`, first <= last). At least
+    /// The pool's addresses: CIDRs (`"192.0.2.0/28"`, `"2001:db8:1::/120"`,
+    /// no host bits) and inclusive ranges (`"192.0.2.10-192.0.2.20"`,
+    /// `"2001:db8::10-2001:db8::20"`, first <= last, one family), of either
+    /// family or both (a dual-stack Service takes one of each). At least
     /// one; no address in two entries or two pools, none a node or SNAT
-    /// address or a standalone service's address.
+    /// address or a standalone service's address; no IPv6 link-local,
+    /// multicast or `::/8` address.
     pub addresses: Vec<String>,
     /// Hand out addresses of this pool to Services that ask for no pool and
     /// no address. `false`: only Services that name the pool or one of its
@@ -827,12 +831,15 @@ pub struct PortSection {
     /// port). A gateway has exactly one outside port and at least one inside
     /// port, or exactly one port, of role both.
     pub role: PortRole,
-    /// Node addresses with their prefix (`"192.0.2.1/24"`): NodePorts listen
-    /// on them, and the prefix is a directly connected subnet. Default none.
+    /// Node addresses with their prefix (`"192.0.2.1/24"`,
+    /// `"2001:db8::1/64"`): NodePorts listen on those of the service's
+    /// family, and the prefix is a directly connected subnet. Not
+    /// link-local. Default none.
     #[serde(default)]
     pub node_addresses: Vec<String>,
-    /// Source addresses for full NAT, with their prefix. An address may be
-    /// both a node and a SNAT address of the same port. Default none.
+    /// Source addresses for full NAT, with their prefix, of either family
+    /// (a service's SNAT address is of its family). An address may be both
+    /// a node and a SNAT address of the same port. Default none.
     #[serde(default)]
     pub snat_addresses: Vec<String>,
     /// The port's host addresses with their prefix (`"192.0.2.2/24"`):
@@ -878,11 +885,13 @@ pub struct PortSection {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteSection {
-    /// Destination prefix (`"0.0.0.0/0"`, `"198.51.100.0/24"`), without
-    /// host bits; unique among the routes.
+    /// Destination prefix (`"0.0.0.0/0"`, `"198.51.100.0/24"`, `"::/0"`),
+    /// without host bits; unique among the routes.
     pub destination: String,
-    /// Next hop, inside a directly connected subnet. Without it the
-    /// destination is reached directly on `port` (an on-link route).
+    /// Next hop of the destination's family, inside a directly connected
+    /// subnet, or an IPv6 link-local address (`"fe80::1"`, then `port` is
+    /// required). Without it the destination is reached directly on `port`
+    /// (an on-link route).
     #[serde(default)]
     pub via: Option<String>,
     /// Name of the port to send on. Default: the port whose connected
@@ -895,8 +904,8 @@ pub struct RouteSection {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NeighbourSection {
-    /// IPv4 address inside a directly connected subnet, unique among the
-    /// neighbours, not an address of the gateway.
+    /// IPv4 or IPv6 address inside a directly connected subnet, unique
+    /// among the neighbours, not an address of the gateway.
     pub address: String,
     /// Its MAC, unicast.
     pub mac: String,
@@ -912,13 +921,14 @@ pub struct ServiceSection {
     pub protocol: Protocol,
     /// LoadBalancer IP answered on the outside port; not a node or SNAT
     /// address. Optional, but a service needs at least one of `vip`,
-    /// `node_port`, `external_ips`.
+    /// `node_port`, `external_ips`. A service is single-family: its `vip`,
+    /// `external_ips` and backends are all IPv4 or all IPv6.
     #[serde(default)]
     pub vip: Option<String>,
     /// Service port on `vip` and `external_ips`, `1..=65535`.
     pub port: u64,
-    /// NodePort, `1..=65535`, served on every node address; needs at least
-    /// one node address. Optional.
+    /// NodePort, `1..=65535`, served on every node address of the
+    /// service's family; needs at least one. Optional.
     #[serde(default)]
     pub node_port: Option<u64>,
     /// Further addresses served on `port` (Kubernetes externalIPs),
@@ -981,7 +991,8 @@ pub struct ServiceSection {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackendSection {
-    /// IPv4 address (a unicast host).
+    /// IPv4 or IPv6 address (a unicast host, not link-local), of the
+    /// service's family.
     pub address: String,
     /// Port, `1..=65535`. Each `address:port` appears once per service.
     pub port: u64,

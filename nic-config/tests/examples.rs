@@ -106,13 +106,16 @@ fn standalone_two_port() {
     assert_eq!(web.backends[2].weight, 2);
     assert_eq!(
         web.backends[0].address,
-        SocketAddrV4::new(Ipv4Addr::new(10, 1, 0, 10), 8080)
+        SocketAddrV4::new(Ipv4Addr::new(10, 1, 0, 10), 8080).into()
     );
 
     let dns = plan.service("dns").unwrap();
     assert_eq!(dns.protocol, Protocol::Udp);
     assert_eq!(dns.listeners.len(), 1);
-    assert_eq!((dns.listeners[0].address, dns.listeners[0].port), (vip, 53));
+    assert_eq!(
+        (dns.listeners[0].address, dns.listeners[0].port),
+        (vip.into(), 53)
+    );
     assert_eq!(
         dns.backends[2].condition,
         EndpointCondition::ServingTerminating
@@ -162,7 +165,7 @@ fn kubernetes() {
         ),
         (100, 20, 4)
     );
-    let pools: Vec<(&str, u64, bool)> = plan
+    let pools: Vec<(&str, u128, bool)> = plan
         .address_pools
         .iter()
         .map(|p| (p.name.as_str(), p.size(), p.auto_assign))
@@ -199,4 +202,31 @@ fn bgp() {
     };
     assert_eq!(adv.advertisement.name, "public");
     assert_eq!(adv.vips, [Ipv4Addr::new(192, 0, 2, 10)]);
+}
+
+#[test]
+fn dual_stack_example() {
+    let plan = load("dual-stack.toml");
+    let web6 = plan.service("web6").unwrap();
+    let listeners: Vec<String> = web6
+        .listeners
+        .iter()
+        .map(|l| std::net::SocketAddr::new(l.address, l.port).to_string())
+        .collect();
+    assert_eq!(listeners, ["[2001:db8:5::10]:80", "[2001:db8::1]:30080"]);
+    let web4 = plan.service("web4").unwrap();
+    assert!(web4.listeners.iter().all(|l| l.address.is_ipv4()));
+    let pool = &plan.address_pools[0];
+    assert_eq!(
+        (pool.size_of_family(true), pool.size_of_family(false)),
+        (16, 256 + 17)
+    );
+    assert_eq!(
+        plan.routes
+            .iter()
+            .find(|r| r.destination.to_string() == "::/0")
+            .and_then(|r| r.via)
+            .map(|v| v.to_string()),
+        Some("fe80::1".to_owned())
+    );
 }

@@ -2,7 +2,7 @@
 //! choice of the instance (`--instance`), and what validation refuses (every
 //! problem at once, each at its path).
 
-use nic_config::{ConfigError, InstanceChoice, Ipv4Prefix, Plan, Problem, parse_instance};
+use nic_config::{ConfigError, InstanceChoice, IpPrefix, Plan, Problem, parse_instance};
 
 const TIER: &str = r#"
 [[port]]
@@ -70,7 +70,7 @@ fn problems(text: &str, choice: InstanceChoice<'_>) -> Vec<Problem> {
     }
 }
 
-fn prefix(s: &str) -> Ipv4Prefix {
+fn prefix(s: &str) -> IpPrefix {
     s.parse().expect("prefix")
 }
 
@@ -201,7 +201,7 @@ fn every_instance_problem_is_reported_at_once_with_its_path() {
         ),
         (
             "instance[3].port[0].node_addresses[1]",
-            "expected an IPv4 address",
+            "expected an IP address",
         ),
     ];
     for (path, words) in expect {
@@ -421,5 +421,38 @@ fn an_instance_may_name_its_own_interface_and_driver() {
     assert_ne!(
         format!("{:?}", a.ports[0].driver),
         format!("{:?}", b.ports[0].driver)
+    );
+}
+
+#[test]
+fn instances_have_ipv6_addresses_of_their_own_too() {
+    let text = edit(&[
+        (
+            "node_addresses = [\"192.0.2.1/24\"]",
+            "node_addresses = [\"192.0.2.1/24\", \"2001:db8::1/64\"]",
+        ),
+        (
+            "node_addresses = [\"192.0.2.2/24\"]",
+            "node_addresses = [\"192.0.2.2/24\", \"2001:db8::2/64\"]",
+        ),
+    ]);
+    for (name, want) in [("gw-a", "2001:db8::1/64"), ("gw-b", "2001:db8::2/64")] {
+        let p = plan(&text, InstanceChoice::Named(name));
+        let node: Vec<String> = p.ports[0]
+            .node_addresses
+            .iter()
+            .map(IpPrefix::to_string)
+            .collect();
+        assert_eq!(node[1], want, "{name}");
+    }
+    // The same IPv6 address in two instances is refused where it repeats.
+    let shared = text.replace("2001:db8::2/64", "2001:db8::1/64");
+    let got = problems(&shared, InstanceChoice::Named("gw-a"));
+    assert!(
+        got.iter()
+            .any(|p| p.path == "instance[1].port[0].node_addresses[1]"
+                && p.reason
+                    .contains("2001:db8::1 is already the address of another instance")),
+        "{got:?}"
     );
 }

@@ -3,7 +3,8 @@
 //! EndpointSlices through the test CRD, survive an API server restart, give
 //! 410 Gone on a stale watch after a compaction with the watch cache off, and
 //! authenticate tokens, ServiceAccounts and impersonated users under RBAC,
-//! and apply a NodePort range and the LoadBalancer node-port opt-out.
+//! apply a NodePort range and the LoadBalancer node-port opt-out, and give
+//! dual-stack Services a ClusterIP of each family.
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{
@@ -490,4 +491,60 @@ async fn node_port_range_and_the_load_balancer_opt_out_are_applied() {
         Some(false),
         "the API server kept the opt-out (feature gate on)"
     );
+}
+
+/// The cluster is dual-stack (`SERVICE_CIDRS`): a Service without a
+/// family is IPv4 as in a single-stack cluster, `RequireDualStack` gets a
+/// ClusterIP of each family, `PreferDualStack` with IPv6 first lists IPv6
+/// first.
+#[tokio::test]
+async fn services_are_dual_stack_when_they_ask_and_ipv4_otherwise() {
+    let test = "kube_cluster::services_are_dual_stack_when_they_ask_and_ipv4_otherwise";
+    let Some(cluster) = KubeCluster::start_or_skip(test, KubeClusterOptions::default()).await
+    else {
+        return;
+    };
+    let api: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let pp = PostParams::default();
+    let families = |svc: &Service| -> (Vec<String>, Option<String>, Vec<String>) {
+        let spec = svc.spec.clone().unwrap_or_default();
+        (
+            spec.ip_families.unwrap_or_default(),
+            spec.ip_family_policy,
+            spec.cluster_ips.unwrap_or_default(),
+        )
+    };
+    let plain = bounded("create", api.create(&pp, &load_balancer("plain", true)))
+        .await
+        .expect("a Service without families");
+    let (f, policy, ips) = families(&plain);
+    assert_eq!(
+        (f, policy.as_deref()),
+        (vec!["IPv4".to_owned()], Some("SingleStack"))
+    );
+    assert!(ips.len() == 1 && ips[0].starts_with("10.96."), "{ips:?}");
+    for (name, policy, asked, want) in [
+        ("dual", "RequireDualStack", vec![], ["IPv4", "IPv6"]),
+        (
+            "six-first",
+            "PreferDualStack",
+            vec!["IPv6", "IPv4"],
+            ["IPv6", "IPv4"],
+        ),
+    ] {
+        let mut svc = load_balancer(name, true);
+        if let Some(spec) = svc.spec.as_mut() {
+            spec.ip_family_policy = Some(policy.to_owned());
+            if !asked.is_empty() {
+                spec.ip_families = Some(asked.iter().map(|f| (*f).to_owned()).collect());
+            }
+        }
+        let created = bounded("create", api.create(&pp, &svc))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (f, _, ips) = families(&created);
+        assert_eq!(f, want, "{name}");
+        let v6 = ips.iter().filter(|ip| ip.starts_with("fd00:96::")).count();
+        assert!(ips.len() == 2 && v6 == 1, "{name}: {ips:?}");
+    }
 }

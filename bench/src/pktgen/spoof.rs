@@ -18,22 +18,23 @@
 use super::frame::{FrameSpec, IP_OFF, PktgenError, fill_checksums, layout};
 use dataplane::snat::XorShift64Star;
 use dataplane::wire::build;
-use nic_config::Ipv4Prefix;
+use nic_config::IpPrefix;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
 /// Size of a bare SYN frame: Ethernet (14) + IPv4 (20) + TCP (20).
 pub const SYN_FLOOD_FRAME_BYTES: usize = 54;
 
-/// The subnet spoofed sources are drawn from (`198.18.0.0/15`): an
-/// [`Ipv4Prefix`] without host bits, at least /1 long.
+/// The subnet spoofed sources are drawn from (`198.18.0.0/15`): an IPv4
+/// [`IpPrefix`] without host bits, at least /1 long (its first address
+/// kept as IPv4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SpoofRange(Ipv4Prefix);
+pub struct SpoofRange(IpPrefix, Ipv4Addr);
 
 impl SpoofRange {
     /// The subnet's first address.
     pub fn base(self) -> Ipv4Addr {
-        self.0.address
+        self.1
     }
 
     /// Addresses in the range.
@@ -50,10 +51,13 @@ impl FromStr for SpoofRange {
     type Err = PktgenError;
     /// `a.b.c.d/len`, `len` in 1..=32, no host bits set.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.parse::<Ipv4Prefix>()
+        s.parse::<IpPrefix>()
             .ok()
             .filter(|p| p.prefix_len >= 1 && p.is_network())
-            .map(SpoofRange)
+            .and_then(|p| match p.address {
+                std::net::IpAddr::V4(base) => Some(SpoofRange(p, base)),
+                std::net::IpAddr::V6(_) => None,
+            })
             .ok_or_else(|| PktgenError::BadCidr(s.to_owned()))
     }
 }

@@ -12,14 +12,23 @@
 //! * `spec.externalIPs` (any type): listeners of kind `ExternalIp`, only
 //!   inside `[kubernetes] external_ip_cidrs` (default: none — any tenant may
 //!   write any externalIP, as Kubernetes' DenyServiceExternalIPs admission
-//!   plugin warns) and never on the gateway's own node/SNAT addresses;
+//!   plugin warns), never on the gateway's own node/SNAT addresses, and
+//!   only of one of the Service's families (as kube-proxy filters them);
+//! * families (`spec.ipFamilies`, read as the allocator reads them:
+//!   `crate::ipam::service_families`): a Service is served per family it
+//!   has — one spec per port and family, each single-family (its
+//!   listeners and endpoints all IPv4 or all IPv6: no NAT46/64). The IPv4
+//!   spec keeps the name `namespace/name:port/protocol`, the IPv6 one adds
+//!   `/ipv6`. NodePorts listen on the node addresses of each family;
 //! * `type: ClusterIP` without externalIPs, headless (`clusterIP: None`) and
 //!   `type: ExternalName` are ignored, with a reason;
 //! * ports: TCP and UDP (absent protocol = TCP); SCTP and others are skipped
 //!   with a reason, per port;
 //! * endpoints come from the EndpointSlices of the Service (label
-//!   `kubernetes.io/service-name`, same namespace) with `addressType: IPv4`
-//!   (IPv6 and FQDN slices are skipped). A Service port takes its endpoint
+//!   `kubernetes.io/service-name`, same namespace) whose `addressType` is
+//!   one of the Service's families (`IPv4`, `IPv6`; FQDN slices are
+//!   skipped); a family's spec takes the endpoints of that family's slices.
+//!   A Service port takes its endpoint
 //!   port from the slice port with the same name and protocol — the
 //!   EndpointSlice controller has already resolved `targetPort`, by number
 //!   or by container-port name, into that number per endpoint. A slice
@@ -44,6 +53,7 @@
 //!   name, or its number when unnamed; listeners and endpoints are sorted,
 //!   so equal inputs give equal specs.
 
+use crate::ipam::{Family, service_families};
 use crate::mirror::{ToConfig, ToDataplane};
 use dataplane::flow::Proto;
 use dataplane::snapshot::{
@@ -52,9 +62,9 @@ use dataplane::snapshot::{
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use nic_config::{AddressRole, Ipv4Prefix, Plan};
+use nic_config::{AddressRole, IpPrefix, Plan};
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 
 /// Annotation setting the SYN proxy of a Service's TCP ports: one of
 /// [`SYN_PROXY_VALUES`].
@@ -77,16 +87,16 @@ pub struct ModelConfig {
     pub load_balancer_class: String,
     /// Also serve LoadBalancer Services without a class.
     pub serve_unclassed: bool,
-    /// Where NodePorts listen.
-    pub node_addresses: Vec<Ipv4Addr>,
+    /// Where NodePorts listen (both families, sorted).
+    pub node_addresses: Vec<IpAddr>,
     /// Every node, SNAT and host address: no externalIP listener goes
     /// there.
-    pub gateway_addresses: Vec<Ipv4Addr>,
+    pub gateway_addresses: Vec<IpAddr>,
     /// Fate of an established TCP flow whose backend left.
     pub tcp_backend_gone: BackendGonePolicy,
     /// Where `spec.externalIPs` may be (`[kubernetes] external_ip_cidrs`);
     /// empty: nowhere.
-    pub external_ip_cidrs: Vec<Ipv4Prefix>,
+    pub external_ip_cidrs: Vec<IpPrefix>,
     /// SYN proxy of TCP ports without [`ANNOTATION_SYN_PROXY`]
     /// (`[kubernetes] syn_proxy`).
     pub syn_proxy: SynProxyMode,
@@ -98,7 +108,7 @@ impl ModelConfig {
     /// From a plan with a `[kubernetes]` section (`None` without one).
     pub fn from_plan(plan: &Plan) -> Option<Self> {
         let k = plan.kubernetes.as_ref()?;
-        let mut node_addresses: Vec<Ipv4Addr> = plan
+        let mut node_addresses: Vec<IpAddr> = plan
             .addresses
             .iter()
             .filter(|a| a.role == AddressRole::Node)
@@ -106,7 +116,7 @@ impl ModelConfig {
             .collect();
         node_addresses.sort();
         node_addresses.dedup();
-        let mut gateway_addresses: Vec<Ipv4Addr> = plan
+        let mut gateway_addresses: Vec<IpAddr> = plan
             .addresses
             .iter()
             .map(|a| a.address)
@@ -201,12 +211,15 @@ pub enum Skip {
     /// A port with nowhere to listen (a LoadBalancer without an address
     /// yet and without node ports, ...).
     NoListener { port: String },
-    /// An externalIP that is not an IPv4 address.
+    /// An externalIP that is not an IP address.
     BadExternalIp { text: String },
     /// An externalIP that is one of the gateway's own addresses.
-    ExternalIpIsGatewayAddress { ip: Ipv4Addr },
+    ExternalIpIsGatewayAddress { ip: IpAddr },
     /// An externalIP outside `[kubernetes] external_ip_cidrs`.
-    ExternalIpNotAllowed { ip: Ipv4Addr },
+    ExternalIpNotAllowed { ip: IpAddr },
+    /// An externalIP of a family the Service does not have
+    /// (`spec.ipFamilies`).
+    ExternalIpWrongFamily { ip: IpAddr, families: Vec<Family> },
     /// An [`ANNOTATION_SYN_PROXY`] value not in [`SYN_PROXY_VALUES`]; the
     /// Service's TCP ports get `default` instead.
     BadSynProxy {
@@ -227,8 +240,18 @@ impl fmt::Display for Skip {
                 "port {port}: nowhere to listen (no address assigned, no node port, no externalIPs)"
             ),
             Skip::BadExternalIp { text } => {
-                write!(f, "externalIP {text:?} is not an IPv4 address")
+                write!(f, "externalIP {text:?} is not an IP address")
             }
+            Skip::ExternalIpWrongFamily { ip, families } => write!(
+                f,
+                "externalIP {ip} is {}, but the Service's ipFamilies are [{}]",
+                Family::of(*ip),
+                families
+                    .iter()
+                    .map(|f| f.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Skip::ExternalIpIsGatewayAddress { ip } => {
                 write!(f, "externalIP {ip} is one of the gateway's own addresses")
             }
@@ -300,7 +323,7 @@ fn class_verdict(svc: &Service, cfg: &ModelConfig) -> Option<IgnoreReason> {
 pub fn service_specs(
     svc: &Service,
     slices: &[&EndpointSlice],
-    vips: &[Ipv4Addr],
+    vips: &[IpAddr],
     cfg: &ModelConfig,
 ) -> ServiceOutcome {
     let ignored = |reason| ServiceOutcome::Ignored { reason };
@@ -315,14 +338,21 @@ pub fn service_specs(
         return ignored(IgnoreReason::Headless);
     }
     let mut skipped = Vec::new();
-    let mut external_ips: Vec<Ipv4Addr> = Vec::new();
+    let (families, _) = service_families(svc);
+    let mut external_ips: Vec<IpAddr> = Vec::new();
     for text in spec.external_ips.iter().flatten() {
-        match text.trim().parse::<Ipv4Addr>() {
+        match text.trim().parse::<IpAddr>() {
             Ok(ip) if cfg.gateway_addresses.binary_search(&ip).is_ok() => {
                 skipped.push(Skip::ExternalIpIsGatewayAddress { ip });
             }
             Ok(ip) if !cfg.external_ip_cidrs.iter().any(|c| c.contains(ip)) => {
                 skipped.push(Skip::ExternalIpNotAllowed { ip });
+            }
+            Ok(ip) if !families.contains(&Family::of(ip)) => {
+                skipped.push(Skip::ExternalIpWrongFamily {
+                    ip,
+                    families: families.clone(),
+                });
             }
             Ok(ip) => external_ips.push(ip),
             Err(_) => skipped.push(Skip::BadExternalIp { text: text.clone() }),
@@ -349,7 +379,7 @@ pub fn service_specs(
         }
     };
     let syn_proxy = syn_proxy_of(svc, cfg, &mut skipped);
-    let mut vips: Vec<Ipv4Addr> = if lb { vips.to_vec() } else { Vec::new() };
+    let mut vips: Vec<IpAddr> = if lb { vips.to_vec() } else { Vec::new() };
     vips.sort();
     vips.dedup();
 
@@ -365,7 +395,7 @@ pub fn service_specs(
                     .as_ref()
                     .and_then(|l| l.get(LABEL_SERVICE_NAME))
                     .is_some_and(|n| n == name)
-                && s.address_type == "IPv4"
+                && Family::parse(&s.address_type).is_some_and(|f| families.contains(&f))
         })
         .collect();
     let snat = spec.external_traffic_policy.as_deref() != Some("Local");
@@ -399,63 +429,80 @@ pub fn service_specs(
             skipped.push(Skip::BadPort { port: label });
             continue;
         };
-        let mut listeners: Vec<(Ipv4Addr, u16, ListenerKind)> = Vec::new();
-        listeners.extend(vips.iter().map(|&ip| (ip, number, ListenerKind::Vip)));
-        listeners.extend(
-            external_ips
-                .iter()
-                .map(|&ip| (ip, number, ListenerKind::ExternalIp)),
-        );
-        if node_ports {
+        let node_port = if node_ports {
             match port.node_port {
-                None | Some(0) => {}
+                None | Some(0) => None,
                 Some(np) => match u16::try_from(np) {
-                    Ok(np) => listeners.extend(
-                        cfg.node_addresses
-                            .iter()
-                            .map(|&ip| (ip, np, ListenerKind::NodePort)),
-                    ),
+                    Ok(np) => Some(np),
                     Err(_) => {
                         skipped.push(Skip::BadPort { port: label });
                         continue;
                     }
                 },
             }
+        } else {
+            None
+        };
+        let port_name = port
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .map_or_else(|| number.to_string(), str::to_owned);
+        let mut any_listener = false;
+        for &family in &families {
+            let of_family = |ip: &&IpAddr| Family::of(**ip) == family;
+            let mut listeners: Vec<(IpAddr, u16, ListenerKind)> = Vec::new();
+            listeners.extend(
+                vips.iter()
+                    .filter(of_family)
+                    .map(|&ip| (ip, number, ListenerKind::Vip)),
+            );
+            listeners.extend(
+                external_ips
+                    .iter()
+                    .filter(of_family)
+                    .map(|&ip| (ip, number, ListenerKind::ExternalIp)),
+            );
+            if let Some(np) = node_port {
+                listeners.extend(
+                    cfg.node_addresses
+                        .iter()
+                        .filter(of_family)
+                        .map(|&ip| (ip, np, ListenerKind::NodePort)),
+                );
+            }
+            if listeners.is_empty() {
+                continue;
+            }
+            any_listener = true;
+            specs.push(ServiceSpec {
+                name: format!(
+                    "{namespace}/{name}:{port_name}/{}{}",
+                    if proto == Proto::Tcp { "tcp" } else { "udp" },
+                    if family == Family::V6 { "/ipv6" } else { "" }
+                ),
+                proto,
+                listeners,
+                endpoints: endpoints(port, protocol, &slices, family),
+                snat,
+                affinity_timeout_ms,
+                tcp_backend_gone: if proto == Proto::Tcp {
+                    cfg.tcp_backend_gone
+                } else {
+                    BackendGonePolicy::Drop
+                },
+                syn_proxy: if proto == Proto::Tcp {
+                    syn_proxy
+                } else {
+                    SynProxyMode::Off
+                },
+                // Not a Kubernetes setting (yet): a static `[[service]]` one.
+                tcp_pickup: false,
+            });
         }
-        if listeners.is_empty() {
+        if !any_listener {
             skipped.push(Skip::NoListener { port: label });
-            continue;
         }
-        specs.push(ServiceSpec {
-            name: format!(
-                "{namespace}/{name}:{}/{}",
-                port.name
-                    .as_deref()
-                    .filter(|n| !n.is_empty())
-                    .map_or_else(|| number.to_string(), str::to_owned),
-                if proto == Proto::Tcp { "tcp" } else { "udp" }
-            ),
-            proto,
-            listeners: listeners
-                .into_iter()
-                .map(|(a, p, k)| (a.into(), p, k))
-                .collect(),
-            endpoints: endpoints(port, protocol, &slices),
-            snat,
-            affinity_timeout_ms,
-            tcp_backend_gone: if proto == Proto::Tcp {
-                cfg.tcp_backend_gone
-            } else {
-                BackendGonePolicy::Drop
-            },
-            syn_proxy: if proto == Proto::Tcp {
-                syn_proxy
-            } else {
-                SynProxyMode::Off
-            },
-            // Not a Kubernetes setting (yet): a static `[[service]]` one.
-            tcp_pickup: false,
-        });
     }
     if specs.is_empty() {
         return ignored(IgnoreReason::NoServablePort { skipped });
@@ -522,11 +569,20 @@ fn condition(e: &Endpoint) -> EndpointCondition {
     }
 }
 
-/// The endpoints of one Service port, sorted by address.
-fn endpoints(port: &ServicePort, protocol: &str, slices: &[&EndpointSlice]) -> Vec<EndpointSpec> {
+/// The endpoints of one Service port in the slices of `family`, sorted by
+/// address.
+fn endpoints(
+    port: &ServicePort,
+    protocol: &str,
+    slices: &[&EndpointSlice],
+    family: Family,
+) -> Vec<EndpointSpec> {
     let wanted_name = port.name.as_deref().unwrap_or("");
-    let mut found: Vec<(SocketAddrV4, u8)> = Vec::new();
-    for slice in slices {
+    let mut found: Vec<(SocketAddr, u8)> = Vec::new();
+    for slice in slices
+        .iter()
+        .filter(|s| Family::parse(&s.address_type) == Some(family))
+    {
         let Some(slice_port) = slice.ports.iter().flatten().find(|p| {
             p.name.as_deref().unwrap_or("") == wanted_name
                 && p.protocol.as_deref().unwrap_or("TCP") == protocol
@@ -543,8 +599,8 @@ fn endpoints(port: &ServicePort, protocol: &str, slices: &[&EndpointSlice]) -> V
             continue;
         };
         found.extend(slice.endpoints.iter().flatten().filter_map(|e| {
-            let ip = e.addresses.first()?.parse::<Ipv4Addr>().ok()?;
-            Some((SocketAddrV4::new(ip, number), rank(condition(e))))
+            let ip = e.addresses.first()?.parse::<IpAddr>().ok()?;
+            (Family::of(ip) == family).then(|| (SocketAddr::new(ip, number), rank(condition(e))))
         }));
     }
     // By address, best condition first; then one entry per address.
@@ -553,7 +609,7 @@ fn endpoints(port: &ServicePort, protocol: &str, slices: &[&EndpointSlice]) -> V
     found
         .into_iter()
         .map(|(addr, rank)| EndpointSpec {
-            addr: addr.into(),
+            addr,
             weight: 1,
             condition: match rank {
                 0 => EndpointCondition::Ready,

@@ -4,19 +4,31 @@
 
 use super::*;
 use serde_json::{Value, json};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 fn cfg() -> ModelConfig {
     ModelConfig {
         load_balancer_class: "portico.dev/lb".into(),
         serve_unclassed: true,
-        node_addresses: vec![Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(192, 0, 2, 2)],
+        // Dual-stack: the IPv4 cases' output is what it was without the
+        // IPv6 addresses.
+        node_addresses: vec![
+            Ipv4Addr::new(192, 0, 2, 1).into(),
+            Ipv4Addr::new(192, 0, 2, 2).into(),
+            NODE6.into(),
+        ],
         gateway_addresses: vec![
-            Ipv4Addr::new(192, 0, 2, 1),
-            Ipv4Addr::new(192, 0, 2, 2),
-            Ipv4Addr::new(192, 0, 2, 3),
+            Ipv4Addr::new(192, 0, 2, 1).into(),
+            Ipv4Addr::new(192, 0, 2, 2).into(),
+            Ipv4Addr::new(192, 0, 2, 3).into(),
+            NODE6.into(),
+            SNAT6.into(),
         ],
         tcp_backend_gone: BackendGonePolicy::Reset,
-        external_ip_cidrs: vec!["198.51.100.0/24".parse().expect("cidr")],
+        external_ip_cidrs: vec![
+            "198.51.100.0/24".parse().expect("cidr"),
+            "2001:db8:e::/64".parse().expect("cidr"),
+        ],
         syn_proxy: SynProxyMode::Off,
         syn_proxy_half_open_threshold: 1000,
     }
@@ -73,7 +85,7 @@ fn render_spec(s: &ServiceSpec) -> String {
                 ListenerKind::ExternalIp => "ext",
                 ListenerKind::NodePort => "node",
             };
-            format!("{a}:{p} {kind}")
+            format!("{} {kind}", std::net::SocketAddr::new(*a, *p))
         })
         .collect();
     let endpoints: Vec<String> = s
@@ -114,14 +126,17 @@ fn render(o: &ServiceOutcome) -> Vec<String> {
     }
 }
 
-const VIP: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 7);
-const VIP9: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 9);
+const VIP: IpAddr = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 7));
+const VIP9: IpAddr = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9));
+const VIP6: IpAddr = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 5, 0, 0, 0, 0, 7));
+const NODE6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+const SNAT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
 
 struct Case {
     what: &'static str,
     spec: Value,
     slices: Vec<EndpointSlice>,
-    vips: &'static [Ipv4Addr],
+    vips: &'static [IpAddr],
     want: &'static [&'static str],
 }
 
@@ -134,6 +149,29 @@ fn http_lb(extra: Value) -> Value {
         s.extend(extra);
     }
     spec
+}
+
+/// An IPv4 slice (10.0.0.1 ready) and an IPv6 one (fd00:1::10 ready,
+/// fd00:1::11 serving and terminating).
+fn dual_slices() -> Vec<EndpointSlice> {
+    vec![
+        slice(
+            "a",
+            json!({ "endpoints": [ep("10.0.0.1", json!({ "ready": true }))] }),
+        ),
+        slice(
+            "a6",
+            json!({
+                "addressType": "IPv6",
+                "endpoints": [
+                    ep("fd00:1::11", json!({ "ready": false, "serving": true, "terminating": true })),
+                    ep("fd00:1::10", json!({ "ready": true })),
+                    // An IPv4 address in an IPv6 slice is not taken.
+                    ep("10.0.0.9", json!({ "ready": true })),
+                ],
+            }),
+        ),
+    ]
 }
 
 fn one_ready() -> Vec<EndpointSlice> {
@@ -216,7 +254,7 @@ fn cases() -> Vec<Case> {
             want: &[
                 "ns/web:http/tcp [198.51.100.8:80 ext, 198.51.100.9:80 ext] -> [10.0.0.1:8080 ready]",
                 "skip: externalIP 192.0.2.3 is one of the gateway's own addresses",
-                "skip: externalIP \"nope\" is not an IPv4 address",
+                "skip: externalIP \"nope\" is not an IP address",
             ],
         },
         Case {
@@ -482,6 +520,54 @@ fn cases() -> Vec<Case> {
                 "ignored: no port can be served: port \"a\" (TCP/70000): number out of range; port \"b\" (TCP/80): number out of range",
             ],
         },
+        Case {
+            what: "dual-stack LoadBalancer: one spec per family, each with its family's VIP, node ports and slices",
+            spec: http_lb(
+                json!({ "ipFamilyPolicy": "RequireDualStack", "ipFamilies": ["IPv4", "IPv6"] }),
+            ),
+            slices: dual_slices(),
+            vips: &[VIP, VIP6],
+            want: &[
+                "ns/web:http/tcp [203.0.113.7:80 vip, 192.0.2.1:30080 node, 192.0.2.2:30080 node] -> [10.0.0.1:8080 ready]",
+                "ns/web:http/tcp/ipv6 [[2001:db8:5::7]:80 vip, [2001:db8::1]:30080 node] -> [[fd00:1::10]:8080 ready, [fd00:1::11]:8080 terminating]",
+            ],
+        },
+        Case {
+            what: "IPv6 single-stack: the IPv4 slice and VIP are not its own",
+            spec: http_lb(
+                json!({ "ipFamilies": ["IPv6"], "allocateLoadBalancerNodePorts": false }),
+            ),
+            slices: dual_slices(),
+            vips: &[VIP, VIP6],
+            want: &[
+                "ns/web:http/tcp/ipv6 [[2001:db8:5::7]:80 vip] -> [[fd00:1::10]:8080 ready, [fd00:1::11]:8080 terminating]",
+            ],
+        },
+        Case {
+            what: "IPv4 single-stack (no ipFamilies): IPv6 slices are not used",
+            spec: http_lb(json!({ "allocateLoadBalancerNodePorts": false })),
+            slices: dual_slices(),
+            vips: &[VIP],
+            want: &["ns/web:http/tcp [203.0.113.7:80 vip] -> [10.0.0.1:8080 ready]"],
+        },
+        Case {
+            what: "externalIPs of either family, each where the Service has the family",
+            spec: json!({
+                "type": "ClusterIP",
+                "ipFamilies": ["IPv6"],
+                "ipFamilyPolicy": "SingleStack",
+                "externalIPs": ["2001:db8:e::5", "198.51.100.8", "2001:db8:f::5", "fd00:1::1"],
+                "ports": [{ "name": "http", "port": 80 }],
+            }),
+            slices: dual_slices(),
+            vips: &[],
+            want: &[
+                "ns/web:http/tcp/ipv6 [[2001:db8:e::5]:80 ext] -> [[fd00:1::10]:8080 ready, [fd00:1::11]:8080 terminating]",
+                "skip: externalIP 198.51.100.8 is IPv4, but the Service's ipFamilies are [IPv6]",
+                "skip: externalIP 2001:db8:f::5 is outside the CIDRs this gateway serves externalIPs from ([kubernetes] external_ip_cidrs); not announced or served",
+                "skip: externalIP fd00:1::1 is one of the gateway's own addresses",
+            ],
+        },
     ]
 }
 
@@ -501,7 +587,7 @@ fn every_semantic_case() {
         // The same inputs in another order give the same specs.
         let mut reversed = slices.clone();
         reversed.reverse();
-        let vips: Vec<Ipv4Addr> = c.vips.iter().rev().copied().collect();
+        let vips: Vec<IpAddr> = c.vips.iter().rev().copied().collect();
         assert_eq!(
             service_specs(&svc, &reversed, &vips, &cfg()),
             service_specs(&svc, &slices, c.vips, &cfg()),
@@ -573,18 +659,12 @@ fn model_config_comes_from_the_plan() {
     let c = ModelConfig::from_plan(&plan).unwrap();
     assert_eq!(c.load_balancer_class, "example.com/lb");
     assert!(!c.serve_unclassed);
-    assert_eq!(
-        c.node_addresses,
-        [Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(192, 0, 2, 2)]
-    );
+    let ips =
+        |list: &[&str]| -> Vec<IpAddr> { list.iter().map(|a| a.parse().expect("ip")).collect() };
+    assert_eq!(c.node_addresses, ips(&["192.0.2.1", "192.0.2.2"]));
     assert_eq!(
         c.gateway_addresses,
-        [
-            Ipv4Addr::new(192, 0, 2, 1),
-            Ipv4Addr::new(192, 0, 2, 2),
-            Ipv4Addr::new(192, 0, 2, 3),
-            Ipv4Addr::new(192, 0, 2, 9)
-        ]
+        ips(&["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.9"])
     );
     let mut without = plan.clone();
     without.kubernetes = None;
@@ -617,9 +697,9 @@ fn specs_build_into_a_snapshot() {
                 .iter()
                 .map(|&a| {
                     (
-                        a.into(),
+                        a,
                         0,
-                        if a == Ipv4Addr::new(192, 0, 2, 3) {
+                        if a == IpAddr::from(Ipv4Addr::new(192, 0, 2, 3)) || a == SNAT6 {
                             AddrRole::Snat
                         } else {
                             AddrRole::Node

@@ -16,15 +16,15 @@ use dataplane::driver::afxdp::{
 };
 use dataplane::neighbour::NeighbourConfig;
 use nic_config::{AfpacketPlan, AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 #[cfg(feature = "dpdk")]
 use std::sync::Arc;
 use tracing::{info, warn};
 
 /// Every address Portico answers for: node and SNAT addresses, VIPs and
-/// external IPs.
-pub fn owned_addresses(plan: &Plan) -> Vec<Ipv4Addr> {
-    let mut owned: Vec<Ipv4Addr> = plan.addresses.iter().map(|a| a.address).collect();
+/// external IPs, of both families.
+pub fn owned_addresses(plan: &Plan) -> Vec<IpAddr> {
+    let mut owned: Vec<IpAddr> = plan.addresses.iter().map(|a| a.address).collect();
     owned.extend(
         plan.services
             .iter()
@@ -40,7 +40,14 @@ pub fn owned_addresses(plan: &Plan) -> Vec<Ipv4Addr> {
 /// Warn about every owned address the kernel also has on a port's
 /// interface.
 pub(super) fn warn_kernel_conflicts(plan: &Plan) {
-    let owned = owned_addresses(plan);
+    // The kernel's addresses are read as IPv4 ones.
+    let owned: Vec<Ipv4Addr> = owned_addresses(plan)
+        .into_iter()
+        .filter_map(|a| match a {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        })
+        .collect();
     for port in &plan.ports {
         match kernel_owned_conflicts(&port.interface, &owned) {
             Ok(conflicts) => {

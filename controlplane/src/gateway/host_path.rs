@@ -15,7 +15,7 @@ use dataplane::driver::hostpath::{
 };
 use nic_config::{DpdkDevicePlan, Plan};
 use std::os::fd::OwnedFd;
-use tracing::info;
+use tracing::{info, warn};
 
 /// One host path per worker (`None` for every worker when no port has
 /// host addresses).
@@ -42,12 +42,24 @@ pub(super) fn open(
             name: name.clone(),
             mac: port.mac.map_or(fact.mac, |m| m.0),
             mtu: port.mtu.unwrap_or(fact.mtu),
+            // The host path carries IPv4 until the dataplane takes IPv6
+            // (issue 17); an IPv6 host address is not assigned yet.
             addresses: port
                 .host_addresses
                 .iter()
-                .map(|p| (p.address, p.prefix_len))
+                .filter_map(|p| match p.address {
+                    std::net::IpAddr::V4(a) => Some((a, p.prefix_len)),
+                    std::net::IpAddr::V6(_) => None,
+                })
                 .collect(),
         };
+        for h in port.host_addresses.iter().filter(|h| !h.is_ipv4()) {
+            warn!(
+                port = %port.name,
+                address = %h,
+                "the host path carries IPv4 only so far: this IPv6 host address is not assigned"
+            );
+        }
         let fds = create_host_interface(&spec, workers)?;
         info!(
             port = %port.name,

@@ -13,6 +13,18 @@
 //! 3. else the lowest usable address of the first auto-assign pool, in
 //!    file order, that has one.
 //!
+//! Steps 2 and 3 are taken once per family the Service asks for
+//! (`spec.ipFamilies`, read in `request.rs`): a pool may list ranges of both
+//! families, and each family's address comes from the first pool (the
+//! named one, or the auto-assign ones in file order) that has a usable
+//! one of that family. `SingleStack` takes the first family only;
+//! `RequireDualStack` takes one address of each or none at all (a pool
+//! lacking a family is the problem [`IpamProblem::NoPoolForFamily`], so a
+//! Service's status never shows half of what it asked for);
+//! `PreferDualStack` takes what it can, at least one. A `PreferDualStack`
+//! Service that holds one family gains the other when a pool can give it,
+//! keeping the address it has.
+//!
 //! "Usable" means free, or held only by Services with the same
 //! `portico.dev/allow-shared-ip` key as the requester and none of the
 //! requester's (protocol, port) pairs; with `avoid_buggy_ips`, never an
@@ -29,6 +41,8 @@
 //! is assigned, oldest Service first, so no address is ever given twice.
 //!
 //! Invariants (checked by the property tests):
+//! * a Service holds at most one auto-assigned address per family, each
+//!   of a family it asks for;
 //! * an address is held by one Service, or by several that all have the same
 //!   sharing key and pairwise disjoint (protocol, port) sets;
 //! * every held address is offered by its pool (in a range, not a buggy IP
@@ -44,10 +58,12 @@ pub use request::{
     PortProtocol, ServiceKey, ServiceRequest,
 };
 
+pub use request::{Family, FamilyPolicy, service_families};
+
 use free::FreeRanges;
 use nic_config::AddressPoolPlan;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Why a Service did not get (or keep) an address. [`reason`] is a stable
 /// CamelCase word for the Kubernetes Event's `reason`; `Display` is the
@@ -56,9 +72,27 @@ use std::net::Ipv4Addr;
 /// [`reason`]: IpamProblem::reason
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IpamProblem {
-    /// Every pool that could serve the request is fully used.
-    #[error("no free address in pool(s) {}", .pools.join(", "))]
-    PoolExhausted { pools: Vec<String> },
+    /// Every pool that could serve the request with an address of
+    /// `family` has none left.
+    #[error("no free {family} address in pool(s) {}", .pools.join(", "))]
+    PoolExhausted { pools: Vec<String>, family: Family },
+    /// No pool that could serve the request has a range of `family`, and
+    /// the Service needs an address of it (its only or first family, or
+    /// `RequireDualStack`).
+    #[error(
+        "{} no {family} range; ipFamilyPolicy {policy} needs an {family} address \
+         (add an {family} range to {}{})",
+        pools_have(.pools),
+        if .pools.len() == 1 { "the pool" } else { "one of them" },
+        if *.policy == FamilyPolicy::RequireDualStack { ", or use PreferDualStack" } else { "" },
+        policy = .policy.name()
+    )]
+    NoPoolForFamily {
+        family: Family,
+        policy: FamilyPolicy,
+        /// The pools that could serve the request.
+        pools: Vec<String>,
+    },
     /// The Service names no pool and requests no address, and no pool hands
     /// out addresses automatically.
     #[error(
@@ -71,11 +105,11 @@ pub enum IpamProblem {
     /// A requested address is outside every pool (or outside the pool the
     /// Service names, or a `.0`/`.255` address its pool avoids).
     #[error("requested address {ip} is not in {}", match pool { Some(p) => format!("pool {p:?}"), None => "any address pool".to_owned() })]
-    RequestedIpNotInPool { ip: Ipv4Addr, pool: Option<String> },
+    RequestedIpNotInPool { ip: IpAddr, pool: Option<String> },
     /// A requested address is held by another Service and cannot be shared.
     #[error("requested address {ip} is held by {holder}{}", sharing_hint(.holder_sharing_key.as_deref()))]
     RequestedIpTaken {
-        ip: Ipv4Addr,
+        ip: IpAddr,
         holder: ServiceKey,
         holder_sharing_key: Option<String>,
     },
@@ -95,13 +129,22 @@ pub enum IpamProblem {
     #[error(
         "address {ip} in the status is already held by {holder}; a new address will be assigned"
     )]
-    AddressConflict { ip: Ipv4Addr, holder: ServiceKey },
+    AddressConflict { ip: IpAddr, holder: ServiceKey },
     /// At start-up: the address in the Service's status is in no pool (the
     /// pools changed).
     #[error(
         "address {ip} in the status is not in any address pool; a new address will be assigned"
     )]
-    StatusIpNotInPool { ip: Ipv4Addr },
+    StatusIpNotInPool { ip: IpAddr },
+}
+
+/// "pool "a" has" / "pools "a", "b" have".
+fn pools_have(pools: &[String]) -> String {
+    let quoted: Vec<String> = pools.iter().map(|p| format!("{p:?}")).collect();
+    match quoted.len() {
+        1 => format!("pool {} has", quoted[0]),
+        _ => format!("pools {} have", quoted.join(", ")),
+    }
 }
 
 fn sharing_hint(key: Option<&str>) -> String {
@@ -118,6 +161,7 @@ impl IpamProblem {
     pub fn reason(&self) -> &'static str {
         match self {
             IpamProblem::PoolExhausted { .. } => "PoolExhausted",
+            IpamProblem::NoPoolForFamily { .. } => "NoPoolForFamily",
             IpamProblem::NoAutoAssignPool => "NoAutoAssignPool",
             IpamProblem::UnknownPool { .. } => "UnknownAddressPool",
             IpamProblem::RequestedIpNotInPool { .. } => "RequestedIPNotInPool",
@@ -141,7 +185,8 @@ pub struct PoolUsage {
     pub name: String,
     /// Addresses held by at least one Service.
     pub in_use: u64,
-    /// Addresses that can be handed out.
+    /// Addresses that can be handed out (saturated at `u64::MAX`: an
+    /// IPv6 /64 alone holds 2^64).
     pub size: u64,
 }
 
@@ -150,11 +195,11 @@ struct Pool {
     plan: AddressPoolPlan,
     free: FreeRanges,
     in_use: u64,
-    size: u64,
+    size: u128,
 }
 
 impl Pool {
-    fn usable(&self, addr: Ipv4Addr) -> bool {
+    fn usable(&self, addr: IpAddr) -> bool {
         !(self.plan.avoid_buggy_ips && nic_config::is_buggy_ip(addr))
     }
 }
@@ -174,14 +219,14 @@ struct Holding {
 struct Held {
     request: ServiceRequest,
     /// Sorted.
-    ips: Vec<Ipv4Addr>,
+    ips: Vec<IpAddr>,
 }
 
 /// The address allocator. See the module docs.
 #[derive(Clone, Debug)]
 pub struct Allocator {
     pools: Vec<Pool>,
-    holdings: BTreeMap<Ipv4Addr, Holding>,
+    holdings: BTreeMap<IpAddr, Holding>,
     services: BTreeMap<ServiceKey, Held>,
 }
 
@@ -194,7 +239,7 @@ impl Allocator {
                 .iter()
                 .map(|p| Pool {
                     plan: p.clone(),
-                    free: FreeRanges::new(p.ranges.iter().map(|r| (r.first, r.last))),
+                    free: FreeRanges::new(p.ranges.iter().copied()),
                     in_use: 0,
                     size: p.size(),
                 })
@@ -207,7 +252,7 @@ impl Allocator {
     /// Give `request.key` its addresses (see the module docs for the
     /// order). Returns the addresses it holds now, sorted; unchanged when
     /// its current ones still satisfy the request.
-    pub fn assign(&mut self, request: &ServiceRequest) -> Result<Vec<Ipv4Addr>, IpamProblem> {
+    pub fn assign(&mut self, request: &ServiceRequest) -> Result<Vec<IpAddr>, IpamProblem> {
         if let Some(pool) = &request.pool
             && self.pool_index(pool).is_none()
         {
@@ -232,7 +277,18 @@ impl Allocator {
             if let Some(held) = self.services.get_mut(&request.key) {
                 held.request = request.clone();
             }
-            return Ok(ips);
+            // A PreferDualStack Service gains a family it lacks when a
+            // pool can give it now.
+            if request.requested_ips.is_empty() {
+                for &family in &request.families {
+                    if !ips.iter().any(|ip| Family::of(*ip) == family)
+                        && let Ok(ip) = self.choose_family(request, family)
+                    {
+                        self.hold(ip, request);
+                    }
+                }
+            }
+            return Ok(self.addresses(&request.key).to_vec());
         }
         self.release(&request.key);
         let ips = self.choose(request)?;
@@ -244,7 +300,7 @@ impl Allocator {
 
     /// Free every address `key` holds (an address stays in use while
     /// another Service shares it). Returns the addresses it held.
-    pub fn release(&mut self, key: &ServiceKey) -> Vec<Ipv4Addr> {
+    pub fn release(&mut self, key: &ServiceKey) -> Vec<IpAddr> {
         let Some(held) = self.services.remove(key) else {
             return Vec::new();
         };
@@ -283,6 +339,18 @@ impl Allocator {
         for claim in claims {
             let key = &claim.request.key;
             for &ip in &claim.ips {
+                // Only the Service's families, and one automatic address
+                // per family (a status may say more than was asked).
+                let family = Family::of(ip);
+                if !claim.request.families.contains(&family)
+                    || (claim.request.requested_ips.is_empty()
+                        && self
+                            .addresses(key)
+                            .iter()
+                            .any(|held| Family::of(*held) == family))
+                {
+                    continue;
+                }
                 if self.pool_offering(ip).is_none() {
                     problems.push((key.clone(), IpamProblem::StatusIpNotInPool { ip }));
                     continue;
@@ -298,12 +366,12 @@ impl Allocator {
     }
 
     /// The addresses `key` holds, sorted (empty if none).
-    pub fn addresses(&self, key: &ServiceKey) -> &[Ipv4Addr] {
+    pub fn addresses(&self, key: &ServiceKey) -> &[IpAddr] {
         self.services.get(key).map_or(&[], |h| &h.ips)
     }
 
     /// The Services holding `ip`, in key order.
-    pub fn holders(&self, ip: Ipv4Addr) -> Vec<&ServiceKey> {
+    pub fn holders(&self, ip: IpAddr) -> Vec<&ServiceKey> {
         self.holdings
             .get(&ip)
             .map(|h| h.services.keys().collect())
@@ -312,17 +380,17 @@ impl Allocator {
 
     /// Every address held by some Service, ascending: the VIPs the gateway
     /// answers for.
-    pub fn held_addresses(&self) -> impl Iterator<Item = Ipv4Addr> + '_ {
+    pub fn held_addresses(&self) -> impl Iterator<Item = IpAddr> + '_ {
         self.holdings.keys().copied()
     }
 
     /// Every Service holding addresses, in key order.
-    pub fn services(&self) -> impl Iterator<Item = (&ServiceKey, &[Ipv4Addr])> + '_ {
+    pub fn services(&self) -> impl Iterator<Item = (&ServiceKey, &[IpAddr])> + '_ {
         self.services.iter().map(|(k, h)| (k, h.ips.as_slice()))
     }
 
     /// The name of the pool `ip` would come from.
-    pub fn pool_of(&self, ip: Ipv4Addr) -> Option<&str> {
+    pub fn pool_of(&self, ip: IpAddr) -> Option<&str> {
         self.pool_offering(ip)
             .and_then(|i| self.pools.get(i))
             .map(|p| p.plan.name.as_str())
@@ -335,7 +403,7 @@ impl Allocator {
             .map(|p| PoolUsage {
                 name: p.plan.name.clone(),
                 in_use: p.in_use,
-                size: p.size,
+                size: u64::try_from(p.size).unwrap_or(u64::MAX),
             })
             .collect()
     }
@@ -344,13 +412,13 @@ impl Allocator {
         self.pools.iter().position(|p| p.plan.name == name)
     }
 
-    fn pool_offering(&self, ip: Ipv4Addr) -> Option<usize> {
+    fn pool_offering(&self, ip: IpAddr) -> Option<usize> {
         self.pools.iter().position(|p| p.plan.offers(ip))
     }
 
     /// Whether `request` may hold `ip` next to its current holders (other
     /// than itself); `Err` names a holder in the way.
-    fn shareable(&self, ip: Ipv4Addr, request: &ServiceRequest) -> Result<(), ServiceKey> {
+    fn shareable(&self, ip: IpAddr, request: &ServiceRequest) -> Result<(), ServiceKey> {
         let Some(h) = self.holdings.get(&ip) else {
             return Ok(());
         };
@@ -365,30 +433,33 @@ impl Allocator {
         Ok(())
     }
 
-    fn still_satisfies(&self, ips: &[Ipv4Addr], request: &ServiceRequest) -> bool {
+    fn still_satisfies(&self, ips: &[IpAddr], request: &ServiceRequest) -> bool {
         if ips.is_empty() {
             return false;
         }
+        let in_pool = |ip: IpAddr| match &request.pool {
+            Some(pool) => self.pool_of(ip).is_some_and(|p| p == pool.as_str()),
+            None => self.pool_of(ip).is_some(),
+        };
         let placed = if request.requested_ips.is_empty() {
-            ips.len() == 1
-                && match &request.pool {
-                    Some(pool) => self.pool_of(ips[0]).is_some_and(|p| p == pool.as_str()),
-                    None => self.pool_of(ips[0]).is_some(),
-                }
+            // At most one address per family, each of a family asked for,
+            // every family when both are required.
+            let mut families: Vec<Family> = ips.iter().map(|ip| Family::of(*ip)).collect();
+            families.dedup();
+            families.len() == ips.len()
+                && families.iter().all(|f| request.families.contains(f))
+                && (request.family_policy != FamilyPolicy::RequireDualStack
+                    || families.len() == request.families.len())
+                && ips.iter().all(|&ip| in_pool(ip))
         } else {
             ips == request.requested_ips.as_slice()
-                && match &request.pool {
-                    Some(pool) => ips
-                        .iter()
-                        .all(|&ip| self.pool_of(ip).is_some_and(|p| p == pool.as_str())),
-                    None => true,
-                }
+                && (request.pool.is_none() || ips.iter().all(|&ip| in_pool(ip)))
         };
         placed && ips.iter().all(|&ip| self.shareable(ip, request).is_ok())
     }
 
     /// The addresses to give `request` (which holds nothing now).
-    fn choose(&self, request: &ServiceRequest) -> Result<Vec<Ipv4Addr>, IpamProblem> {
+    fn choose(&self, request: &ServiceRequest) -> Result<Vec<IpAddr>, IpamProblem> {
         if !request.requested_ips.is_empty() {
             for &ip in &request.requested_ips {
                 let pool = self.pool_offering(ip);
@@ -417,6 +488,54 @@ impl Allocator {
             }
             return Ok(request.requested_ips.clone());
         }
+        let wanted: &[Family] = match request.family_policy {
+            FamilyPolicy::SingleStack => &request.families[..1.min(request.families.len())],
+            _ => &request.families,
+        };
+        if request.family_policy != FamilyPolicy::PreferDualStack {
+            // A pool lacking a family is the problem to fix, before any
+            // family's exhaustion.
+            let candidates = self.candidate_pools(request)?;
+            for &family in wanted {
+                if !candidates.iter().any(|&i| {
+                    self.pools
+                        .get(i)
+                        .is_some_and(|p| p.plan.has_family(family.is_ipv4()))
+                }) {
+                    return Err(IpamProblem::NoPoolForFamily {
+                        family,
+                        policy: request.family_policy,
+                        pools: candidates
+                            .iter()
+                            .filter_map(|&i| self.pools.get(i).map(|p| p.plan.name.clone()))
+                            .collect(),
+                    });
+                }
+            }
+        }
+        let mut ips = Vec::with_capacity(wanted.len());
+        let mut first_problem = None;
+        for &family in wanted {
+            match self.choose_family(request, family) {
+                Ok(ip) => ips.push(ip),
+                Err(e) if request.family_policy == FamilyPolicy::PreferDualStack => {
+                    first_problem.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match first_problem {
+            Some(e) if ips.is_empty() => Err(e),
+            _ => {
+                ips.sort();
+                Ok(ips)
+            }
+        }
+    }
+
+    /// The pools `request` may take an automatic address from: the one it
+    /// names, else the auto-assign ones in file order.
+    fn candidate_pools(&self, request: &ServiceRequest) -> Result<Vec<usize>, IpamProblem> {
         let candidates: Vec<usize> = match &request.pool {
             Some(name) => self.pool_index(name).into_iter().collect(),
             None => (0..self.pools.len())
@@ -426,16 +545,52 @@ impl Allocator {
         if candidates.is_empty() {
             return Err(IpamProblem::NoAutoAssignPool);
         }
-        for &i in &candidates {
+        Ok(candidates)
+    }
+
+    /// The lowest usable address of `family` for `request` in the first
+    /// candidate pool that has one.
+    fn choose_family(
+        &self,
+        request: &ServiceRequest,
+        family: Family,
+    ) -> Result<IpAddr, IpamProblem> {
+        let candidates = self.candidate_pools(request)?;
+        let names = |list: &[usize]| -> Vec<String> {
+            list.iter()
+                .filter_map(|&i| self.pools.get(i).map(|p| p.plan.name.clone()))
+                .collect()
+        };
+        let with_family: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&i| {
+                self.pools
+                    .get(i)
+                    .is_some_and(|p| p.plan.has_family(family.is_ipv4()))
+            })
+            .collect();
+        if with_family.is_empty() {
+            return Err(IpamProblem::NoPoolForFamily {
+                family,
+                policy: request.family_policy,
+                pools: names(&candidates),
+            });
+        }
+        for &i in &with_family {
             let Some(pool) = self.pools.get(i) else {
                 continue;
             };
-            let free = pool.free.lowest(|a| pool.usable(a));
+            let free = pool.free.lowest(family.is_ipv4(), |a| pool.usable(a));
             let shared = match &request.sharing_key {
                 Some(key) => self
                     .holdings
                     .iter()
-                    .filter(|(_, h)| h.pool == i && h.sharing_key.as_deref() == Some(key))
+                    .filter(|(ip, h)| {
+                        h.pool == i
+                            && Family::of(**ip) == family
+                            && h.sharing_key.as_deref() == Some(key)
+                    })
                     .map(|(ip, _)| *ip)
                     .find(|ip| self.shareable(*ip, request).is_ok()),
                 None => None,
@@ -445,19 +600,17 @@ impl Allocator {
                 (a, b) => a.or(b),
             };
             if let Some(ip) = best {
-                return Ok(vec![ip]);
+                return Ok(ip);
             }
         }
         Err(IpamProblem::PoolExhausted {
-            pools: candidates
-                .iter()
-                .filter_map(|&i| self.pools.get(i).map(|p| p.plan.name.clone()))
-                .collect(),
+            pools: names(&with_family),
+            family,
         })
     }
 
     /// Record that `request.key` holds `ip` (offered by a pool, shareable).
-    fn hold(&mut self, ip: Ipv4Addr, request: &ServiceRequest) {
+    fn hold(&mut self, ip: IpAddr, request: &ServiceRequest) {
         let Some(pool) = self.pool_offering(ip) else {
             return;
         };
@@ -522,6 +675,18 @@ impl Allocator {
             }
         }
         for (key, held) in &self.services {
+            if held.request.requested_ips.is_empty() {
+                let mut families: Vec<Family> = held.ips.iter().map(|ip| Family::of(*ip)).collect();
+                families.dedup();
+                if families.len() != held.ips.len()
+                    || !families.iter().all(|f| held.request.families.contains(f))
+                {
+                    return Err(format!(
+                        "{key} holds {:?} for families {:?}",
+                        held.ips, held.request.families
+                    ));
+                }
+            }
             for ip in &held.ips {
                 if !self
                     .holdings
@@ -539,8 +704,8 @@ impl Allocator {
                     p.plan.name, p.in_use
                 ));
             }
-            let free = p.free.count(|a| p.usable(a));
-            if free + n != p.size {
+            let free = p.free.count(p.plan.avoid_buggy_ips);
+            if free + u128::from(n) != p.size {
                 return Err(format!(
                     "pool {}: {free} free + {n} held != {}",
                     p.plan.name, p.size

@@ -1,11 +1,15 @@
-//! Random sequences of assign / release / restart / foreign claims: the
-//! allocator's invariants hold after every step, no address is ever held by
+//! Random sequences of assign / release / restart / foreign claims, over
+//! pools of both families (one dual-stack, one IPv4 only, one IPv6 only)
+//! and Services of every family and family policy: the
+//! allocator's invariants hold after every step, each Service gets what its
+//! policy promises (one address of each family it must have, never two of
+//! one family), no address is ever held by
 //! two Services that may not share it (checked independently of the
 //! allocator's own bookkeeping), releasing everything returns every address,
 //! and a restart from the statuses restores the same state.
 
 use super::*;
-use nic_config::Ipv4Range;
+use nic_config::IpRange;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -14,31 +18,60 @@ fn pools() -> Vec<AddressPoolPlan> {
         name: name.to_owned(),
         ranges: ranges
             .iter()
-            .map(|r| r.parse::<Ipv4Range>().unwrap())
+            .map(|r| r.parse::<IpRange>().unwrap())
             .collect(),
         auto_assign,
         avoid_buggy_ips,
     };
     vec![
-        p("a", &["10.0.0.254-10.0.1.1"], true, true),
+        p(
+            "a",
+            &["10.0.0.254-10.0.1.1", "2001:db8::1-2001:db8::2"],
+            true,
+            true,
+        ),
         p("b", &["10.0.2.0/30", "10.0.3.7/32"], true, false),
-        p("m", &["10.0.4.0/31"], false, false),
+        p("c", &["2001:db8:1::/127"], true, false),
+        p("m", &["10.0.4.0/31", "2001:db8:4::/127"], false, false),
     ]
 }
 
 /// Addresses requests and foreign claims pick from: every pool address,
-/// the buggy ones, and one outside every pool.
-const ADDRESSES: &[[u8; 4]] = &[
-    [10, 0, 0, 254],
-    [10, 0, 0, 255],
-    [10, 0, 1, 0],
-    [10, 0, 1, 1],
-    [10, 0, 2, 0],
-    [10, 0, 2, 3],
-    [10, 0, 3, 7],
-    [10, 0, 4, 0],
-    [10, 0, 4, 1],
-    [10, 9, 9, 9],
+/// the buggy ones, and one outside every pool, in each family.
+const ADDRESSES: &[&str] = &[
+    "10.0.0.254",
+    "10.0.0.255",
+    "10.0.1.0",
+    "10.0.1.1",
+    "10.0.2.0",
+    "10.0.2.3",
+    "10.0.3.7",
+    "10.0.4.0",
+    "10.0.4.1",
+    "10.9.9.9",
+    "2001:db8::1",
+    "2001:db8::2",
+    "2001:db8:1::",
+    "2001:db8:1::1",
+    "2001:db8:4::",
+    "2001:db8:9::9",
+];
+
+fn address(i: usize) -> IpAddr {
+    ADDRESSES[i].parse().unwrap()
+}
+
+/// Every `spec.ipFamilies` an API server writes.
+const FAMILIES: &[&[Family]] = &[
+    &[Family::V4],
+    &[Family::V6],
+    &[Family::V4, Family::V6],
+    &[Family::V6, Family::V4],
+];
+const POLICIES: [FamilyPolicy; 3] = [
+    FamilyPolicy::SingleStack,
+    FamilyPolicy::PreferDualStack,
+    FamilyPolicy::RequireDualStack,
 ];
 const PORTS: &[(PortProtocol, u16)] = &[
     (PortProtocol::Tcp, 80),
@@ -51,29 +84,55 @@ fn request() -> impl Strategy<Value = ServiceRequest> {
     (
         0..SERVICES,
         prop::collection::vec(0..ADDRESSES.len(), 0..3),
-        prop::option::weighted(0.3, prop::sample::select(vec!["a", "b", "m", "x"])),
+        prop::option::weighted(0.3, prop::sample::select(vec!["a", "b", "c", "m", "x"])),
         prop::option::weighted(0.6, prop::sample::select(vec!["k1", "k2"])),
         prop::collection::vec(0..PORTS.len(), 0..3),
+        (0..FAMILIES.len(), 0..POLICIES.len()),
     )
-        .prop_map(|(svc, mut ips, pool, sharing, mut ports)| {
-            // Mostly auto-assign: keep requested addresses rare.
-            ips.truncate(usize::from(svc % 3 == 0) * 2);
-            let mut requested_ips: Vec<Ipv4Addr> = ips
-                .into_iter()
-                .map(|i| Ipv4Addr::from(ADDRESSES[i]))
-                .collect();
-            requested_ips.sort();
-            requested_ips.dedup();
-            ports.sort();
-            ports.dedup();
-            ServiceRequest {
-                key: ServiceKey::new("ns", format!("s{svc}")),
-                requested_ips,
-                pool: pool.map(str::to_owned),
-                sharing_key: sharing.map(str::to_owned),
-                ports: ports.into_iter().map(|i| PORTS[i]).collect(),
-            }
-        })
+        .prop_map(
+            |(svc, mut ips, pool, sharing, mut ports, (families, policy))| {
+                // What the API server writes: one family for SingleStack, both
+                // for RequireDualStack.
+                let family_policy = POLICIES[policy];
+                let mut families = FAMILIES[families].to_vec();
+                match family_policy {
+                    FamilyPolicy::SingleStack => families.truncate(1),
+                    FamilyPolicy::PreferDualStack => {}
+                    FamilyPolicy::RequireDualStack if families.len() == 1 => {
+                        families.push(families[0].other());
+                    }
+                    FamilyPolicy::RequireDualStack => {}
+                }
+                // Mostly auto-assign: keep requested addresses rare, and of
+                // the Service's families (what `from_service` accepts).
+                ips.truncate(usize::from(svc % 3 == 0) * 2);
+                let mut requested_ips: Vec<IpAddr> = ips
+                    .into_iter()
+                    .map(address)
+                    .filter(|ip| families.contains(&Family::of(*ip)))
+                    .collect();
+                requested_ips.sort();
+                requested_ips.dedup();
+                if family_policy == FamilyPolicy::RequireDualStack
+                    && !families
+                        .iter()
+                        .all(|f| requested_ips.iter().any(|ip| Family::of(*ip) == *f))
+                {
+                    requested_ips.clear();
+                }
+                ports.sort();
+                ports.dedup();
+                ServiceRequest {
+                    key: ServiceKey::new("ns", format!("s{svc}")),
+                    requested_ips,
+                    families,
+                    family_policy,
+                    pool: pool.map(str::to_owned),
+                    sharing_key: sharing.map(str::to_owned),
+                    ports: ports.into_iter().map(|i| PORTS[i]).collect(),
+                }
+            },
+        )
 }
 
 #[derive(Clone, Debug)]
@@ -104,7 +163,7 @@ fn no_forbidden_sharing(
     a: &Allocator,
     requests: &BTreeMap<ServiceKey, ServiceRequest>,
 ) -> Result<(), String> {
-    let mut by_ip: BTreeMap<Ipv4Addr, Vec<&ServiceKey>> = BTreeMap::new();
+    let mut by_ip: BTreeMap<IpAddr, Vec<&ServiceKey>> = BTreeMap::new();
     for (key, ips) in a.services() {
         for ip in ips {
             by_ip.entry(*ip).or_default().push(key);
@@ -158,7 +217,22 @@ proptest! {
                             if !r.requested_ips.is_empty() {
                                 prop_assert_eq!(ips, &r.requested_ips);
                             } else {
-                                prop_assert_eq!(ips.len(), 1);
+                                // One address per family, of its families;
+                                // what the policy promises.
+                                let mut got: Vec<Family> = ips.iter().map(|ip| Family::of(*ip)).collect();
+                                got.sort();
+                                got.dedup();
+                                prop_assert_eq!(got.len(), ips.len());
+                                prop_assert!(got.iter().all(|f| r.families.contains(f)));
+                                match r.family_policy {
+                                    FamilyPolicy::SingleStack => {
+                                        prop_assert_eq!(got, vec![r.families[0]]);
+                                    }
+                                    FamilyPolicy::PreferDualStack => prop_assert!(!got.is_empty()),
+                                    FamilyPolicy::RequireDualStack => {
+                                        prop_assert_eq!(got.len(), 2);
+                                    }
+                                }
                             }
                             if let Some(p) = &r.pool {
                                 prop_assert!(ips.iter().all(|ip| a.pool_of(*ip) == Some(p.as_str())));
@@ -175,7 +249,7 @@ proptest! {
                     prop_assert!(a.addresses(&key).is_empty());
                 }
                 Op::Restart(seed) => {
-                    let before: Vec<(ServiceKey, Vec<Ipv4Addr>)> =
+                    let before: Vec<(ServiceKey, Vec<IpAddr>)> =
                         a.services().map(|(k, ips)| (k.clone(), ips.to_vec())).collect();
                     let mut claims = claims_of(&a, &requests);
                     // Any ages: the state was consistent, so nothing
@@ -186,7 +260,7 @@ proptest! {
                     a = Allocator::new(&pools());
                     let problems = a.restore(claims);
                     prop_assert!(problems.is_empty(), "{:?}", problems);
-                    let after: Vec<(ServiceKey, Vec<Ipv4Addr>)> =
+                    let after: Vec<(ServiceKey, Vec<IpAddr>)> =
                         a.services().map(|(k, ips)| (k.clone(), ips.to_vec())).collect();
                     prop_assert_eq!(before, after);
                 }
@@ -195,8 +269,7 @@ proptest! {
                     requests.clear();
                     let mut claims = Vec::new();
                     for (r, ips, day) in raw {
-                        let mut ips: Vec<Ipv4Addr> =
-                            ips.into_iter().map(|i| Ipv4Addr::from(ADDRESSES[i])).collect();
+                        let mut ips: Vec<IpAddr> = ips.into_iter().map(address).collect();
                         ips.sort();
                         ips.dedup();
                         let created = day.map(day_time);
@@ -207,12 +280,20 @@ proptest! {
                         }
                     }
                     let problems = a.restore(claims.clone());
-                    // Every claimed address that is in a pool is held by
-                    // someone; every problem concerns a claim.
+                    // Every claimed address of the claim's families that is
+                    // in a pool is held by someone, unless the claim took
+                    // another (automatic) address of its family; every
+                    // problem concerns a claim.
                     for c in &claims {
                         for ip in &c.ips {
-                            if a.pool_of(*ip).is_some() {
-                                prop_assert!(!a.holders(*ip).is_empty());
+                            let family = Family::of(*ip);
+                            let took_another = c.request.requested_ips.is_empty()
+                                && a.addresses(&c.request.key).iter().any(|h| h != ip && Family::of(*h) == family);
+                            if a.pool_of(*ip).is_some()
+                                && c.request.families.contains(&family)
+                                && !took_another
+                            {
+                                prop_assert!(!a.holders(*ip).is_empty(), "{} not held", ip);
                             }
                         }
                     }

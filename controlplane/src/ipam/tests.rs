@@ -2,7 +2,7 @@
 
 use super::*;
 use k8s_openapi::api::core::v1::Service;
-use nic_config::Ipv4Range;
+use nic_config::IpRange;
 use serde_json::json;
 
 fn pool(name: &str, ranges: &[&str], auto_assign: bool, avoid_buggy_ips: bool) -> AddressPoolPlan {
@@ -10,7 +10,7 @@ fn pool(name: &str, ranges: &[&str], auto_assign: bool, avoid_buggy_ips: bool) -
         name: name.to_owned(),
         ranges: ranges
             .iter()
-            .map(|r| r.parse::<Ipv4Range>().unwrap())
+            .map(|r| r.parse::<IpRange>().unwrap())
             .collect(),
         auto_assign,
         avoid_buggy_ips,
@@ -27,7 +27,7 @@ fn pools() -> Vec<AddressPoolPlan> {
     ]
 }
 
-fn ip(s: &str) -> Ipv4Addr {
+fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
@@ -69,7 +69,7 @@ fn key(name: &str) -> ServiceKey {
 fn assigned(a: &mut Allocator, r: &ServiceRequest) -> Vec<String> {
     let got = a.assign(r).unwrap_or_else(|e| panic!("{}: {e}", r.key));
     a.check_invariants().unwrap();
-    got.iter().map(Ipv4Addr::to_string).collect()
+    got.iter().map(IpAddr::to_string).collect()
 }
 
 #[test]
@@ -94,11 +94,15 @@ fn auto_assign_takes_the_lowest_usable_address_of_the_first_auto_pool() {
     assert_eq!(
         err,
         IpamProblem::PoolExhausted {
-            pools: vec!["first".into(), "second".into()]
+            pools: vec!["first".into(), "second".into()],
+            family: Family::V4,
         }
     );
     assert_eq!(err.reason(), "PoolExhausted");
-    assert_eq!(err.to_string(), "no free address in pool(s) first, second");
+    assert_eq!(
+        err.to_string(),
+        "no free IPv4 address in pool(s) first, second"
+    );
     // A release makes the lowest address available again.
     assert_eq!(a.release(&key("b")), [ip("198.51.100.2")]);
     assert_eq!(assigned(&mut a, &req("g", &[], &[])), ["198.51.100.2"]);
@@ -217,7 +221,7 @@ fn requested_addresses_are_honoured_or_refused() {
         a.check_invariants().unwrap();
         match (got, want) {
             (Ok(ips), Ok(want)) => {
-                let ips: Vec<String> = ips.iter().map(Ipv4Addr::to_string).collect();
+                let ips: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
                 assert_eq!(ips, *want, "{what}");
             }
             (Err(e), Err(reason)) => {
@@ -245,15 +249,15 @@ fn invalid_requests_are_reported() {
             "\"nope\": not an IP address",
         ),
         (
-            "IPv6",
+            "IPv6 for an IPv4 Service",
             svc(
                 "s",
                 &[(ANNOTATION_LOAD_BALANCER_IPS, "2001:db8::1")],
                 &[],
                 None,
             ),
-            "InvalidAnnotation",
-            "IPv4 addresses only",
+            "InvalidRequest",
+            "requested address 2001:db8::1 is IPv6, but the Service's ipFamilies are [IPv4]",
         ),
         (
             "bad spec",
@@ -513,7 +517,8 @@ fn restore_keeps_shared_addresses_and_ignores_foreign_status() {
     assert_eq!(a.holders(ip("203.0.113.10")), [&key("tcp"), &key("udp")]);
     a.check_invariants().unwrap();
 
-    // Hostnames and IPv6 addresses in a status are not claims.
+    // Hostnames, and addresses of a family the Service does not have, in a
+    // status are not claims.
     let mut s = svc("x", &[], &[], None);
     s.status = Some(
         serde_json::from_value(json!({ "loadBalancer": { "ingress": [
@@ -529,7 +534,10 @@ fn reasons_are_stable() {
     let k = key("x");
     let table = [
         (
-            IpamProblem::PoolExhausted { pools: vec![] },
+            IpamProblem::PoolExhausted {
+                pools: vec![],
+                family: Family::V4,
+            },
             "PoolExhausted",
         ),
         (IpamProblem::NoAutoAssignPool, "NoAutoAssignPool"),
@@ -621,4 +629,236 @@ fn pool_usage_and_lookups() {
     );
     assert_eq!(a.services().count(), 2);
     assert!(a.release(&key("nobody")).is_empty());
+}
+
+/// A LoadBalancer Service `default/<name>` on TCP 80 with `ipFamilies`
+/// and `ipFamilyPolicy` (as the API server writes them) and annotations.
+fn dual_svc(name: &str, families: &[&str], policy: &str, annotations: &[(&str, &str)]) -> Service {
+    let mut s = svc(name, annotations, &[("TCP", 80)], None);
+    if let Some(spec) = s.spec.as_mut() {
+        spec.ip_families = Some(families.iter().map(|f| (*f).to_owned()).collect());
+        spec.ip_family_policy = Some(policy.to_owned());
+    }
+    s
+}
+
+fn dual_req(name: &str, families: &[&str], policy: &str) -> ServiceRequest {
+    ServiceRequest::from_service(&dual_svc(name, families, policy, &[])).unwrap()
+}
+
+/// "dual" (auto): 198.51.100.0/30 and 2001:db8::10-2001:db8::11;
+/// "v4only" (auto): 203.0.113.10; "v6only" (not auto): 2001:db8:1::/127.
+fn dual_pools() -> Vec<AddressPoolPlan> {
+    vec![
+        pool(
+            "dual",
+            &["198.51.100.0/30", "2001:db8::10-2001:db8::11"],
+            true,
+            true,
+        ),
+        pool("v4only", &["203.0.113.10/32"], true, false),
+        pool("v6only", &["2001:db8:1::/127"], false, false),
+    ]
+}
+
+#[test]
+fn families_and_policies_are_read_as_the_api_server_writes_them() {
+    let r = dual_req("a", &["IPv6", "IPv4"], "PreferDualStack");
+    assert_eq!(r.families, [Family::V6, Family::V4]);
+    assert_eq!(r.family_policy, FamilyPolicy::PreferDualStack);
+    // RequireDualStack demands both whatever is listed; SingleStack one.
+    assert_eq!(
+        dual_req("a", &["IPv6"], "RequireDualStack").families,
+        [Family::V6, Family::V4]
+    );
+    assert_eq!(
+        dual_req("a", &["IPv6", "IPv4"], "SingleStack").families,
+        [Family::V6]
+    );
+    // Without the fields (an object no API server defaulted): IPv4 only.
+    assert_eq!(req("a", &[], &[]).families, [Family::V4]);
+    for (families, policy, words) in [
+        (&["IPv5"][..], "SingleStack", "spec.ipFamilies: \"IPv5\""),
+        (
+            &["IPv4"][..],
+            "DualStackPlease",
+            "spec.ipFamilyPolicy \"DualStackPlease\"",
+        ),
+    ] {
+        let e = ServiceRequest::from_service(&dual_svc("a", families, policy, &[])).unwrap_err();
+        assert_eq!(e.reason(), "InvalidRequest");
+        assert!(e.message().contains(words), "{e}");
+    }
+    // Requested addresses: of the Service's families, both for
+    // RequireDualStack.
+    let e = ServiceRequest::from_service(&dual_svc(
+        "a",
+        &["IPv4", "IPv6"],
+        "RequireDualStack",
+        &[(ANNOTATION_LOAD_BALANCER_IPS, "198.51.100.1")],
+    ))
+    .unwrap_err();
+    assert!(
+        e.message()
+            .contains("RequireDualStack with requested addresses needs an IPv6 one too"),
+        "{e}"
+    );
+    let r = ServiceRequest::from_service(&dual_svc(
+        "a",
+        &["IPv4", "IPv6"],
+        "RequireDualStack",
+        &[(ANNOTATION_LOAD_BALANCER_IPS, "2001:db8::11, 198.51.100.1")],
+    ))
+    .unwrap();
+    assert_eq!(r.requested_ips, [ip("198.51.100.1"), ip("2001:db8::11")]);
+}
+
+#[test]
+fn a_dual_stack_service_gets_one_address_per_family() {
+    let mut a = Allocator::new(&dual_pools());
+    assert_eq!(
+        assigned(
+            &mut a,
+            &dual_req("a", &["IPv4", "IPv6"], "RequireDualStack")
+        ),
+        ["198.51.100.1", "2001:db8::10"]
+    );
+    assert_eq!(
+        assigned(&mut a, &dual_req("b", &["IPv6", "IPv4"], "PreferDualStack")),
+        ["198.51.100.2", "2001:db8::11"]
+    );
+    // IPv6 used up in the auto-assign pools: a single-stack IPv6 Service
+    // gets nothing and is told so, by family.
+    let err = a
+        .assign(&dual_req("c", &["IPv6"], "SingleStack"))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        IpamProblem::PoolExhausted {
+            pools: vec!["dual".into()],
+            family: Family::V6
+        }
+    );
+    assert_eq!(err.to_string(), "no free IPv6 address in pool(s) dual");
+    // IPv4 is left (dual's .3), IPv6 is not: a RequireDualStack Service
+    // holds nothing at all, no half of what it asked for.
+    let err = a
+        .assign(&dual_req("d", &["IPv4", "IPv6"], "RequireDualStack"))
+        .unwrap_err();
+    assert_eq!(err.reason(), "PoolExhausted");
+    assert!(a.addresses(&key("d")).is_empty());
+    assert_eq!(a.pool_usage()[0].in_use, 4, "198.51.100.3 not taken by d");
+    // PreferDualStack takes what it can, and gains the other family
+    // once a pool has it.
+    assert_eq!(
+        assigned(&mut a, &dual_req("e", &["IPv4", "IPv6"], "PreferDualStack")),
+        ["198.51.100.3"]
+    );
+    a.release(&key("b"));
+    assert_eq!(
+        assigned(&mut a, &dual_req("e", &["IPv4", "IPv6"], "PreferDualStack")),
+        ["198.51.100.3", "2001:db8::11"],
+        "kept its IPv4 address, gained an IPv6 one"
+    );
+    // IPv4 from the next auto-assign pool that has one.
+    assert_eq!(
+        assigned(&mut a, &dual_req("h", &["IPv4"], "SingleStack")),
+        ["198.51.100.2"]
+    );
+    assert_eq!(
+        assigned(&mut a, &dual_req("i", &["IPv4"], "SingleStack")),
+        ["203.0.113.10"]
+    );
+    // A pool without the family at all: named by the Service.
+    let mut v4pool = dual_svc("f", &["IPv4", "IPv6"], "RequireDualStack", &[]);
+    v4pool
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(ANNOTATION_ADDRESS_POOL.into(), "v4only".into());
+    let err = a
+        .assign(&ServiceRequest::from_service(&v4pool).unwrap())
+        .unwrap_err();
+    assert_eq!(
+        err,
+        IpamProblem::NoPoolForFamily {
+            family: Family::V6,
+            policy: FamilyPolicy::RequireDualStack,
+            pools: vec!["v4only".into()],
+        }
+    );
+    assert_eq!(err.reason(), "NoPoolForFamily");
+    assert_eq!(
+        err.to_string(),
+        "pool \"v4only\" has no IPv6 range; ipFamilyPolicy RequireDualStack needs an IPv6 \
+         address (add an IPv6 range to the pool, or use PreferDualStack)"
+    );
+    assert!(a.addresses(&key("f")).is_empty());
+    // A named IPv6-only pool serves an IPv6 Service.
+    let mut v6 = dual_svc("g", &["IPv6"], "SingleStack", &[]);
+    v6.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(ANNOTATION_ADDRESS_POOL.into(), "v6only".into());
+    assert_eq!(
+        assigned(&mut a, &ServiceRequest::from_service(&v6).unwrap()),
+        ["2001:db8:1::"]
+    );
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn a_dual_stack_status_is_restored_per_family() {
+    let mut s = dual_svc("a", &["IPv4", "IPv6"], "RequireDualStack", &[]);
+    s.status = Some(
+        serde_json::from_value(json!({ "loadBalancer": { "ingress": [
+            { "ip": "2001:db8::11" }, { "ip": "198.51.100.2" }, { "ip": "2001:db8::10" }
+        ] } }))
+        .unwrap(),
+    );
+    let claim = Claim::from_service(&s).unwrap().unwrap();
+    assert_eq!(
+        claim.ips,
+        [ip("198.51.100.2"), ip("2001:db8::10"), ip("2001:db8::11")]
+    );
+    let mut a = Allocator::new(&dual_pools());
+    assert!(a.restore(vec![claim]).is_empty());
+    // One automatic address per family: the lowest of each claimed.
+    assert_eq!(
+        a.addresses(&key("a")),
+        [ip("198.51.100.2"), ip("2001:db8::10")]
+    );
+    a.check_invariants().unwrap();
+    // Still what it asks for: kept.
+    assert_eq!(
+        assigned(
+            &mut a,
+            &dual_req("a", &["IPv4", "IPv6"], "RequireDualStack")
+        ),
+        ["198.51.100.2", "2001:db8::10"]
+    );
+    // Downgraded to SingleStack IPv4: the IPv6 address is released.
+    assert_eq!(
+        assigned(&mut a, &dual_req("a", &["IPv4"], "SingleStack")),
+        ["198.51.100.1"]
+    );
+}
+
+#[test]
+fn an_ipv6_service_without_an_ipv6_auto_assign_pool_is_told_which_pools_lack_it() {
+    let mut a = Allocator::new(&pools());
+    let err = a
+        .assign(&dual_req("a", &["IPv6"], "SingleStack"))
+        .unwrap_err();
+    assert_eq!(err.reason(), "NoPoolForFamily");
+    assert_eq!(
+        err.to_string(),
+        "pools \"first\", \"second\" have no IPv6 range; ipFamilyPolicy SingleStack needs an \
+         IPv6 address (add an IPv6 range to one of them)"
+    );
+    // PreferDualStack with IPv6 first falls back to IPv4.
+    assert_eq!(
+        assigned(&mut a, &dual_req("b", &["IPv6", "IPv4"], "PreferDualStack")),
+        ["198.51.100.1"]
+    );
 }

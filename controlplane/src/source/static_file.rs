@@ -4,6 +4,12 @@
 //!
 //! Port MACs and MTUs not given in the file are read from the interfaces
 //! when the gateway starts; callers pass what they found as [`PortFacts`].
+//!
+//! The plan holds both families and so does the spec: addresses, routes,
+//! neighbours, listeners and endpoints of either family pass through as
+//! they are (a service is single-family in both). The workers' IPv4 SNAT
+//! pool takes the IPv4 SNAT addresses from the worker configuration; the
+//! IPv6 ones reach the workers as the spec's owned addresses of role SNAT.
 
 use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
@@ -15,6 +21,7 @@ use dataplane::snat::{DEFAULT_PROBE_LIMIT, DEFAULT_QUARANTINE_CAPACITY, SnatConf
 use dataplane::stage::PipelineConfig;
 use dataplane::worker::WorkerConfig;
 use nic_config::Plan;
+use std::net::IpAddr;
 
 /// What the running system says about a port (the file may override it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,29 +57,29 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
                 nic_config::AddressRole::Node => AddrRole::Node,
                 nic_config::AddressRole::Snat => AddrRole::Snat,
             };
-            (a.address.into(), a.port as u8, role)
+            (a.address, a.port as u8, role)
         })
         .chain(plan.ports.iter().enumerate().flat_map(|(i, p)| {
             p.host_addresses
                 .iter()
-                .map(move |h| (h.address.into(), i as u8, AddrRole::Host))
+                .map(move |h| (h.address, i as u8, AddrRole::Host))
         }))
         .collect();
     let routes = plan
         .routes
         .iter()
         .map(|r| Route {
-            dest: r.destination.network().address.into(),
+            dest: r.destination.network().address,
             prefix_len: r.destination.prefix_len,
             port: r.port as u8,
-            via: r.via.map(Into::into),
+            via: r.via,
         })
         .collect();
     let neighbours = plan
         .neighbours
         .iter()
         .map(|n| NeighbourSpec {
-            addr: n.address.into(),
+            addr: n.address,
             mac: n.mac.0,
         })
         .collect();
@@ -95,13 +102,13 @@ fn service_spec(s: &nic_config::ServicePlan) -> ServiceSpec {
         listeners: s
             .listeners
             .iter()
-            .map(|l| (l.address.into(), l.port, l.kind.to_dataplane()))
+            .map(|l| (l.address, l.port, l.kind.to_dataplane()))
             .collect(),
         endpoints: s
             .backends
             .iter()
             .map(|b| EndpointSpec {
-                addr: b.address.into(),
+                addr: b.address,
                 weight: b.weight,
                 condition: b.condition.to_dataplane(),
             })
@@ -141,7 +148,15 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
                 early_drop_scan: d.conntrack.early_drop_scan,
             },
             snat: SnatConfig {
-                addrs: d.snat.addresses.clone(),
+                addrs: d
+                    .snat
+                    .addresses
+                    .iter()
+                    .filter_map(|a| match a {
+                        IpAddr::V4(a) => Some(*a),
+                        IpAddr::V6(_) => None,
+                    })
+                    .collect(),
                 port_range: d.snat.port_range.clone(),
                 quarantine_ms: d.snat.quarantine_ms,
                 quarantine_capacity: DEFAULT_QUARANTINE_CAPACITY,
@@ -174,7 +189,11 @@ mod tests {
 
     #[test]
     fn every_example_maps_to_a_snapshot_and_workers_that_build() {
-        for name in ["standalone-two-port.toml", "one-arm.toml"] {
+        for name in [
+            "standalone-two-port.toml",
+            "one-arm.toml",
+            "dual-stack.toml",
+        ] {
             let plan = example(name);
             let facts = vec![
                 PortFacts {
@@ -189,8 +208,12 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(snap.services.iter().flatten().count(), plan.services.len());
             for l in plan.services.iter().flat_map(|s| &s.listeners) {
+                let owned = match l.address {
+                    IpAddr::V4(a) => snap.owned(a),
+                    IpAddr::V6(a) => snap.owned6(a),
+                };
                 assert!(
-                    snap.owned(l.address).is_some(),
+                    owned.is_some(),
                     "{name}: listener address {} owned",
                     l.address
                 );
@@ -216,6 +239,164 @@ mod tests {
             assert_eq!(s.mac, p.mac.map_or([2, 9, 9, 9, 9, 9], |m| m.0));
             assert_eq!(s.mtu, p.mtu.unwrap_or(9000));
         }
+    }
+
+    #[test]
+    fn ipv6_addresses_routes_neighbours_and_services_reach_the_snapshot() {
+        let plan = example("dual-stack.toml");
+        let spec = snapshot_spec(
+            &plan,
+            &[PortFacts {
+                mac: [2, 0, 0, 0, 0, 9],
+                mtu: 1500,
+            }; 2],
+        );
+        let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        assert!(
+            spec.addresses
+                .contains(&(ip("2001:db8::1"), 0, AddrRole::Node))
+        );
+        assert!(
+            spec.addresses
+                .contains(&(ip("fd00:1::1"), 1, AddrRole::Snat))
+        );
+        assert!(spec.routes.contains(&Route {
+            dest: ip("::"),
+            prefix_len: 0,
+            port: 0,
+            via: Some(ip("fe80::1")),
+        }));
+        assert!(spec.routes.contains(&Route {
+            dest: ip("fd00:1::"),
+            prefix_len: 64,
+            port: 1,
+            via: None,
+        }));
+        assert_eq!(spec.neighbours[0].addr, ip("fd00:1::10"));
+        let web6 = spec
+            .services
+            .iter()
+            .find(|s| s.name == "web6")
+            .expect("web6");
+        assert!(web6.listeners.iter().all(|(a, _, _)| a.is_ipv6()));
+        assert_eq!(
+            web6.endpoints[0].addr,
+            "[fd00:1::10]:8080".parse().expect("addr")
+        );
+        let snap = SnapshotBuilder::new().build(&spec).expect("builds");
+        let v6: std::net::Ipv6Addr = "2001:db8:5::10".parse().expect("ip");
+        let listener = snap
+            .listener6(dataplane::flow::Proto::Tcp, v6, 80)
+            .expect("the IPv6 VIP listens");
+        assert_eq!(
+            snap.service(listener.service).map(|s| &*s.name),
+            Some("web6")
+        );
+        // The IPv4 SNAT addresses go to the workers' SNAT pool.
+        assert_eq!(
+            worker_config(&plan, 0).pipeline.snat.addrs,
+            [std::net::Ipv4Addr::new(10, 1, 0, 1)]
+        );
+    }
+
+    /// The dual-stack example forwards over IPv6: a client's SYN to the
+    /// IPv6 VIP leaves the inside port from the IPv6 SNAT address to the
+    /// IPv6 backend (the one with a static NDP entry).
+    #[test]
+    fn the_dual_stack_example_forwards_an_ipv6_syn_with_full_nat() {
+        use dataplane::clock::ManualClock;
+        use dataplane::counters::SharedCounters;
+        use dataplane::driver::mem::{MemConfig, MemDriver};
+        use dataplane::snapshot::Publisher;
+        use dataplane::wire::{MacAddr, build};
+        use dataplane::worker::Worker;
+        use std::net::Ipv6Addr;
+        use std::sync::Arc;
+
+        let mut plan = example("dual-stack.toml");
+        // One worker: no steering to another.
+        plan.dataplane.workers = 1;
+        if let Some(web6) = plan.services.iter_mut().find(|s| s.name == "web6") {
+            web6.backends.truncate(1);
+        }
+        let (out_mac, in_mac) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let facts = [
+            PortFacts {
+                mac: out_mac,
+                mtu: 1500,
+            },
+            PortFacts {
+                mac: in_mac,
+                mtu: 1500,
+            },
+        ];
+        let snap = SnapshotBuilder::new()
+            .build(&snapshot_spec(&plan, &facts))
+            .expect("builds");
+        let publisher = Publisher::new(snap);
+        let mut worker = Worker::new(
+            &worker_config(&plan, 0),
+            MemDriver::new(MemConfig::default()),
+            ManualClock::new(1_000),
+            publisher.reader(),
+            Arc::new(SharedCounters::default()),
+            None,
+            Arc::new(dataplane::neighbour::NeighbourTable::new(Default::default())),
+        )
+        .expect("worker");
+        worker.poll();
+        for p in [0, 1] {
+            worker.driver_mut().take_tx(p);
+        }
+        let client: Ipv6Addr = "2001:db8:7::99".parse().expect("ip");
+        let vip: Ipv6Addr = "2001:db8:5::10".parse().expect("ip");
+        let syn = build::eth_ipv6_tcp(
+            MacAddr([2, 0, 0, 0, 0, 0x99]),
+            MacAddr(out_mac),
+            (client, 40_000),
+            (vip, 80),
+            dataplane::wire::tcp::flags::SYN,
+            1,
+            0,
+            b"",
+        );
+        worker.driver_mut().inject(0, &syn).expect("inject");
+        worker.poll();
+        let sent = worker.driver_mut().take_tx(1);
+        assert_eq!(
+            sent.len(),
+            1,
+            "one frame to the backend; verdict {:?}, counters {:?}",
+            worker.pipeline().metas()[0].verdict,
+            worker.pipeline().counters()
+        );
+        let f = &sent[0];
+        let addr = |at: usize| -> Ipv6Addr {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&f[at..at + 16]);
+            Ipv6Addr::from(b)
+        };
+        assert_eq!(&f[12..14], &[0x86, 0xdd], "IPv6");
+        assert_eq!(
+            addr(22),
+            "fd00:1::1".parse::<Ipv6Addr>().expect("ip"),
+            "from the IPv6 SNAT address"
+        );
+        assert_eq!(
+            addr(38),
+            "fd00:1::10".parse::<Ipv6Addr>().expect("ip"),
+            "to the backend"
+        );
+        assert_eq!(
+            u16::from_be_bytes([f[56], f[57]]),
+            8080,
+            "the backend's port"
+        );
+        assert_eq!(
+            &f[0..6],
+            &[2, 0, 0, 0, 1, 0x10],
+            "the static NDP entry's MAC"
+        );
     }
 
     #[test]

@@ -189,7 +189,11 @@ impl<A: IpFamily> Quarantine<A> {
     /// Drops front entries that are tombstones or older than `quarantine_ms`
     /// at `now_ms`, looking at no more than `max_entries` of them. Returns the
     /// number of entries dropped.
+    #[inline]
     pub(crate) fn expire(&mut self, now_ms: u64, quarantine_ms: u64, max_entries: usize) -> usize {
+        if self.len == 0 {
+            return 0;
+        }
         let mut dropped = 0;
         while dropped < max_entries {
             let Some(front) = self.ring.get(self.head).copied() else {

@@ -46,7 +46,7 @@ use crate::conntrack::window::{SegmentInfo, WindowVerdict};
 use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe, TcpState};
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
-use crate::flow::{FlowKey, Proto, stable_addr_hash};
+use crate::flow::{FlowKey, IpFamily, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId, Verdict};
 use crate::snapshot::{BackendGonePolicy, Snapshot};
 use crate::snat::{SnatAllocator, SnatExhausted, SnatTuple};
@@ -467,6 +467,25 @@ fn answer_gone_tcp<F: Frame>(
     }
 }
 
+/// The drop reason of a refused insert (either family); a flow early
+/// drop removed on the way goes to `evicted` (its SNAT tuple is the
+/// caller's to release).
+pub(super) fn refused<A: IpFamily>(
+    e: InsertError<A>,
+    evicted: impl FnOnce(&Flow<A>),
+) -> DropReason {
+    match e {
+        InsertError::Full => DropReason::ConntrackFull,
+        InsertError::KeyExists | InsertError::UnknownFlow => DropReason::TupleInUse,
+        InsertError::Crowded { evicted: victim } => {
+            if let Some(victim) = victim {
+                evicted(&victim);
+            }
+            DropReason::ConntrackCrowded
+        }
+    }
+}
+
 /// Classify a packet without a flow and, for a listener, create its flow.
 fn create<F: Frame>(
     ctx: &mut FlowCtx<'_>,
@@ -555,7 +574,7 @@ fn create<F: Frame>(
         return FlowSlot::None;
     };
     // A service is single-family: an IPv4 listener has IPv4 backends.
-    let SocketAddr::V4(backend_addr) = backend.addr else {
+    let &SocketAddr::V4(backend_addr) = &backend.addr else {
         meta.drop(DropReason::NoBackend);
         return FlowSlot::None;
     };
@@ -676,17 +695,10 @@ fn create<F: Frame>(
             if service.snat {
                 ctx.snat.release(&reply, ctx.now_ms);
             }
-            meta.drop(match e {
-                InsertError::Full => DropReason::ConntrackFull,
-                InsertError::KeyExists | InsertError::UnknownFlow => DropReason::TupleInUse,
-                InsertError::Crowded { evicted } => {
-                    if let Some(victim) = evicted {
-                        ctx.counters.flows_early_dropped += 1;
-                        ctx.release_tuple(&victim);
-                    }
-                    DropReason::ConntrackCrowded
-                }
-            });
+            meta.drop(refused(e, |victim| {
+                ctx.counters.flows_early_dropped += 1;
+                ctx.release_tuple(victim);
+            }));
             FlowSlot::None
         }
     }

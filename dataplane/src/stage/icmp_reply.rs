@@ -95,23 +95,22 @@ pub fn run<F: Frame>(
     now_ms: u64,
 ) {
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
-        if meta.family == Family::V6 {
-            if let Verdict::Drop(reason) = meta.verdict
-                && meta.kind != PacketKind::IcmpError
-                && let Some(error) = super::ipv6::reply::error_for(reason, meta)
-            {
-                send6(
-                    snap,
-                    frame,
-                    meta,
-                    reason,
-                    error,
-                    (counters, limiter, now_ms),
-                );
-            }
-            continue;
-        }
         let (icmp_type, code, mtu) = match meta.verdict {
+            Verdict::Drop(reason) if meta.family == Family::V6 => {
+                if meta.kind != PacketKind::IcmpError
+                    && let Some(error) = super::ipv6::reply::error_for(reason, meta)
+                {
+                    send6(
+                        snap,
+                        frame,
+                        meta,
+                        reason,
+                        error,
+                        (counters, limiter, now_ms),
+                    );
+                }
+                continue;
+            }
             Verdict::Drop(DropReason::TooBig) if meta.egress_mtu > 0 => (
                 icmp::kind::DEST_UNREACHABLE,
                 icmp::unreachable::FRAG_NEEDED,

@@ -4,7 +4,8 @@
 //! order, and what the worker does around them, is the pipeline diagram in
 //! [the crate docs](crate#the-packet-path).
 //!
-//! One file per stage: [`parse`], [`local`], [`steer`], [`flow`],
+//! One file per stage: [`parse`], [`local`], [`ipv6`] (the IPv6 packets,
+//! whole), [`steer`], [`flow`],
 //! [`icmp_error`], [`nat`] (with [`mss_clamp`]), [`neighbour`] (next-hop resolution, L2, frames
 //! held for ARP, ARP out), [`ndp`] (NDP in and out for IPv6 next hops).
 //!

@@ -387,19 +387,12 @@ pub fn eth_ipv6_echo(
     (ident, seq): (u16, u16),
     payload: &[u8],
 ) -> Vec<u8> {
-    let mut msg = vec![0u8; icmpv6::HEADER_LEN];
-    msg.extend_from_slice(payload);
-    let mut p = icmpv6::Packet::new_unchecked(&mut msg[..]);
-    p.set_msg_type(msg_type);
-    p.set_echo_ident(ident);
-    p.set_echo_seq(seq);
-    p.fill_checksum(src_ip, dst_ip);
-    eth_ipv6(
+    let word = (u32::from(ident) << 16) | u32::from(seq);
+    eth_ipv6_icmpv6(
         (src_mac, dst_mac),
         (src_ip, dst_ip),
-        ipv6::next_header::ICMPV6,
-        DEFAULT_HOP_LIMIT,
-        &msg,
+        (msg_type, 0, word),
+        payload,
     )
 }
 

@@ -157,7 +157,7 @@ impl fmt::Display for Plan {
             .collect();
         writeln!(f, "  timeouts: {}", timeouts.join(", "))?;
         let s = &d.snat;
-        let snat_addrs: Vec<String> = s.addresses.iter().map(Ipv4Addr::to_string).collect();
+        let snat_addrs: Vec<String> = s.addresses.iter().map(IpAddr::to_string).collect();
         writeln!(
             f,
             "  snat: ports {}-{}, quarantine {}, addresses {}",
@@ -279,13 +279,23 @@ impl fmt::Display for Plan {
         if !self.address_pools.is_empty() {
             writeln!(f, "address pools:")?;
             for p in &self.address_pools {
-                let ranges: Vec<String> = p.ranges.iter().map(Ipv4Range::to_string).collect();
+                let ranges: Vec<String> = p.ranges.iter().map(IpRange::to_string).collect();
+                // An IPv4 pool's count as ever; one with IPv6 per family.
+                let size = match (p.has_family(true), p.has_family(false)) {
+                    (_, false) => p.size().to_string(),
+                    (false, true) => format!("{} IPv6", p.size()),
+                    (true, true) => format!(
+                        "{} IPv4 and {} IPv6",
+                        p.size_of_family(true),
+                        p.size_of_family(false)
+                    ),
+                };
                 writeln!(
                     f,
                     "  {}: {} ({} addresses{}{})",
                     p.name,
                     ranges.join(", "),
-                    p.size(),
+                    size,
                     if p.auto_assign { ", auto-assign" } else { "" },
                     if p.avoid_buggy_ips {
                         ", avoiding .0 and .255"
@@ -324,7 +334,12 @@ impl fmt::Display for Plan {
             }
             writeln!(f)?;
             for l in &s.listeners {
-                writeln!(f, "      listen {}:{} ({})", l.address, l.port, l.kind)?;
+                writeln!(
+                    f,
+                    "      listen {} ({})",
+                    std::net::SocketAddr::new(l.address, l.port),
+                    l.kind
+                )?;
             }
             if s.backends.is_empty() {
                 writeln!(f, "      no backends")?;

@@ -14,7 +14,9 @@
 //!   have no host bits and are unique;
 //! * every service has at least one listener, listeners are unique per
 //!   `(protocol, address, port)` over all services, backends are unique per
-//!   service;
+//!   service; a service's listeners and backends are of one family;
+//! * every address and prefix is IPv4 or IPv6; a route's next hop and its
+//!   destination are of one family; only a next hop may be link-local;
 //! * durations are in milliseconds and non-zero where the dataplane
 //!   requires it;
 //! * address pools have unique names and at least one usable address; no
@@ -24,22 +26,22 @@
 //!   lease_duration_ms` and `debounce_ms <= debounce_max_ms`;
 //! * [`Plan::bgp`] passes portico-bgp's own `BgpConfig::validate` (so it
 //!   can be handed to the sessions as is); peer addresses are unique
-//!   (advertisements name peers by address), IPv4 and not the gateway's
-//!   own; every peer has the same router id, one of the node or host
+//!   (advertisements name peers by address), of a family some host
+//!   address has, and not the gateway's own; every peer has the same router id, one of the node or host
 //!   addresses; a source address is a host address; an eBGP peer without
 //!   multihop is in the connected subnet of a host address; every advertisement is used by a pool or a
 //!   service, and every name a pool or service lists is an advertisement.
 //!
 //! How `portico check` prints a plan (`Display`) is in `plan/display.rs`.
 
-use crate::addr::{Ipv4Prefix, Ipv4Range, MacAddr};
+use crate::addr::{IpPrefix, IpRange, MacAddr};
 pub use crate::schema::{
     AfpacketRxRing, BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol,
     XdpModeSetting, ZeroCopySetting,
 };
 pub use portico_bgp::{Advertisement, PeerConfig};
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
@@ -120,8 +122,8 @@ pub struct AdvertisementPlan {
     /// addresses, once assigned to a Service with a ready backend.
     pub address_pools: Vec<String>,
     /// The standalone services' VIPs and external IPs that list it, in
-    /// file order, each once.
-    pub vips: Vec<Ipv4Addr>,
+    /// file order, each once (either family).
+    pub vips: Vec<IpAddr>,
 }
 
 /// `[dpdk]`, validated.
@@ -168,9 +170,9 @@ pub struct KubernetesPlan {
     /// The leader's pacing of status PATCHes and Events.
     pub status_writes: StatusWritesPlan,
     pub leader_election: LeaderElectionPlan,
-    /// Where Services' `spec.externalIPs` may be (network prefixes); empty:
-    /// nowhere.
-    pub external_ip_cidrs: Vec<Ipv4Prefix>,
+    /// Where Services' `spec.externalIPs` may be (network prefixes of
+    /// either family); empty: nowhere.
+    pub external_ip_cidrs: Vec<IpPrefix>,
     /// The SYN proxy of TCP Services without the `portico.dev/syn-proxy`
     /// annotation.
     pub syn_proxy: SynProxyPlan,
@@ -213,28 +215,45 @@ pub struct LeaderElectionPlan {
 pub struct AddressPoolPlan {
     /// A DNS label, unique among the pools.
     pub name: String,
-    /// The pool's addresses in file order; pairwise disjoint.
-    pub ranges: Vec<Ipv4Range>,
+    /// The pool's addresses in file order; pairwise disjoint. A pool may
+    /// list ranges of both families (a dual-stack Service takes one
+    /// address of each).
+    pub ranges: Vec<IpRange>,
     /// Addresses go to Services that request nothing in particular.
     pub auto_assign: bool,
-    /// Addresses ending in `.0` or `.255` are never handed out.
+    /// IPv4 addresses ending in `.0` or `.255` are never handed out.
     pub avoid_buggy_ips: bool,
 }
 
 impl AddressPoolPlan {
     /// Whether `addr` may be handed out from this pool (inside a range,
     /// and not a buggy IP when those are avoided).
-    pub fn offers(&self, addr: Ipv4Addr) -> bool {
+    pub fn offers(&self, addr: impl Into<IpAddr>) -> bool {
+        let addr = addr.into();
         self.ranges.iter().any(|r| r.contains(addr))
             && !(self.avoid_buggy_ips && crate::addr::is_buggy_ip(addr))
     }
 
-    /// Addresses that may be handed out.
-    pub fn size(&self) -> u64 {
+    /// Addresses that may be handed out (saturated at `u128::MAX`).
+    pub fn size(&self) -> u128 {
+        self.ranges.iter().fold(0u128, |n, r| {
+            n.saturating_add(r.usable_count(self.avoid_buggy_ips))
+        })
+    }
+
+    /// Addresses of one family (`ipv4`) that may be handed out.
+    pub fn size_of_family(&self, ipv4: bool) -> u128 {
         self.ranges
             .iter()
-            .map(|r| r.usable_count(self.avoid_buggy_ips))
-            .sum()
+            .filter(|r| r.is_ipv4() == ipv4)
+            .fold(0u128, |n, r| {
+                n.saturating_add(r.usable_count(self.avoid_buggy_ips))
+            })
+    }
+
+    /// Whether the pool lists a range of the family (`ipv4`).
+    pub fn has_family(&self, ipv4: bool) -> bool {
+        self.ranges.iter().any(|r| r.is_ipv4() == ipv4)
     }
 }
 
@@ -346,8 +365,8 @@ pub struct TimeoutsMs {
 /// Full-NAT source addresses and ports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnatPlan {
-    /// Every SNAT address, in file order (port by port).
-    pub addresses: Vec<Ipv4Addr>,
+    /// Every SNAT address, in file order (port by port), of either family.
+    pub addresses: Vec<IpAddr>,
     /// At least 64 ports per worker.
     pub port_range: RangeInclusive<u16>,
     pub quarantine_ms: u64,
@@ -360,13 +379,13 @@ pub struct PortPlan {
     pub driver: DriverKind,
     pub interface: String,
     pub role: PortRole,
-    pub node_addresses: Vec<Ipv4Prefix>,
-    pub snat_addresses: Vec<Ipv4Prefix>,
+    pub node_addresses: Vec<IpPrefix>,
+    pub snat_addresses: Vec<IpPrefix>,
     /// Addresses of the appliance itself on this port, with their prefix,
     /// answered by the kernel through [`PortPlan::host_interface`] (the
     /// host path). A plain per-port list: not in [`Plan::addresses`], so a
     /// per-instance override can replace it whole.
-    pub host_addresses: Vec<Ipv4Prefix>,
+    pub host_addresses: Vec<IpPrefix>,
     /// The TAP carrying `host_addresses`; `Some` exactly when there are
     /// host addresses. A valid interface name, distinct from every port's
     /// interface and every other host interface.
@@ -418,10 +437,11 @@ pub enum AddressRole {
     Snat,
 }
 
-/// An address the gateway owns (answers ARP and ICMP echo for) on a port.
+/// An address the gateway owns (answers ARP or NDP and ICMP echo for) on
+/// a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OwnedAddress {
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
     pub port: PortIndex,
     pub role: AddressRole,
 }
@@ -431,15 +451,17 @@ pub struct OwnedAddress {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RoutePlan {
     /// No host bits set.
-    pub destination: Ipv4Prefix,
+    pub destination: IpPrefix,
     pub port: PortIndex,
-    pub via: Option<Ipv4Addr>,
+    /// Of the destination's family; an IPv6 next hop may be link-local
+    /// (`fe80::/10`) when the route names its port.
+    pub via: Option<IpAddr>,
 }
 
-/// A static neighbour entry.
+/// A static neighbour entry (an ARP entry for IPv4, an NDP one for IPv6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeighbourPlan {
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
     pub mac: MacAddr,
 }
 
@@ -457,7 +479,7 @@ pub enum ListenerKind {
 /// Traffic a service accepts: its protocol to `address:port`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ListenerPlan {
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
     pub port: u16,
     pub kind: ListenerKind,
 }
@@ -465,19 +487,20 @@ pub struct ListenerPlan {
 /// A backend of a service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BackendPlan {
-    pub address: SocketAddrV4,
+    pub address: SocketAddr,
     /// `0..=65535`; 0 takes no new flows.
     pub weight: u32,
     pub condition: EndpointCondition,
 }
 
-/// A standalone service.
+/// A standalone service: single-family (its listeners and backends are all
+/// IPv4 or all IPv6; no NAT46/64).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServicePlan {
     pub name: String,
     pub protocol: Protocol,
     /// VIP first, then external IPs, then the NodePort on every node
-    /// address.
+    /// address of the service's family.
     pub listeners: Vec<ListenerPlan>,
     pub backends: Vec<BackendPlan>,
     /// Full NAT.

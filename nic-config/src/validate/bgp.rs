@@ -2,7 +2,7 @@
 //! problems already carry their full path, `bgp.peer[1].hold_time_s`),
 //! reported with the rest of the file's, and the checks only the whole file
 //! can do:
-//! * peers: an IPv4 address (the ports have no IPv6 yet) that is not the
+//! * peers: an address (of either family) that is not the
 //!   gateway's own and is used by one peer only (advertisements name peers
 //!   by address); an eBGP peer without `multihop_ttl` (TTL 1) in the
 //!   connected subnet of a host address (the sessions are the kernel's
@@ -29,7 +29,7 @@ use crate::plan::{
 };
 use crate::schema::{BgpConfig, ConfigFile};
 use std::collections::{HashMap, HashSet};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 impl Validator {
     /// `services` and `pools`: the plans of `file.services` and
@@ -61,7 +61,7 @@ impl Validator {
 
     fn peers(&mut self, bgp: &BgpConfig, ports: &Ports<'_>, flagged: &HashSet<String>) {
         let node = ports.with_role(AddressRole::Node);
-        let host: Vec<Ipv4Addr> = ports.host.iter().map(|(p, _)| p.address).collect();
+        let host: Vec<IpAddr> = ports.host.iter().map(|(p, _)| p.address).collect();
         let any_broken = !ports.broken.is_empty();
         let mut first_at: HashMap<IpAddr, usize> = HashMap::new();
         for (i, peer) in bgp.peers.iter().enumerate() {
@@ -84,7 +84,7 @@ impl Validator {
             if ok("source_address")
                 && let Some(src) = peer.source_address
                 && src.is_ipv4() == peer.address.is_ipv4()
-                && !matches!(src, IpAddr::V4(s) if host.contains(&s))
+                && !host.contains(&src)
             {
                 self.problem(
                     at("source_address"),
@@ -112,7 +112,10 @@ impl Validator {
                         "missing: this instance's BGP identifier, one of its node or host \
                          addresses (in a tier of [[instance]]s: bgp_router_id in each)",
                     );
-                } else if i == 0 && !node.contains(&id) && !host.contains(&id) {
+                } else if i == 0
+                    && !node.contains(&IpAddr::V4(id))
+                    && !host.contains(&IpAddr::V4(id))
+                {
                     self.problem(
                         at("router_id"),
                         format!(
@@ -124,7 +127,7 @@ impl Validator {
         }
     }
 
-    /// A peer's address (the first peer with it): IPv4, not ours, and in a
+    /// A peer's address (the first peer with it): not ours, and in a
     /// connected subnet when its packets have TTL 1.
     fn peer_address(
         &mut self,
@@ -133,16 +136,23 @@ impl Validator {
         ports: &Ports<'_>,
         any_broken: bool,
     ) {
-        let a = match peer.address {
-            IpAddr::V4(a) => a,
-            IpAddr::V6(a) => {
-                self.problem(
-                    path,
-                    format!("{a} is IPv6, and the ports have IPv4 addresses only"),
-                );
-                return;
-            }
-        };
+        let a = peer.address;
+        if !any_broken
+            && !ports
+                .host
+                .iter()
+                .any(|(h, _)| h.address.is_ipv4() == a.is_ipv4())
+        {
+            let family = if a.is_ipv4() { "IPv4" } else { "IPv6" };
+            self.problem(
+                path,
+                format!(
+                    "{a} is {family}, but no port has an {family} host address (the session is \
+                     the kernel's TCP from a host address: add one to a port's host_addresses)"
+                ),
+            );
+            return;
+        }
         if let Some(owner) = ports.owners.get(&a) {
             self.problem(
                 path,
@@ -204,7 +214,7 @@ impl Validator {
                     "nothing to announce: the service has no vip or external_ips",
                 );
             }
-            let vips: Vec<Ipv4Addr> = services.get(i).map_or_else(Vec::new, |p| {
+            let vips: Vec<IpAddr> = services.get(i).map_or_else(Vec::new, |p| {
                 p.listeners
                     .iter()
                     .filter(|l| matches!(l.kind, ListenerKind::Vip | ListenerKind::ExternalIp))

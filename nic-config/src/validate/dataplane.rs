@@ -14,7 +14,7 @@ use crate::schema::{
     AfxdpSection, ConfigFile, DriverKind, NeighbourTableSection, TimeoutsSection, XdpModeSetting,
     ZeroCopySetting,
 };
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::ops::RangeInclusive;
 
 /// What `[dataplane]` resolved to before the ports are read; `None`: the
@@ -42,7 +42,7 @@ impl DataplaneValues {
     pub(super) fn into_plan(
         self,
         file: &ConfigFile,
-        snat_addresses: Vec<Ipv4Addr>,
+        snat_addresses: Vec<IpAddr>,
         afxdp: AfxdpPlan,
         afpacket: AfpacketPlan,
         neighbour_table: NeighbourTablePlan,

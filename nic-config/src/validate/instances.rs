@@ -32,7 +32,7 @@ use crate::Problem;
 use crate::plan::Plan;
 use crate::schema::{ConfigFile, PortOverrideSection};
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// Longest instance name: a node name (a DNS subdomain) that leaves room
 /// in the member Lease's name (`<lease_name>-member.<name>`, at most 253).
@@ -294,7 +294,7 @@ impl Validator {
             }
         }
         let mut names = HashMap::new();
-        let mut owner_of: HashMap<Ipv4Addr, String> = HashMap::new();
+        let mut owner_of: HashMap<IpAddr, String> = HashMap::new();
         let mut resolved = Vec::with_capacity(file.instances.len());
         for (k, inst) in file.instances.iter().enumerate() {
             self.unique_name("instance", k, &inst.name, &mut names);
@@ -342,7 +342,7 @@ impl Validator {
                         let Some(addr) = text
                             .split('/')
                             .next()
-                            .and_then(|a| a.parse::<Ipv4Addr>().ok())
+                            .and_then(|a| a.parse::<IpAddr>().ok())
                         else {
                             continue;
                         };

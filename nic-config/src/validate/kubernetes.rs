@@ -7,33 +7,56 @@ use super::limits::{
     STATUS_WRITES_IN_FLIGHT_RANGE,
 };
 use super::ports::Owner;
-use crate::addr::{Ipv4Prefix, Ipv4Range};
+use crate::addr::{IpPrefix, IpRange};
 use crate::plan::{
     AddressPoolPlan, KubernetesPlan, LeaderElectionPlan, ListenerKind, ServicePlan,
     StatusWritesPlan, SynProxyPlan,
 };
 use crate::schema::{AddressPoolSection, KubernetesSection, SynProxy};
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Address blocks never handed out from a pool: "this network" (RFC 791),
 /// loopback (RFC 1122), multicast (RFC 5771) with the reserved block and
-/// the limited broadcast address (RFC 1112).
-const NOT_POOLABLE: [(Ipv4Addr, Ipv4Addr, &str); 3] = [
+/// the limited broadcast address (RFC 1112); in IPv6 `::/8` (unspecified,
+/// loopback, IPv4-mapped and the rest of the reserved block, RFC 4291
+/// §2.4), link-local `fe80::/10` (§2.5.6) and multicast `ff00::/8` (§2.7).
+const NOT_POOLABLE: [(IpAddr, IpAddr, &str); 6] = [
     (
-        Ipv4Addr::new(0, 0, 0, 0),
-        Ipv4Addr::new(0, 255, 255, 255),
+        IpAddr::V4(Ipv4Addr::new(0, 0, 0, 0)),
+        IpAddr::V4(Ipv4Addr::new(0, 255, 255, 255)),
         "0.0.0.0/8 (this network)",
     ),
     (
-        Ipv4Addr::new(127, 0, 0, 0),
-        Ipv4Addr::new(127, 255, 255, 255),
+        IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)),
+        IpAddr::V4(Ipv4Addr::new(127, 255, 255, 255)),
         "127.0.0.0/8 (loopback)",
     ),
     (
-        Ipv4Addr::new(224, 0, 0, 0),
-        Ipv4Addr::new(255, 255, 255, 255),
+        IpAddr::V4(Ipv4Addr::new(224, 0, 0, 0)),
+        IpAddr::V4(Ipv4Addr::new(255, 255, 255, 255)),
         "224.0.0.0/3 (multicast and reserved)",
+    ),
+    (
+        IpAddr::V6(Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 0)),
+        IpAddr::V6(Ipv6Addr::new(
+            0xff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff,
+        )),
+        "::/8 (unspecified, loopback, IPv4-mapped and reserved)",
+    ),
+    (
+        IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0)),
+        IpAddr::V6(Ipv6Addr::new(
+            0xfebf, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff,
+        )),
+        "fe80::/10 (link-local)",
+    ),
+    (
+        IpAddr::V6(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0)),
+        IpAddr::V6(Ipv6Addr::new(
+            0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff,
+        )),
+        "ff00::/8 (multicast)",
     ),
 ];
 
@@ -76,10 +99,10 @@ pub fn is_qualified_name(s: &str) -> bool {
 /// gateway's own addresses and the standalone services' VIPs and external
 /// IPs.
 pub(super) fn not_poolable(
-    owners: &HashMap<Ipv4Addr, Owner>,
+    owners: &HashMap<IpAddr, Owner>,
     services: &[ServicePlan],
-) -> Vec<(Ipv4Addr, String)> {
-    let mut taken: Vec<(Ipv4Addr, String)> = owners
+) -> Vec<(IpAddr, String)> {
+    let mut taken: Vec<(IpAddr, String)> = owners
         .iter()
         .map(|(addr, owner)| (*addr, format!("the gateway's own address ({})", owner.path)))
         .collect();
@@ -200,7 +223,7 @@ impl Validator {
         let mut external_ip_cidrs = Vec::new();
         for (i, text) in k.external_ip_cidrs.iter().enumerate() {
             let path = format!("{at}.external_ip_cidrs[{i}]");
-            match text.parse::<Ipv4Prefix>() {
+            match text.parse::<IpPrefix>() {
                 Ok(p) if p.is_network() => external_ip_cidrs.push(p),
                 Ok(p) => self.problem(
                     path,
@@ -208,7 +231,9 @@ impl Validator {
                 ),
                 Err(e) => self.problem(
                     path,
-                    format!("{text:?}: {e} (a CIDR like \"203.0.113.0/24\")"),
+                    format!(
+                        "{text:?}: {e} (a CIDR like \"203.0.113.0/24\" or \"2001:db8:1::/64\")"
+                    ),
                 ),
             }
         }
@@ -251,12 +276,12 @@ impl Validator {
     pub(super) fn address_pools(
         &mut self,
         pools: &[AddressPoolSection],
-        taken: &[(Ipv4Addr, String)],
+        taken: &[(IpAddr, String)],
     ) -> Vec<AddressPoolPlan> {
         let mut plans = Vec::new();
         let mut names: HashMap<&str, usize> = HashMap::new();
         // Every valid entry so far, with its path and text.
-        let mut entries: Vec<(Ipv4Range, String, &str)> = Vec::new();
+        let mut entries: Vec<(IpRange, String, &str)> = Vec::new();
         for (i, pool) in pools.iter().enumerate() {
             let at = format!("address_pool[{i}]");
             if !is_dns_label(&pool.name) {
@@ -288,7 +313,7 @@ impl Validator {
             let mut all_parsed = true;
             for (j, text) in pool.addresses.iter().enumerate() {
                 let path = format!("{at}.addresses[{j}]");
-                let range = match text.parse::<Ipv4Range>() {
+                let range = match text.parse::<IpRange>() {
                     Ok(r) => r,
                     Err(e) => {
                         self.problem(path, e.to_string());
@@ -297,7 +322,7 @@ impl Validator {
                     }
                 };
                 if let Some((_, _, what)) = NOT_POOLABLE.iter().find(|(first, last, _)| {
-                    range.overlaps(&Ipv4Range {
+                    range.overlaps(&IpRange {
                         first: *first,
                         last: *last,
                     })
@@ -328,10 +353,16 @@ impl Validator {
                 auto_assign: pool.auto_assign,
                 avoid_buggy_ips: pool.avoid_buggy_ips,
             };
-            if all_parsed && !pool.addresses.is_empty() && plan.size() == 0 {
+            if all_parsed && plan.has_family(true) && plan.size_of_family(true) == 0 {
                 self.problem(
                     format!("{at}.addresses"),
-                    "has no address left to hand out: every one ends in .0 or .255 and avoid_buggy_ips is set",
+                    if plan.has_family(false) {
+                        "has no IPv4 address left to hand out: every IPv4 one ends in .0 or .255 \
+                         and avoid_buggy_ips is set"
+                    } else {
+                        "has no address left to hand out: every one ends in .0 or .255 and \
+                         avoid_buggy_ips is set"
+                    },
                 );
             }
             plans.push(plan);

@@ -38,11 +38,11 @@ pub use kubernetes::{is_dns_label, is_dns_subdomain, is_qualified_name};
 pub use limits::*;
 
 use crate::Problem;
-use crate::addr::{MacAddr, is_host_address};
+use crate::addr::{MacAddr, is_host_address, is_link_local};
 use crate::plan::{AddressRole, Plan};
 use crate::schema::ConfigFile;
 use std::collections::{HashMap, HashSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::ops::RangeInclusive;
 
 /// Validate a parsed file into a plan (for a file without `[[instance]]`;
@@ -81,16 +81,29 @@ impl Validator {
         }
     }
 
-    /// A unicast host address.
-    fn host(&mut self, path: &str, text: &str) -> Option<Ipv4Addr> {
-        match text.parse::<Ipv4Addr>() {
+    /// A unicast host address of either family, not link-local.
+    fn host(&mut self, path: &str, text: &str) -> Option<IpAddr> {
+        let addr = self.host_or_link_local(path, text)?;
+        if is_link_local(addr) {
+            self.problem(
+                path,
+                format!("{addr} is link-local (fe80::/10), valid on one link only; use a global or unique-local address"),
+            );
+            return None;
+        }
+        Some(addr)
+    }
+
+    /// A unicast host address of either family, link-local allowed.
+    fn host_or_link_local(&mut self, path: &str, text: &str) -> Option<IpAddr> {
+        match text.parse::<IpAddr>() {
             Ok(addr) if is_host_address(addr) => Some(addr),
             Ok(addr) => {
                 self.problem(path, format!("{addr} is not a unicast host address"));
                 None
             }
             Err(_) => {
-                self.problem(path, format!("{text:?} is not an IPv4 address"));
+                self.problem(path, format!("{text:?} is not an IP address"));
                 None
             }
         }

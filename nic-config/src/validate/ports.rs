@@ -12,11 +12,11 @@
 
 use super::Validator;
 use super::limits::{DPDK_AVAILABLE, MAX_INTERFACE_NAME_BYTES, MSS_CLAMP_RANGE, MTU_RANGE};
-use crate::addr::{Ipv4Prefix, is_host_address};
+use crate::addr::{IpPrefix, is_host_address, is_link_local};
 use crate::plan::{AddressRole, MssClampPlan, OwnedAddress, PortIndex, PortPlan};
 use crate::schema::{ConfigFile, DriverKind, MssClampSetting, PortRole};
 use std::collections::{HashMap, HashSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Where an owned address was first declared.
 pub(super) struct Owner {
@@ -29,21 +29,21 @@ pub(super) struct Ports<'f> {
     pub(super) plans: Vec<PortPlan>,
     pub(super) by_name: HashMap<&'f str, PortIndex>,
     /// Every owned address with where it was first declared.
-    pub(super) owners: HashMap<Ipv4Addr, Owner>,
+    pub(super) owners: HashMap<IpAddr, Owner>,
     pub(super) addresses: Vec<OwnedAddress>,
     /// Connected subnets with their port and the path of the address that
     /// made them.
-    pub(super) connected: Vec<(Ipv4Prefix, PortIndex, String)>,
+    pub(super) connected: Vec<(IpPrefix, PortIndex, String)>,
     /// Ports with an address that did not parse: their connected subnets
     /// are unknown, so "not in a connected subnet" is not reported there.
     pub(super) broken: HashSet<PortIndex>,
     /// Every host address with its prefix and port.
-    pub(super) host: Vec<(Ipv4Prefix, PortIndex)>,
+    pub(super) host: Vec<(IpPrefix, PortIndex)>,
 }
 
 impl Ports<'_> {
     /// The owned addresses of `role`, in port order.
-    pub(super) fn with_role(&self, role: AddressRole) -> Vec<Ipv4Addr> {
+    pub(super) fn with_role(&self, role: AddressRole) -> Vec<IpAddr> {
         self.addresses
             .iter()
             .filter(|a| a.role == role)
@@ -57,12 +57,12 @@ impl Validator {
         let mut ports = Vec::new();
         let mut port_by_name: HashMap<&str, PortIndex> = HashMap::new();
         let mut interfaces: HashMap<&str, usize> = HashMap::new();
-        let mut owners: HashMap<Ipv4Addr, Owner> = HashMap::new();
+        let mut owners: HashMap<IpAddr, Owner> = HashMap::new();
         let mut addresses = Vec::new();
-        let mut connected: Vec<(Ipv4Prefix, PortIndex, String)> = Vec::new();
-        let mut roles_seen: HashSet<(Ipv4Addr, AddressRole)> = HashSet::new();
+        let mut connected: Vec<(IpPrefix, PortIndex, String)> = Vec::new();
+        let mut roles_seen: HashSet<(IpAddr, AddressRole)> = HashSet::new();
         let mut broken_ports: HashSet<PortIndex> = HashSet::new();
-        let mut host: Vec<(Ipv4Prefix, PortIndex)> = Vec::new();
+        let mut host: Vec<(IpPrefix, PortIndex)> = Vec::new();
         let mut host_interfaces: Vec<(String, String)> = Vec::new();
         if file.ports.is_empty() {
             self.problem("port", "no [[port]] is configured");
@@ -99,7 +99,7 @@ impl Validator {
                 .and_then(|m| u16::try_from(m).ok());
             let mss_clamp = self.mss_clamp(&format!("{at}.mss_clamp"), p.mss_clamp.as_ref(), mtu);
 
-            let mut lists: [(Option<AddressRole>, &str, Vec<Ipv4Prefix>); 3] = [
+            let mut lists: [(Option<AddressRole>, &str, Vec<IpPrefix>); 3] = [
                 (Some(AddressRole::Node), "node_addresses", Vec::new()),
                 (Some(AddressRole::Snat), "snat_addresses", Vec::new()),
                 (None, "host_addresses", Vec::new()),
@@ -145,7 +145,7 @@ impl Validator {
                         );
                     }
                     let net = prefix.network();
-                    if prefix.prefix_len < 32 {
+                    if !prefix.is_host() {
                         match connected.iter().find(|(n, _, _)| *n == net) {
                             Some((_, other, first)) if *other != i => {
                                 self.problem(
@@ -266,10 +266,20 @@ pub(super) fn default_host_interface(name: &str) -> String {
 
 impl Validator {
     /// An address the gateway owns, with its prefix.
-    fn owned_prefix(&mut self, path: &str, text: &str) -> Option<Ipv4Prefix> {
-        match text.parse::<Ipv4Prefix>() {
+    fn owned_prefix(&mut self, path: &str, text: &str) -> Option<IpPrefix> {
+        match text.parse::<IpPrefix>() {
             Ok(p) if !is_host_address(p.address) => {
                 self.problem(path, format!("{} is not a unicast host address", p.address));
+                None
+            }
+            Ok(p) if is_link_local(p.address) => {
+                self.problem(
+                    path,
+                    format!(
+                        "{p} is link-local (fe80::/10): it is on every link, so it cannot name \
+                         one port; give a global or unique-local address"
+                    ),
+                );
                 None
             }
             Ok(p) if p.prefix_len == 0 => {

@@ -1,13 +1,18 @@
 //! `[[route]]` and `[[neighbour]]`: destinations and next hops resolved
-//! to ports through the connected subnets, and static ARP entries.
+//! to ports through the connected subnets, and static neighbour entries
+//! (ARP for IPv4, NDP for IPv6).
+//!
+//! A next hop is of its destination's family. An IPv6 next hop may be
+//! link-local (`fe80::/10`, what IPv6 routers usually announce, RFC 4861
+//! §8): every port has that subnet, so such a route names its `port`.
 
 use super::Validator;
 use super::ports::{Owner, Ports};
-use crate::addr::Ipv4Prefix;
+use crate::addr::{IpPrefix, family_name, is_link_local};
 use crate::plan::{NeighbourPlan, PortIndex, RoutePlan};
 use crate::schema::ConfigFile;
 use std::collections::{HashMap, HashSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 impl Validator {
     /// The connected subnets, then the static routes in file order.
@@ -27,10 +32,10 @@ impl Validator {
                 via: None,
             })
             .collect();
-        let mut destinations: HashMap<Ipv4Prefix, usize> = HashMap::new();
+        let mut destinations: HashMap<IpPrefix, usize> = HashMap::new();
         for (i, r) in file.routes.iter().enumerate() {
             let at = format!("route[{i}]");
-            let destination = match r.destination.parse::<Ipv4Prefix>() {
+            let destination = match r.destination.parse::<IpPrefix>() {
                 Ok(d) if !d.is_network() => {
                     self.problem(
                         format!("{at}.destination"),
@@ -64,10 +69,34 @@ impl Validator {
                 },
                 None => Some(None),
             };
-            let via = r
-                .via
-                .as_deref()
-                .and_then(|text| self.host(&format!("{at}.via"), text));
+            let via_path = format!("{at}.via");
+            let via = r.via.as_deref().and_then(|text| {
+                let via = self.host_or_link_local(&via_path, text)?;
+                if is_link_local(via) && r.port.is_none() {
+                    self.problem(
+                        &via_path,
+                        format!(
+                            "{via} is link-local (fe80::/10), on the link of every port: \
+                             give the route's port"
+                        ),
+                    );
+                    return None;
+                }
+                match destination {
+                    Some(d) if d.address.is_ipv4() != via.is_ipv4() => {
+                        self.problem(
+                            &via_path,
+                            format!(
+                                "{via} is an {} next hop for the {} destination {d}",
+                                family_name(via),
+                                family_name(d.address)
+                            ),
+                        );
+                        None
+                    }
+                    _ => Some(via),
+                }
+            });
             let resolved = match (r.via.is_some(), via, port) {
                 (false, _, Some(None)) => {
                     self.problem(
@@ -105,7 +134,7 @@ impl Validator {
             ..
         } = ports;
         let mut neighbours = Vec::new();
-        let mut neighbour_at: HashMap<Ipv4Addr, usize> = HashMap::new();
+        let mut neighbour_at: HashMap<IpAddr, usize> = HashMap::new();
         for (i, n) in file.neighbours.iter().enumerate() {
             let at = format!("neighbour[{i}]");
             let address = self.host(&format!("{at}.address"), &n.address);
@@ -144,10 +173,10 @@ impl Validator {
     fn next_hop_port(
         &mut self,
         at: &str,
-        via: Ipv4Addr,
+        via: IpAddr,
         port: Option<PortIndex>,
-        connected: &[(Ipv4Prefix, PortIndex, String)],
-        owners: &HashMap<Ipv4Addr, Owner>,
+        connected: &[(IpPrefix, PortIndex, String)],
+        owners: &HashMap<IpAddr, Owner>,
         broken_ports: &HashSet<PortIndex>,
     ) -> Option<PortIndex> {
         let path = format!("{at}.via");
@@ -157,6 +186,10 @@ impl Validator {
                 format!("{via} is the gateway's own address ({})", owner.path),
             );
             return None;
+        }
+        if is_link_local(via) {
+            // On-link on every port; `routes` required the port.
+            return port;
         }
         let best = connected
             .iter()

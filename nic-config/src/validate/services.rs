@@ -1,9 +1,18 @@
 //! `[[service]]`: names, listeners (VIP, external IPs, NodePort on every
-//! node address), session affinity and backends.
+//! node address of the service's family), session affinity and backends.
+//!
+//! A service is single-family (Portico does no NAT46/64): its family is
+//! that of the first of its VIP, external IPs and backends that is an
+//! address (else of the first node address, for a NodePort-only service
+//! without backends), and every other address of it is of that family —
+//! one that is not is a problem at its own path naming the address that
+//! set the family. Its NodePort listens on the node addresses of its
+//! family, and full NAT needs a SNAT address of its family.
 
 use super::Validator;
 use super::limits::{MAX_AFFINITY_TIMEOUT_S, MAX_BACKENDS, MAX_WEIGHT};
 use super::ports::Ports;
+use crate::addr::family_name;
 use crate::plan::{
     AddressRole, BackendPlan, ListenerKind, ListenerPlan, ServicePlan, SynProxyPlan,
 };
@@ -12,7 +21,7 @@ use crate::schema::{
     MAX_SYN_PROXY_HALF_OPEN_THRESHOLD, Protocol, ServiceSection, SessionAffinity, SynProxy,
 };
 use std::collections::{HashMap, HashSet};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 
 impl Validator {
@@ -26,7 +35,7 @@ impl Validator {
         let owners = &ports.owners;
         let node_addrs = ports.with_role(AddressRole::Node);
         let snat_addrs = ports.with_role(AddressRole::Snat);
-        let dual: Vec<Ipv4Addr> = node_addrs
+        let dual: Vec<IpAddr> = node_addrs
             .iter()
             .copied()
             .filter(|a| snat_addrs.contains(a))
@@ -37,8 +46,7 @@ impl Validator {
         let mut services = Vec::new();
         let mut service_names: HashMap<&str, usize> = HashMap::new();
         // (protocol, address, port) → (service index, path) of its first use
-        let mut listeners_taken: HashMap<(Protocol, Ipv4Addr, u16), (usize, String)> =
-            HashMap::new();
+        let mut listeners_taken: HashMap<(Protocol, IpAddr, u16), (usize, String)> = HashMap::new();
         let mut snat_wanted_at: Option<usize> = None;
         for (i, s) in file.services.iter().enumerate() {
             let at = format!("service[{i}]");
@@ -54,33 +62,72 @@ impl Validator {
                 .and_then(|p| u16::try_from(p).ok());
 
             let mut listeners = Vec::new();
-            let mut candidates: Vec<(String, Ipv4Addr, Option<u16>, ListenerKind)> = Vec::new();
+            let mut candidates: Vec<(String, IpAddr, Option<u16>, ListenerKind)> = Vec::new();
+            // The service's family and the path of the address that set it.
+            let mut family: Option<(bool, String)> = None;
             if let Some(text) = &s.vip {
                 let path = format!("{at}.vip");
-                if let Some(addr) = self.host(&path, text) {
+                if let Some(addr) = self.host(&path, text)
+                    && self.same_family(&path, addr, &mut family)
+                {
                     candidates.push((path, addr, port, ListenerKind::Vip));
                 }
             }
             for (j, text) in s.external_ips.iter().enumerate() {
                 let path = format!("{at}.external_ips[{j}]");
-                if let Some(addr) = self.host(&path, text) {
+                if let Some(addr) = self.host(&path, text)
+                    && self.same_family(&path, addr, &mut family)
+                {
                     candidates.push((path, addr, port, ListenerKind::ExternalIp));
                 }
             }
+            if family.is_none() {
+                // A NodePort-only service: its backends' family (checked
+                // with the backends below), else the first node address's.
+                family = s
+                    .backends
+                    .iter()
+                    .enumerate()
+                    .find_map(|(j, b)| {
+                        let addr = b.address.parse::<IpAddr>().ok()?;
+                        Some((addr.is_ipv4(), format!("{at}.backends[{j}].address")))
+                    })
+                    .or_else(|| {
+                        node_addrs
+                            .first()
+                            .map(|a| (a.is_ipv4(), "the first node address".to_owned()))
+                    });
+            }
+            let ipv4 = family.as_ref().is_none_or(|(v4, _)| *v4);
+            let family_word = if ipv4 { "IPv4" } else { "IPv6" };
             if let Some(np) = s.node_port {
                 let path = format!("{at}.node_port");
                 let np = self
                     .ranged(&path, np, 1..=65_535)
                     .and_then(|p| u16::try_from(p).ok());
+                let family_nodes: Vec<IpAddr> = node_addrs
+                    .iter()
+                    .copied()
+                    .filter(|a| a.is_ipv4() == ipv4)
+                    .collect();
                 if !any_node_addresses {
                     self.problem(
                         &path,
                         "needs a node address, but no port has node_addresses",
                     );
+                } else if family_nodes.is_empty() {
+                    if ports.broken.is_empty() {
+                        self.problem(
+                            &path,
+                            format!(
+                                "needs an {family_word} node address (the service is {family_word}), but no port has one"
+                            ),
+                        );
+                    }
                 } else if let Some(np) = np {
                     if let Some(range) = &port_range
                         && range.contains(&np)
-                        && let Some(addr) = dual.first()
+                        && let Some(addr) = dual.iter().find(|a| a.is_ipv4() == ipv4)
                     {
                         self.problem(
                             &path,
@@ -91,7 +138,7 @@ impl Validator {
                             ),
                         );
                     }
-                    for &addr in &node_addrs {
+                    for &addr in &family_nodes {
                         candidates.push((path.clone(), addr, Some(np), ListenerKind::NodePort));
                     }
                 }
@@ -136,6 +183,19 @@ impl Validator {
 
             if s.snat && snat_wanted_at.is_none() {
                 snat_wanted_at = Some(i);
+            }
+            if s.snat
+                && any_snat_addresses
+                && ports.broken.is_empty()
+                && !snat_addrs.iter().any(|a| a.is_ipv4() == ipv4)
+            {
+                self.problem(
+                    format!("{at}.snat"),
+                    format!(
+                        "full NAT of an {family_word} service needs an {family_word} SNAT address, \
+                         but no port has one (or set snat = false)"
+                    ),
+                );
             }
             let affinity_timeout_ms = match (s.session_affinity, s.affinity_timeout_s) {
                 (SessionAffinity::None, None) => None,
@@ -189,10 +249,13 @@ impl Validator {
                 );
             }
             let mut backends = Vec::new();
-            let mut backend_at: HashMap<SocketAddrV4, usize> = HashMap::new();
+            let mut backend_at: HashMap<SocketAddr, usize> = HashMap::new();
             for (j, b) in s.backends.iter().enumerate() {
                 let bat = format!("{at}.backends[{j}]");
-                let addr = self.host(&format!("{bat}.address"), &b.address);
+                let apath = format!("{bat}.address");
+                let addr = self
+                    .host(&apath, &b.address)
+                    .filter(|a| self.same_family(&apath, *a, &mut family));
                 let bport = self
                     .ranged(&format!("{bat}.port"), b.port, 1..=65_535)
                     .and_then(|p| u16::try_from(p).ok());
@@ -202,7 +265,7 @@ impl Validator {
                 let (Some(addr), Some(bport), Some(weight)) = (addr, bport, weight) else {
                     continue;
                 };
-                let sa = SocketAddrV4::new(addr, bport);
+                let sa = SocketAddr::new(addr, bport);
                 if let Some(first) = backend_at.get(&sa) {
                     self.problem(
                         bat,
@@ -238,6 +301,35 @@ impl Validator {
             );
         }
         services
+    }
+
+    /// Whether `addr` (at `path`) is of the service's `family`; sets the
+    /// family when it is the first address, else a problem when not.
+    fn same_family(
+        &mut self,
+        path: &str,
+        addr: IpAddr,
+        family: &mut Option<(bool, String)>,
+    ) -> bool {
+        match family {
+            None => {
+                *family = Some((addr.is_ipv4(), path.to_owned()));
+                true
+            }
+            Some((v4, _)) if *v4 == addr.is_ipv4() => true,
+            Some((_, first)) => {
+                let other = if addr.is_ipv4() { "IPv6" } else { "IPv4" };
+                self.problem(
+                    path,
+                    format!(
+                        "{addr} is {}, but the service is {other} (by {first}): a service is \
+                         single-family, its addresses and backends all IPv4 or all IPv6 (no NAT46/64)",
+                        family_name(addr)
+                    ),
+                );
+                false
+            }
+        }
     }
 
     /// `syn_proxy` and `syn_proxy_half_open_threshold` of the service at `at`.

@@ -452,7 +452,13 @@ async fn main() -> Result<()> {
         .await?
         .items
         .iter()
-        .filter_map(|s| Some((s.metadata.name.clone()?, *ingress_addresses(s).first()?)))
+        .filter_map(|s| {
+            let vip = match *ingress_addresses(s).first()? {
+                std::net::IpAddr::V4(a) => a,
+                std::net::IpAddr::V6(_) => return None,
+            };
+            Some((s.metadata.name.clone()?, vip))
+        })
         .collect();
     let vip = |i: usize| vips.get(&format!("svc-{i}")).copied();
     let (source, publisher) = start_source(&kubeconfig, a.debounce_ms)?;

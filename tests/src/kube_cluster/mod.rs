@@ -13,8 +13,11 @@
 //!   a CA and serving certificate made here (openssl CLI) for 127.0.0.1, a
 //!   static token file whose one user is in `system:masters`,
 //!   `--authorization-mode=RBAC`, `--endpoint-reconciler-type=none`,
-//!   `--enable-priority-and-fairness=false` and
-//!   `--runtime-config=discovery.k8s.io/v1beta1=false`;
+//!   `--enable-priority-and-fairness=false`,
+//!   `--runtime-config=discovery.k8s.io/v1beta1=false` and dual-stack
+//!   Service CIDRs ([`SERVICE_CIDRS`], IPv4 first, with the 1.20 alpha gate
+//!   [`DUAL_STACK_GATE`]), so `ipFamilyPolicy` and `ipFamilies` are the API
+//!   server's own;
 //! - a test-only CustomResourceDefinition `endpointslices.discovery.k8s.io`
 //!   serving `discovery.k8s.io/v1` (1.20 has EndpointSlice only as v1beta1;
 //!   see `tests/k8s/endpointslice-v1-crd.yaml`), installed and Established
@@ -107,6 +110,14 @@ pub struct KubeClusterOptions {
 /// it the API server drops the field and allocates them anyway.
 pub const LB_NODE_PORT_OPT_OUT_GATE: &str = "ServiceLBNodePortControl=true";
 
+/// The API server's Service CIDRs: IPv4 first, then IPv6 (a dual-stack
+/// cluster, KEP-563).
+pub const SERVICE_CIDRS: &str = "10.96.0.0/16,fd00:96::/112";
+
+/// The 1.20 feature gate (alpha) of dual-stack Services (`ipFamilies`,
+/// `ipFamilyPolicy`, a second Service CIDR); always on here.
+pub const DUAL_STACK_GATE: &str = "IPv6DualStack=true";
+
 impl Default for KubeClusterOptions {
     fn default() -> Self {
         KubeClusterOptions {
@@ -128,9 +139,9 @@ impl KubeClusterOptions {
         if let Some((first, last)) = self.node_port_range {
             flags.push(format!("--service-node-port-range={first}-{last}"));
         }
-        if !self.feature_gates.is_empty() {
-            flags.push(format!("--feature-gates={}", self.feature_gates.join(",")));
-        }
+        let mut gates = vec![DUAL_STACK_GATE.to_owned()];
+        gates.extend(self.feature_gates.iter().cloned());
+        flags.push(format!("--feature-gates={}", gates.join(",")));
         flags
     }
 }
@@ -489,7 +500,10 @@ impl KubeCluster {
             format!("--service-account-key-file={}", p("sa.pub")),
             format!("--service-account-signing-key-file={}", p("sa.key")),
             "--api-audiences=https://kubernetes.default.svc.cluster.local".into(),
-            "--service-cluster-ip-range=10.96.0.0/16".into(),
+            // Dual-stack (IPv4 first, so a Service without ipFamilies is
+            // IPv4 as in a single-stack cluster): Services may ask for
+            // `ipFamilyPolicy: PreferDualStack`/`RequireDualStack`.
+            format!("--service-cluster-ip-range={SERVICE_CIDRS}"),
             // No controller manager or kubelets here: nothing to reconcile
             // the `kubernetes` Service's endpoints, no flow control queues.
             "--endpoint-reconciler-type=none".into(),

@@ -78,7 +78,13 @@ pub fn endpoint_slice(
 pub async fn status_ips(client: &Client, ns: &str, name: &str) -> Vec<Ipv4Addr> {
     let api: Api<Service> = Api::namespaced(client.clone(), ns);
     match api.get_opt(name).await {
-        Ok(Some(svc)) => portico::source::kube::status::ingress_addresses(&svc),
+        Ok(Some(svc)) => portico::source::kube::status::ingress_addresses(&svc)
+            .into_iter()
+            .filter_map(|a| match a {
+                std::net::IpAddr::V4(a) => Some(a),
+                std::net::IpAddr::V6(_) => None,
+            })
+            .collect(),
         _ => Vec::new(),
     }
 }

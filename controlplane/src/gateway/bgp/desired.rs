@@ -57,15 +57,10 @@ pub fn qualifying_vips(snapshot: &Snapshot) -> BTreeSet<IpAddr> {
 /// it, or it lies in one of `a_pools` (the pools that list `a`). IPv6: the
 /// plan has no IPv6 VIPs or pool ranges yet, so none is listed.
 fn listed(a: &AdvertisementPlan, a_pools: &[&AddressPoolPlan], vip: IpAddr) -> bool {
-    match vip {
-        IpAddr::V4(v) => {
-            a.vips.contains(&v)
-                || a_pools
-                    .iter()
-                    .any(|p| p.ranges.iter().any(|r| r.contains(v)))
-        }
-        IpAddr::V6(_) => false,
-    }
+    a.vips.contains(&vip)
+        || a_pools
+            .iter()
+            .any(|p| p.ranges.iter().any(|r| r.contains(vip)))
 }
 
 /// The routes for each of `peers` (the plan's `[[bgp.peer]]`s as the

@@ -11,9 +11,8 @@
 //! count is what the session can send; the session itself further drops
 //! (and counts) the families the router did not offer back.
 //!
-//! On main the plan is IPv4 only (`host_addresses` are IPv4 prefixes), so
-//! the next hop is never derived yet; the `v6cfg` plan feeds IPv6 host
-//! addresses through [`host_addresses`].
+//! The plan's host addresses are of either family; [`host_addresses`]
+//! hands them all over and only a global IPv6 one becomes a next hop.
 
 use nic_config::Plan;
 use portico_bgp::wire::update::is_global_next_hop_v6;
@@ -25,7 +24,7 @@ pub fn host_addresses(plan: &Plan) -> Vec<IpAddr> {
     plan.ports
         .iter()
         .flat_map(|p| &p.host_addresses)
-        .map(|a| IpAddr::V4(a.address))
+        .map(|a| a.address)
         .collect()
 }
 

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 use tracing::{debug, info, warn};
 
@@ -47,7 +47,7 @@ pub enum WriteOutcome {
 
 /// The merge patch that sets (or, with no addresses, clears) the ingress
 /// list.
-pub fn ingress_patch(addresses: &[Ipv4Addr]) -> serde_json::Value {
+pub fn ingress_patch(addresses: &[IpAddr]) -> serde_json::Value {
     if addresses.is_empty() {
         serde_json::json!({ "status": { "loadBalancer": { "ingress": null } } })
     } else {
@@ -59,9 +59,10 @@ pub fn ingress_patch(addresses: &[Ipv4Addr]) -> serde_json::Value {
     }
 }
 
-/// The IPv4 addresses of a Service's `status.loadBalancer.ingress`, in
-/// order; hostnames and unparsable entries are skipped.
-pub fn ingress_addresses(svc: &Service) -> Vec<Ipv4Addr> {
+/// The addresses (either family) of a Service's
+/// `status.loadBalancer.ingress`, in order; hostnames and unparsable
+/// entries are skipped.
+pub fn ingress_addresses(svc: &Service) -> Vec<IpAddr> {
     svc.status
         .as_ref()
         .and_then(|s| s.load_balancer.as_ref())
@@ -116,7 +117,7 @@ impl StatusWriter {
     pub async fn write_ingress(
         &self,
         service: &ServiceKey,
-        addresses: &[Ipv4Addr],
+        addresses: &[IpAddr],
     ) -> Result<WriteOutcome, StatusError> {
         if !self.leadership.may_write() {
             debug!(%service, ?addresses, "not the leader: status left to the leader");
@@ -199,10 +200,18 @@ mod tests {
 
     #[test]
     fn the_patch_sets_or_clears_the_ingress_list() {
-        let set = ingress_patch(&["192.0.2.10".parse().unwrap_or(Ipv4Addr::UNSPECIFIED)]);
+        let set = ingress_patch(&["192.0.2.10".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]))]);
         assert_eq!(
             set.to_string(),
             r#"{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.10"}]}}}"#
+        );
+        let dual: Vec<IpAddr> = ["192.0.2.10", "2001:db8::10"]
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect();
+        assert_eq!(
+            ingress_patch(&dual).to_string(),
+            r#"{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.10"},{"ip":"2001:db8::10"}]}}}"#
         );
         assert_eq!(
             ingress_patch(&[]).to_string(),
@@ -225,13 +234,14 @@ mod tests {
                         entry(None, Some("lb.example")),
                         entry(Some("not-an-ip"), None),
                         entry(Some("192.0.2.11"), None),
+                        entry(Some("2001:db8::10"), None),
                     ]),
                 }),
                 ..ServiceStatus::default()
             }),
             ..Service::default()
         };
-        let want: Vec<Ipv4Addr> = ["192.0.2.10", "192.0.2.11"]
+        let want: Vec<IpAddr> = ["192.0.2.10", "192.0.2.11", "2001:db8::10"]
             .iter()
             .filter_map(|a| a.parse().ok())
             .collect();

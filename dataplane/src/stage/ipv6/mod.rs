@@ -41,13 +41,13 @@ pub mod icmp_error;
 pub mod nat;
 pub mod reply;
 
-use super::flow::{egress_check, is_pickup, is_syn, segment_info};
+use super::flow::{egress_check, is_pickup, is_syn, refused, segment_info};
 use super::neighbour::NeighbourCtx;
 use super::{MAX_BATCH, Steering};
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::window::WindowVerdict;
 use crate::conntrack::{
-    Conntrack, ConntrackConfig, ConntrackError, Dir, Flow, FlowId, FlowInit, InsertError, TcpState,
+    Conntrack, ConntrackConfig, ConntrackError, Dir, Flow, FlowId, FlowInit, TcpState,
 };
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
@@ -509,17 +509,10 @@ fn create<F: Frame>(
             {
                 snat.release(&reply, now);
             }
-            Err(Some(match e {
-                InsertError::Full => DropReason::ConntrackFull,
-                InsertError::KeyExists | InsertError::UnknownFlow => DropReason::TupleInUse,
-                InsertError::Crowded { evicted } => {
-                    if let Some(victim) = evicted {
-                        ctx.counters.flows_early_dropped += 1;
-                        t.release(&victim, ctx.services, now);
-                    }
-                    DropReason::ConntrackCrowded
-                }
-            }))
+            Err(Some(refused(e, |victim| {
+                ctx.counters.flows_early_dropped += 1;
+                t.release(victim, ctx.services, now);
+            })))
         }
     }
 }

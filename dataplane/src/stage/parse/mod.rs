@@ -117,7 +117,7 @@ pub fn parse_batch<F: Frame>(
 ) {
     debug_assert!(metas.len() >= frames.len(), "one meta slot per frame");
     for (frame, meta) in frames.iter().zip(metas.iter_mut()) {
-        *meta = PacketMeta::empty(in_port);
+        meta.reset(in_port);
         let mut parsed = parse_into(frame.data(), frame.checksum_verified(), hasher, meta);
         let offload = frame.offload();
         if parsed.is_ok() && !offload.is_none() {

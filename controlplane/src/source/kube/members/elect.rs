@@ -3,7 +3,7 @@
 //! same members picks the same owner without talking to the others.
 //!
 //! The weight of member `m` for `vip` is xxh3-64 with the fixed seed
-//! [`ELECTION_SEED`] over `m`'s name, a `#` and the VIP's four octets; the
+//! [`ELECTION_SEED`] over `m`'s name, a `#` and the VIP's octets (four for IPv4, sixteen for IPv6); the
 //! owner is the member of highest weight (ties, which need a 64-bit
 //! collision, go to the smaller name). xxh3 rather than MetalLB's
 //! `sha256(node + "#" + ip)`: the instances only have to agree with each
@@ -16,7 +16,7 @@
 //! move (each to the member with the next-highest weight); when a member
 //! joins only the VIPs it now wins move, about `1/n` of them.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Fixed seed of the election hash; changing it moves VIPs between
@@ -24,16 +24,23 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 pub const ELECTION_SEED: u64 = 0x706f_7274_6963_6f4c; // "porticoL"
 
 /// The weight of `member` for `vip`.
-pub fn weight(member: &str, vip: Ipv4Addr) -> u64 {
-    let mut key = Vec::with_capacity(member.len() + 5);
+pub fn weight(member: &str, vip: impl Into<IpAddr>) -> u64 {
+    let mut key = Vec::with_capacity(member.len() + 17);
     key.extend_from_slice(member.as_bytes());
     key.push(b'#');
-    key.extend_from_slice(&vip.octets());
+    match vip.into() {
+        IpAddr::V4(v) => key.extend_from_slice(&v.octets()),
+        IpAddr::V6(v) => key.extend_from_slice(&v.octets()),
+    }
     xxh3_64_with_seed(&key, ELECTION_SEED)
 }
 
 /// The member that announces `vip` (`None` when there are no members).
-pub fn owner<'m>(members: impl IntoIterator<Item = &'m str>, vip: Ipv4Addr) -> Option<&'m str> {
+pub fn owner<'m>(
+    members: impl IntoIterator<Item = &'m str>,
+    vip: impl Into<IpAddr>,
+) -> Option<&'m str> {
+    let vip = vip.into();
     members
         .into_iter()
         .map(|m| (weight(m, vip), m))
@@ -45,6 +52,7 @@ pub fn owner<'m>(members: impl IntoIterator<Item = &'m str>, vip: Ipv4Addr) -> O
 mod tests {
     use super::*;
     use std::collections::{BTreeMap, HashMap};
+    use std::net::Ipv4Addr;
 
     fn vips(n: u32) -> Vec<Ipv4Addr> {
         (0..n).map(|i| Ipv4Addr::from(0xcb00_7100 + i)).collect()
@@ -73,6 +81,26 @@ mod tests {
         );
         assert_eq!(owner(std::iter::empty(), vs[0]), None);
         assert_eq!(owner(["solo"], vs[0]), Some("solo"));
+    }
+
+    #[test]
+    fn ipv6_vips_are_elected_by_their_sixteen_octets() {
+        let v6: std::net::Ipv6Addr = "2001:db8::10".parse().expect("v6");
+        let mut key = b"gw-a#".to_vec();
+        key.extend_from_slice(&v6.octets());
+        assert_eq!(weight("gw-a", v6), xxh3_64_with_seed(&key, ELECTION_SEED));
+        // Spread over the members like IPv4 VIPs.
+        let mut per: BTreeMap<&str, usize> = BTreeMap::new();
+        for i in 0..3000u128 {
+            let vip = std::net::Ipv6Addr::from(u128::from(v6) + i);
+            if let Some(m) = owner(["gw-a", "gw-b", "gw-c"], vip) {
+                *per.entry(m).or_default() += 1;
+            }
+        }
+        assert_eq!(per.len(), 3);
+        for (m, n) in per {
+            assert!((800..=1200).contains(&n), "{m} owns {n} of 3000");
+        }
     }
 
     #[test]

@@ -50,7 +50,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use std::collections::{BTreeMap, HashMap};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -141,14 +141,14 @@ pub struct MemberView {
 
 impl MemberView {
     /// Whether this instance announces `vip`.
-    pub fn announces(&self, vip: Ipv4Addr) -> bool {
+    pub fn announces(&self, vip: impl Into<IpAddr>) -> bool {
         self.known
             && self.me_live
             && elect::owner(self.live.iter().map(String::as_str), vip) == Some(self.me.as_str())
     }
 
     /// The owner of `vip` in this view.
-    pub fn owner(&self, vip: Ipv4Addr) -> Option<&str> {
+    pub fn owner(&self, vip: impl Into<IpAddr>) -> Option<&str> {
         elect::owner(self.live.iter().map(String::as_str), vip)
     }
 
@@ -158,7 +158,7 @@ impl MemberView {
             return AnnounceFilter::none();
         }
         let view = Arc::new(self.clone());
-        AnnounceFilter::only(move |vip| view.announces(vip))
+        AnnounceFilter::only_ip(move |vip| view.announces(vip))
     }
 }
 
@@ -457,6 +457,7 @@ impl From<&MemberView> for crate::admin::MembersReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     fn view(me: &str, known: bool, me_live: bool, live: &[&str]) -> MemberView {
         MemberView {
@@ -474,11 +475,14 @@ mod tests {
             .iter()
             .map(|m| view(m, true, true, &members))
             .collect();
-        for i in 0..600u32 {
-            let vip = Ipv4Addr::from(0xc000_0200 + i);
+        let base6 = u128::from("2001:db8:5::".parse::<std::net::Ipv6Addr>().expect("ip"));
+        let vips = (0..600u32)
+            .map(|i| IpAddr::from(Ipv4Addr::from(0xc000_0200 + i)))
+            .chain((0..600u128).map(|i| IpAddr::from(std::net::Ipv6Addr::from(base6 + i))));
+        for vip in vips {
             let announcers: Vec<&str> = views
                 .iter()
-                .filter(|v| v.filter().covers(vip))
+                .filter(|v| v.filter().covers_ip(vip))
                 .map(|v| v.me.as_str())
                 .collect();
             assert_eq!(announcers.len(), 1, "{vip}: {announcers:?}");

@@ -37,7 +37,7 @@ use dataplane::snapshot::{
 };
 use k8s_openapi::api::core::v1::Service;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 use tracing::{debug, info, warn};
 
@@ -84,7 +84,7 @@ pub struct Reconciler {
     /// Services the snapshot builder refused, with the reason.
     rejected: BTreeMap<ServiceKey, String>,
     /// Addresses released from a Service that its status may still show.
-    owed_clear: HashMap<ServiceKey, Vec<Ipv4Addr>>,
+    owed_clear: HashMap<ServiceKey, Vec<IpAddr>>,
     restored: bool,
 }
 
@@ -261,7 +261,7 @@ impl Reconciler {
         key: &ServiceKey,
         leader: bool,
         events: &mut Vec<ServiceEvent>,
-    ) -> Vec<Ipv4Addr> {
+    ) -> Vec<IpAddr> {
         if !leader {
             // Hold what the status says, as the leader decided it.
             let before = self.allocator.addresses(key).to_vec();
@@ -282,7 +282,7 @@ impl Reconciler {
         match result {
             Ok(ips) => {
                 if self.reported.remove(key).is_some() || before != ips {
-                    let gone: Vec<Ipv4Addr> = before
+                    let gone: Vec<IpAddr> = before
                         .iter()
                         .copied()
                         .filter(|a| !ips.contains(a))
@@ -297,7 +297,7 @@ impl Reconciler {
                         note: format!(
                             "assigned {}",
                             ips.iter()
-                                .map(Ipv4Addr::to_string)
+                                .map(IpAddr::to_string)
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         ),
@@ -488,7 +488,7 @@ impl Reconciler {
         &mut self,
         state: &ClusterState,
         keys: &BTreeSet<ServiceKey>,
-    ) -> Vec<(ServiceKey, Vec<Ipv4Addr>)> {
+    ) -> Vec<(ServiceKey, Vec<IpAddr>)> {
         let mut writes = Vec::new();
         for key in keys {
             let Some(svc) = state.service(key) else {
@@ -501,7 +501,7 @@ impl Reconciler {
             if self.wants_address(svc) {
                 let held = self.allocator.addresses(key).to_vec();
                 if held != observed_sorted && (!held.is_empty() || self.owes(key, &observed)) {
-                    let keep: Vec<Ipv4Addr> = if held.is_empty() {
+                    let keep: Vec<IpAddr> = if held.is_empty() {
                         observed
                             .iter()
                             .copied()
@@ -515,7 +515,7 @@ impl Reconciler {
                 }
             } else if self.owes(key, &observed) {
                 let owed = self.owed(key);
-                let keep: Vec<Ipv4Addr> = observed
+                let keep: Vec<IpAddr> = observed
                     .iter()
                     .copied()
                     .filter(|a| !owed.contains(a))
@@ -531,12 +531,12 @@ impl Reconciler {
         writes
     }
 
-    fn owed(&self, key: &ServiceKey) -> &[Ipv4Addr] {
+    fn owed(&self, key: &ServiceKey) -> &[IpAddr] {
         self.owed_clear.get(key).map_or(&[], Vec::as_slice)
     }
 
     /// Whether `observed` still shows an address released from `key`.
-    fn owes(&self, key: &ServiceKey, observed: &[Ipv4Addr]) -> bool {
+    fn owes(&self, key: &ServiceKey, observed: &[IpAddr]) -> bool {
         let owed = self.owed(key);
         observed.iter().any(|a| owed.contains(a))
     }
@@ -574,6 +574,7 @@ fn warning_events(skipped: &[Skip]) -> Vec<(&'static str, String)> {
         .iter()
         .filter_map(|s| match s {
             Skip::ExternalIpNotAllowed { .. } => Some(("ExternalIPNotAllowed", s.to_string())),
+            Skip::ExternalIpWrongFamily { .. } => Some(("ExternalIPWrongFamily", s.to_string())),
             Skip::BadSynProxy { .. } => Some(("InvalidSynProxyAnnotation", s.to_string())),
             _ => None,
         })

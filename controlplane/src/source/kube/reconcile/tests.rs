@@ -7,6 +7,7 @@ use dataplane::flow::Proto;
 use dataplane::snapshot::{
     AddrRole, BackendGonePolicy, PortSpec, Route, SnapshotSpec, SynProxyMode,
 };
+use std::net::Ipv4Addr;
 
 fn ip(s: &str) -> Ipv4Addr {
     s.parse().unwrap_or(Ipv4Addr::UNSPECIFIED)
@@ -44,8 +45,8 @@ fn reconciler() -> Reconciler {
     let options = ModelConfig {
         load_balancer_class: "portico.dev/lb".into(),
         serve_unclassed: true,
-        node_addresses: vec![ip("192.0.2.1")],
-        gateway_addresses: vec![ip("10.1.0.1"), ip("192.0.2.1")],
+        node_addresses: vec![ip("192.0.2.1").into()],
+        gateway_addresses: vec![ip("10.1.0.1").into(), ip("192.0.2.1").into()],
         tcp_backend_gone: BackendGonePolicy::Drop,
         external_ip_cidrs: vec!["192.0.2.0/24".parse().expect("cidr")],
         syn_proxy: SynProxyMode::Off,
@@ -250,4 +251,226 @@ fn an_external_ip_outside_the_allowed_cidrs_is_not_served_and_gets_one_warning()
     )));
     let out = r.window(&state, &touched, true);
     assert!(out.events.is_empty(), "{:?}", out.events);
+}
+
+/// The Warning Events of a window: `(reason, note)`.
+fn warnings(out: &WindowOutcome) -> Vec<(String, String)> {
+    out.events
+        .iter()
+        .filter(|e| e.warning)
+        .map(|e| (e.reason.clone(), e.note.clone()))
+        .collect()
+}
+
+/// A reconciler whose allocator has one auto-assign pool with ranges of
+/// both families.
+fn dual_reconciler() -> Reconciler {
+    let mut r = reconciler();
+    r.options
+        .external_ip_cidrs
+        .push("2001:db8:e::/64".parse().expect("cidr"));
+    let pool = nic_config::AddressPoolPlan {
+        name: "dual".into(),
+        ranges: vec![
+            "203.0.113.0/29".parse().expect("range"),
+            "2001:db8:5::/126".parse().expect("range"),
+        ],
+        auto_assign: true,
+        avoid_buggy_ips: false,
+    };
+    Reconciler::new(r.options, Allocator::new(&[pool]), r.builder)
+}
+
+fn dual_lb(name: &str, rv: &str, policy: &str, families: &[&str]) -> Service {
+    serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name, "namespace": "default", "resourceVersion": rv },
+        "spec": {
+            "type": "LoadBalancer",
+            "ipFamilyPolicy": policy,
+            "ipFamilies": families,
+            "allocateLoadBalancerNodePorts": false,
+            "ports": [{ "name": "http", "port": 80, "targetPort": 8080 }],
+        },
+    }))
+    .unwrap_or_default()
+}
+
+fn family_slice(
+    service: &str,
+    name: &str,
+    family: &str,
+    address: &str,
+) -> k8s_openapi::api::discovery::v1::EndpointSlice {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "resourceVersion": "1",
+            "labels": { "kubernetes.io/service-name": service },
+        },
+        "addressType": family,
+        "ports": [{ "name": "http", "port": 8080, "protocol": "TCP" }],
+        "endpoints": [{ "addresses": [address], "conditions": { "ready": true } }],
+    }))
+    .unwrap_or_default()
+}
+
+#[test]
+fn a_dual_stack_window_serves_both_families_and_writes_both_addresses() {
+    let mut r = dual_reconciler();
+    let mut state = ClusterState::default();
+    state.apply_slices(Update::Listed(vec![
+        family_slice("web", "web-4", "IPv4", "10.1.0.10"),
+        family_slice("web", "web-6", "IPv6", "fd00:1::10"),
+    ]));
+    let touched = state.apply_services(Update::Listed(vec![dual_lb(
+        "web",
+        "1",
+        "RequireDualStack",
+        &["IPv4", "IPv6"],
+    )]));
+    let out = r.window(&state, &touched, true);
+    let snap = out.snapshot.unwrap_or_else(|| panic!("web is served"));
+    let v6: std::net::Ipv6Addr = "2001:db8:5::".parse().expect("ip");
+    let names: Vec<Option<String>> = [
+        snap.listener(Proto::Tcp, ip("203.0.113.0"), 80),
+        snap.listener6(Proto::Tcp, v6, 80),
+    ]
+    .iter()
+    .map(|l| {
+        l.and_then(|l| snap.service(l.service))
+            .map(|s| s.name.to_string())
+    })
+    .collect();
+    assert_eq!(
+        names,
+        [
+            Some("default/web:http/tcp".to_owned()),
+            Some("default/web:http/tcp/ipv6".to_owned())
+        ]
+    );
+    let allocated: Vec<&str> = out
+        .events
+        .iter()
+        .filter(|e| e.reason == "IPAllocated")
+        .map(|e| e.note.as_str())
+        .collect();
+    assert_eq!(allocated, ["assigned 203.0.113.0, 2001:db8:5::"]);
+    let writes = r.status_writes(&state, &touched);
+    let want: Vec<std::net::IpAddr> = vec![ip("203.0.113.0").into(), v6.into()];
+    assert_eq!(writes, [(ServiceKey::new("default", "web"), want)]);
+
+    // A second RequireDualStack Service while IPv6 is left: both again;
+    // a third finds IPv6 used up: a Warning Event and nothing held.
+    let touched = state.apply_services(Update::Applied(dual_lb(
+        "b",
+        "2",
+        "RequireDualStack",
+        &["IPv6", "IPv4"],
+    )));
+    r.window(&state, &touched, true);
+    assert_eq!(
+        r.allocator()
+            .addresses(&ServiceKey::new("default", "b"))
+            .len(),
+        2
+    );
+    for (i, name) in ["c", "d"].iter().enumerate() {
+        let touched = state.apply_services(Update::Applied(dual_lb(
+            name,
+            &(3 + i).to_string(),
+            "RequireDualStack",
+            &["IPv4", "IPv6"],
+        )));
+        r.window(&state, &touched, true);
+    }
+    // 2001:db8:5::/126 holds four (web, b, c, d): e gets a Warning Event
+    // and neither family (203.0.113.0/29 has addresses left).
+    let touched = state.apply_services(Update::Applied(dual_lb(
+        "e",
+        "8",
+        "RequireDualStack",
+        &["IPv4", "IPv6"],
+    )));
+    let out = r.window(&state, &touched, true);
+    let warnings = warnings(&out);
+    assert_eq!(
+        warnings,
+        [(
+            "PoolExhausted".to_owned(),
+            "no free IPv6 address in pool(s) dual".to_owned()
+        )]
+    );
+    let e = ServiceKey::new("default", "e");
+    assert!(r.allocator().addresses(&e).is_empty());
+    assert!(
+        r.status_writes(&state, &touched).is_empty(),
+        "no half status"
+    );
+    let touched = state.apply_services(Update::Applied(dual_lb(
+        "e",
+        "9",
+        "RequireDualStack",
+        &["IPv4", "IPv6"],
+    )));
+    let out = r.window(&state, &touched, true);
+    assert!(
+        out.events.is_empty(),
+        "the problem is reported once, not on every window: {:?}",
+        out.events.iter().map(|e| &e.note).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn an_external_ip_of_a_family_the_service_lacks_is_a_warning_event() {
+    let mut r = dual_reconciler();
+    let mut state = ClusterState::default();
+    state.apply_slices(Update::Listed(Vec::new()));
+    let mut svc = dated_external_ip_service("web", "1", None, "192.0.2.50");
+    if let Some(spec) = svc.spec.as_mut() {
+        spec.external_ips = Some(vec!["192.0.2.50".into(), "2001:db8:e::5".into()]);
+    }
+    let touched = state.apply_services(Update::Listed(vec![svc]));
+    let out = r.window(&state, &touched, true);
+    let snap = out
+        .snapshot
+        .as_ref()
+        .unwrap_or_else(|| panic!("the IPv4 externalIP is served"));
+    assert!(snap.listener(Proto::Tcp, ip("192.0.2.50"), 80).is_some());
+    let v6: std::net::Ipv6Addr = "2001:db8:e::5".parse().expect("ip");
+    assert!(snap.listener6(Proto::Tcp, v6, 80).is_none());
+    let warnings = warnings(&out);
+    assert_eq!(
+        warnings,
+        [(
+            "ExternalIPWrongFamily".to_owned(),
+            "externalIP 2001:db8:e::5 is IPv6, but the Service's ipFamilies are [IPv4]".to_owned()
+        )]
+    );
+}
+
+#[test]
+fn a_follower_serves_both_addresses_of_a_dual_stack_status() {
+    let mut r = dual_reconciler();
+    let mut state = ClusterState::default();
+    state.apply_slices(Update::Listed(vec![
+        family_slice("web", "web-4", "IPv4", "10.1.0.10"),
+        family_slice("web", "web-6", "IPv6", "fd00:1::10"),
+    ]));
+    let mut svc = dual_lb("web", "1", "RequireDualStack", &["IPv4", "IPv6"]);
+    svc.status = serde_json::from_value(serde_json::json!({ "loadBalancer": { "ingress": [
+        { "ip": "203.0.113.3" }, { "ip": "2001:db8:5::2" }
+    ] } }))
+    .ok();
+    let touched = state.apply_services(Update::Listed(vec![svc]));
+    let out = r.window(&state, &touched, false);
+    let snap = out.snapshot.unwrap_or_else(|| panic!("web is served"));
+    let v6: std::net::Ipv6Addr = "2001:db8:5::2".parse().expect("ip");
+    assert!(snap.listener(Proto::Tcp, ip("203.0.113.3"), 80).is_some());
+    assert!(snap.listener6(Proto::Tcp, v6, 80).is_some());
+    assert!(out.events.is_empty(), "a follower writes nothing");
+    assert_eq!(
+        r.allocator().addresses(&ServiceKey::new("default", "web")),
+        [std::net::IpAddr::from(ip("203.0.113.3")), v6.into()]
+    );
 }
