@@ -1,4 +1,5 @@
-//! `portico simulate --config FILE 'tcp 198.51.100.7:40000 -> 203.0.113.10:80'`:
+//! `portico simulate --config FILE 'tcp 198.51.100.7:40000 -> 203.0.113.10:80'`
+//! (or an IPv6 flow, `'tcp [2001:db8::7]:40000 -> [2001:db8:ffff::10]:80'`):
 //! where would this packet go, and why.
 //!
 //! Nothing here re-implements the dataplane's decisions. The configuration
@@ -20,7 +21,11 @@
 //! * a packet held for ARP (`AwaitNeighbour`) is a forward, not a failure:
 //!   next hops without a static neighbour are resolved at run time;
 //! * the simulation starts from empty state (no existing flows, affinity
-//!   pins or used SNAT ports): it answers for a new connection.
+//!   pins or used SNAT ports): it answers for a new connection;
+//! * both ends of a flow spec are of one family (services are
+//!   single-family, no NAT46/64); an IPv6 packet is processed by the same
+//!   pipeline, whose IPv6 tables are set up as a worker sets them up
+//!   ([`Pipeline::load_ipv6`]), and read back from them.
 //!
 //! `--live` runs the same [`simulate_in`] inside the running gateway's admin
 //! thread, against the snapshot in force, with the worker configuration the
@@ -35,7 +40,8 @@
 use crate::mirror::ToConfig;
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::driver::Frame;
-use dataplane::flow::{FlowKey, Proto, stable_addr_hash};
+use dataplane::inspect::any_key;
+use dataplane::flow::{FlowKey, FlowKey6, Proto, stable_addr_hash};
 use dataplane::neighbour::NeighbourTable;
 use dataplane::packet::{PacketMeta, PortId, Verdict};
 use dataplane::snapshot::{BackendId, BuildError, EndpointCondition, Snapshot, SnapshotBuilder};
@@ -46,7 +52,7 @@ use dataplane::wire::tcp::flags as tcp_flags;
 use nic_config::Plan;
 use serde::Serialize;
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -73,24 +79,60 @@ pub enum SimulateError {
     NoWorker { worker: u8 },
 }
 
-/// A connection's first packet: `tcp A:P -> B:Q` or `udp A:P -> B:Q`.
+/// A connection's first packet: `tcp A:P -> B:Q` or `udp A:P -> B:Q`,
+/// both ends IPv4 (`198.51.100.7:40000`) or both IPv6
+/// (`[2001:db8::7]:40000`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowSpec {
     pub proto: Proto,
-    pub client: SocketAddrV4,
-    pub dest: SocketAddrV4,
+    pub client: SocketAddr,
+    pub dest: SocketAddr,
+}
+
+/// A flow spec's directional 5-tuple (client to destination), of its family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecKey {
+    V4(FlowKey),
+    V6(FlowKey6),
+}
+
+impl SpecKey {
+    /// The listener the destination is, if any.
+    pub fn listener<'s>(&self, snap: &'s Snapshot) -> Option<&'s dataplane::snapshot::Listener> {
+        match self {
+            SpecKey::V4(k) => snap.listener(k.proto, k.dst_ip, k.dst_port),
+            SpecKey::V6(k) => snap.listener6(k.proto, k.dst_ip, k.dst_port),
+        }
+    }
 }
 
 impl FlowSpec {
     /// The flow's directional 5-tuple (client to destination).
-    pub fn key(&self) -> FlowKey {
-        FlowKey::new(
-            self.proto,
-            *self.client.ip(),
-            self.client.port(),
-            *self.dest.ip(),
-            self.dest.port(),
-        )
+    pub fn key(&self) -> SpecKey {
+        match (self.client, self.dest) {
+            (SocketAddr::V6(c), SocketAddr::V6(d)) => SpecKey::V6(FlowKey6::new(
+                self.proto,
+                *c.ip(),
+                c.port(),
+                *d.ip(),
+                d.port(),
+            )),
+            // Parsing refuses mixed families: an IPv4 client means IPv4.
+            (c, d) => SpecKey::V4(FlowKey::new(
+                self.proto,
+                v4_or_unspecified(c.ip()),
+                c.port(),
+                v4_or_unspecified(d.ip()),
+                d.port(),
+            )),
+        }
+    }
+}
+
+fn v4_or_unspecified(ip: IpAddr) -> std::net::Ipv4Addr {
+    match ip {
+        IpAddr::V4(a) => a,
+        IpAddr::V6(a) => a.to_ipv4_mapped().unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
     }
 }
 
@@ -103,7 +145,8 @@ impl fmt::Display for FlowSpec {
 impl FromStr for FlowSpec {
     type Err = SimulateError;
 
-    /// Exactly four words: `tcp|udp`, `A.B.C.D:PORT`, `->`, `A.B.C.D:PORT`;
+    /// Exactly four words: `tcp|udp`, `ADDRESS:PORT`, `->`, `ADDRESS:PORT`
+    /// (IPv4 `A.B.C.D:PORT` or IPv6 `[ADDR]:PORT`, both of one family);
     /// ports 1..=65535.
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
         let bad = |reason: String| SimulateError::BadSpec {
@@ -125,10 +168,10 @@ impl FromStr for FlowSpec {
         if arrow != "->" {
             return Err(bad(format!("expected '->', found {arrow:?}")));
         }
-        let endpoint = |word: &str, what: &str| -> Result<SocketAddrV4, SimulateError> {
-            let addr = SocketAddrV4::from_str(word).map_err(|_| {
+        let endpoint = |word: &str, what: &str| -> Result<SocketAddr, SimulateError> {
+            let addr = SocketAddr::from_str(word).map_err(|_| {
                 bad(format!(
-                    "{what} {word:?} is not an IPv4 address:port (like 198.51.100.7:40000)"
+                    "{what} {word:?} is not an address:port (like 198.51.100.7:40000 or [2001:db8::7]:40000)"
                 ))
             })?;
             if addr.port() == 0 {
@@ -136,10 +179,16 @@ impl FromStr for FlowSpec {
             }
             Ok(addr)
         };
+        let (client, dest) = (endpoint(client, "source")?, endpoint(dest, "destination")?);
+        if client.is_ipv4() != dest.is_ipv4() {
+            return Err(bad(format!(
+                "source {client} and destination {dest} are of different families (services are single-family)"
+            )));
+        }
         Ok(FlowSpec {
             proto,
-            client: endpoint(client, "source")?,
-            dest: endpoint(dest, "destination")?,
+            client,
+            dest,
         })
     }
 }
@@ -149,7 +198,7 @@ impl FromStr for FlowSpec {
 pub struct ListenerReport {
     /// `vip`, `external_ip` or `node_port`.
     pub kind: &'static str,
-    pub address: SocketAddrV4,
+    pub address: SocketAddr,
 }
 
 /// The session-affinity decision of the service.
@@ -171,7 +220,7 @@ pub struct MaglevReport {
     /// `hash % table_size`.
     pub slot: u32,
     /// The backend in that slot.
-    pub backend: Option<SocketAddrV4>,
+    pub backend: Option<SocketAddr>,
     /// Whether the active set is the ready endpoints (else serving-terminating).
     pub ready_set: bool,
 }
@@ -179,7 +228,7 @@ pub struct MaglevReport {
 /// The backend the flow was given.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BackendReport {
-    pub address: SocketAddrV4,
+    pub address: SocketAddr,
     pub weight: u32,
     /// `ready`, `serving_terminating` or `draining`.
     pub condition: &'static str,
@@ -194,9 +243,10 @@ pub struct ForwardReport {
     #[serde(skip)]
     pub port_index: PortId,
     /// The next hop whose MAC the frame is sent to.
-    pub next_hop: Option<Ipv4Addr>,
+    pub next_hop: Option<IpAddr>,
     /// True when the next hop's MAC is a static neighbour of the
-    /// configuration; false when ARP resolves it at run time.
+    /// configuration; false when ARP (IPv4) or NDP (IPv6) resolves it at
+    /// run time.
     pub next_hop_static: bool,
 }
 
@@ -216,7 +266,7 @@ pub struct Outcome {
     pub backend: Option<BackendReport>,
     /// The gateway-side address of the translated flow (when the service
     /// uses SNAT).
-    pub snat: Option<SocketAddrV4>,
+    pub snat: Option<SocketAddr>,
     /// The packet's 5-tuple after translation.
     pub translated: Option<String>,
     /// `forward`, `reply`, `drop`, `consumed` or `handoff`.
@@ -273,7 +323,7 @@ pub fn snapshot(plan: &Plan) -> Result<Snapshot, SimulateError> {
 }
 
 /// The worker of `plan` owning `key`'s flow, by the dataplane's steering.
-pub fn owner(plan: &Plan, snap: &Snapshot, key: &FlowKey) -> u8 {
+pub fn owner(plan: &Plan, snap: &Snapshot, key: &SpecKey) -> u8 {
     SimContext::from_plan(plan).owner(snap, key)
 }
 
@@ -312,16 +362,19 @@ impl SimContext {
     }
 
     /// The worker owning `key`'s flow, by the dataplane's steering.
-    pub fn owner(&self, snap: &Snapshot, key: &FlowKey) -> u8 {
+    pub fn owner(&self, snap: &Snapshot, key: &SpecKey) -> u8 {
         let Some(config) = self.workers.first() else {
             return 0;
         };
-        Steering {
+        let steering = Steering {
             worker: 0,
             workers: config.workers.max(1),
             snat_ports: config.snat.port_range.clone(),
+        };
+        match key {
+            SpecKey::V4(k) => steering.owner(k, snap),
+            SpecKey::V6(k) => steering.owner6(k, snap),
         }
-        .owner(key, snap)
     }
 
     /// The SNAT port slice of `worker`.
@@ -362,38 +415,63 @@ pub fn simulate_in(
     for &(port, addr, mac) in &snap.static_neighbours {
         neighbours.set_static(port, addr, mac);
     }
+    for &(port, addr, mac) in &snap.static_neighbours6 {
+        neighbours.set_static(port, addr, mac);
+    }
     let mut pipeline = Pipeline::new(&config, neighbours)?;
-    if let (Some(backend), Some(service)) = (
-        pinned,
-        snap.listener(key.proto, key.dst_ip, key.dst_port)
-            .and_then(|l| snap.service(l.service)),
-    ) && let Some(timeout_ms) = service.affinity_timeout_ms
+    pipeline.load_ipv6(snap);
+    let listener = key.listener(snap);
+    if let (Some(backend), Some(service)) = (pinned, listener.and_then(|l| snap.service(l.service)))
+        && let Some(timeout_ms) = service.affinity_timeout_ms
     {
-        pipeline
-            .affinity_mut()
-            .upsert(service.id, key.src_ip, backend, timeout_ms, NOW_MS);
+        match key {
+            SpecKey::V4(k) => {
+                pipeline
+                    .affinity_mut()
+                    .upsert(service.id, k.src_ip, backend, timeout_ms, NOW_MS);
+            }
+            SpecKey::V6(k) => {
+                if let Some(t) = pipeline.ipv6_mut() {
+                    t.affinity
+                        .upsert(service.id, k.src_ip, backend, timeout_ms, NOW_MS);
+                }
+            }
+        }
     }
 
     let in_port = ctx.in_port;
     let gateway_mac = snap.ports.get(in_port as usize).map_or([0; 6], |p| p.mac);
-    let bytes = match flow.proto {
-        Proto::Udp => build::eth_ipv4_udp(
-            MacAddr(CLIENT_MAC),
-            MacAddr(gateway_mac),
-            *flow.client.ip(),
-            flow.client.port(),
-            *flow.dest.ip(),
-            flow.dest.port(),
-            b"portico simulate",
+    let (client, gateway) = (MacAddr(CLIENT_MAC), MacAddr(gateway_mac));
+    const PAYLOAD: &[u8] = b"portico simulate";
+    // A connection's first TCP segment, or a UDP datagram.
+    let bytes = match (key, flow.proto) {
+        (SpecKey::V4(k), Proto::Udp) => build::eth_ipv4_udp(
+            client, gateway, k.src_ip, k.src_port, k.dst_ip, k.dst_port, PAYLOAD,
         ),
-        // A connection's first TCP segment.
-        _ => build::eth_ipv4_tcp(
-            MacAddr(CLIENT_MAC),
-            MacAddr(gateway_mac),
-            *flow.client.ip(),
-            flow.client.port(),
-            *flow.dest.ip(),
-            flow.dest.port(),
+        (SpecKey::V4(k), _) => build::eth_ipv4_tcp(
+            client,
+            gateway,
+            k.src_ip,
+            k.src_port,
+            k.dst_ip,
+            k.dst_port,
+            tcp_flags::SYN,
+            0x5eed_0001,
+            0,
+            &[],
+        ),
+        (SpecKey::V6(k), Proto::Udp) => build::eth_ipv6_udp(
+            client,
+            gateway,
+            (k.src_ip, k.src_port),
+            (k.dst_ip, k.dst_port),
+            PAYLOAD,
+        ),
+        (SpecKey::V6(k), _) => build::eth_ipv6_tcp(
+            client,
+            gateway,
+            (k.src_ip, k.src_port),
+            (k.dst_ip, k.dst_port),
             tcp_flags::SYN,
             0x5eed_0001,
             0,
@@ -432,7 +510,6 @@ pub fn simulate_in(
         drop_reason: None,
     };
 
-    let listener = snap.listener(key.proto, key.dst_ip, key.dst_port);
     let service = listener.and_then(|l| snap.service(l.service));
     outcome.listener = listener.map(|l| ListenerReport {
         kind: l.kind.to_config().name(),
@@ -445,10 +522,12 @@ pub fn simulate_in(
             None => AffinityReport::None,
         });
         if let Some(set) = service.active_set() {
-            let hash = match service.affinity_timeout_ms {
-                Some(_) => stable_addr_hash(key.src_ip),
+            let hash = match (service.affinity_timeout_ms, key) {
+                (Some(_), SpecKey::V4(k)) => stable_addr_hash(k.src_ip),
+                (Some(_), SpecKey::V6(k)) => stable_addr_hash(k.src_ip),
                 // Maglev's public hash (meta.hash is the table hash).
-                None => key.stable_hash(),
+                (None, SpecKey::V4(k)) => k.stable_hash(),
+                (None, SpecKey::V6(k)) => k.stable_hash(),
             };
             let table_size = set.table.size();
             let slot = (hash % u64::from(table_size.max(1))) as u32;
@@ -458,10 +537,7 @@ pub fn simulate_in(
                 .get(slot as usize)
                 .and_then(|&i| set.backends.get(i as usize))
                 .and_then(|&id| snap.backend(id))
-                .and_then(|b| match b.addr {
-                    SocketAddr::V4(a) => Some(a),
-                    SocketAddr::V6(_) => None,
-                });
+                .map(|b| b.addr);
             outcome.maglev = Some(MaglevReport {
                 hash,
                 table_size,
@@ -473,13 +549,25 @@ pub fn simulate_in(
     }
 
     // The flow the pipeline created: its reply key is the backend's view.
-    if let Some((id, _)) = pipeline.conntrack().lookup(&key, meta.hash) {
-        let created = pipeline.conntrack().flow(id);
-        let reply = created.reply();
-        let backend_addr = SocketAddrV4::new(reply.src_ip, reply.src_port);
-        let backend = snap.backends.iter().flatten().find(|b| {
-            b.addr == SocketAddr::V4(backend_addr) && Some(b.service) == listener.map(|l| l.service)
-        });
+    let created = match key {
+        SpecKey::V4(k) => pipeline.conntrack().lookup(&k, meta.hash).map(|(id, _)| {
+            let f = pipeline.conntrack().flow(id);
+            (any_key(f.reply()), f.snat())
+        }),
+        SpecKey::V6(k) => pipeline.ipv6().and_then(|t| {
+            t.ct.lookup(&k, t.ct.hash(&k)).map(|(id, _)| {
+                let f = t.ct.flow(id);
+                (any_key(f.reply()), f.snat())
+            })
+        }),
+    };
+    if let Some((reply, snat)) = created {
+        let backend_addr = SocketAddr::new(reply.src_ip, reply.src_port);
+        let backend = snap
+            .backends
+            .iter()
+            .flatten()
+            .find(|b| b.addr == backend_addr && Some(b.service) == listener.map(|l| l.service));
         outcome.backend = Some(BackendReport {
             address: backend_addr,
             weight: backend.map_or(0, |b| b.weight),
@@ -489,24 +577,26 @@ pub fn simulate_in(
                 Some(EndpointCondition::Draining) => "draining",
             },
         });
-        if created.snat() {
-            outcome.snat = Some(SocketAddrV4::new(reply.dst_ip, reply.dst_port));
+        if snat {
+            outcome.snat = Some(SocketAddr::new(reply.dst_ip, reply.dst_port));
         }
-        let translated = reply.reversed();
         outcome.translated = Some(format!(
-            "{} {}:{} -> {}:{}",
-            translated.proto.name(),
-            translated.src_ip,
-            translated.src_port,
-            translated.dst_ip,
-            translated.dst_port
+            "{} {} -> {}",
+            reply.proto.name(),
+            SocketAddr::new(reply.dst_ip, reply.dst_port),
+            SocketAddr::new(reply.src_ip, reply.src_port),
         ));
     }
 
-    let static_next_hop = |port: PortId, addr: Ipv4Addr| {
-        snap.static_neighbours
+    let static_next_hop = |port: PortId, addr: IpAddr| match addr {
+        IpAddr::V4(a) => snap
+            .static_neighbours
             .iter()
-            .any(|&(p, a, _)| p == port && a == addr)
+            .any(|&(p, x, _)| p == port && x == a),
+        IpAddr::V6(a) => snap
+            .static_neighbours6
+            .iter()
+            .any(|&(p, x, _)| p == port && x == a),
     };
     match meta.verdict {
         Verdict::Forward(port) => {
@@ -517,10 +607,10 @@ pub fn simulate_in(
                     snap.backends
                         .iter()
                         .flatten()
-                        .find(|x| x.addr == SocketAddr::V4(b.address))
+                        .find(|x| x.addr == b.address)
                 })
                 .and_then(|b| b.next_hop)
-                .and_then(|n| n.v4());
+                .map(|n| n.addr);
             outcome.verdict = "forward";
             outcome.forward = Some(ForwardReport {
                 port: port_name(port),
@@ -530,11 +620,7 @@ pub fn simulate_in(
             });
         }
         Verdict::AwaitNeighbour(port) => {
-            // (An IPv6 next hop is not reported: the report is IPv4 only.)
-            let next_hop = match pipeline.awaited_neighbour(0) {
-                std::net::IpAddr::V4(a) => Some(a),
-                std::net::IpAddr::V6(_) => None,
-            };
+            let next_hop = Some(pipeline.awaited_neighbour(0));
             outcome.verdict = "forward";
             outcome.forward = Some(ForwardReport {
                 port: port_name(port),
@@ -625,8 +711,9 @@ impl fmt::Display for Outcome {
                 ),
                 Some(hop) => writeln!(
                     f,
-                    "verdict    forward to {} (next hop {hop} resolved by ARP at run time)",
-                    fw.port
+                    "verdict    forward to {} (next hop {hop} resolved by {} at run time)",
+                    fw.port,
+                    if hop.is_ipv4() { "ARP" } else { "NDP" }
                 ),
                 None => writeln!(f, "verdict    forward to {}", fw.port),
             },
@@ -649,6 +736,23 @@ mod tests {
         assert_eq!(ok.to_string(), "tcp 198.51.100.7:40000 -> 203.0.113.10:80");
         let udp: FlowSpec = "  udp 1.2.3.4:5   ->   5.6.7.8:53 ".parse().unwrap();
         assert_eq!(udp.proto, Proto::Udp);
+        let v6: FlowSpec = "tcp [2001:db8::7]:40000 -> [2001:db8:ffff::10]:80"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            v6.key(),
+            SpecKey::V6(FlowKey6::new(
+                Proto::Tcp,
+                "2001:db8::7".parse().unwrap(),
+                40000,
+                "2001:db8:ffff::10".parse().unwrap(),
+                80
+            ))
+        );
+        assert_eq!(
+            v6.to_string(),
+            "tcp [2001:db8::7]:40000 -> [2001:db8:ffff::10]:80"
+        );
         for bad in [
             "",
             "tcp 1.2.3.4:5 -> 5.6.7.8",
@@ -661,6 +765,9 @@ mod tests {
             "tcp 1.2.3.4:5->5.6.7.8:80",
             "tcp 1.2.3:5 -> 5.6.7.8:80",
             "tcp [::1]:5 -> 5.6.7.8:80",
+            "tcp 1.2.3.4:5 -> [2001:db8::1]:80",
+            "tcp ::1:5 -> [::2]:80",
+            "tcp [::1]:0 -> [::2]:80",
             "tcp 1.2.3.4:5 -> 5.6.7.8:80 extra",
         ] {
             let err = bad.parse::<FlowSpec>().unwrap_err();

@@ -15,7 +15,7 @@ use nic_config::Plan;
 use portico::simulate::{AffinityReport, FlowSpec, Outcome, simulate};
 use portico::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use serde_json::Value;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -42,17 +42,14 @@ fn portico(args: &[&str]) -> Output {
 }
 
 /// The backends of service `name` in the plan.
-fn backends_of(plan: &Plan, name: &str) -> Vec<SocketAddrV4> {
+fn backends_of(plan: &Plan, name: &str) -> Vec<SocketAddr> {
     plan.services
         .iter()
         .find(|s| s.name == name)
         .expect("service exists")
         .backends
         .iter()
-        .filter_map(|b| match b.address {
-            std::net::SocketAddr::V4(a) => Some(a),
-            std::net::SocketAddr::V6(_) => None,
-        })
+        .map(|b| b.address)
         .collect()
 }
 
@@ -87,7 +84,7 @@ fn a_tcp_flow_to_the_vip_gets_a_backend_of_its_service_and_an_snat_tuple() {
     // SNAT from the configured address and port range.
     let snat = out.snat.expect("web uses SNAT");
     assert!(
-        plan.dataplane.snat.addresses.contains(&(*snat.ip()).into()),
+        plan.dataplane.snat.addresses.contains(&snat.ip()),
         "{snat}"
     );
     assert!(
@@ -103,7 +100,7 @@ fn a_tcp_flow_to_the_vip_gets_a_backend_of_its_service_and_an_snat_tuple() {
     assert_eq!(out.drop_reason, None);
     let fw = out.forward.as_ref().unwrap();
     assert_eq!(fw.port, "inside");
-    assert_eq!(fw.next_hop, Some(*backend.ip()));
+    assert_eq!(fw.next_hop, Some(backend.ip()));
     assert!(out.to_string().contains(&format!(
         "forward to inside (next hop {} resolved by ARP at run time)",
         backend.ip()
@@ -189,7 +186,7 @@ fn a_static_neighbour_is_forwarded_without_arp() {
     let backend = out.backend.as_ref().unwrap().address;
     let fw = out.forward.as_ref().unwrap();
     assert_eq!(out.verdict, "forward");
-    assert_eq!(fw.next_hop, Some(*backend.ip()));
+    assert_eq!(fw.next_hop, Some(backend.ip()));
     assert!(fw.next_hop_static);
     assert!(out.to_string().contains("static neighbour"));
     // The neighbours change only the L2 step, not the choice.
@@ -288,7 +285,7 @@ fn simulate_agrees_with_an_independent_pipeline_on_200_random_flows() {
             .lookup(&key, pipeline.metas()[0].hash)
             .expect("flow created");
         let reply = *pipeline.conntrack().flow(id).reply();
-        let picked = SocketAddrV4::new(reply.src_ip, reply.src_port);
+        let picked = SocketAddr::V4(SocketAddrV4::new(reply.src_ip, reply.src_port));
 
         let spec = format!("{} {client}:{sport} -> {dst}:{dport}", proto.name());
         let out = run(&plan, &spec);
@@ -350,7 +347,7 @@ fn the_binary_reports_a_backend_as_json() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
     assert_eq!(v["service"], "web");
     assert_eq!(v["listener"]["kind"], "vip");
-    let backend: SocketAddrV4 = v["backend"]["address"].as_str().unwrap().parse().unwrap();
+    let backend: SocketAddr = v["backend"]["address"].as_str().unwrap().parse().unwrap();
     assert!(backends_of(&plan, "web").contains(&backend));
     let lib = run(&plan, "tcp 198.51.100.7:40000 -> 192.0.2.10:80");
     assert_eq!(v, serde_json::to_value(&lib).unwrap());
@@ -377,4 +374,69 @@ fn a_bad_spec_or_config_exits_2_with_one_line() {
         assert_eq!(stderr.lines().count(), 1, "{spec}: {stderr}");
         assert!(stderr.starts_with("portico simulate: "), "{stderr}");
     }
+}
+
+#[test]
+fn an_ipv6_flow_gets_an_ipv6_backend_and_snat_tuple_and_a_family_mismatch_is_refused() {
+    let plan = example("dual-stack.toml");
+    let spec = "tcp [2001:db8::7]:40000 -> [2001:db8:5::10]:80";
+    let out = run(&plan, spec);
+    assert_eq!(out.service.as_deref(), Some("web6"), "{out}");
+    assert_eq!(out.listener.as_ref().map(|l| l.kind), Some("vip"));
+    let backend = out.backend.as_ref().expect("a backend").address;
+    assert!(backends_of(&plan, "web6").contains(&backend), "{backend}");
+    assert_eq!(out.maglev.as_ref().and_then(|m| m.backend), Some(backend));
+    let snat = out.snat.expect("web6 uses SNAT");
+    assert_eq!(snat.ip(), "fd00:1::1".parse::<std::net::IpAddr>().unwrap());
+    assert_eq!(out.verdict, "forward", "{out}");
+    // fd00:1::10 has a static NDP entry, fd00:1::11 is resolved at run time.
+    let fw = out.forward.as_ref().expect("forwarded");
+    assert_eq!(fw.port, "inside");
+    assert_eq!(fw.next_hop, Some(backend.ip()));
+    assert_eq!(
+        fw.next_hop_static,
+        backend.ip() == "fd00:1::10".parse::<std::net::IpAddr>().unwrap()
+    );
+    let text = out.to_string();
+    assert!(
+        text.contains(&format!("backend    {backend} (ready, weight 1)")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("rewritten  tcp {snat} -> {backend}")), "{text}");
+
+    // Every IPv6 client lands on a backend of web6, both eventually.
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..64 {
+        let out = run(
+            &plan,
+            &format!("tcp [2001:db8::{i:x}]:{} -> [2001:db8:5::10]:80", 40000 + i),
+        );
+        seen.insert(out.backend.expect("backend").address);
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+
+    // No NAT46/64.
+    let bad = portico(&[
+        "simulate",
+        "--config",
+        example_path("dual-stack.toml").to_str().unwrap(),
+        "tcp 198.51.100.7:40000 -> [2001:db8:5::10]:80",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("different families"), "{err}");
+
+    // The binary, as JSON.
+    let json = portico(&[
+        "simulate",
+        "--config",
+        example_path("dual-stack.toml").to_str().unwrap(),
+        "--json",
+        spec,
+    ]);
+    assert!(json.status.success(), "{json:?}");
+    let v: Value = serde_json::from_slice(&json.stdout).expect("JSON output");
+    assert_eq!(v["service"], "web6");
+    assert_eq!(v["backend"]["address"], backend.to_string());
+    assert_eq!(v["listener"]["address"], "[2001:db8:5::10]:80");
 }

@@ -13,7 +13,7 @@
 //! [`crate::conntrack::FlowState::ordinal`]; conntrack checks at compile time
 //! that it has exactly [`FLOW_STATES`] states.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -421,17 +421,20 @@ impl Counters {
 pub struct SharedCounters {
     scalars: [AtomicU64; SCALARS],
     drops: [AtomicU64; DropReason::COUNT],
-    /// Live flows in the worker's conntrack table.
+    /// Live flows in the worker's conntrack tables (both families).
     live_flows: AtomicU64,
-    /// SNAT tuples in use by the worker.
+    /// SNAT tuples in use by the worker (both families).
     snat_in_use: AtomicU64,
+    /// Of which IPv6.
+    live_flows_v6: AtomicU64,
+    snat_in_use_v6: AtomicU64,
     /// Live flows per flow state ordinal.
     flows_by_state: [AtomicU64; FLOW_STATES],
     /// Per-service/backend counters and per-SNAT-address stats, copied by
     /// the worker at most every 100 ms with `try_lock` (the worker never
     /// waits for a reader).
     services: Mutex<ServiceCounters>,
-    snat: Mutex<Vec<SnatAddrStats>>,
+    snat: Mutex<Vec<SnatAddrStats<IpAddr>>>,
     /// The dataplane clock's time of the worker's latest poll loop (stored
     /// at most once per millisecond): the BGP watchdog's heartbeat.
     heartbeat_ms: AtomicU64,
@@ -444,6 +447,8 @@ impl Default for SharedCounters {
             drops: std::array::from_fn(|_| AtomicU64::new(0)),
             live_flows: AtomicU64::new(0),
             snat_in_use: AtomicU64::new(0),
+            live_flows_v6: AtomicU64::new(0),
+            snat_in_use_v6: AtomicU64::new(0),
             flows_by_state: std::array::from_fn(|_| AtomicU64::new(0)),
             services: Mutex::new(ServiceCounters::default()),
             snat: Mutex::new(Vec::new()),
@@ -620,11 +625,28 @@ pub struct SnatAddrStats<A = Ipv4Addr> {
     pub exhausted: u64,
 }
 
+impl<A: Into<IpAddr>> SnatAddrStats<A> {
+    /// The same stats with the address as an [`IpAddr`].
+    pub fn any(self) -> SnatAddrStats<IpAddr> {
+        SnatAddrStats {
+            addr: self.addr.into(),
+            in_use: self.in_use,
+            exhausted: self.exhausted,
+        }
+    }
+}
+
 /// Gauges a worker publishes next to its counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Gauges {
+    /// Live flows of both families.
     pub live_flows: u64,
+    /// SNAT tuples in use, both families.
     pub snat_in_use: u64,
+    /// Of `live_flows`, the IPv6 flows.
+    pub live_flows_v6: u64,
+    /// Of `snat_in_use`, the IPv6 tuples.
+    pub snat_in_use_v6: u64,
     /// Live flows per flow state, in
     /// [`crate::conntrack::FlowState::ALL`] order.
     pub flows_by_state: [u64; FLOW_STATES],
@@ -635,6 +657,8 @@ impl Gauges {
     pub fn accumulate(&mut self, other: &Gauges) {
         self.live_flows += other.live_flows;
         self.snat_in_use += other.snat_in_use;
+        self.live_flows_v6 += other.live_flows_v6;
+        self.snat_in_use_v6 += other.snat_in_use_v6;
         add_into(&mut self.flows_by_state, &other.flows_by_state);
     }
 }
@@ -651,6 +675,10 @@ impl SharedCounters {
         self.live_flows.store(gauges.live_flows, Ordering::Relaxed);
         self.snat_in_use
             .store(gauges.snat_in_use, Ordering::Relaxed);
+        self.live_flows_v6
+            .store(gauges.live_flows_v6, Ordering::Relaxed);
+        self.snat_in_use_v6
+            .store(gauges.snat_in_use_v6, Ordering::Relaxed);
         for (cell, v) in self.flows_by_state.iter().zip(gauges.flows_by_state) {
             cell.store(v, Ordering::Relaxed);
         }
@@ -677,13 +705,15 @@ impl SharedCounters {
         }
     }
 
-    /// Copy the worker's per-SNAT-address stats out (owner only); skipped
-    /// when a reader holds the copy. Allocates only the first time (and if
-    /// the number of addresses grew).
-    pub fn publish_snat(&self, local: &[SnatAddrStats]) {
+    /// Copy the worker's per-SNAT-address stats out (owner only), the
+    /// IPv4 addresses then the IPv6 ones; skipped when a reader holds the
+    /// copy. Allocates only the first time (and if the number of addresses
+    /// grew).
+    pub fn publish_snat(&self, local: &[SnatAddrStats], local6: &[SnatAddrStats<Ipv6Addr>]) {
         if let Ok(mut copy) = self.snat.try_lock() {
             copy.clear();
-            copy.extend_from_slice(local);
+            copy.extend(local.iter().map(|s| s.any()));
+            copy.extend(local6.iter().map(|s| s.any()));
         }
     }
 
@@ -693,7 +723,7 @@ impl SharedCounters {
     }
 
     /// The last published per-SNAT-address stats.
-    pub fn read_snat(&self) -> Vec<SnatAddrStats> {
+    pub fn read_snat(&self) -> Vec<SnatAddrStats<IpAddr>> {
         self.snat.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
@@ -706,6 +736,8 @@ impl SharedCounters {
             Gauges {
                 live_flows: self.live_flows.load(Ordering::Relaxed),
                 snat_in_use: self.snat_in_use.load(Ordering::Relaxed),
+                live_flows_v6: self.live_flows_v6.load(Ordering::Relaxed),
+                snat_in_use_v6: self.snat_in_use_v6.load(Ordering::Relaxed),
                 flows_by_state: std::array::from_fn(|i| {
                     self.flows_by_state[i].load(Ordering::Relaxed)
                 }),
@@ -752,6 +784,8 @@ mod tests {
         let g = Gauges {
             live_flows: 5,
             snat_in_use: 2,
+            live_flows_v6: 3,
+            snat_in_use_v6: 1,
             flows_by_state: std::array::from_fn(|i| i as u64),
         };
         shared.publish(&c, g);

@@ -34,7 +34,7 @@
 //! [`DRIVER_STATS_INTERVAL_MS`]. Tests and benches call `poll` directly.
 
 use crate::clock::Clock;
-use crate::counters::{Counters, DropReason, Gauges, SharedCounters};
+use crate::counters::{Counters, DropReason, SharedCounters};
 use crate::driver::hostpath::{HOST_BATCH, HostPath};
 use crate::driver::{Driver, Frame, PortCounters, PortStatsCell};
 use crate::handoff::{Doorbell, HandoffRx, HandoffTx, WorkerHandoff};
@@ -243,14 +243,20 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         }
         self.pipeline.housekeeping(now_ms);
         if let Some(inspect) = self.inspect.as_mut() {
-            work += inspect.serve(self.pipeline.conntrack(), self.pipeline.affinity(), now_ms);
+            let p = &self.pipeline;
+            let tables = crate::inspect::Tables {
+                ct: p.conntrack(),
+                affinity: p.affinity(),
+                v6: p.ipv6().map(|t| (&t.ct, &t.affinity)),
+            };
+            work += inspect.serve(tables, now_ms);
         }
         if now_ms != self.last_publish_ms {
             self.shared.beat(now_ms);
             self.publish_scalars();
             if now_ms / 100 != self.last_publish_ms / 100 {
                 self.shared.publish_services(self.pipeline.services());
-                self.shared.publish_snat(self.pipeline.snat().addr_stats());
+                self.publish_snat();
             }
             self.last_publish_ms = now_ms;
         }
@@ -345,18 +351,24 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     pub fn publish_counters(&self) {
         self.publish_scalars();
         self.shared.publish_services(self.pipeline.services());
-        self.shared.publish_snat(self.pipeline.snat().addr_stats());
+        self.publish_snat();
+    }
+
+    fn publish_snat(&self) {
+        let v6 = self
+            .pipeline
+            .ipv6()
+            .and_then(|t| t.snat.as_ref())
+            .map_or(&[][..], |s| s.addr_stats());
+        self.shared
+            .publish_snat(self.pipeline.snat().addr_stats(), v6);
     }
 
     fn publish_scalars(&self) {
         let p = &self.pipeline;
         self.shared.publish(
             p.counters(),
-            Gauges {
-                live_flows: p.conntrack().len() as u64,
-                snat_in_use: p.snat().stats().in_use,
-                flows_by_state: p.conntrack().count_by_state().map(|(_, n)| u64::from(n)),
-            },
+            p.gauges(),
         );
     }
 

@@ -82,7 +82,8 @@ impl HistogramReport {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolUsage {
     pub used: u64,
-    pub size: u64,
+    /// Exact (an IPv6 pool can hold more than 2^64 addresses).
+    pub size: u128,
 }
 
 /// Everything [`ControlPlaneMetrics`] holds, as the admin report carries it.
@@ -159,7 +160,7 @@ impl ControlPlaneMetrics {
     }
 
     /// `used` of the `size` addresses of `pool` are allocated.
-    pub fn set_pool_usage(&self, pool: &str, used: u64, size: u64) {
+    pub fn set_pool_usage(&self, pool: &str, used: u64, size: u128) {
         self.update(|s| {
             s.pools.insert(pool.to_owned(), PoolUsage { used, size });
         });

@@ -19,7 +19,7 @@
 //!   for the client's affinity pin.
 
 use super::protocol::{FlowRow, FlowsQuery, FlowsReport, MAX_FLOW_LIMIT};
-use crate::simulate::{FlowSpec, Outcome, SimContext, simulate_in};
+use crate::simulate::{FlowSpec, Outcome, SimContext, SpecKey, simulate_in};
 use dataplane::conntrack::Dir;
 use dataplane::inspect::{
     Answer, DEFAULT_CHUNK_FLOWS, FlowEntry, FlowFilter, InspectClient, InspectError, Query,
@@ -28,7 +28,7 @@ use dataplane::neighbour::NeighbourTable;
 use dataplane::snapshot::{Publisher, Snapshot};
 use serde::Serialize;
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -79,8 +79,9 @@ pub struct LiveOutcome {
 /// A next hop as the gateway's neighbour table has it now.
 #[derive(Clone, Debug, Serialize)]
 pub struct NextHopEntry {
-    pub address: Ipv4Addr,
-    /// `None`: no entry or no MAC yet (the first packet would wait for ARP).
+    pub address: IpAddr,
+    /// `None`: no entry or no MAC yet (the first packet would wait for ARP
+    /// or NDP).
     pub mac: Option<String>,
 }
 
@@ -90,7 +91,7 @@ fn inspect_error(e: InspectError) -> String {
 
 /// A listing or lookup row, named against `snap`.
 pub fn flow_row(snap: &Snapshot, e: &FlowEntry) -> FlowRow {
-    let endpoint = |ip, port| SocketAddrV4::new(ip, port).to_string();
+    let endpoint = |ip, port| SocketAddr::new(ip, port).to_string();
     FlowRow {
         worker: e.worker,
         protocol: e.orig.proto.name().to_owned(),
@@ -182,8 +183,10 @@ impl LiveAdmin {
         };
         let backend = match &query.backend {
             None => None,
-            Some(b) => Some(b.parse::<SocketAddrV4>().map_err(|_| {
-                format!("backend {b:?} is not an IPv4 address:port (like 10.1.0.10:8080)")
+            Some(b) => Some(b.parse::<SocketAddr>().map_err(|_| {
+                format!(
+                    "backend {b:?} is not an address:port (like 10.1.0.10:8080 or [2001:db8:1::10]:8080)"
+                )
             })?),
         };
         let filter = FlowFilter { service, backend };
@@ -230,18 +233,22 @@ impl LiveAdmin {
         let snap = self.publisher.current();
         let key = spec.key();
         let worker = self.sim.owner(&snap, &key);
-        let affinity_service = snap
-            .listener(key.proto, key.dst_ip, key.dst_port)
+        let affinity_service = key
+            .listener(&snap)
             .and_then(|l| snap.service(l.service))
             .filter(|s| s.affinity_timeout_ms.is_some())
-            .map(|s| (s.id, key.src_ip));
-        let answer = self.ask(
-            worker as usize,
-            Query::Lookup {
+            .map(|s| s.id);
+        let query = match key {
+            SpecKey::V4(key) => Query::Lookup {
                 key,
-                affinity: affinity_service,
+                affinity: affinity_service.map(|s| (s, key.src_ip)),
             },
-        )?;
+            SpecKey::V6(key) => Query::Lookup6 {
+                key,
+                affinity: affinity_service.map(|s| (s, key.src_ip)),
+            },
+        };
+        let answer = self.ask(worker as usize, query)?;
         let Answer::Lookup { flow, affinity } = answer else {
             return Err(format!("worker {worker} answered another question"));
         };
@@ -269,11 +276,13 @@ impl LiveAdmin {
             && let Some(hop) = fw.next_hop
             && !fw.next_hop_static
         {
+            let mac = match hop {
+                IpAddr::V4(a) => table.peek(fw.port_index, a),
+                IpAddr::V6(a) => table.peek(fw.port_index, a),
+            };
             live.next_hop_neighbour = Some(NextHopEntry {
                 address: hop,
-                mac: table
-                    .peek(fw.port_index, hop)
-                    .map(|mac| dataplane::wire::ethernet::MacAddr(mac).to_string()),
+                mac: mac.map(|mac| dataplane::wire::ethernet::MacAddr(mac).to_string()),
             });
         }
         live.text = live.to_string();
@@ -303,7 +312,8 @@ impl fmt::Display for LiveOutcome {
                 }
                 None => writeln!(
                     f,
-                    "next hop   {address} has no MAC yet: the first packet waits for ARP"
+                    "next hop   {address} has no MAC yet: the first packet waits for {}",
+                    if address.is_ipv4() { "ARP" } else { "NDP" }
                 )?,
             }
         }

@@ -287,6 +287,14 @@ impl fmt::Display for StatsReport {
         )?;
         writeln!(
             f,
+            "  by family: ipv4 {} live, {} snat tuples; ipv6 {} live, {} snat tuples",
+            t.live_flows.saturating_sub(t.live_flows_v6),
+            t.snat_in_use.saturating_sub(t.snat_in_use_v6),
+            t.live_flows_v6,
+            t.snat_in_use_v6
+        )?;
+        writeln!(
+            f,
             "  local replies {}, icmp errors translated {}, resets sent {}",
             t.local_replies, t.icmp_errors_translated, t.resets_sent
         )?;
@@ -431,6 +439,10 @@ impl fmt::Display for BgpTable<'_> {
             "Flaps"
         )?;
         for p in &r.peers {
+            let families = match p.families.as_slice() {
+                [] => String::new(),
+                f => format!(" [{}]", f.join(", ")),
+            };
             let uptime = p
                 .uptime_s
                 .map_or_else(|| "-".to_owned(), |s| fmt_duration_ms(s * 1000));
@@ -448,6 +460,13 @@ impl fmt::Display for BgpTable<'_> {
                 p.flaps,
                 p.last_error.as_deref().unwrap_or("-"),
             )?;
+            if !p.families.is_empty() || p.prefixes_sent_v6 > 0 || p.prefixes_skipped > 0 {
+                writeln!(
+                    f,
+                    "  families{families}, ipv6 prefixes sent {}, skipped {} (family not negotiated)",
+                    p.prefixes_sent_v6, p.prefixes_skipped
+                )?;
+            }
         }
         write!(f, "VIPs with a serving backend: ")?;
         if r.vips.is_empty() {
@@ -658,6 +677,112 @@ mod tests {
         assert!(text.contains("192.0.2.10, 192.0.2.11"), "{text}");
         assert!(
             text.contains("WITHDRAWN: a worker stopped polling (watchdog; 4 trips)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn both_families_show_in_stats_services_and_bgp() {
+        use crate::admin::BgpPeerReport;
+        use crate::admin::report::{SnatAddrReport, snat_reports};
+        use dataplane::counters::SnatAddrStats;
+        // Worker 0: 10 flows of which 5 IPv6 (the helper's halves).
+        let workers = vec![worker(0, 10, &[], 10), worker(1, 4, &[], 2)];
+        let snat = snat_reports(&[
+            vec![
+                SnatAddrStats {
+                    addr: "10.1.0.1".parse().unwrap(),
+                    in_use: 3,
+                    exhausted: 0,
+                },
+                SnatAddrStats {
+                    addr: "2001:db8:1::1".parse().unwrap(),
+                    in_use: 5,
+                    exhausted: 1,
+                },
+            ],
+            vec![SnatAddrStats {
+                addr: "2001:db8:1::1".parse().unwrap(),
+                in_use: 1,
+                exhausted: 0,
+            }],
+        ]);
+        assert_eq!(
+            snat[1],
+            SnatAddrReport {
+                address: "2001:db8:1::1".into(),
+                family: "ipv6".into(),
+                ports_in_use: 6,
+                exhausted: 1,
+            }
+        );
+        assert_eq!(snat[0].family, "ipv4");
+        let report = StatsReport {
+            pid: 1,
+            uptime_ms: 1_000,
+            config: "dual.toml".into(),
+            snapshot: SnapshotReport {
+                generation: 1,
+                age_ms: 0,
+            },
+            total: sum_workers(&workers),
+            workers,
+            ports: Vec::new(),
+            services: vec![ServiceReport {
+                name: "web6".into(),
+                protocol: "tcp".into(),
+                listeners: vec![ListenerReport {
+                    kind: "vip".into(),
+                    address: "[2001:db8:ffff::10]:80".into(),
+                }],
+                backends: vec![BackendReport {
+                    address: "[2001:db8:1::10]:8080".into(),
+                    condition: "ready".into(),
+                    weight: 1,
+                    ..BackendReport::default()
+                }],
+                ..ServiceReport::default()
+            }],
+            snat,
+            control_plane: ControlPlaneReport::default(),
+            neighbours: NeighbourReport::default(),
+            announcements: crate::admin::AnnouncementReport::default(),
+            bgp: BgpReport::default(),
+        };
+        let text = report.to_string();
+        assert!(
+            text.contains("  by family: ipv4 6 live, 6 snat tuples; ipv6 6 live, 6 snat tuples\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  snat 2001:db8:1::1: ports in use 6, exhausted 1\n"),
+            "{text}"
+        );
+        let table = ServicesTable(&report.services).to_string();
+        assert!(
+            table.contains("      [2001:db8:ffff::10]:80           (vip)\n"),
+            "{table}"
+        );
+        assert!(table.contains("  -> [2001:db8:1::10]:8080"), "{table}");
+
+        let bgp = BgpReport {
+            peers: vec![BgpPeerReport {
+                peer: "[2001:db8::100]:179".into(),
+                state: "Established".into(),
+                prefixes_sent: 3,
+                prefixes_sent_v6: 1,
+                prefixes_skipped: 2,
+                families: vec!["ipv4-unicast".into(), "ipv6-unicast".into()],
+                ..Default::default()
+            }],
+            ..BgpReport::default()
+        };
+        let text = BgpTable(&bgp).to_string();
+        assert_eq!(
+            text.lines().nth(2),
+            Some(
+                "  families [ipv4-unicast, ipv6-unicast], ipv6 prefixes sent 1, skipped 2 (family not negotiated)"
+            ),
             "{text}"
         );
     }

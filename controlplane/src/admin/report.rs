@@ -10,10 +10,10 @@ use crate::mirror::ToConfig;
 use dataplane::conntrack::FlowState;
 use dataplane::counters::{Counters, DropReason, Gauges, ServiceCounters, SnatAddrStats};
 use dataplane::driver::PortCounters;
-use dataplane::snapshot::{Backend, Listener, ListenerKey, Service, Snapshot};
+use dataplane::snapshot::{Backend, Listener, Service, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Everything `portico stats` shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -107,8 +107,19 @@ pub struct BgpPeerReport {
     pub uptime_s: Option<u64>,
     /// The negotiated hold time (0: no keepalives).
     pub hold_time_s: u16,
-    /// Prefixes the router has from us now.
+    /// Prefixes the router has from us now (both families).
     pub prefixes_sent: u64,
+    /// Of `prefixes_sent`, IPv6 unicast prefixes.
+    #[serde(default)]
+    pub prefixes_sent_v6: u64,
+    /// Desired prefixes not sent at the last sync because their family was
+    /// not negotiated on this session (or it has no next hop of it).
+    #[serde(default)]
+    pub prefixes_skipped: u64,
+    /// The address families both sides offered (`ipv4-unicast`,
+    /// `ipv6-unicast`); empty while not Established.
+    #[serde(default)]
+    pub families: Vec<String>,
     /// Prefixes we want the router to have (equal to `prefixes_sent` once
     /// the session is Established and synced).
     pub prefixes_desired: u64,
@@ -157,6 +168,9 @@ impl From<dataplane::neighbour::NeighbourStats> for NeighbourReport {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnatAddrReport {
     pub address: String,
+    /// `ipv4` or `ipv6`.
+    #[serde(default)]
+    pub family: String,
     /// Tuples in use now.
     pub ports_in_use: u64,
     /// Allocations that found no free tuple on this address.
@@ -164,7 +178,7 @@ pub struct SnatAddrReport {
 }
 
 /// Sum the workers' per-address SNAT stats, addresses in first-seen order.
-pub fn snat_reports(per_worker: &[Vec<SnatAddrStats>]) -> Vec<SnatAddrReport> {
+pub fn snat_reports(per_worker: &[Vec<SnatAddrStats<IpAddr>>]) -> Vec<SnatAddrReport> {
     let mut out: Vec<SnatAddrReport> = Vec::new();
     for s in per_worker.iter().flatten() {
         let address = s.addr.to_string();
@@ -173,6 +187,7 @@ pub fn snat_reports(per_worker: &[Vec<SnatAddrStats>]) -> Vec<SnatAddrReport> {
             None => {
                 out.push(SnatAddrReport {
                     address,
+                    family: family_name(s.addr).to_owned(),
                     ..SnatAddrReport::default()
                 });
                 out.len() - 1
@@ -184,6 +199,14 @@ pub fn snat_reports(per_worker: &[Vec<SnatAddrStats>]) -> Vec<SnatAddrReport> {
         }
     }
     out
+}
+
+/// `ipv4` or `ipv6`: the `family` of reports and metric labels.
+pub fn family_name(addr: IpAddr) -> &'static str {
+    match addr {
+        IpAddr::V4(_) => "ipv4",
+        IpAddr::V6(_) => "ipv6",
+    }
 }
 
 /// Traffic of one service (both directions), with its backends.
@@ -246,9 +269,17 @@ pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<Servic
     let ids = snap.services.len();
     let mut listeners: Vec<Vec<ListenerReport>> = Vec::new();
     listeners.resize_with(ids, Vec::new);
-    for (k, l) in snap.listeners.iter() {
+    let v4 = snap
+        .listeners
+        .iter()
+        .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
+    let v6 = snap
+        .listeners6
+        .iter()
+        .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
+    for (addr, l) in v4.chain(v6) {
         if let Some(bucket) = listeners.get_mut(l.service as usize) {
-            bucket.push(ListenerReport::of(k, l));
+            bucket.push(ListenerReport::of(addr, l));
         }
     }
     let mut backends: Vec<Vec<BackendReport>> = Vec::new();
@@ -303,11 +334,11 @@ impl ServiceReport {
 }
 
 impl ListenerReport {
-    /// The row of one listener.
-    pub fn of(key: &ListenerKey, listener: &Listener) -> Self {
+    /// The row of one listener at `addr` (IPv6: `[address]:port`).
+    pub fn of(addr: SocketAddr, listener: &Listener) -> Self {
         ListenerReport {
             kind: listener.kind.to_config().name().to_owned(),
-            address: format!("{}:{}", key.addr, key.port),
+            address: addr.to_string(),
         }
     }
 }
@@ -349,10 +380,16 @@ macro_rules! define_counter_report {
             pub dropped: u64,
             /// Every drop reason by its stable name.
             pub drops: BTreeMap<String, u64>,
-            /// Flows in the conntrack tables now.
+            /// Flows in the conntrack tables now (IPv4 and IPv6).
             pub live_flows: u64,
-            /// SNAT tuples in use now.
+            /// SNAT tuples in use now (IPv4 and IPv6).
             pub snat_in_use: u64,
+            /// Of `live_flows`, the IPv6 flows.
+            #[serde(default)]
+            pub live_flows_v6: u64,
+            /// Of `snat_in_use`, the IPv6 tuples.
+            #[serde(default)]
+            pub snat_in_use_v6: u64,
             /// Live flows per conntrack state (`ESTABLISHED`, …, `UDP`,
             /// `ICMP`), every state present.
             #[serde(default)]
@@ -370,6 +407,8 @@ macro_rules! define_counter_report {
                         .collect(),
                     live_flows: g.live_flows,
                     snat_in_use: g.snat_in_use,
+                    live_flows_v6: g.live_flows_v6,
+                    snat_in_use_v6: g.snat_in_use_v6,
                     flows_by_state: FlowState::ALL
                         .iter()
                         .zip(g.flows_by_state)
@@ -395,6 +434,8 @@ macro_rules! define_counter_report {
                 let gauges = Gauges {
                     live_flows: self.live_flows,
                     snat_in_use: self.snat_in_use,
+                    live_flows_v6: self.live_flows_v6,
+                    snat_in_use_v6: self.snat_in_use_v6,
                     flows_by_state: std::array::from_fn(|i| {
                         FlowState::ALL
                             .get(i)
@@ -471,6 +512,8 @@ pub(super) mod tests {
                 Gauges {
                     live_flows: flows,
                     snat_in_use: flows,
+                    live_flows_v6: flows / 2,
+                    snat_in_use_v6: flows / 2,
                     flows_by_state: [0; dataplane::conntrack::FlowState::COUNT],
                 },
             ),
@@ -502,5 +545,6 @@ pub(super) mod tests {
         assert_eq!(t.dropped, 6);
         assert_eq!(t.live_flows, 9);
         assert_eq!(t.snat_in_use, 9);
+        assert_eq!((t.live_flows_v6, t.snat_in_use_v6), (2 + 2, 2 + 2));
     }
 }

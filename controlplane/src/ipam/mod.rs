@@ -185,9 +185,9 @@ pub struct PoolUsage {
     pub name: String,
     /// Addresses held by at least one Service.
     pub in_use: u64,
-    /// Addresses that can be handed out (saturated at `u64::MAX`: an
-    /// IPv6 /64 alone holds 2^64).
-    pub size: u64,
+    /// Addresses that can be handed out (a `u128`: an IPv6 /64 alone
+    /// holds 2^64).
+    pub size: u128,
 }
 
 #[derive(Clone, Debug)]
@@ -403,7 +403,7 @@ impl Allocator {
             .map(|p| PoolUsage {
                 name: p.plan.name.clone(),
                 in_use: p.in_use,
-                size: u64::try_from(p.size).unwrap_or(u64::MAX),
+                size: p.size,
             })
             .collect()
     }

@@ -608,7 +608,7 @@ fn pool_usage_and_lookups() {
         &mut a,
         &req("b", &[(ANNOTATION_ADDRESS_POOL, "manual")], &[]),
     );
-    let usage: Vec<(String, u64, u64)> = a
+    let usage: Vec<(String, u64, u128)> = a
         .pool_usage()
         .into_iter()
         .map(|u| (u.name, u.in_use, u.size))

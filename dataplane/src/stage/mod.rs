@@ -274,6 +274,33 @@ impl Pipeline {
         self.v6.as_deref()
     }
 
+    /// The IPv6 flow tables, to seed affinity pins (`portico simulate`).
+    pub fn ipv6_mut(&mut self) -> Option<&mut ipv6::Ipv6Tables> {
+        self.v6.as_deref_mut()
+    }
+
+    /// The flow and SNAT gauges of both families' tables (the IPv6 part
+    /// also on its own).
+    pub fn gauges(&self) -> crate::counters::Gauges {
+        let mut g = crate::counters::Gauges {
+            live_flows: self.ct.len() as u64,
+            snat_in_use: self.snat.stats().in_use,
+            live_flows_v6: 0,
+            snat_in_use_v6: 0,
+            flows_by_state: self.ct.count_by_state().map(|(_, n)| u64::from(n)),
+        };
+        if let Some(v6) = self.v6.as_deref() {
+            g.live_flows_v6 = v6.ct.len() as u64;
+            g.snat_in_use_v6 = v6.snat.as_ref().map_or(0, |s| s.stats().in_use);
+            g.live_flows += g.live_flows_v6;
+            g.snat_in_use += g.snat_in_use_v6;
+            for (n, (_, m)) in g.flows_by_state.iter_mut().zip(v6.ct.count_by_state()) {
+                *n += u64::from(m);
+            }
+        }
+        g
+    }
+
     /// The neighbour table shared by all workers.
     pub fn neighbours(&self) -> &NeighbourTable {
         self.neighbour.table()

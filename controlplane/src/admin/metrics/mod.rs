@@ -19,24 +19,30 @@
 //!   `port_drops_total` {port, interface, cause} (every cause, zero or not)
 //!   and `port_kernel_fill_ring_empty_total` {port, interface};
 //! * dataplane: `drops_total{reason}`, `flows_{created,expired,early_dropped}_total`,
-//!   `flows_live`, `snat_tuples_in_use`;
+//!   `flows_live`, `snat_tuples_in_use` (both families), and per family
+//!   `flows_live_by_family{family}`, `snat_tuples_in_use_by_family{family}`
+//!   (`ipv4`, `ipv6`);
 //! * host path: `host_path_frames_total{direction}` (`to_kernel`,
 //!   `from_kernel`);
 //! * conntrack: `conntrack_flows{protocol[,state]}` (TCP states in lower
 //!   case), `conntrack_{inserts,expiries,early_drops,insert_refusals}_total`;
-//! * SNAT: `snat_ports_in_use{snat_ip}`, `snat_exhausted_total{snat_ip}`;
+//! * SNAT: `snat_ports_in_use{snat_ip,family}`,
+//!   `snat_exhausted_total{snat_ip,family}`;
 //! * services and backends: `{service,backend}_{packets,bytes}_total`,
 //!   `{service,backend}_flows_created_total`, `{service,backend}_flows_active`
 //!   {service, protocol[, backend]};
 //! * control plane: `snapshot_generation`, `snapshot_age_seconds`,
 //!   `snapshot_build_seconds` and `event_to_live_seconds` (histograms),
 //!   `watch_restarts_total{watch}`, `watch_failing{watch}`,
-//!   `ipam_pool_addresses{,_used}{pool}`,
+//!   `ipam_pool_addresses{,_used}{pool}` (the size a float gauge: an IPv6
+//!   pool exceeds 2^64 addresses; exact up to 2^53),
 //!   `leader` (see [`super::ControlPlaneMetrics`]);
 //! * BGP (with `[[bgp.peer]]`s): `bgp_session_state{peer}` — the RFC 4271
 //!   state *number* (Idle 1 … Established 6, as the BGP4-MIB's
 //!   `bgpPeerState`; alert on `!= 6`), `bgp_session_uptime_seconds{peer}`,
 //!   `bgp_prefixes_announced{peer}` (the router has them now),
+//!   `bgp_prefixes_announced_by_family{peer,family}`,
+//!   `bgp_prefixes_skipped{peer}` (family not negotiated),
 //!   `bgp_updates_{sent,received}_total{peer}`, `bgp_session_flaps_total{peer}`,
 //!   `bgp_withdrawn{reason}` (1 while everything is withdrawn: `watchdog`,
 //!   `stopping`) and `bgp_watchdog_trips_total`.
@@ -223,12 +229,38 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         c.inc_by(value);
         r.register(name, help, c);
     }
-    gauge(&mut r, "flows_live", "Conntrack entries now", t.live_flows);
+    gauge(
+        &mut r,
+        "flows_live",
+        "Conntrack entries now (both families)",
+        t.live_flows,
+    );
     gauge(
         &mut r,
         "snat_tuples_in_use",
-        "SNAT tuples allocated now",
+        "SNAT tuples allocated now (both families)",
         t.snat_in_use,
+    );
+    let by_family = |r: &mut Registry, name, help, v4: u64, v6: u64| {
+        let g = gauges(r, name, help);
+        for (family, v) in [("ipv4", v4), ("ipv6", v6)] {
+            g.get_or_create(&vec![("family", family.to_owned())])
+                .set(v as i64);
+        }
+    };
+    by_family(
+        &mut r,
+        "flows_live_by_family",
+        "Conntrack entries now, per address family",
+        t.live_flows.saturating_sub(t.live_flows_v6),
+        t.live_flows_v6,
+    );
+    by_family(
+        &mut r,
+        "snat_tuples_in_use_by_family",
+        "SNAT tuples allocated now, per address family",
+        t.snat_in_use.saturating_sub(t.snat_in_use_v6),
+        t.snat_in_use_v6,
     );
 
     // Services and backends.
@@ -399,7 +431,10 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         None,
     );
     for a in &report.snat {
-        let l: Labels = vec![("snat_ip", a.address.clone())];
+        let l: Labels = vec![
+            ("snat_ip", a.address.clone()),
+            ("family", a.family.clone()),
+        ];
         snat_in_use.get_or_create(&l).set(a.ports_in_use as i64);
         snat_exhausted.get_or_create(&l).inc_by(a.exhausted);
     }
@@ -485,11 +520,19 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         "ipam_pool_addresses_used",
         "Addresses of an IPAM pool allocated to services",
     );
-    let pool_size = gauges(&mut r, "ipam_pool_addresses", "Addresses in an IPAM pool");
+    // A float gauge: an IPv6 pool's size exceeds any integer gauge (a /64
+    // holds 2^64), and Prometheus samples are float64 anyway: exact up to
+    // 2^53 addresses, the nearest float above (a /64 is 1.8446744073709552e19).
+    let pool_size = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    r.register(
+        "ipam_pool_addresses",
+        "Addresses in an IPAM pool (float: IPv6 pools exceed 2^64)",
+        pool_size.clone(),
+    );
     for (pool, u) in &cp.pools {
         let l: Labels = vec![("pool", pool.clone())];
         pool_used.get_or_create(&l).set(u.used as i64);
-        pool_size.get_or_create(&l).set(u.size as i64);
+        pool_size.get_or_create(&l).set(u.size as f64);
     }
     if let Some(members) = &cp.members {
         gauge(
@@ -548,7 +591,17 @@ fn encode_bgp(r: &mut Registry, bgp: &super::BgpReport) {
     let prefixes = gauges(
         r,
         "bgp_prefixes_announced",
-        "Prefixes the router has from us now",
+        "Prefixes the router has from us now (both families)",
+    );
+    let prefixes_by_family = gauges(
+        r,
+        "bgp_prefixes_announced_by_family",
+        "Prefixes the router has from us now, per address family",
+    );
+    let skipped = gauges(
+        r,
+        "bgp_prefixes_skipped",
+        "Desired prefixes not sent at the last sync: their family is not negotiated on the session",
     );
     let sent = counter(r, "bgp_updates_sent", "BGP UPDATE messages sent", None);
     let received = counter(
@@ -567,7 +620,16 @@ fn encode_bgp(r: &mut Registry, bgp: &super::BgpReport) {
         let l: Labels = vec![("peer", p.peer.clone())];
         state.get_or_create(&l).set(i64::from(p.state_number));
         uptime.get_or_create(&l).set(p.uptime_s.unwrap_or(0) as i64);
+        for (family, n) in [
+            ("ipv4", p.prefixes_sent.saturating_sub(p.prefixes_sent_v6)),
+            ("ipv6", p.prefixes_sent_v6),
+        ] {
+            let mut fl = l.clone();
+            fl.push(("family", family.to_owned()));
+            prefixes_by_family.get_or_create(&fl).set(n as i64);
+        }
         prefixes.get_or_create(&l).set(p.prefixes_sent as i64);
+        skipped.get_or_create(&l).set(p.prefixes_skipped as i64);
         sent.get_or_create(&l).inc_by(p.updates_sent);
         received.get_or_create(&l).inc_by(p.updates_received);
         flaps.get_or_create(&l).inc_by(p.flaps);

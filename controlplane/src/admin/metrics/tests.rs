@@ -35,6 +35,8 @@ fn sample() -> StatsReport {
             Gauges {
                 live_flows: 4,
                 snat_in_use: 3,
+                live_flows_v6: 1,
+                snat_in_use_v6: 1,
                 // SYN_SENT 1, ESTABLISHED 2, TIME_WAIT 0 ..., UDP 1.
                 flows_by_state: [1, 0, 2, 0, 0, 0, 0, 0, 1, 0],
             },
@@ -74,17 +76,28 @@ fn sample() -> StatsReport {
                 flows_active: 1,
             }],
         }],
-        snat: vec![crate::admin::SnatAddrReport {
-            address: "10.1.0.1".into(),
-            ports_in_use: 3,
-            exhausted: 6,
-        }],
+        snat: vec![
+            crate::admin::SnatAddrReport {
+                address: "10.1.0.1".into(),
+                family: "ipv4".into(),
+                ports_in_use: 2,
+                exhausted: 6,
+            },
+            crate::admin::SnatAddrReport {
+                address: "2001:db8:1::1".into(),
+                family: "ipv6".into(),
+                ports_in_use: 1,
+                exhausted: 0,
+            },
+        ],
         control_plane: {
             let m = crate::admin::ControlPlaneMetrics::new();
             m.observe_build_ms(3.0);
             m.observe_build_ms(40.0);
             m.inc_watch_restarts("services");
             m.set_pool_usage("default", 2, 16);
+            // A /64: beyond u64.
+            m.set_pool_usage("v6", 1, 1 << 64);
             m.set_members(crate::admin::MembersReport {
                 me: "gw-a".into(),
                 known: true,
@@ -384,9 +397,19 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
         5.0
     );
     // SNAT per address.
-    let ip = [("snat_ip", "10.1.0.1")];
-    assert_eq!(value(&samples, "portico_snat_ports_in_use", &ip), 3.0);
+    let ip = [("snat_ip", "10.1.0.1"), ("family", "ipv4")];
+    assert_eq!(value(&samples, "portico_snat_ports_in_use", &ip), 2.0);
     assert_eq!(value(&samples, "portico_snat_exhausted_total", &ip), 6.0);
+    let ip6 = [("snat_ip", "2001:db8:1::1"), ("family", "ipv6")];
+    assert_eq!(value(&samples, "portico_snat_ports_in_use", &ip6), 1.0);
+    // Per family: the IPv6 part and the rest.
+    for (name, v4, v6) in [
+        ("portico_flows_live_by_family", 3.0, 1.0),
+        ("portico_snat_tuples_in_use_by_family", 2.0, 1.0),
+    ] {
+        assert_eq!(value(&samples, name, &[("family", "ipv4")]), v4, "{name}");
+        assert_eq!(value(&samples, name, &[("family", "ipv6")]), v6, "{name}");
+    }
     // Flows per service and backend.
     assert_eq!(
         value(&samples, "portico_service_flows_created_total", &svc),
@@ -458,6 +481,11 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
         2.0
     );
     assert_eq!(value(&samples, "portico_ipam_pool_addresses", &pool), 16.0);
+    assert_eq!(
+        value(&samples, "portico_ipam_pool_addresses", &[("pool", "v6")]),
+        18_446_744_073_709_551_616.0,
+        "an IPv6 pool's size is not saturated at u64::MAX"
+    );
     assert!(!types.contains_key("portico_leader"), "no leader election");
     assert!(
         !types.contains_key("portico_bgp_session_state"),
@@ -473,7 +501,9 @@ fn bgp_sessions_have_their_families() {
             peer: "192.0.2.100:179".into(),
             state: "Active".into(),
             state_number: 3,
-            prefixes_sent: 0,
+            prefixes_sent: 3,
+            prefixes_sent_v6: 1,
+            prefixes_skipped: 2,
             updates_sent: 12,
             updates_received: 4,
             flaps: 2,
@@ -499,6 +529,15 @@ fn bgp_sessions_have_their_families() {
     }
     let peer = [("peer", "192.0.2.100:179")];
     assert_eq!(value(&samples, "portico_bgp_session_state", &peer), 3.0);
+    assert_eq!(value(&samples, "portico_bgp_prefixes_announced", &peer), 3.0);
+    assert_eq!(value(&samples, "portico_bgp_prefixes_skipped", &peer), 2.0);
+    for (family, n) in [("ipv4", 2.0), ("ipv6", 1.0)] {
+        let l = [("peer", "192.0.2.100:179"), ("family", family)];
+        assert_eq!(
+            value(&samples, "portico_bgp_prefixes_announced_by_family", &l),
+            n
+        );
+    }
     assert_eq!(
         value(&samples, "portico_bgp_updates_sent_total", &peer),
         12.0

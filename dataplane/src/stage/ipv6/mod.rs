@@ -242,32 +242,12 @@ fn hand_off(ctx: &mut Ctx6<'_>, snap: &Snapshot, meta: &PacketMeta) -> Option<Wo
     if !ctx.may_hand_off || s.workers <= 1 {
         return None;
     }
-    let key = &meta.key6;
-    let owned = snap.owned6(key.dst_ip);
-    let owner = match owned {
-        Some(o)
-            if o.snat
-                && s.snat_ports.contains(&key.dst_port)
-                && snap
-                    .listener6(key.proto, key.dst_ip, key.dst_port)
-                    .is_none() =>
-        {
-            crate::snat::owner_of_port(s.snat_ports.clone(), key.dst_port, usize::from(s.workers))
-                .map_or(s.worker, |w| w as WorkerId)
-        }
-        Some(_) => client_owner(key.src_ip, s.workers),
-        None => client_owner(key.dst_ip, s.workers),
-    };
+    let owner = s.owner6(&meta.key6, snap);
     if owner == s.worker {
         return None;
     }
     ctx.counters.handoff_client += 1;
     Some(owner)
-}
-
-/// The worker of an IPv6 client address: its stable hash over the workers.
-fn client_owner(addr: Ipv6Addr, workers: u8) -> WorkerId {
-    (stable_addr_hash(addr) % u64::from(workers.max(1))) as WorkerId
 }
 
 /// Without IPv6 tables no flow exists: what the address is decides the

@@ -16,7 +16,7 @@
 mod tests;
 
 use crate::counters::Counters;
-use crate::flow::FlowKey;
+use crate::flow::{FlowKey, FlowKey6, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, Verdict, WorkerId};
 use crate::snapshot::Snapshot;
 use crate::steering::{SteeringRule, client_hash};
@@ -41,6 +41,33 @@ impl Steering {
     #[inline]
     pub fn owner(&self, key: &FlowKey, snap: &Snapshot) -> WorkerId {
         self.owner_by(key, snap).0
+    }
+
+    /// Owner of an IPv6 TCP/UDP packet with this key: replies to an IPv6
+    /// SNAT tuple by the SNAT port's slice, everything else by the stable
+    /// hash of the client address (the source; for a packet to an address
+    /// the gateway does not own, the destination). The drivers' programs
+    /// do not steer IPv6: the worker that receives it hands it over.
+    pub fn owner6(&self, key: &FlowKey6, snap: &Snapshot) -> WorkerId {
+        let by_client = |addr| (stable_addr_hash(addr) % u64::from(self.workers.max(1))) as WorkerId;
+        match snap.owned6(key.dst_ip) {
+            Some(o)
+                if o.snat
+                    && self.snat_ports.contains(&key.dst_port)
+                    && snap
+                        .listener6(key.proto, key.dst_ip, key.dst_port)
+                        .is_none() =>
+            {
+                crate::snat::owner_of_port(
+                    self.snat_ports.clone(),
+                    key.dst_port,
+                    usize::from(self.workers),
+                )
+                .map_or(self.worker, |w| w as WorkerId)
+            }
+            Some(_) => by_client(key.src_ip),
+            None => by_client(key.dst_ip),
+        }
     }
 
     /// The steering facts of `snap` for these workers (the owner function
