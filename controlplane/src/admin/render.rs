@@ -760,7 +760,7 @@ mod tests {
         );
         let table = ServicesTable(&report.services).to_string();
         assert!(
-            table.contains("      [2001:db8:ffff::10]:80           (vip)\n"),
+            table.contains("      [2001:db8:ffff::10]:80       (vip)\n"),
             "{table}"
         );
         assert!(table.contains("  -> [2001:db8:1::10]:8080"), "{table}");
