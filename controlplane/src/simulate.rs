@@ -40,8 +40,8 @@
 use crate::mirror::ToConfig;
 use crate::source::static_file::{PortFacts, snapshot_spec, worker_config};
 use dataplane::driver::Frame;
-use dataplane::inspect::any_key;
 use dataplane::flow::{FlowKey, FlowKey6, Proto, stable_addr_hash};
+use dataplane::inspect::any_key;
 use dataplane::neighbour::NeighbourTable;
 use dataplane::packet::{PacketMeta, PortId, Verdict};
 use dataplane::snapshot::{BackendId, BuildError, EndpointCondition, Snapshot, SnapshotBuilder};
@@ -132,7 +132,9 @@ impl FlowSpec {
 fn v4_or_unspecified(ip: IpAddr) -> std::net::Ipv4Addr {
     match ip {
         IpAddr::V4(a) => a,
-        IpAddr::V6(a) => a.to_ipv4_mapped().unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(a) => a
+            .to_ipv4_mapped()
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
     }
 }
 
@@ -603,12 +605,7 @@ pub fn simulate_in(
             let next_hop = outcome
                 .backend
                 .as_ref()
-                .and_then(|b| {
-                    snap.backends
-                        .iter()
-                        .flatten()
-                        .find(|x| x.addr == b.address)
-                })
+                .and_then(|b| snap.backends.iter().flatten().find(|x| x.addr == b.address))
                 .and_then(|b| b.next_hop)
                 .map(|n| n.addr);
             outcome.verdict = "forward";

@@ -83,10 +83,7 @@ fn a_tcp_flow_to_the_vip_gets_a_backend_of_its_service_and_an_snat_tuple() {
     assert_eq!(maglev.backend, Some(backend));
     // SNAT from the configured address and port range.
     let snat = out.snat.expect("web uses SNAT");
-    assert!(
-        plan.dataplane.snat.addresses.contains(&snat.ip()),
-        "{snat}"
-    );
+    assert!(plan.dataplane.snat.addresses.contains(&snat.ip()), "{snat}");
     assert!(
         plan.dataplane.snat.port_range.contains(&snat.port()),
         "{snat}"
@@ -402,7 +399,10 @@ fn an_ipv6_flow_gets_an_ipv6_backend_and_snat_tuple_and_a_family_mismatch_is_ref
         text.contains(&format!("backend    {backend} (ready, weight 1)")),
         "{text}"
     );
-    assert!(text.contains(&format!("rewritten  tcp {snat} -> {backend}")), "{text}");
+    assert!(
+        text.contains(&format!("rewritten  tcp {snat} -> {backend}")),
+        "{text}"
+    );
 
     // Every IPv6 client lands on a backend of web6, both eventually.
     let mut seen = std::collections::BTreeSet::new();

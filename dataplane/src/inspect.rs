@@ -349,9 +349,8 @@ impl InspectServer {
             }
             Query::Lookup { key, affinity: pin } => {
                 let flow = find(tables.ct, &key, self.worker, now_ms);
-                let affinity = pin.and_then(|(service, client)| {
-                    tables.affinity.lookup(service, client, now_ms)
-                });
+                let affinity = pin
+                    .and_then(|(service, client)| tables.affinity.lookup(service, client, now_ms));
                 self.send(Envelope {
                     seq: request.seq,
                     body: Answer::Lookup { flow, affinity },
@@ -362,9 +361,7 @@ impl InspectServer {
                 let (flow, affinity) = match tables.v6 {
                     Some((ct6, affinity6)) => (
                         find(ct6, &key, self.worker, now_ms),
-                        pin.and_then(|(service, client)| {
-                            affinity6.lookup(service, client, now_ms)
-                        }),
+                        pin.and_then(|(service, client)| affinity6.lookup(service, client, now_ms)),
                     ),
                     None => (None, None),
                 };
@@ -669,7 +666,11 @@ mod tests {
             std::thread::yield_now();
         }
         let (mut client, answer) = asker.join().expect("asker");
-        let Ok(Answer::Lookup { flow, affinity: pin }) = answer else {
+        let Ok(Answer::Lookup {
+            flow,
+            affinity: pin,
+        }) = answer
+        else {
             panic!("{answer:?}");
         };
         let (entry, dir) = flow.expect("found");

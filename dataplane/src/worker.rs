@@ -366,10 +366,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
 
     fn publish_scalars(&self) {
         let p = &self.pipeline;
-        self.shared.publish(
-            p.counters(),
-            p.gauges(),
-        );
+        self.shared.publish(p.counters(), p.gauges());
     }
 
     fn run_batch(&mut self, snap: &Snapshot, in_port: PortId, now_ms: u64, may_hand_off: bool) {

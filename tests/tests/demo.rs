@@ -48,6 +48,8 @@ fn the_network_demo_answers_everything_and_removes_its_namespaces() {
         "HTTP via VIP 192.0.2.10:80: 30 requests",
         "HTTP via NodePort 192.0.2.1:30080: 30 requests",
         "UDP via VIP 192.0.2.10:53: 30 queries",
+        // IPv6 to the IPv6 VIP, with curl -6 (tests/run.sh installs curl).
+        "HTTP via IPv6 VIP [2001:db8:c::10]:80: 30 requests with curl -6",
     ] {
         assert!(text.contains(section), "{section}: {text}");
     }
@@ -61,7 +63,22 @@ fn the_network_demo_answers_everything_and_removes_its_namespaces() {
     ] {
         assert!(text.contains(section), "{section}: {text}");
     }
-    assert_eq!(text.matches("answered 30, failed 0").count(), 5, "{text}");
+    // VIP, NodePort, UDP, IPv6 VIP, then the kernel's HTTP and UDP.
+    assert_eq!(text.matches("answered 30, failed 0").count(), 6, "{text}");
+    let ipv6 = text
+        .split("HTTP via IPv6 VIP")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .unwrap_or_else(|| panic!("no IPv6 section: {text}"));
+    assert!(ipv6.contains("answered 30, failed 0"), "{ipv6}");
+    assert!(
+        ipv6.contains("fd00:1::10"),
+        "backends named by IPv6 address: {ipv6}"
+    );
+    assert!(
+        ipv6.contains("backends saw the client as: fd00:1::1 ×30"),
+        "full NAT from the IPv6 SNAT address: {ipv6}"
+    );
     let medians = |label: &str| -> Vec<f64> {
         let table = text
             .split("p50 latency, ms      Portico   kernel NAT")

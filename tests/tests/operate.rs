@@ -188,7 +188,11 @@ fn stats_and_metrics_count_exactly_the_connections_sent() {
         "one build at start"
     );
     assert!(
-        sample(&last, r#"portico_snat_ports_in_use{snat_ip="10.1.0.1",family="ipv4"}"#).is_some(),
+        sample(
+            &last,
+            r#"portico_snat_ports_in_use{snat_ip="10.1.0.1",family="ipv4"}"#
+        )
+        .is_some(),
         "{last}"
     );
     assert!(

@@ -87,8 +87,11 @@ pub struct FlowsReport {
     pub truncated: bool,
 }
 
+/// `address:port` (IPv6 `[address]:port`) → address without brackets
+/// and port, as `conntrack -L` prints them.
 fn split_endpoint(s: &str) -> (&str, &str) {
-    s.rsplit_once(':').unwrap_or((s, ""))
+    let (addr, port) = s.rsplit_once(':').unwrap_or((s, ""));
+    (addr.trim_start_matches('[').trim_end_matches(']'), port)
 }
 
 impl fmt::Display for FlowRow {

@@ -11,13 +11,14 @@
 //! the guards' backs.
 
 use super::topology::{
-    self, BACKEND_HTTP_PORT, BACKEND_UDP_PORT, CLIENT_ADDR, DNS_PORT, GatewayRun, HTTP_PORT,
-    HttpServer, NODE_ADDR, NODE_PORT, SNAT_ADDR, ServiceOptions, Topology, TopologyConfig, VIP,
+    self, BACKEND_HTTP_PORT, BACKEND_UDP_PORT, CLIENT_ADDR, CLIENT_ADDR6, DNS_PORT, GatewayRun,
+    HTTP_PORT, HttpServer, NODE_ADDR, NODE_ADDR6, NODE_PORT, SNAT_ADDR, SNAT_ADDR6, ServiceOptions,
+    Topology, TopologyConfig, VIP, VIP6,
 };
 use crate::netns::{have, run as run_cmd};
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -99,13 +100,15 @@ pub fn run(args: &LiveDemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     println!("portico demo — a real gateway on veth interfaces between network namespaces");
     let result = (|| {
-        let t = Topology::build(&TopologyConfig {
+        let mut t = Topology::build(&TopologyConfig {
             backends: args.backends,
             portico,
             prefer_nginx: args.prefer_nginx,
             driver: nic_config::DriverKind::Afpacket,
         })
         .context("building the namespace topology")?;
+        t.enable_ipv6()
+            .context("enabling IPv6 on the client and backends")?;
         interrupt.check()?;
         demo(&t, args, &interrupt)
     })();
@@ -125,7 +128,7 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
         HttpServer::BuiltIn => "portico's built-in HTTP server",
     };
     println!(
-        "  client   {} ({CLIENT_ADDR}/24, default via {NODE_ADDR})",
+        "  client   {} ({CLIENT_ADDR}/24, default via {NODE_ADDR}; {CLIENT_ADDR6}/64, default via {NODE_ADDR6})",
         t.client.name
     );
     println!(
@@ -134,8 +137,16 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
     );
     for b in &t.backends {
         println!(
-            "  backend  {} {} {}: {server} :{BACKEND_HTTP_PORT}, udp echo :{BACKEND_UDP_PORT}",
-            b.ns.name, b.name, b.addr
+            "  backend  {} {} {}: {server} :{BACKEND_HTTP_PORT}, udp echo :{BACKEND_UDP_PORT}; {}: built-in HTTP server :{BACKEND_HTTP_PORT}",
+            b.ns.name,
+            b.name,
+            b.addr,
+            topology::backend_addr6(
+                t.backends
+                    .iter()
+                    .position(|x| x.name == b.name)
+                    .unwrap_or(0)
+            )
         );
     }
     let options = ServiceOptions::all(t);
@@ -151,12 +162,15 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
     println!(
         "  services: web tcp {VIP}:{HTTP_PORT} + NodePort {NODE_ADDR}:{NODE_PORT}, dns udp {VIP}:{DNS_PORT}; full NAT from {SNAT_ADDR}"
     );
+    println!(
+        "            web6 tcp [{VIP6}]:{HTTP_PORT}; full NAT from {SNAT_ADDR6} (IPv6 on the client's and backends' interfaces: router solicitations and DAD off, their MLD reports reach the gateway and are counted as drops)"
+    );
     interrupt.check()?;
 
     // The first request also has the client ARP for the VIP and the
     // gateway ARP for the backend: retry until it answers.
     let first = Instant::now();
-    let vip = SocketAddrV4::new(VIP, HTTP_PORT);
+    let vip = SocketAddr::V4(SocketAddrV4::new(VIP, HTTP_PORT));
     let mut answered = false;
     while first.elapsed() < Duration::from_secs(20) && !answered {
         interrupt.check()?;
@@ -181,7 +195,11 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
     let half = args.connections / 2;
     let targets = [
         ("VIP", vip, args.connections - half),
-        ("NodePort", SocketAddrV4::new(NODE_ADDR, NODE_PORT), half),
+        (
+            "NodePort",
+            SocketAddr::V4(SocketAddrV4::new(NODE_ADDR, NODE_PORT)),
+            half,
+        ),
     ];
     let mut failed = 0;
     let mut portico_p50 = [0.0; 2];
@@ -190,7 +208,7 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
         println!(
             "\nHTTP via {label} {target}: {count} requests with {client}, one connection each"
         );
-        let outcome = report(&answers);
+        let outcome = report(&answers, Family::V4);
         failed += outcome.failed;
         if label == "VIP" {
             portico_p50[0] = outcome.p50_ms;
@@ -204,9 +222,34 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
         "\nUDP via VIP {VIP}:{DNS_PORT}: {} queries, one socket (flow) each",
         args.queries
     );
-    let outcome = report(&answers);
+    let outcome = report(&answers, Family::V4);
     failed += outcome.failed;
     portico_p50[1] = outcome.p50_ms;
+
+    // IPv6: the same requests to the IPv6 VIP. The first one also has the
+    // client solicit the VIP's MAC and the gateway the backend's (NDP).
+    interrupt.check()?;
+    let vip6 = SocketAddr::V6(SocketAddrV6::new(VIP6, HTTP_PORT, 0, 0));
+    let first = Instant::now();
+    let mut answered = false;
+    while first.elapsed() < Duration::from_secs(20) && !answered {
+        interrupt.check()?;
+        answered = http(t, vip6, 1)?.iter().any(|a| a.backend.is_some());
+    }
+    if !answered {
+        bail!(
+            "no HTTP answer through the IPv6 VIP within 20 s; gateway log:\n{}",
+            gw.log_text()
+        );
+    }
+    let count = args.connections - half;
+    let answers = in_batches(count, interrupt, |n| http(t, vip6, n))?;
+    println!(
+        "\nHTTP via IPv6 VIP {vip6}: {count} requests with {client}{}, one connection each",
+        if have("curl") { " -6" } else { "" }
+    );
+    let outcome = report(&answers, Family::V6);
+    failed += outcome.failed;
 
     print_counters(&gw);
     let status = gw
@@ -243,15 +286,15 @@ fn kernel_path(
         "\nkernel path in the same namespaces: Portico stopped; {} gets {NODE_ADDR}/24, {VIP}/32 and {SNAT_ADDR}/24, ip_forward=1, nftables DNAT in kube-proxy's shape + SNAT to {SNAT_ADDR}",
         t.gateway.name
     );
-    let vip = SocketAddrV4::new(VIP, HTTP_PORT);
+    let vip = SocketAddr::V4(SocketAddrV4::new(VIP, HTTP_PORT));
     let count = args.connections - args.connections / 2;
     let answers = in_batches(count, interrupt, |n| http(t, vip, n))?;
     println!("\nkernel: HTTP via VIP {vip}: {count} requests, one connection each");
-    let http_outcome = report(&answers);
+    let http_outcome = report(&answers, Family::V4);
     let dns = SocketAddrV4::new(VIP, DNS_PORT);
     let answers = in_batches(args.queries, interrupt, |n| udp(t, dns, n))?;
     println!("\nkernel: UDP via VIP {dns}: {} queries", args.queries);
-    let udp_outcome = report(&answers);
+    let udp_outcome = report(&answers, Family::V4);
     println!("\np50 latency, ms      Portico   kernel NAT");
     for (label, mine, kernel) in [
         ("HTTP via VIP", portico_p50[0], http_outcome.p50_ms),
@@ -308,8 +351,15 @@ struct Outcome {
     p50_ms: f64,
 }
 
+/// Which addresses [`report`] names the backends by.
+#[derive(Clone, Copy)]
+enum Family {
+    V4,
+    V6,
+}
+
 /// Print the distribution and latencies.
-fn report(answers: &[Answer]) -> Outcome {
+fn report(answers: &[Answer], family: Family) -> Outcome {
     let mut hits: BTreeMap<String, u32> = BTreeMap::new();
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
     let mut latencies: Vec<Duration> = Vec::new();
@@ -331,7 +381,13 @@ fn report(answers: &[Answer]) -> Outcome {
         let addr = name
             .strip_prefix('b')
             .and_then(|i| i.parse().ok())
-            .map_or(Ipv4Addr::UNSPECIFIED, topology::backend_addr);
+            .map_or_else(
+                || "?".to_owned(),
+                |i| match family {
+                    Family::V4 => topology::backend_addr(i).to_string(),
+                    Family::V6 => topology::backend_addr6(i).to_string(),
+                },
+            );
         println!(
             "    {name:<4} {addr:<11} {n:>6}  {pct:5.1}%  {}",
             "#".repeat((pct / 2.0) as usize)
@@ -359,7 +415,7 @@ fn report(answers: &[Answer]) -> Outcome {
 }
 
 /// `count` HTTP GETs from the client, one connection each.
-fn http(t: &Topology, target: SocketAddrV4, count: u32) -> anyhow::Result<Vec<Answer>> {
+fn http(t: &Topology, target: SocketAddr, count: u32) -> anyhow::Result<Vec<Answer>> {
     if !have("curl") {
         let out = t.client_tool(&[
             "http-get",
@@ -374,6 +430,9 @@ fn http(t: &Topology, target: SocketAddrV4, count: u32) -> anyhow::Result<Vec<An
     }
     let url = format!("http://{target}/");
     let mut args = vec![
+        // IPv6 URLs have brackets, which curl would glob.
+        "-g",
+        if target.is_ipv6() { "-6" } else { "-4" },
         "-sS",
         "--max-time",
         "2",

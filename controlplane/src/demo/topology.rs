@@ -7,6 +7,11 @@
 //!  default via 192.0.2.1     [inside]   SNAT 10.1.0.1   ── veth ── bridge ── veth ── 10.1.0.1x/24
 //!                                                                                  default via 10.1.0.1
 //!                                                                                  HTTP :8080, UDP :5353
+//!  with [`Topology::enable_ipv6`] also:
+//!  2001:db8:c::100/64        node 2001:db8:c::1, VIP 2001:db8:c::10
+//!  default via 2001:db8:c::1 SNAT fd00:1::1                             fd00:1::1x/64
+//!                                                                       default via fd00:1::1
+//!                                                                       HTTP [fd00:1::1x]:8080
 //! ```
 //!
 //! Invariants:
@@ -14,7 +19,14 @@
 //!   only Portico answers ARP for its addresses and carries packets between
 //!   the client and the backends (the owned addresses live only in Portico);
 //! * IPv6 is off in every namespace, so no router solicitations or MLD
-//!   reports reach the gateway as noise;
+//!   reports reach the gateway as noise, unless [`Topology::enable_ipv6`]
+//!   turns it on for the client's and the backends' interfaces (never the
+//!   gateway's or the LAN bridge's): there, router solicitations and DAD
+//!   are off (`router_solicitations=0`, `accept_dad=0`, addresses
+//!   `nodad`) and router advertisements ignored, but the kernel's MLD
+//!   reports for its solicited-node groups still reach the gateway's
+//!   ports, where Portico drops and counts them (the IPv6 tests and the
+//!   demo see them in `portico stats`' drops);
 //! * TSO/GSO/GRO are off on every veth end the gateway's ports talk to, so
 //!   no frame above the MTU reaches an af_packet port; with the afxdp driver
 //!   TX checksum offload is off there too (XDP frames carry no "checksum
@@ -33,7 +45,7 @@ use crate::netns::{
 pub use nic_config::DriverKind;
 use std::fmt::Write as _;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -49,6 +61,18 @@ pub const NODE_PORT: u16 = 30080;
 pub const DNS_PORT: u16 = 53;
 pub const BACKEND_HTTP_PORT: u16 = 8080;
 pub const BACKEND_UDP_PORT: u16 = 5353;
+/// The IPv6 addresses of [`Topology::enable_ipv6`]: the client's, the
+/// gateway's node address and VIP (in the client's /64), the IPv6 SNAT
+/// address (in the backends' /64).
+pub const CLIENT_ADDR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xc, 0, 0, 0, 0, 0x100);
+pub const NODE_ADDR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xc, 0, 0, 0, 0, 1);
+pub const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xc, 0, 0, 0, 0, 0x10);
+pub const SNAT_ADDR6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
+
+/// IPv6 address of backend `i` (`fd00:1::10` + i).
+pub fn backend_addr6(i: usize) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x10 + i.min(200) as u16)
+}
 
 /// Address of backend `i` (`10.1.0.10` + i).
 pub fn backend_addr(i: usize) -> Ipv4Addr {
@@ -116,6 +140,9 @@ pub struct Topology {
     pub dir: TempDir,
     /// The driver [`Topology::config_toml`] writes for the ports.
     pub driver: DriverKind,
+    /// [`Topology::enable_ipv6`] ran: the configuration has the IPv6
+    /// addresses and the `web6` service.
+    pub ipv6: bool,
 }
 
 /// The services of the gateway's configuration.
@@ -189,6 +216,7 @@ impl Topology {
             portico: config.portico.clone(),
             dir: TempDir::new("portico-demo")?,
             driver: config.driver,
+            ipv6: false,
         };
         let queues = if config.driver == DriverKind::Afxdp {
             AFXDP_QUEUES
@@ -258,6 +286,71 @@ impl Topology {
         }
         t.start_servers()?;
         Ok(t)
+    }
+
+    /// IPv6 on the client's and the backends' interfaces (see the module
+    /// docs for the noise it lets through), their addresses and default
+    /// routes, and an HTTP server on each backend's IPv6 address (the
+    /// built-in one, also when the IPv4 servers are nginx); from then on
+    /// [`Topology::config_toml`] adds the IPv6 addresses and the `web6`
+    /// service (TCP [`VIP6`]:[`HTTP_PORT`], full NAT from [`SNAT_ADDR6`]).
+    pub fn enable_ipv6(&mut self) -> io::Result<()> {
+        let on = |ns: &Netns, ifname: &str, cidr: String, via: Ipv6Addr| -> io::Result<()> {
+            for key in [
+                "accept_ra=0",
+                "router_solicitations=0",
+                "accept_dad=0",
+                "disable_ipv6=0",
+            ] {
+                ns.exec("sysctl", &["-qw", &format!("net.ipv6.conf.{ifname}.{key}")])?;
+            }
+            ns.exec("ip", &["-6", "addr", "add", &cidr, "dev", ifname, "nodad"])?;
+            ns.exec(
+                "ip",
+                &["-6", "route", "add", "default", "via", &via.to_string()],
+            )
+            .map(|_| ())
+        };
+        on(
+            &self.client,
+            &self.client_if,
+            format!("{CLIENT_ADDR6}/64"),
+            NODE_ADDR6,
+        )?;
+        let portico = self.portico_str()?.to_owned();
+        for (i, b) in self.backends.iter().enumerate() {
+            on(
+                &b.ns,
+                &b.ifname,
+                format!("{}/64", backend_addr6(i)),
+                SNAT_ADDR6,
+            )?;
+            let http = std::net::SocketAddrV6::new(backend_addr6(i), BACKEND_HTTP_PORT, 0, 0);
+            self.servers.push(b.ns.spawn_logged(
+                &portico,
+                &[
+                    "tool",
+                    "http-serve",
+                    "--listen",
+                    &http.to_string(),
+                    "--name",
+                    &b.name,
+                ],
+                &self.dir.path.join(format!("{}-http6.log", b.name)),
+            )?);
+        }
+        let ready = wait_until(Duration::from_secs(20), || {
+            self.backends
+                .iter()
+                .all(|b| listening(&b.ns, "-6ltnH", BACKEND_HTTP_PORT))
+        });
+        if !ready {
+            return Err(io::Error::other(
+                "the backends' IPv6 HTTP servers did not start listening within 20 s",
+            ));
+        }
+        self.ipv6 = true;
+        Ok(())
     }
 
     /// GRO/GSO/TSO back on at every veth end of the client, the LAN and
@@ -371,6 +464,29 @@ impl Topology {
                 "\n    {{ address = \"{addr}\", port = {BACKEND_UDP_PORT} }},"
             );
         }
+        // With IPv6: the addresses of both families and an IPv6 service.
+        let (node6, snat6, web6) = if self.ipv6 {
+            let backends: String = options
+                .backends
+                .iter()
+                .map(|&i| {
+                    format!(
+                        "\n    {{ address = \"{}\", port = {BACKEND_HTTP_PORT} }},",
+                        backend_addr6(i)
+                    )
+                })
+                .collect();
+            (
+                format!(", \"{NODE_ADDR6}/64\""),
+                format!(", \"{SNAT_ADDR6}/64\""),
+                format!(
+                    "\n[[service]]\nname = \"web6\"\nprotocol = \"tcp\"\nvip = \"{VIP6}\"\nport = {HTTP_PORT}\nsnat = {snat}\nbackends = [{backends}\n]\n",
+                    snat = options.snat
+                ),
+            )
+        } else {
+            Default::default()
+        };
         let affinity = if options.client_ip_affinity {
             "session_affinity = \"client_ip\"\naffinity_timeout_s = 600\n"
         } else {
@@ -393,14 +509,14 @@ name = "outside"
 driver = "{driver}"
 interface = "{outside}"
 role = "outside"
-node_addresses = ["{NODE_ADDR}/24"]
+node_addresses = ["{NODE_ADDR}/24"{node6}]
 
 [[port]]
 name = "inside"
 driver = "{driver}"
 interface = "{inside}"
 role = "inside"
-snat_addresses = ["{SNAT_ADDR}/24"]
+snat_addresses = ["{SNAT_ADDR}/24"{snat6}]
 
 [[service]]
 name = "web"
@@ -420,7 +536,7 @@ port = {DNS_PORT}
 snat = {snat}
 backends = [{udp_backends}
 ]
-"#,
+{web6}"#,
             workers = options.workers,
             outside = self.outside_if,
             inside = self.inside_if,

@@ -431,10 +431,7 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         None,
     );
     for a in &report.snat {
-        let l: Labels = vec![
-            ("snat_ip", a.address.clone()),
-            ("family", a.family.clone()),
-        ];
+        let l: Labels = vec![("snat_ip", a.address.clone()), ("family", a.family.clone())];
         snat_in_use.get_or_create(&l).set(a.ports_in_use as i64);
         snat_exhausted.get_or_create(&l).inc_by(a.exhausted);
     }

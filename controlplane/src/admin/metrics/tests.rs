@@ -529,7 +529,10 @@ fn bgp_sessions_have_their_families() {
     }
     let peer = [("peer", "192.0.2.100:179")];
     assert_eq!(value(&samples, "portico_bgp_session_state", &peer), 3.0);
-    assert_eq!(value(&samples, "portico_bgp_prefixes_announced", &peer), 3.0);
+    assert_eq!(
+        value(&samples, "portico_bgp_prefixes_announced", &peer),
+        3.0
+    );
     assert_eq!(value(&samples, "portico_bgp_prefixes_skipped", &peer), 2.0);
     for (family, n) in [("ipv4", 2.0), ("ipv6", 1.0)] {
         let l = [("peer", "192.0.2.100:179"), ("family", family)];

@@ -49,7 +49,8 @@ impl Steering {
     /// the gateway does not own, the destination). The drivers' programs
     /// do not steer IPv6: the worker that receives it hands it over.
     pub fn owner6(&self, key: &FlowKey6, snap: &Snapshot) -> WorkerId {
-        let by_client = |addr| (stable_addr_hash(addr) % u64::from(self.workers.max(1))) as WorkerId;
+        let by_client =
+            |addr| (stable_addr_hash(addr) % u64::from(self.workers.max(1))) as WorkerId;
         match snap.owned6(key.dst_ip) {
             Some(o)
                 if o.snat
