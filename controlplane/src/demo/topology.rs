@@ -25,8 +25,10 @@
 //!   are off (`router_solicitations=0`, `accept_dad=0`, addresses
 //!   `nodad`) and router advertisements ignored, but the kernel's MLD
 //!   reports for its solicited-node groups still reach the gateway's
-//!   ports, where Portico drops and counts them (the IPv6 tests and the
-//!   demo see them in `portico stats`' drops);
+//!   ports, where Portico drops and counts them (`icmp_unsupported` in
+//!   `portico stats`' drops). TX checksum offload is off on those
+//!   interfaces (the af_packet driver does not yet complete partial IPv6
+//!   checksums), which also gives IPv4 complete checksums there;
 //! * TSO/GSO/GRO are off on every veth end the gateway's ports talk to, so
 //!   no frame above the MTU reaches an af_packet port; with the afxdp driver
 //!   TX checksum offload is off there too (XDP frames carry no "checksum
@@ -295,6 +297,8 @@ impl Topology {
     /// [`Topology::config_toml`] adds the IPv6 addresses and the `web6`
     /// service (TCP [`VIP6`]:[`HTTP_PORT`], full NAT from [`SNAT_ADDR6`]).
     pub fn enable_ipv6(&mut self) -> io::Result<()> {
+        let portico = self.portico_str()?.to_owned();
+        let portico = portico.as_str();
         let on = |ns: &Netns, ifname: &str, cidr: String, via: Ipv6Addr| -> io::Result<()> {
             for key in [
                 "accept_ra=0",
@@ -305,6 +309,10 @@ impl Topology {
                 ns.exec("sysctl", &["-qw", &format!("net.ipv6.conf.{ifname}.{key}")])?;
             }
             ns.exec("ip", &["-6", "addr", "add", &cidr, "dev", ifname, "nodad"])?;
+            // Complete TCP/UDP checksums from the senders: the af_packet
+            // driver does not yet finish the partial checksums of IPv6
+            // frames (it drops them as `tcp_bad_checksum`).
+            ns.exec(portico, &["tool", "offloads-off", ifname, "--tx-checksum"])?;
             ns.exec(
                 "ip",
                 &["-6", "route", "add", "default", "via", &via.to_string()],
@@ -317,7 +325,6 @@ impl Topology {
             format!("{CLIENT_ADDR6}/64"),
             NODE_ADDR6,
         )?;
-        let portico = self.portico_str()?.to_owned();
         for (i, b) in self.backends.iter().enumerate() {
             on(
                 &b.ns,
@@ -327,7 +334,7 @@ impl Topology {
             )?;
             let http = std::net::SocketAddrV6::new(backend_addr6(i), BACKEND_HTTP_PORT, 0, 0);
             self.servers.push(b.ns.spawn_logged(
-                &portico,
+                portico,
                 &[
                     "tool",
                     "http-serve",
