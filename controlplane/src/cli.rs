@@ -131,7 +131,7 @@ enum Command {
         /// Only flows of this service (by name).
         #[arg(long)]
         service: Option<String>,
-        /// Only flows to this backend (`address:port`).
+        /// Only flows to this backend (`address:port`, IPv6 `[address]:port`).
         #[arg(long)]
         backend: Option<String>,
         /// List at most this many entries (at most 100,000).
@@ -165,8 +165,8 @@ enum Command {
         live: bool,
         #[arg(long, default_value = admin::DEFAULT_SOCKET)]
         admin_socket: PathBuf,
-        /// The packet: 'tcp 198.51.100.7:40000 -> 203.0.113.10:80' or
-        /// 'udp A:P -> B:Q'.
+        /// The packet: 'tcp 198.51.100.7:40000 -> 203.0.113.10:80',
+        /// 'udp A:P -> B:Q', or IPv6 'tcp [2001:db8::7]:40000 -> [2001:db8::10]:80'.
         flow: String,
         /// Print the result as JSON.
         #[arg(long)]

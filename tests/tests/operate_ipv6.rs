@@ -159,7 +159,11 @@ fn flows_and_simulate_live_show_ipv6_connections_and_their_backends() {
         "--admin-socket",
         &socket,
     ]);
-    assert_eq!(out.status.code(), Some(1), "refused by the gateway: {out:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "refused by the gateway: {out:?}"
+    );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("[2001:db8:1::10]:8080"),
         "the error shows the IPv6 form: {out:?}"

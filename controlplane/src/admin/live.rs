@@ -14,6 +14,9 @@
 //! * names are resolved against the snapshot in force when the request
 //!   arrives: `--service` by name (an unknown name is an error, not an empty
 //!   list), rows name the service and backend their ids have in it;
+//! * both families: rows show IPv6 endpoints as `[address]:port`, the
+//!   `--backend` filter takes either form, and `simulate --live` of an IPv6
+//!   flow asks the owning worker's IPv6 tables ([`Query::Lookup6`]);
 //! * `simulate --live` runs [`simulate_in`] on the live snapshot after
 //!   asking the owning worker for the tracked flow with the packet's key and
 //!   for the client's affinity pin.

@@ -4,13 +4,15 @@
 //!   ([`topology`]: a client, the gateway's two veth ports, three backends
 //!   running nginx or the built-in HTTP server), starts `portico run` on it
 //!   with a built-in configuration, sends real HTTP requests and UDP queries
-//!   through the VIP and the NodePort, prints the per-backend distribution,
+//!   through the VIP and the NodePort and HTTP requests (`curl -6`) through
+//!   an IPv6 VIP ([`topology::Topology::enable_ipv6`]), prints the per-backend distribution,
 //!   latencies and the gateway's counters, and removes everything (also on
 //!   Ctrl-C or failure). Then [`kernel_path`] has Linux's NAT forward the
 //!   same services in the same namespaces and the demo prints both
 //!   latencies.
 //! * `--mem`, or without root: [`mem`] runs the same pipeline on the
-//!   in-memory driver against simulated clients and backends.
+//!   in-memory driver against simulated clients and backends (IPv4 only;
+//!   so is the kernel-path comparison).
 
 pub mod kernel_path;
 pub mod live;
