@@ -17,7 +17,7 @@ use dataplane::snapshot::{
     SnapshotBuilder,
 };
 use portico::admin::{BackendReport, ListenerReport, ServiceReport};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 /// The pre-index algorithm (see the module docs): the same rows, grouped
 /// by scanning every listener and backend for each service.
@@ -26,11 +26,18 @@ pub fn service_reports_by_scan(snap: &Snapshot, counted: &ServiceCounters) -> Ve
         .iter()
         .flatten()
         .map(|s| {
-            let mut listeners: Vec<ListenerReport> = snap
+            let v4 = snap
                 .listeners
                 .iter()
+                .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
+            let v6 = snap
+                .listeners6
+                .iter()
+                .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
+            let mut listeners: Vec<ListenerReport> = v4
+                .chain(v6)
                 .filter(|(_, l)| l.service == s.id)
-                .map(|(k, l)| ListenerReport::of(k, l))
+                .map(|(a, l)| ListenerReport::of(a, l))
                 .collect();
             listeners.sort();
             let backends = snap

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{PORTICO, gateway, number, stats, stats_until, topology};
+use common::{PORTICO, established_from, gateway, number, portico, stats, stats_until, topology};
 use portico::demo::topology::{
     BACKEND_HTTP_PORT, CLIENT_ADDR, HTTP_PORT, ServiceOptions, Topology, VIP, backend_addr,
 };
@@ -16,15 +16,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
-
-/// Run the `portico` under test (in the current namespace: the admin
-/// socket is a file).
-fn portico(args: &[&str]) -> Output {
-    Command::new(PORTICO)
-        .args(args)
-        .output()
-        .expect("portico runs")
-}
 
 fn socket_arg(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
@@ -246,20 +237,7 @@ fn flows_lists_open_connections_with_the_backends_that_serve_them() {
 
     let socket = socket_arg(&gw.socket);
     let mut listing = Value::Null;
-    let established = |v: &Value| -> Vec<Value> {
-        v["flows"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|f| {
-                f["state"] == "ESTABLISHED"
-                    && f["orig_src"]
-                        .as_str()
-                        .is_some_and(|s| s.starts_with(&format!("{CLIENT_ADDR}:")))
-            })
-            .cloned()
-            .collect()
-    };
+    let established = |v: &Value| established_from(v, CLIENT_ADDR.into());
     let seen = wait_until(Duration::from_secs(10), || {
         let out = portico(&[
             "flows",

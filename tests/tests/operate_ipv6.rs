@@ -7,22 +7,15 @@
 
 mod common;
 
-use common::{PORTICO, gateway, stats_until, topology};
+use common::{PORTICO, established_from, gateway, portico, stats_until, topology};
 use portico::demo::topology::{
     BACKEND_HTTP_PORT, CLIENT_ADDR6, HTTP_PORT, SNAT_ADDR6, ServiceOptions, VIP6, backend_addr6,
 };
 use portico_tests::wait_until;
 use serde_json::Value;
 use std::net::SocketAddrV6;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
-
-fn portico(args: &[&str]) -> Output {
-    Command::new(PORTICO)
-        .args(args)
-        .output()
-        .expect("portico runs")
-}
 
 fn json(out: &Output) -> Value {
     assert!(out.status.success(), "{out:?}");
@@ -64,21 +57,7 @@ fn flows_and_simulate_live_show_ipv6_connections_and_their_backends() {
         )
         .expect("keep-alive client");
 
-    let client_prefix = format!("[{CLIENT_ADDR6}]:");
-    let ours = |v: &Value| -> Vec<Value> {
-        v["flows"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|f| {
-                f["state"] == "ESTABLISHED"
-                    && f["orig_src"]
-                        .as_str()
-                        .is_some_and(|s| s.starts_with(&client_prefix))
-            })
-            .cloned()
-            .collect()
-    };
+    let ours = |v: &Value| established_from(v, CLIENT_ADDR6.into());
     let mut listing = Value::Null;
     let seen = wait_until(Duration::from_secs(12), || {
         let out = portico(&[

@@ -169,22 +169,11 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
 
     // The first request also has the client ARP for the VIP and the
     // gateway ARP for the backend: retry until it answers.
-    let first = Instant::now();
     let vip = SocketAddr::V4(SocketAddrV4::new(VIP, HTTP_PORT));
-    let mut answered = false;
-    while first.elapsed() < Duration::from_secs(20) && !answered {
-        interrupt.check()?;
-        answered = http(t, vip, 1)?.iter().any(|a| a.backend.is_some());
-    }
-    if !answered {
-        bail!(
-            "no HTTP answer through the VIP within 20 s; gateway log:\n{}",
-            gw.log_text()
-        );
-    }
+    let first = first_answer(t, &gw, vip, interrupt)?;
     println!(
         "\nfirst answer through the VIP after {:.2} s (Portico answered the client's ARP for {VIP})",
-        first.elapsed().as_secs_f64()
+        first.as_secs_f64()
     );
 
     let client = if have("curl") {
@@ -230,18 +219,7 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
     // client solicit the VIP's MAC and the gateway the backend's (NDP).
     interrupt.check()?;
     let vip6 = SocketAddr::V6(SocketAddrV6::new(VIP6, HTTP_PORT, 0, 0));
-    let first = Instant::now();
-    let mut answered = false;
-    while first.elapsed() < Duration::from_secs(20) && !answered {
-        interrupt.check()?;
-        answered = http(t, vip6, 1)?.iter().any(|a| a.backend.is_some());
-    }
-    if !answered {
-        bail!(
-            "no HTTP answer through the IPv6 VIP within 20 s; gateway log:\n{}",
-            gw.log_text()
-        );
-    }
+    first_answer(t, &gw, vip6, interrupt)?;
     let count = args.connections - half;
     let answers = in_batches(count, interrupt, |n| http(t, vip6, n))?;
     println!(
@@ -307,6 +285,27 @@ fn kernel_path(
         bail!("{failed} requests or queries failed on the kernel path");
     }
     Ok(())
+}
+
+/// Send single requests to `target` until one is answered (the first ones
+/// wait for ARP or NDP both ways), for up to 20 s: how long it took.
+fn first_answer(
+    t: &Topology,
+    gw: &GatewayRun,
+    target: SocketAddr,
+    interrupt: &Interrupt,
+) -> anyhow::Result<Duration> {
+    let first = Instant::now();
+    while first.elapsed() < Duration::from_secs(20) {
+        interrupt.check()?;
+        if http(t, target, 1)?.iter().any(|a| a.backend.is_some()) {
+            return Ok(first.elapsed());
+        }
+    }
+    bail!(
+        "no HTTP answer through {target} within 20 s; gateway log:\n{}",
+        gw.log_text()
+    )
 }
 
 /// `count` requests or queries, `BATCH` per client run, checking for

@@ -21,6 +21,34 @@ use std::time::Duration;
 /// The `portico` binary built from the sources under test.
 pub const PORTICO: &str = env!("CARGO_BIN_EXE_portico-e2e");
 
+/// The ESTABLISHED rows of a `portico flows --json` listing whose client
+/// is `client` (an IP address).
+pub fn established_from(listing: &Value, client: std::net::IpAddr) -> Vec<Value> {
+    let prefix = std::net::SocketAddr::new(client, 0).to_string();
+    let prefix = prefix.trim_end_matches('0');
+    listing["flows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| {
+            f["state"] == "ESTABLISHED"
+                && f["orig_src"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with(prefix))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Run the `portico` under test (in the current namespace: the admin
+/// socket is a file).
+pub fn portico(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(PORTICO)
+        .args(args)
+        .output()
+        .expect("portico runs")
+}
+
 /// The topology with `backends` backends, or `None` (after a loud SKIP)
 /// without root.
 pub fn topology(test: &str, backends: usize) -> Option<Topology> {
