@@ -166,11 +166,12 @@ backends = [{{ address = "10.1.0.10", port = 8080, weight = 3 }}]
         text.contains(r#"portico_drops_total{reason="no_flow"} "#),
         "{text}"
     );
-    // The shared neighbour table: the static backend, and the client
-    // resolved by ARP.
+    // The shared neighbour tables: the static backend, and the client
+    // resolved by ARP. The capacity is both families' (16,384 next hops
+    // each, IPv4 and IPv6).
     assert_eq!(
         sample(&text, "portico_neighbour_capacity"),
-        Some(16_384),
+        Some(2 * 16_384),
         "{text}"
     );
     assert!(
