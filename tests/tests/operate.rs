@@ -6,9 +6,12 @@
 
 mod common;
 
-use common::{PORTICO, established_from, gateway, number, portico, stats, stats_until, topology};
+use common::{
+    PORTICO, established_from, gateway, number, portico, sample, scrape, stats, stats_until,
+    topology,
+};
 use portico::demo::topology::{
-    BACKEND_HTTP_PORT, CLIENT_ADDR, HTTP_PORT, ServiceOptions, Topology, VIP, backend_addr,
+    BACKEND_HTTP_PORT, CLIENT_ADDR, HTTP_PORT, ServiceOptions, VIP, backend_addr,
 };
 use portico_tests::{TempDir, wait_until};
 use serde_json::Value;
@@ -30,26 +33,6 @@ fn backend_of_body(body: &str) -> String {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("backend name {name:?}"));
     format!("{}:{BACKEND_HTTP_PORT}", backend_addr(i))
-}
-
-/// The value of the sample `series` (name and labels exactly as exposed).
-fn sample(text: &str, series: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.parse().ok())
-}
-
-fn scrape(t: &Topology) -> Option<String> {
-    let out = t
-        .gateway
-        .exec_unchecked(
-            "curl",
-            &["-sS", "--max-time", "2", "http://127.0.0.1:9464/metrics"],
-        )
-        .expect("curl runs");
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Per-backend `flows_created` of the web service in a stats report.

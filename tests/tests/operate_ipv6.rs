@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{PORTICO, established_from, gateway, portico, stats_until, topology};
+use common::{PORTICO, established_from, gateway, portico, sample, scrape, stats_until, topology};
 use portico::demo::topology::{
     BACKEND_HTTP_PORT, CLIENT_ADDR6, HTTP_PORT, SNAT_ADDR6, ServiceOptions, VIP6, backend_addr6,
 };
@@ -186,6 +186,16 @@ fn flows_and_simulate_live_show_ipv6_connections_and_their_backends() {
             .any(|a| a["family"] == "ipv6" && a["address"] == SNAT_ADDR6.to_string().as_str()),
         "{report}"
     );
+    // /metrics has the IPv6 part of the flows and the IPv6 SNAT address.
+    let mut text = String::new();
+    let counted = wait_until(Duration::from_secs(5), || {
+        text = scrape(&t).unwrap_or_default();
+        sample(&text, r#"portico_flows_live_by_family{family="ipv6"}"#)
+            .is_some_and(|n| n >= CONNECTIONS as u64)
+    });
+    assert!(counted, "{text}");
+    let series = format!(r#"portico_snat_ports_in_use{{snat_ip="{SNAT_ADDR6}",family="ipv6"}}"#);
+    assert!(sample(&text, &series).is_some(), "{series}: {text}");
     drop(gw);
     drop(t);
 }

@@ -40,6 +40,28 @@ pub fn established_from(listing: &Value, client: std::net::IpAddr) -> Vec<Value>
         .collect()
 }
 
+/// The value of the sample `series` (name and labels exactly as exposed).
+pub fn sample(text: &str, series: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+/// `/metrics` of the gateway (default address, in its namespace), or
+/// `None` while it does not answer.
+pub fn scrape(t: &Topology) -> Option<String> {
+    let out = t
+        .gateway
+        .exec_unchecked(
+            "curl",
+            &["-sS", "--max-time", "2", "http://127.0.0.1:9464/metrics"],
+        )
+        .expect("curl runs");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Run the `portico` under test (in the current namespace: the admin
 /// socket is a file).
 pub fn portico(args: &[&str]) -> std::process::Output {
