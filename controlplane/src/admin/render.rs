@@ -339,19 +339,19 @@ impl fmt::Display for StatsReport {
             n.entries, n.capacity, n.statics, n.refused, n.reclaimed, n.compactions
         )?;
         let a = &self.announcements;
-        if !a.announced.is_empty() || !a.silent.is_empty() {
-            let list = |l: &[std::net::Ipv4Addr]| {
-                l.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
+        let announced: Vec<String> = a
+            .announced
+            .iter()
+            .map(ToString::to_string)
+            .chain(a.announced6.iter().map(ToString::to_string))
+            .collect();
+        let all = announced.len() + a.silent.len() + a.silent6.len();
+        if all > 0 {
             writeln!(
                 f,
-                "  l2: announcing {} of {} VIPs [{}]",
-                a.announced.len(),
-                a.announced.len() + a.silent.len(),
-                list(&a.announced)
+                "  l2: announcing {} of {all} VIPs [{}]",
+                announced.len(),
+                announced.join(", ")
             )?;
         }
         if let Some(m) = &self.control_plane.members {
@@ -570,6 +570,7 @@ mod tests {
             announcements: crate::admin::AnnouncementReport {
                 announced: vec![std::net::Ipv4Addr::new(203, 0, 113, 10)],
                 silent: vec![std::net::Ipv4Addr::new(203, 0, 113, 11)],
+                ..Default::default()
             },
             bgp: BgpReport::default(),
         };
@@ -746,7 +747,10 @@ mod tests {
             snat,
             control_plane: ControlPlaneReport::default(),
             neighbours: NeighbourReport::default(),
-            announcements: crate::admin::AnnouncementReport::default(),
+            announcements: crate::admin::AnnouncementReport {
+                announced6: vec!["2001:db8:ffff::10".parse().unwrap()],
+                ..crate::admin::AnnouncementReport::default()
+            },
             bgp: BgpReport::default(),
         };
         let text = report.to_string();
@@ -756,6 +760,10 @@ mod tests {
         );
         assert!(
             text.contains("  snat 2001:db8:1::1: ports in use 6, exhausted 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  l2: announcing 1 of 1 VIPs [2001:db8:ffff::10]\n"),
             "{text}"
         );
         let table = ServicesTable(&report.services).to_string();

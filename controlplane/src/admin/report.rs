@@ -13,7 +13,7 @@ use dataplane::driver::PortCounters;
 use dataplane::snapshot::{Backend, Listener, Service, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Everything `portico stats` shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,6 +58,12 @@ pub struct AnnouncementReport {
     pub announced: Vec<Ipv4Addr>,
     /// Owned and forwarded here, announced by another instance, sorted.
     pub silent: Vec<Ipv4Addr>,
+    /// The IPv6 VIPs announced here (Neighbour Advertisements), sorted.
+    #[serde(default)]
+    pub announced6: Vec<Ipv6Addr>,
+    /// The IPv6 VIPs another instance announces, sorted.
+    #[serde(default)]
+    pub silent6: Vec<Ipv6Addr>,
 }
 
 /// The [`AnnouncementReport`] of `snap` (cold path: one pass over the
@@ -71,8 +77,17 @@ pub fn announcement_report(snap: &Snapshot) -> AnnouncementReport {
             report.silent.push(*addr);
         }
     }
+    for (addr, owned) in snap.owned6.iter().filter(|(_, o)| o.vip) {
+        if owned.announce {
+            report.announced6.push(*addr);
+        } else {
+            report.silent6.push(*addr);
+        }
+    }
     report.announced.sort_unstable();
     report.silent.sort_unstable();
+    report.announced6.sort_unstable();
+    report.silent6.sort_unstable();
     report
 }
 

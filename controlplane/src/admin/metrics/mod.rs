@@ -545,12 +545,14 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         "1 for a VIP this instance answers ARP for, 0 for one another instance announces",
     );
     let a = &report.announcements;
-    for (list, value) in [(&a.announced, 1), (&a.silent, 0)] {
-        for vip in list {
-            announced
-                .get_or_create(&vec![("vip", vip.to_string())])
-                .set(value);
-        }
+    let v4 = [(&a.announced, 1), (&a.silent, 0)]
+        .into_iter()
+        .flat_map(|(list, value)| list.iter().map(move |vip| (vip.to_string(), value)));
+    let v6 = [(&a.announced6, 1), (&a.silent6, 0)]
+        .into_iter()
+        .flat_map(|(list, value)| list.iter().map(move |vip| (vip.to_string(), value)));
+    for (vip, value) in v4.chain(v6) {
+        announced.get_or_create(&vec![("vip", vip)]).set(value);
     }
     if let Some(leader) = cp.leader {
         gauge(

@@ -117,6 +117,8 @@ fn sample() -> StatsReport {
         announcements: crate::admin::AnnouncementReport {
             announced: vec![std::net::Ipv4Addr::new(203, 0, 113, 10)],
             silent: vec![std::net::Ipv4Addr::new(203, 0, 113, 11)],
+            announced6: Vec::new(),
+            silent6: vec!["2001:db8:5::10".parse().expect("address")],
         },
         bgp: crate::admin::BgpReport::default(),
     }
@@ -259,6 +261,15 @@ fn the_metrics_text_has_every_family_with_units_and_labels() {
     assert_eq!(
         value(&samples, "portico_l2_announced", &[("vip", "203.0.113.11")]),
         0.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "portico_l2_announced",
+            &[("vip", "2001:db8:5::10")]
+        ),
+        0.0,
+        "an IPv6 VIP another instance announces"
     );
 
     let port = [("port", "outside"), ("interface", "veth0")];
