@@ -166,7 +166,7 @@ enum Command {
         #[arg(long, default_value = admin::DEFAULT_SOCKET)]
         admin_socket: PathBuf,
         /// The packet: 'tcp 198.51.100.7:40000 -> 203.0.113.10:80',
-        /// 'udp A:P -> B:Q', or IPv6 'tcp [2001:db8::7]:40000 -> [2001:db8::10]:80'.
+        /// 'udp A:P -> B:Q', or IPv6 `'tcp [2001:db8::7]:40000 -> [2001:db8::10]:80'`.
         flow: String,
         /// Print the result as JSON.
         #[arg(long)]
