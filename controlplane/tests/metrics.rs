@@ -168,9 +168,10 @@ backends = [{{ address = "10.1.0.10", port = 8080, weight = 3 }}]
     );
     // The shared neighbour table: the static backend, and the client
     // resolved by ARP.
+    // Two tables (IPv4 and IPv6) of the default 16,384 each.
     assert_eq!(
         sample(&text, "portico_neighbour_capacity"),
-        Some(16_384),
+        Some(2 * 16_384),
         "{text}"
     );
     assert!(
