@@ -40,7 +40,7 @@ pub mod nat;
 pub mod neighbours;
 pub mod reply;
 
-use super::flow::{egress_check, is_pickup, is_syn, refused, segment_info};
+use super::flow::{egress_check, is_pickup, is_syn, refused, segment_info, select_backend};
 use super::{MAX_BATCH, Steering};
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::window::WindowVerdict;
@@ -411,19 +411,7 @@ fn create<F: Frame>(
         return Err(Some(DropReason::NoFlow));
     }
     let set = service.active_set().ok_or(DropReason::NoBackend)?;
-    let pinned = service.affinity_timeout_ms.and_then(|_| {
-        t.affinity
-            .lookup(service.id, key.src_ip, now)
-            .filter(|&id| {
-                snap.backend(id)
-                    .is_some_and(|b| b.service == service.id && service.accepts_new_flows(b))
-            })
-    });
-    let backend_id = match (pinned, service.affinity_timeout_ms) {
-        (Some(id), _) => Some(id),
-        (None, Some(_)) => set.pick(stable_addr_hash(key.src_ip)),
-        (None, None) => set.pick(key.stable_hash()),
-    };
+    let (backend_id, pinned) = select_backend(snap, service, set, &t.affinity, &key, now);
     let backend = backend_id
         .and_then(|id| snap.backend(id))
         .ok_or(DropReason::NoBackend)?;
@@ -496,7 +484,7 @@ fn create<F: Frame>(
             ctx.counters.flows_created += 1;
             ctx.services.flow_opened(service.id, backend.id);
             if let Some(timeout_ms) = service.affinity_timeout_ms {
-                if pinned.is_some() {
+                if pinned {
                     ctx.counters.affinity_hits += 1;
                 }
                 t.affinity
