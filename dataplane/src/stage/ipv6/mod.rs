@@ -244,8 +244,7 @@ fn hand_off(ctx: &mut Ctx6<'_>, snap: &Snapshot, meta: &PacketMeta) -> Option<Wo
         return None;
     }
     let key = &meta.key6;
-    let owned = snap.owned6(key.dst_ip);
-    let owner = match owned {
+    let (owner, by_slice) = match snap.owned6(key.dst_ip) {
         Some(o)
             if o.snat
                 && s.snat_ports.contains(&key.dst_port)
@@ -253,16 +252,24 @@ fn hand_off(ctx: &mut Ctx6<'_>, snap: &Snapshot, meta: &PacketMeta) -> Option<Wo
                     .listener6(key.proto, key.dst_ip, key.dst_port)
                     .is_none() =>
         {
-            crate::snat::owner_of_port(s.snat_ports.clone(), key.dst_port, usize::from(s.workers))
-                .map_or(s.worker, |w| w as WorkerId)
+            let w = crate::snat::owner_of_port(
+                s.snat_ports.clone(),
+                key.dst_port,
+                usize::from(s.workers),
+            );
+            (w.map_or(s.worker, |w| w as WorkerId), true)
         }
-        Some(_) => client_owner(key.src_ip, s.workers),
-        None => client_owner(key.dst_ip, s.workers),
+        Some(_) => (client_owner(key.src_ip, s.workers), false),
+        None => (client_owner(key.dst_ip, s.workers), false),
     };
     if owner == s.worker {
         return None;
     }
-    ctx.counters.handoff_client += 1;
+    if by_slice {
+        ctx.counters.handoff_snat_reply += 1;
+    } else {
+        ctx.counters.handoff_client += 1;
+    }
     Some(owner)
 }
 
