@@ -3,10 +3,12 @@
 //! the instances with ECMP.
 //!
 //! ```text
-//! config   [[bgp.peer]] / [[bgp.advertisement]] structs, validate() → every problem
+//! config   [[bgp.peer]] / [[bgp.advertisement]] structs, families (RFC 4760)
+//!   └─ validate   validate() → every problem
 //! session  one tokio task per peer: RFC 4271 FSM, timers, Adj-RIB-Out → UPDATEs
-//!   ├─ fsm        states, OPEN negotiation, hold/keepalive/connect-retry timers
-//!   ├─ rib        desired routes vs what the router has → packed UPDATEs
+//!   ├─ fsm        states, OPEN and family negotiation, hold/keepalive timers
+//!   ├─ backoff    connect-retry delays
+//!   ├─ rib        desired routes vs what the router has (per family) → UPDATEs
 //!   └─ transport  TCP connect with source address, TTL, TCP-MD5
 //! wire     the message codec (Packet<T> views + *Repr), errors = NOTIFICATIONs
 //! sys      TCP_MD5SIG setsockopt, the crate's only unsafe
@@ -50,6 +52,6 @@ pub mod session;
 mod sys;
 pub mod wire;
 
-pub use config::{Advertisement, BgpConfig, Community, ConfigError, PeerConfig, Problem};
+pub use config::{Advertisement, BgpConfig, Community, ConfigError, Family, PeerConfig, Problem};
 pub use session::{RouteAttributes, Routes, Session, SessionError, SessionStats, State};
 pub use wire::Prefix;

@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use portico_bgp::wire::{Capability, DecodeContext, MARKER, Message, Notification, OpenRepr};
@@ -48,6 +48,17 @@ impl FakePeer {
             .expect("write to the speaker");
     }
 
+    /// Reads until a KEEPALIVE (skipping UPDATEs): the session still talks.
+    async fn expect_keepalive(&mut self) {
+        loop {
+            match self.read_parsed().await {
+                Message::Keepalive => return,
+                Message::Update(_) => continue,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
     /// Reads until a NOTIFICATION (skipping KEEPALIVEs/UPDATEs), then
     /// expects the speaker to close.
     async fn expect_notification(&mut self) -> Notification {
@@ -76,11 +87,19 @@ impl FakePeer {
 }
 
 fn open_bytes(asn: u32, hold_time_s: u16) -> Vec<u8> {
+    open_with_families(asn, hold_time_s, &[(1, 1)])
+}
+
+/// An OPEN offering these AFI/SAFIs (RFC 4760 §8).
+fn open_with_families(asn: u32, hold_time_s: u16, families: &[(u16, u8)]) -> Vec<u8> {
     Message::Open(OpenRepr::new(
         asn,
         hold_time_s,
         Ipv4Addr::new(10, 0, 0, 1),
-        vec![Capability::Multiprotocol { afi: 1, safi: 1 }],
+        families
+            .iter()
+            .map(|&(afi, safi)| Capability::Multiprotocol { afi, safi })
+            .collect(),
     ))
     .to_bytes(DecodeContext::default())
 }
@@ -92,6 +111,11 @@ fn keepalive() -> Vec<u8> {
 /// A speaker connected to a fake peer; `established` also exchanges OPEN
 /// and KEEPALIVE.
 async fn setup(established: bool) -> (Session, FakePeer) {
+    setup_with(established, |_| {}).await
+}
+
+/// [`setup`] with `edit` applied to the speaker's configuration.
+async fn setup_with(established: bool, edit: impl FnOnce(&mut PeerConfig)) -> (Session, FakePeer) {
     support::logs();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let mut cfg = PeerConfig::new(
@@ -102,6 +126,7 @@ async fn setup(established: bool) -> (Session, FakePeer) {
     );
     cfg.port = listener.local_addr().unwrap().port();
     cfg.hold_time_s = 3;
+    edit(&mut cfg);
     // Loopback: a TTL of 1 still reaches 127.0.0.1.
     let session = Session::spawn(cfg);
     let (stream, _) = tokio::time::timeout(Duration::from_secs(5), listener.accept())
@@ -115,7 +140,6 @@ async fn setup(established: bool) -> (Session, FakePeer) {
     assert_eq!(open.asn(), MY_ASN);
     assert_eq!(open.hold_time_s, 3);
     assert!(open.has(&Capability::FourOctetAs(MY_ASN)));
-    assert!(open.supports(1, 1));
     if established {
         peer.send(&open_bytes(PEER_ASN, 3)).await;
         peer.send(&keepalive()).await;
@@ -233,13 +257,7 @@ async fn bad_origin_is_treat_as_withdraw_and_keeps_the_session() {
     assert!(support::log_text().contains("kept the session (RFC 7606)"));
     // Still talking: a KEEPALIVE comes within the keepalive interval (1 s)
     // (after the End-of-RIB).
-    loop {
-        match peer.read_parsed().await {
-            Message::Keepalive => break,
-            Message::Update(_) => continue,
-            other => panic!("{other:?}"),
-        }
-    }
+    peer.expect_keepalive().await;
     session.shutdown("test over").await;
 }
 
@@ -370,4 +388,153 @@ async fn routes_are_sent_once_established_and_diffed() {
     assert!(u.nlri.is_empty());
     let s = session.stats();
     assert_eq!((s.prefixes_sent, s.updates_sent), (2, 3));
+}
+
+/// An UPDATE with ORIGIN, AS_PATH 65000 and `mp` (a whole raw attribute).
+fn update_with_mp(mp: &[u8]) -> Vec<u8> {
+    let mut attrs = vec![0x40, 1, 1, 0, 0x40, 2, 6, 2, 1, 0, 0, 0xfd, 0xe8];
+    attrs.extend_from_slice(mp);
+    let mut m = MARKER.to_vec();
+    m.extend_from_slice(&((19 + 4 + attrs.len()) as u16).to_be_bytes());
+    m.push(2);
+    m.extend_from_slice(&[0, 0]);
+    m.extend_from_slice(&(attrs.len() as u16).to_be_bytes());
+    m.extend_from_slice(&attrs);
+    m
+}
+
+/// MP_REACH_NLRI of IPv6 unicast announcing 2001:db8:100::10/128 via
+/// `next_hop` (raw bytes, any length).
+fn mp_reach_v6(next_hop: &[u8]) -> Vec<u8> {
+    let mut v = vec![0, 2, 1, next_hop.len() as u8];
+    v.extend_from_slice(next_hop);
+    v.push(0);
+    v.push(128);
+    v.extend_from_slice(&"2001:db8:100::10".parse::<Ipv6Addr>().unwrap().octets());
+    let mut a = vec![0x80, 14, v.len() as u8];
+    a.extend_from_slice(&v);
+    a
+}
+
+#[tokio::test]
+async fn mp_reach_with_a_bad_next_hop_length_is_an_optional_attribute_error() {
+    let (session, mut peer) = setup(true).await;
+    // 20 bytes: neither 16 nor 32 (RFC 2545 §3); RFC 7606 §7.11 resets.
+    let mp = mp_reach_v6(&[0x20; 20]);
+    peer.send(&update_with_mp(&mp)).await;
+    let n = peer.expect_notification().await;
+    assert_eq!(
+        code(&n),
+        (3, 9),
+        "UPDATE Message Error / Optional Attribute Error"
+    );
+    assert_eq!(n.data, mp, "the data is the attribute (RFC 4760 §7)");
+    assert_counted(&session, &n, "next hop of 20 bytes").await;
+}
+
+#[tokio::test]
+async fn mp_reach_with_an_impossible_next_hop_is_treat_as_withdraw() {
+    let (session, mut peer) = setup(true).await;
+    // A link-local address in the global slot: RFC 2545 §3 forbids it;
+    // semantic next hop errors keep the session (RFC 4271 §6.3, RFC 7606).
+    let ll = "fe80::1".parse::<Ipv6Addr>().unwrap().octets();
+    peer.send(&update_with_mp(&mp_reach_v6(&ll))).await;
+    let s = session
+        .wait_for(Duration::from_secs(5), |s| s.updates_malformed == 1)
+        .await
+        .expect("counted as malformed");
+    assert_eq!((s.state, s.notifications_sent), (State::Established, 0));
+    // Still talking.
+    peer.expect_keepalive().await;
+    session.shutdown("test over").await;
+}
+
+#[tokio::test]
+async fn ipv6_routes_go_in_mp_reach_with_their_end_of_rib_and_refresh() {
+    use portico_bgp::wire::{AFI_IPV6, UpdateRepr};
+    use portico_bgp::{Family, Prefix, RouteAttributes, Routes};
+    let next_hop: Ipv6Addr = "2001:db8::2".parse().unwrap();
+    let (session, mut peer) = setup_with(false, |c| c.next_hop_v6 = Some(next_hop)).await;
+    let attrs = RouteAttributes::new(None, None, [(65001 << 16) | 7]);
+    let v4: Prefix = "192.0.2.1/32".parse().unwrap();
+    let v6: Prefix = "2001:db8:100::10/128".parse().unwrap();
+    let routes: Routes = [(v4, attrs.clone()), (v6, attrs.clone())].into();
+    session.set_routes(routes.clone());
+    peer.send(&open_with_families(PEER_ASN, 3, &[(1, 1), (2, 1)]))
+        .await;
+    assert_eq!(peer.read_parsed().await, Message::Keepalive);
+    peer.send(&keepalive()).await;
+    let mut updates = Vec::new();
+    while updates.len() < 4 {
+        match peer.read_parsed().await {
+            Message::Update(u) => updates.push(*u),
+            Message::Keepalive => continue,
+            other => panic!("{other:?}"),
+        }
+    }
+    // IPv4 in the NLRI field, IPv6 in MP_REACH_NLRI with the configured
+    // next hop and no NEXT_HOP attribute, then both End-of-RIBs.
+    assert_eq!(updates[0].nlri, [v4]);
+    let mp = updates[1].attributes.mp_reach.as_ref().expect("MP_REACH");
+    assert_eq!((mp.afi, mp.nlri.as_slice()), (AFI_IPV6, &[v6][..]));
+    assert_eq!(mp.next_hop, next_hop.octets());
+    assert_eq!(updates[1].attributes.next_hop, None);
+    assert_eq!(updates[1].attributes.communities, [(65001 << 16) | 7]);
+    assert_eq!(updates[2], UpdateRepr::end_of_rib());
+    let eor6 = updates[3].attributes.mp_unreach.as_ref().expect("EoR");
+    assert_eq!((eor6.afi, eor6.safi, eor6.withdrawn.len()), (2, 1, 0));
+    let s = session.stats();
+    assert_eq!(s.families, [Family::Ipv4Unicast, Family::Ipv6Unicast]);
+    assert_eq!((s.prefixes_sent, s.prefixes_sent_v6), (2, 1));
+    // ROUTE-REFRESH of IPv6 unicast: the IPv6 route alone again.
+    peer.send(
+        &Message::RouteRefresh(portico_bgp::wire::RouteRefresh { afi: 2, safi: 1 })
+            .to_bytes(DecodeContext::default()),
+    )
+    .await;
+    let next_update = async |peer: &mut FakePeer| loop {
+        match peer.read_parsed().await {
+            Message::Update(u) => break *u,
+            Message::Keepalive => continue,
+            other => panic!("{other:?}"),
+        }
+    };
+    let u = next_update(&mut peer).await;
+    assert!(u.nlri.is_empty(), "no IPv4 route: {u:?}");
+    assert_eq!(u.attributes.mp_reach.map(|r| r.nlri), Some(vec![v6]));
+    // Withdrawn in MP_UNREACH_NLRI.
+    let mut fewer = routes;
+    fewer.remove(&v6);
+    session.set_routes(fewer);
+    let u = next_update(&mut peer).await;
+    assert_eq!(u.attributes.mp_unreach.map(|r| r.withdrawn), Some(vec![v6]));
+    assert!(u.withdrawn.is_empty() && u.nlri.is_empty());
+    session.shutdown("test over").await;
+}
+
+#[tokio::test]
+async fn no_family_in_common_is_unsupported_capability() {
+    let (session, mut peer) = setup_with(false, |c| {
+        c.families = Some(vec![portico_bgp::Family::Ipv6Unicast]);
+        c.next_hop_v6 = Some("2001:db8::2".parse().unwrap());
+    })
+    .await;
+    peer.send(&open_bytes(PEER_ASN, 3)).await;
+    let n = peer.expect_notification().await;
+    assert_eq!(
+        code(&n),
+        (2, 7),
+        "OPEN Message Error / Unsupported Capability"
+    );
+    // The capability we need (RFC 5492 §3): Multiprotocol, AFI 2, SAFI 1.
+    assert_eq!(n.data, [1, 4, 0, 2, 0, 1]);
+    let s = session
+        .wait_for(Duration::from_secs(5), |s| s.notifications_sent >= 1)
+        .await
+        .expect("counted");
+    assert!(
+        s.last_error.unwrap_or_default().contains("ipv6-unicast"),
+        "names what we offered"
+    );
+    session.shutdown("test over").await;
 }

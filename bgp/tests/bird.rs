@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
@@ -14,120 +13,7 @@ use portico_bgp::{PeerConfig, wire::Notification};
 use portico_bgp::{Prefix, RouteAttributes, Routes, Session, State};
 use portico_netns::{Netns, NsRuntime, unique_name, veth, wait_until};
 use support::Bird;
-
-const BIRD_ASN: u32 = 65000;
-const OUR_ASN: u32 = 65001;
-const ROUTER: &str = "10.0.0.1";
-const SPEAKER: &str = "10.0.0.2";
-
-/// A router namespace with BIRD and a speaker namespace, linked by a veth
-/// (10.0.0.1/24 ↔ 10.0.0.2/24).
-struct Lab {
-    bird: Bird,
-    rt: NsRuntime,
-    speaker_ns: Netns,
-    _router_ns: Netns,
-}
-
-/// BIRD's protocol `s1` towards the speaker: passive (we connect), 3 s
-/// hold time, a short error wait so reconnects are quick.
-fn bgp_protocol(name: &str, local: &str, neighbor: &str, neighbor_as: u32, extra: &str) -> String {
-    let ibgp = neighbor_as == BIRD_ASN;
-    // `extra` may set its own timers.
-    let timers = if extra.contains("hold time") {
-        ""
-    } else {
-        "hold time 3;\n  keepalive time 1;"
-    };
-    format!(
-        "protocol bgp {name} {{\n  local {local} as {BIRD_ASN};\n  neighbor {neighbor} as {neighbor_as};\n  \
-         passive on;\n  {timers}\n  error wait time 1, 2;\n  {extra}\n  {}\n  \
-         ipv4 {{ import all; export none; }};\n}}\n",
-        // iBGP is multihop in BIRD unless told the neighbor is adjacent.
-        if ibgp { "direct;" } else { "" }
-    )
-}
-
-fn lab(test: &str, neighbor_as: u32, extra: &str) -> Option<Lab> {
-    if !support::require(test, &["bird", "birdc"]) {
-        return None;
-    }
-    support::logs();
-    let (router_ns, speaker_ns) = support::router_and_speaker();
-    let config = format!(
-        "router id {ROUTER};\nprotocol device {{ }}\n{}",
-        bgp_protocol("s1", ROUTER, SPEAKER, neighbor_as, extra)
-    );
-    let bird = Bird::start(&router_ns, &config);
-    let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
-    Some(Lab {
-        bird,
-        rt,
-        speaker_ns,
-        _router_ns: router_ns,
-    })
-}
-
-fn peer(my_asn: u32, peer_asn: u32) -> PeerConfig {
-    let mut cfg = PeerConfig::new(
-        ROUTER.parse().unwrap(),
-        peer_asn,
-        my_asn,
-        SPEAKER.parse().unwrap(),
-    );
-    cfg.hold_time_s = 3;
-    cfg
-}
-
-fn routes(prefixes: &[&str], attrs: &RouteAttributes) -> Routes {
-    prefixes
-        .iter()
-        .map(|p| (p.parse::<Prefix>().unwrap(), attrs.clone()))
-        .collect()
-}
-
-impl Lab {
-    fn spawn(&self, cfg: PeerConfig) -> Session {
-        self.rt.enter(|| Session::spawn(cfg))
-    }
-
-    fn established(&self, session: &Session) {
-        let r = self
-            .rt
-            .block_on(session.wait_established(Duration::from_secs(20)));
-        assert!(r.is_ok(), "{r:?}\n{}", self.bird.diagnostics());
-        let up = wait_until(Duration::from_secs(5), || {
-            self.bird.bgp_state("s1") == "Established"
-        });
-        assert!(up, "BIRD sees Established: {}", self.bird.protocol("s1"));
-    }
-
-    /// Waits until BIRD has exactly `prefixes` from s1.
-    fn bird_has(
-        &self,
-        prefixes: &[&str],
-        timeout: Duration,
-    ) -> BTreeMap<String, support::BirdRoute> {
-        let want: Vec<String> = prefixes.iter().map(|p| p.to_string()).collect();
-        let mut got = BTreeMap::new();
-        let ok = wait_until(timeout, || {
-            got = self
-                .bird
-                .routes("s1")
-                .into_iter()
-                .map(|r| (r.prefix.clone(), r))
-                .collect();
-            got.keys().cloned().collect::<Vec<_>>() == want
-        });
-        assert!(
-            ok,
-            "BIRD should have {want:?}, has {:?}\n{}",
-            got.keys(),
-            self.bird.birdc("show route all protocol s1")
-        );
-        got
-    }
-}
+use support::lab::{BIRD_ASN, OUR_ASN, ROUTER, SPEAKER, bgp_protocol, lab, peer, routes};
 
 #[test]
 fn ebgp_announce_withdraw_reestablish_and_stop() {

@@ -13,20 +13,33 @@ use portico_netns::{Netns, NsRuntime, wait_until};
 const GOBGP_ASN: u32 = 65000;
 const OUR_ASN: u32 = 65001;
 
-/// GoBGP in the router namespace, passive towards the speaker.
+/// GoBGP in the router namespace, passive towards the speaker (its
+/// default families: IPv4 unicast only).
 fn gobgp(ns: &Netns) -> GoBgp {
+    gobgp_with(ns, "")
+}
+
+/// [`gobgp`] with `neighbor_extra` appended to the neighbor's section.
+fn gobgp_with(ns: &Netns, neighbor_extra: &str) -> GoBgp {
     GoBgp::start(
         ns,
-        "[global.config]\n  as = 65000\n  router-id = \"10.0.0.1\"\n  port = 179\n\
-         \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"10.0.0.2\"\n    peer-as = 65001\n\
-         \x20 [neighbors.transport.config]\n    passive-mode = true\n\
-         \x20 [neighbors.timers.config]\n    hold-time = 3\n    keepalive-interval = 1\n",
+        &format!(
+            "[global.config]\n  as = 65000\n  router-id = \"10.0.0.1\"\n  port = 179\n\
+             \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"10.0.0.2\"\n    peer-as = 65001\n\
+             \x20 [neighbors.transport.config]\n    passive-mode = true\n\
+             \x20 [neighbors.timers.config]\n    hold-time = 3\n    keepalive-interval = 1\n{neighbor_extra}"
+        ),
     )
 }
 
 /// GoBGP's IPv4 RIB (prefix → paths), empty when it does not answer.
 fn rib_of(g: &GoBgp) -> serde_json::Map<String, serde_json::Value> {
-    match serde_json::from_str::<serde_json::Value>(g.rib_json().trim()) {
+    json_object(&g.rib_json())
+}
+
+/// A JSON object, empty when `text` is not one (GoBGP not answering).
+fn json_object(text: &str) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::from_str::<serde_json::Value>(text.trim()) {
         Ok(serde_json::Value::Object(m)) => m,
         _ => serde_json::Map::new(),
     }
@@ -112,4 +125,66 @@ fn gobgp_receives_attributes_and_withdrawals() {
             && log.contains("Communicated-Reason=\"portico stopping\""),
         "GoBGP logs our Cease with its shutdown communication: {log}"
     );
+}
+
+/// IPv6 unicast over the IPv4 session (RFC 4760): GoBGP's neighbor lists
+/// both families; the /128 arrives in MP_REACH_NLRI with our IPv6 next
+/// hop (GoBGP attribute 14), and goes with MP_UNREACH_NLRI.
+#[test]
+fn gobgp_receives_ipv6_unicast_over_the_ipv4_session() {
+    if !support::require(
+        "gobgp_receives_ipv6_unicast_over_the_ipv4_session",
+        &["gobgpd", "gobgp"],
+    ) {
+        return;
+    }
+    support::logs();
+    let (router_ns, speaker_ns) = support::router_and_speaker_with_ipv6(true);
+    let gobgp = gobgp_with(
+        &router_ns,
+        "\x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n\
+         \x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv6-unicast\"\n",
+    );
+    let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
+    let mut cfg = PeerConfig::new(
+        "10.0.0.1".parse().unwrap(),
+        GOBGP_ASN,
+        OUR_ASN,
+        "10.0.0.2".parse().unwrap(),
+    );
+    cfg.hold_time_s = 3;
+    cfg.next_hop_v6 = Some(support::SPEAKER_V6.parse().unwrap());
+    let session = rt.enter(|| Session::spawn(cfg));
+    let s = rt
+        .block_on(session.wait_established(Duration::from_secs(20)))
+        .unwrap_or_else(|e| panic!("{e}\n{}", gobgp.log_text()));
+    assert_eq!(
+        s.families,
+        [
+            portico_bgp::Family::Ipv4Unicast,
+            portico_bgp::Family::Ipv6Unicast
+        ]
+    );
+    let vip = "2001:db8:100::10/128";
+    let attrs = RouteAttributes::new(None, None, [(65001 << 16) | 100]);
+    let routes: Routes = [(vip.parse::<Prefix>().unwrap(), attrs)].into();
+    session.set_routes(routes);
+    let rib6 = || json_object(&gobgp.cli(&["global", "rib", "-a", "ipv6", "-j"]));
+    let mut rib = serde_json::Map::new();
+    let ok = wait_until(Duration::from_secs(5), || {
+        rib = rib6();
+        rib.contains_key(vip)
+    });
+    assert!(ok, "GoBGP has the /128: {rib:?}");
+    let path = &rib[vip][0];
+    assert_eq!(attr(path, 14)["nexthop"], support::SPEAKER_V6, "{path}");
+    assert_eq!(
+        attr(path, 8)["communities"],
+        serde_json::json!([(65001u32 << 16) | 100])
+    );
+    assert!(rib_of(&gobgp).is_empty(), "nothing in IPv4");
+    session.set_routes(Routes::new());
+    let ok = wait_until(Duration::from_secs(5), || rib6().is_empty());
+    assert!(ok, "withdrawn: {:?}", rib6());
+    rt.block_on(session.shutdown("done"));
 }

@@ -291,6 +291,8 @@ fn run(args: RunArgs) -> ExitCode {
                 // Ports, rings and sockets are open: keep only what the
                 // running gateway needs (gateway::privileges).
                 gw.drop_privileges()?;
+                // Only now do the workers poll their ports.
+                gw.release_workers();
                 gw.set_drop_log_interval_ms(drop_log_interval_s.saturating_mul(1000));
                 gw.serve(&mut signals)
             });

@@ -530,12 +530,16 @@ pub fn simulate_in(
             });
         }
         Verdict::AwaitNeighbour(port) => {
-            let next_hop = pipeline.awaited_neighbour(0);
+            // (An IPv6 next hop is not reported: the report is IPv4 only.)
+            let next_hop = match pipeline.awaited_neighbour(0) {
+                std::net::IpAddr::V4(a) => Some(a),
+                std::net::IpAddr::V6(_) => None,
+            };
             outcome.verdict = "forward";
             outcome.forward = Some(ForwardReport {
                 port: port_name(port),
                 port_index: port,
-                next_hop: Some(next_hop),
+                next_hop,
                 next_hop_static: false,
             });
         }

@@ -7,6 +7,8 @@
 //!   of the veth pairs must not send super-frames to an af_packet port,
 //!   which drops frames above the MTU; `--tx-checksum` also turns TX
 //!   checksum offload off (peers of an AF_XDP port).
+//! * `offloads-on IF` — GRO/GSO/TSO back on (LRO off): the peers of an
+//!   af_packet port with `gso = true`, which takes super-packets whole.
 //! * `http-serve` / `udp-echo` — the built-in backends used when nginx is
 //!   not installed. Every answer names the backend and the peer it saw:
 //!   `backend NAME saw ADDR`, like the nginx configuration of
@@ -45,6 +47,8 @@ pub enum ToolCommand {
         #[arg(long)]
         tx_checksum: bool,
     },
+    /// Turn GRO, GSO and TSO on (and LRO off) on an interface.
+    OffloadsOn { interface: String },
     /// A tiny HTTP/1.1 server answering every request with
     /// `backend NAME saw CLIENT` (keep-alive and `Connection: close`).
     HttpServe {
@@ -143,6 +147,12 @@ pub fn run(cmd: &ToolCommand) -> anyhow::Result<()> {
                     if on { "on" } else { "off" }
                 );
             }
+            Ok(())
+        }
+        ToolCommand::OffloadsOn { interface } => {
+            let state = dataplane::driver::afpacket::prepare::enable_gso_offloads(interface)
+                .with_context(|| format!("offloads on on {interface}"))?;
+            println!("{interface}: {state:?}");
             Ok(())
         }
         ToolCommand::HttpServe { listen, name } => http_serve(*listen, name),

@@ -170,6 +170,12 @@ drop_reasons! {
     /// interface is down (`EIO`) or gone, or the port it came in on has no
     /// host path.
     HostPathDown => "host_path_down",
+    /// A frame whose offload metadata (the driver's `virtio_net_hdr`:
+    /// GSO/GRO super-packet or partial checksum) does not match the packet:
+    /// a super-packet that is not TCP/UDP of its GSO type or carries SYN or
+    /// RST, a checksum start that is not its L4 header, or one that could
+    /// not be cut into segments for a destination that takes none.
+    GsoMalformed => "gso_malformed",
     /// Shorter than a 40-byte IPv6 header.
     Ipv6Truncated => "ipv6_truncated",
     /// EtherType 0x86DD but the version field is not 6.
@@ -202,6 +208,22 @@ drop_reasons! {
     /// not for duplicate address detection, or a solicited advertisement to
     /// a multicast address.
     NdpMalformed => "ndp_malformed",
+    /// A Neighbour Solicitation whose target the gateway does not own on
+    /// the port it came in on (including duplicate address detection of
+    /// such an address; RFC 4861 §7.2.3).
+    NdpNotOwned => "ndp_not_owned",
+    /// A Neighbour Solicitation for a VIP another instance of the tier is
+    /// elected to announce (silence, as `arp_not_announced`).
+    NdpNotAnnounced => "ndp_not_announced",
+    /// A Neighbour Advertisement for a neighbour the table does not wait
+    /// for, or without a target link-layer address (RFC 4861 §7.2.5).
+    NdpAdvertIgnored => "ndp_advert_ignored",
+    /// A Router Solicitation/Advertisement or Redirect not sent to a host
+    /// address: the gateway is no IPv6 router or host for them.
+    NdpRouterIgnored => "ndp_router_ignored",
+    /// A solicitation to answer whose frame buffer cannot hold the
+    /// advertisement.
+    NdpNoRoom => "ndp_no_room",
 }
 
 impl std::fmt::Display for DropReason {
@@ -261,7 +283,8 @@ macro_rules! with_counters {
             /// Flows without SNAT whose client port was remapped to avoid a
             /// backend-side tuple clash.
             client_ports_remapped,
-            /// ARP replies and ICMP echo replies sent.
+            /// ARP replies, NDP advertisements answering solicitations
+            /// and ICMP echo replies sent.
             local_replies,
             /// ICMP errors translated back to the other side of a flow.
             icmp_errors_translated,
@@ -306,6 +329,14 @@ macro_rules! with_counters {
             /// TCP SYNs and SYN-ACKs whose MSS option was lowered (or
             /// added) to their egress port's `mss_clamp`.
             mss_clamped,
+            /// NDP solicitations and advertisements the IPv6 neighbour
+            /// table learned from.
+            ndp_learned,
+            /// Neighbour Solicitations sent to resolve IPv6 next hops.
+            ndp_solicits_sent,
+            /// Unsolicited Neighbour Advertisements sent for owned IPv6
+            /// addresses (the IPv6 gratuitous ARP).
+            unsolicited_adverts_sent,
         }
     };
 }

@@ -5,6 +5,8 @@ use crate::counters::DropReason;
 use crate::flow::{FlowKey, FlowKey6, Proto};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+pub use crate::wire::vnet::{Gso, Offload};
+
 /// Index of a port (interface) of the gateway, as in the plan's port list.
 pub type PortId = u8;
 /// Index of a worker (core).
@@ -107,6 +109,15 @@ pub struct PacketMeta {
     /// left by (the next-hop MTU its ICMP error reports); 0 otherwise.
     pub egress_mtu: u16,
     pub verdict: Verdict,
+    /// The driver's offload metadata of the frame (GSO/GRO super-packet,
+    /// partial checksum), checked by parse against the packet
+    /// ([`Offload::NONE`] for most frames and every driver without
+    /// offloads). With `needs_csum` the L4 checksum field holds the
+    /// pseudo-header seed: stages that rewrite the packet keep it a seed.
+    pub offload: Offload,
+    /// For a super-packet: the IP length of its largest segment (IP and
+    /// L4 headers + `gso_size`), what MTU checks apply to; 0 otherwise.
+    pub segment_l3_len: u16,
 }
 
 impl PacketMeta {
@@ -142,6 +153,8 @@ impl PacketMeta {
             hash: 0,
             egress_mtu: 0,
             verdict: Verdict::Pending,
+            offload: Offload::NONE,
+            segment_l3_len: 0,
         }
     }
 
@@ -169,6 +182,8 @@ impl PacketMeta {
             hash,
             egress_mtu,
             verdict,
+            offload,
+            segment_l3_len,
         } = Self::empty(in_port);
         self.in_port = p;
         self.kind = kind;
@@ -186,6 +201,8 @@ impl PacketMeta {
         self.hash = hash;
         self.egress_mtu = egress_mtu;
         self.verdict = verdict;
+        self.offload = offload;
+        self.segment_l3_len = segment_l3_len;
     }
 
     #[inline]
@@ -196,5 +213,16 @@ impl PacketMeta {
     #[inline]
     pub fn drop(&mut self, reason: DropReason) {
         self.verdict = Verdict::Drop(reason);
+    }
+
+    /// The IP length MTU checks apply to: a super-packet's largest
+    /// segment, else the packet.
+    #[inline(always)]
+    pub fn wire_l3_len(&self) -> u16 {
+        if self.segment_l3_len != 0 {
+            self.segment_l3_len
+        } else {
+            self.l3_end.saturating_sub(self.l3_offset)
+        }
     }
 }

@@ -40,10 +40,11 @@ use crate::driver::{Driver, Frame, PortCounters, PortStatsCell};
 use crate::handoff::{Doorbell, HandoffRx, HandoffTx, WorkerHandoff};
 use crate::inspect::InspectServer;
 use crate::neighbour::NeighbourTable;
-use crate::packet::{PortId, Verdict};
+use crate::packet::{Offload, PortId, Verdict};
 use crate::snapshot::{Backend, ID_CHUNK, IdTable, Service, ServiceId, Snapshot, SnapshotReader};
 use crate::stage::{Egress, HeldFrames, MAX_BATCH, Pipeline, PipelineConfig, PipelineError};
 use crate::steering::SteeringRule;
+use crate::wire;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,7 +122,14 @@ pub struct Worker<D: Driver, C: Clock> {
     bound_backends: IdTable<Backend>,
     /// The steering rule last given to the driver (worker 0 only).
     steering_rule: Option<SteeringRule>,
+    /// Where a super-packet bound for a handoff ring or the host path is
+    /// cut into segments ([`crate::wire::gso::segment`]).
+    gso_buf: Box<[u8]>,
 }
+
+/// Bytes of [`Worker`]'s segment buffer: the largest frame a driver
+/// delivers (an IPv4 packet of 65535 bytes behind a tagged Ethernet header).
+const GSO_BUF_BYTES: usize = 65535 + 18;
 
 impl<D: Driver, C: Clock> Worker<D, C> {
     pub fn new(
@@ -168,6 +176,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             bound_services: IdTable::new(),
             bound_backends: IdTable::new(),
             steering_rule: None,
+            gso_buf: vec![0u8; GSO_BUF_BYTES].into_boxed_slice(),
         })
     }
 
@@ -367,7 +376,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
 
     /// Send each frame of the last batch where its verdict says.
     fn dispatch(&mut self, in_port: PortId, now_ms: u64) {
-        for (i, frame) in self.rx.drain(..).enumerate() {
+        for (i, mut frame) in self.rx.drain(..).enumerate() {
             // A driver that returned more frames than a batch holds gets the
             // extras dropped, never a stale verdict.
             let verdict = self
@@ -378,18 +387,38 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             let counters = self.pipeline.counters_mut();
             let out = match verdict {
                 Verdict::Forward(port) => port,
-                Verdict::Reply => in_port,
+                Verdict::Reply => {
+                    // Rebuilt by a stage with complete checksums.
+                    frame.clear_offload();
+                    in_port
+                }
                 Verdict::Handoff(owner) => {
+                    let offload = frame.offload();
                     let pushed = self
                         .handoff_tx
                         .get_mut(owner as usize)
                         .and_then(Option::as_mut)
-                        .map(|tx| tx.push(in_port, frame.data()).is_ok());
-                    if pushed == Some(true) {
-                        counters.handoff_out += 1;
-                        self.handed_to |= 1u64.checked_shl(u32::from(owner)).unwrap_or(0);
-                    } else {
-                        counters.drop(DropReason::HandoffFull);
+                        .map(|tx| {
+                            if offload.is_none() {
+                                tx.push(in_port, frame.data())
+                                    .map_err(|_| DropReason::HandoffFull)
+                            } else {
+                                hand_off_segments(
+                                    tx,
+                                    in_port,
+                                    frame.data(),
+                                    &offload,
+                                    &mut self.gso_buf,
+                                )
+                            }
+                        });
+                    match pushed {
+                        Some(Ok(())) => {
+                            counters.handoff_out += 1;
+                            self.handed_to |= 1u64.checked_shl(u32::from(owner)).unwrap_or(0);
+                        }
+                        Some(Err(reason)) => counters.drop(reason),
+                        None => counters.drop(DropReason::HandoffFull),
                     }
                     self.driver.release(frame);
                     continue;
@@ -404,7 +433,8 @@ impl<D: Driver, C: Clock> Worker<D, C> {
                     continue;
                 }
                 Verdict::Host => {
-                    to_host(&mut self.host, &mut self.driver, counters, in_port, frame);
+                    let host = (&mut self.host, &mut self.gso_buf[..]);
+                    to_host(host, &mut self.driver, counters, in_port, frame);
                     continue;
                 }
                 Verdict::AwaitNeighbour(port) => {
@@ -592,23 +622,56 @@ impl<D: Driver, C: Clock> Worker<D, C> {
 /// Write a frame with verdict [`Verdict::Host`] to `in_port`'s queue of
 /// `host` (counted as `to_host`, or dropped and counted) and release it.
 /// Out of line: the forwarding loop carries only the branch to it.
+/// A super-packet (or a frame with a partial checksum) is cut into
+/// segments with complete checksums first: the TAP takes no offloads.
 #[cold]
 #[inline(never)]
 fn to_host<D: Driver>(
-    host: &mut Option<HostPath>,
+    (host, gso_buf): (&mut Option<HostPath>, &mut [u8]),
     driver: &mut D,
     counters: &mut Counters,
     in_port: PortId,
     frame: D::Frame,
 ) {
+    let offload = frame.offload();
     let sent = host.as_mut().map_or(Err(DropReason::HostPathDown), |h| {
-        h.send(in_port, frame.data())
+        if offload.is_none() {
+            return h.send(in_port, frame.data());
+        }
+        let mut sent = Ok(());
+        wire::gso::segment(frame.data(), &offload, gso_buf, |seg| {
+            sent = sent.and(h.send(in_port, seg));
+        })
+        .map_err(|_| DropReason::GsoMalformed)?;
+        sent
     });
     match sent {
         Ok(()) => counters.to_host += 1,
         Err(reason) => counters.drop(reason),
     }
     driver.release(frame);
+}
+
+/// Hand a frame with offloads to another worker as the segments of
+/// wire size the ring's buffers hold (ordinary frames go as they are).
+/// All of them or the reason the first one failed.
+#[cold]
+#[inline(never)]
+fn hand_off_segments(
+    tx: &mut HandoffTx,
+    in_port: PortId,
+    frame: &[u8],
+    offload: &Offload,
+    buf: &mut [u8],
+) -> Result<(), DropReason> {
+    let mut pushed = Ok(());
+    wire::gso::segment(frame, offload, buf, |seg| {
+        if pushed.is_ok() {
+            pushed = tx.push(in_port, seg).map_err(|_| DropReason::HandoffFull);
+        }
+    })
+    .map_err(|_| DropReason::GsoMalformed)?;
+    pushed
 }
 
 /// A worker's way out: its per-port tx queues over its driver.

@@ -5,7 +5,7 @@
 //! timeout never could within the test); the test stops the worker through
 //! a descriptor registered with `wake_on_readable`.
 //!
-//! Topology (unique namespaces per test, removed on drop):
+//! Topology (`common::Topology`: unique namespaces per test, removed on drop):
 //!
 //! ```text
 //! [client ns] cl --veth-- go [gateway ns: worker on go, gi] gi --veth-- be [backend ns]
@@ -26,7 +26,7 @@ use dataplane::packet::PortId;
 use dataplane::snapshot::{Publisher, SnapshotBuilder};
 use dataplane::wire::{build, ipv4, tcp};
 use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
-use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root};
+use portico_netns::{RawSocket, in_netns, require_root};
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -110,30 +110,13 @@ fn a_sleeping_worker_wakes_on_the_first_packet_and_forwards_it(rx_mode: RxMode) 
     if !require_root("idle wake namespace test") {
         return;
     }
-    let client = Netns::new("idlc").expect("client namespace");
-    let gateway = Netns::new("idlg").expect("gateway namespace");
-    let backend = Netns::new("idlb").expect("backend namespace");
     // No IPv6 link-local chatter (router solicitations, MLD) to wake the
     // worker before the test's packet does.
-    for ns in [&client, &gateway, &backend] {
-        ns.exec(
-            "sysctl",
-            &[
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ],
-        )
-        .expect("sysctl disable_ipv6");
-    }
-    Veth::new(&client, "cl", &gateway, "go")
-        .macs(ROUTER_MAC.0, OUT_MAC.0)
-        .create()
-        .expect("client veth");
-    Veth::new(&gateway, "gi", &backend, "be")
-        .macs(IN_MAC.0, backend_mac(backend_ip(0)).0)
-        .create()
-        .expect("backend veth");
+    let Topology {
+        client,
+        gateway,
+        backend,
+    } = Topology::new("idl", backend_mac(backend_ip(0)).0, [true; 3]);
     let client_raw = in_netns(&client, || RawSocket::open("cl")).expect("client socket");
     let backend_raw = in_netns(&backend, || RawSocket::open("be")).expect("backend socket");
 

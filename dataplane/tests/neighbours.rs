@@ -377,7 +377,7 @@ fn forwarding_keeps_working_across_compactions_and_an_idle_next_hop_costs_one_re
 fn workers_restore_static_neighbours_into_a_new_generation() {
     let (mut gw, table) = gateway_collecting_neighbours();
     assert_eq!(table.stats().statics, 19);
-    table.retain_static(|_, _| false);
+    table.retain_static(|_, _: Ipv4Addr| false);
     table.resolve(INSIDE, Ipv4Addr::new(10, 1, 0, 200), 0);
     gw.clock.advance_ms(20_000);
     let generation = table.generation();

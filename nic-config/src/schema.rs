@@ -764,9 +764,17 @@ pub struct AfpacketSection {
     /// partly filled block, `1..=1000`. Default 1.
     #[serde(default)]
     pub rx_block_timeout_ms: Option<u64>,
-    /// TX slots per socket, `64..=262144`. Default 1024.
+    /// TX slots per socket, `64..=262144`. Default 1024 (256 with `gso`).
     #[serde(default)]
     pub tx_frame_count: Option<u64>,
+    /// GSO/GRO pass-through: the sockets take `virtio_net_hdr`s
+    /// (`PACKET_VNET_HDR`), the port keeps GRO/GSO/TSO on, and TCP moves
+    /// through the gateway as super-packets of up to 64 KiB, segmented
+    /// by the egress device (or the peer veth's stack). Ring slots grow
+    /// to 64 KiB each: the slot-count defaults drop to 256. Default
+    /// false.
+    #[serde(default)]
+    pub gso: bool,
 }
 
 /// How the af_packet RX ring hands frames to the worker.

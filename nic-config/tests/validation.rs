@@ -1229,6 +1229,31 @@ fn afpacket_blocks_mode_takes_its_sizes() {
 }
 
 #[test]
+fn afpacket_gso_lowers_the_slot_defaults_and_names_a_bad_value() {
+    let plan = parse(&edit(&[(
+        "[dataplane.affinity]",
+        "[dataplane.afpacket]\ngso = true\n[dataplane.affinity]",
+    )]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let a = plan.dataplane.afpacket;
+    assert!(a.gso);
+    assert_eq!((a.rx_frame_count, a.tx_frame_count), (256, 256));
+    let plan = parse(&edit(&[(
+        "[dataplane.affinity]",
+        "[dataplane.afpacket]\ngso = true\nrx_frame_count = 1024\n[dataplane.affinity]",
+    )]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plan.dataplane.afpacket.rx_frame_count, 1024);
+    let err = parse(&edit(&[(
+        "[dataplane.affinity]",
+        "[dataplane.afpacket]\ngso = \"yes\"\n[dataplane.affinity]",
+    )]))
+    .expect_err("a string is not a bool");
+    let text = err.to_string();
+    assert!(text.contains("gso"), "{text}");
+}
+
+#[test]
 fn defaults_fill_everything_left_out() {
     let plan = parse(
         "[[port]]\nname = \"lan\"\ndriver = \"afpacket\"\ninterface = \"eth0\"\nrole = \"both\"\n",
@@ -1244,6 +1269,7 @@ fn defaults_fill_everything_left_out() {
             rx_block_count: 16,
             rx_block_timeout_ms: 1,
             tx_frame_count: 1024,
+            gso: false,
         }
     );
     assert!(!d.afxdp.busy_poll);

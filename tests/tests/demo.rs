@@ -51,9 +51,36 @@ fn the_network_demo_answers_everything_and_removes_its_namespaces() {
     ] {
         assert!(text.contains(section), "{section}: {text}");
     }
-    assert_eq!(text.matches("answered 30, failed 0").count(), 3, "{text}");
     assert!(text.contains("gateway counters"), "{text}");
     assert!(text.contains("stopped on SIGTERM"), "{text}");
+    // Then the kernel's NAT serves the same VIP in the same namespaces
+    // (tests/run.sh installs nft), and both medians are printed.
+    for section in [
+        "kernel: HTTP via VIP 192.0.2.10:80: 30 requests",
+        "kernel: UDP via VIP 192.0.2.10:53: 30 queries",
+    ] {
+        assert!(text.contains(section), "{section}: {text}");
+    }
+    assert_eq!(text.matches("answered 30, failed 0").count(), 5, "{text}");
+    let medians = |label: &str| -> Vec<f64> {
+        let table = text
+            .split("p50 latency, ms      Portico   kernel NAT")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no latency table: {text}"));
+        let line = table
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} row: {text}"));
+        line[line.find(label).unwrap_or(0) + label.len()..]
+            .split_whitespace()
+            .map(|v| v.parse().expect("a p50 in ms"))
+            .collect()
+    };
+    for label in ["HTTP via VIP", "UDP via VIP"] {
+        let row = medians(label);
+        assert_eq!(row.len(), 2, "{label}: {text}");
+        assert!(row.iter().all(|ms| *ms > 0.0), "{label}: {text}");
+    }
     // The demo's namespaces carry its pid: none is left.
     let list = run("ip", &["netns", "list"]).expect("ip netns list");
     let list = String::from_utf8_lossy(&list.stdout);

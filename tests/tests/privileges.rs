@@ -60,10 +60,14 @@ fn privileges_are_dropped_in_every_thread_on(test: &str, driver: DriverKind) {
             );
         }
     }
+    // The drop is logged, and only after it are the workers let poll:
+    // nothing was forwarded with the start-up privileges.
+    let log = gw.log_text();
+    let dropped_at = log.find("privileges dropped");
+    let released_at = log.find("workers released: forwarding");
     assert!(
-        gw.log_text().contains("privileges dropped"),
-        "the drop is logged:\n{}",
-        gw.log_text()
+        dropped_at.is_some() && released_at.is_some() && dropped_at < released_at,
+        "drop logged before the workers are released:\n{log}"
     );
 
     // Still forwarding without any capability.

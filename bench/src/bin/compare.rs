@@ -8,7 +8,7 @@
 //!         [--wrk-connections 32] [--churn-connections 64] [--churn-ports 1024]
 //!         [--iptables-restore iptables-restore] [--quick]
 //!         [--results bench/RESULTS.md] [--plots bench/plots] [--json FILE]
-//!         [--portico PATH] [--pktgen PATH]
+//!         [--portico PATH] [--pktgen PATH] [--offloads-on]
 //! compare --syn-flood [--runs 3] [--duration-s 3] [--flood-rate PPS]
 //!         [--defences portico-off,portico-on,kernel-syncookies,kernel-synproxy]
 //!         [--settle-s 3] [--wrk-connections 32] [--backends 2] [--workers 1]
@@ -26,7 +26,10 @@
 //! per gateway veth queue); `dpdk` needs the binaries built with
 //! `--features dpdk` (libdpdk-dev). `afpacket-blocks` (the `TPACKET_V3`
 //! block ring) and `afxdp-busy-poll` (AF_XDP with busy polling) add rows
-//! for those variants of the drivers.
+//! for those variants of the drivers; `afpacket-gso` (GSO/GRO
+//! pass-through) with `--offloads-on` (GRO/GSO/TSO left on at every veth,
+//! so TCP crosses as super-packets and the kernel rows forward with their
+//! offloads too).
 //!
 //! Needs root, `ip netns`, iptables, nft, nginx, wrk and iperf3 (a load
 //! whose program is missing is skipped, loudly). `--quick` is the smoke
@@ -89,6 +92,10 @@ struct Cli {
     /// "[dataplane.afpacket]\nrx_frame_count = 16384").
     #[arg(long)]
     portico_extra: Option<String>,
+    /// Leave GRO/GSO/TSO on at every veth of the topology (for
+    /// `--portico-driver afpacket-gso` and the kernel with offloads).
+    #[arg(long)]
+    offloads_on: bool,
     /// Smoke run: 1 run, 1 s loads, 1 and 100 services (overrides those).
     #[arg(long)]
     quick: bool,
@@ -212,6 +219,7 @@ fn config(cli: &Cli) -> Result<CompareConfig, String> {
         churn_ports: cli.churn_ports,
         iptables_restore: cli.iptables_restore.clone(),
         portico_extra: cli.portico_extra.clone().unwrap_or_default(),
+        offloads_on: cli.offloads_on,
     })
 }
 

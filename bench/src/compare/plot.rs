@@ -31,6 +31,7 @@ fn colour(datapath: Datapath) -> RGBColor {
         Datapath::Portico(super::run::PorticoDriver::Dpdk) => RGBColor(0x94, 0x67, 0xbd),
         Datapath::Portico(super::run::PorticoDriver::AfPacketBlocks) => RGBColor(0x17, 0xbe, 0xcf),
         Datapath::Portico(super::run::PorticoDriver::AfXdpBusyPoll) => RGBColor(0xbc, 0xbd, 0x22),
+        Datapath::Portico(super::run::PorticoDriver::AfPacketGso) => RGBColor(0x8c, 0x56, 0x4b),
         Datapath::Iptables => RGBColor(0xd6, 0x27, 0x28),
         Datapath::Nftables => RGBColor(0xff, 0x7f, 0x0e),
     }

@@ -2,11 +2,12 @@
 //! kind (a context byte, then the message), valid and broken.
 //! `cargo run --example write_seeds -- corpus/decode`
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use portico_bgp::wire::update::{AsPath, Origin, PathAttributes};
 use portico_bgp::wire::{
-    Capability, DecodeContext, Message, Notification, OpenRepr, RouteRefresh, UpdateRepr,
+    AFI_IPV6, Capability, DecodeContext, Message, MpReach, MpUnreach, Notification, OpenRepr,
+    RouteRefresh, SAFI_UNICAST, UpdateRepr,
 };
 
 fn main() {
@@ -42,7 +43,51 @@ fn main() {
         ],
         discarded: vec![],
     }));
+    // IPv6 unicast (RFC 4760): MP_REACH_NLRI with the 32-byte next hop
+    // (global + link-local, RFC 2545 §3), MP_UNREACH_NLRI, End-of-RIB.
+    let next_hop: Vec<u8> = ["2001:db8::2", "fe80::2"]
+        .iter()
+        .flat_map(|a| a.parse::<Ipv6Addr>().unwrap().octets())
+        .collect();
+    let update_v6 = Message::Update(Box::new(UpdateRepr {
+        attributes: PathAttributes {
+            origin: Some(Origin::Igp),
+            as_path: Some(AsPath::sequence(&[65001])),
+            local_pref: Some(200),
+            communities: vec![(65001 << 16) | 100],
+            mp_reach: Some(MpReach {
+                afi: AFI_IPV6,
+                safi: SAFI_UNICAST,
+                next_hop,
+                nlri: vec![
+                    "2001:db8:100::10/128".parse().unwrap(),
+                    "2001:db8:200::/48".parse().unwrap(),
+                ],
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }));
+    let mp_unreach = |withdrawn: Vec<portico_bgp::Prefix>| {
+        Message::Update(Box::new(UpdateRepr {
+            attributes: PathAttributes {
+                mp_unreach: Some(MpUnreach {
+                    afi: AFI_IPV6,
+                    safi: SAFI_UNICAST,
+                    withdrawn,
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }))
+    };
     let seeds: Vec<(&str, Vec<u8>)> = vec![
+        ("update_v6", update_v6.to_bytes(ctx)),
+        (
+            "withdraw_v6",
+            mp_unreach(vec!["2001:db8:100::10/128".parse().unwrap()]).to_bytes(ctx),
+        ),
+        ("eor_v6", mp_unreach(vec![]).to_bytes(ctx)),
         ("open", open.to_bytes(ctx)),
         ("update", update.to_bytes(ctx)),
         ("keepalive", Message::Keepalive.to_bytes(ctx)),

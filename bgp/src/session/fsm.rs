@@ -9,6 +9,16 @@
 //! `connect_retry_max_s`, with RFC 4271 §10 jitter (×0.75..1), reset once
 //! a session has stayed Established for [`STABLE_AFTER`].
 //!
+//! Families (RFC 4760 §8, RFC 5492): our OPEN carries a Multiprotocol
+//! capability per offered family (`PeerConfig::offered_families`); the
+//! session carries the families both OPENs list (a router without any
+//! Multiprotocol capability implies IPv4 unicast only). Routes of another
+//! family are not sent, counted in `prefixes_skipped`; no common family
+//! at all refuses the OPEN (Unsupported Capability, RFC 5492 §3). Once
+//! Established, each carried family gets its End-of-RIB (RFC 4724 §2)
+//! after the initial routes, and a ROUTE-REFRESH resends only its family
+//! (one not negotiated is ignored, RFC 2918 §4).
+//!
 //! Timers: the hold timer runs from our OPEN (4 minutes until the OPENs
 //! are exchanged, RFC 4271 §8.2.2) and then uses the negotiated hold time
 //! (the smaller of both; 0 disables hold and keepalive timers); the
@@ -26,13 +36,14 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::backoff::Backoff;
 use super::rib::{AdjRibOut, Speaker, end_of_rib};
 use super::{Desired, SessionStats, State, transport};
-use crate::config::PeerConfig;
+use crate::config::{Family, PeerConfig};
 use crate::wire::notification::{cease, fsm as fsm_sub, open as open_sub};
 use crate::wire::{
-    AFI_IPV4, AFI_IPV6, Capability, DecodeContext, DecodeError, ErrorAction, MAX_MESSAGE_LEN,
-    Message, Notification, OpenRepr, SAFI_UNICAST, UpdateRepr, frame_len,
+    AFI_IPV4, Capability, DecodeContext, DecodeError, ErrorAction, MAX_MESSAGE_LEN, Message,
+    Notification, OpenRepr, SAFI_UNICAST, UpdateRepr, frame_len,
 };
 
 /// How long a TCP connect may take.
@@ -147,52 +158,11 @@ impl Fsm {
         }
         self.stats.send_modify(|s| {
             s.established_since = None;
+            s.families.clear();
             s.prefixes_sent = 0;
+            s.prefixes_sent_v6 = 0;
             s.hold_time_s = 0;
         });
-    }
-}
-
-/// Connect-retry delays: exponential with jitter.
-#[derive(Debug)]
-struct Backoff {
-    base: Duration,
-    max: Duration,
-    failures: u32,
-    seed: u64,
-}
-
-impl Backoff {
-    fn new(cfg: &PeerConfig) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        Backoff {
-            base: Duration::from_secs(u64::from(cfg.connect_retry_s.max(1))),
-            max: Duration::from_secs(u64::from(
-                cfg.connect_retry_max_s.max(cfg.connect_retry_s).max(1),
-            )),
-            failures: 0,
-            seed: u64::from(nanos) | 1,
-        }
-    }
-
-    fn next_delay(&mut self) -> Duration {
-        let full = self
-            .base
-            .saturating_mul(1u32 << self.failures.min(16))
-            .min(self.max);
-        self.failures = self.failures.saturating_add(1);
-        // xorshift64: jitter needs no quality.
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        let permille = 750 + (self.seed % 251) as u32;
-        full * permille / 1000
-    }
-
-    fn reset(&mut self) {
-        self.failures = 0;
     }
 }
 
@@ -236,6 +206,8 @@ struct Connection<'a> {
     hold_deadline: Option<Instant>,
     keepalive_deadline: Option<Instant>,
     rib: AdjRibOut,
+    /// Desired prefixes skipped at the last sync (logged when it changes).
+    skipped: usize,
     established_at: Option<Instant>,
     out: Vec<u8>,
 }
@@ -260,6 +232,7 @@ impl<'a> Connection<'a> {
             hold_deadline: None,
             keepalive_deadline: None,
             rib: AdjRibOut::default(),
+            skipped: 0,
             established_at: None,
             out: Vec::new(),
         })
@@ -276,17 +249,19 @@ impl<'a> Connection<'a> {
         }
     }
 
+    /// One Multiprotocol capability per offered family (RFC 4760 §8),
+    /// route refresh, 4-octet ASN.
     fn our_capabilities(&self) -> Vec<Capability> {
-        let mut caps = vec![Capability::Multiprotocol {
-            afi: AFI_IPV4,
-            safi: SAFI_UNICAST,
-        }];
-        if self.fsm.cfg.address.is_ipv6() {
-            caps.push(Capability::Multiprotocol {
-                afi: AFI_IPV6,
-                safi: SAFI_UNICAST,
-            });
-        }
+        let mut caps: Vec<Capability> = self
+            .fsm
+            .cfg
+            .offered_families()
+            .into_iter()
+            .map(|f| {
+                let (afi, safi) = f.afi_safi();
+                Capability::Multiprotocol { afi, safi }
+            })
+            .collect();
         caps.push(Capability::RouteRefresh);
         caps.push(Capability::FourOctetAs(self.fsm.cfg.my_asn));
         caps
@@ -398,14 +373,11 @@ impl<'a> Connection<'a> {
                 self.fsm.transition(State::Established);
                 self.established_at = Some(Instant::now());
                 self.sync(desired).await?;
-                let mut eor = vec![Message::Update(Box::new(end_of_rib(AFI_IPV4)))];
-                if self
-                    .speaker
-                    .as_ref()
-                    .is_some_and(|s| s.next_hop_v6.is_some())
-                {
-                    eor.push(Message::Update(Box::new(end_of_rib(AFI_IPV6))));
-                }
+                let eor: Vec<Message> = Family::ALL
+                    .into_iter()
+                    .filter(|f| self.speaker.as_ref().is_some_and(|s| s.carries(*f)))
+                    .map(|f| Message::Update(Box::new(end_of_rib(f))))
+                    .collect();
                 self.send(&eor).await
             }
             (State::Established, Message::Keepalive) => Ok(()),
@@ -414,8 +386,15 @@ impl<'a> Connection<'a> {
                 Ok(())
             }
             (State::Established, Message::RouteRefresh(rr)) => {
-                info!(peer = %self.fsm.peer, afi = rr.afi, safi = rr.safi, "bgp: ROUTE-REFRESH: sending every route again");
-                self.rib.clear();
+                let family = Family::from_afi_safi(rr.afi, rr.safi)
+                    .filter(|f| self.speaker.as_ref().is_some_and(|s| s.carries(*f)));
+                let Some(family) = family else {
+                    // RFC 2918 §4: a family not negotiated is ignored.
+                    warn!(peer = %self.fsm.peer, afi = rr.afi, safi = rr.safi, "bgp: ROUTE-REFRESH for a family this session does not carry: ignored");
+                    return Ok(());
+                };
+                info!(peer = %self.fsm.peer, %family, "bgp: ROUTE-REFRESH: sending every route of the family again");
+                self.rib.clear_family(family);
                 self.sync(desired).await
             }
             (state, other) => {
@@ -448,6 +427,15 @@ impl<'a> Connection<'a> {
     /// Checks the router's OPEN against the configuration and negotiates.
     async fn accept_open(&mut self, o: &OpenRepr) -> Result<(), Down> {
         let cfg = &self.fsm.cfg;
+        let offered = cfg.offered_families();
+        let families: Vec<Family> = offered
+            .iter()
+            .copied()
+            .filter(|f| {
+                let (afi, safi) = f.afi_safi();
+                o.supports(afi, safi)
+            })
+            .collect();
         let refuse = if o.asn() != cfg.peer_asn {
             Some((
                 open_sub::BAD_PEER_AS,
@@ -464,13 +452,38 @@ impl<'a> Connection<'a> {
                 Vec::new(),
                 format!("the iBGP router has our BGP identifier {}", o.bgp_id),
             ))
-        } else if self.local.is_ipv4() && !o.supports(AFI_IPV4, SAFI_UNICAST) {
+        } else if self.local.is_ipv4()
+            && offered.contains(&Family::Ipv4Unicast)
+            && !o.supports(AFI_IPV4, SAFI_UNICAST)
+        {
             // We exist to announce IPv4 VIPs: the capability data is the
             // one we need (RFC 5492 §3).
             Some((
                 open_sub::UNSUPPORTED_CAPABILITY,
                 vec![1, 4, 0, 1, 0, 1],
                 "the router does not take IPv4 unicast".to_string(),
+            ))
+        } else if families.is_empty() {
+            // Nothing in common: the data is every Multiprotocol
+            // capability we offered (RFC 5492 §3).
+            let mut data = Vec::new();
+            for f in &offered {
+                let (afi, safi) = f.afi_safi();
+                data.extend_from_slice(&[1, 4]);
+                data.extend_from_slice(&afi.to_be_bytes());
+                data.extend_from_slice(&[0, safi]);
+            }
+            Some((
+                open_sub::UNSUPPORTED_CAPABILITY,
+                data,
+                format!(
+                    "the router offers none of the families we offer ({})",
+                    offered
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             ))
         } else {
             None
@@ -489,29 +502,37 @@ impl<'a> Connection<'a> {
         let (my_asn, ibgp) = (cfg.my_asn, cfg.is_ibgp());
         self.restart_hold_timer();
         self.ctx.four_octet_as = o.four_octet_as().is_some();
-        let v6 = o.supports(AFI_IPV6, SAFI_UNICAST) && self.local.is_ipv6();
         let local = self.local.ip();
+        let cfg = &self.fsm.cfg;
+        let v4 = families.contains(&Family::Ipv4Unicast);
+        let v6 = families.contains(&Family::Ipv6Unicast);
         self.speaker = Some(Speaker {
             my_asn,
             ibgp,
             ctx: self.ctx,
             next_hop_v4: match local {
-                IpAddr::V4(a) => Some(a),
-                IpAddr::V6(_) => None,
-            },
-            next_hop_v6: match local {
-                IpAddr::V6(a) if v6 => Some(a),
+                IpAddr::V4(a) if v4 => Some(a),
                 _ => None,
             },
+            next_hop_v6: if v6 { cfg.next_hop_v6_for(local) } else { None },
+            next_hop_v6_link_local: if v6 { cfg.next_hop_v6_link_local } else { None },
         });
+        let shown: Vec<String> = families.iter().map(ToString::to_string).collect();
         info!(
             peer = %self.fsm.peer,
             router_id = %o.bgp_id,
             hold_time_s = hold_s,
             four_octet_as = self.ctx.four_octet_as,
+            families = %shown.join(","),
             "bgp: OPEN accepted"
         );
-        self.fsm.stats.send_modify(|s| s.hold_time_s = hold_s);
+        for f in offered.iter().filter(|f| !families.contains(f)) {
+            warn!(peer = %self.fsm.peer, family = %f, "bgp: the router does not offer {f}: none of its routes are sent on this session");
+        }
+        self.fsm.stats.send_modify(|s| {
+            s.hold_time_s = hold_s;
+            s.families = families;
+        });
         Ok(())
     }
 
@@ -523,9 +544,13 @@ impl<'a> Connection<'a> {
             return Ok(());
         };
         let mut delta = self.rib.delta(&routes, speaker);
-        if delta.skipped > 0 {
-            warn!(peer = %self.fsm.peer, skipped = delta.skipped, "bgp: prefixes of a family this session cannot carry (no next hop of that family) not sent");
+        if delta.skipped != self.skipped {
+            self.skipped = delta.skipped;
+            if delta.skipped > 0 {
+                warn!(peer = %self.fsm.peer, skipped = delta.skipped, "bgp: prefixes of a family this session does not carry (not negotiated, or no next hop of that family) not sent");
+            }
         }
+        let skipped = delta.skipped as u64;
         let updates: Vec<Message> = std::mem::take(&mut delta.updates)
             .into_iter()
             .map(|u| Message::Update(Box::new(u)))
@@ -534,11 +559,14 @@ impl<'a> Connection<'a> {
         self.send(&updates).await?;
         self.rib.commit(delta);
         let total = self.rib.len() as u64;
+        let total_v6 = self.rib.len_of(Family::Ipv6Unicast) as u64;
         if !updates.is_empty() {
             info!(peer = %self.fsm.peer, announced, withdrawn, updates = updates.len(), total, "bgp: routes sent");
         }
         self.fsm.stats.send_modify(|s| {
             s.prefixes_sent = total;
+            s.prefixes_sent_v6 = total_v6;
+            s.prefixes_skipped = skipped;
             s.synced_generation = generation;
         });
         Ok(())

@@ -19,7 +19,12 @@
 //! - Routes are only ever sent while Established; `synced_generation` in
 //!   the stats is the last [`Session::set_routes`] generation the router
 //!   has been sent in full.
+//! - Routes of a family are sent only when both OPENs listed it (RFC 4760
+//!   §8; `fsm` says how the families are chosen): IPv6 unicast in
+//!   MP_REACH_NLRI / MP_UNREACH_NLRI with the IPv6 next hop of RFC 2545;
+//!   the others are counted in `prefixes_skipped`, never an error.
 
+mod backoff;
 mod fsm;
 pub(crate) mod rib;
 mod transport;
@@ -32,7 +37,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::PeerConfig;
+use crate::config::{Family, PeerConfig};
 use crate::wire::{Notification, Prefix};
 
 pub use rib::RouteAttributes;
@@ -101,8 +106,16 @@ pub struct SessionStats {
     pub flaps: u64,
     /// TCP connection attempts.
     pub connect_attempts: u64,
-    /// Prefixes the router has from us now (our Adj-RIB-Out).
+    /// The families both sides offered in their OPENs (RFC 4760 §8), in
+    /// [`Family::ALL`] order; empty while not Established.
+    pub families: Vec<Family>,
+    /// Prefixes the router has from us now (our Adj-RIB-Out, every family).
     pub prefixes_sent: u64,
+    /// Of those, IPv6 unicast prefixes.
+    pub prefixes_sent_v6: u64,
+    /// Desired prefixes not sent at the last sync because their family was
+    /// not negotiated (or has no next hop on this session).
+    pub prefixes_skipped: u64,
     /// Prefixes the router announced to us in total (we keep none).
     pub prefixes_received: u64,
     /// The last error, as logged.
@@ -127,7 +140,10 @@ impl SessionStats {
             notifications_received: 0,
             flaps: 0,
             connect_attempts: 0,
+            families: Vec::new(),
             prefixes_sent: 0,
+            prefixes_sent_v6: 0,
+            prefixes_skipped: 0,
             prefixes_received: 0,
             last_error: None,
             last_notification_sent: None,

@@ -9,11 +9,12 @@
 //! the desired set restricted to the families the session can carry.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
+use crate::config::Family;
 use crate::wire::{
-    AFI_IPV4, AFI_IPV6, AsPath, DecodeContext, HEADER_LEN, MAX_MESSAGE_LEN, MpReach, MpUnreach,
-    Origin, PathAttributes, Prefix, SAFI_UNICAST, UpdateRepr,
+    AFI_IPV6, AsPath, DecodeContext, MAX_MESSAGE_LEN, MpReach, MpUnreach, Origin, PathAttributes,
+    Prefix, SAFI_UNICAST, UpdateRepr,
 };
 
 use super::Routes;
@@ -55,22 +56,43 @@ pub(crate) struct Speaker {
     pub my_asn: u32,
     pub ibgp: bool,
     pub ctx: DecodeContext,
-    /// NEXT_HOP for IPv4 routes (our IPv4 address on this session).
+    /// NEXT_HOP for IPv4 routes (our IPv4 address on this session), when
+    /// IPv4 unicast was negotiated.
     pub next_hop_v4: Option<Ipv4Addr>,
-    /// Next hop for IPv6 routes, when IPv6 unicast was negotiated.
+    /// The global next hop of IPv6 routes, when IPv6 unicast was
+    /// negotiated (RFC 2545 §2).
     pub next_hop_v6: Option<Ipv6Addr>,
+    /// The link-local next hop sent after the global one (RFC 2545 §3).
+    pub next_hop_v6_link_local: Option<Ipv6Addr>,
 }
 
 impl Speaker {
-    fn carries(&self, p: &Prefix) -> bool {
-        match p.addr() {
-            IpAddr::V4(_) => self.next_hop_v4.is_some(),
-            IpAddr::V6(_) => self.next_hop_v6.is_some(),
+    /// Whether this session carries `family` (negotiated, with a next hop).
+    pub fn carries(&self, family: Family) -> bool {
+        match family {
+            Family::Ipv4Unicast => self.next_hop_v4.is_some(),
+            Family::Ipv6Unicast => self.next_hop_v6.is_some(),
         }
     }
 
-    /// The full attribute set of a route.
-    fn path_attributes(&self, a: &RouteAttributes, ipv4: bool) -> PathAttributes {
+    /// The MP_REACH_NLRI next hop field of IPv6 routes: 16 bytes, or 32
+    /// with the link-local address (RFC 2545 §3).
+    fn mp_next_hop_v6(&self) -> Vec<u8> {
+        let mut nh = self
+            .next_hop_v6
+            .unwrap_or(Ipv6Addr::UNSPECIFIED)
+            .octets()
+            .to_vec();
+        if let Some(ll) = self.next_hop_v6_link_local {
+            nh.extend_from_slice(&ll.octets());
+        }
+        nh
+    }
+
+    /// The full attribute set of a route of `family`: IPv4 routes carry
+    /// NEXT_HOP, IPv6 routes an MP_REACH_NLRI without prefixes yet
+    /// (RFC 4760 §3: NEXT_HOP is for the IPv4 NLRI field only).
+    fn path_attributes(&self, a: &RouteAttributes, family: Family) -> PathAttributes {
         let as_path = if self.ibgp {
             AsPath::default()
         } else {
@@ -80,10 +102,22 @@ impl Speaker {
         // real path in AS4_PATH (RFC 6793 §4.2.2).
         let as4_path =
             (!self.ctx.four_octet_as && as_path.needs_four_octets()).then(|| as_path.clone());
+        let (next_hop, mp_reach) = match family {
+            Family::Ipv4Unicast => (self.next_hop_v4, None),
+            Family::Ipv6Unicast => (
+                None,
+                Some(MpReach {
+                    afi: AFI_IPV6,
+                    safi: SAFI_UNICAST,
+                    next_hop: self.mp_next_hop_v6(),
+                    nlri: Vec::new(),
+                }),
+            ),
+        };
         PathAttributes {
             origin: Some(Origin::Igp),
             as_path: Some(as_path),
-            next_hop: if ipv4 { self.next_hop_v4 } else { None },
+            next_hop,
             med: a.med,
             local_pref: if self.ibgp {
                 Some(a.local_pref.unwrap_or(DEFAULT_LOCAL_PREF))
@@ -92,15 +126,21 @@ impl Speaker {
             },
             communities: a.communities.clone(),
             as4_path,
+            mp_reach,
             ..Default::default()
         }
     }
 }
 
-/// The routes the router has from us.
+/// The routes of one family the router has from us.
+type FamilyRib = BTreeMap<Prefix, RouteAttributes>;
+
+/// The routes the router has from us: one Adj-RIB-Out per family
+/// (indexed by [`Family`] as in [`Family::ALL`]), so a ROUTE-REFRESH of
+/// one family resends only that family.
 #[derive(Debug, Default)]
 pub(crate) struct AdjRibOut {
-    sent: BTreeMap<Prefix, RouteAttributes>,
+    sent: [FamilyRib; 2],
 }
 
 /// A computed difference, ready to send and then commit.
@@ -109,121 +149,100 @@ pub(crate) struct Delta {
     pub updates: Vec<UpdateRepr>,
     pub announced: usize,
     pub withdrawn: usize,
-    /// Desired prefixes of a family this session cannot carry.
+    /// Desired prefixes of a family this session does not carry.
     pub skipped: usize,
-    next: BTreeMap<Prefix, RouteAttributes>,
+    next: [FamilyRib; 2],
+}
+
+fn index(family: Family) -> usize {
+    match family {
+        Family::Ipv4Unicast => 0,
+        Family::Ipv6Unicast => 1,
+    }
 }
 
 impl AdjRibOut {
+    /// Prefixes the router has from us, every family.
     pub fn len(&self) -> usize {
-        self.sent.len()
+        self.sent.iter().map(BTreeMap::len).sum()
     }
 
-    /// Forgets everything (the connection is gone, or a ROUTE-REFRESH asks
-    /// for all of it again).
-    pub fn clear(&mut self) {
-        self.sent.clear();
+    /// Prefixes of `family` the router has from us.
+    pub fn len_of(&self, family: Family) -> usize {
+        self.sent[index(family)].len()
     }
 
-    /// The UPDATEs that turn the router's view into `desired`.
+    /// Forgets one family (a ROUTE-REFRESH asks for all of it again).
+    pub fn clear_family(&mut self, family: Family) {
+        self.sent[index(family)].clear();
+    }
+
+    /// The UPDATEs that turn the router's view into `desired`: every
+    /// announcement (IPv4 field, then MP_REACH_NLRI) before every
+    /// withdrawal (IPv4 field, then MP_UNREACH_NLRI).
     pub fn delta(&self, desired: &Routes, speaker: &Speaker) -> Delta {
-        let mut groups: BTreeMap<(bool, &RouteAttributes), Vec<Prefix>> = BTreeMap::new();
-        let mut next = BTreeMap::new();
+        let mut next: [FamilyRib; 2] = Default::default();
         let mut skipped = 0;
-        for (p, a) in desired {
-            if !speaker.carries(p) {
-                skipped += 1;
-                continue;
-            }
-            next.insert(*p, a.clone());
-            if self.sent.get(p) != Some(a) {
-                groups.entry((p.is_ipv4(), a)).or_default().push(*p);
-            }
-        }
-        let (mut gone_v4, mut gone_v6) = (Vec::new(), Vec::new());
-        for p in self.sent.keys().filter(|p| !next.contains_key(p)) {
-            if p.is_ipv4() {
-                gone_v4.push(*p);
-            } else {
-                gone_v6.push(*p);
-            }
-        }
-        let mut updates = Vec::new();
         let mut announced = 0;
-        for ((ipv4, attrs), prefixes) in groups {
-            announced += prefixes.len();
-            let base = speaker.path_attributes(attrs, ipv4);
-            if ipv4 {
+        let mut updates = Vec::new();
+        for family in Family::ALL {
+            let i = index(family);
+            let carried = speaker.carries(family);
+            let mut groups: BTreeMap<&RouteAttributes, Vec<Prefix>> = BTreeMap::new();
+            for (p, a) in desired.iter().filter(|(p, _)| Family::of(p) == family) {
+                if !carried {
+                    skipped += 1;
+                    continue;
+                }
+                next[i].insert(*p, a.clone());
+                if self.sent[i].get(p) != Some(a) {
+                    groups.entry(a).or_default().push(*p);
+                }
+            }
+            for (attrs, prefixes) in groups {
+                announced += prefixes.len();
+                let base = speaker.path_attributes(attrs, family);
                 pack(
                     &prefixes,
                     fixed_len(&base, speaker.ctx),
-                    |chunk| UpdateRepr {
-                        attributes: base.clone(),
-                        nlri: chunk.to_vec(),
-                        ..Default::default()
-                    },
-                    &mut updates,
-                );
-            } else {
-                let nh = speaker.next_hop_v6.unwrap_or(Ipv6Addr::UNSPECIFIED);
-                let mut with_mp = base.clone();
-                with_mp.mp_reach = Some(MpReach {
-                    afi: AFI_IPV6,
-                    safi: SAFI_UNICAST,
-                    next_hop: nh.octets().to_vec(),
-                    nlri: Vec::new(),
-                });
-                pack(
-                    &prefixes,
-                    fixed_len(&with_mp, speaker.ctx),
-                    |chunk| {
-                        let mut a = with_mp.clone();
-                        if let Some(r) = a.mp_reach.as_mut() {
-                            r.nlri = chunk.to_vec();
-                        }
-                        UpdateRepr {
-                            attributes: a,
+                    |chunk| match family {
+                        Family::Ipv4Unicast => UpdateRepr {
+                            attributes: base.clone(),
+                            nlri: chunk.to_vec(),
                             ..Default::default()
+                        },
+                        Family::Ipv6Unicast => {
+                            let mut a = base.clone();
+                            if let Some(r) = a.mp_reach.as_mut() {
+                                r.nlri = chunk.to_vec();
+                            }
+                            UpdateRepr {
+                                attributes: a,
+                                ..Default::default()
+                            }
                         }
                     },
                     &mut updates,
                 );
             }
         }
-        let withdrawn = gone_v4.len() + gone_v6.len();
-        pack(
-            &gone_v4,
-            HEADER_LEN + 4,
-            |chunk| UpdateRepr {
-                withdrawn: chunk.to_vec(),
-                ..Default::default()
-            },
-            &mut updates,
-        );
-        let unreach = PathAttributes {
-            mp_unreach: Some(MpUnreach {
-                afi: AFI_IPV6,
-                safi: SAFI_UNICAST,
-                withdrawn: Vec::new(),
-            }),
-            ..Default::default()
-        };
-        pack(
-            &gone_v6,
-            fixed_len(&unreach, speaker.ctx),
-            |chunk| UpdateRepr {
-                attributes: PathAttributes {
-                    mp_unreach: Some(MpUnreach {
-                        afi: AFI_IPV6,
-                        safi: SAFI_UNICAST,
-                        withdrawn: chunk.to_vec(),
-                    }),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-            &mut updates,
-        );
+        let mut withdrawn = 0;
+        for family in Family::ALL {
+            let i = index(family);
+            let gone: Vec<Prefix> = self.sent[i]
+                .keys()
+                .filter(|p| !next[i].contains_key(p))
+                .copied()
+                .collect();
+            withdrawn += gone.len();
+            let empty = withdrawal(family, Vec::new());
+            pack(
+                &gone,
+                fixed_len(&empty.attributes, speaker.ctx),
+                |chunk| withdrawal(family, chunk.to_vec()),
+                &mut updates,
+            );
+        }
         Delta {
             updates,
             announced,
@@ -236,6 +255,32 @@ impl AdjRibOut {
     /// Records that `delta` has been sent.
     pub fn commit(&mut self, delta: Delta) {
         self.sent = delta.next;
+    }
+}
+
+/// An UPDATE withdrawing `prefixes` of `family`: the IPv4 Withdrawn
+/// Routes field, or MP_UNREACH_NLRI (RFC 4760 §4). With no prefixes it is
+/// the family's End-of-RIB marker (RFC 4724 §2).
+fn withdrawal(family: Family, prefixes: Vec<Prefix>) -> UpdateRepr {
+    match family {
+        Family::Ipv4Unicast => UpdateRepr {
+            withdrawn: prefixes,
+            ..Default::default()
+        },
+        Family::Ipv6Unicast => {
+            let (afi, safi) = family.afi_safi();
+            UpdateRepr {
+                attributes: PathAttributes {
+                    mp_unreach: Some(MpUnreach {
+                        afi,
+                        safi,
+                        withdrawn: prefixes,
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }
+        }
     }
 }
 
@@ -275,28 +320,17 @@ fn pack(
     }
 }
 
-/// The End-of-RIB marker of a family (RFC 4724 §2).
-pub(crate) fn end_of_rib(afi: u16) -> UpdateRepr {
-    if afi == AFI_IPV4 {
-        return UpdateRepr::end_of_rib();
-    }
-    UpdateRepr {
-        attributes: PathAttributes {
-            mp_unreach: Some(MpUnreach {
-                afi,
-                safi: SAFI_UNICAST,
-                withdrawn: Vec::new(),
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+/// The End-of-RIB marker of a family (RFC 4724 §2): an UPDATE with
+/// nothing in it (IPv4 unicast) or with only an empty MP_UNREACH_NLRI.
+pub(crate) fn end_of_rib(family: Family) -> UpdateRepr {
+    withdrawal(family, Vec::new())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::wire::Message;
+    use std::net::IpAddr;
 
     fn speaker(ibgp: bool) -> Speaker {
         Speaker {
@@ -305,7 +339,18 @@ mod tests {
             ctx: DecodeContext::default(),
             next_hop_v4: Some(Ipv4Addr::new(10, 0, 0, 2)),
             next_hop_v6: None,
+            next_hop_v6_link_local: None,
         }
+    }
+
+    /// `u` encoded (at most 4096 bytes) and decoded again.
+    fn on_the_wire(u: &UpdateRepr, ctx: DecodeContext) -> UpdateRepr {
+        let bytes = Message::Update(Box::new(u.clone())).to_bytes(ctx);
+        assert!(bytes.len() <= MAX_MESSAGE_LEN);
+        let Ok(Message::Update(back)) = Message::parse(&bytes, ctx) else {
+            panic!("decodes");
+        };
+        *back
     }
 
     fn hosts(n: u32, attrs: &RouteAttributes) -> Routes {
@@ -331,11 +376,7 @@ mod tests {
         assert_eq!(d.updates.len(), 13);
         let mut total = 0;
         for u in &d.updates {
-            let bytes = Message::Update(Box::new(u.clone())).to_bytes(s.ctx);
-            assert!(bytes.len() <= MAX_MESSAGE_LEN);
-            let Ok(Message::Update(back)) = Message::parse(&bytes, s.ctx) else {
-                panic!("decodes");
-            };
+            let back = on_the_wire(u, s.ctx);
             assert_eq!(back.attributes.as_path, Some(AsPath::sequence(&[65001])));
             assert_eq!(back.attributes.local_pref, None, "eBGP");
             total += back.nlri.len();
@@ -398,5 +439,67 @@ mod tests {
                 .as_ref()
                 .is_some_and(|m| m.withdrawn == [v6])
         }));
+    }
+
+    #[test]
+    fn ipv6_routes_carry_the_attributes_and_a_32_byte_next_hop_with_link_local() {
+        let mut s = speaker(true);
+        s.next_hop_v4 = None;
+        s.next_hop_v6 = Some("2001:db8::2".parse().unwrap());
+        s.next_hop_v6_link_local = Some("fe80::2".parse().unwrap());
+        let a = RouteAttributes::new(Some(300), None, [(65001 << 16) | 7]);
+        let mut desired: Routes = (0..1000u32)
+            .map(|i| {
+                let addr = Ipv6Addr::from(0x2001_0db8_0001_u128 << 80 | u128::from(i));
+                (Prefix::host(IpAddr::V6(addr)), a.clone())
+            })
+            .collect();
+        desired.insert("10.0.0.9/32".parse().unwrap(), a.clone());
+        let mut rib = AdjRibOut::default();
+        let d = rib.delta(&desired, &s);
+        assert_eq!((d.announced, d.skipped), (1000, 1), "IPv4 not carried");
+        // 17 bytes per /128: several UPDATEs, each within 4096 bytes.
+        assert!(d.updates.len() > 1);
+        let mut total = 0;
+        for u in &d.updates {
+            let back = on_the_wire(u, s.ctx);
+            let mp = back.attributes.mp_reach.as_ref().expect("MP_REACH_NLRI");
+            assert_eq!((mp.afi, mp.safi), (AFI_IPV6, SAFI_UNICAST));
+            assert_eq!(mp.next_hop.len(), 32);
+            assert_eq!(
+                mp.next_hop[16..],
+                "fe80::2".parse::<Ipv6Addr>().unwrap().octets()
+            );
+            assert_eq!(back.attributes.next_hop, None, "no IPv4 NEXT_HOP");
+            assert_eq!(back.attributes.local_pref, Some(300));
+            assert_eq!(back.attributes.communities, [(65001 << 16) | 7]);
+            assert!(back.nlri.is_empty());
+            total += mp.nlri.len();
+        }
+        assert_eq!(total, 1000);
+        rib.commit(d);
+        assert_eq!(
+            (
+                rib.len_of(Family::Ipv6Unicast),
+                rib.len_of(Family::Ipv4Unicast)
+            ),
+            (1000, 0)
+        );
+        // A ROUTE-REFRESH of IPv4 resends nothing; of IPv6, everything.
+        rib.clear_family(Family::Ipv4Unicast);
+        assert!(rib.delta(&desired, &s).updates.is_empty());
+        rib.clear_family(Family::Ipv6Unicast);
+        assert_eq!(rib.delta(&desired, &s).announced, 1000);
+    }
+
+    #[test]
+    fn end_of_rib_per_family() {
+        let v4 = end_of_rib(Family::Ipv4Unicast);
+        assert_eq!(v4, UpdateRepr::default(), "an empty UPDATE");
+        let v6 = end_of_rib(Family::Ipv6Unicast);
+        let bytes = Message::Update(Box::new(v6)).to_bytes(DecodeContext::default());
+        // Header, no withdrawn routes, 6 bytes of attributes: flags 0x80,
+        // type 15, length 3, AFI 2, SAFI 1 (RFC 4724 §2).
+        assert_eq!(bytes[19..], [0, 0, 0, 6, 0x80, 15, 3, 0, 2, 1]);
     }
 }

@@ -1,6 +1,8 @@
 //! Property tests of the codec: no panic on arbitrary bytes (raw, and
-//! behind a valid header so the body parsers see them), and every message
-//! the encoder writes decodes back to itself.
+//! behind a valid header so the body parsers see them), every message
+//! the encoder writes decodes back to itself, and an MP_REACH_NLRI /
+//! MP_UNREACH_NLRI cut short anywhere is either fewer whole prefixes or
+//! the RFC 7606 §7.11 session reset, never anything else.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -48,15 +50,42 @@ fn mp_reach() -> impl Strategy<Value = MpReach> {
             next_hop: nh.octets().to_vec(),
             nlri,
         }),
-        (any::<bool>(), vec(any::<u8>(), 32), vec(v6_prefix(), 0..20)).prop_map(
-            |(two, nh, nlri)| MpReach {
+        (any::<bool>(), v6_next_hop(), vec(v6_prefix(), 0..20)).prop_map(|(two, nh, nlri)| {
+            MpReach {
                 afi: AFI_IPV6,
                 safi: SAFI_UNICAST,
                 next_hop: nh[..if two { 32 } else { 16 }].to_vec(),
                 nlri,
             }
-        ),
+        }),
     ]
+}
+
+/// A valid 32-byte IPv6 next hop (RFC 2545 §3): a global address in
+/// 2001:db8::/32, then a link-local one; the first 16 bytes alone are the
+/// 16-byte form.
+fn v6_next_hop() -> impl Strategy<Value = Vec<u8>> {
+    (any::<u64>(), any::<u64>()).prop_map(|(g, l)| {
+        let global = Ipv6Addr::from((0x2001_0db8_u128 << 96) | u128::from(g));
+        let link_local = Ipv6Addr::from((0xfe80_u128 << 112) | u128::from(l));
+        [global.octets(), link_local.octets()].concat()
+    })
+}
+
+/// An UPDATE holding ORIGIN, an empty AS_PATH and `mp` (flags, type,
+/// value) as raw bytes.
+fn raw_update_with(mp_type: u8, mp_value: &[u8]) -> Vec<u8> {
+    let mut attrs = vec![0x40, 1, 1, 0, 0x40, 2, 0];
+    attrs.extend_from_slice(&[flag::OPTIONAL | flag::EXTENDED_LENGTH, mp_type]);
+    attrs.extend_from_slice(&(mp_value.len() as u16).to_be_bytes());
+    attrs.extend_from_slice(mp_value);
+    let mut m = MARKER.to_vec();
+    m.extend_from_slice(&((HEADER_LEN + 4 + attrs.len()) as u16).to_be_bytes());
+    m.push(msg_type::UPDATE);
+    m.extend_from_slice(&[0, 0]);
+    m.extend_from_slice(&(attrs.len() as u16).to_be_bytes());
+    m.extend_from_slice(&attrs);
+    m
 }
 
 fn mp_unreach() -> impl Strategy<Value = MpUnreach> {
@@ -218,5 +247,73 @@ proptest! {
             bytes[i % n] ^= x;
         }
         let _ = Message::parse(&bytes, DecodeContext::default());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn truncated_mp_reach_is_fewer_prefixes_or_a_reset(
+        two in any::<bool>(),
+        nh in v6_next_hop(),
+        nlri in vec(v6_prefix(), 1..20),
+        cut in any::<usize>(),
+    ) {
+        let nh = &nh[..if two { 32 } else { 16 }];
+        let mut value = vec![0, 2, 1, nh.len() as u8];
+        value.extend_from_slice(nh);
+        value.push(0);
+        let fixed = value.len();
+        for p in &nlri {
+            p.emit(&mut value);
+        }
+        let cut = cut % value.len();
+        let short = &value[..cut];
+        let m = raw_update_with(update::attr::MP_REACH_NLRI, short);
+        match Message::parse(&m, DecodeContext::default()) {
+            Ok(Message::Update(u)) => {
+                let r = u.attributes.mp_reach.as_ref().expect("MP_REACH_NLRI");
+                prop_assert!(cut >= fixed);
+                prop_assert_eq!(&r.next_hop[..], nh);
+                prop_assert!(nlri.starts_with(&r.nlri), "whole prefixes of the original");
+            }
+            Ok(other) => prop_assert!(false, "decoded as {other:?}"),
+            Err(e) => {
+                prop_assert_eq!(e.action, ErrorAction::SessionReset);
+                prop_assert_eq!(
+                    (e.notification.code, e.notification.subcode),
+                    (notification::code::UPDATE_MESSAGE, notification::update::OPTIONAL_ATTRIBUTE_ERROR)
+                );
+                // The data is the attribute as received (RFC 4760 §7).
+                prop_assert!(m.ends_with(&e.notification.data));
+                prop_assert_eq!(e.notification.data.len(), 4 + cut);
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_mp_unreach_is_fewer_prefixes_or_a_reset(
+        withdrawn in vec(v6_prefix(), 1..20),
+        cut in any::<usize>(),
+    ) {
+        let mut value = vec![0, 2, 1];
+        for p in &withdrawn {
+            p.emit(&mut value);
+        }
+        let cut = cut % value.len();
+        let m = raw_update_with(update::attr::MP_UNREACH_NLRI, &value[..cut]);
+        match Message::parse(&m, DecodeContext::default()) {
+            Ok(Message::Update(u)) => {
+                let r = u.attributes.mp_unreach.as_ref().expect("MP_UNREACH_NLRI");
+                prop_assert!(cut >= 3);
+                prop_assert!(withdrawn.starts_with(&r.withdrawn));
+            }
+            Ok(other) => prop_assert!(false, "decoded as {other:?}"),
+            Err(e) => {
+                prop_assert_eq!(e.action, ErrorAction::SessionReset);
+                prop_assert_eq!(e.notification.subcode, notification::update::OPTIONAL_ATTRIBUTE_ERROR);
+            }
+        }
     }
 }

@@ -6,10 +6,11 @@
 //!
 //! Error handling follows RFC 7606 on top of RFC 4271 §6.3: every error
 //! names its RFC 4271 NOTIFICATION, and its [`ErrorAction`] says whether
-//! the session must be reset (framing, NLRI syntax, MP attributes,
+//! the session must be reset (framing, NLRI syntax, MP attribute syntax,
 //! unrecognized well-known attributes), the UPDATE's routes treated as
 //! withdrawn (ORIGIN, AS_PATH, NEXT_HOP, MED, COMMUNITIES, flags, missing
-//! mandatory attributes) or the attribute discarded (ATOMIC_AGGREGATE,
+//! mandatory attributes, an MP next hop that cannot be one: `parse` lists
+//! the MP cases with their RFC sections) or the attribute discarded (ATOMIC_AGGREGATE,
 //! AGGREGATOR, AS4_*, LOCAL_PREF from eBGP; these land in
 //! [`UpdateRepr::discarded`] and parsing succeeds). A session-reset error
 //! anywhere in the message wins over a treat-as-withdraw one.
@@ -22,6 +23,7 @@ use super::{DecodeContext, DecodeError, ErrorAction, HEADER_LEN};
 
 mod parse;
 use parse::AttrParser;
+pub use parse::is_global_next_hop_v6;
 
 /// Attribute type codes.
 pub mod attr {

@@ -9,6 +9,8 @@
 //! `PORTICO_REQUIRE_ROOT=1` (CI), where it fails instead.
 #![allow(dead_code)] // each test binary uses part of it
 
+pub mod lab;
+
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -27,17 +29,42 @@ pub fn require(test: &str, programs: &[&str]) -> bool {
 /// A router namespace and a speaker namespace linked by a veth:
 /// 10.0.0.1/24 (router) ↔ 10.0.0.2/24 (speaker).
 pub fn router_and_speaker() -> (Netns, Netns) {
+    router_and_speaker_with_ipv6(false)
+}
+
+/// The router's and the speaker's IPv6 addresses on the veth of
+/// [`router_and_speaker_with_ipv6`], and the speaker's link-local one.
+pub const ROUTER_V6: &str = "2001:db8::1";
+pub const SPEAKER_V6: &str = "2001:db8::2";
+pub const SPEAKER_LINK_LOCAL: &str = "fe80::2";
+
+/// [`router_and_speaker`], with `ipv6` also 2001:db8::1/64 ↔
+/// 2001:db8::2/64 and fe80::2/64 on the speaker's side (no duplicate
+/// address detection, so they are usable at once).
+pub fn router_and_speaker_with_ipv6(ipv6: bool) -> (Netns, Netns) {
     let router = Netns::new("bgr").expect("router namespace");
     let speaker = Netns::new("bgs").expect("speaker namespace");
+    let (r_if, s_if) = (unique_name("r"), unique_name("s"));
     veth(
         &router,
-        &unique_name("r"),
+        &r_if,
         Some("10.0.0.1/24"),
         &speaker,
-        &unique_name("s"),
+        &s_if,
         Some("10.0.0.2/24"),
     )
     .expect("veth router ↔ speaker");
+    if ipv6 {
+        let addrs = [
+            (&router, &r_if, format!("{ROUTER_V6}/64")),
+            (&speaker, &s_if, format!("{SPEAKER_V6}/64")),
+            (&speaker, &s_if, format!("{SPEAKER_LINK_LOCAL}/64")),
+        ];
+        for (ns, ifname, addr) in addrs {
+            ns.exec("ip", &["-6", "addr", "add", &addr, "dev", ifname, "nodad"])
+                .expect("IPv6 address on the veth");
+        }
+    }
     (router, speaker)
 }
 

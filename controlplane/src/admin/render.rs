@@ -223,6 +223,7 @@ impl fmt::Display for StatsReport {
                         ("rx_truncated", s.rx_truncated),
                         ("tx_too_big", s.tx_too_big),
                         ("tx_ring_full", s.tx_ring_full),
+                        ("rx_offload_bad", s.rx_offload_bad),
                         ("rx_pool_empty", s.rx_pool_empty),
                         ("tx_send_errors", s.tx_send_errors),
                         ("socket_errors", s.socket_errors),
@@ -305,6 +306,11 @@ impl fmt::Display for StatsReport {
             f,
             "  arp: learned {}, requests {}, gratuitous {}, held packets sent {}",
             t.arp_learned, t.arp_requests_sent, t.garp_sent, t.neighbour_held_sent
+        )?;
+        writeln!(
+            f,
+            "  ndp: learned {}, solicitations {}, unsolicited advertisements {}",
+            t.ndp_learned, t.ndp_solicits_sent, t.unsolicited_adverts_sent
         )?;
         writeln!(
             f,

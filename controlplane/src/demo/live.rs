@@ -184,35 +184,29 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
         ("NodePort", SocketAddrV4::new(NODE_ADDR, NODE_PORT), half),
     ];
     let mut failed = 0;
+    let mut portico_p50 = [0.0; 2];
     for (label, target, count) in targets {
-        let mut answers = Vec::new();
-        let mut left = count;
-        while left > 0 {
-            interrupt.check()?;
-            let n = left.min(BATCH);
-            answers.extend(http(t, target, n)?);
-            left -= n;
-        }
+        let answers = in_batches(count, interrupt, |n| http(t, target, n))?;
         println!(
             "\nHTTP via {label} {target}: {count} requests with {client}, one connection each"
         );
-        failed += report(&answers);
+        let outcome = report(&answers);
+        failed += outcome.failed;
+        if label == "VIP" {
+            portico_p50[0] = outcome.p50_ms;
+        }
     }
 
     interrupt.check()?;
-    let mut answers = Vec::new();
-    let mut left = args.queries;
-    while left > 0 {
-        interrupt.check()?;
-        let n = left.min(BATCH);
-        answers.extend(udp(t, SocketAddrV4::new(VIP, DNS_PORT), n)?);
-        left -= n;
-    }
+    let dns = SocketAddrV4::new(VIP, DNS_PORT);
+    let answers = in_batches(args.queries, interrupt, |n| udp(t, dns, n))?;
     println!(
         "\nUDP via VIP {VIP}:{DNS_PORT}: {} queries, one socket (flow) each",
         args.queries
     );
-    failed += report(&answers);
+    let outcome = report(&answers);
+    failed += outcome.failed;
+    portico_p50[1] = outcome.p50_ms;
 
     print_counters(&gw);
     let status = gw
@@ -226,7 +220,68 @@ fn demo(t: &Topology, args: &LiveDemoArgs, interrupt: &Interrupt) -> anyhow::Res
     if failed > 0 {
         bail!("{failed} requests or queries failed");
     }
+    interrupt.check()?;
+    kernel_path(t, args, interrupt, portico_p50)
+}
+
+/// The same VIP requests and queries through Linux's NAT in the same
+/// namespaces ([`kernel_path`](super::kernel_path)), and both p50s side by
+/// side. Portico must have stopped. A kernel path that cannot be set up
+/// here is said and skipped; one that loses requests fails the demo.
+fn kernel_path(
+    t: &Topology,
+    args: &LiveDemoArgs,
+    interrupt: &Interrupt,
+    portico_p50: [f64; 2],
+) -> anyhow::Result<()> {
+    if let Some(why) = super::kernel_path::unavailable() {
+        println!("\nkernel path not measured: {why}");
+        return Ok(());
+    }
+    super::kernel_path::install(t).context("setting up the kernel path")?;
+    println!(
+        "\nkernel path in the same namespaces: Portico stopped; {} gets {NODE_ADDR}/24, {VIP}/32 and {SNAT_ADDR}/24, ip_forward=1, nftables DNAT in kube-proxy's shape + SNAT to {SNAT_ADDR}",
+        t.gateway.name
+    );
+    let vip = SocketAddrV4::new(VIP, HTTP_PORT);
+    let count = args.connections - args.connections / 2;
+    let answers = in_batches(count, interrupt, |n| http(t, vip, n))?;
+    println!("\nkernel: HTTP via VIP {vip}: {count} requests, one connection each");
+    let http_outcome = report(&answers);
+    let dns = SocketAddrV4::new(VIP, DNS_PORT);
+    let answers = in_batches(args.queries, interrupt, |n| udp(t, dns, n))?;
+    println!("\nkernel: UDP via VIP {dns}: {} queries", args.queries);
+    let udp_outcome = report(&answers);
+    println!("\np50 latency, ms      Portico   kernel NAT");
+    for (label, mine, kernel) in [
+        ("HTTP via VIP", portico_p50[0], http_outcome.p50_ms),
+        ("UDP via VIP", portico_p50[1], udp_outcome.p50_ms),
+    ] {
+        println!("  {label:<16} {mine:>9.2} {kernel:>12.2}");
+    }
+    let failed = http_outcome.failed + udp_outcome.failed;
+    if failed > 0 {
+        bail!("{failed} requests or queries failed on the kernel path");
+    }
     Ok(())
+}
+
+/// `count` requests or queries, `BATCH` per client run, checking for
+/// Ctrl-C between runs.
+fn in_batches(
+    count: u32,
+    interrupt: &Interrupt,
+    mut batch: impl FnMut(u32) -> anyhow::Result<Vec<Answer>>,
+) -> anyhow::Result<Vec<Answer>> {
+    let mut answers = Vec::with_capacity(count as usize);
+    let mut left = count;
+    while left > 0 {
+        interrupt.check()?;
+        let n = left.min(BATCH);
+        answers.extend(batch(n)?);
+        left -= n;
+    }
+    Ok(answers)
 }
 
 fn print_counters(gw: &GatewayRun) {
@@ -246,8 +301,15 @@ fn print_counters(gw: &GatewayRun) {
     }
 }
 
-/// Print the distribution and latencies; returns the number of failures.
-fn report(answers: &[Answer]) -> usize {
+/// What [`report`] found in a set of answers.
+struct Outcome {
+    failed: usize,
+    /// Median latency of the answered ones, 0 when none answered.
+    p50_ms: f64,
+}
+
+/// Print the distribution and latencies.
+fn report(answers: &[Answer]) -> Outcome {
     let mut hits: BTreeMap<String, u32> = BTreeMap::new();
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
     let mut latencies: Vec<Duration> = Vec::new();
@@ -290,7 +352,10 @@ fn report(answers: &[Answer]) -> usize {
         pct(99),
         pct(100)
     );
-    failed
+    Outcome {
+        failed,
+        p50_ms: pct(50),
+    }
 }
 
 /// `count` HTTP GETs from the client, one connection each.

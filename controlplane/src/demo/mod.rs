@@ -6,10 +6,13 @@
 //!   with a built-in configuration, sends real HTTP requests and UDP queries
 //!   through the VIP and the NodePort, prints the per-backend distribution,
 //!   latencies and the gateway's counters, and removes everything (also on
-//!   Ctrl-C or failure).
+//!   Ctrl-C or failure). Then [`kernel_path`] has Linux's NAT forward the
+//!   same services in the same namespaces and the demo prints both
+//!   latencies.
 //! * `--mem`, or without root: [`mem`] runs the same pipeline on the
 //!   in-memory driver against simulated clients and backends.
 
+pub mod kernel_path;
 pub mod live;
 pub mod mem;
 pub mod topology;

@@ -260,6 +260,32 @@ impl Topology {
         Ok(t)
     }
 
+    /// GRO/GSO/TSO back on at every veth end of the client, the LAN and
+    /// the backends (for a gateway with `[dataplane.afpacket] gso = true`:
+    /// TCP then crosses the pairs and the bridge as super-packets, as it
+    /// does between namespaces by default).
+    pub fn offloads_on(&self) -> io::Result<()> {
+        let portico = self.portico_str()?;
+        let on = |ns: &Netns, ifname: &str| {
+            ns.exec(portico, &["tool", "offloads-on", ifname])
+                .map(|_| ())
+        };
+        on(&self.client, &self.client_if)?;
+        let out = self
+            .lan
+            .exec("ip", &["-o", "link", "show", "type", "veth"])?;
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // "12: lg1234@if11: <...>"
+            if let Some(name) = line.split(": ").nth(1).and_then(|n| n.split('@').next()) {
+                on(&self.lan, name)?;
+            }
+        }
+        for b in &self.backends {
+            on(&b.ns, &b.ifname)?;
+        }
+        Ok(())
+    }
+
     /// Offloads off on a veth end; for afxdp also TX checksum offload
     /// on the ends facing the gateway (XDP frames carry no "checksum
     /// partial" mark, so the gateway needs complete checksums).

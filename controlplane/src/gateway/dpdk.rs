@@ -50,7 +50,7 @@ pub(super) fn start_ports(plan: &Plan) -> Result<Arc<DpdkPorts>, GatewayError> {
             port.dpdk_device,
             None | Some(DpdkDevicePlan::AfPacket | DpdkDevicePlan::AfXdp)
         ) {
-            super::driver_plan::prepare_offloads(port)?;
+            super::driver_plan::prepare_offloads(port, false)?;
         }
     }
     let devices = devices(plan);

@@ -86,14 +86,23 @@ pub(super) fn gateway_driver(plan: &Plan) -> Result<DriverKind, GatewayError> {
 }
 
 /// Turn the offloads of `port`'s interface off (GRO/TSO would hand the
-/// driver frames above the MTU; a warning names any that stay on) and read
-/// its MAC and MTU.
-pub(super) fn prepare_offloads(port: &PortPlan) -> Result<PreparedInterface, GatewayError> {
-    let prepared = prepare_interface(&port.interface).map_err(|source| GatewayError::Prepare {
-        port: port.name.clone(),
-        source,
-    })?;
-    if !prepared.offloads.all_off() {
+/// driver frames above the MTU; a warning names any that stay on), or on
+/// with `gso` (af_packet GSO/GRO pass-through), and read its MAC and MTU.
+pub(super) fn prepare_offloads(
+    port: &PortPlan,
+    gso: bool,
+) -> Result<PreparedInterface, GatewayError> {
+    let prepared =
+        prepare_interface(&port.interface, gso).map_err(|source| GatewayError::Prepare {
+            port: port.name.clone(),
+            source,
+        })?;
+    if gso {
+        if !prepared.offloads.pass_through() {
+            warn!(interface = %port.interface, offloads = ?prepared.offloads,
+                "gso: not every offload could be turned on; the kernel segments what the device cannot");
+        }
+    } else if !prepared.offloads.all_off() {
         warn!(interface = %port.interface, offloads = ?prepared.offloads,
             "some offloads stay on; frames above the MTU will be dropped");
     }
@@ -111,7 +120,9 @@ pub(super) fn prepare_port(
 ) -> Result<(PortFacts, Option<XdpAttachment>), GatewayError> {
     match driver {
         DriverKind::Afpacket | DriverKind::Afxdp => {
-            let prepared = prepare_offloads(port)?;
+            // GSO/GRO pass-through is an af_packet feature.
+            let gso = driver == DriverKind::Afpacket && plan.dataplane.afpacket.gso;
+            let prepared = prepare_offloads(port, gso)?;
             let info = &prepared.info;
             info!(port = %port.name, interface = %port.interface, mac = %info.mac, mtu = info.mtu,
                 role = %port.role, driver = %driver, "port prepared");
@@ -275,6 +286,7 @@ impl Gateway {
                 let fanout_base = std::process::id() as u16;
                 let mut config = AfPacketConfig::new(&ifnames);
                 config.ring = afpacket_rings(&self.plan.dataplane.afpacket);
+                config.gso = self.plan.dataplane.afpacket.gso;
                 if workers > 1 {
                     config.ports = ifnames
                         .iter()

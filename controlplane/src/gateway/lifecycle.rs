@@ -10,6 +10,7 @@ use super::dpdk;
 use super::driver_plan::{gateway_driver, neighbour_config, prepare_port, warn_kernel_conflicts};
 use super::reload::{ReloadDecision, ReloadOutcome, decide};
 use super::stats::StatsSource;
+use super::workers::StartGate;
 use crate::admin::live::TEST_HOOKS_ENV;
 use crate::admin::{
     AdminAccess, AdminLimits, AdminServer, BgpReport, ControlPlaneMetrics,
@@ -80,6 +81,8 @@ pub struct Gateway {
     /// What the speaker reports (`portico bgp`, `/metrics`); default while
     /// there is no speaker.
     pub(super) bgp_report: Arc<Mutex<BgpReport>>,
+    /// Where the ready workers wait until [`Gateway::release_workers`].
+    pub(super) start_gate: Arc<StartGate>,
 }
 
 impl Gateway {
@@ -163,6 +166,7 @@ impl Gateway {
             last_neighbour_gc: Instant::now(),
             bgp: None,
             bgp_report: Arc::new(Mutex::new(BgpReport::default())),
+            start_gate: Arc::new(StartGate::default()),
         };
         let cells = gateway.start_workers()?;
         let live = LiveAdmin::new(
@@ -343,6 +347,7 @@ impl Gateway {
     /// `signals` is registered before [`Gateway::start`] so that a signal
     /// during start-up is not lost (or fatal, for SIGHUP).
     pub fn serve(mut self, signals: &mut Signals) -> Result<(), GatewayError> {
+        self.release_workers();
         info!(
             pid = std::process::id(),
             "portico running; SIGHUP reloads, SIGTERM stops"
@@ -462,6 +467,17 @@ impl Gateway {
             std::thread::sleep(drain);
         }
         self.shutdown();
+    }
+
+    /// Let the workers poll: until now they have waited, drivers open and
+    /// pipelines built ([`StartGate`]). `portico run` calls it right after
+    /// [`Gateway::drop_privileges`], so nothing is forwarded with the
+    /// start-up privileges; [`Gateway::serve`] calls it too. Idempotent.
+    pub fn release_workers(&self) {
+        if !self.start_gate.is_open() {
+            self.start_gate.open();
+            info!("workers released: forwarding");
+        }
     }
 
     /// Stop the BGP sessions (Cease; at once: [`Gateway::shutdown_gracefully`]

@@ -3,6 +3,11 @@
 //! policy, driver wait, counters and the driver's port counters published
 //! for [`super::stats`]) until the gateway stops.
 //!
+//! Invariant: no worker polls before the gateway has released them
+//! ([`StartGate`]): `portico run` drops its privileges first, so no frame is
+//! ever forwarded by a process that could still do more than the running
+//! gateway needs.
+//!
 //! The only per-driver code here is opening the driver ([`OpenDriver`]);
 //! waiting and port counters are the dataplane [`Driver`]'s.
 
@@ -100,6 +105,7 @@ impl Gateway {
                 inspect: inspect_server,
                 host: host_paths.get_mut(w).and_then(Option::take),
                 open_turns: Arc::clone(&open_turns),
+                start_gate: Arc::clone(&self.start_gate),
             };
             let ready = ready_tx.clone();
             let driver = driver.for_worker(w);
@@ -157,6 +163,54 @@ pub(super) struct WorkerContext {
     host: Option<HostPath>,
     /// Whose turn it is to open its driver.
     open_turns: Arc<OpenTurns>,
+    /// Where the worker waits, ready, until the gateway lets it poll.
+    start_gate: Arc<StartGate>,
+}
+
+/// Where ready workers wait until [`Gateway::release_workers`]: their
+/// drivers are open and their pipelines built, but they poll nothing yet.
+#[derive(Debug, Default)]
+pub(super) struct StartGate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl StartGate {
+    /// How often a waiting worker checks the stop flag.
+    const STOP_CHECK_MS: u64 = 50;
+
+    /// Let every waiting (and later) worker through.
+    pub(super) fn open(&self) {
+        if let Ok(mut open) = self.open.lock() {
+            *open = true;
+        }
+        self.opened.notify_all();
+    }
+
+    /// Whether [`Self::open`] has been called.
+    pub(super) fn is_open(&self) -> bool {
+        self.open.lock().is_ok_and(|open| *open)
+    }
+
+    /// Wait until the gate opens or `stop` is set; whether it opened.
+    fn wait(&self, stop: &AtomicBool) -> bool {
+        let Ok(mut open) = self.open.lock() else {
+            return false;
+        };
+        while !*open {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return false;
+            }
+            match self
+                .opened
+                .wait_timeout(open, Duration::from_millis(Self::STOP_CHECK_MS))
+            {
+                Ok((guard, _)) => open = guard,
+                Err(_) => return false,
+            }
+        }
+        true
+    }
 }
 
 /// The workers open their drivers one after the other, in worker order
@@ -317,7 +371,9 @@ pub(super) fn run_worker<D: OpenDriver>(
         worker.attach_host_path(host);
     }
     let _ = ready.send((w, Ok(())));
-    worker.run(&ctx.stop, &ctx.cells.ports);
+    if ctx.start_gate.wait(&ctx.stop) {
+        worker.run(&ctx.stop, &ctx.cells.ports);
+    }
 }
 
 /// A random value per process (std's hash keys come from the OS's random

@@ -57,6 +57,17 @@ pub trait Frame {
     fn checksum_verified(&self) -> bool {
         false
     }
+    /// The frame's offload metadata (GSO/GRO super-packet, partial
+    /// checksum) as the driver received it; only a driver with offloads
+    /// on reports any. Stages never change a packet's header layout, so a
+    /// forwarded frame is sent with the offload it arrived with.
+    fn offload(&self) -> crate::packet::Offload {
+        crate::packet::Offload::NONE
+    }
+    /// Forget the offload metadata: the frame was rebuilt into something
+    /// else (an ICMP error, a RST, a SYN proxy answer) with complete
+    /// checksums.
+    fn clear_offload(&mut self) {}
 }
 
 /// A set of ports as seen by one worker.

@@ -74,6 +74,13 @@ port_counters! {
     /// `rx_fill_ring_empty_descs`; each such frame is lost, counted here
     /// rather than in a drop counter because the kernel counts events).
     kernel_fill_ring_empty,
+    /// GSO/GRO super-packets received whole (af_packet with `gso`).
+    rx_gso_frames,
+    /// Frames dropped because their offload metadata (`virtio_net_hdr`)
+    /// was unusable.
+    rx_offload_bad,
+    /// Super-packets sent whole, segmented after the driver.
+    tx_gso_frames,
 }
 
 impl PortCounters {
@@ -85,12 +92,13 @@ impl PortCounters {
             + self.tx_ring_full
             + self.kernel_rx_drops
             + self.kernel_rx_dropped
+            + self.rx_offload_bad
     }
 
     /// The drops of [`PortCounters::dropped`] by cause, kernel ones first:
     /// `(cause, frames)`, every cause listed, zero or not (stable names,
     /// the `cause` label of the metrics).
-    pub fn drops_by_cause(&self) -> [(&'static str, u64); 6] {
+    pub fn drops_by_cause(&self) -> [(&'static str, u64); 7] {
         [
             ("kernel_rx_ring_full", self.kernel_rx_drops),
             ("kernel_rx_other", self.kernel_rx_dropped),
@@ -98,6 +106,7 @@ impl PortCounters {
             ("rx_truncated", self.rx_truncated),
             ("tx_too_big", self.tx_too_big),
             ("tx_ring_full", self.tx_ring_full),
+            ("rx_offload_bad", self.rx_offload_bad),
         ]
     }
 

@@ -1,14 +1,16 @@
 //! Reclaiming entries: compaction of the table into a fresh generation
 //! (see "Reclaiming entries (generations)" in [the module docs](super)).
 
-use super::{GcOutcome, MAC_STATIC, NeighbourTable, Slot, Slots, use_stamp};
+use super::GcOutcome;
+use super::family::{FamilyTable, MAC_STATIC, Slot, Slots, use_stamp};
+use super::key::{NeighbourAddr, SlotKey};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
-impl NeighbourTable {
+impl<A: NeighbourAddr> FamilyTable<A> {
     /// Whether the entry in `slot` (key set) may be dropped at `now_ms`; an
     /// entry never used is stamped now instead.
-    fn reclaimable(&self, slot: &Slot, now_ms: u64) -> bool {
+    fn reclaimable(&self, slot: &Slot<A>, now_ms: u64) -> bool {
         if slot.mac.load(Ordering::Acquire) & MAC_STATIC != 0 {
             return false;
         }
@@ -39,7 +41,7 @@ impl NeighbourTable {
         let mut outcome = GcOutcome::default();
         let mut reclaimable = 0u64;
         for slot in old.slots.iter() {
-            if slot.key.load(Ordering::Acquire) == 0 {
+            if slot.key.get().is_none() {
                 continue;
             }
             outcome.entries += 1;
@@ -52,17 +54,18 @@ impl NeighbourTable {
         }
         let fresh = Slots::new(old.slots.len());
         for slot in old.slots.iter() {
-            let key = slot.key.load(Ordering::Acquire);
-            if key == 0 {
+            // (An IPv6 key still being written is skipped: the entry is
+            // lost with the old generation, like any change made there.)
+            let Some((port, addr)) = slot.key.get() else {
                 continue;
-            }
+            };
             if self.reclaimable(slot, now_ms) {
                 outcome.reclaimed += 1;
                 continue;
             }
             // The fresh generation is private until the store below, which
             // publishes every write made to it.
-            let Some(copy) = fresh.find(key, true) else {
+            let Some(copy) = fresh.find(port, addr, true) else {
                 continue; // cannot happen: same size, fewer keys
             };
             copy.mac

@@ -1,25 +1,57 @@
-//! The neighbour (ARP) table: IPv4 next hop → MAC, per port, shared by all
-//! workers (RFC 826 resolution; states after RFC 4861 §7.3.2 / Linux
-//! neighbour states, simplified; garbage collection after Linux's
-//! `gc_stale_time` / `gc_thresh1`).
+//! The neighbour table: next hop → MAC, per port, shared by all workers,
+//! for both address families: IPv4 resolved by ARP (RFC 826), IPv6 by
+//! Neighbour Discovery (RFC 4861 §7.2). States after RFC 4861 §7.3.2 /
+//! Linux neighbour states, simplified the same way for both families;
+//! garbage collection after Linux's `gc_stale_time` / `gc_thresh1`.
 //!
-//! Any worker may learn an entry (whichever received the ARP reply) and every
+//! [`NeighbourTable`] holds one [`FamilyTable`] per family (`family.rs`),
+//! each its own array of slots, generations and counters, monomorphised
+//! over the address type ([`NeighbourAddr`], `key.rs`: how a family stores
+//! its key). IPv4 pays nothing for IPv6: its slots, key and probe loop are
+//! what they were, and a batch that forwards no IPv6 never loads the IPv6
+//! table. Every method of the two-family table is generic over the address
+//! (`resolve(port, Ipv4Addr, ..)` or `resolve(port, Ipv6Addr, ..)`) and
+//! goes to that family's table.
+//!
+//! Any worker may learn an entry (whichever received the ARP reply or NDP
+//! advertisement) and every
 //! worker reads it on the forwarding path, so the table is a fixed-size
 //! open-addressing array of atomics: no lock, no allocation after
 //! construction, no per-packet syscall. A full table refuses new entries and
 //! counts them (`refused`).
 //!
-//! States of an entry:
-//! * **incomplete**: requested, no answer yet. A request is (re)sent at most
+//! States of an entry (the same for both families; RFC 4861 §7.3.2's names
+//! in parentheses):
+//! * **incomplete** (INCOMPLETE): requested, no answer yet. A request is (re)sent at most
 //!   every `retrans_ms`; after `max_probes` unanswered requests the entry is
 //!   **failed** for `failed_hold_ms`, then probing starts over.
-//! * **reachable**: a MAC confirmed less than `reachable_ms` ago.
-//! * **stale**: a MAC older than that: still used, and re-probed (at most one
-//!   request per `retrans_ms`) until a reply confirms it again; after
-//!   `max_probes` unanswered re-probes the MAC is forgotten and the entry is
-//!   failed like an unanswered one.
+//! * **reachable** (REACHABLE): a MAC confirmed less than `reachable_ms`
+//!   ago.
+//! * **stale** (STALE, DELAY and PROBE folded into one): a MAC older than
+//!   that: still used, and re-probed (at most one request per `retrans_ms`)
+//!   until a reply confirms it again; after `max_probes` unanswered
+//!   re-probes the MAC is forgotten and the entry is failed like an
+//!   unanswered one. RFC 4861 §7.3.3 waits `DELAY_FIRST_PROBE_TIME` (5 s)
+//!   in DELAY before probing, hoping an upper-layer hint (§7.3.1, e.g. a TCP
+//!   ACK) confirms reachability for free. The table takes no such hints
+//!   (the forwarding path does not know which direction of a flow proves
+//!   the next hop alive), so the delay would only postpone the probe: it is
+//!   sent at the first use of a stale entry, the MAC still in use meanwhile,
+//!   and PROBE's unicast retransmissions (§7.3.3, `MAX_UNICAST_SOLICIT`) are
+//!   the `max_probes` re-probes. Re-probes are sent like first requests (to
+//!   the solicited-node address for IPv6, broadcast for ARP) rather than
+//!   unicast to the cached MAC: one request builder per family, and a
+//!   neighbour that changed its MAC still hears them.
 //! * **static**: configured; never probed, never replaced by learning, never
 //!   reclaimed.
+//!
+//! RFC 4861 §7.2.5's rules for an advertisement received for an entry are
+//! folded the way ARP's are: any valid advertisement (solicited or not,
+//! Override set or not) carrying a link-layer address updates a known,
+//! non-static entry and makes it reachable; the gateway has one link-layer
+//! address per port and no proxies to protect, so the Override flag's
+//! protection of a proxy's entry does not apply. See
+//! [`crate::stage::ndp`] for which messages are learned from.
 //!
 //! Every access is `Relaxed` except the MAC publication: the learner stores
 //! the MAC with `Release` after the key, readers load it with `Acquire`, so a
@@ -66,34 +98,42 @@
 //! * A change a worker makes to the old generation after the collector
 //!   copied that slot (a MAC learned, an entry inserted, a static set, a
 //!   probe claimed) is lost with it. Losing a learned or inserted entry
-//!   costs one re-ARP: the next resolve finds no entry and sends a request
+//!   costs one re-ARP (or re-solicitation): the next resolve finds no entry
+//!   and sends a request
 //!   at once. Static entries are not left to chance: workers re-apply the
 //!   static neighbours of their snapshot whenever the generation changes
 //!   (see [`crate::stage::neighbour`]).
 //!
-//! Layout: this file holds the table, its generations and the per-batch
-//! view ([`Neighbours`]: resolve, learn); `gc.rs` the compaction
-//! ([`NeighbourTable::collect_garbage`]). The forwarding path's use of the
-//! table (hold, release, ARP frames) is the neighbour stage,
-//! [`crate::stage::neighbour`].
+//! Layout: this file holds the two-family table and what both families
+//! share (configuration, resolutions, statistics); `family.rs` one
+//! family's table, its generations and the per-batch view ([`Neighbours`]:
+//! resolve, learn); `key.rs` the families and their slot keys; `gc.rs` the
+//! compaction ([`FamilyTable::collect_garbage`]). The forwarding path's use
+//! of the table (hold, release, ARP frames) is the neighbour stage,
+//! [`crate::stage::neighbour`]; NDP in and out is [`crate::stage::ndp`].
 //!
-//! Sizing: the table refuses only when more than `capacity` next hops were
-//! used within `gc_stale_ms` (plus one collection interval), e.g. with the
-//! defaults 16 384 entries and 60 s, about 270 new next hops a second
-//! sustained.
+//! Sizing: a family's table refuses only when more than `capacity` next
+//! hops of that family were used within `gc_stale_ms` (plus one collection
+//! interval), e.g. with the defaults 16 384 entries and 60 s, about 270 new
+//! next hops a second sustained. An IPv4 slot is 48 bytes, an IPv6 slot 64
+//! (the address in two more words): 0.75 and 1 MiB per generation with
+//! the default capacity.
 
+mod family;
 mod gc;
+pub mod key;
+
+pub use family::{FamilyTable, NeighbourEntry, Neighbours};
+pub use key::NeighbourAddr;
 
 use crate::packet::PortId;
-use arc_swap::{ArcSwap, Guard};
-use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Timers and limits of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeighbourConfig {
-    /// Entries (next hops over all ports); rounded up to a power of two.
+    /// Entries per family (next hops over all ports); rounded up to a
+    /// power of two.
     pub capacity: u32,
     /// How long a confirmed MAC is used without re-probing.
     pub reachable_ms: u64,
@@ -128,8 +168,8 @@ impl Default for NeighbourConfig {
 /// What the forwarding path should do for a next hop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resolution {
-    /// Send to this MAC; `probe` asks the caller to send an ARP request too
-    /// (a stale entry being re-confirmed).
+    /// Send to this MAC; `probe` asks the caller to send a request too (ARP
+    /// or NDP solicitation: a stale entry being re-confirmed).
     Known { mac: [u8; 6], probe: bool },
     /// No MAC yet: hold the packet; `probe` asks the caller to send a request
     /// now (this caller won the right to, for this `retrans_ms` period).
@@ -140,46 +180,10 @@ pub enum Resolution {
     TableFull,
 }
 
-const MAC_VALID: u64 = 1 << 48;
-const MAC_STATIC: u64 = 1 << 49;
-
 /// Granularity of the last-use stamp: a power of two.
 pub const USE_TICK_MS: u64 = 1024;
 
-#[derive(Debug, Default)]
-struct Slot {
-    /// 0 = empty, else `1 << 40 | port << 32 | ip`. Never changes once set.
-    key: AtomicU64,
-    /// 48-bit MAC | `MAC_VALID` | `MAC_STATIC`, 0 while incomplete.
-    mac: AtomicU64,
-    confirmed_ms: AtomicU64,
-    requested_ms: AtomicU64,
-    /// Last use, rounded up to a tick end; 0 = not stamped yet.
-    used_ms: AtomicU64,
-    probes: AtomicU32,
-}
-
-/// One generation of slots.
-#[derive(Debug)]
-struct Slots {
-    slots: Box<[Slot]>,
-    mask: usize,
-}
-
-/// One neighbour as listed for operators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NeighbourEntry {
-    pub port: PortId,
-    pub addr: Ipv4Addr,
-    pub mac: Option<[u8; 6]>,
-    pub is_static: bool,
-    pub confirmed_ms: u64,
-    pub probes: u32,
-    /// Last use by the forwarding path (tick end), 0 if never.
-    pub used_ms: u64,
-}
-
-/// Occupancy and counters of the table, for operators.
+/// Occupancy and counters of a table, for operators.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NeighbourStats {
     /// Slots of a generation.
@@ -207,93 +211,13 @@ pub struct GcOutcome {
     pub compacted: bool,
 }
 
-/// The shared neighbour table (a handle on the current generation).
+/// The shared neighbour table of both families: IPv4 (ARP) and IPv6
+/// (NDP) next hops, each in its own [`FamilyTable`]. Methods taking an
+/// address go to that address's family.
 #[derive(Debug)]
 pub struct NeighbourTable {
-    current: ArcSwap<Slots>,
-    /// Bumped after each new generation is published.
-    generation: AtomicU64,
-    config: NeighbourConfig,
-    refused: AtomicU64,
-    reclaimed: AtomicU64,
-    compactions: AtomicU64,
-    /// Replaced generations not freed yet; the mutex serialises
-    /// compactions (never taken by workers).
-    retired: Mutex<Vec<Arc<Slots>>>,
-}
-
-/// A view of one generation of the table: load it once per batch with
-/// [`NeighbourTable::load`] and drop it at the end of the batch.
-#[derive(Debug)]
-pub struct Neighbours<'a> {
-    table: &'a NeighbourTable,
-    slots: Guard<Arc<Slots>>,
-}
-
-#[inline]
-fn slot_key(port: PortId, ip: Ipv4Addr) -> u64 {
-    1 << 40 | u64::from(port) << 32 | u64::from(u32::from(ip))
-}
-
-#[inline]
-fn key_parts(key: u64) -> (PortId, Ipv4Addr) {
-    ((key >> 32 & 0xff) as PortId, Ipv4Addr::from(key as u32))
-}
-
-#[inline]
-fn mac_bits(mac: [u8; 6]) -> u64 {
-    let mut b = [0u8; 8];
-    b[2..].copy_from_slice(&mac);
-    u64::from_be_bytes(b)
-}
-
-#[inline]
-fn mac_of(bits: u64) -> [u8; 6] {
-    let b = bits.to_be_bytes();
-    [b[2], b[3], b[4], b[5], b[6], b[7]]
-}
-
-/// `now_ms` rounded up to the end of its tick (never 0).
-#[inline]
-fn use_stamp(now_ms: u64) -> u64 {
-    now_ms | (USE_TICK_MS - 1)
-}
-
-impl Slots {
-    fn new(len: usize) -> Self {
-        Slots {
-            slots: (0..len).map(|_| Slot::default()).collect(),
-            mask: len - 1,
-        }
-    }
-
-    /// Find the slot of `key`, inserting it if `insert`. `None`: absent
-    /// (or, when inserting, the table is full).
-    #[inline]
-    fn find(&self, key: u64, insert: bool) -> Option<&Slot> {
-        let start = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize;
-        for i in 0..=self.mask {
-            let slot = self.slots.get((start + i) & self.mask)?;
-            let k = slot.key.load(Ordering::Acquire);
-            if k == key {
-                return Some(slot);
-            }
-            if k == 0 {
-                if !insert {
-                    return None;
-                }
-                match slot
-                    .key
-                    .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
-                {
-                    Ok(_) => return Some(slot),
-                    Err(other) if other == key => return Some(slot),
-                    Err(_) => continue,
-                }
-            }
-        }
-        None
-    }
+    v4: FamilyTable<Ipv4Addr>,
+    v6: FamilyTable<Ipv6Addr>,
 }
 
 impl Default for NeighbourTable {
@@ -303,268 +227,111 @@ impl Default for NeighbourTable {
 }
 
 impl NeighbourTable {
+    /// Two tables of `config.capacity` entries each.
     pub fn new(config: NeighbourConfig) -> Self {
-        let n = config.capacity.max(16).next_power_of_two() as usize;
         NeighbourTable {
-            current: ArcSwap::from_pointee(Slots::new(n)),
-            generation: AtomicU64::new(0),
-            config,
-            refused: AtomicU64::new(0),
-            reclaimed: AtomicU64::new(0),
-            compactions: AtomicU64::new(0),
-            retired: Mutex::new(Vec::new()),
+            v4: FamilyTable::new(config),
+            v6: FamilyTable::new(config),
         }
     }
 
     pub fn config(&self) -> &NeighbourConfig {
-        &self.config
+        &self.v4.config
     }
 
-    /// The current generation, for one batch.
+    /// The table of `A`'s family.
     #[inline]
-    pub fn load(&self) -> Neighbours<'_> {
-        Neighbours {
-            table: self,
-            slots: self.current.load(),
-        }
+    pub fn family<A: NeighbourAddr>(&self) -> &FamilyTable<A> {
+        A::family(self)
     }
 
-    /// Increases each time a compaction publishes a new generation; a view
-    /// loaded after reading it sees that generation or a newer one.
+    /// The current generation of `A`'s table, for one batch.
+    #[inline]
+    pub fn load<A: NeighbourAddr>(&self) -> Neighbours<'_, A> {
+        self.family::<A>().load()
+    }
+
+    /// Increases each time a compaction publishes a new generation of
+    /// either family's table (the sum of both tables' generations).
     #[inline]
     pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+        self.v4.generation().wrapping_add(self.v6.generation())
     }
 
-    /// New entries refused because the table was full.
+    /// New entries refused because a table was full (both families).
     pub fn refused(&self) -> u64 {
-        self.refused.load(Ordering::Relaxed)
+        self.v4.refused() + self.v6.refused()
     }
 
-    /// Entries reclaimed by compactions so far.
+    /// Entries reclaimed by compactions so far (both families).
     pub fn reclaimed(&self) -> u64 {
-        self.reclaimed.load(Ordering::Relaxed)
+        self.v4.reclaimed() + self.v6.reclaimed()
     }
 
-    /// [`Neighbours::resolve`] on the current generation (one load per call:
-    /// for cold paths and tests; the forwarding path loads a view per batch).
-    pub fn resolve(&self, port: PortId, ip: Ipv4Addr, now_ms: u64) -> Resolution {
-        self.load().resolve(port, ip, now_ms)
+    /// [`FamilyTable::resolve`] in `ip`'s family (one load per call: for
+    /// cold paths and tests; the forwarding path loads a view per batch).
+    pub fn resolve<A: NeighbourAddr>(&self, port: PortId, ip: A, now_ms: u64) -> Resolution {
+        self.family::<A>().resolve(port, ip, now_ms)
     }
 
-    /// [`Neighbours::peek`] on the current generation (one load per call:
-    /// for cold paths and tests; the forwarding path loads a view per batch).
-    pub fn peek(&self, port: PortId, ip: Ipv4Addr) -> Option<[u8; 6]> {
-        self.load().peek(port, ip)
+    /// [`FamilyTable::peek`] in `ip`'s family (one load per call).
+    pub fn peek<A: NeighbourAddr>(&self, port: PortId, ip: A) -> Option<[u8; 6]> {
+        self.family::<A>().peek(port, ip)
     }
 
-    /// [`Neighbours::learn`] on the current generation (one load per call:
-    /// for cold paths and tests; the forwarding path loads a view per batch).
-    pub fn learn(
+    /// [`FamilyTable::learn`] in `ip`'s family (one load per call).
+    pub fn learn<A: NeighbourAddr>(
         &self,
         port: PortId,
-        ip: Ipv4Addr,
+        ip: A,
         mac: [u8; 6],
         now_ms: u64,
         only_known: bool,
     ) -> bool {
-        self.load().learn(port, ip, mac, now_ms, only_known)
+        self.family::<A>().learn(port, ip, mac, now_ms, only_known)
     }
 
-    /// Configure a static neighbour (never probed, never learned over, never
-    /// reclaimed).
-    pub fn set_static(&self, port: PortId, ip: Ipv4Addr, mac: [u8; 6]) -> bool {
-        let view = self.load();
-        let Some(slot) = view.find(slot_key(port, ip), true) else {
-            return false;
-        };
-        slot.mac
-            .store(mac_bits(mac) | MAC_VALID | MAC_STATIC, Ordering::Release);
-        true
+    /// [`FamilyTable::set_static`] in `ip`'s family.
+    pub fn set_static<A: NeighbourAddr>(&self, port: PortId, ip: A, mac: [u8; 6]) -> bool {
+        self.family::<A>().set_static(port, ip, mac)
     }
 
-    /// Turn static entries that `keep` rejects back into ordinary,
-    /// unresolved ones (a reload removed them from the configuration): ARP
-    /// resolves them from now on, and they are reclaimed once unused. Cold
-    /// path: walks the whole table.
-    pub fn retain_static(&self, mut keep: impl FnMut(PortId, Ipv4Addr) -> bool) {
-        let view = self.load();
-        for slot in view.slots.slots.iter() {
-            let key = slot.key.load(Ordering::Acquire);
-            if key == 0 || slot.mac.load(Ordering::Acquire) & MAC_STATIC == 0 {
-                continue;
-            }
-            let (port, addr) = key_parts(key);
-            if !keep(port, addr) {
-                slot.probes.store(0, Ordering::Relaxed);
-                slot.requested_ms.store(0, Ordering::Relaxed);
-                slot.mac.store(0, Ordering::Release);
-            }
-        }
+    /// [`FamilyTable::retain_static`] in `A`'s family.
+    pub fn retain_static<A: NeighbourAddr>(&self, keep: impl FnMut(PortId, A) -> bool) {
+        self.family::<A>().retain_static(keep)
     }
 
-    /// Every entry of the current generation, for operators (cold path;
-    /// allocates).
-    pub fn entries(&self) -> Vec<NeighbourEntry> {
-        let view = self.load();
-        view.slots
-            .slots
-            .iter()
-            .filter_map(|s| {
-                let key = s.key.load(Ordering::Acquire);
-                if key == 0 {
-                    return None;
-                }
-                let (port, addr) = key_parts(key);
-                let mac = s.mac.load(Ordering::Acquire);
-                Some(NeighbourEntry {
-                    port,
-                    addr,
-                    mac: (mac & MAC_VALID != 0).then(|| mac_of(mac)),
-                    is_static: mac & MAC_STATIC != 0,
-                    confirmed_ms: s.confirmed_ms.load(Ordering::Relaxed),
-                    probes: s.probes.load(Ordering::Relaxed),
-                    used_ms: s.used_ms.load(Ordering::Relaxed),
-                })
-            })
-            .collect()
+    /// Every entry of `A`'s table, for operators (cold path; allocates).
+    pub fn entries<A: NeighbourAddr>(&self) -> Vec<NeighbourEntry<A>> {
+        self.family::<A>().entries()
     }
 
-    /// Occupancy and counters (cold path: walks the table).
+    /// Occupancy and counters of both families together (cold path:
+    /// walks the tables); per family: [`FamilyTable::stats`].
     pub fn stats(&self) -> NeighbourStats {
-        let view = self.load();
-        let mut stats = NeighbourStats {
-            capacity: view.slots.slots.len() as u64,
-            refused: self.refused(),
-            reclaimed: self.reclaimed(),
-            compactions: self.compactions.load(Ordering::Relaxed),
-            ..NeighbourStats::default()
-        };
-        for s in view.slots.slots.iter() {
-            if s.key.load(Ordering::Acquire) != 0 {
-                stats.entries += 1;
-                if s.mac.load(Ordering::Acquire) & MAC_STATIC != 0 {
-                    stats.statics += 1;
-                }
-            }
+        let (a, b) = (self.v4.stats(), self.v6.stats());
+        NeighbourStats {
+            capacity: a.capacity + b.capacity,
+            entries: a.entries + b.entries,
+            statics: a.statics + b.statics,
+            refused: a.refused + b.refused,
+            reclaimed: a.reclaimed + b.reclaimed,
+            compactions: a.compactions + b.compactions,
         }
-        stats
-    }
-}
-
-impl Neighbours<'_> {
-    #[inline]
-    fn find(&self, key: u64, insert: bool) -> Option<&Slot> {
-        let found = self.slots.find(key, insert);
-        if found.is_none() && insert {
-            self.table.refused.fetch_add(1, Ordering::Relaxed);
-        }
-        found
     }
 
-    /// Claim the right to send a request for this slot now.
-    #[inline]
-    fn claim_probe(&self, slot: &Slot, now_ms: u64) -> bool {
-        let last = slot.requested_ms.load(Ordering::Relaxed);
-        if last != 0 && now_ms.saturating_sub(last) < self.table.config.retrans_ms {
-            return false;
+    /// [`FamilyTable::collect_garbage`] on both families; the outcome is
+    /// their sum (`compacted`: either compacted). Cold path.
+    pub fn collect_garbage(&self, now_ms: u64) -> GcOutcome {
+        let (a, b) = (
+            self.v4.collect_garbage(now_ms),
+            self.v6.collect_garbage(now_ms),
+        );
+        GcOutcome {
+            entries: a.entries + b.entries,
+            reclaimed: a.reclaimed + b.reclaimed,
+            compacted: a.compacted || b.compacted,
         }
-        slot.requested_ms
-            .compare_exchange(last, now_ms.max(1), Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    }
-
-    /// Look up the next hop `ip` on `port` for a packet to send now (a use
-    /// of the entry: it is not reclaimed for `gc_stale_ms`).
-    #[inline]
-    pub fn resolve(&self, port: PortId, ip: Ipv4Addr, now_ms: u64) -> Resolution {
-        let Some(slot) = self.find(slot_key(port, ip), true) else {
-            return Resolution::TableFull;
-        };
-        let stamp = use_stamp(now_ms);
-        if slot.used_ms.load(Ordering::Relaxed) < stamp {
-            slot.used_ms.store(stamp, Ordering::Relaxed);
-        }
-        let config = &self.table.config;
-        let mac = slot.mac.load(Ordering::Acquire);
-        if mac & MAC_VALID != 0 {
-            let stale = mac & MAC_STATIC == 0
-                && now_ms.saturating_sub(slot.confirmed_ms.load(Ordering::Relaxed))
-                    >= config.reachable_ms;
-            if !stale {
-                return Resolution::Known {
-                    mac: mac_of(mac),
-                    probe: false,
-                };
-            }
-            // A stale MAC whose re-probes all went unanswered is forgotten
-            // (Linux PROBE -> FAILED): the neighbour moved or died.
-            let probes = slot.probes.load(Ordering::Relaxed);
-            let since_ms = now_ms.saturating_sub(slot.requested_ms.load(Ordering::Relaxed));
-            if probes >= config.max_probes && since_ms >= config.retrans_ms {
-                let _ = slot
-                    .mac
-                    .compare_exchange(mac, 0, Ordering::AcqRel, Ordering::Relaxed);
-                return Resolution::Failed;
-            }
-            let probe = self.claim_probe(slot, now_ms);
-            if probe {
-                slot.probes.fetch_add(1, Ordering::Relaxed);
-            }
-            return Resolution::Known {
-                mac: mac_of(mac),
-                probe,
-            };
-        }
-        let probes = slot.probes.load(Ordering::Relaxed);
-        if probes >= config.max_probes {
-            let since_ms = now_ms.saturating_sub(slot.requested_ms.load(Ordering::Relaxed));
-            // The last request gets its full retrans period to be answered.
-            if since_ms < config.retrans_ms {
-                return Resolution::Pending { probe: false };
-            }
-            if since_ms < config.retrans_ms + config.failed_hold_ms {
-                return Resolution::Failed;
-            }
-            slot.probes.store(0, Ordering::Relaxed);
-        }
-        let probe = self.claim_probe(slot, now_ms);
-        if probe {
-            slot.probes.fetch_add(1, Ordering::Relaxed);
-        }
-        Resolution::Pending { probe }
-    }
-
-    /// The MAC of a next hop without side effects (not a use).
-    #[inline]
-    pub fn peek(&self, port: PortId, ip: Ipv4Addr) -> Option<[u8; 6]> {
-        let slot = self.slots.find(slot_key(port, ip), false)?;
-        let mac = slot.mac.load(Ordering::Acquire);
-        (mac & MAC_VALID != 0).then(|| mac_of(mac))
-    }
-
-    /// Record `mac` for `ip` on `port` (from an ARP reply or request).
-    /// Static entries are not replaced. Only addresses already in the table
-    /// are learned when `only_known` (unsolicited ARP from strangers must not
-    /// fill the table). Not a use of the entry.
-    pub fn learn(
-        &self,
-        port: PortId,
-        ip: Ipv4Addr,
-        mac: [u8; 6],
-        now_ms: u64,
-        only_known: bool,
-    ) -> bool {
-        let Some(slot) = self.find(slot_key(port, ip), !only_known) else {
-            return false;
-        };
-        if slot.mac.load(Ordering::Acquire) & MAC_STATIC != 0 {
-            return false;
-        }
-        slot.confirmed_ms.store(now_ms, Ordering::Relaxed);
-        slot.probes.store(0, Ordering::Relaxed);
-        slot.mac.store(mac_bits(mac) | MAC_VALID, Ordering::Release);
-        true
     }
 }
 

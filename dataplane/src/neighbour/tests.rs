@@ -1,79 +1,118 @@
+//! The table's tests run once per family (the `family_tests!` list at
+//! the end): IPv6 next hops are resolved, learned, aged and reclaimed
+//! exactly as IPv4 ones. Addresses are written as 32-bit numbers: the IPv4
+//! address itself, or `2001:db8::` plus it for IPv6.
+
 use super::*;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 10);
 const MAC: [u8; 6] = [2, 0xbb, 0, 0, 0, 10];
 
-fn table() -> NeighbourTable {
-    NeighbourTable::new(NeighbourConfig::default())
+/// a::<I>() family under test.
+trait Addr: NeighbourAddr {
+    /// The address numbered `n` (see the module docs).
+    fn nth(n: u32) -> Self;
+    /// Its low 32 bits.
+    fn low32(self) -> u32;
 }
 
-#[test]
-fn unknown_next_hop_is_probed_once_per_retrans_period_then_learned() {
-    let t = table();
-    assert_eq!(t.resolve(1, A, 100), Resolution::Pending { probe: true });
+impl Addr for Ipv4Addr {
+    fn nth(n: u32) -> Self {
+        Ipv4Addr::from(n)
+    }
+    fn low32(self) -> u32 {
+        u32::from(self)
+    }
+}
+
+impl Addr for Ipv6Addr {
+    fn nth(n: u32) -> Self {
+        Ipv6Addr::from(0x2001_0db8_u128 << 96 | u128::from(n))
+    }
+    fn low32(self) -> u32 {
+        u128::from(self) as u32
+    }
+}
+
+/// The first next hop of most tests (10.1.0.10, 2001:db8::a01:a).
+fn a<I: Addr>() -> I {
+    I::nth(0x0a01_000a)
+}
+
+fn table<I: Addr>() -> FamilyTable<I> {
+    FamilyTable::new(NeighbourConfig::default())
+}
+
+fn unknown_next_hop_is_probed_once_per_retrans_period_then_learned<I: Addr>() {
+    let t = table::<I>();
     assert_eq!(
-        t.resolve(1, A, 500),
+        t.resolve(1, a::<I>(), 100),
+        Resolution::Pending { probe: true }
+    );
+    assert_eq!(
+        t.resolve(1, a::<I>(), 500),
         Resolution::Pending { probe: false },
         "one request per second"
     );
-    assert_eq!(t.resolve(1, A, 1_100), Resolution::Pending { probe: true });
-    assert!(t.learn(1, A, MAC, 1_200, true));
     assert_eq!(
-        t.resolve(1, A, 1_300),
+        t.resolve(1, a::<I>(), 1_100),
+        Resolution::Pending { probe: true }
+    );
+    assert!(t.learn(1, a::<I>(), MAC, 1_200, true));
+    assert_eq!(
+        t.resolve(1, a::<I>(), 1_300),
         Resolution::Known {
             mac: MAC,
             probe: false
         }
     );
-    assert_eq!(t.peek(1, A), Some(MAC));
-    assert_eq!(t.peek(0, A), None, "per port");
+    assert_eq!(t.peek(1, a::<I>()), Some(MAC));
+    assert_eq!(t.peek(0, a::<I>()), None, "per port");
 }
 
-#[test]
-fn unanswered_probes_fail_the_entry_for_the_hold_time_then_retry() {
-    let t = table();
+fn unanswered_probes_fail_the_entry_for_the_hold_time_then_retry<I: Addr>() {
+    let t = table::<I>();
     for (now, probe) in [(1, true), (1_001, true), (2_001, true)] {
-        assert_eq!(t.resolve(0, A, now), Resolution::Pending { probe });
+        assert_eq!(t.resolve(0, a::<I>(), now), Resolution::Pending { probe });
     }
-    assert_eq!(t.resolve(0, A, 3_001), Resolution::Failed);
-    assert_eq!(t.resolve(0, A, 7_999), Resolution::Failed);
+    assert_eq!(t.resolve(0, a::<I>(), 3_001), Resolution::Failed);
+    assert_eq!(t.resolve(0, a::<I>(), 7_999), Resolution::Failed);
     assert_eq!(
-        t.resolve(0, A, 8_002),
+        t.resolve(0, a::<I>(), 8_002),
         Resolution::Pending { probe: true },
         "probing starts over"
     );
 }
 
-#[test]
-fn stale_entries_keep_forwarding_and_are_reprobed() {
-    let t = table();
-    t.learn(0, A, MAC, 0, false);
+fn stale_entries_keep_forwarding_and_are_reprobed<I: Addr>() {
+    let t = table::<I>();
+    t.learn(0, a::<I>(), MAC, 0, false);
     assert_eq!(
-        t.resolve(0, A, 29_999),
+        t.resolve(0, a::<I>(), 29_999),
         Resolution::Known {
             mac: MAC,
             probe: false
         }
     );
     assert_eq!(
-        t.resolve(0, A, 30_000),
+        t.resolve(0, a::<I>(), 30_000),
         Resolution::Known {
             mac: MAC,
             probe: true
         }
     );
     assert_eq!(
-        t.resolve(0, A, 30_500),
+        t.resolve(0, a::<I>(), 30_500),
         Resolution::Known {
             mac: MAC,
             probe: false
         }
     );
     let new_mac = [2, 0xbb, 0, 0, 0, 99];
-    t.learn(0, A, new_mac, 30_600, true);
+    t.learn(0, a::<I>(), new_mac, 30_600, true);
     assert_eq!(
-        t.resolve(0, A, 30_700),
+        t.resolve(0, a::<I>(), 30_700),
         Resolution::Known {
             mac: new_mac,
             probe: false
@@ -81,13 +120,12 @@ fn stale_entries_keep_forwarding_and_are_reprobed() {
     );
 }
 
-#[test]
-fn a_stale_mac_that_stops_answering_is_forgotten() {
-    let t = table();
-    t.learn(0, A, MAC, 0, false);
+fn a_stale_mac_that_stops_answering_is_forgotten<I: Addr>() {
+    let t = table::<I>();
+    t.learn(0, a::<I>(), MAC, 0, false);
     for now in [30_000, 31_000, 32_000] {
         assert_eq!(
-            t.resolve(0, A, now),
+            t.resolve(0, a::<I>(), now),
             Resolution::Known {
                 mac: MAC,
                 probe: true
@@ -95,22 +133,22 @@ fn a_stale_mac_that_stops_answering_is_forgotten() {
         );
     }
     assert_eq!(
-        t.resolve(0, A, 32_500),
+        t.resolve(0, a::<I>(), 32_500),
         Resolution::Known {
             mac: MAC,
             probe: false
         }
     );
     assert_eq!(
-        t.resolve(0, A, 33_000),
+        t.resolve(0, a::<I>(), 33_000),
         Resolution::Failed,
         "three re-probes unanswered"
     );
-    assert_eq!(t.peek(0, A), None);
-    // A reply brings it back.
-    assert!(t.learn(0, A, MAC, 33_100, true));
+    assert_eq!(t.peek(0, a::<I>()), None);
+    // a::<I>() reply brings it back.
+    assert!(t.learn(0, a::<I>(), MAC, 33_100, true));
     assert_eq!(
-        t.resolve(0, A, 33_200),
+        t.resolve(0, a::<I>(), 33_200),
         Resolution::Known {
             mac: MAC,
             probe: false
@@ -118,13 +156,12 @@ fn a_stale_mac_that_stops_answering_is_forgotten() {
     );
 }
 
-#[test]
-fn static_entries_are_never_probed_or_overwritten() {
-    let t = table();
-    t.set_static(0, A, MAC);
-    assert!(!t.learn(0, A, [9; 6], 5, false));
+fn static_entries_are_never_probed_or_overwritten<I: Addr>() {
+    let t = table::<I>();
+    t.set_static(0, a::<I>(), MAC);
+    assert!(!t.learn(0, a::<I>(), [9; 6], 5, false));
     assert_eq!(
-        t.resolve(0, A, 10_000_000),
+        t.resolve(0, a::<I>(), 10_000_000),
         Resolution::Known {
             mac: MAC,
             probe: false
@@ -133,33 +170,28 @@ fn static_entries_are_never_probed_or_overwritten() {
     assert!(t.entries()[0].is_static);
 }
 
-#[test]
-fn strangers_are_not_learned_unless_asked_and_a_full_table_refuses() {
-    let t = NeighbourTable::new(NeighbourConfig {
+fn strangers_are_not_learned_unless_asked_and_a_full_table_refuses<I: Addr>() {
+    let t = FamilyTable::<I>::new(NeighbourConfig {
         capacity: 16,
         ..NeighbourConfig::default()
     });
-    assert!(!t.learn(0, A, MAC, 0, true), "unsolicited");
+    assert!(!t.learn(0, a::<I>(), MAC, 0, true), "unsolicited");
     for i in 0..16u32 {
-        t.resolve(0, Ipv4Addr::from(0x0a00_0000 + i), 0);
+        t.resolve(0, I::nth(0x0a00_0000 + i), 0);
     }
-    assert_eq!(
-        t.resolve(0, Ipv4Addr::new(10, 9, 9, 9), 0),
-        Resolution::TableFull
-    );
+    assert_eq!(t.resolve(0, I::nth(0x0a09_0909), 0), Resolution::TableFull);
     assert_eq!(t.refused(), 1);
     assert_eq!(t.entries().len(), 16);
 }
 
-#[test]
-fn concurrent_learners_and_readers_agree() {
+fn concurrent_learners_and_readers_agree<I: Addr>() {
     let t = Arc::new(table());
     let writers: Vec<_> = (0..2u8)
         .map(|w| {
             let t = Arc::clone(&t);
             std::thread::spawn(move || {
                 for i in 0..2_000u32 {
-                    let ip = Ipv4Addr::from(0x0a01_0000 + i);
+                    let ip = I::nth(0x0a01_0000 + i);
                     let b = i.to_be_bytes();
                     t.learn(w, ip, [2, w, b[0], b[1], b[2], b[3]], 1, false);
                 }
@@ -173,15 +205,15 @@ fn concurrent_learners_and_readers_agree() {
         for i in 0..2_000u32 {
             let b = i.to_be_bytes();
             assert_eq!(
-                t.peek(w, Ipv4Addr::from(0x0a01_0000 + i)),
+                t.peek(w, I::nth(0x0a01_0000 + i)),
                 Some([2, w, b[0], b[1], b[2], b[3]])
             );
         }
     }
 }
 
-fn gc_table(capacity: u32, gc_stale_ms: u64, gc_min_entries: u32) -> NeighbourTable {
-    NeighbourTable::new(NeighbourConfig {
+fn gc_table<I: Addr>(capacity: u32, gc_stale_ms: u64, gc_min_entries: u32) -> FamilyTable<I> {
+    FamilyTable::new(NeighbourConfig {
         capacity,
         gc_stale_ms,
         gc_min_entries,
@@ -189,14 +221,14 @@ fn gc_table(capacity: u32, gc_stale_ms: u64, gc_min_entries: u32) -> NeighbourTa
     })
 }
 
-fn mac_for(port: PortId, ip: Ipv4Addr) -> [u8; 6] {
-    let b = u32::from(ip).to_be_bytes();
+fn mac_for<I: Addr>(port: PortId, ip: I) -> [u8; 6] {
+    let b = ip.low32().to_be_bytes();
     [2, port, b[0], b[1], b[2], b[3]]
 }
 
 /// Resolve a new next hop and answer its request, like a worker and the
 /// neighbour would.
-fn use_and_learn(t: &NeighbourTable, port: PortId, ip: Ipv4Addr, now_ms: u64) -> Resolution {
+fn use_and_learn<I: Addr>(t: &FamilyTable<I>, port: PortId, ip: I, now_ms: u64) -> Resolution {
     let first = t.resolve(port, ip, now_ms);
     if first == Resolution::TableFull {
         return first;
@@ -208,14 +240,13 @@ fn use_and_learn(t: &NeighbourTable, port: PortId, ip: Ipv4Addr, now_ms: u64) ->
 /// Next hops come and go (pods churning): 4 new ones a second, each
 /// used for a moment, 10x the capacity in all. Collected once a second,
 /// the table never refuses; without collection the same churn does.
-#[test]
-fn churn_of_ten_times_the_capacity_never_refuses_once_old_entries_are_idle() {
-    let collected = gc_table(64, 10_000, 0);
-    let uncollected = gc_table(64, 10_000, 0);
+fn churn_of_ten_times_the_capacity_never_refuses_once_old_entries_are_idle<I: Addr>() {
+    let collected = gc_table::<I>(64, 10_000, 0);
+    let uncollected = gc_table::<I>(64, 10_000, 0);
     let hops = 640u32;
     let mut now_ms = 1_000;
     for i in 0..hops {
-        let ip = Ipv4Addr::from(0x0a40_0000 + i);
+        let ip = I::nth(0x0a40_0000 + i);
         assert_eq!(
             use_and_learn(&collected, 0, ip, now_ms),
             Resolution::Known {
@@ -245,10 +276,9 @@ fn churn_of_ten_times_the_capacity_never_refuses_once_old_entries_are_idle() {
     );
 }
 
-#[test]
-fn a_used_entry_is_never_reclaimed_and_an_idle_one_not_before_gc_stale_ms() {
-    let t = gc_table(16, 10_000, 0);
-    let (idle, busy) = (Ipv4Addr::new(10, 2, 0, 1), Ipv4Addr::new(10, 2, 0, 2));
+fn a_used_entry_is_never_reclaimed_and_an_idle_one_not_before_gc_stale_ms<I: Addr>() {
+    let t = gc_table::<I>(16, 10_000, 0);
+    let (idle, busy) = (I::nth(0x0a02_0001), I::nth(0x0a02_0002));
     use_and_learn(&t, 0, idle, 1_000);
     // Last use at 1 000 ms: still there gc_stale_ms later (the stamp is
     // rounded up to the tick end, 1 023 ms).
@@ -278,13 +308,12 @@ fn a_used_entry_is_never_reclaimed_and_an_idle_one_not_before_gc_stale_ms() {
     assert_eq!(t.reclaimed(), 1);
 }
 
-#[test]
-fn static_entries_survive_compactions_and_demoted_ones_are_reclaimed_later() {
-    let t = gc_table(16, 10_000, 0);
+fn static_entries_survive_compactions_and_demoted_ones_are_reclaimed_later<I: Addr>() {
+    let t = gc_table::<I>(16, 10_000, 0);
     let (kept, demoted, idle) = (
-        Ipv4Addr::new(10, 3, 0, 1),
-        Ipv4Addr::new(10, 3, 0, 2),
-        Ipv4Addr::new(10, 3, 0, 3),
+        I::nth(0x0a03_0001),
+        I::nth(0x0a03_0002),
+        I::nth(0x0a03_0003),
     );
     t.set_static(1, kept, MAC);
     t.set_static(1, demoted, MAC);
@@ -301,7 +330,7 @@ fn static_entries_survive_compactions_and_demoted_ones_are_reclaimed_later() {
         );
     }
     assert_eq!(t.stats().statics, 2);
-    // A reload removes one static neighbour: an ordinary entry from now
+    // a::<I>() reload removes one static neighbour: an ordinary entry from now
     // on, reclaimed once unused for gc_stale_ms.
     t.retain_static(|_, ip| ip == kept);
     assert!(
@@ -314,13 +343,12 @@ fn static_entries_survive_compactions_and_demoted_ones_are_reclaimed_later() {
     assert_eq!(t.stats().entries, 1);
 }
 
-#[test]
-fn entries_never_used_are_stamped_by_the_collector_and_small_tables_are_left_alone() {
-    let t = gc_table(64, 10_000, 4);
+fn entries_never_used_are_stamped_by_the_collector_and_small_tables_are_left_alone<I: Addr>() {
+    let t = gc_table::<I>(64, 10_000, 4);
     // Learned without a use (not from a resolve): stamped at the first
     // collection, reclaimed gc_stale_ms after that.
     for i in 0..3u32 {
-        t.learn(0, Ipv4Addr::from(0x0a05_0000 + i), MAC, 0, false);
+        t.learn(0, I::nth(0x0a05_0000 + i), MAC, 0, false);
     }
     assert!(!t.collect_garbage(50_000).compacted);
     assert!(t.entries().iter().all(|e| e.used_ms == 50_000 | 1023));
@@ -328,7 +356,7 @@ fn entries_never_used_are_stamped_by_the_collector_and_small_tables_are_left_alo
         !t.collect_garbage(100_000).compacted,
         "3 entries, below gc_min_entries"
     );
-    t.learn(0, Ipv4Addr::new(10, 5, 1, 0), MAC, 0, false);
+    t.learn(0, I::nth(0x0a05_0100), MAC, 0, false);
     let gc = t.collect_garbage(100_000);
     assert_eq!(
         (gc.entries, gc.reclaimed, gc.compacted),
@@ -338,25 +366,24 @@ fn entries_never_used_are_stamped_by_the_collector_and_small_tables_are_left_alo
     assert_eq!(t.stats().compactions, 1);
 }
 
-/// A worker still holding the old generation during a compaction: what
+/// a::<I>() worker still holding the old generation during a compaction: what
 /// it learns there is lost, and costs exactly one immediate re-request.
-#[test]
-fn a_change_to_a_replaced_generation_costs_one_re_arp() {
-    let t = gc_table(16, 10_000, 0);
-    let old_hop = Ipv4Addr::new(10, 6, 0, 1);
+fn a_change_to_a_replaced_generation_costs_one_re_arp<I: Addr>() {
+    let t = gc_table::<I>(16, 10_000, 0);
+    let old_hop = I::nth(0x0a06_0001);
     use_and_learn(&t, 0, old_hop, 0);
     let batch = t.load();
     let generation = t.generation();
     assert!(t.collect_garbage(20_000).compacted);
     assert_eq!(t.generation(), generation + 1);
-    // The batch goes on with its generation: A is resolved and learned
+    // The batch goes on with its generation: a::<I>() is resolved and learned
     // there, in the replaced generation.
     assert_eq!(
-        batch.resolve(0, A, 20_000),
+        batch.resolve(0, a::<I>(), 20_000),
         Resolution::Pending { probe: true }
     );
-    assert!(batch.learn(0, A, MAC, 20_001, true));
-    assert_eq!(batch.peek(0, A), Some(MAC));
+    assert!(batch.learn(0, a::<I>(), MAC, 20_001, true));
+    assert_eq!(batch.peek(0, a::<I>()), Some(MAC));
     drop(batch);
     // The collector still holds the replaced generation (freed by the
     // next collection, not by the worker's drop).
@@ -365,15 +392,15 @@ fn a_change_to_a_replaced_generation_costs_one_re_arp() {
     drop(replaced);
     assert!(!t.collect_garbage(20_001).compacted);
     assert!(t.retired.lock().unwrap().is_empty());
-    assert_eq!(t.peek(0, A), None, "lost with the old generation");
+    assert_eq!(t.peek(0, a::<I>()), None, "lost with the old generation");
     assert_eq!(
-        t.resolve(0, A, 20_002),
+        t.resolve(0, a::<I>(), 20_002),
         Resolution::Pending { probe: true },
         "requested again at once"
     );
-    assert!(t.learn(0, A, MAC, 20_003, true));
+    assert!(t.learn(0, a::<I>(), MAC, 20_003, true));
     assert_eq!(
-        t.resolve(0, A, 20_004),
+        t.resolve(0, a::<I>(), 20_004),
         Resolution::Known {
             mac: MAC,
             probe: false
@@ -385,21 +412,20 @@ fn a_change_to_a_replaced_generation_costs_one_re_arp() {
 /// 200 times under a simulated clock: every MAC read belongs to the
 /// address looked up, statics are always there, the table never
 /// refuses, and idle entries are reclaimed.
-#[test]
-fn concurrent_learners_and_readers_agree_during_compactions() {
+fn concurrent_learners_and_readers_agree_during_compactions<I: Addr>() {
     use std::sync::atomic::AtomicBool;
     const WINDOW: u32 = 64;
-    let t = Arc::new(gc_table(1_024, 2 * USE_TICK_MS, 0));
+    let t = Arc::new(gc_table::<I>(1_024, 2 * USE_TICK_MS, 0));
     let clock = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(AtomicU64::new(0));
-    let statics: Vec<Ipv4Addr> = (0..8u32).map(|i| Ipv4Addr::from(0x0a07_0000 + i)).collect();
+    let statics: Vec<I> = (0..8u32).map(|i| I::nth(0x0a07_0000 + i)).collect();
     for &ip in &statics {
         t.set_static(3, ip, mac_for(3, ip));
     }
     // Idle from the start: reclaimed whatever the threads' timing.
     for i in 0..128u32 {
-        let ip = Ipv4Addr::from(0x0a08_0000 + i);
+        let ip = I::nth(0x0a08_0000 + i);
         use_and_learn(&t, 2, ip, 0);
     }
     let workers: Vec<_> = (0..2u8)
@@ -419,14 +445,14 @@ fn concurrent_learners_and_readers_agree_during_compactions() {
                     }
                     progress.fetch_add(1, Ordering::Relaxed);
                     let now_ms = clock.load(Ordering::Relaxed);
-                    // A window of addresses that moves with the clock:
+                    // a::<I>() window of addresses that moves with the clock:
                     // the ones left behind go idle.
                     let window = (now_ms / USE_TICK_MS) as u32 * 37;
-                    let ip = Ipv4Addr::from(0x0a09_0000 + (window + i % WINDOW) % 4_096);
+                    let ip = I::nth(0x0a09_0000 + (window + i % WINDOW) % 4_096);
                     let batch = t.load();
                     match batch.resolve(w, ip, now_ms) {
                         Resolution::Known { mac, .. } => {
-                            assert_eq!(mac, mac_for(w, ip), "{ip} on {w}");
+                            assert_eq!(mac, mac_for(w, ip), "{ip:?} on {w}");
                             checked += 1;
                         }
                         Resolution::Pending { .. } | Resolution::Failed => {
@@ -472,7 +498,7 @@ fn concurrent_learners_and_readers_agree_during_compactions() {
     assert_eq!(t.refused(), 0);
     assert!(t.reclaimed() >= 128, "{:?}", t.stats());
     for i in 0..128u32 {
-        assert_eq!(t.peek(2, Ipv4Addr::from(0x0a08_0000 + i)), None);
+        assert_eq!(t.peek(2, I::nth(0x0a08_0000 + i)), None);
     }
     for e in t.entries() {
         if let Some(mac) = e.mac {
@@ -480,4 +506,104 @@ fn concurrent_learners_and_readers_agree_during_compactions() {
         }
     }
     assert_eq!(t.stats().statics, 8);
+}
+
+/// Two threads insert the same new next hops at once (the race the IPv6
+/// key's claim-then-publish protocol must settle): one entry per address,
+/// never two.
+fn concurrent_inserts_of_one_address_make_one_entry<I: Addr>() {
+    let t = Arc::new(table::<I>());
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || {
+                for i in 0..3_000u32 {
+                    t.load().resolve(1, I::nth(0x0a0a_0000 + i), 1);
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    let mut seen: Vec<I> = t.entries().iter().map(|e| e.addr).collect();
+    assert_eq!(seen.len(), 3_000);
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), 3_000, "an address stored twice");
+}
+
+/// Instantiate every test above for one family.
+macro_rules! family_tests {
+    ($family:ident, $addr:ty, [$($test:ident),* $(,)?]) => {
+        mod $family {
+            use super::*;
+            $(
+                #[test]
+                fn $test() {
+                    super::$test::<$addr>();
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! both_families {
+    ($($test:ident),* $(,)?) => {
+        family_tests!(v4, Ipv4Addr, [$($test),*]);
+        family_tests!(v6, Ipv6Addr, [$($test),*]);
+    };
+}
+
+both_families!(
+    unknown_next_hop_is_probed_once_per_retrans_period_then_learned,
+    unanswered_probes_fail_the_entry_for_the_hold_time_then_retry,
+    stale_entries_keep_forwarding_and_are_reprobed,
+    a_stale_mac_that_stops_answering_is_forgotten,
+    static_entries_are_never_probed_or_overwritten,
+    strangers_are_not_learned_unless_asked_and_a_full_table_refuses,
+    concurrent_learners_and_readers_agree,
+    churn_of_ten_times_the_capacity_never_refuses_once_old_entries_are_idle,
+    a_used_entry_is_never_reclaimed_and_an_idle_one_not_before_gc_stale_ms,
+    static_entries_survive_compactions_and_demoted_ones_are_reclaimed_later,
+    entries_never_used_are_stamped_by_the_collector_and_small_tables_are_left_alone,
+    a_change_to_a_replaced_generation_costs_one_re_arp,
+    concurrent_learners_and_readers_agree_during_compactions,
+    concurrent_inserts_of_one_address_make_one_entry,
+);
+
+/// The two-family table: each address goes to its family's table, the
+/// same low bits in both families are two entries, and collection,
+/// statistics and generations cover both.
+#[test]
+fn the_two_families_are_separate_tables_collected_together() {
+    let t = NeighbourTable::new(NeighbourConfig {
+        capacity: 16,
+        gc_stale_ms: 10_000,
+        gc_min_entries: 0,
+        ..NeighbourConfig::default()
+    });
+    let (v4, v6) = (Ipv4Addr::nth(0x0a00_0001), Ipv6Addr::nth(0x0a00_0001));
+    assert_eq!(t.resolve(0, v4, 1), Resolution::Pending { probe: true });
+    assert_eq!(
+        t.resolve(0, v6, 1),
+        Resolution::Pending { probe: true },
+        "not the IPv4 entry"
+    );
+    assert!(t.learn(0, v6, MAC, 2, true));
+    assert_eq!(t.peek(0, v6), Some(MAC));
+    assert_eq!(t.peek(0, v4), None);
+    assert!(t.set_static(1, Ipv6Addr::nth(7), MAC));
+    assert_eq!(t.entries::<Ipv4Addr>().len(), 1);
+    assert_eq!(t.entries::<Ipv6Addr>().len(), 2);
+    let stats = t.stats();
+    assert_eq!((stats.capacity, stats.entries, stats.statics), (32, 3, 1));
+    let generation = t.generation();
+    let gc = t.collect_garbage(100_000);
+    assert_eq!((gc.entries, gc.reclaimed, gc.compacted), (3, 2, true));
+    assert_eq!(t.generation(), generation + 2, "both tables compacted");
+    assert_eq!(t.peek(0, v6), None);
+    assert_eq!(t.peek(1, Ipv6Addr::nth(7)), Some(MAC), "static kept");
+    t.retain_static::<Ipv6Addr>(|_, _| false);
+    assert_eq!(t.stats().statics, 0);
 }

@@ -137,7 +137,8 @@ pub(crate) fn plan_for(
 
 /// Checks of the egress port a packet would leave on. A packet too big
 /// for it has the port's MTU noted for its ICMP error (see
-/// [`super::icmp_reply`]).
+/// [`super::icmp_reply`]). A GSO/GRO super-packet is too big when its
+/// segments are ([`PacketMeta::wire_l3_len`]), not by its own length.
 #[inline]
 pub(super) fn egress_check(
     snap: &Snapshot,
@@ -148,7 +149,7 @@ pub(super) fn egress_check(
         .ports
         .get(out_port as usize)
         .ok_or(DropReason::NoRoute)?;
-    if meta.l3_end.saturating_sub(meta.l3_offset) > port.mtu {
+    if meta.wire_l3_len() > port.mtu {
         meta.egress_mtu = port.mtu;
         return Err(DropReason::TooBig);
     }

@@ -3,7 +3,9 @@
 //! [`super::neighbour`]) and ICMP echo requests to owned addresses (RFC 792)
 //! are answered in place, out of the port they came in on. ARP for an owned
 //! address is answered only on the port the address lives on, so a gateway
-//! with two ports never claims an address on the wrong segment.
+//! with two ports never claims an address on the wrong segment. NDP
+//! messages (IPv6's ARP) go to the NDP stage ([`super::ndp`]), which
+//! answers and learns the same way.
 //!
 //! Host addresses are not answered here: ARP whose target is a host address
 //! of the receiving port, ICMP echo requests and replies to a host address,
@@ -35,7 +37,11 @@ pub fn run<F: Frame>(
     let mut any_v6 = false;
     for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()) {
         if meta.family == Family::V6 {
-            any_v6 |= ipv6_gate(snap, meta);
+            if meta.kind == PacketKind::Ndp && meta.is_pending() {
+                answer_ndp(snap, frame, meta, counters, neighbours);
+            } else {
+                any_v6 |= ipv6_gate(snap, meta);
+            }
             continue;
         }
         if !meta.is_pending() {
@@ -70,6 +76,25 @@ pub fn run<F: Frame>(
 fn unparsed_to_host(snap: &Snapshot, meta: &mut PacketMeta) {
     if snap.owned(meta.key.dst_ip).is_some_and(|o| o.host) {
         meta.verdict = Verdict::Host;
+    }
+}
+
+/// NDP for the gateway: the neighbour stage's ([`super::ndp`]). Out of
+/// line: IPv4 batches carry only the family check.
+#[cold]
+#[inline(never)]
+fn answer_ndp<F: Frame>(
+    snap: &Snapshot,
+    frame: &mut F,
+    meta: &mut PacketMeta,
+    counters: &mut Counters,
+    neighbours: &NeighbourCtx<'_>,
+) {
+    if neighbours.answer_ndp(snap, frame, meta) {
+        counters.ndp_learned += 1;
+    }
+    if meta.verdict == Verdict::Reply {
+        counters.local_replies += 1;
     }
 }
 

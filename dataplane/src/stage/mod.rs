@@ -7,7 +7,7 @@
 //! One file per stage: [`parse`], [`local`], [`ipv6`] (the IPv6 packets,
 //! whole), [`steer`], [`flow`],
 //! [`icmp_error`], [`nat`] (with [`mss_clamp`]), [`neighbour`] (next-hop resolution, L2, frames
-//! held for ARP, ARP out).
+//! held for ARP, ARP out), [`ndp`] (NDP in and out for IPv6 next hops).
 //!
 //! [`Pipeline`] holds a worker's state (conntrack, SNAT allocator, affinity,
 //! counters, neighbour-stage state) and per-batch scratch space, all
@@ -20,6 +20,7 @@ pub mod ipv6;
 pub mod local;
 pub mod mss_clamp;
 pub mod nat;
+pub mod ndp;
 pub mod neighbour;
 pub mod parse;
 pub mod source_limit;
@@ -221,7 +222,7 @@ impl Pipeline {
 
     /// The next-hop address packet `i` of the last batch waits for (valid
     /// when its verdict is `AwaitNeighbour`).
-    pub fn awaited_neighbour(&self, i: usize) -> Ipv4Addr {
+    pub fn awaited_neighbour(&self, i: usize) -> std::net::IpAddr {
         self.neighbour.awaited(i)
     }
 
@@ -320,6 +321,7 @@ impl Pipeline {
                     may_hand_off,
                     now_ms,
                 },
+                &mut neighbours,
             );
         }
         if may_hand_off {
@@ -416,7 +418,7 @@ impl Pipeline {
     /// IPv6 listeners (cold: allocates the IPv6 conntrack, with the IPv4
     /// flow capacity, and an SNAT allocator over the snapshot's IPv6 SNAT
     /// addresses, which are fixed from then on as the IPv4 ones are from
-    /// the configuration), and take its static IPv6 neighbours. A table
+    /// the configuration). A table
     /// that cannot be allocated leaves IPv6 flows dropped (`not_owned`,
     /// `no_listener`), IPv4 untouched.
     pub fn load_ipv6(&mut self, snap: &Snapshot) {
@@ -444,9 +446,6 @@ impl Pipeline {
             )
             .ok()
             .map(Box::new);
-        }
-        if let Some(v6) = self.v6.as_mut() {
-            v6.neighbours.load(snap);
         }
     }
 

@@ -17,6 +17,12 @@
 //! does (RFC 1812 §5.3.1); a packet that would leave with TTL 0 is dropped.
 //! A SYN or SYN-ACK leaving a port with an `mss_clamp` has its MSS option
 //! clamped ([`super::mss_clamp`]).
+//!
+//! A packet with a partial checksum (`meta.offload.needs_csum`: a GSO/GRO
+//! super-packet from a driver with offloads on) keeps it partial: its
+//! checksum field is the pseudo-header seed, updated for the addresses
+//! only (`rewrite_ports_partial`); the device, the kernel's GSO or
+//! [`crate::wire::gso`] completes it per segment.
 
 use super::FlowSlot;
 use super::mss_clamp::{self, Clamped};
@@ -166,7 +172,43 @@ pub fn rewrite_packet(
     h[IP_CHECKSUM..IP_CHECKSUM + 2].copy_from_slice(&ip_csum.to_be_bytes());
     h[IP_SRC..IP_SRC + 4].copy_from_slice(&new.src_ip.octets());
     h[IP_DST..IP_DST + 4].copy_from_slice(&new.dst_ip.octets());
+    if meta.offload.needs_csum {
+        return rewrite_ports_partial(seg, old, new, addr_delta);
+    }
     rewrite_ports(seg, old, new, addr_delta, true)
+}
+
+/// [`rewrite_ports`] for a packet whose L4 checksum is still partial
+/// (`NEEDS_CSUM`, a GSO/GRO super-packet): the field holds the
+/// pseudo-header seed — the folded sum, *not* complemented — and whoever
+/// sends the packet adds the L4 header and payload to it. The seed
+/// changes with the addresses (they are in the pseudo-header) but not with
+/// the ports (they are in the data the device sums): `seed' = seed + ~m +
+/// m'` over the address words only (RFC 1624 eq. 3 without the outer
+/// complements).
+#[cold]
+#[inline(never)]
+fn rewrite_ports_partial(
+    seg: &mut [u8],
+    old: &FlowKey,
+    new: &FlowKey,
+    addr_delta: u32,
+) -> Result<(), DropReason> {
+    let csum_off = match old.proto {
+        Proto::Tcp => TCP_CHECKSUM_OFFSET,
+        Proto::Udp => UDP_CHECKSUM_OFFSET,
+        Proto::Icmp => return Ok(()),
+    };
+    let seed = seg
+        .get(csum_off..csum_off + 2)
+        .map(|f| u16::from_be_bytes([f[0], f[1]]));
+    // The ports (and the lengths checks) as for any packet, then the
+    // field becomes the seed moved by the address terms only.
+    rewrite_ports(seg, old, new, addr_delta, true)?;
+    if let (Some(seed), Some(field)) = (seed, seg.get_mut(csum_off..csum_off + 2)) {
+        field.copy_from_slice(&(!apply_delta(!seed, addr_delta)).to_be_bytes());
+    }
+    Ok(())
 }
 
 /// Rewrite ports (and fix the checksum for addresses and ports) of a TCP or
@@ -355,6 +397,55 @@ mod tests {
             ip.set_ttl(build::DEFAULT_TTL - 1);
             ip.fill_checksum();
             prop_assert_eq!(got, want);
+        }
+
+        /// A frame with a partial checksum (`NEEDS_CSUM`: the field holds
+        /// the pseudo-header seed), rewritten, then completed in software
+        /// as the device would, equals the frame built from scratch for the
+        /// new tuple; and a super-packet rewritten and cut into segments
+        /// gives segments that all verify.
+        #[test]
+        fn partial_checksum_rewrite_completes_to_the_full_checksum(
+            udp in any::<bool>(),
+            (s, d, ns, nd) in (addr(), addr(), addr(), addr()),
+            (sp, dp, nsp, ndp) in (1u16.., 1u16.., 1u16.., 1u16..),
+            payload in proptest::collection::vec(any::<u8>(), 0..3000),
+            gso_size in 500u16..1500,
+        ) {
+            let proto = if udp { Proto::Udp } else { Proto::Tcp };
+            let old = FlowKey::new(proto, s, sp, d, dp);
+            let new = FlowKey::new(proto, ns, nsp, nd, ndp);
+            let mut got = frame(&old, &payload);
+            let mut want = frame(&new, &payload);
+            let mut ip = ipv4::Packet::new_unchecked(&mut want[14..34]);
+            ip.set_ttl(build::DEFAULT_TTL - 1);
+            ip.fill_checksum();
+            let offload = build::make_partial(&mut got, 0);
+            let hasher = crate::flow::TableHasher::from_seed(1);
+            let mut meta = parse_frame(&got, 0, true, &hasher).expect("valid frame");
+            meta.offload = offload;
+            rewrite_packet(&mut got, &meta, &old, &new, true).expect("rewrite");
+            crate::wire::gso::complete_checksum(&mut got, &offload).expect("complete");
+            prop_assert_eq!(&got, &want);
+
+            // The same payload as a super-packet.
+            let mut sp_frame = frame(&old, &payload);
+            let offload = build::make_partial(&mut sp_frame, gso_size);
+            meta.offload = offload;
+            meta.l3_end = (sp_frame.len()) as u16;
+            rewrite_packet(&mut sp_frame, &meta, &old, &new, true).expect("rewrite");
+            let mut buf = [0u8; 1600];
+            let mut joined = Vec::new();
+            crate::wire::gso::segment(&sp_frame, &offload, &mut buf, |seg| {
+                let ip = ipv4::Packet::new_unchecked(&seg[14..]);
+                assert!(ip.verify_checksum());
+                assert_eq!((ip.src_addr(), ip.dst_addr()), (ns, nd));
+                let l4 = &seg[34..];
+                assert!(checksum::verify_l4(ns, nd, if udp { 17 } else { 6 }, l4));
+                assert_eq!(&l4[..4], &[nsp.to_be_bytes(), ndp.to_be_bytes()].concat()[..]);
+                joined.extend_from_slice(&l4[if udp { 8 } else { 20 }..]);
+            }).expect("segment");
+            prop_assert_eq!(joined, payload);
         }
     }
 }

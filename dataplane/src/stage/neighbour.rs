@@ -1,6 +1,10 @@
 //! The neighbour stage: everything between a packet's next hop and the
 //! Ethernet header it leaves with, over the shared [`NeighbourTable`] (see
-//! [`crate::neighbour`] for the table's states and timers).
+//! [`crate::neighbour`] for the table's states and timers). IPv4 next hops
+//! are resolved by ARP (below), IPv6 ones by NDP ([`super::ndp`]: its
+//! messages in, its solicitations and unsolicited advertisements out);
+//! resolving, holding, releasing and the static entries work the same way
+//! for both families, each in its own table.
 //!
 //! * **ARP in** (for the local stage): a request for an address the gateway
 //!   owns *and announces* on the port it came in on is answered in place
@@ -10,7 +14,9 @@
 //!   sender's MAC is learned from replies to our requests and from requests
 //!   of neighbours already in the table, never from strangers.
 //! * **Resolve** (for the NAT and ICMP-error stages): the next hop's MAC in
-//!   the table generation loaded once per batch ([`NeighbourCtx`]); known:
+//!   the table generation loaded once per batch ([`NeighbourCtx`]; the IPv6
+//!   table's generation is loaded at the batch's first IPv6 next hop, so
+//!   IPv4 traffic never touches it); known:
 //!   the Ethernet addresses are rewritten and the packet is forwarded;
 //!   pending: the packet's verdict is [`Verdict::AwaitNeighbour`]; failed or
 //!   table full: dropped as `neighbour_unresolved`.
@@ -24,10 +30,12 @@
 //!   `neighbour_timeout`. Resolving again (not just peeking) re-sends the
 //!   request once per retrans period while packets wait, as Linux does.
 //!   Order among the frames kept is preserved.
-//! * **ARP out**: the requests the batches asked for (a probe claimed in the
-//!   table: at most one per address per `retrans_ms`, from the port's ARP
-//!   source address), and on worker 0 one gratuitous ARP for every
-//!   announced address not announced yet (RFC 5227 §3 "ARP Announcement"),
+//! * **ARP and NDP out**: the requests the batches asked for (a probe
+//!   claimed in the table: at most one per address per `retrans_ms`, from
+//!   the port's ARP source address; for IPv6 a Neighbour Solicitation), and
+//!   on worker 0 one gratuitous ARP for every announced IPv4 address not
+//!   announced yet (RFC 5227 §3 "ARP Announcement"; for IPv6 an unsolicited
+//!   Neighbour Advertisement, RFC 4861 §7.2.6),
 //!   so VIPs move to this gateway at start, when they are added and when
 //!   this instance is elected for them (a failover); an announcement that
 //!   could not be sent is retried with the next snapshot. The flag is read
@@ -38,17 +46,18 @@
 //!   may be missing from the copy).
 //!
 //! Frames enter and leave through the worker's [`Egress`]. Nothing here
-//! allocates after construction: the hold queue and the request list keep
-//! their capacity, ARP frames are built on the stack.
+//! allocates after construction: the hold queue and the request lists keep
+//! their capacity, ARP and NDP frames are built on the stack.
 
-use super::{Egress, L2Next, MAX_BATCH};
+use super::{Egress, L2Next, MAX_BATCH, ndp};
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
-use crate::neighbour::{NeighbourTable, Neighbours, Resolution};
+use crate::neighbour::{NeighbourAddr, NeighbourTable, Neighbours, Resolution};
 use crate::packet::{PacketMeta, PortId, Verdict};
 use crate::snapshot::Snapshot;
 use crate::wire::{MacAddr, arp, ethernet};
-use std::net::Ipv4Addr;
+use std::cell::OnceCell;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 /// Frames a worker holds for ARP resolution at most.
@@ -66,6 +75,24 @@ pub(crate) fn set_l2(frame: &mut [u8], src: [u8; 6], dst: [u8; 6]) {
     eth.set_src_addr(MacAddr(src));
 }
 
+/// A resolved packet leaves on `out_port` with its Ethernet addresses
+/// set; an unresolved one keeps its verdict.
+#[inline]
+fn with_l2(
+    resolved: Result<[u8; 6], Verdict>,
+    frame: &mut [u8],
+    out_port: PortId,
+    port_mac: [u8; 6],
+) -> Verdict {
+    match resolved {
+        Ok(mac) => {
+            set_l2(frame, port_mac, mac);
+            Verdict::Forward(out_port)
+        }
+        Err(verdict) => verdict,
+    }
+}
+
 /// A worker's neighbour-stage state, owned by its [`super::Pipeline`].
 #[derive(Debug)]
 pub struct NeighbourStage {
@@ -73,15 +100,50 @@ pub struct NeighbourStage {
     table: Arc<NeighbourTable>,
     /// For a packet of the last batch with verdict `AwaitNeighbour`: the
     /// address it waits for.
-    await_addr: Box<[Ipv4Addr; MAX_BATCH]>,
-    /// ARP requests to send `(port, address)`; bounded by its capacity.
-    requests: Vec<(PortId, Ipv4Addr)>,
+    await_addr: Box<[IpAddr; MAX_BATCH]>,
+    /// Requests to send `(port, address)`, ARP and NDP; bounded by their
+    /// capacity.
+    requests: Requests,
     /// Table generation the static neighbours were applied to.
     seen_generation: u64,
     /// Owned addresses already announced with a gratuitous ARP, with their
     /// port (worker 0). A set: with thousands of VIPs, a list made every new
     /// generation quadratic.
     announced: hashbrown::HashSet<(PortId, Ipv4Addr)>,
+    /// The same for IPv6 addresses (unsolicited advertisements).
+    announced6: hashbrown::HashSet<(PortId, Ipv6Addr)>,
+}
+
+/// The requests a worker's batches asked for, per family.
+#[derive(Debug)]
+struct Requests {
+    v4: Vec<(PortId, Ipv4Addr)>,
+    v6: Vec<(PortId, Ipv6Addr)>,
+}
+
+/// Where probes of a family's next hops are queued.
+trait RequestList<A> {
+    /// Queue a request for `addr` on `port` (dropped when the list is
+    /// full: the next resolve asks again).
+    fn push(&mut self, port: PortId, addr: A);
+}
+
+impl RequestList<Ipv4Addr> for Requests {
+    #[inline]
+    fn push(&mut self, port: PortId, addr: Ipv4Addr) {
+        if self.v4.len() < self.v4.capacity() {
+            self.v4.push((port, addr));
+        }
+    }
+}
+
+impl RequestList<Ipv6Addr> for Requests {
+    #[inline]
+    fn push(&mut self, port: PortId, addr: Ipv6Addr) {
+        if self.v6.len() < self.v6.capacity() {
+            self.v6.push((port, addr));
+        }
+    }
 }
 
 /// The neighbour stage over one batch: the table generation loaded for it,
@@ -89,9 +151,12 @@ pub struct NeighbourStage {
 #[derive(Debug)]
 pub struct NeighbourCtx<'a> {
     table: Neighbours<'a>,
+    /// The IPv6 table's generation, loaded at the batch's first use.
+    table6: OnceCell<Neighbours<'a, Ipv6Addr>>,
+    shared: &'a NeighbourTable,
     now_ms: u64,
-    requests: &'a mut Vec<(PortId, Ipv4Addr)>,
-    await_addr: &'a mut [Ipv4Addr],
+    requests: &'a mut Requests,
+    await_addr: &'a mut [IpAddr],
 }
 
 /// Frames translated and waiting for their next hop's MAC. Owned by the
@@ -103,12 +168,12 @@ pub struct HeldFrames<F> {
     spare: Vec<Held<F>>,
 }
 
-/// A frame waiting for ARP resolution of `addr` on `port`.
+/// A frame waiting for ARP or NDP resolution of `addr` on `port`.
 #[derive(Debug)]
 struct Held<F> {
     frame: F,
     port: PortId,
-    addr: Ipv4Addr,
+    addr: IpAddr,
     deadline_ms: u64,
 }
 
@@ -137,25 +202,56 @@ impl<F> Default for HeldFrames<F> {
 }
 
 impl NeighbourCtx<'_> {
-    /// The table generation of this batch.
+    /// The IPv4 table generation of this batch.
     #[inline]
     pub fn table(&self) -> &Neighbours<'_> {
         &self.table
+    }
+
+    /// The IPv6 table generation of this batch (loaded at the first call).
+    #[inline]
+    pub fn table6(&self) -> &Neighbours<'_, Ipv6Addr> {
+        self.table6.get_or_init(|| self.shared.load())
     }
 
     /// The MAC for `next` on `port`, or the verdict for packet `i` when it
     /// has none (held, or dropped).
     #[inline]
     pub fn resolve(&mut self, port: PortId, next: L2Next, i: usize) -> Result<[u8; 6], Verdict> {
-        let addr = match next {
-            L2Next::Mac(mac) => return Ok(mac),
-            L2Next::Neighbour(addr) => addr,
-        };
-        let (result, probe) = match self.table.resolve(port, addr, self.now_ms) {
+        match next {
+            L2Next::Mac(mac) => Ok(mac),
+            L2Next::Neighbour(addr) => {
+                let resolution = self.table.resolve(port, addr, self.now_ms);
+                self.conclude(resolution, port, addr, i)
+            }
+        }
+    }
+
+    /// [`Self::resolve`] for an IPv6 next hop (resolved by NDP).
+    #[inline]
+    pub fn resolve6(&mut self, port: PortId, addr: Ipv6Addr, i: usize) -> Result<[u8; 6], Verdict> {
+        let resolution = self.table6().resolve(port, addr, self.now_ms);
+        self.conclude(resolution, port, addr, i)
+    }
+
+    /// The MAC, or packet `i`'s verdict, for a resolution of `addr`; queue
+    /// the request it asked for.
+    #[inline]
+    fn conclude<A: NeighbourAddr + Into<IpAddr>>(
+        &mut self,
+        resolution: Resolution,
+        port: PortId,
+        addr: A,
+        i: usize,
+    ) -> Result<[u8; 6], Verdict>
+    where
+        Requests: RequestList<A>,
+    {
+        let (result, probe) = match resolution {
             Resolution::Known { mac, probe } => (Ok(mac), probe),
             Resolution::Pending { probe } => {
                 if let Some(slot) = self.await_addr.get_mut(i) {
-                    *slot = addr;
+                    *slot = addr.into();
                 }
                 (Err(Verdict::AwaitNeighbour(port)), probe)
             }
@@ -163,10 +259,35 @@ impl NeighbourCtx<'_> {
                 (Err(Verdict::Drop(DropReason::NeighbourUnresolved)), false)
             }
         };
-        if probe && self.requests.len() < self.requests.capacity() {
-            self.requests.push((port, addr));
+        if probe {
+            self.requests.push(port, addr);
         }
         result
+    }
+
+    /// [`Self::forward`] for an IPv6 next hop.
+    #[inline]
+    pub fn forward6(
+        &mut self,
+        frame: &mut [u8],
+        out_port: PortId,
+        port_mac: [u8; 6],
+        next: Ipv6Addr,
+        i: usize,
+    ) -> Verdict {
+        let resolved = self.resolve6(out_port, next, i);
+        with_l2(resolved, frame, out_port, port_mac)
+    }
+
+    /// NDP for the gateway (a [`PacketKind::Ndp`](crate::packet::PacketKind::Ndp)
+    /// frame): see [`ndp::answer`]. Returns whether the table learned.
+    pub fn answer_ndp<F: Frame>(
+        &self,
+        snap: &Snapshot,
+        frame: &mut F,
+        meta: &mut PacketMeta,
+    ) -> bool {
+        ndp::answer(self.table6(), self.now_ms, snap, frame, meta)
     }
 
     /// Packet `i`, translated, leaves on `out_port` (whose MAC is
@@ -182,13 +303,8 @@ impl NeighbourCtx<'_> {
         next: L2Next,
         i: usize,
     ) -> Verdict {
-        match self.resolve(out_port, next, i) {
-            Ok(mac) => {
-                set_l2(frame, port_mac, mac);
-                Verdict::Forward(out_port)
-            }
-            Err(verdict) => verdict,
-        }
+        let resolved = self.resolve(out_port, next, i);
+        with_l2(resolved, frame, out_port, port_mac)
     }
 
     /// ARP for the gateway (a parsed ARP frame, `meta.l3_offset` at the ARP
@@ -242,10 +358,14 @@ impl NeighbourStage {
     pub fn new(table: Arc<NeighbourTable>) -> Self {
         NeighbourStage {
             table,
-            await_addr: Box::new([Ipv4Addr::UNSPECIFIED; MAX_BATCH]),
-            requests: Vec::with_capacity(2 * MAX_BATCH),
+            await_addr: Box::new([IpAddr::V4(Ipv4Addr::UNSPECIFIED); MAX_BATCH]),
+            requests: Requests {
+                v4: Vec::with_capacity(2 * MAX_BATCH),
+                v6: Vec::with_capacity(2 * MAX_BATCH),
+            },
             seen_generation: u64::MAX,
             announced: hashbrown::HashSet::new(),
+            announced6: hashbrown::HashSet::new(),
         }
     }
 
@@ -259,6 +379,8 @@ impl NeighbourStage {
     pub fn batch(&mut self, now_ms: u64, n: usize) -> NeighbourCtx<'_> {
         NeighbourCtx {
             table: self.table.load(),
+            table6: OnceCell::new(),
+            shared: &self.table,
             now_ms,
             requests: &mut self.requests,
             await_addr: &mut self.await_addr[..n.min(MAX_BATCH)],
@@ -268,11 +390,11 @@ impl NeighbourStage {
     /// The address packet `i` of the last batch awaits (valid when its
     /// verdict is `AwaitNeighbour`).
     #[inline]
-    pub fn awaited(&self, i: usize) -> Ipv4Addr {
+    pub fn awaited(&self, i: usize) -> IpAddr {
         self.await_addr
             .get(i)
             .copied()
-            .unwrap_or(Ipv4Addr::UNSPECIFIED)
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
     }
 
     /// Hold frame `i` of the last batch (verdict `AwaitNeighbour(port)`)
@@ -316,8 +438,10 @@ impl NeighbourStage {
         if held.held.is_empty() {
             return;
         }
-        // One table generation for the whole walk.
-        let table = self.table.load();
+        // One table generation per family for the whole walk (IPv6's
+        // loaded only if an IPv6 frame waits).
+        let table = self.table.load::<Ipv4Addr>();
+        let table6 = OnceCell::new();
         // Walk the frames held so far while the ones kept go back to
         // `held`; both Vecs keep their capacity (moved, not reallocated).
         std::mem::swap(&mut held.held, &mut held.spare);
@@ -330,14 +454,22 @@ impl NeighbourStage {
                 deadline_ms,
             } = h;
             let port_mac = snap.ports.get(port as usize).map(|p| p.mac);
-            let resolution = table.resolve(port, addr, now_ms);
+            let resolution = match addr {
+                IpAddr::V4(a) => table.resolve(port, a, now_ms),
+                IpAddr::V6(a) => table6
+                    .get_or_init(|| self.table.load::<Ipv6Addr>())
+                    .resolve(port, a, now_ms),
+            };
             let (mac, probe) = match resolution {
                 Resolution::Known { mac, probe } => (Some(mac), probe),
                 Resolution::Pending { probe } => (None, probe),
                 Resolution::Failed | Resolution::TableFull => (None, false),
             };
-            if probe && self.requests.len() < self.requests.capacity() {
-                self.requests.push((port, addr));
+            if probe {
+                match addr {
+                    IpAddr::V4(a) => self.requests.push(port, a),
+                    IpAddr::V6(a) => self.requests.push(port, a),
+                }
             }
             let failed = matches!(resolution, Resolution::Failed | Resolution::TableFull);
             match (mac, port_mac) {
@@ -363,14 +495,33 @@ impl NeighbourStage {
     }
 
     /// Send the ARP requests the batches asked for, each from its port's
-    /// ARP source address (0.0.0.0 when the port has none).
+    /// ARP source address (0.0.0.0 when the port has none), and the NDP
+    /// solicitations, each from its port's node or SNAT IPv6 address (`::`
+    /// when the port has none).
     pub fn send_requests<F>(
         &mut self,
         snap: &Snapshot,
         counters: &mut Counters,
         out: &mut impl Egress<F>,
     ) {
-        for &(port, addr) in &self.requests {
+        for &(port, addr) in &self.requests.v6 {
+            let source = snap.ndp_source.get(port as usize).copied().flatten();
+            let Some(info) = snap.ports.get(port as usize) else {
+                continue;
+            };
+            let mut buf = [0u8; ndp::NDP_FRAME_BYTES];
+            let len = ndp::write_solicit(
+                &mut buf,
+                info.mac,
+                source.unwrap_or(Ipv6Addr::UNSPECIFIED),
+                addr,
+            );
+            if send_frame(port, &buf[..len], counters, out) {
+                counters.ndp_solicits_sent += 1;
+            }
+        }
+        self.requests.v6.clear();
+        for &(port, addr) in &self.requests.v4 {
             let source = snap.arp_source.get(port as usize).copied().flatten();
             if send_arp(
                 snap,
@@ -383,7 +534,7 @@ impl NeighbourStage {
                 counters.arp_requests_sent += 1;
             }
         }
-        self.requests.clear();
+        self.requests.v4.clear();
     }
 
     /// A new snapshot generation: apply its static neighbours and, when
@@ -423,6 +574,32 @@ impl NeighbourStage {
                 self.announced.insert((port, addr));
             }
         }
+        self.announce6(snap, counters, out);
+    }
+
+    /// [`Self::on_snapshot`]'s announcements for IPv6: one unsolicited
+    /// Neighbour Advertisement (RFC 4861 §7.2.6) per address newly
+    /// announced. Cold path.
+    fn announce6<F>(&mut self, snap: &Snapshot, counters: &mut Counters, out: &mut impl Egress<F>) {
+        self.announced6.retain(|&(port, addr)| {
+            snap.owned6(addr)
+                .is_some_and(|o| o.port == port && ndp::is_announced(o))
+        });
+        let mut fresh: Vec<(PortId, Ipv6Addr)> = ndp::announced(snap)
+            .filter(|k| !self.announced6.contains(k))
+            .collect();
+        fresh.sort_unstable();
+        for (port, addr) in fresh {
+            let Some(info) = snap.ports.get(port as usize) else {
+                continue;
+            };
+            let mut buf = [0u8; ndp::NDP_FRAME_BYTES];
+            let len = ndp::write_unsolicited_advert(&mut buf, info.mac, addr);
+            if send_frame(port, &buf[..len], counters, out) {
+                counters.unsolicited_adverts_sent += 1;
+                self.announced6.insert((port, addr));
+            }
+        }
     }
 
     /// Once per poll without a new snapshot: re-apply the static neighbours
@@ -440,15 +617,17 @@ impl NeighbourStage {
         // Read before applying: the entries go into this generation or a
         // newer one, and a newer one is noticed next poll.
         self.seen_generation = self.table.generation();
-        for &(port, addr, mac) in &snap.static_neighbours {
-            self.table.set_static(port, addr, mac);
-        }
-        self.table.retain_static(|port, addr| {
-            snap.static_neighbours
-                .iter()
-                .any(|&(p, a, _)| p == port && a == addr)
-        });
+        apply_static_family(&self.table, &snap.static_neighbours);
+        apply_static_family(&self.table, &snap.static_neighbours6);
     }
+}
+
+/// Make `statics` the static entries of their family's table.
+fn apply_static_family<A: NeighbourAddr>(table: &NeighbourTable, statics: &[(PortId, A, [u8; 6])]) {
+    for &(port, addr, mac) in statics {
+        table.set_static(port, addr, mac);
+    }
+    table.retain_static(|port, addr: A| statics.iter().any(|&(p, a, _)| p == port && a == addr));
 }
 
 /// Send an ARP request (`sender` asks for `target`) out of `port`, from the
@@ -470,7 +649,18 @@ fn send_arp<F>(
     if arp::write_request(&mut buf, MacAddr(info.mac), sender, target).is_err() {
         return false; // cannot happen: the buffer is longer than the frame
     }
-    let Some(frame) = out.frame_from(&buf) else {
+    send_frame(port, &buf, counters, out)
+}
+
+/// Send a copy of `bytes` out of `port`. Returns whether it was queued
+/// (false: no driver buffer, counted, or tx full).
+fn send_frame<F>(
+    port: PortId,
+    bytes: &[u8],
+    counters: &mut Counters,
+    out: &mut impl Egress<F>,
+) -> bool {
+    let Some(frame) = out.frame_from(bytes) else {
         counters.drop(DropReason::PoolExhausted);
         return false;
     };

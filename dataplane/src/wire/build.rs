@@ -470,6 +470,36 @@ pub fn ndp_advert(
     )
 }
 
+/// Turn a built Ethernet/IPv4 TCP or UDP frame (no VLAN tag) into what a
+/// local sender with checksum offload hands a device: the L4 checksum
+/// field holds the pseudo-header seed (`NEEDS_CSUM`); with `gso_size` > 0
+/// it is a TCP super-packet of `gso_size`-byte segments. Returns its
+/// offload metadata.
+pub fn make_partial(frame: &mut [u8], gso_size: u16) -> crate::wire::vnet::Offload {
+    use crate::wire::vnet::{Gso, Offload};
+    let l3 = ethernet::HEADER_LEN;
+    let ip = ipv4::Packet::new_unchecked(&frame[l3..]);
+    let (src, dst, proto, ihl) = (ip.src_addr(), ip.dst_addr(), ip.protocol(), ip.header_len());
+    let l4 = l3 + ihl;
+    let end = l3 + usize::from(ip.total_len());
+    let seed = checksum::pseudo_header_sum(src, dst, proto, (end - l4) as u16);
+    let csum_offset: u16 = if proto == protocol::TCP { 16 } else { 6 };
+    let field = l4 + usize::from(csum_offset);
+    frame[field..field + 2].copy_from_slice(&seed.to_be_bytes());
+    Offload {
+        gso: match (gso_size > 0, proto) {
+            (false, _) => Gso::None,
+            (true, protocol::TCP) => Gso::TcpV4,
+            (true, _) => Gso::UdpL4,
+        },
+        ecn: false,
+        gso_size,
+        needs_csum: true,
+        csum_start: l4 as u16,
+        csum_offset,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,13 +26,16 @@
 //! its extension headers), [`tcp`] (RFC 9293), [`udp`] (RFC 768),
 //! [`icmp`] (RFC 792), [`icmpv6`] (RFC 4443), [`ndp`] (RFC 4861: neighbour
 //! solicitation and advertisement), [`checksum`] (with the IPv6
-//! pseudo-header).
+//! pseudo-header), [`vnet`] (the `virtio_net_hdr` of GSO/GRO
+//! super-packets and partial checksums) and [`gso`] (finishing those
+//! offloads in software).
 
 pub mod arp;
 pub mod build;
 pub mod checksum;
 pub mod ethernet;
 mod field;
+pub mod gso;
 pub mod icmp;
 pub mod icmpv6;
 pub mod ipv4;
@@ -40,6 +43,7 @@ pub mod ipv6;
 pub mod ndp;
 pub mod tcp;
 pub mod udp;
+pub mod vnet;
 
 pub use ethernet::MacAddr;
 

@@ -172,6 +172,17 @@ impl Gateway {
     ) -> Self {
         let mut builder = SnapshotBuilder::new();
         let snapshot = builder.build(&spec).expect("valid fixture spec");
+        Self::with_snapshot(builder, snapshot, pipeline, neighbours)
+    }
+
+    /// A gateway starting on `snapshot` (made by `builder`, and perhaps
+    /// changed by the test).
+    pub fn with_snapshot(
+        builder: SnapshotBuilder,
+        snapshot: dataplane::snapshot::Snapshot,
+        pipeline: PipelineConfig,
+        neighbours: Arc<dataplane::neighbour::NeighbourTable>,
+    ) -> Self {
         let publisher = Publisher::new(snapshot);
         let clock = ManualClock::new(1_000);
         let shared = Arc::new(SharedCounters::default());
@@ -520,4 +531,58 @@ pub fn syn(sport: u16) -> Vec<u8> {
         0,
         b"",
     )
+}
+
+/// The namespaces of the af_packet tests (removed on drop):
+///
+/// ```text
+/// [client] cl --veth-- go [gateway] gi --veth-- be [backend]
+/// ```
+///
+/// `cl` has `ROUTER_MAC`, the gateway's ends the fixture's port MACs,
+/// `be` the MAC given.
+pub struct Topology {
+    pub client: portico_netns::Netns,
+    pub gateway: portico_netns::Netns,
+    pub backend: portico_netns::Netns,
+}
+
+impl Topology {
+    /// Create the namespaces (names from `prefix`) and the veths, with
+    /// IPv6 disabled in the namespaces `ipv6_off` says (client, gateway,
+    /// backend).
+    pub fn new(prefix: &str, backend_mac: [u8; 6], ipv6_off: [bool; 3]) -> Self {
+        use portico_netns::{Netns, Veth};
+        let ns = |role: &str| Netns::new(&format!("{prefix}{role}")).expect("namespace");
+        let t = Topology {
+            client: ns("c"),
+            gateway: ns("g"),
+            backend: ns("b"),
+        };
+        for (ns, off) in [&t.client, &t.gateway, &t.backend]
+            .into_iter()
+            .zip(ipv6_off)
+        {
+            if off {
+                ns.exec(
+                    "sysctl",
+                    &[
+                        "-qw",
+                        "net.ipv6.conf.all.disable_ipv6=1",
+                        "net.ipv6.conf.default.disable_ipv6=1",
+                    ],
+                )
+                .expect("sysctl disable_ipv6");
+            }
+        }
+        Veth::new(&t.client, "cl", &t.gateway, "go")
+            .macs(ROUTER_MAC.0, OUT_MAC.0)
+            .create()
+            .expect("client veth");
+        Veth::new(&t.gateway, "gi", &t.backend, "be")
+            .macs(IN_MAC.0, backend_mac)
+            .create()
+            .expect("backend veth");
+        t
+    }
 }

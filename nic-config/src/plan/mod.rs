@@ -310,6 +310,8 @@ pub struct AfpacketPlan {
     pub rx_block_count: u32,
     pub rx_block_timeout_ms: u32,
     pub tx_frame_count: u32,
+    /// GSO/GRO pass-through (`PACKET_VNET_HDR`, offloads kept on).
+    pub gso: bool,
 }
 
 /// Per-worker flow table.

@@ -1,5 +1,6 @@
-//! `[dataplane.afpacket]`: the af_packet driver's RX ring mode and the
-//! ring sizes. A size of the other RX mode is a problem (it would be
+//! `[dataplane.afpacket]`: the af_packet driver's RX ring mode, the
+//! ring sizes and GSO/GRO pass-through (`gso`, which lowers the slot-count
+//! defaults: each slot then holds 64 KiB). A size of the other RX mode is a problem (it would be
 //! silently unused), as is a size out of its range; every problem is named.
 
 use super::Validator;
@@ -17,6 +18,9 @@ const DEFAULT_RX_BLOCK_SIZE: u64 = 1 << 18;
 const DEFAULT_RX_BLOCK_COUNT: u64 = 16;
 const DEFAULT_RX_BLOCK_TIMEOUT_MS: u64 = 1;
 const DEFAULT_TX_FRAME_COUNT: u64 = 1024;
+/// With `gso` every slot holds a 64 KiB super-packet (see the dataplane's
+/// af_packet driver): fewer of them.
+const DEFAULT_GSO_FRAME_COUNT: u64 = 256;
 /// Block sizes are whole pages (the smallest page size Linux has).
 const PAGE_BYTES: u64 = 4096;
 
@@ -40,10 +44,15 @@ impl Validator {
                 None => default as u32,
             }
         };
+        let (rx_default, tx_default) = if a.gso {
+            (DEFAULT_GSO_FRAME_COUNT, DEFAULT_GSO_FRAME_COUNT)
+        } else {
+            (DEFAULT_RX_FRAME_COUNT, DEFAULT_TX_FRAME_COUNT)
+        };
         let rx_frame_count = field(
             "rx_frame_count",
             a.rx_frame_count,
-            DEFAULT_RX_FRAME_COUNT,
+            rx_default,
             AFPACKET_FRAME_COUNT_RANGE,
             frames,
         );
@@ -71,7 +80,7 @@ impl Validator {
         let tx_frame_count = field(
             "tx_frame_count",
             a.tx_frame_count,
-            DEFAULT_TX_FRAME_COUNT,
+            tx_default,
             AFPACKET_FRAME_COUNT_RANGE,
             true,
         );
@@ -88,6 +97,7 @@ impl Validator {
             rx_block_count,
             rx_block_timeout_ms,
             tx_frame_count,
+            gso: a.gso,
         }
     }
 }

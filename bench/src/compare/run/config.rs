@@ -19,13 +19,18 @@ pub enum PorticoDriver {
     AfPacketBlocks,
     /// AF_XDP with busy polling (`busy_poll = true`).
     AfXdpBusyPoll,
+    /// af_packet with GSO/GRO pass-through (`gso = true`); pair with
+    /// `--offloads-on`, or the peers send no super-packets.
+    AfPacketGso,
 }
 
 impl PorticoDriver {
     /// The `driver` value of a `[[port]]` table.
     pub fn config_name(self) -> &'static str {
         match self {
-            PorticoDriver::AfPacket | PorticoDriver::AfPacketBlocks => "afpacket",
+            PorticoDriver::AfPacket
+            | PorticoDriver::AfPacketBlocks
+            | PorticoDriver::AfPacketGso => "afpacket",
             PorticoDriver::AfXdp | PorticoDriver::AfXdpBusyPoll => "afxdp",
             PorticoDriver::Dpdk => "dpdk",
         }
@@ -36,6 +41,7 @@ impl PorticoDriver {
         match self {
             PorticoDriver::AfPacketBlocks => "[dataplane.afpacket]\nrx_ring = \"blocks\"\n\n",
             PorticoDriver::AfXdpBusyPoll => "[dataplane.afxdp]\nbusy_poll = true\n\n",
+            PorticoDriver::AfPacketGso => "[dataplane.afpacket]\ngso = true\n\n",
             _ => "",
         }
     }
@@ -73,6 +79,7 @@ impl FromStr for PorticoDriver {
             "dpdk" => Ok(PorticoDriver::Dpdk),
             "afpacket-blocks" => Ok(PorticoDriver::AfPacketBlocks),
             "afxdp-busy-poll" => Ok(PorticoDriver::AfXdpBusyPoll),
+            "afpacket-gso" => Ok(PorticoDriver::AfPacketGso),
             other => Err(CompareError::BadDriver(other.to_owned())),
         }
     }
@@ -94,6 +101,7 @@ impl Datapath {
             Datapath::Portico(PorticoDriver::Dpdk) => "portico (DPDK)",
             Datapath::Portico(PorticoDriver::AfPacketBlocks) => "portico (af_packet, V3 blocks)",
             Datapath::Portico(PorticoDriver::AfXdpBusyPoll) => "portico (AF_XDP, busy poll)",
+            Datapath::Portico(PorticoDriver::AfPacketGso) => "portico (af_packet, GSO)",
             Datapath::Iptables => "kernel, iptables shape",
             Datapath::Nftables => "kernel, nftables shape",
         }
@@ -216,6 +224,11 @@ pub struct CompareConfig {
     /// TOML appended to every Portico row's configuration (e.g. a
     /// `[dataplane.afpacket]` table with other ring sizes).
     pub portico_extra: String,
+    /// GRO/GSO/TSO left on at every peer veth (and on the gateway's own
+    /// veths for the kernel rows): TCP crosses the topology as
+    /// super-packets, as between namespaces by default; for `afpacket-gso`
+    /// rows and a kernel with its offloads.
+    pub offloads_on: bool,
 }
 
 /// The gateway's configuration of a `driver` row: `workers` workers, the

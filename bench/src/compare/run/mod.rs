@@ -86,7 +86,9 @@ pub enum CompareError {
     },
     #[error("{0}")]
     Failed(String),
-    #[error("unknown Portico driver {0:?} (want afpacket, afxdp or dpdk)")]
+    #[error(
+        "unknown Portico driver {0:?} (want afpacket, afpacket-blocks, afpacket-gso, afxdp, afxdp-busy-poll or dpdk)"
+    )]
     BadDriver(String),
     #[error("unknown load {0:?} (want udp, conn, keepalive, churn or iperf)")]
     BadLoad(String),

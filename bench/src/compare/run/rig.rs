@@ -203,6 +203,13 @@ impl<'a> Rig<'a> {
                         "permanent",
                     ],
                 )?;
+                if self.config.offloads_on {
+                    // A Portico row without `gso` turned them off.
+                    let portico = t.portico.to_str().unwrap_or("portico");
+                    for ifname in [&t.outside_if, &t.inside_if] {
+                        self.gw_exec(portico, &["tool", "offloads-on", ifname])?;
+                    }
+                }
                 let node = format!("{NODE_ADDR}/24");
                 let snat = format!("{snat}/24");
                 self.gw_exec("ip", &["addr", "add", &node, "dev", &t.outside_if])?;
@@ -465,6 +472,9 @@ pub(super) fn build_topology(config: &CompareConfig) -> Result<Topology, Compare
         },
     })
     .map_err(io_ctx("build topology"))?;
+    if config.offloads_on {
+        topology.offloads_on().map_err(io_ctx("offloads on"))?;
+    }
     for &driver in &config.drivers {
         let workers = workers_for(driver, config.workers);
         if workers != config.workers {

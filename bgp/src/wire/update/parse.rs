@@ -1,8 +1,28 @@
 //! Path attribute parsing of an UPDATE: flag, length and value checks of
 //! each known attribute, with the RFC 4271 §6.3 NOTIFICATION and the
 //! RFC 7606 action of each error (see the parent module's doc).
+//!
+//! MP_REACH_NLRI / MP_UNREACH_NLRI (RFC 4760 §3, §4) of IPv4/IPv6
+//! unicast:
+//! - shorter than AFI+SAFI(+next hop length), a next hop length that
+//!   overruns the attribute or does not fit the AFI (4, 16 or 32 bytes
+//!   for IPv4, 16 or 32 for IPv6, RFC 2545 §3), or a malformed prefix:
+//!   the NLRI cannot be located reliably, so the session is reset
+//!   (RFC 7606 §7.11, §5.3) with UPDATE Message Error / Optional Attribute
+//!   Error and the attribute as data (RFC 4760 §7);
+//! - a repeated MP attribute: Malformed Attribute List, reset (RFC 7606
+//!   §3g);
+//! - wrong flags: treat-as-withdraw (RFC 7606 §3c), once the attribute
+//!   itself parsed (so its prefixes are known);
+//! - a next hop that parses but cannot be one (an IPv6 global address
+//!   that is unspecified, loopback, multicast, link-local or IPv4-mapped;
+//!   a second address that is not link-local, RFC 2545 §3; an IPv4
+//!   0.0.0.0, broadcast or multicast): Invalid Next Hop and
+//!   treat-as-withdraw, as RFC 4271 §6.3 and RFC 7606 §7.3 say for the
+//!   NEXT_HOP attribute;
+//! - other AFI/SAFIs are kept raw, not interpreted.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::super::notification::{code, update as sub};
 use super::super::prefix::{AFI_IPV4, AFI_IPV6, Prefix, SAFI_UNICAST};
@@ -98,8 +118,9 @@ impl AttrParser {
             attr::AGGREGATOR | attr::AS4_PATH | attr::AS4_AGGREGATOR => {
                 Some((OPT_TRANS, ErrorAction::AttributeDiscard))
             }
+            // Their own syntax errors reset the session (`mp_error`).
             attr::MP_REACH_NLRI | attr::MP_UNREACH_NLRI => {
-                Some((OPT_NON_TRANS, ErrorAction::SessionReset))
+                Some((OPT_NON_TRANS, ErrorAction::TreatAsWithdraw))
             }
             _ => None,
         };
@@ -121,6 +142,13 @@ impl AttrParser {
         let type_bits = flags & (flag::OPTIONAL | flag::TRANSITIVE);
         let partial_ok = expected == OPT_TRANS;
         if type_bits != expected || (!partial_ok && flags & flag::PARTIAL != 0) {
+            // An MP attribute is parsed anyway: a syntax error in it resets
+            // the session, whatever its flags.
+            match t {
+                attr::MP_REACH_NLRI => self.mp_reach(flags, v, whole)?,
+                attr::MP_UNREACH_NLRI => self.mp_unreach(flags, v, whole)?,
+                _ => {}
+            }
             return self.soft(err(
                 sub::ATTRIBUTE_FLAGS_ERROR,
                 format!("attribute {t} with flags {flags:#04x}"),
@@ -284,20 +312,25 @@ impl AttrParser {
                 whole,
             ));
         }
-        let nlri = Prefix::parse_all(&v[5 + nh_len..], afi).ok_or_else(|| {
-            DecodeError::reset(
-                "malformed prefix in MP_REACH_NLRI",
-                code::UPDATE_MESSAGE,
-                sub::OPTIONAL_ATTRIBUTE_ERROR,
-                whole.to_vec(),
-            )
-        })?;
+        let nlri = Prefix::parse_all(&v[5 + nh_len..], afi)
+            .ok_or_else(|| Self::mp_error("malformed prefix in MP_REACH_NLRI".into(), whole))?;
         self.attrs.mp_reach = Some(MpReach {
             afi,
             safi,
             next_hop: nh.to_vec(),
             nlri,
         });
+        if let Some(why) = bad_mp_next_hop(nh) {
+            return self.soft(
+                DecodeError::reset(
+                    format!("MP_REACH_NLRI next hop {why}"),
+                    code::UPDATE_MESSAGE,
+                    sub::INVALID_NEXT_HOP,
+                    whole.to_vec(),
+                )
+                .with_action(ErrorAction::TreatAsWithdraw),
+            );
+        }
         Ok(())
     }
 
@@ -318,4 +351,39 @@ impl AttrParser {
         });
         Ok(())
     }
+}
+
+/// Why an MP_REACH_NLRI next hop of a valid length cannot be one (see the
+/// module doc), or `None`.
+fn bad_mp_next_hop(nh: &[u8]) -> Option<String> {
+    let v6 = |b: &[u8]| <[u8; 16]>::try_from(b).ok().map(Ipv6Addr::from);
+    match nh.len() {
+        4 => {
+            let a = Ipv4Addr::new(nh[0], nh[1], nh[2], nh[3]);
+            (a.is_unspecified() || a.is_broadcast() || a.is_multicast())
+                .then(|| format!("{a} is not a unicast address"))
+        }
+        16 | 32 => {
+            let global = v6(&nh[..16])?;
+            if !is_global_next_hop_v6(global) {
+                return Some(format!("{global} is not a global unicast address"));
+            }
+            let link_local = nh.get(16..).and_then(v6)?;
+            (!link_local.is_unicast_link_local()).then(|| {
+                format!("{link_local} in the link-local slot is not fe80::/10 (RFC 2545 §3)")
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Whether `a` may be the global IPv6 next hop of a route (RFC 2545 §2):
+/// unicast, and not unspecified, loopback, link-local (that goes in the
+/// second slot, RFC 2545 §3) or IPv4-mapped.
+pub fn is_global_next_hop_v6(a: Ipv6Addr) -> bool {
+    !(a.is_unspecified()
+        || a.is_loopback()
+        || a.is_multicast()
+        || a.is_unicast_link_local()
+        || a.to_ipv4_mapped().is_some())
 }

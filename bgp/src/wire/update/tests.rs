@@ -304,3 +304,116 @@ fn discarded_attributes_keep_the_route() {
         (3, sub::ATTRIBUTE_LENGTH_ERROR, ErrorAction::TreatAsWithdraw)
     );
 }
+
+/// An MP_REACH_NLRI of IPv6 unicast, raw: flags, next hop bytes, NLRI bytes.
+fn mp_reach_v6(flags: u8, nh: &[u8], nlri: &[u8]) -> Vec<u8> {
+    let mut v = vec![0, 2, 1, nh.len() as u8];
+    v.extend_from_slice(nh);
+    v.push(0);
+    v.extend_from_slice(nlri);
+    let mut a = vec![flags, attr::MP_REACH_NLRI, v.len() as u8];
+    a.extend_from_slice(&v);
+    a
+}
+
+fn v6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+#[test]
+fn mp_reach_v6_errors_follow_rfc7606() {
+    use ErrorAction::{SessionReset, TreatAsWithdraw};
+    let mandatory = [&ORIGIN_IGP[..], &AS_PATH_65001].concat();
+    let vip = [128u8]
+        .iter()
+        .chain(&v6("2001:db8:100::10"))
+        .copied()
+        .collect::<Vec<u8>>();
+    let with = |mp: &[u8]| update_with_attrs(&[&mandatory[..], mp].concat(), &[]);
+
+    // Good, 16- and 32-byte next hops.
+    let good = mp_reach_v6(0x80, &v6("2001:db8::2"), &vip);
+    let Ok(Message::Update(u)) = Message::parse(&with(&good), CTX) else {
+        panic!("decodes")
+    };
+    let r = u.attributes.mp_reach.as_ref().unwrap();
+    assert_eq!(r.nlri, [p("2001:db8:100::10/128")]);
+    assert_eq!(r.next_hop_addr(), Some("2001:db8::2".parse().unwrap()));
+    let both = [v6("2001:db8::2"), v6("fe80::2")].concat();
+    assert!(Message::parse(&with(&mp_reach_v6(0x80, &both, &vip)), CTX).is_ok());
+
+    // Next hop lengths that do not fit IPv6 (RFC 7606 §7.11): reset,
+    // Optional Attribute Error, the attribute as data (RFC 4760 §7).
+    for len in [0usize, 4, 20, 33] {
+        let bad = mp_reach_v6(0x80, &vec![0x20; len], &vip);
+        assert_eq!(
+            err(&with(&bad), CTX),
+            (3, sub::OPTIONAL_ATTRIBUTE_ERROR, SessionReset, bad.clone()),
+            "next hop of {len} bytes"
+        );
+    }
+    // A /129, a truncated prefix (RFC 7606 §5.3).
+    for nlri in [&[129u8, 0][..], &vip[..10]] {
+        let bad = mp_reach_v6(0x80, &v6("2001:db8::2"), nlri);
+        assert_eq!(
+            kind(&with(&bad), CTX),
+            (3, sub::OPTIONAL_ATTRIBUTE_ERROR, SessionReset)
+        );
+    }
+    // Next hops that cannot be one: Invalid Next Hop, treat-as-withdraw.
+    for nh in [
+        v6("::").to_vec(),
+        v6("ff02::1").to_vec(),
+        v6("::1").to_vec(),
+        v6("fe80::2").to_vec(),
+        v6("::ffff:10.0.0.2").to_vec(),
+        [v6("2001:db8::2"), v6("2001:db8::3")].concat(),
+    ] {
+        let bad = mp_reach_v6(0x80, &nh, &vip);
+        assert_eq!(
+            err(&with(&bad), CTX),
+            (3, sub::INVALID_NEXT_HOP, TreatAsWithdraw, bad.clone()),
+            "next hop {nh:?}"
+        );
+    }
+    // Wrong flags (transitive; partial): treat-as-withdraw (RFC 7606 §3c)
+    // ... unless the attribute is also malformed, which resets.
+    for flags in [0xc0, 0xa0] {
+        assert_eq!(
+            kind(&with(&mp_reach_v6(flags, &v6("2001:db8::2"), &vip)), CTX),
+            (3, sub::ATTRIBUTE_FLAGS_ERROR, TreatAsWithdraw)
+        );
+    }
+    assert_eq!(
+        kind(&with(&mp_reach_v6(0xc0, &[1; 5], &vip)), CTX),
+        (3, sub::OPTIONAL_ATTRIBUTE_ERROR, SessionReset)
+    );
+    // Without ORIGIN: treat-as-withdraw (RFC 7606 §3d), the data the type.
+    let m = update_with_attrs(&[&AS_PATH_65001[..], &good].concat(), &[]);
+    assert_eq!(
+        err(&m, CTX),
+        (
+            3,
+            sub::MISSING_WELL_KNOWN_ATTRIBUTE,
+            TreatAsWithdraw,
+            vec![1]
+        )
+    );
+    // MP_UNREACH alone needs no other attribute; a /129 in it resets.
+    let unreach = |nlri: &[u8]| {
+        let mut a = vec![0x80, attr::MP_UNREACH_NLRI, 3 + nlri.len() as u8, 0, 2, 1];
+        a.extend_from_slice(nlri);
+        update_with_attrs(&a, &[])
+    };
+    let Ok(Message::Update(u)) = Message::parse(&unreach(&vip), CTX) else {
+        panic!("decodes")
+    };
+    assert_eq!(
+        u.withdrawals().copied().collect::<Vec<_>>(),
+        [p("2001:db8:100::10/128")]
+    );
+    assert_eq!(
+        kind(&unreach(&[129, 0]), CTX),
+        (3, sub::OPTIONAL_ATTRIBUTE_ERROR, SessionReset)
+    );
+}

@@ -20,19 +20,26 @@
 //!
 //! Each advertisement turns its VIPs into routes per peer with
 //! [`Advertisement::routes_for`](portico_bgp::Advertisement::routes_for)
-//! (aggregation, communities, LOCAL_PREF for iBGP). When two
-//! advertisements produce the same prefix for one peer, the first in file
-//! order wins (its attributes are sent).
+//! (aggregation by `aggregation_length` / `aggregation_length_v6`,
+//! communities, LOCAL_PREF for iBGP). When two advertisements produce the
+//! same prefix for one peer, the first in file order wins (its attributes
+//! are sent). VIPs are `IpAddr`s: an IPv6 VIP becomes an IPv6 unicast
+//! route (MP_REACH_NLRI on the wire) for the peers offered IPv6 unicast
+//! ([`peer_routes`], `families`), and nothing for the others. The plan is
+//! IPv4 only on main: no advertisement or pool lists an IPv6 address yet
+//! ([`listed`]), so IPv6 VIPs qualify but are announced once the plan
+//! carries them.
 
+use super::families;
 use dataplane::snapshot::{ListenerKind, Snapshot};
-use nic_config::{AddressPoolPlan, BgpPlan};
-use portico_bgp::Routes;
+use nic_config::{AddressPoolPlan, AdvertisementPlan, BgpPlan};
+use portico_bgp::{Advertisement, PeerConfig, Routes};
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 /// The VIPs of `snapshot` that qualify for an announcement (see the module
 /// docs), sorted.
-pub fn qualifying_vips(snapshot: &Snapshot) -> BTreeSet<Ipv4Addr> {
+pub fn qualifying_vips(snapshot: &Snapshot) -> BTreeSet<IpAddr> {
     snapshot
         .listeners
         .iter()
@@ -42,17 +49,34 @@ pub fn qualifying_vips(snapshot: &Snapshot) -> BTreeSet<Ipv4Addr> {
                 .service(l.service)
                 .is_some_and(|s| s.active_set().is_some())
         })
-        .map(|(k, _)| k.addr)
+        .map(|(k, _)| IpAddr::V4(k.addr))
         .collect()
 }
 
-/// The routes for each peer of `bgp` (in peer order) announcing `vips`.
+/// Whether advertisement `a` announces `vip`: a standalone service lists
+/// it, or it lies in one of `a_pools` (the pools that list `a`). IPv6: the
+/// plan has no IPv6 VIPs or pool ranges yet, so none is listed.
+fn listed(a: &AdvertisementPlan, a_pools: &[&AddressPoolPlan], vip: IpAddr) -> bool {
+    match vip {
+        IpAddr::V4(v) => {
+            a.vips.contains(&v)
+                || a_pools
+                    .iter()
+                    .any(|p| p.ranges.iter().any(|r| r.contains(v)))
+        }
+        IpAddr::V6(_) => false,
+    }
+}
+
+/// The routes for each of `peers` (the plan's `[[bgp.peer]]`s as the
+/// sessions run them, in order) announcing `vips`.
 pub fn routes_per_peer(
     bgp: &BgpPlan,
+    peers: &[PeerConfig],
     pools: &[AddressPoolPlan],
-    vips: &BTreeSet<Ipv4Addr>,
+    vips: &BTreeSet<IpAddr>,
 ) -> Vec<Routes> {
-    let per_advertisement: Vec<Vec<IpAddr>> = bgp
+    let per_advertisement: Vec<(&Advertisement, Vec<IpAddr>)> = bgp
         .advertisements
         .iter()
         .map(|a| {
@@ -60,29 +84,33 @@ pub fn routes_per_peer(
                 .iter()
                 .filter(|p| a.address_pools.contains(&p.name))
                 .collect();
-            vips.iter()
-                .filter(|v| {
-                    a.vips.contains(v)
-                        || a_pools
-                            .iter()
-                            .any(|p| p.ranges.iter().any(|r| r.contains(**v)))
-                })
-                .map(|v| IpAddr::V4(*v))
-                .collect()
+            let listed: Vec<IpAddr> = vips
+                .iter()
+                .copied()
+                .filter(|v| listed(a, &a_pools, *v))
+                .collect();
+            (&a.advertisement, listed)
         })
         .collect();
-    bgp.peers
+    peers
         .iter()
-        .map(|peer| {
-            let mut routes = Routes::new();
-            for (a, vips) in bgp.advertisements.iter().zip(&per_advertisement) {
-                for (prefix, attrs) in a.advertisement.routes_for(peer, vips.iter().copied()) {
-                    routes.entry(prefix).or_insert(attrs);
-                }
-            }
-            routes
-        })
+        .map(|peer| peer_routes(peer, &per_advertisement))
         .collect()
+}
+
+/// The routes of one peer: each advertisement's VIPs (either family) as
+/// its prefixes, keeping only the families the peer is offered; the first
+/// advertisement producing a prefix wins.
+pub fn peer_routes(peer: &PeerConfig, advertisements: &[(&Advertisement, Vec<IpAddr>)]) -> Routes {
+    let mut routes = Routes::new();
+    for (a, vips) in advertisements {
+        for (prefix, attrs) in a.routes_for(peer, vips.iter().copied()) {
+            if families::carries(peer, &prefix) {
+                routes.entry(prefix).or_insert(attrs);
+            }
+        }
+    }
+    routes
 }
 
 #[cfg(test)]
@@ -177,11 +205,18 @@ aggregation_length = 28
             .expect("the snapshot builds")
     }
 
+    /// A peer's routes as `prefix lp=.. c=..` lines.
+    fn show(r: &Routes) -> Vec<String> {
+        r.iter()
+            .map(|(p, a)| format!("{p} lp={:?} c={:?}", a.local_pref, a.communities))
+            .collect()
+    }
+
     #[test]
     fn only_served_vips_with_a_backend_qualify() {
         let plan = plan();
         let vips = qualifying_vips(&snapshot(&plan));
-        let want: BTreeSet<Ipv4Addr> = ["192.0.2.10", "192.0.2.11", "192.0.2.30"]
+        let want: BTreeSet<IpAddr> = ["192.0.2.10", "192.0.2.11", "192.0.2.30"]
             .iter()
             .map(|a| a.parse().unwrap())
             .collect();
@@ -195,12 +230,10 @@ aggregation_length = 28
         // A LoadBalancer IP from the pool (as the Kubernetes source would
         // publish it).
         vips.insert("198.51.100.3".parse().unwrap());
-        let routes = routes_per_peer(&plan.bgp, &plan.address_pools, &vips);
-        let show = |r: &Routes| -> Vec<String> {
-            r.iter()
-                .map(|(p, a)| format!("{p} lp={:?} c={:?}", a.local_pref, a.communities))
-                .collect()
-        };
+        // An IPv6 VIP qualifying: no advertisement of this IPv4 plan lists
+        // it, so no peer gets it.
+        vips.insert("2001:db8:100::10".parse().unwrap());
+        let routes = routes_per_peer(&plan.bgp, &plan.bgp.peers, &plan.address_pools, &vips);
         let c = vec![(65001u32 << 16) | 100];
         // eBGP peer: static VIPs without LOCAL_PREF, the pool's /28.
         assert_eq!(
@@ -219,6 +252,41 @@ aggregation_length = 28
                 format!("192.0.2.10/32 lp=Some(200) c={c:?}"),
                 format!("192.0.2.11/32 lp=Some(200) c={c:?}"),
             ]
+        );
+    }
+
+    /// The seam for IPv6 VIPs: each VIP goes to its family (an IPv6 one as
+    /// its /128, or its `aggregation_length_v6` prefix), only to the peers
+    /// offered IPv6 unicast, with the same attributes as the IPv4 ones.
+    #[test]
+    fn ipv6_vips_become_ipv6_routes_for_peers_offered_ipv6() {
+        let plan = plan();
+        let mut dual = plan.bgp.peers[1].clone();
+        dual.next_hop_v6 = Some("2001:db8::2".parse().unwrap());
+        let v4_only = plan.bgp.peers[1].clone();
+        let mut aggregated = Advertisement::new("v6-aggregated");
+        aggregated.aggregation_length_v6 = 64;
+        aggregated.local_pref = Some(300);
+        let vips: Vec<IpAddr> = ["192.0.2.10", "2001:db8:100::10"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        let v6_only: Vec<IpAddr> = vec!["2001:db8:200::1".parse().unwrap()];
+        let static_adv = &plan.bgp.advertisements[0].advertisement;
+        let ads = [(static_adv, vips), (&aggregated, v6_only)];
+        let c = vec![(65001u32 << 16) | 100];
+        assert_eq!(
+            show(&peer_routes(&dual, &ads)),
+            [
+                format!("192.0.2.10/32 lp=Some(200) c={c:?}"),
+                format!("2001:db8:100::10/128 lp=Some(200) c={c:?}"),
+                "2001:db8:200::/64 lp=Some(300) c=[]".to_owned(),
+            ]
+        );
+        assert_eq!(
+            show(&peer_routes(&v4_only, &ads)),
+            [format!("192.0.2.10/32 lp=Some(200) c={c:?}")],
+            "no IPv6 next hop: no IPv6 routes"
         );
     }
 }

@@ -39,24 +39,31 @@
 //! * the speaker never blocks the workers: it runs on the control thread
 //!   and its own runtime thread, and reads only what the workers publish.
 //!
-//! Files: `desired` (the routes from a snapshot), `watchdog` (the worker
-//! watchdog), `sessions` (the sessions' lifecycle and reports).
+//! Families: IPv4 and IPv6 VIPs alike (`IpAddr`); each peer gets the
+//! routes of the families it is offered, an IPv4 session to a router gets
+//! an IPv6 next hop from the instance's IPv6 host addresses (`families`).
+//!
+//! Files: `desired` (the routes from a snapshot), `families` (next hops
+//! and families per peer), `watchdog` (the worker watchdog), `sessions`
+//! (the sessions' lifecycle and reports).
 
 mod desired;
+mod families;
 mod sessions;
 mod watchdog;
 
-pub use desired::{qualifying_vips, routes_per_peer};
+pub use desired::{peer_routes, qualifying_vips, routes_per_peer};
+pub use families::{effective_peers, with_host_next_hop};
 pub use watchdog::{Transition, Watchdog};
 
 use super::GatewayError;
 use crate::admin::BgpReport;
 use dataplane::snapshot::Snapshot;
 use nic_config::Plan;
-use portico_bgp::Routes;
+use portico_bgp::{PeerConfig, Routes};
 use sessions::Sessions;
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
@@ -91,7 +98,9 @@ pub struct Speaker {
     /// for.
     computed_for: Option<(u64, u64)>,
     plan_revision: u64,
-    vips: BTreeSet<Ipv4Addr>,
+    /// The plan's peers as the sessions run them ([`effective_peers`]).
+    peers: Vec<PeerConfig>,
+    vips: BTreeSet<IpAddr>,
     desired: Vec<Routes>,
     /// What `portico bgp` and the metrics read.
     report: Arc<Mutex<BgpReport>>,
@@ -104,7 +113,8 @@ impl Speaker {
         if plan.bgp.peers.is_empty() {
             return Ok(None);
         }
-        let sessions = Sessions::start(&plan.bgp.peers)?;
+        let peers = effective_peers(plan);
+        let sessions = Sessions::start(&peers)?;
         Ok(Some(Speaker {
             sessions,
             watchdog: Watchdog::new(Duration::from_millis(u64::from(
@@ -113,6 +123,7 @@ impl Speaker {
             stopping: false,
             computed_for: None,
             plan_revision: 0,
+            peers,
             vips: BTreeSet::new(),
             desired: Vec::new(),
             report,
@@ -122,7 +133,8 @@ impl Speaker {
     /// A reload: the new plan's peers and advertisements (sessions whose
     /// peer changed restart), recomputed at the next tick.
     pub fn reload(&mut self, plan: &Plan) {
-        let restarted = self.sessions.reconcile(&plan.bgp.peers);
+        self.peers = effective_peers(plan);
+        let restarted = self.sessions.reconcile(&self.peers);
         if restarted > 0 {
             info!(restarted, "BGP sessions restarted by the reload");
         }
@@ -157,7 +169,7 @@ impl Speaker {
         let key = (snapshot.generation, self.plan_revision);
         if self.computed_for != Some(key) {
             let vips = qualifying_vips(snapshot);
-            self.desired = routes_per_peer(&plan.bgp, &plan.address_pools, &vips);
+            self.desired = routes_per_peer(&plan.bgp, &self.peers, &plan.address_pools, &vips);
             self.computed_for = Some(key);
             if vips != self.vips {
                 self.vips = vips;

@@ -13,6 +13,9 @@
 //! | `dpdk` | `CAP_SYS_ADMIN`, `CAP_IPC_LOCK`, `CAP_SYS_RAWIO` (the EAL may map further hugepages at run time, and with `--iova-mode=pa` reads their physical addresses from `/proc/self/pagemap`; PMDs access their PCI resources) |
 //!
 //! Invariants:
+//! * no frame is forwarded before the drop: the workers wait, ready, at
+//!   their start gate until `portico run` releases them after it
+//!   ([`Gateway::release_workers`](super::Gateway::release_workers));
 //! * capabilities are per thread in Linux: the drop is applied to every
 //!   thread of the process (each existing thread is signalled and applies
 //!   it to itself, see `sys`), and threads started later inherit the

@@ -32,11 +32,30 @@
 //!   frames sent on its interface (the other workers' TX, kernel output).
 //! * **Checks on RX**, counted per port in [`PortStats`]: frames longer than
 //!   MTU + 14 (+4 with one VLAN tag) are dropped (`rx_too_big`; GRO/LRO on the
-//!   port or TSO on a veth peer produce such super-frames); frames the ring
+//!   port or TSO on a veth peer produce such super-frames, which only `gso`
+//!   takes); frames the ring
 //!   truncated are dropped (`rx_truncated`); a VLAN tag the kernel moved to
 //!   `tp_vlan_tci` is put back in the frame; `TP_STATUS_CSUMNOTREADY` frames
 //!   get their TCP/UDP checksum completed (see `fixup.rs`) and
 //!   `TP_STATUS_CSUM_VALID` marks a frame checksum-verified.
+//! * **GSO/GRO pass-through** (`gso`, off by default): `PACKET_VNET_HDR`
+//!   (set before the rings) makes the kernel write a 10-byte
+//!   `virtio_net_hdr` right before each RX frame's MAC header and read one
+//!   at the start of each TX slot's data (`tp_len` counts it). Facts
+//!   used (Linux `tpacket_rcv`/`tpacket_snd`, `virtio_net_hdr_from_skb`/
+//!   `_to_skb`; VPP's af_packet plugin does the same): a GSO skb arrives
+//!   whole with `gso_type`/`gso_size` and `NEEDS_CSUM` (`csum_start` from
+//!   the MAC header, not counting a tag moved to `tp_vlan_tci`, so a tag
+//!   put back shifts it by 4); with a vnet header the TX size limit is the
+//!   slot, not the MTU. RX: a super-packet (TCPv4/v6, UDP_L4; UFO and
+//!   unknown types are dropped as `rx_offload_bad`) may exceed the MTU,
+//!   keeps its pseudo-header seed and is marked checksum-verified (the
+//!   kernel trusts a `CHECKSUM_PARTIAL` skb the same way); any other
+//!   frame is checked and completed exactly as without `gso`. TX: each
+//!   frame's [`Offload`] is written back, so the device (or the peer
+//!   veth's stack, or the kernel's software GSO when the device cannot)
+//!   cuts the segments and completes their checksums. Slots grow to
+//!   64 KiB (`pool.rs`, `block_size_for`); buffers come in two sizes.
 //! * **Promiscuous mode** is a `PACKET_ADD_MEMBERSHIP` of each socket (the
 //!   kernel reference-counts it and drops it when the socket closes), so it
 //!   is part of opening a port, not of [`prepare`].
@@ -53,7 +72,10 @@
 
 pub mod prepare;
 
+mod config;
 mod fixup;
+mod geometry;
+mod pool;
 mod port;
 mod socket;
 mod stats;
@@ -62,9 +84,13 @@ pub mod steering;
 mod tests;
 
 use super::{Driver, Frame, PortCounters, sys};
-use crate::packet::PortId;
+use crate::packet::{Offload, PortId};
 use crate::steering::SteeringRule;
 use crate::wire::MacAddr;
+use crate::wire::vnet;
+pub use config::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig, RxMode};
+use geometry::{rx_request, slot_request};
+use pool::{GSO_MAX_FRAME, Pools};
 use port::{RxContext, RxRing, TxRing};
 use stats::KernelTotals;
 pub use stats::{KernelStats, PortStats};
@@ -119,147 +145,15 @@ impl AfPacketError {
     }
 }
 
-/// How the kernel spreads a port's frames over the workers' sockets.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FanoutMode {
-    /// `PACKET_FANOUT_HASH`: by the symmetric flow hash (both directions of
-    /// a flow land on the same socket).
-    #[default]
-    Hash,
-    /// `PACKET_FANOUT_CPU`: by the CPU that received the frame (pairs with
-    /// RSS and IRQ affinity).
-    Cpu,
-    /// `PACKET_FANOUT_LB`: round robin.
-    Lb,
-    /// `PACKET_FANOUT_CBPF`: the flow-affine steering program (see
-    /// `steering/`); the workers must join in worker order. Until worker 0
-    /// installs the rule of its first snapshot ([`Driver::install_steering`])
-    /// the kernel delivers every frame to worker 0.
-    Steered,
-}
-
-impl FanoutMode {
-    fn raw(self) -> u32 {
-        match self {
-            FanoutMode::Hash => libc::PACKET_FANOUT_HASH,
-            FanoutMode::Cpu => libc::PACKET_FANOUT_CPU,
-            FanoutMode::Lb => libc::PACKET_FANOUT_LB,
-            FanoutMode::Steered => libc::PACKET_FANOUT_CBPF,
-        }
-    }
-}
-
-/// One port of a worker.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AfPacketPortConfig {
-    /// Kernel interface name (in the caller's network namespace).
-    pub ifname: String,
-    /// Join this `PACKET_FANOUT` group: every worker's socket on the port
-    /// uses the same id; different ports need different ids.
-    pub fanout_group_id: Option<u16>,
-}
-
-/// How a socket's RX ring hands frames to user space (its
-/// `PACKET_VERSION`, which its TX ring shares).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RxMode {
-    /// `TPACKET_V2`: fixed slots, each handed over (and `poll(2)` woken)
-    /// as soon as its frame is written. No added latency; a slot holds
-    /// the largest frame, so the ring holds `rx_frame_count` frames
-    /// whatever their size. The default.
-    #[default]
-    Frames,
-    /// `TPACKET_V3`: frames packed into blocks, handed over when a block
-    /// is full or `rx_block_timeout_ms` after its first frame (at least
-    /// 1 ms and one jiffy): fewer status words to touch and more small
-    /// frames per byte of ring, at up to the timeout of added latency
-    /// when traffic is light.
-    Blocks,
-}
-
-/// Ring sizes of every socket of a driver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RingConfig {
-    pub rx_mode: RxMode,
-    /// [`RxMode::Frames`]: RX slots (rounded up to whole blocks). A slot
-    /// holds the largest frame of any port plus the 66-byte ring header,
-    /// rounded up to 16; a block is a slot rounded up to the page size.
-    pub rx_frame_count: usize,
-    /// [`RxMode::Blocks`]: bytes per RX block, a multiple of the page
-    /// size that holds the largest frame plus ring headers.
-    pub rx_block_size: usize,
-    /// [`RxMode::Blocks`]: RX blocks.
-    pub rx_block_count: usize,
-    /// [`RxMode::Blocks`]: the kernel hands over a partly filled RX block
-    /// after this long.
-    pub rx_block_timeout_ms: u32,
-    /// Bytes per TX slot, header (32 with frames, 48 with blocks)
-    /// included; a multiple of 16.
-    pub tx_frame_size: usize,
-    /// TX slots; rounded up to whole blocks (a block is `tx_frame_size`
-    /// rounded up to the page size).
-    pub tx_frame_count: usize,
-}
-
-impl Default for RingConfig {
-    fn default() -> Self {
-        RingConfig {
-            rx_mode: RxMode::Frames,
-            rx_frame_count: 4096,
-            rx_block_size: 1 << 18,
-            rx_block_count: 16,
-            rx_block_timeout_ms: 1,
-            tx_frame_size: 2048,
-            tx_frame_count: 1024,
-        }
-    }
-}
-
-/// Everything one worker's driver needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AfPacketConfig {
-    /// Ports in `PortId` order.
-    pub ports: Vec<AfPacketPortConfig>,
-    pub ring: RingConfig,
-    pub fanout_mode: FanoutMode,
-    /// `PACKET_QDISC_BYPASS`: TX skips the qdisc layer.
-    pub qdisc_bypass: bool,
-    /// Receive frames for any destination MAC (`PACKET_MR_PROMISC`).
-    pub promiscuous: bool,
-    /// What the driver's [`Driver::wait_idle`] sleeps at most.
-    pub poll_timeout_ms: u32,
-    /// Buffers in the worker's frame pool.
-    pub pool_frames: usize,
-}
-
-impl AfPacketConfig {
-    /// Defaults for the given interfaces: no fanout, bypass and promiscuous
-    /// on, 10 ms idle poll, 4096 pool buffers.
-    pub fn new(ifnames: &[&str]) -> Self {
-        AfPacketConfig {
-            ports: ifnames
-                .iter()
-                .map(|n| AfPacketPortConfig {
-                    ifname: (*n).to_string(),
-                    fanout_group_id: None,
-                })
-                .collect(),
-            ring: RingConfig::default(),
-            fanout_mode: FanoutMode::Hash,
-            qdisc_bypass: true,
-            promiscuous: true,
-            poll_timeout_ms: 10,
-            pool_frames: 4096,
-        }
-    }
-}
-
 /// A frame in a pooled buffer.
 #[derive(Debug)]
 pub struct AfPacketFrame {
     buf: Box<[u8]>,
     len: usize,
     checksum_verified: bool,
+    /// From the RX ring's `virtio_net_hdr` (with `gso`), written back to
+    /// the TX ring's.
+    offload: Offload,
 }
 
 impl Frame for AfPacketFrame {
@@ -287,6 +181,14 @@ impl Frame for AfPacketFrame {
     fn checksum_verified(&self) -> bool {
         self.checksum_verified
     }
+    #[inline]
+    fn offload(&self) -> Offload {
+        self.offload
+    }
+    #[inline]
+    fn clear_offload(&mut self) {
+        self.offload = Offload::NONE;
+    }
 }
 
 /// One socket on one interface.
@@ -296,6 +198,9 @@ pub struct AfPacketPort {
     ifindex: u32,
     mac: MacAddr,
     mtu: u32,
+    /// `PACKET_VNET_HDR` is on: a `virtio_net_hdr` precedes every frame
+    /// in both rings.
+    gso: bool,
     // Field order matters for drop: unmap before closing the socket.
     region: sys::Region,
     fd: OwnedFd,
@@ -355,38 +260,46 @@ impl AfPacketPort {
         let page = sys::page_size();
         let invalid = |reason: String| AfPacketError::invalid(ifname, reason);
 
-        let max_frame = fixup::max_frame_len(info.mtu, true);
-        let rx_req = rx_request(ring, max_frame.max(frame_capacity), page, &invalid)?;
+        let gso = config.gso;
+        // With vnet headers every frame has 10 bytes more in front of it,
+        // and a super-packet may be up to 64 KiB.
+        let vnet = if gso { vnet::HEADER_LEN } else { 0 };
+        let max_frame = if gso {
+            GSO_MAX_FRAME
+        } else {
+            fixup::max_frame_len(info.mtu, true).max(frame_capacity)
+        };
+        let rx_req = rx_request(ring, max_frame + vnet, gso, page, &invalid)?;
         let tx_data = port::tx_data_offset(ring.rx_mode);
-        // TX geometry.
-        if !ring.tx_frame_size.is_multiple_of(libc::TPACKET_ALIGNMENT)
-            || ring.tx_frame_size < tx_data + frame_capacity
+        // TX geometry: with gso a slot holds a whole super-packet.
+        let tx_frame_size = if gso {
+            ring.tx_frame_size
+                .max((tx_data + vnet + GSO_MAX_FRAME).next_multiple_of(libc::TPACKET_ALIGNMENT))
+        } else {
+            ring.tx_frame_size
+        };
+        if !tx_frame_size.is_multiple_of(libc::TPACKET_ALIGNMENT)
+            || tx_frame_size < tx_data + frame_capacity
         {
             return Err(invalid(format!(
                 "tx_frame_size {} must be a multiple of 16 and at least {}",
-                ring.tx_frame_size,
+                tx_frame_size,
                 tx_data + frame_capacity
             )));
         }
         if ring.tx_frame_count == 0 {
             return Err(invalid("tx_frame_count is 0".into()));
         }
-        let tx_block_size = ring.tx_frame_size.div_ceil(page) * page;
-        let tx_fpb = tx_block_size / ring.tx_frame_size;
-        let tx_block_count = ring.tx_frame_count.div_ceil(tx_fpb);
-        let u = |v: usize, what: &str| {
-            u32::try_from(v)
-                .map_err(|_| AfPacketError::invalid(ifname, format!("{what} too large")))
-        };
-        let tx_req = libc::tpacket_req3 {
-            tp_block_size: u(tx_block_size, "tx block")?,
-            tp_block_nr: u(tx_block_count, "tx_frame_count")?,
-            tp_frame_size: u(ring.tx_frame_size, "tx_frame_size")?,
-            tp_frame_nr: u(tx_fpb * tx_block_count, "tx_frame_count")?,
-            tp_retire_blk_tov: 0,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
+        let tx_req = slot_request(
+            tx_frame_size,
+            ring.tx_frame_count,
+            gso,
+            page,
+            &invalid,
+            "tx",
+        )?;
+        let (tx_block_size, tx_block_count) =
+            (tx_req.tp_block_size as usize, tx_req.tp_block_nr as usize);
 
         let fd = socket::packet_socket().map_err(|source| AfPacketError::Socket {
             ifname: ifname.to_string(),
@@ -412,6 +325,11 @@ impl AfPacketPort {
         }
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_LOSS, &one)
             .map_err(opt("PACKET_LOSS"))?;
+        if gso {
+            // Before the rings: the kernel refuses it once they exist.
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &one)
+                .map_err(opt("PACKET_VNET_HDR"))?;
+        }
         // A V2 socket reads the first four fields (`tpacket_req`) of the
         // same request.
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req)
@@ -429,7 +347,8 @@ impl AfPacketPort {
             rx.len_bytes(),
             tx_block_size,
             tx_block_count,
-            ring.tx_frame_size,
+            tx_frame_size,
+            gso,
         );
         let len_bytes = rx.len_bytes() + tx.len_bytes();
         let region =
@@ -465,6 +384,7 @@ impl AfPacketPort {
             ifindex: info.ifindex,
             mac: info.mac,
             mtu: info.mtu,
+            gso,
             region,
             fd,
             rx,
@@ -475,77 +395,11 @@ impl AfPacketPort {
     }
 }
 
-/// The `PACKET_RX_RING` request of `ring` for frames of up to `max_frame`
-/// bytes, or why it cannot be made (`invalid` names the interface).
-fn rx_request(
-    ring: &RingConfig,
-    max_frame: usize,
-    page: usize,
-    invalid: &dyn Fn(String) -> AfPacketError,
-) -> Result<libc::tpacket_req3, AfPacketError> {
-    let u =
-        |v: usize, what: &str| u32::try_from(v).map_err(|_| invalid(format!("{what} too large")));
-    match ring.rx_mode {
-        RxMode::Frames => {
-            if ring.rx_frame_count == 0 {
-                return Err(invalid("rx_frame_count is 0".into()));
-            }
-            let frame_size =
-                (port::V2_MAC_OFFSET + max_frame).next_multiple_of(libc::TPACKET_ALIGNMENT);
-            let block_size = frame_size.div_ceil(page) * page;
-            let per_block = block_size / frame_size;
-            let blocks = ring.rx_frame_count.div_ceil(per_block);
-            Ok(libc::tpacket_req3 {
-                tp_block_size: u(block_size, "rx block")?,
-                tp_block_nr: u(blocks, "rx_frame_count")?,
-                tp_frame_size: u(frame_size, "rx frame")?,
-                tp_frame_nr: u(blocks * per_block, "rx_frame_count")?,
-                tp_retire_blk_tov: 0,
-                tp_sizeof_priv: 0,
-                tp_feature_req_word: 0,
-            })
-        }
-        RxMode::Blocks => {
-            // V3 ignores the frame size except for sanity checks: a
-            // multiple of 16 dividing the block evenly enough.
-            const RX_REQ_FRAME_SIZE: usize = 2048;
-            if ring.rx_block_size == 0 || !ring.rx_block_size.is_multiple_of(page) {
-                return Err(invalid(format!(
-                    "rx_block_size {} is not a multiple of the page size {page}",
-                    ring.rx_block_size
-                )));
-            }
-            // Block header (48) + frame header (48) + alignment slack.
-            if ring.rx_block_size < max_frame + 256 || ring.rx_block_size < RX_REQ_FRAME_SIZE {
-                return Err(invalid(format!(
-                    "rx_block_size {} cannot hold a {max_frame}-byte frame",
-                    ring.rx_block_size
-                )));
-            }
-            if ring.rx_block_count == 0 {
-                return Err(invalid("rx_block_count is 0".into()));
-            }
-            Ok(libc::tpacket_req3 {
-                tp_block_size: u(ring.rx_block_size, "rx_block_size")?,
-                tp_block_nr: u(ring.rx_block_count, "rx_block_count")?,
-                tp_frame_size: RX_REQ_FRAME_SIZE as u32,
-                tp_frame_nr: u(
-                    (ring.rx_block_size / RX_REQ_FRAME_SIZE) * ring.rx_block_count,
-                    "rx ring",
-                )?,
-                tp_retire_blk_tov: ring.rx_block_timeout_ms.max(1),
-                tp_sizeof_priv: 0,
-                tp_feature_req_word: 0,
-            })
-        }
-    }
-}
-
 /// One worker's af_packet ports.
 #[derive(Debug)]
 pub struct AfPacketDriver {
     ports: Vec<AfPacketPort>,
-    pool: Vec<AfPacketFrame>,
+    pool: Pools,
     frame_capacity: usize,
     poll_set: sys::PollSet,
     poll_timeout_ms: u32,
@@ -570,13 +424,12 @@ impl AfPacketDriver {
             .iter()
             .map(|p| AfPacketPort::open(p, config, frame_capacity))
             .collect::<Result<Vec<_>, _>>()?;
-        let pool = (0..config.pool_frames)
-            .map(|_| AfPacketFrame {
-                buf: vec![0u8; frame_capacity].into_boxed_slice(),
-                len: 0,
-                checksum_verified: false,
-            })
-            .collect();
+        let big = if config.gso {
+            config.gso_pool_frames
+        } else {
+            0
+        };
+        let pool = Pools::new(config.pool_frames, frame_capacity, big);
         let poll_set = sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         Ok(AfPacketDriver {
             ports,
@@ -608,6 +461,9 @@ impl AfPacketDriver {
             t.rx_csum_completed += s.rx_csum_completed;
             t.rx_csum_partial_left += s.rx_csum_partial_left;
             t.rx_vlan_restored += s.rx_vlan_restored;
+            t.rx_gso_frames += s.rx_gso_frames;
+            t.rx_offload_bad += s.rx_offload_bad;
+            t.tx_gso_frames += s.tx_gso_frames;
             t.rx_pool_empty += s.rx_pool_empty;
             t.rx_ring_errors += s.rx_ring_errors;
             t.tx_frames += s.tx_frames;
@@ -620,9 +476,9 @@ impl AfPacketDriver {
         t
     }
 
-    /// Free buffers in the pool (leak checks).
+    /// Free buffers in the pool, both sizes (leak checks).
     pub fn pool_free(&self) -> usize {
-        self.pool.len()
+        self.pool.small.len() + self.pool.big.len()
     }
 
     /// Bytes each pool buffer holds.
@@ -662,6 +518,7 @@ impl Driver for AfPacketDriver {
         };
         let ctx = RxContext {
             mtu: p.mtu,
+            gso: p.gso,
             stats: &mut p.stats,
         };
         port::rx_walk(&mut p.region, &mut p.rx, ctx, &mut self.pool, out, max)
@@ -726,7 +583,7 @@ impl Driver for AfPacketDriver {
     }
 
     fn frame_from(&mut self, bytes: &[u8]) -> Option<AfPacketFrame> {
-        let mut frame = self.pool.pop()?;
+        let mut frame = self.pool.pop_for(bytes.len())?;
         let Some(dst) = frame.buf.get_mut(..bytes.len()) else {
             self.pool.push(frame);
             return None;
@@ -734,6 +591,7 @@ impl Driver for AfPacketDriver {
         dst.copy_from_slice(bytes);
         frame.len = bytes.len();
         frame.checksum_verified = false;
+        frame.offload = Offload::NONE;
         Some(frame)
     }
 }

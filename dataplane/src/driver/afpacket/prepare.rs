@@ -8,6 +8,17 @@
 //!   back with the matching getters. GRO and LRO merge received segments
 //!   into frames above the MTU, which the driver would have to drop; GSO and
 //!   TSO would do the same to frames the kernel sends on the port;
+//! * [`enable_gso_offloads`] instead, for GSO/GRO pass-through (`gso`):
+//!   GRO on (a NIC's driver merges received segments into super-packets
+//!   the socket takes whole), GSO and TSO on (a super-packet the driver
+//!   sends goes to the device whole: a NIC cuts it, a veth hands it to the
+//!   peer's stack as one skb), LRO off (Linux turns it off on forwarding
+//!   devices: it merges without the metadata to cut again). On a veth
+//!   super-packets come two ways (both seen in `tests/tests/gso.rs`): a
+//!   local sender's TCP skb crosses the pair whole when the peer has
+//!   TSO/GSO on; and when the peer segments (offloads off), GRO on our end
+//!   turns on veth's NAPI receive path, whose GRO merges the MTU frames
+//!   again;
 //! * [`kernel_ipv4_addrs`]: the IPv4 addresses the kernel has on the
 //!   interface. An address Portico owns must not be among them, or the
 //!   kernel answers ARP and connections for it too; the caller warns.
@@ -60,6 +71,11 @@ impl OffloadState {
     /// Every offload that merges or splits frames is off.
     pub fn all_off(&self) -> bool {
         !(self.gro || self.gso || self.tso || self.lro)
+    }
+
+    /// What GSO/GRO pass-through wants: GRO, GSO and TSO on, LRO off.
+    pub fn pass_through(&self) -> bool {
+        self.gro && self.gso && self.tso && !self.lro
     }
 }
 
@@ -200,17 +216,54 @@ pub fn disable_offloads(ifname: &str) -> Result<OffloadState, AfPacketError> {
         )?;
     }
     if before.lro {
-        // SFLAGS takes the whole flag word: clear only LRO, so no other flag
-        // (which the device may not allow changing) changes.
-        let flags = sys::ethtool_value(&sock, ifname, ETHTOOL_GFLAGS, 0)
-            .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_GFLAGS"))?;
-        ignore_unsupported(sys::ethtool_value(
-            &sock,
-            ifname,
-            ETHTOOL_SFLAGS,
-            flags & !ETH_FLAG_LRO,
-        ))
-        .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_SFLAGS"))?;
+        clear_lro(&sock, ifname)?;
+    }
+    read_offloads(&sock, ifname)
+}
+
+/// Turn LRO off. `SFLAGS` takes the whole flag word: clear only LRO, so
+/// no other flag (which the device may not allow changing) changes.
+fn clear_lro(sock: &OwnedFd, ifname: &str) -> Result<(), AfPacketError> {
+    let flags = sys::ethtool_value(sock, ifname, ETHTOOL_GFLAGS, 0)
+        .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_GFLAGS"))?;
+    ignore_unsupported(sys::ethtool_value(
+        sock,
+        ifname,
+        ETHTOOL_SFLAGS,
+        flags & !ETH_FLAG_LRO,
+    ))
+    .map_err(ioctl_err(ifname, "SIOCETHTOOL ETHTOOL_SFLAGS"))
+}
+
+/// Turn GRO, GSO and TSO on and LRO off (GSO/GRO pass-through, see the
+/// module docs); returns the state read back (a device may keep a feature
+/// fixed: the caller warns).
+pub fn enable_gso_offloads(ifname: &str) -> Result<OffloadState, AfPacketError> {
+    let sock = ioctl_socket(ifname)?;
+    set_feature(
+        &sock,
+        ifname,
+        ETHTOOL_SGRO,
+        "SIOCETHTOOL ETHTOOL_SGRO",
+        true,
+    )?;
+    set_feature(
+        &sock,
+        ifname,
+        ETHTOOL_SGSO,
+        "SIOCETHTOOL ETHTOOL_SGSO",
+        true,
+    )?;
+    set_feature(
+        &sock,
+        ifname,
+        ETHTOOL_STSO,
+        "SIOCETHTOOL ETHTOOL_STSO",
+        true,
+    )?;
+    let state = read_offloads(&sock, ifname)?;
+    if state.lro {
+        clear_lro(&sock, ifname)?;
     }
     read_offloads(&sock, ifname)
 }
@@ -257,11 +310,15 @@ pub fn kernel_owned_conflicts(
         .collect())
 }
 
-/// Everything a port needs before workers open it: info, offloads off, the
-/// kernel's addresses.
-pub fn prepare_interface(ifname: &str) -> Result<PreparedInterface, AfPacketError> {
+/// Everything a port needs before workers open it: info, offloads off (on,
+/// with `gso`: [`enable_gso_offloads`]), the kernel's addresses.
+pub fn prepare_interface(ifname: &str, gso: bool) -> Result<PreparedInterface, AfPacketError> {
     let info = interface_info(ifname)?;
-    let offloads = disable_offloads(ifname)?;
+    let offloads = if gso {
+        enable_gso_offloads(ifname)?
+    } else {
+        disable_offloads(ifname)?
+    };
     let kernel_ipv4_addrs = kernel_ipv4_addrs(ifname)?;
     Ok(PreparedInterface {
         info,

@@ -34,6 +34,13 @@ pub struct PortStats {
     pub tx_send_errors: u64,
     /// Socket errors (e.g. `ENETDOWN`) cleared while waiting.
     pub socket_errors: u64,
+    /// GSO/GRO super-packets received whole (`gso` on).
+    pub rx_gso_frames: u64,
+    /// Frames whose `virtio_net_hdr` was unusable (an unsupported GSO
+    /// type, a header outside the slot), dropped.
+    pub rx_offload_bad: u64,
+    /// Super-packets sent whole, for the device or the kernel to segment.
+    pub tx_gso_frames: u64,
 }
 
 /// The kernel's counters of one socket since the previous read.
@@ -80,6 +87,9 @@ impl PortStats {
             tx_ring_full: self.tx_ring_full,
             tx_send_errors: self.tx_send_errors,
             socket_errors: self.socket_errors,
+            rx_gso_frames: self.rx_gso_frames,
+            rx_offload_bad: self.rx_offload_bad,
+            tx_gso_frames: self.tx_gso_frames,
             // `tp_drops`: frames the kernel had no ring slot for.
             kernel_rx_drops: kernel.drops,
             kernel_freezes: kernel.freezes,

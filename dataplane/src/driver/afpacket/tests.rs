@@ -358,7 +358,7 @@ fn preparation_turns_offloads_off_and_reports_kernel_addresses() {
         .expect("addr add");
     let (before, prepared, after, conflicts) = in_netns(&topo.ns_b, || {
         let before = prepare::set_gro("pb", true).expect("GRO on");
-        let prepared = prepare::prepare_interface("pb").expect("prepare");
+        let prepared = prepare::prepare_interface("pb", false).expect("prepare");
         let after = prepare::offload_state("pb").expect("read back");
         let conflicts = prepare::kernel_owned_conflicts("pb", &[IP_A, IP_B]).expect("conflicts");
         (before, prepared, after, conflicts)

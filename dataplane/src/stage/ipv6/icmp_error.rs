@@ -19,16 +19,19 @@ use crate::conntrack::Dir;
 use crate::counters::{Counters, DropReason};
 use crate::packet::{PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
+use crate::stage::neighbour::{NeighbourCtx, set_l2};
 use crate::wire::{icmpv6, ipv6 as wire6};
 
-/// Translate the ICMPv6 error `meta` describes (kind `IcmpError`, family
-/// V6) in place and give it its verdict.
+/// Translate the ICMPv6 error `meta` describes (packet `i` of the batch,
+/// kind `IcmpError`, family V6) in place and give it its verdict; towards
+/// a backend it may wait for the backend's NDP resolution like any
+/// packet ([`NeighbourCtx::forward6`]).
 pub fn translate(
     t: &Ipv6Tables,
     snap: &Snapshot,
-    buf: &mut [u8],
-    meta: &mut PacketMeta,
+    (buf, meta, i): (&mut [u8], &mut PacketMeta, usize),
     counters: &mut Counters,
+    neighbours: &mut NeighbourCtx<'_>,
     now_ms: u64,
 ) {
     let quoted = meta.key6.reversed();
@@ -60,10 +63,6 @@ pub fn translate(
     };
     let Some(port) = snap.ports.get(usize::from(out_port)) else {
         return meta.drop(DropReason::NoRoute);
-    };
-    let dst_mac = match t.mac_of(out_port, next) {
-        Ok(mac) => mac,
-        Err(reason) => return meta.drop(reason),
     };
     let (l3, l4, end) = (
         usize::from(meta.l3_offset),
@@ -98,7 +97,12 @@ pub fn translate(
         outer.set_dst_addr(outer_dst);
     }
     icmpv6::Packet::new_unchecked(&mut buf[l4..end]).fill_checksum(outer_src, outer_dst);
-    crate::stage::neighbour::set_l2(buf, port.mac, dst_mac);
     counters.icmp_errors_translated += 1;
-    meta.verdict = Verdict::Forward(out_port);
+    meta.verdict = match next {
+        Next6::Mac(mac) => {
+            set_l2(buf, port.mac, mac);
+            Verdict::Forward(out_port)
+        }
+        Next6::Neighbour(addr) => neighbours.forward6(buf, out_port, port.mac, addr, i),
+    };
 }

@@ -12,7 +12,9 @@
 //! quarantine, TCP state and window tracking. Then the NAT rewrite
 //! ([`nat`]: no header checksum, incremental TCP/UDP checksums over the
 //! IPv6 pseudo-header, hop limit decremented) and the Ethernet header
-//! from the static IPv6 neighbours ([`neighbours`]). Echo requests to
+//! from the IPv6 neighbour table, resolved by NDP (a packet waits,
+//! translated, for its next hop as with ARP: [`super::neighbour`],
+//! [`super::ndp`]). Echo requests to
 //! owned IPv6 addresses are answered ([`reply`]); packets whose hop limit
 //! runs out or that exceed the egress MTU are dropped and answered with
 //! ICMPv6 Time Exceeded / Packet Too Big by [`super::icmp_reply`]
@@ -37,10 +39,10 @@
 
 pub mod icmp_error;
 pub mod nat;
-pub mod neighbours;
 pub mod reply;
 
 use super::flow::{egress_check, is_pickup, is_syn, refused, segment_info, select_backend};
+use super::neighbour::NeighbourCtx;
 use super::{MAX_BATCH, Steering};
 use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::window::WindowVerdict;
@@ -55,7 +57,6 @@ use crate::snapshot::Snapshot;
 use crate::snat::{SnatAllocator, SnatConfig, SnatError};
 use crate::wire::tcp::flags as tcp_flags;
 use crate::wire::{ethernet, ipv6 as wire6};
-use neighbours::StaticNeighbours6;
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 
 /// Why the IPv6 tables could not be set up.
@@ -68,14 +69,13 @@ pub enum Ipv6Error {
 }
 
 /// A worker's IPv6 flow state: the IPv6 instances of the flow tables and
-/// the static neighbour table.
+/// (the neighbours are the shared table's, [`crate::neighbour`]).
 #[derive(Debug)]
 pub struct Ipv6Tables {
     pub ct: Conntrack<Ipv6Addr>,
     /// `None` while the snapshot has no IPv6 SNAT address.
     pub snat: Option<SnatAllocator<Ipv6Addr>>,
     pub affinity: AffinityTable<Ipv6Addr>,
-    pub neighbours: StaticNeighbours6,
 }
 
 impl Ipv6Tables {
@@ -103,7 +103,6 @@ impl Ipv6Tables {
             ct: Conntrack::new(conntrack, hasher)?,
             snat,
             affinity: AffinityTable::new(affinity_capacity, hasher),
-            neighbours: StaticNeighbours6::default(),
         })
     }
 
@@ -120,17 +119,6 @@ impl Ipv6Tables {
             && let Some(snat) = self.snat.as_mut()
         {
             snat.release(flow.reply(), now_ms);
-        }
-    }
-
-    /// The destination MAC of a packet leaving by `port` to `next`.
-    fn mac_of(&self, port: PortId, next: Next6) -> Result<[u8; 6], DropReason> {
-        match next {
-            Next6::Mac(mac) => Ok(mac),
-            Next6::Neighbour(addr) => self
-                .neighbours
-                .get(port, addr)
-                .ok_or(DropReason::NeighbourUnresolved),
         }
     }
 
@@ -195,9 +183,15 @@ pub fn run<F: Frame>(
     frames: &mut [F],
     metas: &mut [PacketMeta],
     ctx: &mut Ctx6<'_>,
+    neighbours: &mut NeighbourCtx<'_>,
 ) {
     let mut tables = tables;
-    for (frame, meta) in frames.iter_mut().zip(metas.iter_mut()).take(MAX_BATCH) {
+    for (i, (frame, meta)) in frames
+        .iter_mut()
+        .zip(metas.iter_mut())
+        .take(MAX_BATCH)
+        .enumerate()
+    {
         if meta.family != Family::V6 || !meta.is_pending() {
             continue;
         }
@@ -210,7 +204,7 @@ pub fn run<F: Frame>(
                         continue;
                     }
                     match track(t, ctx, snap, frame, meta) {
-                        Ok(plan) => forward(t, ctx, snap, frame, meta, &plan),
+                        Ok(plan) => forward(neighbours, ctx, snap, (frame, meta, i), &plan),
                         Err(Some(reason)) => meta.drop(reason),
                         Err(None) => {}
                     }
@@ -218,9 +212,14 @@ pub fn run<F: Frame>(
                 None => classify_without_flows(snap, meta),
             },
             PacketKind::IcmpError => match tables.as_deref() {
-                Some(t) => {
-                    icmp_error::translate(t, snap, frame.data_mut(), meta, ctx.counters, ctx.now_ms)
-                }
+                Some(t) => icmp_error::translate(
+                    t,
+                    snap,
+                    (frame.data_mut(), meta, i),
+                    ctx.counters,
+                    neighbours,
+                    ctx.now_ms,
+                ),
                 None => meta.drop(DropReason::IcmpErrorNoFlow),
             },
             // Neighbour Discovery is the NDP stage's (`stage::ndp`).
@@ -513,31 +512,36 @@ fn create<F: Frame>(
     }
 }
 
-/// Rewrite the packet per `plan` and give it its Ethernet header and
-/// verdict.
+/// Rewrite packet `i` per `plan` and give it its Ethernet header and
+/// verdict: the next hop's MAC from the neighbour table, or the packet
+/// waits, translated, for its NDP resolution (`AwaitNeighbour`, as for
+/// ARP; see [`super::neighbour`]).
 fn forward<F: Frame>(
-    t: &Ipv6Tables,
+    neighbours: &mut NeighbourCtx<'_>,
     ctx: &mut Ctx6<'_>,
     snap: &Snapshot,
-    frame: &mut F,
-    meta: &mut PacketMeta,
+    (frame, meta, i): (&mut F, &mut PacketMeta, usize),
     plan: &Plan6,
 ) {
     let Some(port) = snap.ports.get(usize::from(plan.out_port)) else {
         return meta.drop(DropReason::NoRoute);
     };
-    let dst_mac = match t.mac_of(plan.out_port, plan.next) {
-        Ok(mac) => mac,
-        Err(reason) => return meta.drop(reason),
-    };
     if let Err(reason) = nat::rewrite(frame.data_mut(), meta, &meta.key6, &plan.key) {
         return meta.drop(reason);
     }
-    super::neighbour::set_l2(frame.data_mut(), port.mac, dst_mac);
-    ctx.services.count(
-        plan.service,
-        plan.backend,
-        u64::from(meta.l3_end - meta.l3_offset),
-    );
-    meta.verdict = Verdict::Forward(plan.out_port);
+    let buf = frame.data_mut();
+    meta.verdict = match plan.next {
+        Next6::Mac(mac) => {
+            super::neighbour::set_l2(buf, port.mac, mac);
+            Verdict::Forward(plan.out_port)
+        }
+        Next6::Neighbour(addr) => neighbours.forward6(buf, plan.out_port, port.mac, addr, i),
+    };
+    if !matches!(meta.verdict, Verdict::Drop(_)) {
+        ctx.services.count(
+            plan.service,
+            plan.backend,
+            u64::from(meta.l3_end - meta.l3_offset),
+        );
+    }
 }

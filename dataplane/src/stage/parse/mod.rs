@@ -27,6 +27,7 @@
 //! | ICMP checksum, unless the driver verified it | `IcmpBadChecksum` |
 //! | ICMP error whose inner IPv4 header is incomplete, not version 4, not followed by 8 bytes, or not TCP/UDP | `IcmpMalformed` |
 //! | ICMP type other than echo request/reply, unreachable, time exceeded, parameter problem | `IcmpUnsupported` |
+//! | the driver's offload metadata does not fit the packet (see `check_offload`) | `GsoMalformed` |
 //!
 //! IPv6 (EtherType 0x86DD, also under one 802.1Q tag; [`ipv6`]):
 //!
@@ -82,7 +83,7 @@
 use crate::counters::DropReason;
 use crate::driver::Frame;
 use crate::flow::{FlowKey, FlowKeyOf, IpFamily, Proto, TableHasher};
-use crate::packet::{Family, PacketKind, PacketMeta, PortId, Verdict};
+use crate::packet::{Family, Gso, Offload, PacketKind, PacketMeta, PortId, Verdict};
 use crate::wire::ethernet::{self, ethertype};
 use crate::wire::ipv4::protocol;
 use crate::wire::{arp, checksum, icmp, ipv4, tcp, udp};
@@ -117,7 +118,12 @@ pub fn parse_batch<F: Frame>(
     debug_assert!(metas.len() >= frames.len(), "one meta slot per frame");
     for (frame, meta) in frames.iter().zip(metas.iter_mut()) {
         meta.reset(in_port);
-        if let Err(reason) = parse_into(frame.data(), frame.checksum_verified(), hasher, meta) {
+        let mut parsed = parse_into(frame.data(), frame.checksum_verified(), hasher, meta);
+        let offload = frame.offload();
+        if parsed.is_ok() && !offload.is_none() {
+            parsed = check_offload(frame.data(), offload, meta);
+        }
+        if let Err(reason) = parsed {
             let (family, dst, dst6) = (meta.family, meta.key.dst_ip, meta.key6.dst_ip);
             *meta = PacketMeta::empty(in_port);
             meta.verdict = Verdict::Drop(reason);
@@ -134,6 +140,55 @@ pub fn parse_batch<F: Frame>(
             }
         }
     }
+}
+
+/// Take the driver's offload metadata of a parsed frame into its meta, or
+/// refuse it (`GsoMalformed`): a partial checksum must start at the L4
+/// header of a TCP/UDP packet with the field where that protocol has it; a
+/// super-packet must be TCP over IPv4 (`TcpV4`; IPv6 frames carry no
+/// offload yet) without SYN or RST, or UDP (`UdpL4`). A super-packet's largest
+/// segment length is what MTU checks use (`segment_l3_len`). Out of line:
+/// only frames of a driver with offloads on come here.
+#[cold]
+#[inline(never)]
+fn check_offload(frame: &[u8], o: Offload, meta: &mut PacketMeta) -> Result<(), DropReason> {
+    // The IPv6 NAT rewrite keeps no partial checksum yet: the driver
+    // completes an IPv6 frame's checksum in software, and an IPv6
+    // super-packet (`TcpV6`) is refused.
+    if meta.family != Family::V4 {
+        return Err(DropReason::GsoMalformed);
+    }
+    let (csum_offset, l4_header_len) = match meta.kind {
+        PacketKind::Tcp => {
+            let doff = frame.get(usize::from(meta.l4_offset) + 12).copied();
+            (16, usize::from(doff.unwrap_or(0) >> 4) * 4)
+        }
+        PacketKind::Udp => (6, udp::HEADER_LEN),
+        _ => return Err(DropReason::GsoMalformed),
+    };
+    if !o.needs_csum || o.csum_start != meta.l4_offset || o.csum_offset != csum_offset {
+        return Err(DropReason::GsoMalformed);
+    }
+    let gso_fits = match o.gso {
+        Gso::None => true,
+        Gso::TcpV4 => {
+            meta.kind == PacketKind::Tcp
+                && meta.family == Family::V4
+                && meta.tcp_flags & (tcp::flags::SYN | tcp::flags::RST) == 0
+        }
+        Gso::UdpL4 => meta.kind == PacketKind::Udp,
+        Gso::TcpV6 => false,
+    };
+    if !gso_fits {
+        return Err(DropReason::GsoMalformed);
+    }
+    if o.is_gso() {
+        let headers = usize::from(meta.l4_offset - meta.l3_offset) + l4_header_len;
+        let l3_len = usize::from(meta.l3_end - meta.l3_offset);
+        meta.segment_l3_len = off16((headers + usize::from(o.gso_size)).min(l3_len));
+    }
+    meta.offload = o;
+    Ok(())
 }
 
 /// Offsets are u16 in the meta; every offset is below `l3_end`, which this

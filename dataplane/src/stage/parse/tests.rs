@@ -588,7 +588,7 @@ fn valid_icmp_errors_carry_the_inner_tuple() {
 }
 
 #[derive(Debug)]
-pub(super) struct TestFrame(pub(super) Vec<u8>, pub(super) bool);
+pub(super) struct TestFrame(pub(super) Vec<u8>, pub(super) bool, pub(super) Offload);
 
 impl Frame for TestFrame {
     fn data(&self) -> &[u8] {
@@ -603,17 +603,24 @@ impl Frame for TestFrame {
     fn checksum_verified(&self) -> bool {
         self.1
     }
+    fn offload(&self) -> Offload {
+        self.2
+    }
 }
 
 #[test]
 fn batch_fills_one_meta_per_frame() {
     let bad_tcp_csum = edit_l4(tcp_frame(ACK, b"data"), |s| s[20] ^= 1);
     let frames = [
-        TestFrame(tcp_frame(SYN, b""), false),
-        TestFrame(vec![0; 10], false),
-        TestFrame(bad_tcp_csum.clone(), false),
-        TestFrame(bad_tcp_csum, true),
-        TestFrame(build::arp_request(CLIENT_MAC, CLIENT, VIP), false),
+        TestFrame(tcp_frame(SYN, b""), false, Offload::NONE),
+        TestFrame(vec![0; 10], false, Offload::NONE),
+        TestFrame(bad_tcp_csum.clone(), false, Offload::NONE),
+        TestFrame(bad_tcp_csum, true, Offload::NONE),
+        TestFrame(
+            build::arp_request(CLIENT_MAC, CLIENT, VIP),
+            false,
+            Offload::NONE,
+        ),
     ];
     let mut metas = [PacketMeta::empty(9); 8];
     metas[1].l3_offset = 99; // stale data from a previous batch
@@ -727,4 +734,52 @@ proptest! {
 /// The table hasher of these tests (any fixed secret).
 fn hasher() -> TableHasher {
     TableHasher::from_seed(1)
+}
+
+/// A super-packet's offload is taken into the meta with the length of its
+/// segments; offload metadata that does not fit the packet is dropped as
+/// `gso_malformed`, one check each.
+#[test]
+fn offload_metadata_is_checked_against_the_packet() {
+    use crate::packet::Gso;
+    let payload = vec![7u8; 4000];
+    let mut sp = tcp_frame(ACK, &payload);
+    let o = build::make_partial(&mut sp, 1448);
+    let mut syn = tcp_frame(SYN, &payload);
+    let syn_o = build::make_partial(&mut syn, 1448);
+    let wrong_start = Offload {
+        csum_start: o.csum_start + 4,
+        ..o
+    };
+    let v6_type = Offload {
+        gso: Gso::TcpV6,
+        ..o
+    };
+    let no_csum = Offload {
+        needs_csum: false,
+        ..o
+    };
+    let mut udp = build::eth_ipv4_udp(CLIENT_MAC, GW_MAC, CLIENT, 5000, VIP, 53, &payload);
+    let udp_as_tcp = Offload {
+        gso: Gso::TcpV4,
+        ..build::make_partial(&mut udp, 1000)
+    };
+    let frames = [
+        TestFrame(sp.clone(), true, o),
+        TestFrame(syn, true, syn_o),
+        TestFrame(sp.clone(), true, wrong_start),
+        TestFrame(sp.clone(), true, v6_type),
+        TestFrame(sp, true, no_csum),
+        TestFrame(udp, true, udp_as_tcp),
+    ];
+    let mut metas = [PacketMeta::empty(0); 6];
+    parse_batch(&frames, 0, &mut metas, &hasher());
+    assert_eq!(metas[0].verdict, Verdict::Pending);
+    assert_eq!(metas[0].offload, o);
+    assert_eq!(metas[0].segment_l3_len, 20 + 20 + 1448);
+    assert_eq!(metas[0].wire_l3_len(), 1488);
+    assert_eq!(usize::from(metas[0].l3_end - metas[0].l3_offset), 4040);
+    for m in &metas[1..] {
+        assert_eq!(m.verdict, Verdict::Drop(DropReason::GsoMalformed));
+    }
 }

@@ -366,7 +366,7 @@ fn fragments_and_other_protocols_keep_their_destination_for_the_host_path() {
     }];
     let mut metas = [PacketMeta::empty(0); 2];
     parse_batch(
-        &frames.map(|f| TestFrame(f, false)),
+        &frames.map(|f| TestFrame(f, false, Offload::NONE)),
         0,
         &mut metas,
         &hasher(),

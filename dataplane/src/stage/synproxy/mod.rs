@@ -37,7 +37,9 @@
 //!    client sequence numbers − `delta`, client → backend acknowledgment
 //!    numbers + `delta`, the backend's window rescaled when its shift
 //!    differs from [`OUR_WSCALE`]; checksums updated incrementally
-//!    (RFC 1624). A retransmitted backend SYN-ACK is answered again.
+//!    (RFC 1624), except a partial one (a GSO/GRO super-packet's seed,
+//!    which covers only the pseudo-header: the device sums the shifted
+//!    fields itself). A retransmitted backend SYN-ACK is answered again.
 //!
 //! Timestamps (RFC 7323): offered to a client whose SYN offers them, with
 //! the options in the TSval's low bits as Linux does (see [`cookie`]); the
@@ -460,6 +462,14 @@ pub fn splice<F: Frame>(ctx: &FlowCtx<'_>, id: FlowId, dir: Dir, frame: &mut F, 
     let Some(sp) = ctx.ct.splice(id).filter(|s| s.spliced) else {
         return;
     };
+    // A partial checksum (a GSO/GRO super-packet) is a pseudo-header seed:
+    // the header fields shifted below are summed by the device later, so
+    // the seed must not follow them.
+    let seed = if meta.offload.needs_csum {
+        segment::checksum_field(frame, meta)
+    } else {
+        None
+    };
     match dir {
         Dir::Original => {
             if meta.tcp_flags & tcp_flags::ACK != 0 {
@@ -482,5 +492,8 @@ pub fn splice<F: Frame>(ctx: &FlowCtx<'_>, id: FlowId, dir: Dir, frame: &mut F, 
                 segment::shift_timestamp(frame, meta, TsField::Tsval, sp.ts.wrapping_neg());
             }
         }
+    }
+    if let Some(seed) = seed {
+        segment::set_checksum_field(frame, meta, seed);
     }
 }

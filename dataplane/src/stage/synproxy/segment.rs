@@ -231,6 +231,18 @@ fn set_u32(h: &mut [u8; tcp::HEADER_LEN], at: usize, new: u32) {
     h[CSUM..CSUM + 2].copy_from_slice(&csum.to_be_bytes());
 }
 
+/// The TCP checksum field, as it is.
+pub(super) fn checksum_field<F: Frame>(frame: &mut F, meta: &PacketMeta) -> Option<u16> {
+    header(frame, meta).map(|h| u16::from_be_bytes([h[CSUM], h[CSUM + 1]]))
+}
+
+/// Overwrite the TCP checksum field.
+pub(super) fn set_checksum_field<F: Frame>(frame: &mut F, meta: &PacketMeta, value: u16) {
+    if let Some(h) = header(frame, meta) {
+        h[CSUM..CSUM + 2].copy_from_slice(&value.to_be_bytes());
+    }
+}
+
 /// Set the sequence number.
 pub(super) fn set_seq<F: Frame>(frame: &mut F, meta: &PacketMeta, seq: u32) {
     if let Some(h) = header(frame, meta) {

@@ -14,6 +14,7 @@
 //! least 1 ms and one jiffy): a lone frame waits for the timer.
 
 use super::{RxContext, RxHeader, take_frame};
+use crate::driver::afpacket::pool::Pools;
 use crate::driver::afpacket::{AfPacketFrame, PortStats};
 use crate::driver::sys::Region;
 use std::mem::offset_of;
@@ -84,12 +85,11 @@ impl BlockRing {
     pub(super) fn walk(
         &mut self,
         region: &mut Region,
-        ctx: RxContext<'_>,
-        pool: &mut Vec<AfPacketFrame>,
+        mut ctx: RxContext<'_>,
+        pool: &mut Pools,
         out: &mut Vec<AfPacketFrame>,
         max: usize,
     ) -> usize {
-        let RxContext { mtu, stats } = ctx;
         let mut taken = 0;
         loop {
             if self.open && self.remaining == 0 {
@@ -98,15 +98,15 @@ impl BlockRing {
             if taken >= max {
                 break;
             }
-            if !self.open && !self.open_block(region, stats) {
+            if !self.open && !self.open_block(region, ctx.stats) {
                 break;
             }
             if self.remaining == 0 {
                 continue;
             }
-            if pool.is_empty() {
+            if !pool.ready() {
                 // Leave the frame in the ring; the next burst takes it.
-                stats.rx_pool_empty += 1;
+                ctx.stats.rx_pool_empty += 1;
                 break;
             }
             let block_start = self.block * self.block_size;
@@ -114,22 +114,22 @@ impl BlockRing {
             let hdr = block_start + self.next_off;
             let Some((h, next_offset)) = read_header(region, hdr, block_end) else {
                 // A header outside its block: give the whole block back.
-                stats.rx_ring_errors += 1;
+                ctx.stats.rx_ring_errors += 1;
                 self.remaining = 0;
                 continue;
             };
             self.remaining -= 1;
             if self.remaining > 0 {
                 if next_offset == 0 {
-                    stats.rx_ring_errors += 1;
+                    ctx.stats.rx_ring_errors += 1;
                     self.remaining = 0;
                 } else {
                     self.next_off += next_offset as usize;
                 }
             }
-            if let Some(frame) = take_frame(region, &h, hdr, block_end, mtu, stats, pool) {
-                stats.rx_frames += 1;
-                stats.rx_bytes += frame.len as u64;
+            if let Some(frame) = take_frame(region, &h, hdr, block_end, &mut ctx, pool) {
+                ctx.stats.rx_frames += 1;
+                ctx.stats.rx_bytes += frame.len as u64;
                 out.push(frame);
                 taken += 1;
             }

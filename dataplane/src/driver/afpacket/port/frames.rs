@@ -11,6 +11,7 @@
 
 use super::{RxContext, RxHeader, take_frame};
 use crate::driver::afpacket::AfPacketFrame;
+use crate::driver::afpacket::pool::Pools;
 use crate::driver::sys::Region;
 use std::mem::offset_of;
 use std::sync::atomic::Ordering;
@@ -86,12 +87,11 @@ impl FrameRing {
     pub(super) fn walk(
         &mut self,
         region: &mut Region,
-        ctx: RxContext<'_>,
-        pool: &mut Vec<AfPacketFrame>,
+        mut ctx: RxContext<'_>,
+        pool: &mut Pools,
         out: &mut Vec<AfPacketFrame>,
         max: usize,
     ) -> usize {
-        let RxContext { mtu, stats } = ctx;
         let count = self.frame_count().max(1);
         let mut taken = 0;
         while taken < max {
@@ -99,22 +99,22 @@ impl FrameRing {
             if !self.slot_is_user(region, slot) {
                 break;
             }
-            if pool.is_empty() {
+            if !pool.ready() {
                 // Leave the frame in the ring; the next burst takes it.
-                stats.rx_pool_empty += 1;
+                ctx.stats.rx_pool_empty += 1;
                 break;
             }
             match read_header(region, slot, self.frame_size) {
                 Some(h) => {
                     let end = slot + self.frame_size;
-                    if let Some(frame) = take_frame(region, &h, slot, end, mtu, stats, pool) {
-                        stats.rx_frames += 1;
-                        stats.rx_bytes += frame.len as u64;
+                    if let Some(frame) = take_frame(region, &h, slot, end, &mut ctx, pool) {
+                        ctx.stats.rx_frames += 1;
+                        ctx.stats.rx_bytes += frame.len as u64;
                         out.push(frame);
                         taken += 1;
                     }
                 }
-                None => stats.rx_ring_errors += 1,
+                None => ctx.stats.rx_ring_errors += 1,
             }
             if let Some(status) = region.atomic_u32(slot + H_STATUS) {
                 status.store(libc::TP_STATUS_KERNEL, Ordering::Release);

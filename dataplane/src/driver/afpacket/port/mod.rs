@@ -22,8 +22,11 @@ mod blocks;
 mod frames;
 
 use super::fixup;
+use super::pool::{GSO_MAX_FRAME, Pools};
 use super::{AfPacketFrame, PortStats, RxMode};
 use crate::driver::sys::Region;
+use crate::packet::Offload;
+use crate::wire::{ethernet, vnet};
 pub(super) use frames::MAC_OFFSET as V2_MAC_OFFSET;
 use std::sync::atomic::Ordering;
 
@@ -121,6 +124,8 @@ pub(super) struct TxRing {
     /// A previous `send` failed: kick again even if this burst adds nothing.
     pub(super) kick_pending: bool,
     layout: TxLayout,
+    /// `PACKET_VNET_HDR`: each slot's data starts with a `virtio_net_hdr`.
+    gso: bool,
 }
 
 impl TxRing {
@@ -131,6 +136,7 @@ impl TxRing {
         block_size: usize,
         block_count: usize,
         frame_size: usize,
+        gso: bool,
     ) -> Self {
         TxRing {
             base,
@@ -141,6 +147,7 @@ impl TxRing {
             cursor: 0,
             kick_pending: false,
             layout: TxLayout::of(mode),
+            gso,
         }
     }
 
@@ -152,9 +159,15 @@ impl TxRing {
         self.block_size * self.block_count
     }
 
+    /// Bytes of the `virtio_net_hdr` before each frame (0 without gso).
+    fn vnet_len(&self) -> usize {
+        if self.gso { vnet::HEADER_LEN } else { 0 }
+    }
+
     /// Largest frame a slot holds.
     pub(super) fn max_payload(&self) -> usize {
-        self.frame_size.saturating_sub(self.layout.data)
+        self.frame_size
+            .saturating_sub(self.layout.data + self.vnet_len())
     }
 
     fn slot_offset(&self, index: usize) -> usize {
@@ -166,6 +179,8 @@ impl TxRing {
 /// What the RX walk needs besides the ring: limits and counters.
 pub(super) struct RxContext<'a> {
     pub(super) mtu: u32,
+    /// `PACKET_VNET_HDR`: a `virtio_net_hdr` precedes each frame.
+    pub(super) gso: bool,
     pub(super) stats: &'a mut PortStats,
 }
 
@@ -175,7 +190,7 @@ pub(super) fn rx_walk(
     region: &mut Region,
     rx: &mut RxRing,
     ctx: RxContext<'_>,
-    pool: &mut Vec<AfPacketFrame>,
+    pool: &mut Pools,
     out: &mut Vec<AfPacketFrame>,
     max: usize,
 ) -> usize {
@@ -199,16 +214,18 @@ struct RxHeader {
 
 /// Apply the size checks and copy one frame into a pool buffer, restoring a
 /// VLAN tag the kernel moved into metadata and completing a partial
-/// checksum. `None` when the frame is dropped (counted).
+/// checksum (with `gso`: taking the `virtio_net_hdr` in front of the frame
+/// as its [`Offload`], see [`rx_offload`]). `None` when the frame is
+/// dropped (counted).
 fn take_frame(
     region: &Region,
     h: &RxHeader,
     hdr: usize,
     block_end: usize,
-    mtu: u32,
-    stats: &mut PortStats,
-    pool: &mut Vec<AfPacketFrame>,
+    ctx: &mut RxContext<'_>,
+    pool: &mut Pools,
 ) -> Option<AfPacketFrame> {
+    let (mtu, stats) = (ctx.mtu, &mut *ctx.stats);
     let data = hdr + h.mac;
     if data
         .checked_add(h.snaplen)
@@ -225,7 +242,25 @@ fn take_frame(
         || region
             .read_u16(data + 12)
             .is_some_and(|et| h.snaplen >= 14 && fixup::is_vlan_tpid(u16::from_be(et)));
-    if h.len + tag_len > fixup::max_frame_len(mtu, tagged) {
+    let offload = if ctx.gso {
+        match rx_offload(region, data, hdr, tag_len as u16) {
+            Some(o) => o,
+            None => {
+                stats.rx_offload_bad += 1;
+                return None;
+            }
+        }
+    } else {
+        Offload::NONE
+    };
+    // A super-packet is as long as its segments together; each segment is
+    // held to the MTU by the pipeline (per `gso_size`).
+    let limit = if offload.is_gso() {
+        GSO_MAX_FRAME
+    } else {
+        fixup::max_frame_len(mtu, tagged)
+    };
+    if h.len + tag_len > limit {
         stats.rx_too_big += 1;
         return None;
     }
@@ -233,7 +268,7 @@ fn take_frame(
         stats.rx_truncated += 1;
         return None;
     }
-    let mut frame = pool.pop()?;
+    let mut frame = pool.pop_for(h.snaplen + tag_len)?;
     let len = h.snaplen + tag_len;
     let copied = match frame.buf.get_mut(..len) {
         None => false,
@@ -256,6 +291,7 @@ fn take_frame(
         pool.push(frame);
         return None;
     }
+    frame.offload = Offload::NONE;
     if tag_in_meta {
         stats.rx_vlan_restored += 1;
     }
@@ -265,7 +301,14 @@ fn take_frame(
         len
     };
     frame.checksum_verified = h.status & libc::TP_STATUS_CSUM_VALID != 0;
-    if h.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+    if offload.is_gso() {
+        // The seed stays: whoever sends the segments completes each one.
+        // A local sender's super-packet is trusted, as the kernel trusts a
+        // CHECKSUM_PARTIAL skb.
+        frame.offload = offload;
+        frame.checksum_verified = true;
+        stats.rx_gso_frames += 1;
+    } else if h.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
         if fixup::complete_l4_checksum(frame.buf.get_mut(..frame.len).unwrap_or_default()) {
             stats.rx_csum_completed += 1;
             frame.checksum_verified = true;
@@ -276,6 +319,25 @@ fn take_frame(
     Some(frame)
 }
 
+/// The `virtio_net_hdr` in front of the frame at `data` (the kernel writes
+/// it right before the MAC header), shifted by a VLAN tag put back in front
+/// of the checksum start. `None` for a header outside the slot or one the
+/// driver cannot pass on (UFO, an unknown GSO type).
+fn rx_offload(region: &Region, data: usize, hdr: usize, tag_len: u16) -> Option<Offload> {
+    let at = data.checked_sub(vnet::HEADER_LEN)?;
+    if at < hdr {
+        return None;
+    }
+    let mut raw = [0u8; vnet::HEADER_LEN];
+    if !region.copy_out(at, &mut raw) {
+        return None;
+    }
+    let o = Offload::decode(&raw, tag_len).ok()?;
+    // A frame that is not a super-packet gets its checksum completed in
+    // software (below, from TP_STATUS_CSUMNOTREADY), as without gso.
+    Some(if o.is_gso() { o } else { Offload::NONE })
+}
+
 /// Fill free TX slots from the front of `frames`; returns how many frames it
 /// took (sent or dropped as too big). Frames it took go back to `pool`.
 pub(super) fn tx_fill(
@@ -283,7 +345,7 @@ pub(super) fn tx_fill(
     tx: &mut TxRing,
     mtu: u32,
     stats: &mut PortStats,
-    pool: &mut Vec<AfPacketFrame>,
+    pool: &mut Pools,
     frames: &mut Vec<AfPacketFrame>,
 ) -> (usize, usize) {
     let count = tx.frame_count();
@@ -294,7 +356,10 @@ pub(super) fn tx_fill(
         let tagged = bytes
             .get(12..14)
             .is_some_and(|t| fixup::is_vlan_tpid(u16::from_be_bytes([t[0], t[1]])));
-        if bytes.len() > fixup::max_frame_len(mtu, tagged) || bytes.len() > tx.max_payload() {
+        let gso = tx.gso && frame.offload.is_gso();
+        if (!gso && bytes.len() > fixup::max_frame_len(mtu, tagged))
+            || bytes.len() > tx.max_payload()
+        {
             stats.tx_too_big += 1;
             taken += 1;
             continue;
@@ -307,12 +372,15 @@ pub(super) fn tx_fill(
         if status.load(Ordering::Acquire) != libc::TP_STATUS_AVAILABLE {
             break;
         }
+        let vnet_len = tx.vnet_len();
         let len = bytes.len() as u32;
-        let ok = region.copy_in(slot + l.data, bytes)
+        let slot_len = (vnet_len + bytes.len()) as u32;
+        let ok = (vnet_len == 0 || write_vnet(region, slot + l.data, &frame.offload, bytes))
+            && region.copy_in(slot + l.data + vnet_len, bytes)
             && l.next_offset
                 .is_none_or(|off| region.write_u32(slot + off, 0))
-            && region.write_u32(slot + l.len, len)
-            && region.write_u32(slot + l.snaplen, len);
+            && region.write_u32(slot + l.len, slot_len)
+            && region.write_u32(slot + l.snaplen, slot_len);
         if !ok {
             break;
         }
@@ -322,11 +390,35 @@ pub(super) fn tx_fill(
         tx.cursor = (tx.cursor + 1) % count.max(1);
         stats.tx_frames += 1;
         stats.tx_bytes += u64::from(len);
+        stats.tx_gso_frames += u64::from(gso);
         taken += 1;
         queued += 1;
     }
-    pool.extend(frames.drain(..taken));
+    for frame in frames.drain(..taken) {
+        pool.push(frame);
+    }
     (taken, queued)
+}
+
+/// Write the `virtio_net_hdr` of `o` for `bytes` at `at` (the start of a TX
+/// slot's data): the kernel then takes a super-packet whole (segmented by
+/// the device, the peer veth, or the kernel's GSO when the device cannot)
+/// and a partial checksum for the device to finish. `hdr_len` covers the
+/// headers up to the end of the L4 header (VPP's `fill_gso_offload` does
+/// the same).
+fn write_vnet(region: &mut Region, at: usize, o: &Offload, bytes: &[u8]) -> bool {
+    let hdr_len = if o.needs_csum {
+        let l4 = usize::from(o.csum_start);
+        let l4_len = match o.gso {
+            crate::packet::Gso::UdpL4 => 8,
+            _ if o.csum_offset == 6 => 8,
+            _ => bytes.get(l4 + 12).map_or(20, |d| usize::from(d >> 4) * 4),
+        };
+        (l4 + l4_len).min(bytes.len()) as u16
+    } else {
+        ethernet::HEADER_LEN as u16
+    };
+    region.copy_in(at, &o.encode(hdr_len))
 }
 
 #[cfg(test)]

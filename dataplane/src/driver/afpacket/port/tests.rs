@@ -17,14 +17,8 @@ const MTU: u32 = 1500;
 const A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
 
-fn pool(n: usize) -> Vec<AfPacketFrame> {
-    (0..n)
-        .map(|_| AfPacketFrame {
-            buf: vec![0u8; fixup::max_frame_len(MTU, true)].into_boxed_slice(),
-            len: 0,
-            checksum_verified: false,
-        })
-        .collect()
+fn pool(n: usize) -> Pools {
+    Pools::new(n, fixup::max_frame_len(MTU, true), 0)
 }
 
 /// A frame as the kernel would describe it in the ring.
@@ -92,14 +86,18 @@ fn walk(
     region: &mut Region,
     rx: &mut RxRing,
     stats: &mut PortStats,
-    pool: &mut Vec<AfPacketFrame>,
+    pool: &mut Pools,
     max: usize,
 ) -> Vec<AfPacketFrame> {
     let mut out = Vec::new();
     let n = rx_walk(
         region,
         rx,
-        RxContext { mtu: MTU, stats },
+        RxContext {
+            mtu: MTU,
+            gso: false,
+            stats,
+        },
         pool,
         &mut out,
         max,
@@ -297,7 +295,7 @@ proptest! {
 }
 
 fn tx_frames(lens: &[usize]) -> Vec<AfPacketFrame> {
-    let mut p = pool(lens.len());
+    let mut p = pool(lens.len()).small;
     for (f, (&len, id)) in p.iter_mut().zip(lens.iter().zip(0u8..)) {
         let bytes = udp(len, id);
         f.buf[..len].copy_from_slice(&bytes);
@@ -310,9 +308,9 @@ fn tx_frames(lens: &[usize]) -> Vec<AfPacketFrame> {
 fn tx_fill_uses_free_slots_in_order_and_stops_at_a_busy_one() {
     // Two blocks of two 2048-byte slots.
     let mut region = Region::anonymous(2 * BLOCK).unwrap();
-    let mut tx = TxRing::new(RxMode::Blocks, 0, BLOCK, 2, 2048);
+    let mut tx = TxRing::new(RxMode::Blocks, 0, BLOCK, 2, 2048, false);
     assert_eq!(tx.frame_count(), 4);
-    let (mut stats, mut pool) = (PortStats::default(), Vec::with_capacity(16));
+    let (mut stats, mut pool) = (PortStats::default(), pool(0));
     let mut frames = tx_frames(&[60, 100, 1516, 200, 300, 400]);
     let (taken, queued) = tx_fill(
         &mut region,
@@ -463,8 +461,8 @@ fn frame_ring_applies_the_same_checks_and_leaves_frames_when_the_pool_is_empty()
 fn tx_slots_of_a_frames_socket_use_the_v2_header() {
     use super::frames::{H_LEN, H_STATUS};
     let mut region = Region::anonymous(BLOCK).unwrap();
-    let mut tx = TxRing::new(RxMode::Frames, 0, BLOCK, 1, 2048);
-    let (mut stats, mut pool) = (PortStats::default(), Vec::new());
+    let mut tx = TxRing::new(RxMode::Frames, 0, BLOCK, 1, 2048, false);
+    let (mut stats, mut pool) = (PortStats::default(), pool(0));
     let mut frames = tx_frames(&[60, 100]);
     let (taken, queued) = tx_fill(
         &mut region,
@@ -507,4 +505,141 @@ proptest! {
         }
         prop_assert_eq!(pool.len() + held.len(), 8);
     }
+}
+
+/// A TCP super-packet of `payload` bytes (seed in the checksum field) and
+/// its offload.
+fn super_packet(payload: usize) -> (Vec<u8>, Offload) {
+    let data: Vec<u8> = (0..payload).map(|i| i as u8).collect();
+    let src = Ipv4Addr::new(10, 0, 0, 1);
+    let dst = Ipv4Addr::new(10, 0, 0, 2);
+    let mut f = build::eth_ipv4_tcp(A, B, src, 1, dst, 2, tcp_flags::ACK, 1, 1, &data);
+    let o = build::make_partial(&mut f, 1448);
+    (f, o)
+}
+
+/// With `gso`, the kernel writes a `virtio_net_hdr` right before the MAC
+/// header: a super-packet above the MTU is taken whole with its offload
+/// (its seed kept, marked verified), in a big buffer; a header the driver
+/// cannot pass on drops the frame (`rx_offload_bad`); an ordinary frame
+/// with a partial checksum is completed as without `gso`.
+#[test]
+fn gso_frames_come_with_their_vnet_header() {
+    const SLOT: usize = 16384;
+    let mut region = Region::anonymous(4 * SLOT).unwrap();
+    let mut rx = RxRing::frames(SLOT, 4, SLOT);
+    let mut stats = PortStats::default();
+    let mut pool = Pools::new(4, fixup::max_frame_len(MTU, true), 2);
+    let (sp, o) = super_packet(10_000);
+    let (small, small_o) = super_packet(100);
+    let small_o = Offload {
+        gso: crate::packet::Gso::None,
+        gso_size: 0,
+        ..small_o
+    };
+    let full_small = {
+        let mut f = small.clone();
+        crate::wire::gso::complete_checksum(&mut f, &small_o).unwrap();
+        f
+    };
+    let mac = V2_MAC_OFFSET + vnet::HEADER_LEN;
+    let put = |region: &mut Region, off: usize, bytes: &[u8], hdr: [u8; 10], status: u32| {
+        use super::frames::{H_LEN, H_MAC, H_SNAPLEN, H_STATUS};
+        assert!(region.write_u32(off + H_SNAPLEN, bytes.len() as u32));
+        assert!(region.write_u32(off + H_LEN, bytes.len() as u32));
+        assert!(region.write_u16(off + H_MAC, mac as u16));
+        assert!(region.copy_in(off + mac - vnet::HEADER_LEN, &hdr));
+        assert!(region.copy_in(off + mac, bytes));
+        region
+            .atomic_u32(off + H_STATUS)
+            .unwrap()
+            .store(libc::TP_STATUS_USER | status, Ordering::Release);
+    };
+    put(
+        &mut region,
+        0,
+        &sp,
+        o.encode(54),
+        libc::TP_STATUS_CSUMNOTREADY,
+    );
+    let mut ufo = o.encode(54);
+    ufo[1] = vnet::gso_type::UDP;
+    put(&mut region, SLOT, &sp, ufo, 0);
+    put(
+        &mut region,
+        2 * SLOT,
+        &small,
+        small_o.encode(54),
+        libc::TP_STATUS_CSUMNOTREADY,
+    );
+    let mut out = Vec::new();
+    let ctx = RxContext {
+        mtu: MTU,
+        gso: true,
+        stats: &mut stats,
+    };
+    let n = rx_walk(&mut region, &mut rx, ctx, &mut pool, &mut out, 64);
+    assert_eq!(n, 2);
+    assert_eq!(out[0].data(), &sp[..]);
+    assert_eq!(out[0].offload(), o);
+    assert!(out[0].checksum_verified());
+    assert_eq!(out[0].buf.len(), GSO_MAX_FRAME);
+    assert_eq!(out[1].data(), &full_small[..]);
+    assert_eq!(out[1].offload(), Offload::NONE);
+    assert_eq!(
+        (
+            stats.rx_gso_frames,
+            stats.rx_offload_bad,
+            stats.rx_csum_completed
+        ),
+        (1, 1, 1)
+    );
+}
+
+/// With `gso`, each TX slot starts with a `virtio_net_hdr`: a super-packet
+/// goes whole (above the MTU) with its offload, an ordinary frame with an
+/// empty header, and a frame above the MTU without GSO is still too big.
+#[test]
+fn gso_tx_slots_carry_the_vnet_header() {
+    use super::frames::H_LEN;
+    const SLOT: usize = 16384;
+    let mut region = Region::anonymous(4 * SLOT).unwrap();
+    let mut tx = TxRing::new(RxMode::Frames, 0, SLOT, 4, SLOT, true);
+    let mut stats = PortStats::default();
+    let mut pool = Pools::new(4, fixup::max_frame_len(MTU, true), 2);
+    let (sp, o) = super_packet(8000);
+    let mut frames = Vec::new();
+    for (bytes, offload) in [
+        (sp.clone(), o),
+        (udp(100, 1), Offload::NONE),
+        (sp.clone(), Offload::NONE),
+    ] {
+        let mut f = pool.pop_for(bytes.len()).unwrap();
+        f.buf[..bytes.len()].copy_from_slice(&bytes);
+        f.len = bytes.len();
+        f.offload = offload;
+        frames.push(f);
+    }
+    let mtu = MTU;
+    let (taken, queued) = tx_fill(
+        &mut region,
+        &mut tx,
+        mtu,
+        &mut stats,
+        &mut pool,
+        &mut frames,
+    );
+    assert_eq!((taken, queued), (3, 2));
+    assert_eq!((stats.tx_gso_frames, stats.tx_too_big), (1, 1));
+    let data = V2_TX_DATA_OFFSET;
+    let mut hdr = [0u8; vnet::HEADER_LEN];
+    assert!(region.copy_out(data, &mut hdr));
+    assert_eq!(hdr, o.encode(54));
+    assert_eq!(region.read_u32(H_LEN), Some((10 + sp.len()) as u32));
+    let mut got = vec![0u8; sp.len()];
+    assert!(region.copy_out(data + 10, &mut got));
+    assert_eq!(got, sp);
+    assert!(region.copy_out(SLOT + data, &mut hdr));
+    assert_eq!(Offload::decode(&hdr, 0), Ok(Offload::NONE));
+    assert_eq!(pool.len(), 6, "every buffer back in its pool");
 }

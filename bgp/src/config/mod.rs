@@ -1,0 +1,427 @@
+//! The `[bgp]` section: `[[bgp.peer]]` sessions and `[[bgp.advertisement]]`
+//! attribute sets, as plain structs (serde-deserializable, so the
+//! portico.toml schema in nic-config can embed them unchanged: this crate
+//! owns these types) and [`BgpConfig::validate`], which names every problem
+//! at once as `path: reason`.
+//!
+//! Address families (RFC 4760 multiprotocol BGP): a peer is offered the
+//! `families` it lists, each as a Multiprotocol capability (RFC 5492,
+//! RFC 4760 §8) in our OPEN. Left out, the default is IPv4 unicast, plus
+//! IPv6 unicast when the session has an IPv6 next hop to announce
+//! ([`PeerConfig::default_families`]): `next_hop_v6` set, or an IPv6
+//! `source_address` or peer `address` (the session's own IPv6 address is
+//! then the next hop, RFC 2545 §2). IPv6 routes over an IPv4 TCP session
+//! need `next_hop_v6`: nothing else says which IPv6 address of ours the
+//! router should forward to.
+//!
+//! Invariant: a config that passes `validate` can be handed to
+//! [`crate::session::Session::spawn`] as is; the session never re-checks it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+use serde::Deserialize;
+
+use crate::session::RouteAttributes;
+use crate::wire::{AFI_IPV4, AFI_IPV6, Prefix, SAFI_UNICAST};
+
+/// The whole `[bgp]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BgpConfig {
+    #[serde(default, rename = "peer")]
+    pub peers: Vec<PeerConfig>,
+    #[serde(default, rename = "advertisement")]
+    pub advertisements: Vec<Advertisement>,
+    /// On a graceful stop (SIGTERM) the gateway withdraws every route
+    /// first, then keeps forwarding (established flows, and new ones from
+    /// routers that have not converged yet) for this long before it sends
+    /// Cease and exits. 0..=3600.
+    #[serde(default = "default_shutdown_drain_s")]
+    pub shutdown_drain_s: u16,
+    /// The worker watchdog: when a dataplane worker has not completed a
+    /// poll loop for this long, every route is withdrawn (a box that does
+    /// not forward announces nothing) until all workers poll again.
+    /// 100..=60000.
+    #[serde(default = "default_watchdog_timeout_ms")]
+    pub watchdog_timeout_ms: u32,
+}
+
+impl Default for BgpConfig {
+    fn default() -> Self {
+        BgpConfig {
+            peers: Vec::new(),
+            advertisements: Vec::new(),
+            shutdown_drain_s: default_shutdown_drain_s(),
+            watchdog_timeout_ms: default_watchdog_timeout_ms(),
+        }
+    }
+}
+
+/// Default `shutdown_drain_s`: a few seconds for the routers to converge
+/// after the withdrawal.
+pub const DEFAULT_SHUTDOWN_DRAIN_S: u16 = 5;
+/// The longest `shutdown_drain_s`.
+pub const MAX_SHUTDOWN_DRAIN_S: u16 = 3600;
+/// Default `watchdog_timeout_ms`.
+pub const DEFAULT_WATCHDOG_TIMEOUT_MS: u32 = 1000;
+/// The range of `watchdog_timeout_ms`.
+pub const WATCHDOG_TIMEOUT_MS: std::ops::RangeInclusive<u32> = 100..=60_000;
+
+fn default_shutdown_drain_s() -> u16 {
+    DEFAULT_SHUTDOWN_DRAIN_S
+}
+fn default_watchdog_timeout_ms() -> u32 {
+    DEFAULT_WATCHDOG_TIMEOUT_MS
+}
+
+fn unspecified_router_id() -> Ipv4Addr {
+    Ipv4Addr::UNSPECIFIED
+}
+
+/// An address family a session can carry (AFI/SAFI of RFC 4760), written
+/// `ipv4-unicast` / `ipv6-unicast` in the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    Ipv4Unicast,
+    Ipv6Unicast,
+}
+
+impl Family {
+    /// Both, in the order capabilities are sent.
+    pub const ALL: [Family; 2] = [Family::Ipv4Unicast, Family::Ipv6Unicast];
+
+    /// The AFI/SAFI pair of the Multiprotocol capability and MP attributes.
+    pub fn afi_safi(self) -> (u16, u8) {
+        match self {
+            Family::Ipv4Unicast => (AFI_IPV4, SAFI_UNICAST),
+            Family::Ipv6Unicast => (AFI_IPV6, SAFI_UNICAST),
+        }
+    }
+
+    /// The family of an AFI/SAFI pair, if we speak it.
+    pub fn from_afi_safi(afi: u16, safi: u8) -> Option<Family> {
+        Family::ALL
+            .into_iter()
+            .find(|f| f.afi_safi() == (afi, safi))
+    }
+
+    /// The family of a prefix (unicast).
+    pub fn of(prefix: &Prefix) -> Family {
+        if prefix.is_ipv4() {
+            Family::Ipv4Unicast
+        } else {
+            Family::Ipv6Unicast
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Family::Ipv4Unicast => "ipv4-unicast",
+            Family::Ipv6Unicast => "ipv6-unicast",
+        })
+    }
+}
+
+/// One BGP session (`[[bgp.peer]]`). We always open the connection
+/// (configure the router side passive or not, either works).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// The router's address.
+    pub address: IpAddr,
+    pub peer_asn: u32,
+    pub my_asn: u32,
+    /// Our BGP identifier. Default 0.0.0.0, which validation refuses
+    /// unless every `[[instance]]` of a tier sets its own
+    /// (`bgp_router_id`, put here for the instance that runs).
+    #[serde(default = "unspecified_router_id")]
+    pub router_id: Ipv4Addr,
+    /// The router's TCP port.
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// Proposed hold time: 0 (no keepalives) or 3..=65535; the session uses
+    /// the smaller of ours and the router's.
+    #[serde(default = "default_hold_time_s")]
+    pub hold_time_s: u16,
+    /// Keepalive interval; default a third of the negotiated hold time,
+    /// and never more than that.
+    #[serde(default)]
+    pub keepalive_s: Option<u16>,
+    /// Local address to connect from (one of the instance's host
+    /// addresses); also the NEXT_HOP we announce. Default: the kernel's
+    /// choice.
+    #[serde(default)]
+    pub source_address: Option<IpAddr>,
+    /// The address families to offer (`ipv4-unicast`, `ipv6-unicast`);
+    /// the session carries those the router offers too. Default: see
+    /// [`PeerConfig::default_families`].
+    #[serde(default)]
+    pub families: Option<Vec<Family>>,
+    /// The global IPv6 next hop of our IPv6 routes (RFC 2545 §2). Default:
+    /// the session's local address when it is IPv6; required for IPv6
+    /// routes over an IPv4 session.
+    #[serde(default)]
+    pub next_hop_v6: Option<Ipv6Addr>,
+    /// A link-local (fe80::/10) next hop sent after the global one (the
+    /// 32-byte next hop of RFC 2545 §3), for routers on the same link.
+    #[serde(default)]
+    pub next_hop_v6_link_local: Option<Ipv6Addr>,
+    /// TCP-MD5 (RFC 2385) key, at most 80 bytes.
+    #[serde(default)]
+    pub md5_password: Option<String>,
+    /// eBGP multihop: the TTL of our packets (1..=255). Default: 1 for
+    /// eBGP (directly connected), 255 for iBGP.
+    #[serde(default)]
+    pub multihop_ttl: Option<u8>,
+    /// First connect-retry delay; doubles after each failure up to
+    /// `connect_retry_max_s`.
+    #[serde(default = "default_connect_retry_s")]
+    pub connect_retry_s: u16,
+    #[serde(default = "default_connect_retry_max_s")]
+    pub connect_retry_max_s: u16,
+}
+
+fn default_port() -> u16 {
+    179
+}
+fn default_hold_time_s() -> u16 {
+    90
+}
+fn default_connect_retry_s() -> u16 {
+    1
+}
+fn default_connect_retry_max_s() -> u16 {
+    60
+}
+
+impl PeerConfig {
+    /// A peer with the defaults of the TOML schema.
+    pub fn new(address: IpAddr, peer_asn: u32, my_asn: u32, router_id: Ipv4Addr) -> Self {
+        PeerConfig {
+            address,
+            peer_asn,
+            my_asn,
+            router_id,
+            port: default_port(),
+            hold_time_s: default_hold_time_s(),
+            keepalive_s: None,
+            source_address: None,
+            families: None,
+            next_hop_v6: None,
+            next_hop_v6_link_local: None,
+            md5_password: None,
+            multihop_ttl: None,
+            connect_retry_s: default_connect_retry_s(),
+            connect_retry_max_s: default_connect_retry_max_s(),
+        }
+    }
+
+    /// Same AS on both sides.
+    pub fn is_ibgp(&self) -> bool {
+        self.peer_asn == self.my_asn
+    }
+
+    /// The TTL of our packets.
+    pub fn ttl(&self) -> u8 {
+        self.multihop_ttl
+            .unwrap_or(if self.is_ibgp() { 255 } else { 1 })
+    }
+
+    /// Whether the session has an IPv6 next hop before it connects:
+    /// `next_hop_v6`, or an IPv6 source or peer address (the local address
+    /// of the connection is then IPv6).
+    pub fn has_ipv6_next_hop(&self) -> bool {
+        self.next_hop_v6.is_some()
+            || self.source_address.is_some_and(|a| a.is_ipv6())
+            || self.address.is_ipv6()
+    }
+
+    /// The families offered when `families` is left out: IPv4 unicast,
+    /// plus IPv6 unicast when [`Self::has_ipv6_next_hop`]. (IPv4 is always
+    /// offered, as before IPv6 existed; over an IPv6 session IPv4 routes
+    /// have no next hop and are skipped, counted in the stats.)
+    pub fn default_families(&self) -> Vec<Family> {
+        let mut f = vec![Family::Ipv4Unicast];
+        if self.has_ipv6_next_hop() {
+            f.push(Family::Ipv6Unicast);
+        }
+        f
+    }
+
+    /// The families offered in our OPEN, in [`Family::ALL`] order, once.
+    pub fn offered_families(&self) -> Vec<Family> {
+        match &self.families {
+            Some(list) => Family::ALL
+                .into_iter()
+                .filter(|f| list.contains(f))
+                .collect(),
+            None => self.default_families(),
+        }
+    }
+
+    /// The global IPv6 next hop of a connection whose local address is
+    /// `local`: `next_hop_v6`, else `local` if it is IPv6.
+    pub fn next_hop_v6_for(&self, local: IpAddr) -> Option<Ipv6Addr> {
+        self.next_hop_v6.or(match local {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        })
+    }
+
+    /// `address:port` for log lines.
+    pub fn name(&self) -> String {
+        match self.address {
+            IpAddr::V4(a) => format!("{a}:{}", self.port),
+            IpAddr::V6(a) => format!("[{a}]:{}", self.port),
+        }
+    }
+}
+
+/// An RFC 1997 community, written `asn:value` (both 0..=65535) or by its
+/// well-known name (`no-export`, `no-advertise`, `no-export-subconfed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Community(pub u32);
+
+impl Community {
+    pub const NO_EXPORT: Community = Community(0xffff_ff01);
+    pub const NO_ADVERTISE: Community = Community(0xffff_ff02);
+    pub const NO_EXPORT_SUBCONFED: Community = Community(0xffff_ff03);
+}
+
+impl FromStr for Community {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "no-export" => return Ok(Community::NO_EXPORT),
+            "no-advertise" => return Ok(Community::NO_ADVERTISE),
+            "no-export-subconfed" => return Ok(Community::NO_EXPORT_SUBCONFED),
+            _ => {}
+        }
+        let bad = || {
+            format!(
+                "community `{s}` is not `asn:value` (each 0..=65535) or no-export/no-advertise/no-export-subconfed"
+            )
+        };
+        let (a, v) = s.split_once(':').ok_or_else(bad)?;
+        let a: u16 = a.trim().parse().map_err(|_| bad())?;
+        let v: u16 = v.trim().parse().map_err(|_| bad())?;
+        Ok(Community((u32::from(a) << 16) | u32::from(v)))
+    }
+}
+
+impl TryFrom<String> for Community {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl fmt::Display for Community {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.0 >> 16, self.0 & 0xffff)
+    }
+}
+
+/// How a set of VIPs is announced (`[[bgp.advertisement]]`): to which
+/// peers, with which attributes, aggregated to which prefix length. The
+/// control plane attaches one to an address pool or static VIP.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Advertisement {
+    /// Name the pools refer to.
+    pub name: String,
+    /// Peer addresses this goes to; empty: every peer.
+    #[serde(default)]
+    pub peers: Vec<IpAddr>,
+    /// LOCAL_PREF, sent to iBGP peers only (RFC 4271 §5.1.5).
+    #[serde(default)]
+    pub local_pref: Option<u32>,
+    #[serde(default)]
+    pub communities: Vec<Community>,
+    /// Announce each IPv4 VIP as its covering `/len` (32: the VIP itself).
+    #[serde(default = "default_aggregation_length")]
+    pub aggregation_length: u8,
+    /// The same for IPv6 VIPs (128: the VIP itself).
+    #[serde(default = "default_aggregation_length_v6")]
+    pub aggregation_length_v6: u8,
+}
+
+fn default_aggregation_length() -> u8 {
+    32
+}
+fn default_aggregation_length_v6() -> u8 {
+    128
+}
+
+impl Advertisement {
+    /// An advertisement to every peer of host routes, no attributes.
+    pub fn new(name: &str) -> Self {
+        Advertisement {
+            name: name.to_string(),
+            peers: Vec::new(),
+            local_pref: None,
+            communities: Vec::new(),
+            aggregation_length: default_aggregation_length(),
+            aggregation_length_v6: default_aggregation_length_v6(),
+        }
+    }
+
+    pub fn applies_to(&self, peer: &PeerConfig) -> bool {
+        self.peers.is_empty() || self.peers.contains(&peer.address)
+    }
+
+    /// The prefix announcing `vip` (aggregated).
+    pub fn prefix_of(&self, vip: IpAddr) -> Prefix {
+        let len = if vip.is_ipv4() {
+            self.aggregation_length.min(32)
+        } else {
+            self.aggregation_length_v6.min(128)
+        };
+        Prefix::new(vip, len).unwrap_or_else(|_| Prefix::host(vip))
+    }
+
+    /// The attributes of this advertisement's routes towards `peer`
+    /// (LOCAL_PREF only for iBGP).
+    pub fn attributes_for(&self, peer: &PeerConfig) -> RouteAttributes {
+        RouteAttributes::new(
+            if peer.is_ibgp() {
+                self.local_pref
+            } else {
+                None
+            },
+            None,
+            self.communities.iter().map(|c| c.0),
+        )
+    }
+
+    /// The routes announcing `vips` to `peer` (none if this advertisement
+    /// does not go there). Several VIPs aggregated into one prefix give one
+    /// route.
+    pub fn routes_for(
+        &self,
+        peer: &PeerConfig,
+        vips: impl IntoIterator<Item = IpAddr>,
+    ) -> BTreeMap<Prefix, RouteAttributes> {
+        if !self.applies_to(peer) {
+            return BTreeMap::new();
+        }
+        let attrs = self.attributes_for(peer);
+        vips.into_iter()
+            .map(|v| (self.prefix_of(v), attrs.clone()))
+            .collect()
+    }
+}
+
+mod validate;
+pub use validate::{ConfigError, MD5_MAX_KEY_LEN, Problem};
+
+#[cfg(test)]
+mod tests;

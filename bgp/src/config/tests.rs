@@ -1,0 +1,254 @@
+//! The `[bgp]` section: TOML parsing, defaults, families, and every
+//! problem named at once.
+use super::*;
+use std::net::{IpAddr, Ipv4Addr};
+
+fn parse(s: &str) -> BgpConfig {
+    #[derive(Deserialize)]
+    struct Root {
+        bgp: BgpConfig,
+    }
+    toml::from_str::<Root>(s).unwrap().bgp
+}
+
+#[test]
+fn toml_with_defaults() {
+    let c = parse(
+        r#"
+        [[bgp.peer]]
+        address = "10.0.0.1"
+        peer_asn = 65000
+        my_asn = 65001
+        router_id = "10.0.0.2"
+
+        [[bgp.advertisement]]
+        name = "public"
+        communities = ["65001:100", "no-export"]
+        aggregation_length = 24
+        "#,
+    );
+    c.validate().unwrap();
+    let peer = &c.peers[0];
+    assert_eq!((peer.port, peer.hold_time_s, peer.ttl()), (179, 90, 1));
+    assert_eq!(
+        (c.shutdown_drain_s, c.watchdog_timeout_ms),
+        (DEFAULT_SHUTDOWN_DRAIN_S, DEFAULT_WATCHDOG_TIMEOUT_MS)
+    );
+    let adv = &c.advertisements[0];
+    assert_eq!(
+        adv.communities,
+        [Community(65001 << 16 | 100), Community::NO_EXPORT]
+    );
+    let routes = adv.routes_for(
+        peer,
+        ["192.0.2.10".parse().unwrap(), "192.0.2.20".parse().unwrap()],
+    );
+    assert_eq!(routes.len(), 1, "two VIPs in one /24");
+    assert_eq!(routes.keys().next().unwrap().to_string(), "192.0.2.0/24");
+    assert_eq!(routes.values().next().unwrap().local_pref, None);
+}
+
+#[test]
+fn bad_community_is_a_toml_error() {
+    let e = toml::from_str::<BgpConfig>(
+        r#"
+        [[advertisement]]
+        name = "x"
+        communities = ["65536:1"]
+        "#,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("is not `asn:value`"), "{e}");
+}
+
+#[test]
+fn every_problem_named_at_once() {
+    let mut peer = PeerConfig::new("0.0.0.0".parse().unwrap(), 23456, 0, Ipv4Addr::UNSPECIFIED);
+    peer.port = 0;
+    peer.hold_time_s = 2;
+    peer.keepalive_s = Some(5);
+    peer.source_address = Some("2001:db8::1".parse().unwrap());
+    peer.md5_password = Some("x".repeat(81));
+    peer.multihop_ttl = Some(0);
+    peer.connect_retry_s = 0;
+    let mut dup = PeerConfig::new(
+        "10.0.0.1".parse().unwrap(),
+        65000,
+        65001,
+        Ipv4Addr::new(10, 0, 0, 2),
+    );
+    dup.keepalive_s = Some(90);
+    let mut adv = Advertisement::new("a");
+    adv.peers = vec!["10.9.9.9".parse().unwrap()];
+    adv.local_pref = Some(200);
+    adv.aggregation_length = 33;
+    adv.aggregation_length_v6 = 129;
+    let c = BgpConfig {
+        peers: vec![peer, dup.clone(), dup],
+        advertisements: vec![adv, Advertisement::new("a")],
+        shutdown_drain_s: 3601,
+        watchdog_timeout_ms: 99,
+    };
+    let e = c.validate().unwrap_err();
+    let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "bgp.peer[0].address",
+            "bgp.peer[0].peer_asn",
+            "bgp.peer[0].my_asn",
+            "bgp.peer[0].router_id",
+            "bgp.peer[0].port",
+            "bgp.peer[0].hold_time_s",
+            "bgp.peer[0].keepalive_s",
+            "bgp.peer[0].source_address",
+            "bgp.peer[0].md5_password",
+            "bgp.peer[0].multihop_ttl",
+            "bgp.peer[0].connect_retry_s",
+            "bgp.peer[1].keepalive_s",
+            "bgp.peer[2].address",
+            "bgp.peer[2].keepalive_s",
+            "bgp.advertisement[0].peers[0]",
+            "bgp.advertisement[0].local_pref",
+            "bgp.advertisement[0].aggregation_length",
+            "bgp.advertisement[0].aggregation_length_v6",
+            "bgp.advertisement[1].name",
+            "bgp.shutdown_drain_s",
+            "bgp.watchdog_timeout_ms",
+        ]
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("bgp.peer[0].hold_time_s: 2 s is not allowed"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), paths.len());
+}
+
+#[test]
+fn families_default_to_what_has_a_next_hop() {
+    let c = parse(
+        r#"
+        [[bgp.peer]]
+        address = "10.0.0.1"
+        peer_asn = 65000
+        my_asn = 65001
+        router_id = "10.0.0.2"
+
+        [[bgp.peer]]
+        address = "10.0.0.3"
+        peer_asn = 65000
+        my_asn = 65001
+        router_id = "10.0.0.2"
+        next_hop_v6 = "2001:db8::2"
+        next_hop_v6_link_local = "fe80::2"
+
+        [[bgp.peer]]
+        address = "2001:db8::1"
+        peer_asn = 65000
+        my_asn = 65001
+        router_id = "10.0.0.2"
+        families = ["ipv6-unicast"]
+        "#,
+    );
+    c.validate().unwrap();
+    let v4 = Family::Ipv4Unicast;
+    let v6 = Family::Ipv6Unicast;
+    assert_eq!(c.peers[0].offered_families(), [v4], "no IPv6 next hop");
+    assert_eq!(c.peers[1].offered_families(), [v4, v6]);
+    assert_eq!(c.peers[2].offered_families(), [v6]);
+    let local_v4: IpAddr = "10.0.0.2".parse().unwrap();
+    let local_v6: IpAddr = "2001:db8::2".parse().unwrap();
+    assert_eq!(c.peers[0].next_hop_v6_for(local_v4), None);
+    assert_eq!(
+        c.peers[1].next_hop_v6_for(local_v4),
+        Some("2001:db8::2".parse().unwrap())
+    );
+    assert_eq!(
+        c.peers[2].next_hop_v6_for(local_v6),
+        Some("2001:db8::2".parse().unwrap()),
+        "the session's own IPv6 address"
+    );
+    assert_eq!(Family::from_afi_safi(2, 1), Some(v6));
+    assert_eq!(Family::from_afi_safi(2, 2), None);
+    assert_eq!(v6.to_string(), "ipv6-unicast");
+}
+
+#[test]
+fn family_and_next_hop_problems_name_the_field() {
+    let base = || {
+        PeerConfig::new(
+            "10.0.0.1".parse().unwrap(),
+            65000,
+            65001,
+            Ipv4Addr::new(10, 0, 0, 2),
+        )
+    };
+    let mut empty = base();
+    empty.families = Some(vec![]);
+    let mut v6_without_next_hop = base();
+    v6_without_next_hop.port = 1;
+    v6_without_next_hop.families = Some(vec![Family::Ipv6Unicast, Family::Ipv6Unicast]);
+    let mut bad_next_hops = base();
+    bad_next_hops.port = 2;
+    bad_next_hops.next_hop_v6 = Some("fe80::1".parse().unwrap());
+    bad_next_hops.next_hop_v6_link_local = Some("2001:db8::1".parse().unwrap());
+    let mut link_local_alone = base();
+    link_local_alone.port = 3;
+    link_local_alone.next_hop_v6_link_local = Some("fe80::1".parse().unwrap());
+    let c = BgpConfig {
+        peers: vec![empty, v6_without_next_hop, bad_next_hops, link_local_alone],
+        ..BgpConfig::default()
+    };
+    let e = c.validate().unwrap_err();
+    let got: Vec<(&str, &str)> = e
+        .problems
+        .iter()
+        .map(|p| (p.path.as_str(), p.reason.as_str()))
+        .collect();
+    let paths: Vec<&str> = got.iter().map(|g| g.0).collect();
+    assert_eq!(
+        paths,
+        [
+            "bgp.peer[0].families",
+            "bgp.peer[1].families",
+            "bgp.peer[1].families",
+            "bgp.peer[2].next_hop_v6",
+            "bgp.peer[2].next_hop_v6_link_local",
+            "bgp.peer[3].next_hop_v6_link_local",
+        ],
+        "{e}"
+    );
+    assert!(got[1].1.contains("listed twice"), "{e}");
+    assert!(got[2].1.contains("set next_hop_v6"), "{e}");
+    assert!(got[3].1.contains("not a global unicast"), "{e}");
+    assert!(got[4].1.contains("fe80::/10"), "{e}");
+    assert!(got[5].1.contains("RFC 2545"), "{e}");
+}
+
+#[test]
+fn local_pref_only_for_ibgp() {
+    let ibgp = PeerConfig::new(
+        "10.0.0.1".parse().unwrap(),
+        65000,
+        65000,
+        Ipv4Addr::new(10, 0, 0, 2),
+    );
+    let ebgp = PeerConfig::new(
+        "10.0.0.3".parse().unwrap(),
+        65003,
+        65000,
+        Ipv4Addr::new(10, 0, 0, 2),
+    );
+    let mut adv = Advertisement::new("a");
+    adv.local_pref = Some(300);
+    assert_eq!(adv.attributes_for(&ibgp).local_pref, Some(300));
+    assert_eq!(adv.attributes_for(&ebgp).local_pref, None);
+    assert_eq!((ibgp.ttl(), ebgp.ttl()), (255, 1));
+    let c = BgpConfig {
+        peers: vec![ibgp, ebgp],
+        advertisements: vec![adv],
+        ..BgpConfig::default()
+    };
+    c.validate().unwrap();
+}
