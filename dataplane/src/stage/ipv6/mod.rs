@@ -41,7 +41,7 @@ pub mod icmp_error;
 pub mod nat;
 pub mod reply;
 
-use super::flow::{egress_check, is_pickup, is_syn, refused, segment_info};
+use super::flow::{egress_check, is_pickup, is_syn, refused, segment_info, select_backend};
 use super::neighbour::NeighbourCtx;
 use super::{MAX_BATCH, Steering};
 use crate::conntrack::affinity::AffinityTable;
@@ -243,8 +243,7 @@ fn hand_off(ctx: &mut Ctx6<'_>, snap: &Snapshot, meta: &PacketMeta) -> Option<Wo
         return None;
     }
     let key = &meta.key6;
-    let owned = snap.owned6(key.dst_ip);
-    let owner = match owned {
+    let (owner, by_slice) = match snap.owned6(key.dst_ip) {
         Some(o)
             if o.snat
                 && s.snat_ports.contains(&key.dst_port)
@@ -252,16 +251,24 @@ fn hand_off(ctx: &mut Ctx6<'_>, snap: &Snapshot, meta: &PacketMeta) -> Option<Wo
                     .listener6(key.proto, key.dst_ip, key.dst_port)
                     .is_none() =>
         {
-            crate::snat::owner_of_port(s.snat_ports.clone(), key.dst_port, usize::from(s.workers))
-                .map_or(s.worker, |w| w as WorkerId)
+            let w = crate::snat::owner_of_port(
+                s.snat_ports.clone(),
+                key.dst_port,
+                usize::from(s.workers),
+            );
+            (w.map_or(s.worker, |w| w as WorkerId), true)
         }
-        Some(_) => client_owner(key.src_ip, s.workers),
-        None => client_owner(key.dst_ip, s.workers),
+        Some(_) => (client_owner(key.src_ip, s.workers), false),
+        None => (client_owner(key.dst_ip, s.workers), false),
     };
     if owner == s.worker {
         return None;
     }
-    ctx.counters.handoff_client += 1;
+    if by_slice {
+        ctx.counters.handoff_snat_reply += 1;
+    } else {
+        ctx.counters.handoff_client += 1;
+    }
     Some(owner)
 }
 
@@ -410,19 +417,7 @@ fn create<F: Frame>(
         return Err(Some(DropReason::NoFlow));
     }
     let set = service.active_set().ok_or(DropReason::NoBackend)?;
-    let pinned = service.affinity_timeout_ms.and_then(|_| {
-        t.affinity
-            .lookup(service.id, key.src_ip, now)
-            .filter(|&id| {
-                snap.backend(id)
-                    .is_some_and(|b| b.service == service.id && service.accepts_new_flows(b))
-            })
-    });
-    let backend_id = match (pinned, service.affinity_timeout_ms) {
-        (Some(id), _) => Some(id),
-        (None, Some(_)) => set.pick(stable_addr_hash(key.src_ip)),
-        (None, None) => set.pick(key.stable_hash()),
-    };
+    let (backend_id, pinned) = select_backend(snap, service, set, &t.affinity, &key, now);
     let backend = backend_id
         .and_then(|id| snap.backend(id))
         .ok_or(DropReason::NoBackend)?;
@@ -495,7 +490,7 @@ fn create<F: Frame>(
             ctx.counters.flows_created += 1;
             ctx.services.flow_opened(service.id, backend.id);
             if let Some(timeout_ms) = service.affinity_timeout_ms {
-                if pinned.is_some() {
+                if pinned {
                     ctx.counters.affinity_hits += 1;
                 }
                 t.affinity
