@@ -208,7 +208,7 @@ fn a_real_tap_answers_arp_and_ping_for_the_host_address_through_the_port() {
                 name: "tap-hp0".into(),
                 mac: OUT_MAC.0,
                 mtu: 1500,
-                addresses: vec![(HOST, 24)],
+                addresses: vec![(HOST.into(), 24)],
             },
             1,
         )
