@@ -52,7 +52,7 @@ fn host_link_locals(plan: &Plan, ports: &[PortSpec]) -> Vec<(IpAddr, u8, AddrRol
 
 /// The snapshot spec of a plan.
 pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
-    let ports = plan
+    let ports: Vec<PortSpec> = plan
         .ports
         .iter()
         .enumerate()
