@@ -146,14 +146,30 @@ fn ipv6_reaches_the_kernel(t: &Topology, gw: &GatewayRun, port_mac: &str) {
         String::from_utf8_lossy(&ping_ll.stdout)
     );
 
-    // TCP to the kernel's IPv6 host address, and from it.
+    // TCP to the kernel's IPv6 host address, and from it. The client's
+    // veth hands af_packet IPv6 TCP with the checksum left to offload,
+    // which the af_packet driver fixes up for IPv4 only so far: complete
+    // checksums from the client here (the host path is under test).
+    t.client
+        .exec("ethtool", &["-K", &t.client_if, "tx", "off"])
+        .expect("ethtool -K tx off");
     let server = http_server(t, &t.gateway, &format!("[{HOST_ADDR6}]"), "kernel6");
     let url = format!("http://[{HOST_ADDR6}]:{SERVER_PORT}/");
+    let got = get(&t.client, &["-6"], &url);
+    if got.is_none() {
+        let out = t
+            .client_exec("curl", &["-6", "-sS", "--max-time", "3", &url])
+            .expect("curl");
+        panic!(
+            "curl -6 {url} from the client: {}; drops {}",
+            String::from_utf8_lossy(&out.stderr),
+            stats(gw)["total"]["drops"]
+        );
+    }
     assert_eq!(
-        get(&t.client, &["-6"], &url),
+        got,
         Some(("kernel6".to_owned(), CLIENT_ADDR6.to_owned())),
-        "curl -6 from the client to the IPv6 host address; log:\n{}",
-        gw.log_text()
+        "curl -6 from the client to the IPv6 host address"
     );
     drop(server);
     let client_server = http_server(t, &t.client, &format!("[{CLIENT_ADDR6}]"), "client6");
