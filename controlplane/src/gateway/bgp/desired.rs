@@ -31,7 +31,7 @@
 //! carries them.
 
 use super::families;
-use dataplane::snapshot::{ListenerKind, Snapshot};
+use dataplane::snapshot::{Listener, ListenerKind, Snapshot};
 use nic_config::{AddressPoolPlan, AdvertisementPlan, BgpPlan};
 use portico_bgp::{Advertisement, PeerConfig, Routes};
 use std::collections::BTreeSet;
@@ -40,22 +40,28 @@ use std::net::IpAddr;
 /// The VIPs of `snapshot` that qualify for an announcement (see the module
 /// docs), sorted.
 pub fn qualifying_vips(snapshot: &Snapshot) -> BTreeSet<IpAddr> {
-    snapshot
-        .listeners
-        .iter()
-        .filter(|(_, l)| matches!(l.kind, ListenerKind::Vip | ListenerKind::ExternalIp))
-        .filter(|(_, l)| {
-            snapshot
+    let qualifies = |l: &Listener| {
+        matches!(l.kind, ListenerKind::Vip | ListenerKind::ExternalIp)
+            && snapshot
                 .service(l.service)
                 .is_some_and(|s| s.active_set().is_some())
-        })
-        .map(|(k, _)| IpAddr::V4(k.addr))
-        .collect()
+    };
+    let v4 = snapshot
+        .listeners
+        .iter()
+        .filter(|(_, l)| qualifies(l))
+        .map(|(k, _)| IpAddr::V4(k.addr));
+    let v6 = snapshot
+        .listeners6
+        .iter()
+        .filter(|(_, l)| qualifies(l))
+        .map(|(k, _)| IpAddr::V6(k.addr));
+    v4.chain(v6).collect()
 }
 
 /// Whether advertisement `a` announces `vip`: a standalone service lists
-/// it, or it lies in one of `a_pools` (the pools that list `a`). IPv6: the
-/// plan has no IPv6 VIPs or pool ranges yet, so none is listed.
+/// it, or it lies in one of `a_pools` (the pools that list `a`); either
+/// family.
 fn listed(a: &AdvertisementPlan, a_pools: &[&AddressPoolPlan], vip: IpAddr) -> bool {
     a.vips.contains(&vip)
         || a_pools
