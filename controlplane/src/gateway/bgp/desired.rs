@@ -225,6 +225,57 @@ aggregation_length = 28
     }
 
     #[test]
+    fn ipv6_vips_with_a_backend_qualify_too() {
+        let text = CONFIG
+            .replacen(
+                "host_addresses = [\"192.0.2.2/24\"]",
+                "host_addresses = [\"192.0.2.2/24\", \"2001:db8:2::2/64\"]",
+                1,
+            )
+            .replacen(
+                "snat_addresses = [\"10.1.0.1/24\"]",
+                "snat_addresses = [\"10.1.0.1/24\", \"2001:db8:10::1/64\"]",
+                1,
+            )
+            + r#"
+[[service]]
+name = "web6"
+protocol = "tcp"
+vip = "2001:db8:100::10"
+port = 80
+bgp_advertisements = ["static"]
+backends = [{ address = "2001:db8:10::10", port = 8080 }]
+
+[[service]]
+name = "empty6"
+protocol = "tcp"
+vip = "2001:db8:100::20"
+port = 80
+bgp_advertisements = ["static"]
+backends = []
+"#;
+        let plan = nic_config::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+        let vips = qualifying_vips(&snapshot(&plan));
+        let v6: Vec<&IpAddr> = vips.iter().filter(|a| a.is_ipv6()).collect();
+        assert_eq!(
+            v6,
+            [&"2001:db8:100::10".parse::<IpAddr>().unwrap()],
+            "2001:db8:100::20 has no backend"
+        );
+        // Announced to both peers (offered IPv6 by the derived next hop)
+        // as a /128.
+        let peers = families::effective_peers(&plan);
+        let routes = routes_per_peer(&plan.bgp, &peers, &plan.address_pools, &vips);
+        for r in &routes {
+            assert!(
+                r.keys().any(|p| p.to_string() == "2001:db8:100::10/128"),
+                "{}",
+                show(r).join("\n")
+            );
+        }
+    }
+
+    #[test]
     fn routes_follow_the_advertisements_of_each_peer() {
         let plan = plan();
         let mut vips = qualifying_vips(&snapshot(&plan));
