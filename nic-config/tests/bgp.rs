@@ -367,10 +367,7 @@ fn ipv6_peers_and_families() {
         "source_address = \"192.0.2.1\"\nfamilies = [\"ipv6-unicast\"]",
     );
     let v6_peer = [
-        (
-            "address = \"198.18.0.1\"",
-            "address = \"2001:db8:2::fe\"",
-        ),
+        ("address = \"198.18.0.1\"", "address = \"2001:db8:2::fe\""),
         ("peers = [\"198.18.0.1\"]", "peers = [\"2001:db8:2::fe\"]"),
         (
             "source_address = \"192.0.2.2\"",
@@ -406,7 +403,11 @@ fn ipv6_peers_and_families() {
             "bgp.peer[0].families",
             "needs an IPv6 next hop",
         ),
-        (v6_peer.to_vec(), "bgp.peer[1].address", "no port has an IPv6 host address"),
+        (
+            v6_peer.to_vec(),
+            "bgp.peer[1].address",
+            "no port has an IPv6 host address",
+        ),
         (
             [
                 &dual[..],
@@ -423,7 +424,8 @@ fn ipv6_peers_and_families() {
     for (edits, path, reason) in &invalid {
         let got = problems(&edit(edits));
         assert!(
-            got.iter().any(|p| p.path == *path && p.reason.contains(reason)),
+            got.iter()
+                .any(|p| p.path == *path && p.reason.contains(reason)),
             "{edits:?}: want {path}: {reason}, got {got:?}"
         );
     }

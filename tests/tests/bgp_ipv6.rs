@@ -22,8 +22,8 @@
 
 mod common;
 
-use common::router::{self, HOST_ADDR, HOST_ADDR6, PROTOCOL, ROUTER_ASN, bird_has};
 use common::gateway_with;
+use common::router::{self, HOST_ADDR, HOST_ADDR6, PROTOCOL, ROUTER_ASN, bird_has};
 use portico::admin;
 use portico::demo::topology::{
     CLIENT_ADDR, GatewayRun, NODE_ADDR, SNAT_ADDR, ServiceOptions, Topology, VIP,
@@ -110,8 +110,11 @@ fn backend_ipv6(t: &Topology) {
         b.ns.exec("sysctl", &["-qw", &key]).expect("sysctl");
     }
     let cidr = format!("{BACKEND_ADDR6}/64");
-    b.ns.exec("ip", &["-6", "addr", "add", &cidr, "dev", &b.ifname, "nodad"])
-        .expect("the backend's IPv6 address");
+    b.ns.exec(
+        "ip",
+        &["-6", "addr", "add", &cidr, "dev", &b.ifname, "nodad"],
+    )
+    .expect("the backend's IPv6 address");
     b.ns.exec("ip", &["-6", "route", "add", "default", "via", SNAT_ADDR6])
         .expect("the backend's IPv6 default route");
 }
@@ -266,7 +269,11 @@ fn ipv6_vip_announced_by_mp_bgp_with_the_host_next_hop_and_served() {
         Some(HOST_ADDR6),
         "{routes:?}"
     );
-    assert_eq!(bgp_report(&gw).peers[0].flaps, 0, "reloads keep the session");
+    assert_eq!(
+        bgp_report(&gw).peers[0].flaps,
+        0,
+        "reloads keep the session"
+    );
     assert!(
         wait_until(Duration::from_secs(15), || curl6(&t).is_ok()),
         "served again after the re-announcement"

@@ -98,7 +98,10 @@ fn ipv6_reaches_the_kernel(t: &Topology, gw: &GatewayRun, port_mac: &str) {
     let before = stats(gw);
     let local_before = number(&before, "/total/local_replies");
     let ping6 = t
-        .client_exec("ping", &["-6", "-c", "3", "-i", "0.2", "-W", "2", HOST_ADDR6])
+        .client_exec(
+            "ping",
+            &["-6", "-c", "3", "-i", "0.2", "-W", "2", HOST_ADDR6],
+        )
         .expect("ping -6");
     assert!(
         ping6.status.success(),

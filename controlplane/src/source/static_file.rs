@@ -13,11 +13,11 @@
 
 use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
+use dataplane::driver::hostpath::kernel_link_local;
 use dataplane::flow::TableHasher;
 use dataplane::snapshot::{
     AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec,
 };
-use dataplane::driver::hostpath::kernel_link_local;
 use dataplane::snat::{DEFAULT_PROBE_LIMIT, DEFAULT_QUARANTINE_CAPACITY, SnatConfig};
 use dataplane::stage::PipelineConfig;
 use dataplane::worker::WorkerConfig;
