@@ -397,7 +397,8 @@ fn ipv6_peers_and_families() {
         "2001:db8:2::fe".parse::<IpAddr>().unwrap()
     );
 
-    let invalid: [(Vec<(&str, &str)>, &str, &str); 3] = [
+    type Edits = Vec<(&'static str, &'static str)>;
+    let invalid: [(Edits, &str, &str); 3] = [
         (
             vec![v6_families],
             "bgp.peer[0].families",
