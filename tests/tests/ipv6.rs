@@ -273,7 +273,25 @@ idle = "adaptive"
 [dataplane.conntrack]
 capacity = 65536
 
-[[port]]
+{ports}
+[[service]]
+name = "web6"
+protocol = "tcp"
+vip = "{VIP}"
+port = {HTTP_PORT}
+node_port = {NODE_PORT}
+snat = {snat}
+backends = [{backends}
+]
+"#,
+            ports = self.ports_toml(),
+        )
+    }
+
+    /// The two `[[port]]` tables: dual-stack node and SNAT addresses.
+    fn ports_toml(&self) -> String {
+        format!(
+            r#"[[port]]
 name = "outside"
 driver = "{driver}"
 interface = "{outside}"
@@ -286,16 +304,6 @@ driver = "{driver}"
 interface = "{inside}"
 role = "inside"
 snat_addresses = ["{SNAT4}/24", "{SNAT}/64"]
-
-[[service]]
-name = "web6"
-protocol = "tcp"
-vip = "{VIP}"
-port = {HTTP_PORT}
-node_port = {NODE_PORT}
-snat = {snat}
-backends = [{backends}
-]
 "#,
             driver = self.driver,
             outside = self.outside_if,
@@ -756,18 +764,6 @@ fn bad_ipv6_input_is_dropped_by_reason_and_service_continues() {
     assert_all_answered("VIP after bad input", &gw, &ok, 1, &SNAT.to_string());
 }
 
-/// The /30 of this process for the API server's veth (as
-/// `kube_e2e.rs`, in another block: 10.253.x.y).
-fn api_link_addresses() -> (Ipv4Addr, Ipv4Addr) {
-    let pid = std::process::id();
-    let third = (pid % 256) as u8;
-    let block = ((pid / 256 % 64) * 4) as u8;
-    (
-        Ipv4Addr::new(10, 253, third, block + 1),
-        Ipv4Addr::new(10, 253, third, block + 2),
-    )
-}
-
 /// A dual-stack LoadBalancer Service (`ipFamilyPolicy: RequireDualStack`)
 /// driven by the real kube-apiserver: pools of both families, an
 /// EndpointSlice per address type over nginx backends; Portico writes one
@@ -780,8 +776,6 @@ async fn a_dual_stack_kubernetes_service_answers_on_both_families() {
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::api::discovery::v1::EndpointSlice;
     use kube::api::{Api, PostParams};
-    use portico_tests::HostVeth;
-    use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
     use serde_json::json;
     use std::net::IpAddr;
 
@@ -796,18 +790,7 @@ async fn a_dual_stack_kubernetes_service_answers_on_both_families() {
     ) else {
         return;
     };
-    let (host_addr, gateway_addr) = api_link_addresses();
-    let _link = HostVeth::new(
-        &t.gateway,
-        &format!("{host_addr}/30"),
-        &format!("{gateway_addr}/30"),
-    )
-    .expect("the API server veth");
-    let options = KubeClusterOptions {
-        bind_address: Some(host_addr),
-        ..KubeClusterOptions::default()
-    };
-    let Some(cluster) = KubeCluster::start_or_skip(TEST, options).await else {
+    let Some((_link, cluster)) = common::kube::api_server_into(TEST, &t.gateway, 253).await else {
         return;
     };
     let config = format!(
@@ -815,20 +798,7 @@ async fn a_dual_stack_kubernetes_service_answers_on_both_families() {
 workers = 1
 idle = "adaptive"
 
-[[port]]
-name = "outside"
-driver = "afpacket"
-interface = "{outside}"
-role = "outside"
-node_addresses = ["{NODE4}/24", "{NODE}/64"]
-
-[[port]]
-name = "inside"
-driver = "afpacket"
-interface = "{inside}"
-role = "inside"
-snat_addresses = ["{SNAT4}/24", "{SNAT}/64"]
-
+{ports}
 [kubernetes]
 kubeconfig = "{kubeconfig}"
 serve_unclassed = true
@@ -843,8 +813,7 @@ retry_period_ms = 300
 name = "public"
 addresses = ["192.0.2.20-192.0.2.29", "2001:db8::20-2001:db8::2f"]
 "#,
-        outside = t.outside_if,
-        inside = t.inside_if,
+        ports = t.ports_toml(),
         kubeconfig = cluster.kubeconfig_path().display(),
     );
     let config_path = t.dir.path.join("portico.toml");

@@ -348,6 +348,13 @@ mod tests {
         payload[8..10]
             .copy_from_slice(&checksum::add(last, if c == 0xffff { 0 } else { c }).to_be_bytes());
         let mut f = build::eth_ipv6_udp(A, B, (src, 7), (dst, 9), &payload);
+        let mut zeroed = f[14 + 40..].to_vec();
+        zeroed[6..8].copy_from_slice(&[0, 0]);
+        assert_eq!(
+            checksum::l4_checksum_v6(src, dst, next_header::UDP, &zeroed),
+            0,
+            "the fixture's checksum computes to 0"
+        );
         make_partial_v6(&mut f, 14 + 40, 6, next_header::UDP);
         assert!(complete_l4_checksum(&mut f));
         assert_eq!(&f[14 + 40 + 6..14 + 40 + 8], &[0xff, 0xff]);
