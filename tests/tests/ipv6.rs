@@ -672,27 +672,6 @@ fn mtu_step_packet_too_big_reaches_the_client_and_transfers_complete() {
     );
 }
 
-/// Insert `count` Destination Options headers (8 bytes each) in front of
-/// the upper layer of an untagged IPv6 frame.
-fn with_dest_opts(frame: &[u8], count: usize) -> Vec<u8> {
-    let mut f = frame.to_vec();
-    let upper = f[14 + 6];
-    let mut ext = Vec::new();
-    for i in 0..count {
-        let next = if i + 1 == count {
-            upper
-        } else {
-            next_header::DEST_OPTS
-        };
-        ext.extend_from_slice(&[next, 0, 1, 4, 0, 0, 0, 0]);
-    }
-    f.splice(54..54, ext.iter().copied());
-    let len = u16::from_be_bytes([f[18], f[19]]) + ext.len() as u16;
-    f[18..20].copy_from_slice(&len.to_be_bytes());
-    f[14 + 6] = next_header::DEST_OPTS;
-    f
-}
-
 /// (f) Bad IPv6 input from a raw socket in the client namespace: an
 /// extension-header chain that is too long, one that runs past the
 /// payload, a fragment, a truncated IPv6 header and a Neighbour
@@ -723,8 +702,10 @@ fn bad_ipv6_input_is_dropped_by_reason_and_service_continues() {
         0,
         b"",
     );
-    let too_long = with_dest_opts(&syn, 9);
-    let mut ext_truncated = with_dest_opts(&syn, 1);
+    let mut too_long = syn.clone();
+    build::with_dest_opts(&mut too_long, 9, 0);
+    let mut ext_truncated = syn.clone();
+    build::with_dest_opts(&mut ext_truncated, 1, 0);
     ext_truncated[54 + 1] = 10; // 88 bytes of options in a 28-byte payload
     let mut fragment = syn.clone();
     fragment.splice(54..54, [next_header::TCP, 0, 0, 1, 0, 0, 0, 7]);

@@ -182,38 +182,6 @@ mod tests {
         frame[at..at + 2].copy_from_slice(&partial.to_be_bytes());
     }
 
-    /// Insert `count` Destination Options headers of `8 * (1 + ext_words)`
-    /// bytes each (PadN filled) between the fixed IPv6 header and the upper
-    /// layer of an untagged frame. Returns the new upper-layer offset.
-    fn with_dest_opts(frame: &mut Vec<u8>, count: usize, ext_words: u8) -> usize {
-        let l3 = 14;
-        let upper = frame[l3 + 6];
-        let len = 8 * (1 + usize::from(ext_words));
-        let mut ext = Vec::new();
-        for i in 0..count {
-            let next = if i + 1 == count {
-                upper
-            } else {
-                next_header::DEST_OPTS
-            };
-            let mut h = vec![0u8; len];
-            h[0] = next;
-            h[1] = ext_words;
-            h[2] = 1; // PadN
-            h[3] = (len - 4) as u8;
-            ext.extend_from_slice(&h);
-        }
-        let at = l3 + ipv6::HEADER_LEN;
-        frame.splice(at..at, ext.iter().copied());
-        let mut ip = ipv6::Packet::new_unchecked(&mut frame[l3..]);
-        let payload = ip.payload_len() + ext.len() as u16;
-        ip.set_payload_len(payload);
-        if count > 0 {
-            ip.set_next_header(next_header::DEST_OPTS);
-        }
-        at + ext.len()
-    }
-
     fn l4_verifies_v6(frame: &[u8], l4_off: usize, proto: u8) -> bool {
         let ip = ipv6::Packet::new_checked(&frame[14..]).unwrap();
         let end = 14 + ipv6::HEADER_LEN + usize::from(ip.payload_len());
@@ -266,7 +234,7 @@ mod tests {
         ) {
             let mut f = build::eth_ipv6_tcp(A, B, (Ipv6Addr::from(src), sport),
                 (Ipv6Addr::from(dst), dport), crate::wire::tcp::flags::ACK, seq, 1, &payload);
-            let l4 = with_dest_opts(&mut f, exts, ext_words);
+            let l4 = build::with_dest_opts(&mut f, exts, ext_words);
             prop_assert!(l4_verifies_v6(&f, l4, next_header::TCP));
             let good = f.clone();
             make_partial_v6(&mut f, l4, 16, next_header::TCP);
@@ -283,7 +251,7 @@ mod tests {
         ) {
             let mut f = build::eth_ipv6_udp(A, B, (Ipv6Addr::from(src), sport),
                 (Ipv6Addr::from(dst), dport), &payload);
-            let l4 = with_dest_opts(&mut f, exts, 0);
+            let l4 = build::with_dest_opts(&mut f, exts, 0);
             let good = f.clone();
             make_partial_v6(&mut f, l4, 6, next_header::UDP);
             let (mut f, l4) = match vlan {
@@ -370,10 +338,10 @@ mod tests {
         let base = build::eth_ipv6_udp(A, B, (src, 7), (dst, 9), b"payload");
         // A chain of more extension headers than the walk allows.
         let mut long = base.clone();
-        with_dest_opts(&mut long, ipv6::MAX_EXT_HEADERS + 1, 0);
+        build::with_dest_opts(&mut long, ipv6::MAX_EXT_HEADERS + 1, 0);
         // A chain whose last header's length runs past the payload.
         let mut truncated = base.clone();
-        with_dest_opts(&mut truncated, 1, 0);
+        build::with_dest_opts(&mut truncated, 1, 0);
         truncated[14 + 40 + 1] = 10;
         // An atomic fragment (offset 0, M = 0) in front of the UDP header.
         let mut frag = base.clone();
