@@ -47,6 +47,8 @@ const SNAT4: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
 const HTTP_PORT: u16 = 80;
 const NODE_PORT: u16 = 30080;
 const BACKEND_PORT: u16 = 8080;
+const DNS_PORT: u16 = 53;
+const BACKEND_UDP_PORT: u16 = 5353;
 /// Requests per check; each backend gets some of them (Maglev over random
 /// client ports).
 const REQUESTS: usize = 60;
@@ -239,15 +241,30 @@ impl Topo6 {
             let (p, dir) = nginx6(&ns, &name);
             t.servers.push(p);
             t.server_dirs.push(dir);
+            let udp = format!("[::]:{BACKEND_UDP_PORT}");
+            t.servers.push(
+                ns.spawn(
+                    PORTICO,
+                    &["tool", "udp-echo", "--listen", &udp, "--name", &name],
+                )
+                .expect("udp-echo starts"),
+            );
             t.backends.push((name, addr, ns));
         }
         let ready = wait_until(Duration::from_secs(20), || {
             t.backends.iter().all(|(_, _, ns)| {
-                ns.exec("ss", &["-ltnH", "sport", "=", ":8080"])
-                    .is_ok_and(|o| !String::from_utf8_lossy(&o.stdout).trim().is_empty())
+                [("-ltnH", BACKEND_PORT), ("-lunH", BACKEND_UDP_PORT)]
+                    .iter()
+                    .all(|(flags, port)| {
+                        ns.exec("ss", &[flags, "sport", "=", &format!(":{port}")])
+                            .is_ok_and(|o| !String::from_utf8_lossy(&o.stdout).trim().is_empty())
+                    })
             })
         });
-        assert!(ready, "nginx listens on [::]:8080 in every backend");
+        assert!(
+            ready,
+            "nginx on [::]:8080 and udp-echo on [::]:5353 listen in every backend"
+        );
         t
     }
 
@@ -260,11 +277,12 @@ impl Topo6 {
     }
 
     fn config(&self, snat: bool) -> String {
-        let backends: String = self
-            .backends
-            .iter()
-            .map(|(_, a, _)| format!("\n    {{ address = \"{a}\", port = {BACKEND_PORT} }},"))
-            .collect();
+        let backends = |port: u16| -> String {
+            self.backends
+                .iter()
+                .map(|(_, a, _)| format!("\n    {{ address = \"{a}\", port = {port} }},"))
+                .collect()
+        };
         format!(
             r#"[dataplane]
 workers = 2
@@ -281,9 +299,20 @@ vip = "{VIP}"
 port = {HTTP_PORT}
 node_port = {NODE_PORT}
 snat = {snat}
-backends = [{backends}
+backends = [{http}
+]
+
+[[service]]
+name = "dns6"
+protocol = "udp"
+vip = "{VIP}"
+port = {DNS_PORT}
+snat = {snat}
+backends = [{udp}
 ]
 "#,
+            http = backends(BACKEND_PORT),
+            udp = backends(BACKEND_UDP_PORT),
             ports = self.ports_toml(),
         )
     }
@@ -478,6 +507,36 @@ fn vip_node_port_and_ndp_on(driver: DriverKind) {
     let np = t.curl(&format!("http://[{NODE}]:{NODE_PORT}/"), REQUESTS);
     assert_all_answered("NodePort", &gw, &np, 2, &snat);
 
+    // UDP over IPv6 (the client's datagrams also arrive CHECKSUM_PARTIAL
+    // with af_packet): every query answered, by both backends, from SNAT.
+    const QUERIES: usize = 40;
+    let out = t
+        .client
+        .exec(
+            PORTICO,
+            &[
+                "tool",
+                "udp-query",
+                "--target",
+                &format!("[{VIP}]:{DNS_PORT}"),
+                "--count",
+                &QUERIES.to_string(),
+                "--timeout-ms",
+                "2000",
+            ],
+        )
+        .expect("udp-query runs");
+    let answers: Vec<Option<String>> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            l.strip_prefix("ok ")
+                .and_then(|rest| rest.split_once(' '))
+                .map(|(_, body)| body.to_owned())
+        })
+        .collect();
+    assert_eq!(answers.len(), QUERIES, "a line per query");
+    assert_all_answered("UDP", &gw, &answers, 2, &snat);
+
     // (d) The client's neighbour entry of the VIP is the gateway port's MAC.
     let gw_mac =
         portico::demo::topology::Topology::mac_of(&t.gateway, &t.outside_if).expect("gateway MAC");
@@ -516,6 +575,7 @@ fn vip_node_port_and_ndp_on(driver: DriverKind) {
         // TCP arrives CHECKSUM_PARTIAL and the driver completed it (else it
         // would be dropped as tcp_bad_checksum).
         assert_eq!(number(&s, "/total/drops/tcp_bad_checksum"), 0, "{s}");
+        assert_eq!(number(&s, "/total/drops/udp_bad_checksum"), 0, "{s}");
         assert!(
             csum_ports(&s),
             "partial IPv6 checksums completed on both ports: {s}"
