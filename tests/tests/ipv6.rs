@@ -21,6 +21,10 @@
 //! backends' TCP arrives `CHECKSUM_PARTIAL`: the driver completes it) and
 //! is off with afxdp. Every namespace and process is owned by a guard and
 //! removed by name/PID on drop, also when a test fails.
+//!
+//! One file, whole (~1000 lines): the suite's own dual-stack topology and
+//! the scenarios that share it; the demo topology
+//! ([`portico::demo::topology`]) the other suites use is IPv4-only.
 
 mod common;
 
