@@ -511,7 +511,14 @@ fn udp_query(target: SocketAddr, count: u32, timeout: Duration) {
         let start = Instant::now();
         let token = format!("q{}-{i}", std::process::id());
         let result = (|| -> std::io::Result<String> {
-            let socket = UdpSocket::bind("0.0.0.0:0")?;
+            // An ephemeral port of the target's family (an IPv4 socket
+            // cannot connect to an IPv6 target).
+            let local: SocketAddr = if target.is_ipv6() {
+                (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+            } else {
+                (Ipv4Addr::UNSPECIFIED, 0).into()
+            };
+            let socket = UdpSocket::bind(local)?;
             socket.set_read_timeout(Some(timeout))?;
             socket.connect(target)?;
             socket.send(token.as_bytes())?;

@@ -167,8 +167,8 @@ backends = [{{ address = "10.1.0.10", port = 8080, weight = 3 }}]
         "{text}"
     );
     // The shared neighbour tables: the static backend, and the client
-    // resolved by ARP. The capacity is both families' (16,384 next hops
-    // each, IPv4 and IPv6).
+    // resolved by ARP. Two tables (IPv4 and IPv6) of the default 16,384
+    // each.
     assert_eq!(
         sample(&text, "portico_neighbour_capacity"),
         Some(2 * 16_384),

@@ -16,7 +16,7 @@
 //!                 ARP/echo for a host address, fragments and
 //!                 other protocols to one -> Host
 //!     ipv6        every IPv6 packet, whole: owner (Handoff),  stage::ipv6
-//!                 flow, NAT, static-neighbour L2, echo,
+//!                 flow, NAT, L2 (NDP-resolved), echo,
 //!                 ICMPv6 errors translated
 //!     steer       owned by another worker -> Handoff          stage::steer
 //!     flow        conntrack lookup; new flows: classify,      stage::flow

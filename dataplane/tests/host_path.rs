@@ -5,7 +5,9 @@
 //! The fixture gateway of `common` with a host address on the outside
 //! port: ARP for it (on that port), ICMP echo to it, TCP and UDP to it and
 //! ICMP errors about the kernel's packets get [`Verdict::Host`]; the
-//! dataplane answers none of them and announces no host address.
+//! dataplane answers none of them and announces no host address. With
+//! an IPv6 host address on the real TAP, NDP and ICMPv6 echo for it are
+//! answered by the kernel too.
 
 mod common;
 
@@ -17,7 +19,7 @@ use dataplane::snapshot::AddrRole;
 use dataplane::wire::tcp::flags as F;
 use dataplane::wire::{MacAddr, build, ipv4};
 use portico_netns::{Netns, in_netns, require_root};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 const HOST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
@@ -208,7 +210,7 @@ fn a_real_tap_answers_arp_and_ping_for_the_host_address_through_the_port() {
                 name: "tap-hp0".into(),
                 mac: OUT_MAC.0,
                 mtu: 1500,
-                addresses: vec![(HOST, 24)],
+                addresses: vec![(HOST.into(), 24)],
             },
             1,
         )
@@ -240,4 +242,89 @@ fn a_real_tap_answers_arp_and_ping_for_the_host_address_through_the_port() {
     let c = gw.counters();
     assert_eq!((c.to_host, c.from_host), (2, 2), "{c:?}");
     assert_eq!(c.local_replies, 0);
+}
+
+/// The frames the worker sent out of the outside port, polling (up to
+/// 5 s) until one satisfies `want` (the kernel also sends its own IPv6
+/// frames: MLD reports, a router solicitation). Returns that frame.
+fn kernel_frame_where(
+    gw: &mut Gateway,
+    first: Vec<(u8, Vec<u8>)>,
+    want: impl Fn(&[u8]) -> bool,
+) -> Option<Vec<u8>> {
+    let mut sent: Vec<Vec<u8>> = first.into_iter().map(|(_, f)| f).collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(f) = sent.into_iter().find(|f| want(f)) {
+            return Some(f);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        gw.worker.poll();
+        sent = gw.worker.driver_mut().take_tx(OUTSIDE);
+    }
+}
+
+/// ICMPv6 type of an untagged IPv6 frame without extension headers.
+fn icmpv6_type(f: &[u8]) -> Option<u8> {
+    (f.get(12..14)? == [0x86, 0xdd] && *f.get(14 + 6)? == 58).then(|| f.get(54).copied())?
+}
+
+#[test]
+fn a_real_tap_answers_ndp_and_ping_for_an_ipv6_host_address_through_the_port() {
+    let test =
+        "host_path::a_real_tap_answers_ndp_and_ping_for_an_ipv6_host_address_through_the_port";
+    if !require_root(test) {
+        return;
+    }
+    let host6: Ipv6Addr = "2001:db8:2::2".parse().unwrap();
+    let asker6: Ipv6Addr = "2001:db8:2::fe".parse().unwrap();
+    let ns = Netns::new("hp6").expect("namespace");
+    let queues = in_netns(&ns, || {
+        create_host_interface(
+            &HostInterfaceSpec {
+                name: "tap-hp6".into(),
+                mac: OUT_MAC.0,
+                mtu: 1500,
+                addresses: vec![(HOST.into(), 24), (host6.into(), 64)],
+            },
+            1,
+        )
+    })
+    .expect("the TAP is created");
+    let mut spec = spec(vec![web(&[0])]);
+    spec.addresses.push((HOST.into(), OUTSIDE, AddrRole::Host));
+    spec.addresses.push((host6.into(), OUTSIDE, AddrRole::Host));
+    let mut gw = Gateway::with_spec(spec, pipeline_config(0, 1));
+    gw.worker.attach_host_path(HostPath::new(
+        queues.into_iter().map(Some).chain([None]).collect(),
+    ));
+
+    // NDP: the solicitation goes to the kernel, whose advertisement of the
+    // host address (at the port's MAC) leaves through the port. No DAD:
+    // the address answers at once.
+    let (v, out) = gw.send(OUTSIDE, &build::ndp_solicit(ASKER, asker6, host6));
+    assert_eq!(v, Verdict::Host, "NDP for a host address is the kernel's");
+    let na = kernel_frame_where(&mut gw, out, |f| icmpv6_type(f) == Some(136))
+        .expect("the kernel advertises the host address");
+    assert_eq!(&na[0..6], &ASKER.0, "to the asker");
+    assert_eq!(&na[6..12], &OUT_MAC.0, "from the port's MAC");
+    assert_eq!(&na[22..38], &host6.octets(), "from the host address");
+    assert_eq!(&na[62..78], &host6.octets(), "target: the host address");
+
+    // Echo: the kernel's reply, out of the port.
+    let ping = build::eth_ipv6_echo(ASKER, OUT_MAC, (asker6, host6), 128, (7, 1), b"abcdefgh");
+    let (v, out) = gw.send(OUTSIDE, &ping);
+    assert_eq!(v, Verdict::Host);
+    let pong = kernel_frame_where(&mut gw, out, |f| icmpv6_type(f) == Some(129))
+        .expect("the kernel answers ping -6");
+    assert_eq!(&pong[0..6], &ASKER.0);
+    assert_eq!(&pong[22..38], &host6.octets());
+    assert_eq!(&pong[38..54], &asker6.octets());
+    let c = gw.counters();
+    assert_eq!(c.to_host, 2, "{c:?}");
+    assert!(c.from_host >= 2, "{c:?}");
+    assert_eq!(c.local_replies, 0, "the dataplane answered nothing");
 }

@@ -414,3 +414,57 @@ proptest::proptest! {
         proptest::prop_assert_eq!(&out[0].1, &expected);
     }
 }
+
+/// Two workers: an IPv6 client's packets go to the worker its address
+/// hashes to, a backend's reply to an IPv6 SNAT tuple to the worker whose
+/// port slice holds the port; the owner forwards them.
+#[test]
+fn ipv6_packets_are_handed_to_the_worker_owning_their_flow() {
+    use dataplane::flow::stable_addr_hash;
+    let owner = |a: Ipv6Addr| (stable_addr_hash(a) % 2) as u8;
+    let mut w0 = Gateway::with_spec(spec6(vec![web6(&[0])]), pipeline_config(0, 2));
+    let mut w1 = Gateway::with_spec(spec6(vec![web6(&[0])]), pipeline_config(1, 2));
+    let mut seen = [false; 2];
+    for i in 1..40u16 {
+        let client = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 1, i);
+        let syn = build::eth_ipv6_tcp(
+            CLIENT_MAC6,
+            OUT_MAC,
+            (client, 40000),
+            (VIP6, 80),
+            F::SYN,
+            1,
+            0,
+            b"",
+        );
+        let o = owner(client);
+        seen[usize::from(o)] = true;
+        let (gw, other) = if o == 0 {
+            (&mut w0, &mut w1)
+        } else {
+            (&mut w1, &mut w0)
+        };
+        assert_eq!(other.send(OUTSIDE, &syn).0, Verdict::Handoff(o));
+        let (verdict, out) = gw.send(OUTSIDE, &syn);
+        assert_eq!(verdict, Verdict::Forward(INSIDE));
+        // The reply, to the owner's SNAT port, is steered to that owner.
+        let seg = &out[0].1[54..];
+        let port = u16::from_be_bytes([seg[0], seg[1]]);
+        let reply = build::eth_ipv6_tcp(
+            backend6_mac(0),
+            IN_MAC,
+            (backend6(0), 8080),
+            (SNAT6, port),
+            F::SYN | F::ACK,
+            9,
+            2,
+            b"",
+        );
+        assert_eq!(other.send(INSIDE, &reply).0, Verdict::Handoff(o));
+        assert_eq!(gw.send(INSIDE, &reply).0, Verdict::Forward(OUTSIDE));
+    }
+    assert_eq!(seen, [true, true], "both workers own some clients");
+    let (c0, c1) = (w0.counters(), w1.counters());
+    assert_eq!(c0.handoff_client + c1.handoff_client, 39);
+    assert_eq!(c0.handoff_snat_reply + c1.handoff_snat_reply, 39);
+}

@@ -350,3 +350,84 @@ fn a_bad_community_is_a_syntax_error_with_its_line() {
     assert!(key_path.starts_with("bgp.advertisement"), "{e}");
     assert!(message.contains("is not `asn:value`"), "{e}");
 }
+
+/// IPv6 (issue 17): with an IPv6 host address, an IPv6 peer (from that
+/// address) and `families = ["ipv6-unicast"]` over an IPv4 session are
+/// valid (the next hop is derived from the host address); without one, or
+/// with a `next_hop_v6` that is not the instance's, each is one problem
+/// with its path.
+#[test]
+fn ipv6_peers_and_families() {
+    let dual = [(
+        "host_addresses = [\"192.0.2.1/24\", \"192.0.2.2/24\"]",
+        "host_addresses = [\"192.0.2.1/24\", \"192.0.2.2/24\", \"2001:db8:2::2/64\"]",
+    )];
+    let v6_families = (
+        "source_address = \"192.0.2.1\"",
+        "source_address = \"192.0.2.1\"\nfamilies = [\"ipv6-unicast\"]",
+    );
+    let v6_peer = [
+        ("address = \"198.18.0.1\"", "address = \"2001:db8:2::fe\""),
+        ("peers = [\"198.18.0.1\"]", "peers = [\"2001:db8:2::fe\"]"),
+        (
+            "source_address = \"192.0.2.2\"",
+            "source_address = \"2001:db8:2::2\"",
+        ),
+    ];
+    let valid = [
+        [&dual[..], &[v6_families]].concat(),
+        [&dual[..], &v6_peer[..]].concat(),
+        [
+            &dual[..],
+            &[(
+                "source_address = \"192.0.2.1\"",
+                "source_address = \"192.0.2.1\"\nnext_hop_v6 = \"2001:db8:2::2\"",
+            )],
+        ]
+        .concat(),
+    ];
+    for edits in &valid {
+        if let Err(e) = parse(&edit(edits)) {
+            panic!("{edits:?}: {e}");
+        }
+    }
+    let plan = parse(&edit(&valid[1])).unwrap();
+    assert_eq!(
+        plan.bgp.peers[1].address,
+        "2001:db8:2::fe".parse::<IpAddr>().unwrap()
+    );
+
+    type Edits = Vec<(&'static str, &'static str)>;
+    let invalid: [(Edits, &str, &str); 3] = [
+        (
+            vec![v6_families],
+            "bgp.peer[0].families",
+            "needs an IPv6 next hop",
+        ),
+        (
+            v6_peer.to_vec(),
+            "bgp.peer[1].address",
+            "no port has an IPv6 host address",
+        ),
+        (
+            [
+                &dual[..],
+                &[(
+                    "source_address = \"192.0.2.1\"",
+                    "source_address = \"192.0.2.1\"\nnext_hop_v6 = \"2001:db8:2::99\"",
+                )],
+            ]
+            .concat(),
+            "bgp.peer[0].next_hop_v6",
+            "2001:db8:2::99 is not an IPv6 host or node address",
+        ),
+    ];
+    for (edits, path, reason) in &invalid {
+        let got = problems(&edit(edits));
+        assert!(
+            got.iter()
+                .any(|p| p.path == *path && p.reason.contains(reason)),
+            "{edits:?}: want {path}: {reason}, got {got:?}"
+        );
+    }
+}

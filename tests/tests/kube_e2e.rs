@@ -23,7 +23,7 @@ use portico::demo::topology::{
     BACKEND_HTTP_PORT, NODE_ADDR, SNAT_ADDR, Topology, backend_addr, backend_name,
 };
 use portico_tests::HostVeth;
-use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
+use portico_tests::kube_cluster::KubeCluster;
 use std::net::Ipv4Addr;
 
 const NS: &str = "default";
@@ -35,18 +35,6 @@ const MIN_SHARE: f64 = 0.15;
 /// The address pool, inside the client-facing subnet 192.0.2.0/24.
 const POOL_FIRST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 20);
 const POOL_LAST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 29);
-
-/// The /30 of this process: 10.254.(pid % 256).(4 × (pid / 256 % 64)),
-/// host `.1`, gateway `.2` of the block.
-fn api_link_addresses() -> (Ipv4Addr, Ipv4Addr) {
-    let pid = std::process::id();
-    let third = (pid % 256) as u8;
-    let block = ((pid / 256 % 64) * 4) as u8;
-    (
-        Ipv4Addr::new(10, 254, third, block + 1),
-        Ipv4Addr::new(10, 254, third, block + 2),
-    )
-}
 
 /// The gateway's configuration: the topology's two ports, no static
 /// services, the Kubernetes source and one pool in the client subnet.
@@ -99,18 +87,7 @@ async fn a_kubernetes_load_balancer_service_forwards_follows_readiness_and_goes_
     let Some(t) = common::topology(TEST, 2) else {
         return;
     };
-    let (host_addr, gateway_addr) = api_link_addresses();
-    let _link = HostVeth::new(
-        &t.gateway,
-        &format!("{host_addr}/30"),
-        &format!("{gateway_addr}/30"),
-    )
-    .expect("the API server veth");
-    let options = KubeClusterOptions {
-        bind_address: Some(host_addr),
-        ..KubeClusterOptions::default()
-    };
-    let Some(cluster) = KubeCluster::start_or_skip(TEST, options).await else {
+    let Some((_link, cluster)) = api_server(TEST, &t).await else {
         return;
     };
     let client = cluster.client();
@@ -227,21 +204,10 @@ fn curl(t: &Topology, vip: Ipv4Addr, count: usize, max_time_s: u32) -> Vec<Optio
     curl_vip(&t.client, vip, count, max_time_s)
 }
 
-/// The API server on a veth of its own to the gateway's namespace.
+/// The API server on a veth of its own to the gateway's namespace
+/// (10.254.0.0/16).
 async fn api_server(test: &str, t: &Topology) -> Option<(HostVeth, KubeCluster)> {
-    let (host_addr, gateway_addr) = api_link_addresses();
-    let link = HostVeth::new(
-        &t.gateway,
-        &format!("{host_addr}/30"),
-        &format!("{gateway_addr}/30"),
-    )
-    .expect("the API server veth");
-    let options = KubeClusterOptions {
-        bind_address: Some(host_addr),
-        ..KubeClusterOptions::default()
-    };
-    let cluster = KubeCluster::start_or_skip(test, options).await?;
-    Some((link, cluster))
+    common::kube::api_server_into(test, &t.gateway, 254).await
 }
 
 /// The LoadBalancer Service over both backends (both ready), and the

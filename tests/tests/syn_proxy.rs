@@ -83,8 +83,14 @@ fn the_backend_syn_carries_the_clients_options() {
             })
             .expect("capture");
         drop(conn);
-        let s = stats(&gw);
-        assert!(number(&s, "/total/syn_proxy_spliced") >= 2, "{driver}: {s}");
+        // The splice is counted when the backend's SYN-ACK is back at the
+        // gateway, after the capture saw the SYN: wait for it (bounded).
+        let mut s = stats(&gw);
+        let spliced = portico_tests::wait_until(Duration::from_secs(5), || {
+            s = stats(&gw);
+            number(&s, "/total/syn_proxy_spliced") >= 2
+        });
+        assert!(spliced, "{driver}: {s}");
         let opts = backend_syn_options(&frames)
             .unwrap_or_else(|| panic!("{driver}: no SYN reached the backend"));
         // A Linux client on a 1500-byte veth: MSS 1460, window scale 10 (or

@@ -274,6 +274,22 @@ impl PeerConfig {
         })
     }
 
+    /// This peer with `next_hop_v6` set to the first global IPv6 address
+    /// of `own_addresses` (the instance's host addresses, whose owner runs
+    /// the session) when it has no IPv6 next hop of its own
+    /// ([`Self::has_ipv6_next_hop`]). An IPv4 session then offers IPv6
+    /// unicast by default and may list `families = ["ipv6-unicast"]`.
+    pub fn with_next_hop_from(&self, own_addresses: &[IpAddr]) -> PeerConfig {
+        let mut peer = self.clone();
+        if !peer.has_ipv6_next_hop() {
+            peer.next_hop_v6 = own_addresses.iter().find_map(|a| match a {
+                IpAddr::V6(a) if crate::wire::update::is_global_next_hop_v6(*a) => Some(*a),
+                _ => None,
+            });
+        }
+        peer
+    }
+
     /// `address:port` for log lines.
     pub fn name(&self) -> String {
         match self.address {

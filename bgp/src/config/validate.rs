@@ -49,7 +49,8 @@ fn check_families(
             at("families"),
             format!(
                 "ipv6-unicast over the IPv4 session to {} needs an IPv6 next hop: set next_hop_v6 \
-                 (one of this instance's IPv6 addresses)",
+                 (one of this instance's IPv6 addresses; portico derives it from a global IPv6 \
+                 host address when a port has one)",
                 peer.address
             ),
         );

@@ -124,20 +124,34 @@ pub struct BgpPeerReport {
     pub hold_time_s: u16,
     /// Prefixes the router has from us now (both families).
     pub prefixes_sent: u64,
-    /// Of `prefixes_sent`, IPv6 unicast prefixes.
-    #[serde(default)]
-    pub prefixes_sent_v6: u64,
-    /// Desired prefixes not sent at the last sync because their family was
-    /// not negotiated on this session (or it has no next hop of it).
-    #[serde(default)]
-    pub prefixes_skipped: u64,
-    /// The address families both sides offered (`ipv4-unicast`,
-    /// `ipv6-unicast`); empty while not Established.
-    #[serde(default)]
-    pub families: Vec<String>,
     /// Prefixes we want the router to have (equal to `prefixes_sent` once
     /// the session is Established and synced).
     pub prefixes_desired: u64,
+    /// Of `prefixes_sent`, IPv6 unicast prefixes (MP_REACH_NLRI).
+    #[serde(default)]
+    pub prefixes_sent_v6: u64,
+    /// Desired prefixes not sent at the last sync because their family
+    /// was not negotiated with the router (or has no next hop).
+    #[serde(default)]
+    pub prefixes_skipped: u64,
+    /// The desired prefixes themselves (both families, sorted: IPv4
+    /// first), e.g. `203.0.113.10/32`, `2001:db8:100::10/128`.
+    #[serde(default)]
+    pub prefixes: Vec<String>,
+    /// The families we offer the router (`ipv4-unicast`, `ipv6-unicast`),
+    /// from the configuration with the derived IPv6 next hop.
+    #[serde(default)]
+    pub families_offered: Vec<String>,
+    /// The families the session carries (offered by both sides, RFC 4760
+    /// §8); empty while not Established.
+    #[serde(default)]
+    pub families: Vec<String>,
+    /// The IPv6 next hop of our IPv6 routes when set or derived before the
+    /// session connects (`next_hop_v6`, or the first global IPv6 host
+    /// address); `None`: the session's local address if IPv6, else no
+    /// IPv6 routes.
+    #[serde(default)]
+    pub next_hop_v6: Option<String>,
     pub updates_sent: u64,
     pub updates_received: u64,
     pub notifications_sent: u64,

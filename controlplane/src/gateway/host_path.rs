@@ -1,6 +1,7 @@
 //! The host path at start: for every port with host addresses, its host
 //! interface (a multi-queue TAP in the gateway's namespace, with the
-//! port's MAC and MTU and the host addresses; see
+//! port's MAC and MTU and the host addresses of both families, IPv6 ones
+//! without duplicate address detection; see
 //! [`dataplane::driver::hostpath`]), one queue per worker, and every
 //! port's own kernel interface kept from answering for them. Each worker gets its
 //! queue of every port as one [`HostPath`].
@@ -15,7 +16,7 @@ use dataplane::driver::hostpath::{
 };
 use nic_config::{DpdkDevicePlan, Plan};
 use std::os::fd::OwnedFd;
-use tracing::{info, warn};
+use tracing::info;
 
 /// One host path per worker (`None` for every worker when no port has
 /// host addresses).
@@ -42,24 +43,12 @@ pub(super) fn open(
             name: name.clone(),
             mac: port.mac.map_or(fact.mac, |m| m.0),
             mtu: port.mtu.unwrap_or(fact.mtu),
-            // The host path carries IPv4 until the dataplane takes IPv6
-            // (issue 17); an IPv6 host address is not assigned yet.
             addresses: port
                 .host_addresses
                 .iter()
-                .filter_map(|p| match p.address {
-                    std::net::IpAddr::V4(a) => Some((a, p.prefix_len)),
-                    std::net::IpAddr::V6(_) => None,
-                })
+                .map(|p| (p.address, p.prefix_len))
                 .collect(),
         };
-        for h in port.host_addresses.iter().filter(|h| !h.is_ipv4()) {
-            warn!(
-                port = %port.name,
-                address = %h,
-                "the host path carries IPv4 only so far: this IPv6 host address is not assigned"
-            );
-        }
         let fds = create_host_interface(&spec, workers)?;
         info!(
             port = %port.name,

@@ -13,6 +13,7 @@
 
 use crate::mirror::ToDataplane;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
+use dataplane::driver::hostpath::kernel_link_local;
 use dataplane::flow::TableHasher;
 use dataplane::snapshot::{
     AddrRole, EndpointSpec, NeighbourSpec, PortSpec, Route, ServiceSpec, SnapshotSpec,
@@ -30,9 +31,28 @@ pub struct PortFacts {
     pub mtu: u16,
 }
 
+/// The kernel's link-local address on the host interface of every port
+/// with an IPv6 host address ([`kernel_link_local`] of the port's MAC), a
+/// host address of that port: NDP and traffic for it go to the kernel.
+fn host_link_locals(plan: &Plan, ports: &[PortSpec]) -> Vec<(IpAddr, u8, AddrRole)> {
+    plan.ports
+        .iter()
+        .zip(ports)
+        .enumerate()
+        .filter(|(_, (p, _))| p.host_addresses.iter().any(|h| h.address.is_ipv6()))
+        .map(|(i, (_, spec))| {
+            (
+                IpAddr::V6(kernel_link_local(spec.mac)),
+                i as u8,
+                AddrRole::Host,
+            )
+        })
+        .collect()
+}
+
 /// The snapshot spec of a plan.
 pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
-    let ports = plan
+    let ports: Vec<PortSpec> = plan
         .ports
         .iter()
         .enumerate()
@@ -64,6 +84,7 @@ pub fn snapshot_spec(plan: &Plan, facts: &[PortFacts]) -> SnapshotSpec {
                 .iter()
                 .map(move |h| (h.address, i as u8, AddrRole::Host))
         }))
+        .chain(host_link_locals(plan, &ports))
         .collect();
     let routes = plan
         .routes

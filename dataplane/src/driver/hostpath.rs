@@ -17,12 +17,20 @@
 //!   to a host address (TCP and UDP that match no listener and no flow,
 //!   which host addresses never have; ICMP echo; ICMP errors about the
 //!   kernel's own packets; fragments and protocols the pipeline does not
-//!   parse, which it would drop). The dataplane answers no ARP and no ICMP for
-//!   a host address and never announces one; nothing else reaches the
-//!   kernel. The frame is written unchanged to the receiving port's TAP.
+//!   parse, which it would drop), and the same for IPv6: NDP whose target
+//!   (solicitations) or destination (advertisements, router messages) is
+//!   a host address of the receiving port ([`crate::stage::ndp`]), and
+//!   IPv6 to a host address (TCP/UDP without flow or listener, ICMPv6
+//!   echo, ICMPv6 errors about the kernel's packets, fragments and other
+//!   protocols; [`crate::stage::ipv6`], [`crate::stage::local`]). The
+//!   dataplane answers no ARP, NDP, ICMP or ICMPv6 for a host address and
+//!   never announces one; nothing else reaches the kernel. The frame is
+//!   written unchanged to the receiving port's TAP.
 //! * **What comes from the kernel**: every frame the kernel sends out of
-//!   a TAP (its ARP, its TCP segments, its ICMP), already a whole Ethernet
-//!   frame from the port's MAC; the worker copies it into a driver buffer
+//!   a TAP (its ARP, its TCP segments, its ICMP; with IPv6 host addresses
+//!   also its NDP, MLD reports and router solicitation, see
+//!   [`ipv6_settings`]), already a whole Ethernet frame from the port's
+//!   MAC; the worker copies it into a driver buffer
 //!   ([`super::Driver::frame_from`]) and transmits it out of the port.
 //! * **Bounded, never blocking**: the TAP queues are non-blocking. A write
 //!   the queue does not take (`EAGAIN`/`ENOBUFS`/`ENOMEM`) is dropped and
@@ -57,7 +65,7 @@ use super::sys;
 use crate::counters::DropReason;
 use crate::packet::PortId;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 /// Frames read from one TAP queue per poll at most.
@@ -101,14 +109,14 @@ pub struct HostInterfaceSpec {
     pub mac: [u8; 6],
     /// The port's MTU.
     pub mtu: u16,
-    /// The host addresses with their prefix lengths.
-    pub addresses: Vec<(Ipv4Addr, u8)>,
+    /// The host addresses (of either family) with their prefix lengths.
+    pub addresses: Vec<(IpAddr, u8)>,
 }
 
 /// Create the TAP `spec.name` with `queues` queues (one per worker), give
-/// it the port's MAC and MTU and its addresses, turn its IPv6 off (the
-/// ports carry IPv4 only), and bring it up. Returns
-/// the queues; the interface disappears when the last one closes.
+/// it the port's MAC and MTU and its addresses, set its IPv6 (see
+/// [`ipv6_settings`]), and bring it up. Returns the queues; the interface
+/// disappears when the last one closes.
 pub fn create_host_interface(
     spec: &HostInterfaceSpec,
     queues: usize,
@@ -133,21 +141,78 @@ pub fn create_host_interface(
     let sock = sys::ioctl_socket().map_err(configure("control socket"))?;
     sys::set_hw_addr(&sock, name, spec.mac).map_err(configure("MAC address"))?;
     sys::set_mtu(&sock, name, u32::from(spec.mtu)).map_err(configure("MTU"))?;
-    // The ports are IPv4 only: no IPv6 (MLD, router solicitations,
-    // duplicate address detection) from the kernel onto the wire.
-    let ipv6 = format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6");
-    match std::fs::write(&ipv6, "1") {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            return Err(configure("IPv6 switch")(e));
+    let with_v6 = spec.addresses.iter().any(|(a, _)| a.is_ipv6());
+    for (key, value) in ipv6_settings(with_v6) {
+        let path = format!("/proc/sys/net/ipv6/conf/{name}/{key}");
+        match std::fs::write(&path, value) {
+            // A kernel without IPv6 has no such files: fine without IPv6
+            // host addresses.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !with_v6 => {}
+            Err(e) => return Err(configure("IPv6 settings")(e)),
+            Ok(()) => {}
         }
-        _ => {}
     }
     let index = sys::if_index(name).map_err(configure("interface index"))?;
     for &(addr, prefix_len) in &spec.addresses {
-        netlink::add_ipv4_address(index, addr, prefix_len).map_err(configure("address"))?;
+        netlink::add_address(index, addr, prefix_len).map_err(configure("address"))?;
     }
     sys::set_up(&sock, name, true).map_err(configure("up flag"))?;
     Ok(fds)
+}
+
+/// The TAP's `net.ipv6.conf.<tap>.*` settings, in the order written.
+/// Without IPv6 host addresses, IPv6 is off (no MLD, router solicitations
+/// or duplicate address detection from the kernel onto the wire). With
+/// them, IPv6 is on: the kernel gets its link-local address
+/// ([`kernel_link_local`]: `addr_gen_mode = 0`, EUI-64 of the port's MAC,
+/// whatever the namespace's default) and sends its own NDP (solicitations for
+/// the peers, advertisements for the host addresses), MLD reports and a
+/// router solicitation out of the TAP, which the workers send out of the
+/// port; but it takes no configuration from the wire (`accept_ra = 0`,
+/// `autoconf = 0`: the host addresses are the configuration's), and skips
+/// duplicate address detection (`accept_dad = 0`, for the link-local
+/// address too; the global ones are added with `nodad`, see
+/// [`netlink::add_address`]) so every address is usable at once.
+pub fn ipv6_settings(with_ipv6: bool) -> &'static [(&'static str, &'static str)] {
+    if with_ipv6 {
+        &[
+            ("addr_gen_mode", "0"),
+            ("accept_ra", "0"),
+            ("autoconf", "0"),
+            ("accept_dad", "0"),
+            ("disable_ipv6", "0"),
+        ]
+    } else {
+        &[("disable_ipv6", "1")]
+    }
+}
+
+/// The link-local address the kernel gives a host interface with IPv6
+/// host addresses (`addr_gen_mode = 0`, [`ipv6_settings`]): `fe80::/64`
+/// with the modified EUI-64 interface identifier of the port's MAC
+/// (RFC 4291 §2.5.1 and appendix A, RFC 2464 §5). The snapshot holds it as
+/// a host address of the port, so NDP and traffic for it reach the kernel
+/// too (its router solicitation and MLD reports leave from it).
+pub fn kernel_link_local(mac: [u8; 6]) -> Ipv6Addr {
+    let [a, b, c, d, e, f] = mac;
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        a ^ 0x02,
+        b,
+        c,
+        0xff,
+        0xfe,
+        d,
+        e,
+        f,
+    ])
 }
 
 /// Bring a host interface down or up again (an operator's `ip link set`;
@@ -165,15 +230,31 @@ pub fn set_host_interface_up(name: &str, up: bool) -> io::Result<()> {
 /// TAP's addresses there too, twice over. `arp_ignore = 8` answers no ARP
 /// on the interface; `rp_filter = 1` (strict) drops every packet whose
 /// source the kernel routes elsewhere (through the TAP), which is every
-/// packet, as the port interface has no address and no route.
+/// packet, as the port interface has no address and no route. IPv6 has no
+/// `rp_filter` (and Linux would accept a copy of a TCP segment to an IPv6
+/// host address there and answer it through the TAP): the interface's
+/// IPv6 is turned off (`disable_ipv6 = 1`; the kernel then takes no IPv6
+/// frame from it and sends none — the dataplane owns the port's IPv6).
 pub fn isolate_kernel_interface(ifname: &str) -> Result<(), HostPathError> {
-    for (key, value) in [("arp_ignore", "8"), ("rp_filter", "1")] {
-        let path = format!("/proc/sys/net/ipv4/conf/{ifname}/{key}");
-        std::fs::write(&path, value).map_err(|source| HostPathError::Isolate {
-            name: ifname.to_owned(),
-            what: format!("writing {value} to {path}"),
-            source,
-        })?;
+    let settings = [
+        ("ipv4", "arp_ignore", "8"),
+        ("ipv4", "rp_filter", "1"),
+        ("ipv6", "disable_ipv6", "1"),
+    ];
+    for (family, key, value) in settings {
+        let path = format!("/proc/sys/net/{family}/conf/{ifname}/{key}");
+        match std::fs::write(&path, value) {
+            // A kernel without IPv6 has nothing to isolate.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && family == "ipv6" => {}
+            Err(source) => {
+                return Err(HostPathError::Isolate {
+                    name: ifname.to_owned(),
+                    what: format!("writing {value} to {path}"),
+                    source,
+                });
+            }
+            Ok(()) => {}
+        }
     }
     Ok(())
 }
@@ -242,5 +323,33 @@ impl HostPath {
         let fd = self.queues.get(usize::from(port))?.as_ref()?;
         let n = sys::read_frame(fd, &mut self.buf).ok()?;
         self.buf.get(..n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_link_local_is_the_modified_eui64_of_the_mac() {
+        // RFC 4291 appendix A: flip the universal/local bit, ff:fe inside.
+        assert_eq!(
+            kernel_link_local([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
+            "fe80::5054:ff:fe12:3456".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            kernel_link_local([0x02, 0, 0, 0, 0, 0x01]),
+            "fe80::ff:fe00:1".parse::<Ipv6Addr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn ipv6_is_on_only_with_ipv6_host_addresses() {
+        assert_eq!(ipv6_settings(false), &[("disable_ipv6", "1")]);
+        let on = ipv6_settings(true);
+        assert_eq!(on.last(), Some(&("disable_ipv6", "0")), "enabled last");
+        for key in ["addr_gen_mode", "accept_ra", "autoconf", "accept_dad"] {
+            assert!(on.iter().any(|(k, _)| *k == key), "{key}");
+        }
     }
 }

@@ -46,9 +46,9 @@ use crate::conntrack::window::{SegmentInfo, WindowVerdict};
 use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe, TcpState};
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
-use crate::flow::{FlowKey, IpFamily, Proto, stable_addr_hash};
+use crate::flow::{FlowKey, FlowKeyOf, IpFamily, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId, Verdict};
-use crate::snapshot::{BackendGonePolicy, Snapshot};
+use crate::snapshot::{BackendGonePolicy, BackendId, BackendSet, Service, Snapshot};
 use crate::snat::{SnatAllocator, SnatExhausted, SnatTuple};
 use crate::wire::tcp;
 use crate::wire::tcp::SynOptions;
@@ -467,6 +467,37 @@ fn answer_gone_tcp<F: Frame>(
     }
 }
 
+/// The backend of a new flow of `key` (either family) and whether the
+/// client's ClientIP affinity pin chose it: the pin while its backend may
+/// take new flows, else Maglev over `set`, on the client address for an
+/// affinity service, else on the 5-tuple.
+#[inline(always)]
+pub(super) fn select_backend<A: IpFamily>(
+    snap: &Snapshot,
+    service: &Service,
+    set: &BackendSet,
+    affinity: &AffinityTable<A>,
+    key: &FlowKeyOf<A>,
+    now_ms: u64,
+) -> (Option<BackendId>, bool) {
+    let pinned = service.affinity_timeout_ms.and_then(|_| {
+        affinity
+            .lookup(service.id, key.src_ip, now_ms)
+            .filter(|&id| {
+                snap.backend(id)
+                    .is_some_and(|b| b.service == service.id && service.accepts_new_flows(b))
+            })
+    });
+    let id = match (pinned, service.affinity_timeout_ms) {
+        (Some(id), _) => Some(id),
+        (None, Some(_)) => set.pick(stable_addr_hash(key.src_ip)),
+        // The public stable hash, not the table hash: every instance
+        // behind ECMP picks the same backend for this flow.
+        (None, None) => set.pick(key.stable_hash()),
+    };
+    (id, pinned.is_some())
+}
+
 /// The drop reason of a refused insert (either family); a flow early
 /// drop removed on the way goes to `evicted` (its SNAT tuple is the
 /// caller's to release).
@@ -553,22 +584,7 @@ fn create<F: Frame>(
         return FlowSlot::None;
     };
 
-    // Affinity first, then Maglev.
-    let pinned = service.affinity_timeout_ms.and_then(|_| {
-        ctx.affinity
-            .lookup(service.id, key.src_ip, ctx.now_ms)
-            .filter(|&id| {
-                snap.backend(id)
-                    .is_some_and(|b| b.service == service.id && service.accepts_new_flows(b))
-            })
-    });
-    let backend_id = match (pinned, service.affinity_timeout_ms) {
-        (Some(id), _) => Some(id),
-        (None, Some(_)) => set.pick(stable_addr_hash(key.src_ip)),
-        // The public stable hash, not the table hash: every instance
-        // behind ECMP picks the same backend for this flow.
-        (None, None) => set.pick(key.stable_hash()),
-    };
+    let (backend_id, pinned) = select_backend(snap, service, set, ctx.affinity, &key, ctx.now_ms);
     let Some(backend) = backend_id.and_then(|id| snap.backend(id)) else {
         meta.drop(DropReason::NoBackend);
         return FlowSlot::None;
@@ -674,7 +690,7 @@ fn create<F: Frame>(
                 ctx.ct.check_window(inserted.id, Dir::Original, &seg);
             }
             if let Some(timeout_ms) = service.affinity_timeout_ms {
-                if pinned.is_some() {
+                if pinned {
                     ctx.counters.affinity_hits += 1;
                 }
                 ctx.affinity

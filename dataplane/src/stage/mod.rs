@@ -445,7 +445,7 @@ impl Pipeline {
     /// IPv6 listeners (cold: allocates the IPv6 conntrack, with the IPv4
     /// flow capacity, and an SNAT allocator over the snapshot's IPv6 SNAT
     /// addresses, which are fixed from then on as the IPv4 ones are from
-    /// the configuration), and take its static IPv6 neighbours. A table
+    /// the configuration). A table
     /// that cannot be allocated leaves IPv6 flows dropped (`not_owned`,
     /// `no_listener`), IPv4 untouched.
     pub fn load_ipv6(&mut self, snap: &Snapshot) {

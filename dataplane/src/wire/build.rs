@@ -470,6 +470,39 @@ pub fn ndp_advert(
     )
 }
 
+/// Insert `count` Destination Options headers of `8 * (1 + ext_words)` bytes
+/// each (PadN filled; RFC 8200 §4.6) between the fixed IPv6 header and the
+/// upper layer of an untagged Ethernet/IPv6 frame, fixing the payload length
+/// and the Next Header chain. Returns the new upper-layer offset.
+pub fn with_dest_opts(frame: &mut Vec<u8>, count: usize, ext_words: u8) -> usize {
+    let l3 = ethernet::HEADER_LEN;
+    let upper = ipv6::Packet::new_unchecked(&frame[l3..]).next_header();
+    let len = 8 * (1 + usize::from(ext_words));
+    let mut ext = Vec::with_capacity(count * len);
+    for i in 0..count {
+        let next = if i + 1 == count {
+            upper
+        } else {
+            ipv6::next_header::DEST_OPTS
+        };
+        let start = ext.len();
+        ext.resize(start + len, 0);
+        ext[start] = next;
+        ext[start + 1] = ext_words;
+        ext[start + 2] = 1; // PadN
+        ext[start + 3] = (len - 4) as u8;
+    }
+    let at = l3 + ipv6::HEADER_LEN;
+    frame.splice(at..at, ext.iter().copied());
+    let mut ip = ipv6::Packet::new_unchecked(&mut frame[l3..]);
+    let payload = ip.payload_len() + ext.len() as u16;
+    ip.set_payload_len(payload);
+    if count > 0 {
+        ip.set_next_header(ipv6::next_header::DEST_OPTS);
+    }
+    at + ext.len()
+}
+
 /// Turn a built Ethernet/IPv4 TCP or UDP frame (no VLAN tag) into what a
 /// local sender with checksum offload hands a device: the L4 checksum
 /// field holds the pseudo-header seed (`NEEDS_CSUM`); with `gso_size` > 0

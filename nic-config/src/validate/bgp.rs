@@ -13,6 +13,18 @@
 //!   (an address of the speaker, and so distinct between the instances of
 //!   a tier, whose addresses are their own). portico-bgp's type has no
 //!   default router id, so it is always written;
+//! * IPv6 (issue 17): a peer of either family, over a session from a host
+//!   address of its family; portico-bgp's checks run on the peers as the
+//!   gateway runs them, with `next_hop_v6` derived from the first global
+//!   IPv6 host address when left out (so `families = ["ipv6-unicast"]` on
+//!   an IPv4 peer needs such an address, or `next_hop_v6`); a configured
+//!   `next_hop_v6` is one of the instance's IPv6 host or node addresses
+//!   (the router resolves it by NDP and forwards the VIPs' traffic to it:
+//!   host addresses are answered by the kernel through the host path, node
+//!   addresses by the dataplane). `next_hop_v6_link_local` is not checked
+//!   against the ports: the kernel's link-local address of a host
+//!   interface is derived from the port's MAC, which may be known only at
+//!   start;
 //! * advertisements: every name a pool or service lists in
 //!   `bgp_advertisements` is an advertisement (once per list), a service
 //!   that lists one has a VIP or external IP to announce, every
@@ -43,13 +55,26 @@ impl Validator {
     ) -> BgpPlan {
         let bgp = &file.bgp;
         let mut flagged = HashSet::new();
-        if let Err(e) = bgp.validate() {
+        // portico-bgp's checks see the peers as the gateway runs them: an
+        // IPv6 next hop derived from a host address when the peer has
+        // none (`families = ["ipv6-unicast"]` over an IPv4 session needs
+        // one).
+        let host: Vec<IpAddr> = ports.host.iter().map(|(p, _)| p.address).collect();
+        let effective = BgpConfig {
+            peers: bgp
+                .peers
+                .iter()
+                .map(|p| p.with_next_hop_from(&host))
+                .collect(),
+            ..bgp.clone()
+        };
+        if let Err(e) = effective.validate() {
             for p in e.problems {
                 flagged.insert(p.path.clone());
                 self.problem(p.path, p.reason);
             }
         }
-        self.peers(bgp, ports, &flagged);
+        self.peers(bgp, ports, &host, &flagged);
         let advertisements = self.advertisement_users(file, services, pools, &flagged);
         BgpPlan {
             peers: bgp.peers.clone(),
@@ -59,9 +84,15 @@ impl Validator {
         }
     }
 
-    fn peers(&mut self, bgp: &BgpConfig, ports: &Ports<'_>, flagged: &HashSet<String>) {
+    /// `host`: the host addresses of every port.
+    fn peers(
+        &mut self,
+        bgp: &BgpConfig,
+        ports: &Ports<'_>,
+        host: &[IpAddr],
+        flagged: &HashSet<String>,
+    ) {
         let node = ports.with_role(AddressRole::Node);
-        let host: Vec<IpAddr> = ports.host.iter().map(|(p, _)| p.address).collect();
         let any_broken = !ports.broken.is_empty();
         let mut first_at: HashMap<IpAddr, usize> = HashMap::new();
         for (i, peer) in bgp.peers.iter().enumerate() {
@@ -90,6 +121,21 @@ impl Validator {
                     at("source_address"),
                     format!(
                         "{src} is not a host address of any port (BGP is the kernel's TCP through the host path: put the address in a port's host_addresses)"
+                    ),
+                );
+            }
+            if ok("next_hop_v6")
+                && let Some(nh) = peer.next_hop_v6
+                && !host.contains(&IpAddr::V6(nh))
+                && !node.contains(&IpAddr::V6(nh))
+            {
+                self.problem(
+                    at("next_hop_v6"),
+                    format!(
+                        "{nh} is not an IPv6 host or node address of this instance: the router \
+                         resolves the next hop by NDP and sends the VIPs' traffic there, and only \
+                         the instance's own addresses are answered (leave it out to use the \
+                         first global IPv6 host address)"
                     ),
                 );
             }

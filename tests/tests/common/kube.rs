@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
 use kube::api::Api;
-use portico_tests::Netns;
+use portico_tests::kube_cluster::{KubeCluster, KubeClusterOptions};
+use portico_tests::{HostVeth, Netns};
 use serde_json::json;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -104,4 +105,34 @@ pub fn curl_vip(
     args.extend(std::iter::repeat_n(url.as_str(), count));
     let out = client.exec_unchecked("curl", &args).expect("curl runs");
     parse_curl(&String::from_utf8_lossy(&out.stdout), count)
+}
+
+/// The API server bound to the host end of a veth pair into `gateway` (the
+/// gateway namespace cannot reach the host's 127.0.0.1; etcd stays there):
+/// a /30 out of 10.`second_octet`.0.0/16, unique per process
+/// (10.x.(pid % 256).(4 × (pid / 256 % 64)), host `.1`, gateway `.2` of
+/// the block); each suite binary takes its own `second_octet`. `None` after
+/// a loud SKIP without the API server's binaries.
+pub async fn api_server_into(
+    test: &str,
+    gateway: &Netns,
+    second_octet: u8,
+) -> Option<(HostVeth, KubeCluster)> {
+    let pid = std::process::id();
+    let third = (pid % 256) as u8;
+    let block = ((pid / 256 % 64) * 4) as u8;
+    let host_addr = Ipv4Addr::new(10, second_octet, third, block + 1);
+    let gateway_addr = Ipv4Addr::new(10, second_octet, third, block + 2);
+    let link = HostVeth::new(
+        gateway,
+        &format!("{host_addr}/30"),
+        &format!("{gateway_addr}/30"),
+    )
+    .expect("the API server veth");
+    let options = KubeClusterOptions {
+        bind_address: Some(host_addr),
+        ..KubeClusterOptions::default()
+    };
+    let cluster = KubeCluster::start_or_skip(test, options).await?;
+    Some((link, cluster))
 }

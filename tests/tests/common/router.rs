@@ -21,6 +21,49 @@ pub const PROTOCOL: &str = "portico";
 /// source and NEXT_HOP.
 pub const HOST_ADDR: &str = "192.0.2.2";
 
+/// The outside port's IPv6 host address (on the same TAP; the host path
+/// and the IPv6 BGP suites).
+pub const HOST_ADDR6: &str = "2001:db8:2::2";
+/// The client's IPv6 address on the outside link (see [`client_ipv6`]).
+pub const CLIENT_ADDR6: &str = "2001:db8:2::100";
+
+/// `config` (the topology's) with [`HOST_ADDR`] and [`HOST_ADDR6`] on the
+/// outside port.
+pub fn with_dual_host_addresses(config: &str) -> String {
+    let one = format!("host_addresses = [\"{HOST_ADDR}/24\"]");
+    let config = with_host_address(config);
+    config.replacen(
+        &one,
+        &format!("host_addresses = [\"{HOST_ADDR}/24\", \"{HOST_ADDR6}/64\"]"),
+        1,
+    )
+}
+
+/// IPv6 on in the client namespace (the topology turns it off) with
+/// [`CLIENT_ADDR6`]/64 on the outside link, usable at once (`nodad`).
+pub fn client_ipv6(t: &Topology) {
+    for key in [
+        "net.ipv6.conf.all.disable_ipv6=0".to_owned(),
+        format!("net.ipv6.conf.{}.disable_ipv6=0", t.client_if),
+    ] {
+        t.client.exec("sysctl", &["-qw", &key]).expect("sysctl");
+    }
+    t.client
+        .exec(
+            "ip",
+            &[
+                "-6",
+                "addr",
+                "add",
+                &format!("{CLIENT_ADDR6}/64"),
+                "dev",
+                &t.client_if,
+                "nodad",
+            ],
+        )
+        .expect("the client's IPv6 address");
+}
+
 /// `config` (the topology's) with [`HOST_ADDR`] on the outside port.
 pub fn with_host_address(config: &str) -> String {
     let node = format!("node_addresses = [\"{NODE_ADDR}/24\"]");

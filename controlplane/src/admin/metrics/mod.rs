@@ -393,7 +393,7 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
     gauge(
         &mut r,
         "neighbour_capacity",
-        "Next hops the neighbour table can hold",
+        "Next hops the neighbour tables (IPv4 and IPv6 together) can hold",
         n.capacity,
     );
     for (name, help, value) in [

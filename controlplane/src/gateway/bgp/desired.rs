@@ -31,7 +31,7 @@
 //! carries them.
 
 use super::families;
-use dataplane::snapshot::{ListenerKind, Snapshot};
+use dataplane::snapshot::{Listener, ListenerKind, Snapshot};
 use nic_config::{AddressPoolPlan, AdvertisementPlan, BgpPlan};
 use portico_bgp::{Advertisement, PeerConfig, Routes};
 use std::collections::BTreeSet;
@@ -40,22 +40,28 @@ use std::net::IpAddr;
 /// The VIPs of `snapshot` that qualify for an announcement (see the module
 /// docs), sorted.
 pub fn qualifying_vips(snapshot: &Snapshot) -> BTreeSet<IpAddr> {
-    snapshot
-        .listeners
-        .iter()
-        .filter(|(_, l)| matches!(l.kind, ListenerKind::Vip | ListenerKind::ExternalIp))
-        .filter(|(_, l)| {
-            snapshot
+    let qualifies = |l: &Listener| {
+        matches!(l.kind, ListenerKind::Vip | ListenerKind::ExternalIp)
+            && snapshot
                 .service(l.service)
                 .is_some_and(|s| s.active_set().is_some())
-        })
-        .map(|(k, _)| IpAddr::V4(k.addr))
-        .collect()
+    };
+    let v4 = snapshot
+        .listeners
+        .iter()
+        .filter(|(_, l)| qualifies(l))
+        .map(|(k, _)| IpAddr::V4(k.addr));
+    let v6 = snapshot
+        .listeners6
+        .iter()
+        .filter(|(_, l)| qualifies(l))
+        .map(|(k, _)| IpAddr::V6(k.addr));
+    v4.chain(v6).collect()
 }
 
 /// Whether advertisement `a` announces `vip`: a standalone service lists
-/// it, or it lies in one of `a_pools` (the pools that list `a`). IPv6: the
-/// plan has no IPv6 VIPs or pool ranges yet, so none is listed.
+/// it, or it lies in one of `a_pools` (the pools that list `a`); either
+/// family.
 fn listed(a: &AdvertisementPlan, a_pools: &[&AddressPoolPlan], vip: IpAddr) -> bool {
     a.vips.contains(&vip)
         || a_pools
@@ -216,6 +222,57 @@ aggregation_length = 28
             .map(|a| a.parse().unwrap())
             .collect();
         assert_eq!(vips, want, "192.0.2.20 has no backend");
+    }
+
+    #[test]
+    fn ipv6_vips_with_a_backend_qualify_too() {
+        let text = CONFIG
+            .replacen(
+                "host_addresses = [\"192.0.2.2/24\"]",
+                "host_addresses = [\"192.0.2.2/24\", \"2001:db8:2::2/64\"]",
+                1,
+            )
+            .replacen(
+                "snat_addresses = [\"10.1.0.1/24\"]",
+                "snat_addresses = [\"10.1.0.1/24\", \"2001:db8:10::1/64\"]",
+                1,
+            )
+            + r#"
+[[service]]
+name = "web6"
+protocol = "tcp"
+vip = "2001:db8:100::10"
+port = 80
+bgp_advertisements = ["static"]
+backends = [{ address = "2001:db8:10::10", port = 8080 }]
+
+[[service]]
+name = "empty6"
+protocol = "tcp"
+vip = "2001:db8:100::20"
+port = 80
+bgp_advertisements = ["static"]
+backends = []
+"#;
+        let plan = nic_config::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+        let vips = qualifying_vips(&snapshot(&plan));
+        let v6: Vec<&IpAddr> = vips.iter().filter(|a| a.is_ipv6()).collect();
+        assert_eq!(
+            v6,
+            [&"2001:db8:100::10".parse::<IpAddr>().unwrap()],
+            "2001:db8:100::20 has no backend"
+        );
+        // Announced to both peers (offered IPv6 by the derived next hop)
+        // as a /128.
+        let peers = families::effective_peers(&plan);
+        let routes = routes_per_peer(&plan.bgp, &peers, &plan.address_pools, &vips);
+        for r in &routes {
+            assert!(
+                r.keys().any(|p| p.to_string() == "2001:db8:100::10/128"),
+                "{}",
+                show(r).join("\n")
+            );
+        }
     }
 
     #[test]

@@ -15,7 +15,6 @@
 //! hands them all over and only a global IPv6 one becomes a next hop.
 
 use nic_config::Plan;
-use portico_bgp::wire::update::is_global_next_hop_v6;
 use portico_bgp::{Family, PeerConfig, Prefix};
 use std::net::IpAddr;
 
@@ -28,26 +27,13 @@ pub fn host_addresses(plan: &Plan) -> Vec<IpAddr> {
         .collect()
 }
 
-/// `peer` with `next_hop_v6` set to the first global IPv6 address of
-/// `host_addresses` when it has no IPv6 next hop of its own.
-pub fn with_host_next_hop(peer: &PeerConfig, host_addresses: &[IpAddr]) -> PeerConfig {
-    let mut peer = peer.clone();
-    if !peer.has_ipv6_next_hop() {
-        peer.next_hop_v6 = host_addresses.iter().find_map(|a| match a {
-            IpAddr::V6(a) if is_global_next_hop_v6(*a) => Some(*a),
-            _ => None,
-        });
-    }
-    peer
-}
-
 /// The peers of `plan` as the sessions run them (next hops derived).
 pub fn effective_peers(plan: &Plan) -> Vec<PeerConfig> {
     let hosts = host_addresses(plan);
     plan.bgp
         .peers
         .iter()
-        .map(|p| with_host_next_hop(p, &hosts))
+        .map(|p| p.with_next_hop_from(&hosts))
         .collect()
 }
 
@@ -73,14 +59,14 @@ mod tests {
     #[test]
     fn an_ipv6_host_address_gives_an_ipv4_peer_ipv6_unicast() {
         let v4_only: Vec<IpAddr> = vec!["192.0.2.2".parse().unwrap()];
-        let p = with_host_next_hop(&peer(), &v4_only);
+        let p = peer().with_next_hop_from(&v4_only);
         assert_eq!(p.next_hop_v6, None);
         assert_eq!(p.offered_families(), [Family::Ipv4Unicast]);
         let dual: Vec<IpAddr> = ["192.0.2.2", "fe80::2", "2001:db8::2"]
             .iter()
             .map(|a| a.parse().unwrap())
             .collect();
-        let p = with_host_next_hop(&peer(), &dual);
+        let p = peer().with_next_hop_from(&dual);
         assert_eq!(
             p.next_hop_v6,
             Some("2001:db8::2".parse().unwrap()),
@@ -90,10 +76,10 @@ mod tests {
         // A configured next hop, or families without IPv6, win.
         let mut own = peer();
         own.next_hop_v6 = Some("2001:db8::9".parse().unwrap());
-        assert_eq!(with_host_next_hop(&own, &dual), own);
+        assert_eq!(own.with_next_hop_from(&dual), own);
         let mut v4 = peer();
         v4.families = Some(vec![Family::Ipv4Unicast]);
-        let p = with_host_next_hop(&v4, &dual);
+        let p = v4.with_next_hop_from(&dual);
         assert_eq!(p.offered_families(), [Family::Ipv4Unicast]);
         assert!(!carries(&p, &"2001:db8:100::10/128".parse().unwrap()));
         assert!(carries(&p, &"192.0.2.10/32".parse().unwrap()));

@@ -53,7 +53,7 @@ mod sessions;
 mod watchdog;
 
 pub use desired::{peer_routes, qualifying_vips, routes_per_peer};
-pub use families::{effective_peers, with_host_next_hop};
+pub use families::effective_peers;
 pub use watchdog::{Transition, Watchdog};
 
 use super::GatewayError;

@@ -151,10 +151,18 @@ impl Sessions {
                     uptime_s: s.uptime().map(|d| d.as_secs()),
                     hold_time_s: s.hold_time_s,
                     prefixes_sent: s.prefixes_sent,
+                    prefixes_desired: p.sent.len() as u64,
                     prefixes_sent_v6: s.prefixes_sent_v6,
                     prefixes_skipped: s.prefixes_skipped,
+                    prefixes: p.sent.keys().map(ToString::to_string).collect(),
+                    families_offered: p
+                        .config
+                        .offered_families()
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
                     families: s.families.iter().map(ToString::to_string).collect(),
-                    prefixes_desired: p.sent.len() as u64,
+                    next_hop_v6: p.config.next_hop_v6.map(|a| a.to_string()),
                     updates_sent: s.updates_sent,
                     updates_received: s.updates_received,
                     notifications_sent: s.notifications_sent,

@@ -11,7 +11,7 @@
 
 use super::sys;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 
 const RTM_GETLINK: u16 = 18;
@@ -246,30 +246,44 @@ pub fn attach_legacy(ifindex: u32, prog_fd: i32, flags: u32) -> io::Result<()> {
     )
 }
 
+/// `IFA_F_NODAD` (`ifaddrmsg.ifa_flags`): an IPv6 address usable at once,
+/// without duplicate address detection (RFC 4862 §5.4).
+const IFA_F_NODAD: u8 = 0x02;
+
 /// `RTM_NEWADDR` for `addr/prefix_len` on `ifindex` (created, or replaced
-/// if there: adding an address twice is no error).
-pub fn new_address_request(seq: u32, ifindex: u32, addr: Ipv4Addr, prefix_len: u8) -> Vec<u8> {
+/// if there: adding an address twice is no error). An IPv6 address is
+/// added with `IFA_F_NODAD`: see [`add_address`].
+pub fn new_address_request(seq: u32, ifindex: u32, addr: IpAddr, prefix_len: u8) -> Vec<u8> {
+    let (family, max_len, flags, octets): (u8, u8, u8, Vec<u8>) = match addr {
+        IpAddr::V4(a) => (libc::AF_INET as u8, 32, 0, a.octets().to_vec()),
+        IpAddr::V6(a) => (libc::AF_INET6 as u8, 128, IFA_F_NODAD, a.octets().to_vec()),
+    };
     let mut attrs = Vec::new();
-    push_attr(&mut attrs, IFA_LOCAL, &addr.octets());
-    push_attr(&mut attrs, IFA_ADDRESS, &addr.octets());
+    push_attr(&mut attrs, IFA_LOCAL, &octets);
+    push_attr(&mut attrs, IFA_ADDRESS, &octets);
     let len = NLMSG_HDRLEN + IFADDRMSG_LEN + attrs.len();
     let mut m = Vec::with_capacity(len);
     m.extend_from_slice(&(len as u32).to_ne_bytes());
     m.extend_from_slice(&RTM_NEWADDR.to_ne_bytes());
-    let flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
-    m.extend_from_slice(&flags.to_ne_bytes());
+    let nl_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
+    m.extend_from_slice(&nl_flags.to_ne_bytes());
     m.extend_from_slice(&seq.to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes());
-    // ifaddrmsg: family AF_INET, prefix length, flags, scope universe, index.
-    m.extend_from_slice(&[libc::AF_INET as u8, prefix_len.min(32), 0, 0]);
+    // ifaddrmsg: family, prefix length, flags, scope universe, index.
+    m.extend_from_slice(&[family, prefix_len.min(max_len), flags, 0]);
     m.extend_from_slice(&ifindex.to_ne_bytes());
     m.extend_from_slice(&attrs);
     m
 }
 
 /// Add `addr/prefix_len` to interface `ifindex` (the kernel adds the
-/// connected route of the prefix).
-pub fn add_ipv4_address(ifindex: u32, addr: Ipv4Addr, prefix_len: u8) -> io::Result<()> {
+/// connected route of the prefix). An IPv6 address skips duplicate
+/// address detection (`IFA_F_NODAD`): a tentative address cannot be bound
+/// or used as a source for the ~1 s DAD takes, so the BGP sessions started
+/// right after would fail their first connect; and its uniqueness is the
+/// configuration's (validated distinct from every other address), not
+/// something a probe on the wire should be able to revoke.
+pub fn add_address(ifindex: u32, addr: IpAddr, prefix_len: u8) -> io::Result<()> {
     let sock = sys::netlink_route_socket()?;
     exchange(
         &sock,
@@ -281,10 +295,11 @@ pub fn add_ipv4_address(ifindex: u32, addr: Ipv4Addr, prefix_len: u8) -> io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn new_address_request_layout() {
-        let m = new_address_request(7, 4, Ipv4Addr::new(192, 0, 2, 2), 24);
+        let m = new_address_request(7, 4, Ipv4Addr::new(192, 0, 2, 2).into(), 24);
         // 16 header + 8 ifaddrmsg + two 8-byte address attributes.
         assert_eq!(m.len(), 40);
         assert_eq!(u32_at(&m, 0), Some(40));
@@ -300,6 +315,24 @@ mod tests {
         assert_eq!(&m[28..32], &[192, 0, 2, 2]);
         assert_eq!(u16_at(&m, 34), Some(IFA_ADDRESS));
         assert_eq!(&m[36..40], &[192, 0, 2, 2]);
+    }
+
+    #[test]
+    fn new_ipv6_address_request_skips_dad() {
+        let a: std::net::Ipv6Addr = "2001:db8::2".parse().unwrap();
+        let m = new_address_request(7, 4, a.into(), 64);
+        // 16 header + 8 ifaddrmsg + two 20-byte address attributes.
+        assert_eq!(m.len(), 64);
+        assert_eq!(
+            &m[16..20],
+            &[libc::AF_INET6 as u8, 64, IFA_F_NODAD, 0],
+            "AF_INET6, /64, nodad"
+        );
+        assert_eq!(u16_at(&m, 24), Some(20));
+        assert_eq!(u16_at(&m, 26), Some(IFA_LOCAL));
+        assert_eq!(&m[28..44], &a.octets());
+        assert_eq!(u16_at(&m, 46), Some(IFA_ADDRESS));
+        assert_eq!(&m[48..64], &a.octets());
     }
 
     #[test]

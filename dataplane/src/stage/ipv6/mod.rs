@@ -41,7 +41,7 @@ pub mod icmp_error;
 pub mod nat;
 pub mod reply;
 
-use super::flow::{egress_check, is_pickup, is_syn, refused, segment_info};
+use super::flow::{egress_check, is_pickup, is_syn, refused, segment_info, select_backend};
 use super::neighbour::NeighbourCtx;
 use super::{MAX_BATCH, Steering};
 use crate::conntrack::affinity::AffinityTable;
@@ -51,7 +51,7 @@ use crate::conntrack::{
 };
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
-use crate::flow::{FlowKey6, Proto, TableHasher, stable_addr_hash};
+use crate::flow::{FlowKey6, Proto, TableHasher};
 use crate::packet::{Family, PacketKind, PacketMeta, PortId, Verdict, WorkerId};
 use crate::snapshot::Snapshot;
 use crate::snat::{SnatAllocator, SnatConfig, SnatError};
@@ -242,11 +242,15 @@ fn hand_off(ctx: &mut Ctx6<'_>, snap: &Snapshot, meta: &PacketMeta) -> Option<Wo
     if !ctx.may_hand_off || s.workers <= 1 {
         return None;
     }
-    let owner = s.owner6(&meta.key6, snap);
+    let (owner, by_slice) = s.owner6_by(&meta.key6, snap);
     if owner == s.worker {
         return None;
     }
-    ctx.counters.handoff_client += 1;
+    if by_slice {
+        ctx.counters.handoff_snat_reply += 1;
+    } else {
+        ctx.counters.handoff_client += 1;
+    }
     Some(owner)
 }
 
@@ -390,19 +394,7 @@ fn create<F: Frame>(
         return Err(Some(DropReason::NoFlow));
     }
     let set = service.active_set().ok_or(DropReason::NoBackend)?;
-    let pinned = service.affinity_timeout_ms.and_then(|_| {
-        t.affinity
-            .lookup(service.id, key.src_ip, now)
-            .filter(|&id| {
-                snap.backend(id)
-                    .is_some_and(|b| b.service == service.id && service.accepts_new_flows(b))
-            })
-    });
-    let backend_id = match (pinned, service.affinity_timeout_ms) {
-        (Some(id), _) => Some(id),
-        (None, Some(_)) => set.pick(stable_addr_hash(key.src_ip)),
-        (None, None) => set.pick(key.stable_hash()),
-    };
+    let (backend_id, pinned) = select_backend(snap, service, set, &t.affinity, &key, now);
     let backend = backend_id
         .and_then(|id| snap.backend(id))
         .ok_or(DropReason::NoBackend)?;
@@ -475,7 +467,7 @@ fn create<F: Frame>(
             ctx.counters.flows_created += 1;
             ctx.services.flow_opened(service.id, backend.id);
             if let Some(timeout_ms) = service.affinity_timeout_ms {
-                if pinned.is_some() {
+                if pinned {
                     ctx.counters.affinity_hits += 1;
                 }
                 t.affinity

@@ -29,7 +29,7 @@
 //! | ICMP type other than echo request/reply, unreachable, time exceeded, parameter problem | `IcmpUnsupported` |
 //! | the driver's offload metadata does not fit the packet (see `check_offload`) | `GsoMalformed` |
 //!
-//! IPv6 (EtherType 0x86DD, also under one 802.1Q tag; [`ipv6`]):
+//! IPv6 (EtherType 0x86DD, also under one 802.1Q tag; the `ipv6` submodule):
 //!
 //! | check | reason |
 //! |---|---|

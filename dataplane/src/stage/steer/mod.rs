@@ -49,8 +49,16 @@ impl Steering {
     /// the gateway does not own, the destination). The drivers' programs
     /// do not steer IPv6: the worker that receives it hands it over.
     pub fn owner6(&self, key: &FlowKey6, snap: &Snapshot) -> WorkerId {
-        let by_client =
-            |addr| (stable_addr_hash(addr) % u64::from(self.workers.max(1))) as WorkerId;
+        self.owner6_by(key, snap).0
+    }
+
+    /// [`Steering::owner6`], and whether the owner is by the SNAT port's
+    /// slice (else by the client address).
+    pub fn owner6_by(&self, key: &FlowKey6, snap: &Snapshot) -> (WorkerId, bool) {
+        let by_client = |addr| {
+            let w = (stable_addr_hash(addr) % u64::from(self.workers.max(1))) as WorkerId;
+            (w, false)
+        };
         match snap.owned6(key.dst_ip) {
             Some(o)
                 if o.snat
@@ -59,12 +67,12 @@ impl Steering {
                         .listener6(key.proto, key.dst_ip, key.dst_port)
                         .is_none() =>
             {
-                crate::snat::owner_of_port(
+                let w = crate::snat::owner_of_port(
                     self.snat_ports.clone(),
                     key.dst_port,
                     usize::from(self.workers),
-                )
-                .map_or(self.worker, |w| w as WorkerId)
+                );
+                (w.map_or(self.worker, |w| w as WorkerId), true)
             }
             Some(_) => by_client(key.src_ip),
             None => by_client(key.dst_ip),
