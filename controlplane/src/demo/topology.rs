@@ -26,9 +26,7 @@
 //!   `nodad`) and router advertisements ignored, but the kernel's MLD
 //!   reports for its solicited-node groups still reach the gateway's
 //!   ports, where Portico drops and counts them (`icmp_unsupported` in
-//!   `portico stats`' drops). TX checksum offload is off on those
-//!   interfaces (the af_packet driver does not yet complete partial IPv6
-//!   checksums), which also gives IPv4 complete checksums there;
+//!   `portico stats`' drops);
 //! * TSO/GSO/GRO are off on every veth end the gateway's ports talk to, so
 //!   no frame above the MTU reaches an af_packet port; with the afxdp driver
 //!   TX checksum offload is off there too (XDP frames carry no "checksum
@@ -309,10 +307,6 @@ impl Topology {
                 ns.exec("sysctl", &["-qw", &format!("net.ipv6.conf.{ifname}.{key}")])?;
             }
             ns.exec("ip", &["-6", "addr", "add", &cidr, "dev", ifname, "nodad"])?;
-            // Complete TCP/UDP checksums from the senders: the af_packet
-            // driver does not yet finish the partial checksums of IPv6
-            // frames (it drops them as `tcp_bad_checksum`).
-            ns.exec(portico, &["tool", "offloads-off", ifname, "--tx-checksum"])?;
             ns.exec(
                 "ip",
                 &["-6", "route", "add", "default", "via", &via.to_string()],
