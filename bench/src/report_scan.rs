@@ -16,8 +16,8 @@ use dataplane::snapshot::{
     AddrRole, EndpointCondition, ListenerKind, ServiceChanges, ServiceSpec, Snapshot,
     SnapshotBuilder,
 };
-use portico::admin::{BackendReport, ListenerReport, ServiceReport};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use portico::admin::{BackendReport, ListenerReport, ServiceReport, listeners_of};
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// The pre-index algorithm (see the module docs): the same rows, grouped
 /// by scanning every listener and backend for each service.
@@ -26,16 +26,7 @@ pub fn service_reports_by_scan(snap: &Snapshot, counted: &ServiceCounters) -> Ve
         .iter()
         .flatten()
         .map(|s| {
-            let v4 = snap
-                .listeners
-                .iter()
-                .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
-            let v6 = snap
-                .listeners6
-                .iter()
-                .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
-            let mut listeners: Vec<ListenerReport> = v4
-                .chain(v6)
+            let mut listeners: Vec<ListenerReport> = listeners_of(snap)
                 .filter(|(_, l)| l.service == s.id)
                 .map(|(a, l)| ListenerReport::of(a, l))
                 .collect();

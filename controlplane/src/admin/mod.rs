@@ -65,7 +65,7 @@ pub use render::{BgpTable, Rates, ServicesTable};
 pub use report::{
     AnnouncementReport, BackendReport, BgpPeerReport, BgpReport, CounterReport, ListenerReport,
     NeighbourReport, PortReport, ServiceReport, SnapshotReport, SnatAddrReport, StatsReport,
-    WorkerReport, announcement_report, service_reports, snat_reports, sum_workers,
+    WorkerReport, announcement_report, listeners_of, service_reports, snat_reports, sum_workers,
 };
 pub use socket::{
     AccessError, AdminAccess, AdminError, AdminLimits, AdminServer, ClientError,

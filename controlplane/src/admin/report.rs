@@ -298,15 +298,7 @@ pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<Servic
     let ids = snap.services.len();
     let mut listeners: Vec<Vec<ListenerReport>> = Vec::new();
     listeners.resize_with(ids, Vec::new);
-    let v4 = snap
-        .listeners
-        .iter()
-        .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
-    let v6 = snap
-        .listeners6
-        .iter()
-        .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
-    for (addr, l) in v4.chain(v6) {
+    for (addr, l) in listeners_of(snap) {
         if let Some(bucket) = listeners.get_mut(l.service as usize) {
             bucket.push(ListenerReport::of(addr, l));
         }
@@ -334,6 +326,20 @@ pub fn service_reports(snap: &Snapshot, counted: &ServiceCounters) -> Vec<Servic
             ServiceReport::of(s, counted, listeners, backends)
         })
         .collect()
+}
+
+/// Every listener of `snap` with its address, the IPv4 ones then the IPv6
+/// ones.
+pub fn listeners_of(snap: &Snapshot) -> impl Iterator<Item = (SocketAddr, &Listener)> {
+    let v4 = snap
+        .listeners
+        .iter()
+        .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
+    let v6 = snap
+        .listeners6
+        .iter()
+        .map(|(k, l)| (SocketAddr::new(k.addr.into(), k.port), l));
+    v4.chain(v6)
 }
 
 /// The value of id `i` in a per-id counter vector (0 past its end).
