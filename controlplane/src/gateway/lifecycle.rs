@@ -470,7 +470,7 @@ impl Gateway {
     }
 
     /// Let the workers poll: until now they have waited, drivers open and
-    /// pipelines built ([`StartGate`]). `portico run` calls it right after
+    /// pipelines built (the workers' start gate). `portico run` calls it right after
     /// [`Gateway::drop_privileges`], so nothing is forwarded with the
     /// start-up privileges; [`Gateway::serve`] calls it too. Idempotent.
     pub fn release_workers(&self) {
