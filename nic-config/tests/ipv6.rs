@@ -210,6 +210,15 @@ fn an_ipv6_only_service_without_a_vip_takes_its_backends_family() {
 }
 
 const CASES: &[Case] = &[
+    // --- services
+    case(
+        &[(
+            "node_port = 30080\n",
+            "node_port = 30080\nsyn_proxy = \"on\"\n",
+        )],
+        "service[0].syn_proxy",
+        "is not available for IPv6 services yet",
+    ),
     // --- ports
     case(
         &[("\"2001:db8::1/64\"]", "\"2001:db8::1/129\"]")],

@@ -833,3 +833,42 @@ fn a_bad_syn_proxy_annotation_is_named_with_the_accepted_values_and_the_default_
         ]
     );
 }
+
+#[test]
+fn an_ipv6_spec_runs_without_the_syn_proxy_and_says_so() {
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": "web", "namespace": "ns",
+                      "annotations": { ANNOTATION_SYN_PROXY: "on" } },
+        "spec": {
+            "type": "LoadBalancer",
+            "allocateLoadBalancerNodePorts": false,
+            "ipFamilyPolicy": "RequireDualStack",
+            "ipFamilies": ["IPv4", "IPv6"],
+            "ports": [{ "name": "http", "port": 80, "protocol": "TCP" }],
+        },
+    }))
+    .unwrap();
+    let slices = dual_slices();
+    let slices: Vec<&EndpointSlice> = slices.iter().collect();
+    let ServiceOutcome::Serve { specs, skipped } =
+        service_specs(&svc, &slices, &[VIP, VIP6], &cfg())
+    else {
+        panic!("the service is served");
+    };
+    let modes: Vec<(String, SynProxyMode)> = specs
+        .iter()
+        .map(|s| (s.name.clone(), s.syn_proxy))
+        .collect();
+    assert_eq!(
+        modes,
+        vec![
+            ("ns/web:http/tcp".to_owned(), SynProxyMode::On),
+            ("ns/web:http/tcp/ipv6".to_owned(), SynProxyMode::Off),
+        ]
+    );
+    let notes: Vec<String> = skipped.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        notes,
+        vec!["port \"http\" (TCP/80): the SYN proxy is not available for IPv6 yet; the port's IPv6 listeners run without it".to_owned()]
+    );
+}
