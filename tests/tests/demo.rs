@@ -7,7 +7,7 @@ use portico_tests::{require_root, run};
 use std::process::Command;
 
 #[test]
-fn the_in_memory_demo_delivers_every_connection_and_query() {
+fn the_in_memory_demo_delivers_every_connection_and_query_of_both_families() {
     let out = Command::new(common::PORTICO)
         .args(["demo", "--mem", "--connections", "600", "--queries", "600"])
         .output()
@@ -18,11 +18,77 @@ fn the_in_memory_demo_delivers_every_connection_and_query() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    for family in ["IPv4", "IPv6"] {
+        assert!(
+            text.contains(&format!(
+                "{family} TCP connections: 600 opened, 600 responses delivered"
+            )),
+            "{family}: {text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "{family} UDP queries: 600 sent, 600 answers delivered"
+            )),
+            "{family}: {text}"
+        );
+    }
+    assert!(text.contains("  no drops"), "{text}");
+    // The IPv6 services: every one of the 3 IPv6 backends took a share
+    // of web6's packets and of dns6's (Maglev over IPv6 identities).
+    let section = |from: &str, to: &str| {
+        text.split(from)
+            .nth(1)
+            .and_then(|s| s.split(to).next())
+            .unwrap_or_else(|| panic!("no section {from}: {text}"))
+            .to_owned()
+    };
+    for (service, until) in [
+        ("web6 (tcp/80 + NodePort):", "IPv6 UDP queries"),
+        ("dns6 (udp/53):", "flows (as"),
+    ] {
+        let hits = section(service, until);
+        for b in ["fd00:1::10", "fd00:1::11", "fd00:1::12"] {
+            assert!(hits.contains(b), "{service} {b}: {hits}");
+        }
+        assert!(!hits.contains("10.1.0."), "{service}: {hits}");
+    }
+    // The flows: 600 closed TCP connections and 600 UDP flows per family;
+    // IPv6 rows name the client, the VIP, the backend and the IPv6 SNAT
+    // address as `portico flows` does.
+    let flows = section("flows (as", "pipeline:");
+    for family in ["IPv4", "IPv6"] {
+        assert!(
+            flows.contains(&format!("{family}: 1200 live (TIME_WAIT 600, UDP 600)")),
+            "{family}: {flows}"
+        );
+    }
+    let ipv6 = flows
+        .split("IPv6:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no IPv6 flows: {flows}"));
+    let row = |service: &str| {
+        ipv6.lines()
+            .find(|l| l.contains(&format!("service={service} ")))
+            .unwrap_or_else(|| panic!("no {service} flow: {ipv6}"))
+    };
+    let web6 = row("web6");
     assert!(
-        text.contains("600 opened, 600 responses delivered"),
-        "{text}"
+        web6.contains("tcp  TIME_WAIT")
+            && web6.contains("src=2001:db8:100::")
+            && web6.contains("dst=2001:db8:c::1")
+            && web6.contains("dst=fd00:1::1 ")
+            && web6.contains("backend=[fd00:1::1"),
+        "{web6}"
     );
-    assert!(text.contains("600 sent, 600 answers delivered"), "{text}");
+    let dns6 = row("dns6");
+    assert!(
+        dns6.contains("dst=2001:db8:c::10 ") && dns6.contains("dst=fd00:1::1 "),
+        "{dns6}"
+    );
+    assert!(
+        text.contains("live 2400 (IPv6 1200;"),
+        "the gauges count both families: {text}"
+    );
 }
 
 #[test]

@@ -11,8 +11,8 @@
 //!   same services in the same namespaces and the demo prints both
 //!   latencies.
 //! * `--mem`, or without root: [`mem`] runs the same pipeline on the
-//!   in-memory driver against simulated clients and backends (IPv4 only;
-//!   so is the kernel-path comparison).
+//!   in-memory driver against simulated clients and backends, IPv4 and
+//!   IPv6 (the kernel-path comparison is IPv4 only).
 
 pub mod kernel_path;
 pub mod live;
@@ -25,12 +25,13 @@ pub struct DemoArgs {
     /// Run the pipeline on the in-memory driver instead (no root needed).
     #[arg(long)]
     pub mem: bool,
-    /// TCP connections to open (half to the VIP, half to the NodePort).
-    /// Default: 300 on the network, 3000 in memory.
+    /// TCP connections to open (half to the VIP, half to the NodePort);
+    /// in memory, that many per family. Default: 300 on the network, 3000
+    /// in memory.
     #[arg(long)]
     pub connections: Option<u32>,
-    /// UDP queries to send to the VIP. Default: 100 on the network, 3000 in
-    /// memory.
+    /// UDP queries to send to the VIP (in memory: to each family's VIP).
+    /// Default: 100 on the network, 3000 in memory.
     #[arg(long)]
     pub queries: Option<u32>,
     /// Backends behind each service.
