@@ -337,9 +337,25 @@ async fn wait_leader(instance: &Instance) {
     eventually("the lease", async || instance.leads().then_some(())).await;
 }
 
+/// Every test's start: a cluster with `options` (`None`: `test` skips,
+/// no kube-apiserver), its client, and instance "a" once it holds the
+/// Lease. Bind them in this order, so that "a" is dropped (stopped) first,
+/// and an unused cluster as `_cluster` (not `_`: it lives to the test's
+/// end).
+async fn start_leading(
+    test: &str,
+    options: KubeClusterOptions,
+) -> Option<(KubeCluster, Client, Instance)> {
+    let cluster = KubeCluster::start_or_skip(test, options).await?;
+    let client = cluster.client();
+    let a = Instance::start(&cluster, "a");
+    wait_leader(&a).await;
+    Some((cluster, client, a))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_is_served_follows_its_endpoints_and_releases_its_address() {
-    let Some(cluster) = KubeCluster::start_or_skip(
+    let Some((_cluster, client, a)) = start_leading(
         "a_service_is_served_follows_its_endpoints_and_releases_its_address",
         KubeClusterOptions::default(),
     )
@@ -347,9 +363,6 @@ async fn a_service_is_served_follows_its_endpoints_and_releases_its_address() {
     else {
         return;
     };
-    let client = cluster.client();
-    let a = Instance::start(&cluster, "a");
-    wait_leader(&a).await;
 
     create_service(&client, &lb_service("web", json!({}))).await;
     apply_slice(
@@ -467,7 +480,7 @@ async fn a_service_is_served_follows_its_endpoints_and_releases_its_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requested_addresses_are_honoured_or_refused_with_an_event() {
-    let Some(cluster) = KubeCluster::start_or_skip(
+    let Some((_cluster, client, a)) = start_leading(
         "requested_addresses_are_honoured_or_refused_with_an_event",
         KubeClusterOptions::default(),
     )
@@ -475,9 +488,6 @@ async fn requested_addresses_are_honoured_or_refused_with_an_event() {
     else {
         return;
     };
-    let client = cluster.client();
-    let a = Instance::start(&cluster, "a");
-    wait_leader(&a).await;
 
     create_service(
         &client,
@@ -567,7 +577,7 @@ async fn stored(client: &Client, name: &str) -> Service {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
-    let Some(cluster) = KubeCluster::start_or_skip(
+    let Some((_cluster, client, a)) = start_leading(
         "dual_stack_services_get_an_address_per_family_or_a_warning",
         KubeClusterOptions::default(),
     )
@@ -575,9 +585,6 @@ async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
     else {
         return;
     };
-    let client = cluster.client();
-    let a = Instance::start(&cluster, "a");
-    wait_leader(&a).await;
 
     // RequireDualStack: the API server (dual-stack) lists both families,
     // the pool gives one address of each, both go to the status.
@@ -707,7 +714,7 @@ async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_instance_keeps_the_addresses_it_handed_out() {
-    let Some(cluster) = KubeCluster::start_or_skip(
+    let Some((cluster, client, mut a)) = start_leading(
         "a_restarted_instance_keeps_the_addresses_it_handed_out",
         KubeClusterOptions::default(),
     )
@@ -715,9 +722,6 @@ async fn a_restarted_instance_keeps_the_addresses_it_handed_out() {
     else {
         return;
     };
-    let client = cluster.client();
-    let mut a = Instance::start(&cluster, "a");
-    wait_leader(&a).await;
     // The second gets .101 only because the first holds .100.
     create_service(&client, &lb_service("one", json!({}))).await;
     let one = wait_status_ip(&client, "one").await;
@@ -746,7 +750,7 @@ async fn a_restarted_instance_keeps_the_addresses_it_handed_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_forward_one_writes_and_the_other_takes_over() {
-    let Some(cluster) = KubeCluster::start_or_skip(
+    let Some((cluster, client, mut a)) = start_leading(
         "two_instances_forward_one_writes_and_the_other_takes_over",
         KubeClusterOptions::default(),
     )
@@ -754,9 +758,6 @@ async fn two_instances_forward_one_writes_and_the_other_takes_over() {
     else {
         return;
     };
-    let client = cluster.client();
-    let mut a = Instance::start(&cluster, "a");
-    wait_leader(&a).await;
     let mut b = Instance::start(&cluster, "b");
     create_service(&client, &lb_service("web", json!({}))).await;
     apply_slice(
@@ -816,7 +817,7 @@ async fn two_instances_forward_one_writes_and_the_other_takes_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() {
-    let Some(mut cluster) = KubeCluster::start_or_skip(
+    let Some((mut cluster, client, a)) = start_leading(
         "the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs",
         KubeClusterOptions::default(),
     )
@@ -824,9 +825,6 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
     else {
         return;
     };
-    let client = cluster.client();
-    let a = Instance::start(&cluster, "a");
-    wait_leader(&a).await;
     let (vip, want) = serve_web(&client, &a).await;
     // The last snapshot is the settled one: the per-VIP election has
     // elected this (only) instance for the VIP.
@@ -891,7 +889,7 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_410_gone_relists_without_losing_state() {
-    let Some(mut cluster) = KubeCluster::start_or_skip(
+    let Some((mut cluster, client, a)) = start_leading(
         "a_410_gone_relists_without_losing_state",
         KubeClusterOptions {
             watch_cache: false,
@@ -902,9 +900,6 @@ async fn a_410_gone_relists_without_losing_state() {
     else {
         return;
     };
-    let client = cluster.client();
-    let a = Instance::start(&cluster, "a");
-    wait_leader(&a).await;
     let (vip, want) = serve_web(&client, &a).await;
     let lists = a.source().stats().report().lists;
 
@@ -948,7 +943,7 @@ async fn a_410_gone_relists_without_losing_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_lease_is_taken_stops_writing() {
-    let Some(cluster) = KubeCluster::start_or_skip(
+    let Some((_cluster, client, a)) = start_leading(
         "a_leader_whose_lease_is_taken_stops_writing",
         KubeClusterOptions::default(),
     )
@@ -956,9 +951,6 @@ async fn a_leader_whose_lease_is_taken_stops_writing() {
     else {
         return;
     };
-    let client = cluster.client();
-    let a = Instance::start(&cluster, "a");
-    wait_leader(&a).await;
     create_service(&client, &lb_service("web", json!({}))).await;
     let vip = wait_status_ip(&client, "web").await;
 
@@ -1014,7 +1006,7 @@ fn syn_proxy_at(snap: &Snapshot, vip: Ipv4Addr) -> Option<dataplane::snapshot::S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_syn_proxy_annotation_is_followed_and_a_bad_value_gets_a_warning() {
     use dataplane::snapshot::SynProxyMode;
-    let Some(cluster) = KubeCluster::start_or_skip(
+    let Some((_cluster, client, a)) = start_leading(
         "the_syn_proxy_annotation_is_followed_and_a_bad_value_gets_a_warning",
         KubeClusterOptions::default(),
     )
@@ -1022,9 +1014,6 @@ async fn the_syn_proxy_annotation_is_followed_and_a_bad_value_gets_a_warning() {
     else {
         return;
     };
-    let client = cluster.client();
-    let a = Instance::start(&cluster, "a");
-    wait_leader(&a).await;
     let annotated = |name: &str, value: Option<&str>| {
         let mut svc = lb_service(name, json!({}));
         svc.metadata.annotations =
