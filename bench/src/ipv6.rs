@@ -2,11 +2,10 @@
 //! backends, full NAT from IPv6 SNAT addresses, the frames of IPv6 client
 //! flows and of their backends' replies.
 
-use crate::{IN_MAC, INSIDE, MIN_FRAME, OUT_MAC, OUTSIDE, ROUTER_MAC, Rig, RigConfig, backend_mac};
+use crate::{IN_MAC, INSIDE, OUT_MAC, ROUTER_MAC, Rig, RigConfig, backend_mac, pad};
 use dataplane::flow::{FlowKey6, Proto};
 use dataplane::snapshot::{AddrRole, NeighbourSpec, Route, ServiceSpec, SnapshotSpec};
 use dataplane::wire::build;
-use dataplane::wire::tcp::flags as F;
 use std::net::{Ipv6Addr, SocketAddr};
 
 pub const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 0x10);
@@ -22,13 +21,6 @@ pub fn client6(i: u32) -> (Ipv6Addr, u16) {
         Ipv6Addr::from(base + u128::from(i / 50_000)),
         10_000 + (i % 50_000) as u16,
     )
-}
-
-fn pad(mut f: Vec<u8>) -> Vec<u8> {
-    if f.len() < MIN_FRAME {
-        f.resize(MIN_FRAME, 0);
-    }
-    f
 }
 
 /// `web6`, the IPv6 SNAT addresses, the backends' route and neighbours.
@@ -100,29 +92,5 @@ impl Rig {
             .ct;
         let (id, _) = ct.lookup(&key, ct.hash(&key)).expect("flow is tracked");
         *ct.flow(id).reply()
-    }
-
-    /// Establish `n` IPv6 TCP flows; their client and backend ACKs.
-    pub fn establish_tcp6(&mut self, n: u32) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
-        let mut client_acks = Vec::with_capacity(n as usize);
-        let mut backend_acks = Vec::with_capacity(n as usize);
-        let mut start = 0;
-        while start < n {
-            let end = (start + 256).min(n);
-            let syns: Vec<_> = (start..end).map(|i| client_tcp6(i, F::SYN, 1, 0)).collect();
-            assert_eq!(self.run(OUTSIDE, &syns), syns.len(), "every SYN forwarded");
-            let synacks: Vec<_> = (start..end)
-                .map(|i| backend_frame6(&self.reply_key6(i), F::SYN | F::ACK))
-                .collect();
-            assert_eq!(self.run(INSIDE, &synacks), synacks.len());
-            let acks: Vec<_> = (start..end).map(|i| client_tcp6(i, F::ACK, 2, 2)).collect();
-            assert_eq!(self.run(OUTSIDE, &acks), acks.len());
-            for i in start..end {
-                backend_acks.push(backend_frame6(&self.reply_key6(i), F::ACK));
-            }
-            client_acks.extend(acks);
-            start = end;
-        }
-        (client_acks, backend_acks)
     }
 }

@@ -10,7 +10,7 @@ use dataplane::clock::ManualClock;
 use dataplane::conntrack::{ConntrackConfig, Timeouts};
 use dataplane::counters::SharedCounters;
 use dataplane::driver::mem::{MemConfig, MemDriver};
-use dataplane::flow::{FlowKey, Proto};
+use dataplane::flow::{Family, FlowKey, Proto};
 use dataplane::snapshot::{
     AddrRole, NeighbourSpec, PortSpec, Publisher, Route, ServiceSpec, SnapshotBuilder,
     SnapshotSpec, SynProxyMode,
@@ -47,6 +47,7 @@ pub fn client(i: u32) -> (Ipv4Addr, u16) {
     (ip, 10_000 + (i % 50_000) as u16)
 }
 
+/// `f` padded with zeros to a minimum-size frame ([`MIN_FRAME`]).
 fn pad(mut f: Vec<u8>) -> Vec<u8> {
     if f.len() < MIN_FRAME {
         f.resize(MIN_FRAME, 0);
@@ -60,6 +61,16 @@ pub fn client_tcp(i: u32, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
     pad(build::eth_ipv4_tcp(
         ROUTER_MAC, OUT_MAC, ip, port, VIP, 80, flags, seq, ack, b"",
     ))
+}
+
+/// Client → service TCP segment of flow `i` of `family`: [`client_tcp`]
+/// to `web` on [`VIP`], or [`ipv6::client_tcp6`] to `web6` on
+/// [`ipv6::VIP6`].
+pub fn client_tcp_of(family: Family, i: u32, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
+    match family {
+        Family::V4 => client_tcp(i, flags, seq, ack),
+        Family::V6 => ipv6::client_tcp6(i, flags, seq, ack),
+    }
 }
 
 /// Client → VIP UDP datagram of flow `i` (18-byte payload: a 64-byte frame).
@@ -302,26 +313,41 @@ impl Rig {
         *ct.flow(id).reply()
     }
 
-    /// Establish `n` TCP flows (SYN, SYN-ACK, ACK) and return the frames
-    /// of their established data direction (client ACKs) and of their
-    /// reply direction (backend ACKs).
-    pub fn establish_tcp(&mut self, n: u32) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    /// The backend's TCP segment with `flags` on client flow `i` of
+    /// `family`, addressed by the flow's reply key as conntrack holds it
+    /// (backend → SNAT address and port).
+    pub fn backend_tcp(&self, family: Family, i: u32, flags: u8) -> Vec<u8> {
+        match family {
+            Family::V4 => backend_frame(&self.reply_key(Proto::Tcp, i), flags),
+            Family::V6 => ipv6::backend_frame6(&self.reply_key6(i), flags),
+        }
+    }
+
+    /// Establish `n` TCP flows of `family` (SYN, SYN-ACK, ACK; IPv6 flows
+    /// need [`RigConfig::ipv6`]) and return the frames of their
+    /// established data direction (client ACKs) and of their reply
+    /// direction (backend ACKs).
+    pub fn establish_tcp(&mut self, family: Family, n: u32) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         let mut client_acks = Vec::with_capacity(n as usize);
         let mut backend_acks = Vec::with_capacity(n as usize);
         let chunk = 256u32;
         let mut start = 0;
         while start < n {
             let end = (start + chunk).min(n);
-            let syns: Vec<_> = (start..end).map(|i| client_tcp(i, F::SYN, 1, 0)).collect();
+            let syns: Vec<_> = (start..end)
+                .map(|i| client_tcp_of(family, i, F::SYN, 1, 0))
+                .collect();
             assert_eq!(self.run(OUTSIDE, &syns), syns.len(), "every SYN forwarded");
             let synacks: Vec<_> = (start..end)
-                .map(|i| backend_frame(&self.reply_key(Proto::Tcp, i), F::SYN | F::ACK))
+                .map(|i| self.backend_tcp(family, i, F::SYN | F::ACK))
                 .collect();
             assert_eq!(self.run(INSIDE, &synacks), synacks.len());
-            let acks: Vec<_> = (start..end).map(|i| client_tcp(i, F::ACK, 2, 2)).collect();
+            let acks: Vec<_> = (start..end)
+                .map(|i| client_tcp_of(family, i, F::ACK, 2, 2))
+                .collect();
             assert_eq!(self.run(OUTSIDE, &acks), acks.len());
             for i in start..end {
-                backend_acks.push(backend_frame(&self.reply_key(Proto::Tcp, i), F::ACK));
+                backend_acks.push(self.backend_tcp(family, i, F::ACK));
             }
             client_acks.extend(acks);
             start = end;

@@ -20,10 +20,10 @@
 //! checksum (the IPv4 header checksum is always verified). Default: off,
 //! every checksum verified in software.
 
+use dataplane::flow::Family;
 use dataplane::snapshot::SynProxyMode;
 use dataplane::wire::tcp::flags as F;
-use portico_bench::ipv6::client_tcp6;
-use portico_bench::{INSIDE, OUTSIDE, Rig, RigConfig, client_tcp};
+use portico_bench::{INSIDE, OUTSIDE, Rig, RigConfig, client_tcp, client_tcp_of};
 use std::time::Instant;
 
 #[inline(never)]
@@ -57,6 +57,11 @@ fn main() {
         std::process::exit(2);
     };
     let cap = flows + packets + 4096;
+    let family = if kind.starts_with("tcp6") {
+        Family::V6
+    } else {
+        Family::V4
+    };
     let mut rig = Rig::new(RigConfig {
         conntrack_capacity: cap,
         syn_proxy: if kind == "syn_flood" {
@@ -64,30 +69,19 @@ fn main() {
         } else {
             SynProxyMode::Off
         },
-        ipv6: kind.starts_with("tcp6"),
+        ipv6: family == Family::V6,
         ..RigConfig::default()
     });
     let (port, frames): (u8, Vec<Vec<u8>>) = match kind {
-        "tcp_established" => (OUTSIDE, rig.establish_tcp(flows).0),
-        "tcp_reply" => (INSIDE, rig.establish_tcp(flows).1),
         "udp_established" => (OUTSIDE, rig.establish_udp(flows)),
-        "tcp_new_flow" => {
-            rig.establish_tcp(flows);
+        "tcp_established" | "tcp6_established" => (OUTSIDE, rig.establish_tcp(family, flows).0),
+        "tcp_reply" | "tcp6_reply" => (INSIDE, rig.establish_tcp(family, flows).1),
+        "tcp_new_flow" | "tcp6_new_flow" => {
+            rig.establish_tcp(family, flows);
             (
                 OUTSIDE,
                 (flows..flows + packets)
-                    .map(|i| client_tcp(i, F::SYN, 1, 0))
-                    .collect(),
-            )
-        }
-        "tcp6_established" => (OUTSIDE, rig.establish_tcp6(flows).0),
-        "tcp6_reply" => (INSIDE, rig.establish_tcp6(flows).1),
-        "tcp6_new_flow" => {
-            rig.establish_tcp6(flows);
-            (
-                OUTSIDE,
-                (flows..flows + packets)
-                    .map(|i| client_tcp6(i, F::SYN, 1, 0))
+                    .map(|i| client_tcp_of(family, i, F::SYN, 1, 0))
                     .collect(),
             )
         }
