@@ -17,7 +17,7 @@ use dataplane::stage::parse::parse_frame;
 use dataplane::stage::{ipv6, nat};
 use dataplane::wire::build;
 use dataplane::wire::tcp::flags as F;
-use portico_bench::{OUT_MAC, ROUTER_MAC, VIP, client_tcp_of, ipv6::backend6};
+use portico_bench::{OUT_MAC, ROUTER_MAC, VIP, backend_ip, client_tcp_of, ipv6::backend6};
 use std::hint::black_box;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -45,13 +45,8 @@ fn families() -> [FamilyCase; 2] {
             suffix: "",
             frame: client_tcp_of(Family::V4, 7, F::ACK, 1, 1),
             rewrite: |buf, meta| {
-                let new = FlowKey::new(
-                    Proto::Tcp,
-                    Ipv4Addr::new(10, 1, 0, 1),
-                    40_001,
-                    Ipv4Addr::new(10, 1, 1, 5),
-                    8080,
-                );
+                let snat = Ipv4Addr::new(10, 1, 0, 1);
+                let new = FlowKey::new(Proto::Tcp, snat, 40_001, backend_ip(5), 8080);
                 nat::rewrite_packet(buf, meta, &meta.key, &new, true)
             },
             stable_hash: |meta| meta.key.stable_hash(),
@@ -102,7 +97,7 @@ fn bench_stages(c: &mut Criterion) {
     };
     let mut snat =
         SnatAllocator::new(&cfg, 0, 1, 42, TableHasher::from_seed(5)).expect("valid SNAT config");
-    let backend = SocketAddrV4::new(Ipv4Addr::new(10, 1, 1, 5), 8080);
+    let backend = SocketAddrV4::new(backend_ip(5), 8080);
     g.bench_function("snat_alloc_release_udp", |b| {
         b.iter(|| {
             let t = snat

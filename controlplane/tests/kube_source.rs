@@ -286,6 +286,12 @@ async fn wait_status_ip(client: &Client, name: &str) -> Ipv4Addr {
     .await
 }
 
+/// Service `web`'s endpoints: its one EndpointSlice, `web-1`, created or
+/// replaced.
+async fn set_web(client: &Client, endpoints: &[Ep<'_>]) {
+    apply_slice(client, &slice("web", "web-1", endpoints)).await;
+}
+
 /// Create Service `web` with one ready endpoint 10.1.0.10 and wait until
 /// `a` serves its VIP; return the VIP and the backends served.
 async fn serve_web(
@@ -293,11 +299,7 @@ async fn serve_web(
     a: &Instance,
 ) -> (Ipv4Addr, Vec<(SocketAddrV4, EndpointCondition)>) {
     create_service(client, &lb_service("web", json!({}))).await;
-    apply_slice(
-        client,
-        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
-    )
-    .await;
+    set_web(client, &[("10.1.0.10", true, true, false)]).await;
     let vip = wait_status_ip(client, "web").await;
     let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
     eventually("the VIP served", async || {
@@ -342,7 +344,7 @@ async fn wait_leader(instance: &Instance) {
 /// Lease. Bind them in this order, so that "a" is dropped (stopped) first,
 /// and an unused cluster as `_cluster` (not `_`: it lives to the test's
 /// end).
-async fn start_leading(
+async fn start_leading_with(
     test: &str,
     options: KubeClusterOptions,
 ) -> Option<(KubeCluster, Client, Instance)> {
@@ -353,28 +355,26 @@ async fn start_leading(
     Some((cluster, client, a))
 }
 
+/// [`start_leading_with`] the default options.
+async fn start_leading(test: &str) -> Option<(KubeCluster, Client, Instance)> {
+    start_leading_with(test, KubeClusterOptions::default()).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_is_served_follows_its_endpoints_and_releases_its_address() {
-    let Some((_cluster, client, a)) = start_leading(
-        "a_service_is_served_follows_its_endpoints_and_releases_its_address",
-        KubeClusterOptions::default(),
-    )
-    .await
+    let Some((_cluster, client, a)) =
+        start_leading("a_service_is_served_follows_its_endpoints_and_releases_its_address").await
     else {
         return;
     };
 
     create_service(&client, &lb_service("web", json!({}))).await;
-    apply_slice(
+    set_web(
         &client,
-        &slice(
-            "web",
-            "web-1",
-            &[
-                ("10.1.0.10", true, true, false),
-                ("10.1.0.11", true, true, false),
-            ],
-        ),
+        &[
+            ("10.1.0.10", true, true, false),
+            ("10.1.0.11", true, true, false),
+        ],
     )
     .await;
     let vip = wait_status_ip(&client, "web").await;
@@ -408,16 +408,12 @@ async fn a_service_is_served_follows_its_endpoints_and_releases_its_address() {
         (true, EndpointCondition::ServingTerminating),
         (false, EndpointCondition::Draining),
     ] {
-        apply_slice(
+        set_web(
             &client,
-            &slice(
-                "web",
-                "web-1",
-                &[
-                    ("10.1.0.10", true, true, false),
-                    ("10.1.0.11", false, serving, true),
-                ],
-            ),
+            &[
+                ("10.1.0.10", true, true, false),
+                ("10.1.0.11", false, serving, true),
+            ],
         )
         .await;
         let expected = vec![
@@ -430,11 +426,7 @@ async fn a_service_is_served_follows_its_endpoints_and_releases_its_address() {
         .await;
     }
     // Not ready at all: gone from the tables' view of ready backends.
-    apply_slice(
-        &client,
-        &slice("web", "web-1", &[("10.1.0.10", false, false, false)]),
-    )
-    .await;
+    set_web(&client, &[("10.1.0.10", false, false, false)]).await;
     eventually("10.1.0.10 not ready", async || {
         let s = served(&a.snapshot(), vip, 80)?;
         (s == vec![(addr("10.1.0.10"), EndpointCondition::Draining)]).then_some(())
@@ -480,11 +472,8 @@ async fn a_service_is_served_follows_its_endpoints_and_releases_its_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requested_addresses_are_honoured_or_refused_with_an_event() {
-    let Some((_cluster, client, a)) = start_leading(
-        "requested_addresses_are_honoured_or_refused_with_an_event",
-        KubeClusterOptions::default(),
-    )
-    .await
+    let Some((_cluster, client, a)) =
+        start_leading("requested_addresses_are_honoured_or_refused_with_an_event").await
     else {
         return;
     };
@@ -577,11 +566,8 @@ async fn stored(client: &Client, name: &str) -> Service {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
-    let Some((_cluster, client, a)) = start_leading(
-        "dual_stack_services_get_an_address_per_family_or_a_warning",
-        KubeClusterOptions::default(),
-    )
-    .await
+    let Some((_cluster, client, a)) =
+        start_leading("dual_stack_services_get_an_address_per_family_or_a_warning").await
     else {
         return;
     };
@@ -714,11 +700,8 @@ async fn dual_stack_services_get_an_address_per_family_or_a_warning() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_instance_keeps_the_addresses_it_handed_out() {
-    let Some((cluster, client, mut a)) = start_leading(
-        "a_restarted_instance_keeps_the_addresses_it_handed_out",
-        KubeClusterOptions::default(),
-    )
-    .await
+    let Some((cluster, client, mut a)) =
+        start_leading("a_restarted_instance_keeps_the_addresses_it_handed_out").await
     else {
         return;
     };
@@ -750,21 +733,14 @@ async fn a_restarted_instance_keeps_the_addresses_it_handed_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_forward_one_writes_and_the_other_takes_over() {
-    let Some((cluster, client, mut a)) = start_leading(
-        "two_instances_forward_one_writes_and_the_other_takes_over",
-        KubeClusterOptions::default(),
-    )
-    .await
+    let Some((cluster, client, mut a)) =
+        start_leading("two_instances_forward_one_writes_and_the_other_takes_over").await
     else {
         return;
     };
     let mut b = Instance::start(&cluster, "b");
     create_service(&client, &lb_service("web", json!({}))).await;
-    apply_slice(
-        &client,
-        &slice("web", "web-1", &[("10.1.0.10", true, true, false)]),
-    )
-    .await;
+    set_web(&client, &[("10.1.0.10", true, true, false)]).await;
     let vip = wait_status_ip(&client, "web").await;
     let want = vec![(addr("10.1.0.10"), EndpointCondition::Ready)];
     eventually("both instances serve the VIP", async || {
@@ -817,11 +793,8 @@ async fn two_instances_forward_one_writes_and_the_other_takes_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() {
-    let Some((mut cluster, client, a)) = start_leading(
-        "the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs",
-        KubeClusterOptions::default(),
-    )
-    .await
+    let Some((mut cluster, client, a)) =
+        start_leading("the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs").await
     else {
         return;
     };
@@ -864,16 +837,12 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
     .await;
     assert_eq!(a.snapshot().generation, generation, "nothing to publish");
     // A change made now arrives as an ordinary event.
-    apply_slice(
+    set_web(
         &client,
-        &slice(
-            "web",
-            "web-1",
-            &[
-                ("10.1.0.10", true, true, false),
-                ("10.1.0.12", true, true, false),
-            ],
-        ),
+        &[
+            ("10.1.0.10", true, true, false),
+            ("10.1.0.12", true, true, false),
+        ],
     )
     .await;
     let want = vec![
@@ -889,7 +858,7 @@ async fn the_last_snapshot_stays_while_the_api_server_is_down_then_it_resyncs() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_410_gone_relists_without_losing_state() {
-    let Some((mut cluster, client, a)) = start_leading(
+    let Some((mut cluster, client, a)) = start_leading_with(
         "a_410_gone_relists_without_losing_state",
         KubeClusterOptions {
             watch_cache: false,
@@ -929,11 +898,7 @@ async fn a_410_gone_relists_without_losing_state() {
         "the relist kept the service"
     );
     let client = cluster.client();
-    apply_slice(
-        &client,
-        &slice("web", "web-1", &[("10.1.0.11", true, true, false)]),
-    )
-    .await;
+    set_web(&client, &[("10.1.0.11", true, true, false)]).await;
     let want = vec![(addr("10.1.0.11"), EndpointCondition::Ready)];
     eventually("a change after the relist", async || {
         (served(&a.snapshot(), vip, 80).as_ref() == Some(&want)).then_some(())
@@ -943,11 +908,8 @@ async fn a_410_gone_relists_without_losing_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_lease_is_taken_stops_writing() {
-    let Some((_cluster, client, a)) = start_leading(
-        "a_leader_whose_lease_is_taken_stops_writing",
-        KubeClusterOptions::default(),
-    )
-    .await
+    let Some((_cluster, client, a)) =
+        start_leading("a_leader_whose_lease_is_taken_stops_writing").await
     else {
         return;
     };
@@ -1006,11 +968,8 @@ fn syn_proxy_at(snap: &Snapshot, vip: Ipv4Addr) -> Option<dataplane::snapshot::S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_syn_proxy_annotation_is_followed_and_a_bad_value_gets_a_warning() {
     use dataplane::snapshot::SynProxyMode;
-    let Some((_cluster, client, a)) = start_leading(
-        "the_syn_proxy_annotation_is_followed_and_a_bad_value_gets_a_warning",
-        KubeClusterOptions::default(),
-    )
-    .await
+    let Some((_cluster, client, a)) =
+        start_leading("the_syn_proxy_annotation_is_followed_and_a_bad_value_gets_a_warning").await
     else {
         return;
     };
