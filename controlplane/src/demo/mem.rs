@@ -14,7 +14,7 @@
 //! ([`super::topology`]: VIP, node and SNAT address, backend `i` at
 //! `fd00:1::1i`); backend `i` is one host with an address of each family
 //! (one MAC). Services are single-family, so each family runs on its own
-//! services: the same traffic, one family after the other ([`FAMILIES`]).
+//! services: the same traffic, one family after the other (`FAMILIES`).
 //!
 //! Every TCP connection does a full handshake, one request/response and a
 //! FIN close; every UDP query gets an answer. Simulated backends answer
