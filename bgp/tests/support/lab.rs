@@ -7,7 +7,7 @@ use std::time::Duration;
 use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session};
 use portico_netns::{Netns, NsRuntime, wait_until};
 
-use super::{Bird, BirdRoute};
+use super::{Bird, BirdRoute, ROUTER_LINK_LOCAL, ROUTER_V6, SPEAKER_LINK_LOCAL, SPEAKER_V6};
 
 pub const BIRD_ASN: u32 = 65000;
 pub const OUR_ASN: u32 = 65001;
@@ -90,6 +90,75 @@ pub fn lab_with_channels(test: &str, neighbor_as: u32, extra: &str, channels: &s
         speaker_ns,
         router_ns,
     })
+}
+
+/// How the session of [`lab_over_ipv6`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ipv6Transport {
+    /// Between the global addresses ROUTER_V6 ↔ SPEAKER_V6.
+    Global,
+    /// Between the link-local addresses ROUTER_LINK_LOCAL ↔
+    /// SPEAKER_LINK_LOCAL, each scoped by its end of the veth.
+    LinkLocal,
+}
+
+/// A [`Lab`] whose BGP session runs over IPv6 (`transport`), BIRD with
+/// `channels` and `extra`; also the speaker's interface name (the scope of
+/// a link-local peer).
+pub fn lab_over_ipv6(
+    test: &str,
+    neighbor_as: u32,
+    transport: Ipv6Transport,
+    extra: &str,
+    channels: &str,
+) -> Option<(Lab, String)> {
+    if !super::require(test, &["bird", "birdc"]) {
+        return None;
+    }
+    super::logs();
+    let link = super::link(true);
+    let (local, neighbor, extra) = match transport {
+        Ipv6Transport::Global => (ROUTER_V6, SPEAKER_V6.to_string(), extra.to_string()),
+        Ipv6Transport::LinkLocal => (
+            ROUTER_LINK_LOCAL,
+            SPEAKER_LINK_LOCAL.to_string(),
+            format!("interface \"{}\";\n  {extra}", link.router_if),
+        ),
+    };
+    let config = format!(
+        "router id {ROUTER};\nprotocol device {{ }}\n{}",
+        bgp_protocol_with_channels("s1", local, &neighbor, neighbor_as, &extra, channels)
+    );
+    let bird = Bird::start(&link.router, &config);
+    let rt = NsRuntime::new(&link.speaker).expect("speaker runtime");
+    Some((
+        Lab {
+            bird,
+            rt,
+            speaker_ns: link.speaker,
+            router_ns: link.router,
+        },
+        link.speaker_if,
+    ))
+}
+
+/// [`peer`] over IPv6 (`transport`; `speaker_if` scopes a link-local
+/// address).
+pub fn peer_over_ipv6(
+    my_asn: u32,
+    peer_asn: u32,
+    transport: Ipv6Transport,
+    speaker_if: &str,
+) -> PeerConfig {
+    let mut cfg = peer(my_asn, peer_asn);
+    match transport {
+        Ipv6Transport::Global => cfg.address = ROUTER_V6.parse().unwrap(),
+        Ipv6Transport::LinkLocal => {
+            cfg.address = ROUTER_LINK_LOCAL.parse().unwrap();
+            cfg.interface = Some(speaker_if.to_owned());
+        }
+    }
+    cfg
 }
 
 pub fn peer(my_asn: u32, peer_asn: u32) -> PeerConfig {
