@@ -246,7 +246,12 @@ impl Validator {
     /// The `interface` of a link-local peer: a port's host interface, on
     /// a port with an IPv6 host address.
     fn peer_interface(&mut self, path: &str, interface: &str, ports: &Ports<'_>) {
-        let has_v6_host = |k: usize| ports.host.iter().any(|(h, p)| *p == k && h.address.is_ipv6());
+        let has_v6_host = |k: usize| {
+            ports
+                .host
+                .iter()
+                .any(|(h, p)| *p == k && h.address.is_ipv6())
+        };
         let by_host = ports
             .plans
             .iter()
