@@ -56,11 +56,7 @@ fn ipv6_session_between_global_addresses_with_md5_carries_ipv6_unicast() {
         Some(SPEAKER_V6.parse().unwrap()),
         "the session's own global address (RFC 2545 §2)"
     );
-    let generation = session.set_routes(routes(&[VIP4, VIP6], &RouteAttributes::default()));
-    let s = lab
-        .rt
-        .block_on(session.wait_synced(generation, Duration::from_secs(5)))
-        .expect("synced");
+    let s = lab.sync(&session, routes(&[VIP4, VIP6], &RouteAttributes::default()));
     assert_eq!(
         (s.prefixes_sent, s.prefixes_sent_v6, s.prefixes_skipped),
         (1, 1, 1),
@@ -72,10 +68,7 @@ fn ipv6_session_between_global_addresses_with_md5_carries_ipv6_unicast() {
     assert!(r.via[0].starts_with(SPEAKER_V6), "{r:?}");
     assert_eq!(r.attrs["BGP.as_path"], OUR_ASN.to_string());
     // Withdrawn in MP_UNREACH_NLRI over the IPv6 session.
-    let generation = session.set_routes(routes(&[], &RouteAttributes::default()));
-    lab.rt
-        .block_on(session.wait_synced(generation, Duration::from_secs(5)))
-        .expect("synced");
+    lab.sync(&session, routes(&[], &RouteAttributes::default()));
     lab.bird_has(&[], Duration::from_secs(5));
     let info = lab.bird.protocol("s1");
     assert!(info.contains("Neighbor address: 2001:db8::2"), "{info}");
@@ -170,11 +163,7 @@ fn rfc8950_ipv4_routes_over_an_ipv6_session_get_the_ipv6_next_hop() {
     assert_eq!(s.families, Family::ALL);
     assert!(s.extended_next_hop, "both OPENs carried (1, 1, 2)");
     let all = routes(&[VIP4, VIP6], &RouteAttributes::new(None, Some(7), []));
-    let generation = session.set_routes(all.clone());
-    let s = lab
-        .rt
-        .block_on(session.wait_synced(generation, Duration::from_secs(5)))
-        .expect("synced");
+    let s = lab.sync(&session, all.clone());
     assert_eq!(
         (s.prefixes_sent, s.prefixes_sent_v6, s.prefixes_skipped),
         (2, 1, 0)
@@ -187,10 +176,10 @@ fn rfc8950_ipv4_routes_over_an_ipv6_session_get_the_ipv6_next_hop() {
     assert_eq!(r.attrs["BGP.med"], "7", "{r:?}");
     assert_eq!(got[VIP6].attrs["BGP.next_hop"], SPEAKER_V6);
     // Withdrawn (the IPv4 Withdrawn Routes field), the IPv6 one stays.
-    let generation = session.set_routes(routes(&[VIP6], &RouteAttributes::new(None, Some(7), [])));
-    lab.rt
-        .block_on(session.wait_synced(generation, Duration::from_secs(5)))
-        .expect("synced");
+    lab.sync(
+        &session,
+        routes(&[VIP6], &RouteAttributes::new(None, Some(7), [])),
+    );
     lab.bird_has(&[VIP6], Duration::from_secs(5));
     lab.rt.block_on(session.shutdown("done"));
 
@@ -203,11 +192,7 @@ fn rfc8950_ipv4_routes_over_an_ipv6_session_get_the_ipv6_next_hop() {
     let s = session.stats();
     assert_eq!(s.families, Family::ALL);
     assert!(!s.extended_next_hop);
-    let generation = session.set_routes(all);
-    let s = lab
-        .rt
-        .block_on(session.wait_synced(generation, Duration::from_secs(5)))
-        .expect("synced");
+    let s = lab.sync(&session, all);
     assert_eq!((s.prefixes_sent, s.prefixes_skipped), (1, 1));
     lab.bird_has(&[VIP6], Duration::from_secs(5));
     assert!(

@@ -21,16 +21,25 @@ fn gobgp(ns: &Netns) -> GoBgp {
 
 /// [`gobgp`] with `neighbor_extra` appended to the neighbor's section.
 fn gobgp_with(ns: &Netns, neighbor_extra: &str) -> GoBgp {
+    gobgp_for("10.0.0.2", ns, neighbor_extra)
+}
+
+/// [`gobgp_with`] for the speaker's address `neighbor` (either family).
+fn gobgp_for(neighbor: &str, ns: &Netns, neighbor_extra: &str) -> GoBgp {
     GoBgp::start(
         ns,
         &format!(
             "[global.config]\n  as = 65000\n  router-id = \"10.0.0.1\"\n  port = 179\n\
-             \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"10.0.0.2\"\n    peer-as = 65001\n\
+             \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"{neighbor}\"\n    peer-as = 65001\n\
              \x20 [neighbors.transport.config]\n    passive-mode = true\n\
              \x20 [neighbors.timers.config]\n    hold-time = 3\n    keepalive-interval = 1\n{neighbor_extra}"
         ),
     )
 }
+
+/// GoBGP's neighbor section lines for IPv4 and IPv6 unicast.
+const BOTH_FAMILIES: &str = "\x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n\
+     \x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv6-unicast\"\n";
 
 /// GoBGP's IPv4 RIB (prefix → paths), empty when it does not answer.
 fn rib_of(g: &GoBgp) -> serde_json::Map<String, serde_json::Value> {
@@ -140,11 +149,7 @@ fn gobgp_receives_ipv6_unicast_over_the_ipv4_session() {
     }
     support::logs();
     let (router_ns, speaker_ns) = support::router_and_speaker_with_ipv6(true);
-    let gobgp = gobgp_with(
-        &router_ns,
-        "\x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n\
-         \x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv6-unicast\"\n",
-    );
+    let gobgp = gobgp_with(&router_ns, BOTH_FAMILIES);
     let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
     let mut cfg = PeerConfig::new(
         "10.0.0.1".parse().unwrap(),
@@ -205,18 +210,7 @@ fn gobgp_over_ipv6_takes_ipv4_routes_with_an_ipv6_next_hop() {
     }
     support::logs();
     let (router_ns, speaker_ns) = support::router_and_speaker_with_ipv6(true);
-    let gobgp = GoBgp::start(
-        &router_ns,
-        &format!(
-            "[global.config]\n  as = 65000\n  router-id = \"10.0.0.1\"\n  port = 179\n\
-             \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"{}\"\n    peer-as = 65001\n\
-             \x20 [neighbors.transport.config]\n    passive-mode = true\n\
-             \x20 [neighbors.timers.config]\n    hold-time = 3\n    keepalive-interval = 1\n\
-             \x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n\
-             \x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv6-unicast\"\n",
-            support::SPEAKER_V6
-        ),
-    );
+    let gobgp = gobgp_for(support::SPEAKER_V6, &router_ns, BOTH_FAMILIES);
     let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
     let mut cfg = PeerConfig::new(
         support::ROUTER_V6.parse().unwrap(),

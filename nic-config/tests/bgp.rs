@@ -74,6 +74,21 @@ peers = ["198.18.0.1"]
 local_pref = 200
 "#;
 
+type Edits = Vec<(&'static str, &'static str)>;
+
+/// Each `(edits, path, reason)`: `BASE` with the edits has a problem at
+/// `path` whose reason contains `reason`.
+fn each_has_its_problem(cases: &[(Edits, &str, &str)]) {
+    for (edits, path, reason) in cases {
+        let got = problems(&edit(edits));
+        assert!(
+            got.iter()
+                .any(|p| p.path == *path && p.reason.contains(reason)),
+            "{edits:?}: want {path}: {reason}, got {got:?}"
+        );
+    }
+}
+
 /// `BASE` with each `(from, to)` applied once.
 fn edit(edits: &[(&str, &str)]) -> String {
     common::edited(BASE, edits)
@@ -397,7 +412,6 @@ fn ipv6_peers_and_families() {
         "2001:db8:2::fe".parse::<IpAddr>().unwrap()
     );
 
-    type Edits = Vec<(&'static str, &'static str)>;
     let invalid: [(Edits, &str, &str); 3] = [
         (
             vec![v6_families],
@@ -422,14 +436,7 @@ fn ipv6_peers_and_families() {
             "2001:db8:2::99 is not an IPv6 host or node address",
         ),
     ];
-    for (edits, path, reason) in &invalid {
-        let got = problems(&edit(edits));
-        assert!(
-            got.iter()
-                .any(|p| p.path == *path && p.reason.contains(reason)),
-            "{edits:?}: want {path}: {reason}, got {got:?}"
-        );
-    }
+    each_has_its_problem(&invalid);
 }
 
 /// A link-local peer (FRR's "unnumbered" style) names the host interface
@@ -456,7 +463,6 @@ fn link_local_peers_name_a_host_interface() {
     assert_eq!(peer.interface.as_deref(), Some("outside-host"));
     assert_eq!(peer.name(), "[fe80::1%outside-host]:179");
 
-    type Edits = Vec<(&'static str, &'static str)>;
     let invalid: [(Edits, &str, &str); 5] = [
         (
             [&[dual][..], &link_local("interface = \"out0\"")].concat(),
@@ -490,14 +496,7 @@ fn link_local_peers_name_a_host_interface() {
             "missing: fe80::1 is link-local",
         ),
     ];
-    for (edits, path, reason) in &invalid {
-        let got = problems(&edit(edits));
-        assert!(
-            got.iter()
-                .any(|p| p.path == *path && p.reason.contains(reason)),
-            "{edits:?}: want {path}: {reason}, got {got:?}"
-        );
-    }
+    each_has_its_problem(&invalid);
     // Several at once: an interface on a global peer, and the port itself.
     let mut edits = [&[dual][..], &link_local("interface = \"out0\"")].concat();
     edits.push((

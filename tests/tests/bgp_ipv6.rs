@@ -35,7 +35,7 @@ use portico::demo::topology::{
     CLIENT_ADDR, GatewayRun, NODE_ADDR, SNAT_ADDR, ServiceOptions, Topology, VIP,
 };
 use portico_netns::bird::Bird;
-use portico_netns::nginx;
+use portico_netns::{Process, TempDir, nginx};
 use portico_tests::wait_until;
 use std::time::Duration;
 
@@ -133,22 +133,7 @@ fn bird_router_over_ipv6(t: &Topology) -> Bird {
 /// is the router's IPv6 address, the session from the IPv6 host address
 /// (no `next_hop_v6`: the session's own address is the next hop).
 fn bgp_section_over_ipv6() -> String {
-    format!(
-        "
-[[bgp.peer]]
-address = \"{CLIENT_ADDR6}\"
-peer_asn = {ROUTER_ASN}
-my_asn = {ROUTER_ASN}
-router_id = \"{NODE_ADDR}\"
-source_address = \"{HOST_ADDR6}\"
-hold_time_s = 9
-connect_retry_s = 1
-connect_retry_max_s = 2
-
-[[bgp.advertisement]]
-name = \"vips\"
-"
-    )
+    router::bgp_section_between(CLIENT_ADDR6, HOST_ADDR6, "", "vips", "")
 }
 
 /// IPv6 on the backend's link: its address (usable at once) and a default
@@ -189,19 +174,18 @@ fn curl6(t: &Topology) -> Result<String, String> {
     }
 }
 
-#[test]
-fn ipv6_vip_announced_by_mp_bgp_with_the_host_next_hop_and_served() {
-    const TEST: &str = "bgp_ipv6::ipv6_vip_announced_by_mp_bgp_with_the_host_next_hop_and_served";
+/// The demo topology with IPv6 on the client's and the backend's links
+/// and nginx listening on the backend's IPv6 address (the guard stops it),
+/// or `None` after a loud SKIP.
+fn ipv6_topology(test: &str) -> Option<(Topology, (Process, TempDir))> {
     if !portico_tests::require_programs(
-        TEST,
+        test,
         &["bird", "birdc", "curl", "nginx"],
         "apt-get install bird2 curl nginx",
     ) {
-        return;
+        return None;
     }
-    let Some(t) = common::topology(TEST, 1) else {
-        return;
-    };
+    let t = common::topology(test, 1)?;
     router::client_ipv6(&t);
     backend_ipv6(&t);
     // Complete TCP checksums from the client and the backend: af_packet
@@ -215,12 +199,21 @@ fn ipv6_vip_announced_by_mp_bgp_with_the_host_next_hop_and_served() {
             .unwrap_or_else(|e| panic!("ethtool -K {ifname} tx off: {e}"));
     }
     let b = &t.backends[0];
-    let (_nginx, _nginx_dir) = nginx(
+    let nginx = nginx(
         &b.ns,
         "nginx6",
         &format!("[{BACKEND_ADDR6}]:{BACKEND_PORT}"),
     )
     .expect("nginx starts");
+    Some((t, nginx))
+}
+
+#[test]
+fn ipv6_vip_announced_by_mp_bgp_with_the_host_next_hop_and_served() {
+    const TEST: &str = "bgp_ipv6::ipv6_vip_announced_by_mp_bgp_with_the_host_next_hop_and_served";
+    let Some((t, _nginx)) = ipv6_topology(TEST) else {
+        return;
+    };
     let bird = bird_router6(&t);
     let gw = gateway_with(&t, &config(&t, true), &[]);
     let log_path = gw.log.clone();
@@ -336,32 +329,9 @@ fn ipv6_vip_announced_by_mp_bgp_with_the_host_next_hop_and_served() {
 fn ipv6_only_session_announces_the_ipv6_vip_and_portico_bgp_shows_the_families() {
     const TEST: &str =
         "bgp_ipv6::ipv6_only_session_announces_the_ipv6_vip_and_portico_bgp_shows_the_families";
-    if !portico_tests::require_programs(
-        TEST,
-        &["bird", "birdc", "curl", "nginx"],
-        "apt-get install bird2 curl nginx",
-    ) {
-        return;
-    }
-    let Some(t) = common::topology(TEST, 1) else {
+    let Some((t, _nginx)) = ipv6_topology(TEST) else {
         return;
     };
-    router::client_ipv6(&t);
-    backend_ipv6(&t);
-    for (ns, ifname) in [
-        (&t.client, t.client_if.as_str()),
-        (&t.backends[0].ns, t.backends[0].ifname.as_str()),
-    ] {
-        ns.exec("ethtool", &["-K", ifname, "tx", "off"])
-            .unwrap_or_else(|e| panic!("ethtool -K {ifname} tx off: {e}"));
-    }
-    let b = &t.backends[0];
-    let (_nginx, _nginx_dir) = nginx(
-        &b.ns,
-        "nginx6",
-        &format!("[{BACKEND_ADDR6}]:{BACKEND_PORT}"),
-    )
-    .expect("nginx starts");
     let bird = bird_router_over_ipv6(&t);
     let gw = gateway_with(&t, &config_with(&t, true, &bgp_section_over_ipv6()), &[]);
     let log_path = gw.log.clone();

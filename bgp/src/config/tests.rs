@@ -3,6 +3,19 @@
 use super::*;
 use std::net::{IpAddr, Ipv4Addr};
 
+/// The problems of `c` (which must have some): the error, each as
+/// `(path, reason)`, and the paths alone.
+fn problems_of(c: &BgpConfig) -> (ConfigError, Vec<(String, String)>, Vec<String>) {
+    let e = c.validate().unwrap_err();
+    let got: Vec<(String, String)> = e
+        .problems
+        .iter()
+        .map(|p| (p.path.clone(), p.reason.clone()))
+        .collect();
+    let paths = got.iter().map(|g| g.0.clone()).collect();
+    (e, got, paths)
+}
+
 fn parse(s: &str) -> BgpConfig {
     #[derive(Deserialize)]
     struct Root {
@@ -200,13 +213,7 @@ fn family_and_next_hop_problems_name_the_field() {
         peers: vec![empty, v6_without_next_hop, bad_next_hops, link_local_alone],
         ..BgpConfig::default()
     };
-    let e = c.validate().unwrap_err();
-    let got: Vec<(&str, &str)> = e
-        .problems
-        .iter()
-        .map(|p| (p.path.as_str(), p.reason.as_str()))
-        .collect();
-    let paths: Vec<&str> = got.iter().map(|g| g.0).collect();
+    let (e, got, paths) = problems_of(&c);
     assert_eq!(
         paths,
         [
@@ -358,13 +365,7 @@ fn scope_and_extended_next_hop_problems_name_the_field() {
         peers: vec![no_interface, needless, bad_name, over_v4, no_v4],
         ..BgpConfig::default()
     };
-    let e = c.validate().unwrap_err();
-    let got: Vec<(&str, &str)> = e
-        .problems
-        .iter()
-        .map(|p| (p.path.as_str(), p.reason.as_str()))
-        .collect();
-    let paths: Vec<&str> = got.iter().map(|g| g.0).collect();
+    let (e, got, paths) = problems_of(&c);
     assert_eq!(
         paths,
         [

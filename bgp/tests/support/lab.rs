@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session};
+use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session, SessionStats};
 use portico_netns::{Netns, NsRuntime, wait_until};
 
 use super::{Bird, BirdRoute, ROUTER_LINK_LOCAL, ROUTER_V6, SPEAKER_LINK_LOCAL, SPEAKER_V6};
@@ -193,6 +193,14 @@ impl Lab {
             self.bird.bgp_state("s1") == "Established"
         });
         assert!(up, "BIRD sees Established: {}", self.bird.protocol("s1"));
+    }
+
+    /// Hands `routes` to `session` and waits (5 s) until they are sent.
+    pub fn sync(&self, session: &Session, routes: Routes) -> SessionStats {
+        let generation = session.set_routes(routes);
+        self.rt
+            .block_on(session.wait_synced(generation, Duration::from_secs(5)))
+            .expect("synced")
     }
 
     /// Waits until BIRD has exactly `prefixes` from s1.
