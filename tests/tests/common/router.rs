@@ -96,7 +96,7 @@ pub fn bird_router(t: &Topology) -> Bird {
 /// advertisement `name` with `extra` lines (attributes), and `bgp_extra`
 /// lines of `[bgp]` itself.
 pub fn bgp_section(bgp_extra: &str, name: &str, extra: &str) -> String {
-    bgp_section_between(CLIENT_ADDR, HOST_ADDR, bgp_extra, name, extra)
+    bgp_section_between(&CLIENT_ADDR.to_string(), HOST_ADDR, bgp_extra, name, extra)
 }
 
 /// [`bgp_section`] with the session between the router's `peer` address
