@@ -297,7 +297,8 @@ impl PeerConfig {
     /// The families offered when `families` is left out: IPv4 unicast,
     /// plus IPv6 unicast when [`Self::has_ipv6_next_hop`]. (IPv4 is always
     /// offered, as before IPv6 existed; over an IPv6 session IPv4 routes
-    /// have no next hop and are skipped, counted in the stats.)
+    /// get the IPv6 next hop when RFC 8950 is negotiated, else they are
+    /// skipped, counted in the stats.)
     pub fn default_families(&self) -> Vec<Family> {
         let mut f = vec![Family::Ipv4Unicast];
         if self.has_ipv6_next_hop() {
