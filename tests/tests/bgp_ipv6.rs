@@ -115,13 +115,19 @@ fn bird_router6(t: &Topology) -> Bird {
 /// next hops and IPv6 channels, the kernel protocol installing IPv6
 /// routes.
 fn bird_router_over_ipv6(t: &Topology) -> Bird {
+    bird_router_between(t, CLIENT_ADDR6, &HOST_ADDR6.to_owned())
+}
+
+/// [`bird_router_over_ipv6`] between BIRD's `local` address and the
+/// gateway's `neighbor` (with `%interface` when link-local).
+fn bird_router_between(t: &Topology, local: &str, neighbor: &str) -> Bird {
     Bird::start(
         &t.client,
         &format!(
             "router id {CLIENT_ADDR};\nprotocol device {{ }}\n\
              protocol kernel k6 {{ ipv6 {{ import none; export all; }}; }}\n\
-             protocol bgp {PROTOCOL} {{\n  local {CLIENT_ADDR6} as {ROUTER_ASN};\n  \
-             neighbor {HOST_ADDR6} as {ROUTER_ASN};\n  passive on;\n  direct;\n  \
+             protocol bgp {PROTOCOL} {{\n  local {local} as {ROUTER_ASN};\n  \
+             neighbor {neighbor} as {ROUTER_ASN};\n  passive on;\n  direct;\n  \
              hold time 9;\n  error wait time 1, 2;\n  \
              ipv4 {{ import all; export none; extended next hop on; }};\n  \
              ipv6 {{ import all; export none; }};\n}}\n"
@@ -133,7 +139,8 @@ fn bird_router_over_ipv6(t: &Topology) -> Bird {
 /// is the router's IPv6 address, the session from the IPv6 host address
 /// (no `next_hop_v6`: the session's own address is the next hop).
 fn bgp_section_over_ipv6() -> String {
-    router::bgp_section_between(CLIENT_ADDR6, HOST_ADDR6, "", "vips", "")
+    let session = format!("address = \"{CLIENT_ADDR6}\"\nsource_address = \"{HOST_ADDR6}\"");
+    router::bgp_section_for(&session, "", "vips", "")
 }
 
 /// IPv6 on the backend's link: its address (usable at once) and a default
@@ -418,4 +425,86 @@ fn ipv6_only_session_announces_the_ipv6_vip_and_portico_bgp_shows_the_families()
         last.as_deref(),
         Ok(format!("backend nginx6 saw {SNAT_ADDR6}").as_str())
     );
+}
+
+/// The client's link-local address on the outside link (the router's
+/// address in the link-local test).
+const CLIENT_LINK_LOCAL: &str = "fe80::100";
+/// The outside port's host interface (the TAP; the default name).
+const HOST_IF: &str = "outside-host";
+
+#[test]
+fn link_local_session_on_the_host_interface_announces_and_serves() {
+    const TEST: &str = "bgp_ipv6::link_local_session_on_the_host_interface_announces_and_serves";
+    let Some((t, _nginx)) = ipv6_topology(TEST) else {
+        return;
+    };
+    t.client
+        .exec(
+            "ip",
+            &[
+                "-6",
+                "addr",
+                "add",
+                &format!("{CLIENT_LINK_LOCAL}/64"),
+                "dev",
+                &t.client_if,
+                "nodad",
+            ],
+        )
+        .expect("the client's link-local address");
+    // The TAP's link-local address: the kernel's EUI-64 one from the
+    // port's MAC (the TAP has the port's MAC).
+    let port_mac = Topology::mac_of(&t.gateway, &t.outside_if).expect("port MAC");
+    let mac: Vec<u8> = port_mac
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16).expect("hex"))
+        .collect();
+    let tap_link_local =
+        dataplane::driver::hostpath::kernel_link_local(mac.try_into().expect("6 bytes"))
+            .to_string();
+    let bird = bird_router_between(
+        &t,
+        CLIENT_LINK_LOCAL,
+        &format!("{tap_link_local}%{}", t.client_if),
+    );
+    // No source address, no next_hop_v6: the kernel picks the TAP's
+    // link-local, the global next hop is the IPv6 host address.
+    let session = format!("address = \"{CLIENT_LINK_LOCAL}\"\ninterface = \"{HOST_IF}\"");
+    let config = config_with(&t, true, &router::bgp_section_for(&session, "", "vips", ""));
+    let gw = gateway_with(&t, &config, &[]);
+    let log_path = gw.log.clone();
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+
+    let routes = bird_has(&bird, &log, &[ROUTE6]);
+    assert_eq!(
+        routes[0].attrs.get("BGP.next_hop").map(String::as_str),
+        Some(format!("{HOST_ADDR6} {tap_link_local}").as_str()),
+        "the global next hop and the session's link-local one: {routes:?}"
+    );
+    let mut text = String::new();
+    let shown = wait_until(Duration::from_secs(10), || {
+        let out = portico(&["bgp", "--admin-socket", gw.socket.to_str().expect("utf-8")]);
+        text = String::from_utf8_lossy(&out.stdout).into_owned();
+        out.status.success() && text.contains("sent 1,")
+    });
+    assert!(shown, "{text}\n{}", log());
+    let peer = format!("[{CLIENT_LINK_LOCAL}%{HOST_IF}]:179");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&peer) && l.contains("Established")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "  ipv6 next hop {HOST_ADDR6} + {tap_link_local}; local address {tap_link_local};"
+        )),
+        "{text}"
+    );
+    let mut last = Err(String::new());
+    let served = wait_until(Duration::from_secs(15), || {
+        last = curl6(&t);
+        last.is_ok()
+    });
+    assert!(served, "curl -6 http://[{VIP6}]/: {last:?}\n{}", log());
 }

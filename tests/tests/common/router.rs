@@ -96,29 +96,23 @@ pub fn bird_router(t: &Topology) -> Bird {
 /// advertisement `name` with `extra` lines (attributes), and `bgp_extra`
 /// lines of `[bgp]` itself.
 pub fn bgp_section(bgp_extra: &str, name: &str, extra: &str) -> String {
-    bgp_section_between(&CLIENT_ADDR.to_string(), HOST_ADDR, bgp_extra, name, extra)
+    let session = format!("address = \"{CLIENT_ADDR}\"\nsource_address = \"{HOST_ADDR}\"");
+    bgp_section_for(&session, bgp_extra, name, extra)
 }
 
-/// [`bgp_section`] with the session between the router's `peer` address
-/// and the gateway's host address `source` (of either family).
-pub fn bgp_section_between(
-    peer: &str,
-    source: &str,
-    bgp_extra: &str,
-    name: &str,
-    extra: &str,
-) -> String {
+/// [`bgp_section`] with `session`, the peer's lines saying where the
+/// session runs (`address`, and `source_address` or `interface`).
+pub fn bgp_section_for(session: &str, bgp_extra: &str, name: &str, extra: &str) -> String {
     format!(
         "
 [bgp]
 {bgp_extra}
 
 [[bgp.peer]]
-address = \"{peer}\"
+{session}
 peer_asn = {ROUTER_ASN}
 my_asn = {ROUTER_ASN}
 router_id = \"{NODE_ADDR}\"
-source_address = \"{source}\"
 hold_time_s = 9
 connect_retry_s = 1
 connect_retry_max_s = 2
