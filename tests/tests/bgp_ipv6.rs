@@ -115,7 +115,7 @@ fn bird_router6(t: &Topology) -> Bird {
 /// next hops and IPv6 channels, the kernel protocol installing IPv6
 /// routes.
 fn bird_router_over_ipv6(t: &Topology) -> Bird {
-    bird_router_between(t, CLIENT_ADDR6, &HOST_ADDR6.to_owned())
+    bird_router_between(t, CLIENT_ADDR6, HOST_ADDR6)
 }
 
 /// [`bird_router_over_ipv6`] between BIRD's `local` address and the
