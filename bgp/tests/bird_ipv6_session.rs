@@ -13,7 +13,7 @@ mod support;
 use std::time::Duration;
 
 use portico_bgp::{Family, RouteAttributes, State};
-use support::lab::{Ipv6Transport, OUR_ASN, lab_over_ipv6, peer_over_ipv6, routes};
+use support::lab::{Ipv6Transport, OUR_ASN, lab_over_ipv6, routes};
 use support::{ROUTER_LINK_LOCAL, SPEAKER_LINK_LOCAL, SPEAKER_V6};
 
 const VIP4: &str = "10.128.0.10/32";
@@ -25,21 +25,15 @@ const ENH_CHANNELS: &str = "ipv4 { import all; export none; extended next hop on
 
 #[test]
 fn ipv6_session_between_global_addresses_with_md5_carries_ipv6_unicast() {
-    let Some((lab, speaker_if)) = lab_over_ipv6(
+    let Some((lab, cfg)) = lab_over_ipv6(
         "ipv6_session_between_global_addresses_with_md5_carries_ipv6_unicast",
-        OUR_ASN,
         Ipv6Transport::Global,
         "password \"portico-v6\";",
         V6_CHANNEL,
     ) else {
         return;
     };
-    let mut cfg = peer_over_ipv6(
-        OUR_ASN,
-        support::lab::BIRD_ASN,
-        Ipv6Transport::Global,
-        &speaker_if,
-    );
+    let mut cfg = cfg;
     cfg.md5_password = Some("portico-v6".into());
     assert_eq!(cfg.offered_families(), Family::ALL, "IPv4 offered too");
     assert!(cfg.offers_extended_next_hop());
@@ -78,28 +72,23 @@ fn ipv6_session_between_global_addresses_with_md5_carries_ipv6_unicast() {
 
 #[test]
 fn link_local_session_scoped_by_the_interface() {
-    let Some((lab, speaker_if)) = lab_over_ipv6(
+    let Some((lab, cfg)) = lab_over_ipv6(
         "link_local_session_scoped_by_the_interface",
-        OUR_ASN,
         Ipv6Transport::LinkLocal,
         "",
         V6_CHANNEL,
     ) else {
         return;
     };
-    let mut cfg = peer_over_ipv6(
-        OUR_ASN,
-        support::lab::BIRD_ASN,
-        Ipv6Transport::LinkLocal,
-        &speaker_if,
-    );
+    let mut cfg = cfg;
     // BIRD's neighbor is fe80::2: bind it (scoped too), and give the IPv6
     // routes a global next hop (a link-local session has none of its own).
     cfg.source_address = Some(SPEAKER_LINK_LOCAL.parse().unwrap());
     cfg.next_hop_v6 = Some(SPEAKER_V6.parse().unwrap());
-    let session = lab.spawn(cfg);
+    let session = lab.spawn(cfg.clone());
     lab.established(&session);
     let s = session.stats();
+    let speaker_if = cfg.interface.clone().expect("scoped");
     assert_eq!(s.peer, format!("[{ROUTER_LINK_LOCAL}%{speaker_if}]:179"));
     assert_eq!(s.families, [Family::Ipv6Unicast]);
     assert_eq!(s.local_address, Some(SPEAKER_LINK_LOCAL.parse().unwrap()));
@@ -123,18 +112,18 @@ fn link_local_session_scoped_by_the_interface() {
         "{info}"
     );
     // A wrong interface never connects: the scope is what reaches it.
-    let mut elsewhere = peer_over_ipv6(
-        OUR_ASN,
-        support::lab::BIRD_ASN,
-        Ipv6Transport::LinkLocal,
-        "lo",
-    );
-    elsewhere.port = 1179;
+    // The same peer scoped by another interface never connects: the
+    // scope is what reaches it.
+    let mut elsewhere = cfg;
+    elsewhere.interface = Some("lo".into());
+    elsewhere.source_address = None;
     let lost = lab.spawn(elsewhere);
     let r = lab
         .rt
         .block_on(lost.wait_established(Duration::from_secs(2)));
     assert!(r.is_err(), "{r:?}");
+    let s = lost.stats();
+    assert!(s.connect_attempts >= 1 && s.last_error.is_some(), "{s:?}");
     lab.rt.block_on(lost.shutdown("done"));
     assert_eq!(session.stats().state, State::Established);
     lab.rt.block_on(session.shutdown("done"));
@@ -142,21 +131,14 @@ fn link_local_session_scoped_by_the_interface() {
 
 #[test]
 fn rfc8950_ipv4_routes_over_an_ipv6_session_get_the_ipv6_next_hop() {
-    let Some((lab, speaker_if)) = lab_over_ipv6(
+    let Some((lab, cfg)) = lab_over_ipv6(
         "rfc8950_ipv4_routes_over_an_ipv6_session_get_the_ipv6_next_hop",
-        OUR_ASN,
         Ipv6Transport::Global,
         "",
         ENH_CHANNELS,
     ) else {
         return;
     };
-    let cfg = peer_over_ipv6(
-        OUR_ASN,
-        support::lab::BIRD_ASN,
-        Ipv6Transport::Global,
-        &speaker_if,
-    );
     let session = lab.spawn(cfg.clone());
     lab.established(&session);
     let s = session.stats();

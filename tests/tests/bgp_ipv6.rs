@@ -439,20 +439,7 @@ fn link_local_session_on_the_host_interface_announces_and_serves() {
     let Some((t, _nginx)) = ipv6_topology(TEST) else {
         return;
     };
-    t.client
-        .exec(
-            "ip",
-            &[
-                "-6",
-                "addr",
-                "add",
-                &format!("{CLIENT_LINK_LOCAL}/64"),
-                "dev",
-                &t.client_if,
-                "nodad",
-            ],
-        )
-        .expect("the client's link-local address");
+    router::client_address6(&t, CLIENT_LINK_LOCAL);
     // The TAP's link-local address: the kernel's EUI-64 one from the
     // port's MAC (the TAP has the port's MAC).
     let port_mac = Topology::mac_of(&t.gateway, &t.outside_if).expect("port MAC");

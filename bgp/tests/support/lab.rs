@@ -102,32 +102,39 @@ pub enum Ipv6Transport {
     LinkLocal,
 }
 
-/// A [`Lab`] whose BGP session runs over IPv6 (`transport`), BIRD with
-/// `channels` and `extra`; also the speaker's interface name (the scope of
-/// a link-local peer).
+/// A [`Lab`] whose eBGP session runs over IPv6 (`transport`), BIRD with
+/// `channels` and `extra`, and our peer configuration for it (a
+/// link-local router address scoped by the speaker's end of the veth).
 pub fn lab_over_ipv6(
     test: &str,
-    neighbor_as: u32,
     transport: Ipv6Transport,
     extra: &str,
     channels: &str,
-) -> Option<(Lab, String)> {
+) -> Option<(Lab, PeerConfig)> {
     if !super::require(test, &["bird", "birdc"]) {
         return None;
     }
     super::logs();
     let link = super::link(true);
+    let mut cfg = peer(OUR_ASN, BIRD_ASN);
     let (local, neighbor, extra) = match transport {
-        Ipv6Transport::Global => (ROUTER_V6, SPEAKER_V6.to_string(), extra.to_string()),
-        Ipv6Transport::LinkLocal => (
-            ROUTER_LINK_LOCAL,
-            SPEAKER_LINK_LOCAL.to_string(),
-            format!("interface \"{}\";\n  {extra}", link.router_if),
-        ),
+        Ipv6Transport::Global => {
+            cfg.address = ROUTER_V6.parse().unwrap();
+            (ROUTER_V6, SPEAKER_V6, extra.to_string())
+        }
+        Ipv6Transport::LinkLocal => {
+            cfg.address = ROUTER_LINK_LOCAL.parse().unwrap();
+            cfg.interface = Some(link.speaker_if.clone());
+            (
+                ROUTER_LINK_LOCAL,
+                SPEAKER_LINK_LOCAL,
+                format!("interface \"{}\";\n  {extra}", link.router_if),
+            )
+        }
     };
     let config = format!(
         "router id {ROUTER};\nprotocol device {{ }}\n{}",
-        bgp_protocol_with_channels("s1", local, &neighbor, neighbor_as, &extra, channels)
+        bgp_protocol_with_channels("s1", local, neighbor, OUR_ASN, &extra, channels)
     );
     let bird = Bird::start(&link.router, &config);
     let rt = NsRuntime::new(&link.speaker).expect("speaker runtime");
@@ -138,27 +145,8 @@ pub fn lab_over_ipv6(
             speaker_ns: link.speaker,
             router_ns: link.router,
         },
-        link.speaker_if,
+        cfg,
     ))
-}
-
-/// [`peer`] over IPv6 (`transport`; `speaker_if` scopes a link-local
-/// address).
-pub fn peer_over_ipv6(
-    my_asn: u32,
-    peer_asn: u32,
-    transport: Ipv6Transport,
-    speaker_if: &str,
-) -> PeerConfig {
-    let mut cfg = peer(my_asn, peer_asn);
-    match transport {
-        Ipv6Transport::Global => cfg.address = ROUTER_V6.parse().unwrap(),
-        Ipv6Transport::LinkLocal => {
-            cfg.address = ROUTER_LINK_LOCAL.parse().unwrap();
-            cfg.interface = Some(speaker_if.to_owned());
-        }
-    }
-    cfg
 }
 
 pub fn peer(my_asn: u32, peer_asn: u32) -> PeerConfig {

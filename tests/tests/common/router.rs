@@ -48,6 +48,11 @@ pub fn client_ipv6(t: &Topology) {
     ] {
         t.client.exec("sysctl", &["-qw", &key]).expect("sysctl");
     }
+    client_address6(t, CLIENT_ADDR6);
+}
+
+/// `address`/64 on the client's outside link, usable at once (`nodad`).
+pub fn client_address6(t: &Topology, address: &str) {
     t.client
         .exec(
             "ip",
@@ -55,7 +60,7 @@ pub fn client_ipv6(t: &Topology) {
                 "-6",
                 "addr",
                 "add",
-                &format!("{CLIENT_ADDR6}/64"),
+                &format!("{address}/64"),
                 "dev",
                 &t.client_if,
                 "nodad",
