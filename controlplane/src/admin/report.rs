@@ -131,7 +131,8 @@ pub struct BgpPeerReport {
     #[serde(default)]
     pub prefixes_sent_v6: u64,
     /// Desired prefixes not sent at the last sync because their family
-    /// was not negotiated with the router (or has no next hop).
+    /// was not negotiated with the router (or has no next hop: IPv4 over
+    /// an IPv6 session without RFC 8950).
     #[serde(default)]
     pub prefixes_skipped: u64,
     /// The desired prefixes themselves (both families, sorted: IPv4

@@ -605,7 +605,7 @@ fn encode_bgp(r: &mut Registry, bgp: &super::BgpReport) {
     let skipped = gauges(
         r,
         "bgp_prefixes_skipped",
-        "Desired prefixes not sent at the last sync: their family is not negotiated on the session",
+        "Desired prefixes not sent at the last sync: their family is not negotiated on the session (or IPv4 over an IPv6 session without RFC 8950)",
     );
     let negotiated = gauges(
         r,
