@@ -9,9 +9,9 @@
 //!   ├─ fsm        states, OPEN and family negotiation, hold/keepalive timers
 //!   ├─ backoff    connect-retry delays
 //!   ├─ rib        desired routes vs what the router has (per family) → UPDATEs
-//!   └─ transport  TCP connect with source address, TTL, TCP-MD5
+//!   └─ transport  TCP connect (IPv4/IPv6, link-local scope) with source address, TTL, TCP-MD5
 //! wire     the message codec (Packet<T> views + *Repr), errors = NOTIFICATIONs
-//! sys      TCP_MD5SIG setsockopt, the crate's only unsafe
+//! sys      TCP_MD5SIG setsockopt, if_nametoindex: the crate's only unsafe
 //! ```
 //!
 //! The control plane drives it with [`Session::spawn`] per peer,
@@ -41,7 +41,7 @@
 //!
 //! None reports a decode failure as the exact RFC 4271 §6 code/subcode/data
 //! with the RFC 7606 action, which the session needs on every error. The
-//! subset a VIP announcer speaks is small (OPEN with three capabilities,
+//! subset a VIP announcer speaks is small (OPEN with four capabilities,
 //! UPDATE with eight attributes, KEEPALIVE, NOTIFICATION, ROUTE-REFRESH), so
 //! [`wire`] is ~1,500 lines of our own (tests apart), smoltcp style, with no
 //! dependency beyond thiserror,

@@ -1,6 +1,7 @@
-//! The one socket option the standard library and socket2 do not wrap:
-//! TCP_MD5SIG (RFC 2385 TCP-MD5 signatures, Linux `tcp(7)`). The only
-//! `unsafe` of this crate.
+//! What the standard library and socket2 do not wrap: the socket option
+//! TCP_MD5SIG (RFC 2385 TCP-MD5 signatures, Linux `tcp(7)`) and
+//! `if_nametoindex(3)` (the scope of a link-local peer, in the calling
+//! thread's network namespace). The only `unsafe` of this crate.
 //!
 //! The kernel's `struct tcp_md5sig` is built as bytes (no layout-sensitive
 //! Rust struct): `tcpm_addr` (a 128-byte `sockaddr_storage`), `tcpm_flags`,
@@ -75,6 +76,20 @@ pub fn set_tcp_md5sig(socket: BorrowedFd<'_>, peer: IpAddr, key: &[u8]) -> io::R
     }
 }
 
+/// The index of interface `name` in the caller's network namespace.
+pub fn interface_index(name: &str) -> io::Result<u32> {
+    let c_name = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in an interface name"))?;
+    // SAFETY: `c_name` is a live NUL-terminated string for the call, which
+    // only reads it.
+    let index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
+    if index == 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(index)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +112,15 @@ mod tests {
         set_tcp_md5sig(s.as_fd(), "127.0.0.1".parse().unwrap(), b"secret").unwrap();
         // The kernel checks the family against the socket's.
         set_tcp_md5sig(s.as_fd(), "::1".parse().unwrap(), b"secret").unwrap_err();
+        // An IPv6 socket takes an IPv6 peer's key.
+        let s6 = std::net::TcpListener::bind("[::1]:0").unwrap();
+        set_tcp_md5sig(s6.as_fd(), "2001:db8::1".parse().unwrap(), b"secret").unwrap();
+    }
+
+    #[test]
+    fn interface_index_of_loopback_and_of_nothing() {
+        assert_eq!(interface_index("lo").unwrap(), 1);
+        assert!(interface_index("no-such-if0").is_err());
+        assert!(interface_index("a\0b").is_err());
     }
 }

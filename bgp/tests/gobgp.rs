@@ -21,16 +21,25 @@ fn gobgp(ns: &Netns) -> GoBgp {
 
 /// [`gobgp`] with `neighbor_extra` appended to the neighbor's section.
 fn gobgp_with(ns: &Netns, neighbor_extra: &str) -> GoBgp {
+    gobgp_for("10.0.0.2", ns, neighbor_extra)
+}
+
+/// [`gobgp_with`] for the speaker's address `neighbor` (either family).
+fn gobgp_for(neighbor: &str, ns: &Netns, neighbor_extra: &str) -> GoBgp {
     GoBgp::start(
         ns,
         &format!(
             "[global.config]\n  as = 65000\n  router-id = \"10.0.0.1\"\n  port = 179\n\
-             \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"10.0.0.2\"\n    peer-as = 65001\n\
+             \n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"{neighbor}\"\n    peer-as = 65001\n\
              \x20 [neighbors.transport.config]\n    passive-mode = true\n\
              \x20 [neighbors.timers.config]\n    hold-time = 3\n    keepalive-interval = 1\n{neighbor_extra}"
         ),
     )
 }
+
+/// GoBGP's neighbor section lines for IPv4 and IPv6 unicast.
+const BOTH_FAMILIES: &str = "\x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n\
+     \x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv6-unicast\"\n";
 
 /// GoBGP's IPv4 RIB (prefix → paths), empty when it does not answer.
 fn rib_of(g: &GoBgp) -> serde_json::Map<String, serde_json::Value> {
@@ -140,11 +149,7 @@ fn gobgp_receives_ipv6_unicast_over_the_ipv4_session() {
     }
     support::logs();
     let (router_ns, speaker_ns) = support::router_and_speaker_with_ipv6(true);
-    let gobgp = gobgp_with(
-        &router_ns,
-        "\x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n\
-         \x20 [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv6-unicast\"\n",
-    );
+    let gobgp = gobgp_with(&router_ns, BOTH_FAMILIES);
     let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
     let mut cfg = PeerConfig::new(
         "10.0.0.1".parse().unwrap(),
@@ -186,5 +191,62 @@ fn gobgp_receives_ipv6_unicast_over_the_ipv4_session() {
     session.set_routes(Routes::new());
     let ok = wait_until(Duration::from_secs(5), || rib6().is_empty());
     assert!(ok, "withdrawn: {:?}", rib6());
+    rt.block_on(session.shutdown("done"));
+}
+
+/// A session over IPv6 with GoBGP as the second implementation: GoBGP's
+/// neighbor is our global IPv6 address, both families; GoBGP sends the
+/// Extended Next Hop Encoding capability for IPv4 unicast over an IPv6
+/// session as we do (RFC 8950 §4), so the IPv4 VIP arrives in an IPv4
+/// MP_REACH_NLRI with our IPv6 address as next hop (§3), next to the IPv6
+/// one.
+#[test]
+fn gobgp_over_ipv6_takes_ipv4_routes_with_an_ipv6_next_hop() {
+    if !support::require(
+        "gobgp_over_ipv6_takes_ipv4_routes_with_an_ipv6_next_hop",
+        &["gobgpd", "gobgp"],
+    ) {
+        return;
+    }
+    support::logs();
+    let (router_ns, speaker_ns) = support::router_and_speaker_with_ipv6(true);
+    let gobgp = gobgp_for(support::SPEAKER_V6, &router_ns, BOTH_FAMILIES);
+    let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
+    let mut cfg = PeerConfig::new(
+        support::ROUTER_V6.parse().unwrap(),
+        GOBGP_ASN,
+        OUR_ASN,
+        "10.0.0.2".parse().unwrap(),
+    );
+    cfg.hold_time_s = 3;
+    let session = rt.enter(|| Session::spawn(cfg));
+    let s = rt
+        .block_on(session.wait_established(Duration::from_secs(20)))
+        .unwrap_or_else(|e| panic!("{e}\n{}", gobgp.log_text()));
+    assert_eq!(s.families, portico_bgp::Family::ALL);
+    assert!(s.extended_next_hop, "GoBGP offers (1, 1, 2) too");
+    let (vip4, vip6) = ("10.128.0.10/32", "2001:db8:100::10/128");
+    let attrs = RouteAttributes::default();
+    let routes: Routes = [vip4, vip6]
+        .iter()
+        .map(|p| (p.parse::<Prefix>().unwrap(), attrs.clone()))
+        .collect();
+    session.set_routes(routes);
+    let rib6 = || json_object(&gobgp.cli(&["global", "rib", "-a", "ipv6", "-j"]));
+    let (mut rib4, mut rib) = (serde_json::Map::new(), serde_json::Map::new());
+    let ok = wait_until(Duration::from_secs(5), || {
+        rib4 = rib_of(&gobgp);
+        rib = rib6();
+        rib4.contains_key(vip4) && rib.contains_key(vip6)
+    });
+    assert!(ok, "GoBGP has both: {rib4:?} {rib:?}");
+    let path = &rib4[vip4][0];
+    assert_eq!(attr(path, 14)["nexthop"], support::SPEAKER_V6, "{path}");
+    assert_eq!(attr(&rib[vip6][0], 14)["nexthop"], support::SPEAKER_V6);
+    session.set_routes(Routes::new());
+    let ok = wait_until(Duration::from_secs(5), || {
+        rib_of(&gobgp).is_empty() && rib6().is_empty()
+    });
+    assert!(ok, "withdrawn: {:?} {:?}", rib_of(&gobgp), rib6());
     rt.block_on(session.shutdown("done"));
 }

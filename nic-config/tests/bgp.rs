@@ -74,6 +74,21 @@ peers = ["198.18.0.1"]
 local_pref = 200
 "#;
 
+type Edits = Vec<(&'static str, &'static str)>;
+
+/// Each `(edits, path, reason)`: `BASE` with the edits has a problem at
+/// `path` whose reason contains `reason`.
+fn each_has_its_problem(cases: &[(Edits, &str, &str)]) {
+    for (edits, path, reason) in cases {
+        let got = problems(&edit(edits));
+        assert!(
+            got.iter()
+                .any(|p| p.path == *path && p.reason.contains(reason)),
+            "{edits:?}: want {path}: {reason}, got {got:?}"
+        );
+    }
+}
+
 /// `BASE` with each `(from, to)` applied once.
 fn edit(edits: &[(&str, &str)]) -> String {
     common::edited(BASE, edits)
@@ -397,12 +412,11 @@ fn ipv6_peers_and_families() {
         "2001:db8:2::fe".parse::<IpAddr>().unwrap()
     );
 
-    type Edits = Vec<(&'static str, &'static str)>;
     let invalid: [(Edits, &str, &str); 3] = [
         (
             vec![v6_families],
             "bgp.peer[0].families",
-            "needs an IPv6 next hop",
+            "needs a global IPv6 next hop",
         ),
         (
             v6_peer.to_vec(),
@@ -422,12 +436,77 @@ fn ipv6_peers_and_families() {
             "2001:db8:2::99 is not an IPv6 host or node address",
         ),
     ];
-    for (edits, path, reason) in &invalid {
-        let got = problems(&edit(edits));
-        assert!(
-            got.iter()
-                .any(|p| p.path == *path && p.reason.contains(reason)),
-            "{edits:?}: want {path}: {reason}, got {got:?}"
-        );
-    }
+    each_has_its_problem(&invalid);
+}
+
+/// A link-local peer (FRR's "unnumbered" style) names the host interface
+/// of a port with an IPv6 host address; the port itself, an unknown
+/// interface, a host interface without IPv6, a link-local source and an
+/// interface on a global peer are each a problem with its path, all
+/// reported at once.
+#[test]
+fn link_local_peers_name_a_host_interface() {
+    let dual = (
+        "host_addresses = [\"192.0.2.1/24\", \"192.0.2.2/24\"]",
+        "host_addresses = [\"192.0.2.1/24\", \"192.0.2.2/24\", \"2001:db8:2::2/64\"]",
+    );
+    let link_local = |interface: &'static str| {
+        [
+            ("address = \"198.18.0.1\"", "address = \"fe80::1\""),
+            ("peers = [\"198.18.0.1\"]", "peers = [\"fe80::1\"]"),
+            ("source_address = \"192.0.2.2\"", interface),
+        ]
+    };
+    let valid = [&[dual][..], &link_local("interface = \"outside-host\"")].concat();
+    let plan = parse(&edit(&valid)).unwrap_or_else(|e| panic!("{e}"));
+    let peer = &plan.bgp.peers[1];
+    assert_eq!(peer.interface.as_deref(), Some("outside-host"));
+    assert_eq!(peer.name(), "[fe80::1%outside-host]:179");
+
+    let invalid: [(Edits, &str, &str); 5] = [
+        (
+            [&[dual][..], &link_local("interface = \"out0\"")].concat(),
+            "bgp.peer[1].interface",
+            "`out0` is port \"outside\" itself, whose kernel interface the dataplane owns: \
+             the kernel's BGP session goes through the port's host interface: interface = \
+             \"outside-host\"",
+        ),
+        (
+            [&[dual][..], &link_local("interface = \"eth9\"")].concat(),
+            "bgp.peer[1].interface",
+            "`eth9` is not the host interface of any port",
+        ),
+        (
+            link_local("interface = \"outside-host\"").to_vec(),
+            "bgp.peer[1].interface",
+            "has IPv6 only with an IPv6 host address",
+        ),
+        (
+            [
+                &[dual][..],
+                &link_local("interface = \"outside-host\"\nsource_address = \"fe80::2\""),
+            ]
+            .concat(),
+            "bgp.peer[1].source_address",
+            "fe80::2 is link-local",
+        ),
+        (
+            [&[dual][..], &link_local("")].concat(),
+            "bgp.peer[1].interface",
+            "missing: fe80::1 is link-local",
+        ),
+    ];
+    each_has_its_problem(&invalid);
+    // Several at once: an interface on a global peer, and the port itself.
+    let mut edits = [&[dual][..], &link_local("interface = \"out0\"")].concat();
+    edits.push((
+        "source_address = \"192.0.2.1\"",
+        "source_address = \"192.0.2.1\"\ninterface = \"outside-host\"",
+    ));
+    let got = problems(&edit(&edits));
+    let paths: Vec<&str> = got.iter().map(|p| p.path.as_str()).collect();
+    assert!(
+        paths.contains(&"bgp.peer[0].interface") && paths.contains(&"bgp.peer[1].interface"),
+        "{got:?}"
+    );
 }

@@ -17,6 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let ctx = DecodeContext {
         four_octet_as: flags & 1 != 0,
         ibgp: flags & 2 != 0,
+        extended_next_hop: flags & 4 != 0,
     };
     loop {
         let len = match frame_len(stream) {

@@ -12,7 +12,26 @@
 //! `source_address` or peer `address` (the session's own IPv6 address is
 //! then the next hop, RFC 2545 §2). IPv6 routes over an IPv4 TCP session
 //! need `next_hop_v6`: nothing else says which IPv6 address of ours the
-//! router should forward to.
+//! router should forward to; so do they over a session between link-local
+//! addresses (RFC 2545 §2 wants a global next hop; the session's
+//! link-local address goes in the second slot, §3).
+//!
+//! Sessions over IPv6: `address` of either family; a link-local one
+//! (fe80::/10) names the `interface` it is on (its scope: the same
+//! fe80:: address can be on every link), required exactly then.
+//!
+//! IPv4 routes over an IPv6 session (RFC 8950, which obsoletes RFC 5549):
+//! we offer the Extended Next Hop Encoding capability (§4, the tuple
+//! AFI 1 / SAFI 1 / next hop AFI 2) by default on IPv6 sessions that
+//! offer ipv4-unicast (`extended_next_hop`); when both sides sent it, IPv4
+//! VIPs go in MP_REACH_NLRI with the session's IPv6 next hop (16 or 32
+//! bytes, §3). When it is not negotiated, IPv4 routes go only to sessions
+//! whose own address is IPv4 (the NEXT_HOP of RFC 4271 §5.1.3): over an
+//! IPv6 session they are skipped and counted, never sent with an IPv4
+//! next hop of ours that the router may have no route to (on an
+//! IPv6-only or unnumbered link nothing says an IPv4 address is
+//! on-link); a dual-stack fabric that wants classic IPv4 next hops peers
+//! over IPv4 as well.
 //!
 //! Invariant: a config that passes `validate` can be handed to
 //! [`crate::session::Session::spawn`] as is; the session never re-checks it.
@@ -25,6 +44,7 @@ use std::str::FromStr;
 use serde::Deserialize;
 
 use crate::session::RouteAttributes;
+use crate::wire::update::is_global_next_hop_v6;
 use crate::wire::{AFI_IPV4, AFI_IPV6, Prefix, SAFI_UNICAST};
 
 /// The whole `[bgp]` section.
@@ -172,6 +192,18 @@ pub struct PeerConfig {
     /// 32-byte next hop of RFC 2545 §3), for routers on the same link.
     #[serde(default)]
     pub next_hop_v6_link_local: Option<Ipv6Addr>,
+    /// The interface a link-local `address` is on (its IPv6 scope; the
+    /// kernel interface the session leaves through: in portico.toml a
+    /// port's host interface). Required exactly when `address` is
+    /// link-local (fe80::/10).
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// Offer the Extended Next Hop Encoding capability (RFC 8950 §4) for
+    /// IPv4 unicast routes with an IPv6 next hop. Default: on when the
+    /// session is over IPv6 and offers ipv4-unicast; it needs an IPv6
+    /// session (over IPv4 the routes have our IPv4 address as next hop).
+    #[serde(default)]
+    pub extended_next_hop: Option<bool>,
     /// TCP-MD5 (RFC 2385) key, at most 80 bytes.
     #[serde(default)]
     pub md5_password: Option<String>,
@@ -215,6 +247,8 @@ impl PeerConfig {
             families: None,
             next_hop_v6: None,
             next_hop_v6_link_local: None,
+            interface: None,
+            extended_next_hop: None,
             md5_password: None,
             multihop_ttl: None,
             connect_retry_s: default_connect_retry_s(),
@@ -233,19 +267,38 @@ impl PeerConfig {
             .unwrap_or(if self.is_ibgp() { 255 } else { 1 })
     }
 
-    /// Whether the session has an IPv6 next hop before it connects:
-    /// `next_hop_v6`, or an IPv6 source or peer address (the local address
-    /// of the connection is then IPv6).
+    /// Whether the session has a global IPv6 next hop before it
+    /// connects: `next_hop_v6`, or a global IPv6 source address, or (no
+    /// source address) a global IPv6 peer address, whence the kernel picks
+    /// a global local address. A session from a link-local address has
+    /// none of its own.
     pub fn has_ipv6_next_hop(&self) -> bool {
         self.next_hop_v6.is_some()
-            || self.source_address.is_some_and(|a| a.is_ipv6())
-            || self.address.is_ipv6()
+            || match self.source_address {
+                Some(IpAddr::V6(a)) => is_global_next_hop_v6(a),
+                Some(IpAddr::V4(_)) => false,
+                None => matches!(self.address, IpAddr::V6(a) if is_global_next_hop_v6(a)),
+            }
+    }
+
+    /// Whether `address` is IPv6 link-local (then `interface` scopes it).
+    pub fn is_link_local(&self) -> bool {
+        matches!(self.address, IpAddr::V6(a) if a.is_unicast_link_local())
+    }
+
+    /// Whether our OPEN carries the Extended Next Hop Encoding capability
+    /// for IPv4 unicast over IPv6 (RFC 8950 §4): `extended_next_hop`,
+    /// default on for an IPv6 session, and ipv4-unicast offered.
+    pub fn offers_extended_next_hop(&self) -> bool {
+        self.extended_next_hop.unwrap_or(self.address.is_ipv6())
+            && self.offered_families().contains(&Family::Ipv4Unicast)
     }
 
     /// The families offered when `families` is left out: IPv4 unicast,
     /// plus IPv6 unicast when [`Self::has_ipv6_next_hop`]. (IPv4 is always
     /// offered, as before IPv6 existed; over an IPv6 session IPv4 routes
-    /// have no next hop and are skipped, counted in the stats.)
+    /// get the IPv6 next hop when RFC 8950 is negotiated, else they are
+    /// skipped, counted in the stats.)
     pub fn default_families(&self) -> Vec<Family> {
         let mut f = vec![Family::Ipv4Unicast];
         if self.has_ipv6_next_hop() {
@@ -266,11 +319,23 @@ impl PeerConfig {
     }
 
     /// The global IPv6 next hop of a connection whose local address is
-    /// `local`: `next_hop_v6`, else `local` if it is IPv6.
+    /// `local`: `next_hop_v6`, else `local` if it is a global IPv6
+    /// address (RFC 2545 §2).
     pub fn next_hop_v6_for(&self, local: IpAddr) -> Option<Ipv6Addr> {
         self.next_hop_v6.or(match local {
-            IpAddr::V6(a) => Some(a),
-            IpAddr::V4(_) => None,
+            IpAddr::V6(a) if is_global_next_hop_v6(a) => Some(a),
+            _ => None,
+        })
+    }
+
+    /// The link-local IPv6 next hop (RFC 2545 §3, sent after the global
+    /// one) of a connection whose local address is `local`:
+    /// `next_hop_v6_link_local`, else `local` if it is link-local (a
+    /// session between link-local addresses: the router is on that link).
+    pub fn next_hop_v6_link_local_for(&self, local: IpAddr) -> Option<Ipv6Addr> {
+        self.next_hop_v6_link_local.or(match local {
+            IpAddr::V6(a) if a.is_unicast_link_local() => Some(a),
+            _ => None,
         })
     }
 
@@ -283,18 +348,22 @@ impl PeerConfig {
         let mut peer = self.clone();
         if !peer.has_ipv6_next_hop() {
             peer.next_hop_v6 = own_addresses.iter().find_map(|a| match a {
-                IpAddr::V6(a) if crate::wire::update::is_global_next_hop_v6(*a) => Some(*a),
+                IpAddr::V6(a) if is_global_next_hop_v6(*a) => Some(*a),
                 _ => None,
             });
         }
         peer
     }
 
-    /// `address:port` for log lines.
+    /// `address:port` for log lines; `[fe80::1%eth1]:179` for a
+    /// link-local address (RFC 4007 §11 zone syntax).
     pub fn name(&self) -> String {
-        match self.address {
-            IpAddr::V4(a) => format!("{a}:{}", self.port),
-            IpAddr::V6(a) => format!("[{a}]:{}", self.port),
+        match (self.address, &self.interface) {
+            (IpAddr::V4(a), _) => format!("{a}:{}", self.port),
+            (IpAddr::V6(a), Some(i)) if a.is_unicast_link_local() => {
+                format!("[{a}%{i}]:{}", self.port)
+            }
+            (IpAddr::V6(a), _) => format!("[{a}]:{}", self.port),
         }
     }
 }
@@ -437,7 +506,7 @@ impl Advertisement {
 }
 
 mod validate;
-pub use validate::{ConfigError, MD5_MAX_KEY_LEN, Problem};
+pub use validate::{ConfigError, MAX_INTERFACE_NAME_LEN, MD5_MAX_KEY_LEN, Problem};
 
 #[cfg(test)]
 mod tests;

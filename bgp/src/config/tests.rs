@@ -3,6 +3,19 @@
 use super::*;
 use std::net::{IpAddr, Ipv4Addr};
 
+/// The problems of `c` (which must have some): the error, each as
+/// `(path, reason)`, and the paths alone.
+fn problems_of(c: &BgpConfig) -> (ConfigError, Vec<(String, String)>, Vec<String>) {
+    let e = c.validate().unwrap_err();
+    let got: Vec<(String, String)> = e
+        .problems
+        .iter()
+        .map(|p| (p.path.clone(), p.reason.clone()))
+        .collect();
+    let paths = got.iter().map(|g| g.0.clone()).collect();
+    (e, got, paths)
+}
+
 fn parse(s: &str) -> BgpConfig {
     #[derive(Deserialize)]
     struct Root {
@@ -200,13 +213,7 @@ fn family_and_next_hop_problems_name_the_field() {
         peers: vec![empty, v6_without_next_hop, bad_next_hops, link_local_alone],
         ..BgpConfig::default()
     };
-    let e = c.validate().unwrap_err();
-    let got: Vec<(&str, &str)> = e
-        .problems
-        .iter()
-        .map(|p| (p.path.as_str(), p.reason.as_str()))
-        .collect();
-    let paths: Vec<&str> = got.iter().map(|g| g.0).collect();
+    let (e, got, paths) = problems_of(&c);
     assert_eq!(
         paths,
         [
@@ -251,4 +258,134 @@ fn local_pref_only_for_ibgp() {
         ..BgpConfig::default()
     };
     c.validate().unwrap();
+}
+
+#[test]
+fn ipv6_sessions_link_local_scope_and_extended_next_hop() {
+    let c = parse(
+        r#"
+        [[bgp.peer]]
+        address = "2001:db8::1"
+        peer_asn = 65000
+        my_asn = 65001
+        router_id = "10.0.0.2"
+
+        [[bgp.peer]]
+        address = "fe80::1"
+        interface = "eth1-host"
+        peer_asn = 65000
+        my_asn = 65001
+        router_id = "10.0.0.2"
+        next_hop_v6 = "2001:db8::2"
+
+        [[bgp.peer]]
+        address = "2001:db8::3"
+        peer_asn = 65000
+        my_asn = 65001
+        router_id = "10.0.0.2"
+        extended_next_hop = false
+        "#,
+    );
+    c.validate().unwrap();
+    let [global, link_local, no_enh] = &c.peers[..] else {
+        panic!("three peers")
+    };
+    let (v4, v6) = (Family::Ipv4Unicast, Family::Ipv6Unicast);
+    // IPv4 is offered on IPv6 sessions too, with RFC 8950 by default.
+    assert_eq!(global.offered_families(), [v4, v6]);
+    assert!(global.offers_extended_next_hop());
+    assert!(!no_enh.offers_extended_next_hop());
+    assert!(link_local.is_link_local() && !global.is_link_local());
+    assert_eq!(link_local.name(), "[fe80::1%eth1-host]:179");
+    assert_eq!(global.name(), "[2001:db8::1]:179");
+    // A link-local session: the global next hop is configured (or
+    // derived), the link-local one is the session's own address.
+    let local: IpAddr = "fe80::2".parse().unwrap();
+    assert_eq!(
+        link_local.next_hop_v6_for(local),
+        Some("2001:db8::2".parse().unwrap())
+    );
+    assert_eq!(
+        link_local.next_hop_v6_link_local_for(local),
+        Some("fe80::2".parse().unwrap())
+    );
+    assert_eq!(
+        global.next_hop_v6_link_local_for("2001:db8::9".parse().unwrap()),
+        None
+    );
+    // Without next_hop_v6 a link-local session has no global next hop of
+    // its own; the gateway derives one from a global IPv6 host address.
+    let mut bare = link_local.clone();
+    bare.next_hop_v6 = None;
+    assert!(!bare.has_ipv6_next_hop());
+    let derived = bare.with_next_hop_from(&["2001:db8::7".parse().unwrap()]);
+    assert_eq!(derived.next_hop_v6, Some("2001:db8::7".parse().unwrap()));
+    // IPv4 peers do not offer it.
+    let v4_peer = PeerConfig::new(
+        "10.0.0.1".parse().unwrap(),
+        65000,
+        65001,
+        Ipv4Addr::new(10, 0, 0, 2),
+    );
+    assert!(!v4_peer.offers_extended_next_hop());
+}
+
+#[test]
+fn scope_and_extended_next_hop_problems_name_the_field() {
+    let peer = |address: &str, port: u16| {
+        let mut p = PeerConfig::new(
+            address.parse().unwrap(),
+            65000,
+            65001,
+            Ipv4Addr::new(10, 0, 0, 2),
+        );
+        p.port = port;
+        p
+    };
+    // 0: link-local without its interface; IPv6 routes without a global
+    // next hop; so for IPv4 routes with RFC 8950 (asked for explicitly).
+    let mut no_interface = peer("fe80::1", 1);
+    no_interface.extended_next_hop = Some(true);
+    no_interface.families = Some(Family::ALL.to_vec());
+    // 1: an interface for a global address, a link-local source to it.
+    let mut needless = peer("2001:db8::1", 2);
+    needless.interface = Some("eth1".into());
+    needless.source_address = Some("fe80::2".parse().unwrap());
+    // 2: a bad interface name.
+    let mut bad_name = peer("fe80::1", 3);
+    bad_name.interface = Some("a/very/long/interface".into());
+    bad_name.next_hop_v6 = Some("2001:db8::2".parse().unwrap());
+    // 3: RFC 8950 over IPv4; 4: without IPv4 unicast.
+    let mut over_v4 = peer("10.0.0.1", 4);
+    over_v4.extended_next_hop = Some(true);
+    let mut no_v4 = peer("2001:db8::1", 5);
+    no_v4.extended_next_hop = Some(true);
+    no_v4.families = Some(vec![Family::Ipv6Unicast]);
+    let c = BgpConfig {
+        peers: vec![no_interface, needless, bad_name, over_v4, no_v4],
+        ..BgpConfig::default()
+    };
+    let (e, got, paths) = problems_of(&c);
+    assert_eq!(
+        paths,
+        [
+            "bgp.peer[0].interface",
+            "bgp.peer[0].families",
+            "bgp.peer[0].extended_next_hop",
+            "bgp.peer[1].interface",
+            "bgp.peer[1].source_address",
+            "bgp.peer[2].interface",
+            "bgp.peer[3].extended_next_hop",
+            "bgp.peer[4].extended_next_hop",
+        ],
+        "{e}"
+    );
+    assert!(got[0].1.contains("missing: fe80::1 is link-local"), "{e}");
+    assert!(got[1].1.contains("link-local session"), "{e}");
+    assert!(got[2].1.contains("global IPv6 next hop"), "{e}");
+    assert!(got[3].1.contains("only for a link-local address"), "{e}");
+    assert!(got[4].1.contains("reaches only a link-local peer"), "{e}");
+    assert!(got[5].1.contains("not an interface name"), "{e}");
+    assert!(got[6].1.contains("is IPv4"), "{e}");
+    assert!(got[7].1.contains("ipv4-unicast is not in families"), "{e}");
 }

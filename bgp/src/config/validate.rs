@@ -44,16 +44,48 @@ fn check_families(
             }
         }
     }
+    let session = if peer.address.is_ipv4() {
+        "IPv4 session"
+    } else {
+        "link-local session"
+    };
     if peer.offered_families().contains(&Family::Ipv6Unicast) && !peer.has_ipv6_next_hop() {
         p(
             at("families"),
             format!(
-                "ipv6-unicast over the IPv4 session to {} needs an IPv6 next hop: set next_hop_v6 \
-                 (one of this instance's IPv6 addresses; portico derives it from a global IPv6 \
-                 host address when a port has one)",
+                "ipv6-unicast over the {session} to {} needs a global IPv6 next hop: set \
+                 next_hop_v6 (one of this instance's IPv6 addresses; portico derives it from a \
+                 global IPv6 host address when a port has one)",
                 peer.address
             ),
         );
+    }
+    if let Some(true) = peer.extended_next_hop {
+        if peer.address.is_ipv4() {
+            p(
+                at("extended_next_hop"),
+                format!(
+                    "{} is IPv4: IPv4 routes over it carry our IPv4 address as NEXT_HOP; \
+                     RFC 8950 next hops are for IPv6 sessions",
+                    peer.address
+                ),
+            );
+        } else if !peer.offered_families().contains(&Family::Ipv4Unicast) {
+            p(
+                at("extended_next_hop"),
+                "ipv4-unicast is not in families: there are no IPv4 routes to give an IPv6 next hop"
+                    .into(),
+            );
+        } else if !peer.has_ipv6_next_hop() {
+            p(
+                at("extended_next_hop"),
+                format!(
+                    "IPv4 routes over the {session} to {} need a global IPv6 next hop: set \
+                     next_hop_v6",
+                    peer.address
+                ),
+            );
+        }
     }
     if let Some(nh) = peer.next_hop_v6
         && !is_global_next_hop_v6(nh)
@@ -81,6 +113,55 @@ fn check_families(
         }
     }
 }
+
+/// The `interface` and `source_address` checks of a peer (the address's
+/// scope, RFC 4007).
+fn check_scope(peer: &PeerConfig, p: &mut impl FnMut(String, String), at: &dyn Fn(&str) -> String) {
+    let a = peer.address;
+    match (&peer.interface, peer.is_link_local()) {
+        (None, true) => p(
+            at("interface"),
+            format!(
+                "missing: {a} is link-local, so the interface it is on must be named (its scope)"
+            ),
+        ),
+        (Some(i), false) => p(
+            at("interface"),
+            format!(
+                "`{i}` is only for a link-local address (fe80::/10): {a} is reached by the \
+                 kernel's routing table (leave interface out)"
+            ),
+        ),
+        (Some(i), true)
+            if i.is_empty()
+                || i.len() > MAX_INTERFACE_NAME_LEN
+                || i == "."
+                || i == ".."
+                || i.contains(|c: char| c == '/' || c == '%' || c.is_whitespace()) =>
+        {
+            p(
+                at("interface"),
+                format!(
+                    "`{i}` is not an interface name (1..={MAX_INTERFACE_NAME_LEN} bytes, no \
+                     `/`, `%` or whitespace)"
+                ),
+            )
+        }
+        _ => {}
+    }
+    if let Some(IpAddr::V6(src)) = peer.source_address
+        && src.is_unicast_link_local()
+        && !peer.is_link_local()
+    {
+        p(
+            at("source_address"),
+            format!("{src} is link-local: it reaches only a link-local peer address, not {a}"),
+        );
+    }
+}
+
+/// The longest interface name Linux takes (IFNAMSIZ − 1).
+pub const MAX_INTERFACE_NAME_LEN: usize = 15;
 
 /// The longest TCP-MD5 key Linux takes (TCP_MD5SIG_MAXKEYLEN).
 pub const MD5_MAX_KEY_LEN: usize = 80;
@@ -161,6 +242,7 @@ impl BgpConfig {
                     );
                 }
             }
+            check_scope(peer, &mut p, &at);
             check_families(peer, &mut p, &at);
             if let Some(pw) = &peer.md5_password
                 && (pw.is_empty() || pw.len() > MD5_MAX_KEY_LEN)

@@ -12,7 +12,11 @@
 //! Families (RFC 4760 §8, RFC 5492): our OPEN carries a Multiprotocol
 //! capability per offered family (`PeerConfig::offered_families`); the
 //! session carries the families both OPENs list (a router without any
-//! Multiprotocol capability implies IPv4 unicast only). Routes of another
+//! Multiprotocol capability implies IPv4 unicast only). Over an IPv6
+//! session it also carries the Extended Next Hop Encoding capability
+//! (RFC 8950 §4: AFI 1, SAFI 1, next hop AFI 2) unless configured off;
+//! when the router's OPEN has the same tuple, IPv4 routes get the IPv6
+//! next hop (§3) and IPv4 MP_REACH_NLRI with one decodes (`DecodeContext`). Routes of another
 //! family are not sent, counted in `prefixes_skipped`; no common family
 //! at all refuses the OPEN (Unsupported Capability, RFC 5492 §3). Once
 //! Established, each carried family gets its End-of-RIB (RFC 4724 §2)
@@ -43,7 +47,7 @@ use crate::config::{Family, PeerConfig};
 use crate::wire::notification::{cease, fsm as fsm_sub, open as open_sub};
 use crate::wire::{
     AFI_IPV4, Capability, DecodeContext, DecodeError, ErrorAction, MAX_MESSAGE_LEN, Message,
-    Notification, OpenRepr, SAFI_UNICAST, UpdateRepr, frame_len,
+    NextHopTuple, Notification, OpenRepr, SAFI_UNICAST, UpdateRepr, frame_len,
 };
 
 /// How long a TCP connect may take.
@@ -159,6 +163,10 @@ impl Fsm {
         self.stats.send_modify(|s| {
             s.established_since = None;
             s.families.clear();
+            s.extended_next_hop = false;
+            s.local_address = None;
+            s.next_hop_v6 = None;
+            s.next_hop_v6_link_local = None;
             s.prefixes_sent = 0;
             s.prefixes_sent_v6 = 0;
             s.hold_time_s = 0;
@@ -215,11 +223,14 @@ struct Connection<'a> {
 impl<'a> Connection<'a> {
     fn new(fsm: &'a mut Fsm, stream: TcpStream) -> std::io::Result<Self> {
         let local = stream.local_addr()?;
+        fsm.stats
+            .send_modify(|s| s.local_address = Some(local.ip()));
         let (rd, wr) = stream.into_split();
         Ok(Connection {
             ctx: DecodeContext {
                 four_octet_as: false,
                 ibgp: fsm.cfg.is_ibgp(),
+                extended_next_hop: false,
             },
             fsm,
             rd,
@@ -250,7 +261,8 @@ impl<'a> Connection<'a> {
     }
 
     /// One Multiprotocol capability per offered family (RFC 4760 §8),
-    /// route refresh, 4-octet ASN.
+    /// extended next hop (RFC 8950 §4, IPv6 sessions), route refresh,
+    /// 4-octet ASN.
     fn our_capabilities(&self) -> Vec<Capability> {
         let mut caps: Vec<Capability> = self
             .fsm
@@ -262,6 +274,11 @@ impl<'a> Connection<'a> {
                 Capability::Multiprotocol { afi, safi }
             })
             .collect();
+        if self.fsm.cfg.offers_extended_next_hop() {
+            caps.push(Capability::ExtendedNextHop(vec![
+                NextHopTuple::IPV4_UNICAST_OVER_IPV6,
+            ]));
+        }
         caps.push(Capability::RouteRefresh);
         caps.push(Capability::FourOctetAs(self.fsm.cfg.my_asn));
         caps
@@ -506,16 +523,30 @@ impl<'a> Connection<'a> {
         let cfg = &self.fsm.cfg;
         let v4 = families.contains(&Family::Ipv4Unicast);
         let v6 = families.contains(&Family::Ipv6Unicast);
+        // RFC 8950 §4: only when both OPENs carry the tuple.
+        let extended_next_hop = v4
+            && cfg.offers_extended_next_hop()
+            && o.extended_next_hop(NextHopTuple::IPV4_UNICAST_OVER_IPV6);
+        self.ctx.extended_next_hop = extended_next_hop;
+        let next_hop_v4 = match local {
+            IpAddr::V4(a) if v4 => Some(a),
+            _ => None,
+        };
+        let ipv4_over_v6 = extended_next_hop && next_hop_v4.is_none();
+        let has_v6_routes = v6 || ipv4_over_v6;
+        let next_hop_v6 = has_v6_routes.then(|| cfg.next_hop_v6_for(local)).flatten();
+        let next_hop_v6_link_local = has_v6_routes
+            .then(|| cfg.next_hop_v6_link_local_for(local))
+            .flatten();
         self.speaker = Some(Speaker {
             my_asn,
             ibgp,
             ctx: self.ctx,
-            next_hop_v4: match local {
-                IpAddr::V4(a) if v4 => Some(a),
-                _ => None,
-            },
-            next_hop_v6: if v6 { cfg.next_hop_v6_for(local) } else { None },
-            next_hop_v6_link_local: if v6 { cfg.next_hop_v6_link_local } else { None },
+            next_hop_v4,
+            next_hop_v6,
+            next_hop_v6_link_local,
+            ipv6_unicast: v6,
+            ipv4_over_v6,
         });
         let shown: Vec<String> = families.iter().map(ToString::to_string).collect();
         info!(
@@ -524,14 +555,21 @@ impl<'a> Connection<'a> {
             hold_time_s = hold_s,
             four_octet_as = self.ctx.four_octet_as,
             families = %shown.join(","),
+            extended_next_hop,
             "bgp: OPEN accepted"
         );
+        if v4 && next_hop_v4.is_none() && !ipv4_over_v6 {
+            warn!(peer = %self.fsm.peer, "bgp: IPv4 unicast over an IPv6 session without the extended next hop (RFC 8950) on both sides: no IPv4 route is sent on this session");
+        }
         for f in offered.iter().filter(|f| !families.contains(f)) {
             warn!(peer = %self.fsm.peer, family = %f, "bgp: the router does not offer {f}: none of its routes are sent on this session");
         }
         self.fsm.stats.send_modify(|s| {
             s.hold_time_s = hold_s;
             s.families = families;
+            s.extended_next_hop = extended_next_hop;
+            s.next_hop_v6 = next_hop_v6;
+            s.next_hop_v6_link_local = next_hop_v6_link_local;
         });
         Ok(())
     }

@@ -22,7 +22,10 @@
 //! - Routes of a family are sent only when both OPENs listed it (RFC 4760
 //!   §8; `fsm` says how the families are chosen): IPv6 unicast in
 //!   MP_REACH_NLRI / MP_UNREACH_NLRI with the IPv6 next hop of RFC 2545;
-//!   the others are counted in `prefixes_skipped`, never an error.
+//!   IPv4 unicast with NEXT_HOP over an IPv4 session, or in MP_REACH_NLRI
+//!   with the IPv6 next hop over an IPv6 session when both OPENs carried
+//!   the Extended Next Hop Encoding capability (RFC 8950 §3, §4); the
+//!   others are counted in `prefixes_skipped`, never an error.
 
 mod backoff;
 mod fsm;
@@ -31,6 +34,7 @@ mod transport;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,6 +113,16 @@ pub struct SessionStats {
     /// The families both sides offered in their OPENs (RFC 4760 §8), in
     /// [`Family::ALL`] order; empty while not Established.
     pub families: Vec<Family>,
+    /// Both OPENs carried the Extended Next Hop Encoding capability for
+    /// IPv4 unicast over IPv6 (RFC 8950 §4); false while not Established.
+    pub extended_next_hop: bool,
+    /// Our address on the connection (None while not connected).
+    pub local_address: Option<IpAddr>,
+    /// The global IPv6 next hop this session announces (RFC 2545 §2), and
+    /// the link-local one after it (§3); None while not Established or
+    /// when the session has none.
+    pub next_hop_v6: Option<Ipv6Addr>,
+    pub next_hop_v6_link_local: Option<Ipv6Addr>,
     /// Prefixes the router has from us now (our Adj-RIB-Out, every family).
     pub prefixes_sent: u64,
     /// Of those, IPv6 unicast prefixes.
@@ -141,6 +155,10 @@ impl SessionStats {
             flaps: 0,
             connect_attempts: 0,
             families: Vec::new(),
+            extended_next_hop: false,
+            local_address: None,
+            next_hop_v6: None,
+            next_hop_v6_link_local: None,
             prefixes_sent: 0,
             prefixes_sent_v6: 0,
             prefixes_skipped: 0,

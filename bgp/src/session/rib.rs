@@ -13,8 +13,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::config::Family;
 use crate::wire::{
-    AFI_IPV6, AsPath, DecodeContext, MAX_MESSAGE_LEN, MpReach, MpUnreach, Origin, PathAttributes,
-    Prefix, SAFI_UNICAST, UpdateRepr,
+    AsPath, DecodeContext, MAX_MESSAGE_LEN, MpReach, MpUnreach, Origin, PathAttributes, Prefix,
+    UpdateRepr,
 };
 
 use super::Routes;
@@ -59,24 +59,33 @@ pub(crate) struct Speaker {
     /// NEXT_HOP for IPv4 routes (our IPv4 address on this session), when
     /// IPv4 unicast was negotiated.
     pub next_hop_v4: Option<Ipv4Addr>,
-    /// The global next hop of IPv6 routes, when IPv6 unicast was
-    /// negotiated (RFC 2545 §2).
+    /// The global IPv6 next hop of this session (RFC 2545 §2), if it has
+    /// one: of IPv6 routes, and of IPv4 routes with RFC 8950.
     pub next_hop_v6: Option<Ipv6Addr>,
     /// The link-local next hop sent after the global one (RFC 2545 §3).
     pub next_hop_v6_link_local: Option<Ipv6Addr>,
+    /// IPv6 unicast was negotiated.
+    pub ipv6_unicast: bool,
+    /// IPv4 unicast was negotiated with the Extended Next Hop Encoding
+    /// (RFC 8950) and the session has no IPv4 next hop: IPv4 routes go in
+    /// MP_REACH_NLRI (AFI 1) with the IPv6 next hop.
+    pub ipv4_over_v6: bool,
 }
 
 impl Speaker {
     /// Whether this session carries `family` (negotiated, with a next hop).
     pub fn carries(&self, family: Family) -> bool {
         match family {
-            Family::Ipv4Unicast => self.next_hop_v4.is_some(),
-            Family::Ipv6Unicast => self.next_hop_v6.is_some(),
+            Family::Ipv4Unicast => {
+                self.next_hop_v4.is_some() || (self.ipv4_over_v6 && self.next_hop_v6.is_some())
+            }
+            Family::Ipv6Unicast => self.ipv6_unicast && self.next_hop_v6.is_some(),
         }
     }
 
-    /// The MP_REACH_NLRI next hop field of IPv6 routes: 16 bytes, or 32
-    /// with the link-local address (RFC 2545 §3).
+    /// The MP_REACH_NLRI next hop field of IPv6 routes and of IPv4 routes
+    /// over RFC 8950: 16 bytes, or 32 with the link-local address
+    /// (RFC 2545 §3, RFC 8950 §3).
     fn mp_next_hop_v6(&self) -> Vec<u8> {
         let mut nh = self
             .next_hop_v6
@@ -90,7 +99,8 @@ impl Speaker {
     }
 
     /// The full attribute set of a route of `family`: IPv4 routes carry
-    /// NEXT_HOP, IPv6 routes an MP_REACH_NLRI without prefixes yet
+    /// NEXT_HOP (or, over RFC 8950, an IPv4 MP_REACH_NLRI with the IPv6
+    /// next hop), IPv6 routes an MP_REACH_NLRI without prefixes yet
     /// (RFC 4760 §3: NEXT_HOP is for the IPv4 NLRI field only).
     fn path_attributes(&self, a: &RouteAttributes, family: Family) -> PathAttributes {
         let as_path = if self.ibgp {
@@ -102,17 +112,18 @@ impl Speaker {
         // real path in AS4_PATH (RFC 6793 §4.2.2).
         let as4_path =
             (!self.ctx.four_octet_as && as_path.needs_four_octets()).then(|| as_path.clone());
-        let (next_hop, mp_reach) = match family {
-            Family::Ipv4Unicast => (self.next_hop_v4, None),
-            Family::Ipv6Unicast => (
-                None,
-                Some(MpReach {
-                    afi: AFI_IPV6,
-                    safi: SAFI_UNICAST,
+        let (next_hop, mp_reach) = match (family, self.next_hop_v4) {
+            (Family::Ipv4Unicast, Some(nh)) => (Some(nh), None),
+            _ => {
+                let (afi, safi) = family.afi_safi();
+                let mp = MpReach {
+                    afi,
+                    safi,
                     next_hop: self.mp_next_hop_v6(),
                     nlri: Vec::new(),
-                }),
-            ),
+                };
+                (None, Some(mp))
+            }
         };
         PathAttributes {
             origin: Some(Origin::Igp),
@@ -205,21 +216,21 @@ impl AdjRibOut {
                 pack(
                     &prefixes,
                     fixed_len(&base, speaker.ctx),
-                    |chunk| match family {
-                        Family::Ipv4Unicast => UpdateRepr {
-                            attributes: base.clone(),
-                            nlri: chunk.to_vec(),
-                            ..Default::default()
-                        },
-                        Family::Ipv6Unicast => {
-                            let mut a = base.clone();
-                            if let Some(r) = a.mp_reach.as_mut() {
+                    |chunk| {
+                        let mut attributes = base.clone();
+                        match attributes.mp_reach.as_mut() {
+                            Some(r) => {
                                 r.nlri = chunk.to_vec();
+                                UpdateRepr {
+                                    attributes,
+                                    ..Default::default()
+                                }
                             }
-                            UpdateRepr {
-                                attributes: a,
+                            None => UpdateRepr {
+                                attributes,
+                                nlri: chunk.to_vec(),
                                 ..Default::default()
-                            }
+                            },
                         }
                     },
                     &mut updates,
@@ -259,7 +270,9 @@ impl AdjRibOut {
 }
 
 /// An UPDATE withdrawing `prefixes` of `family`: the IPv4 Withdrawn
-/// Routes field, or MP_UNREACH_NLRI (RFC 4760 §4). With no prefixes it is
+/// Routes field (also for IPv4 routes announced over RFC 8950: the field
+/// withdraws IPv4 unicast whatever the next hop was, RFC 4760 §4), or
+/// MP_UNREACH_NLRI. With no prefixes it is
 /// the family's End-of-RIB marker (RFC 4724 §2).
 fn withdrawal(family: Family, prefixes: Vec<Prefix>) -> UpdateRepr {
     match family {
@@ -329,7 +342,7 @@ pub(crate) fn end_of_rib(family: Family) -> UpdateRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::Message;
+    use crate::wire::{AFI_IPV4, AFI_IPV6, Message, SAFI_UNICAST};
     use std::net::IpAddr;
 
     fn speaker(ibgp: bool) -> Speaker {
@@ -340,6 +353,8 @@ mod tests {
             next_hop_v4: Some(Ipv4Addr::new(10, 0, 0, 2)),
             next_hop_v6: None,
             next_hop_v6_link_local: None,
+            ipv6_unicast: true,
+            ipv4_over_v6: false,
         }
     }
 
@@ -490,6 +505,47 @@ mod tests {
         assert!(rib.delta(&desired, &s).updates.is_empty());
         rib.clear_family(Family::Ipv6Unicast);
         assert_eq!(rib.delta(&desired, &s).announced, 1000);
+    }
+
+    #[test]
+    fn ipv4_routes_over_rfc8950_go_in_an_ipv4_mp_reach_with_the_ipv6_next_hop() {
+        let mut s = speaker(false);
+        s.next_hop_v4 = None;
+        s.next_hop_v6 = Some("2001:db8::2".parse().unwrap());
+        s.next_hop_v6_link_local = Some("fe80::2".parse().unwrap());
+        let v6: Prefix = "2001:db8:100::10/128".parse().unwrap();
+        let mut desired = hosts(3, &RouteAttributes::default());
+        desired.insert(v6, RouteAttributes::default());
+        // Not negotiated: IPv4 has no next hop on this session.
+        let d = AdjRibOut::default().delta(&desired, &s);
+        assert_eq!((d.announced, d.skipped), (1, 3));
+        s.ipv4_over_v6 = true;
+        let mut rib = AdjRibOut::default();
+        let d = rib.delta(&desired, &s);
+        assert_eq!((d.announced, d.skipped), (4, 0));
+        let ctx = DecodeContext {
+            extended_next_hop: true,
+            ..s.ctx
+        };
+        let v4_update = on_the_wire(&d.updates[0], ctx);
+        let mp = v4_update
+            .attributes
+            .mp_reach
+            .as_ref()
+            .expect("MP_REACH_NLRI");
+        assert_eq!((mp.afi, mp.safi), (AFI_IPV4, SAFI_UNICAST));
+        assert_eq!(mp.nlri.len(), 3);
+        assert_eq!(mp.next_hop.len(), 32, "global + link-local (RFC 8950 §3)");
+        assert_eq!(mp.next_hop_addr(), Some("2001:db8::2".parse().unwrap()));
+        assert_eq!(v4_update.attributes.next_hop, None);
+        assert!(v4_update.nlri.is_empty(), "nothing in the IPv4 NLRI field");
+        rib.commit(d);
+        // Withdrawn in the IPv4 field.
+        let gone = *desired.keys().next().unwrap();
+        desired.remove(&gone);
+        let d = rib.delta(&desired, &s);
+        assert_eq!(d.withdrawn, 1);
+        assert_eq!(d.updates[0].withdrawn, [gone]);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub mod update;
 mod proptests;
 
 pub use notification::Notification;
-pub use open::{Capability, OpenRepr};
+pub use open::{Capability, NextHopTuple, OpenRepr};
 pub use prefix::{AFI_IPV4, AFI_IPV6, Prefix, SAFI_UNICAST};
 pub use update::{AsPath, AsSegment, MpReach, MpUnreach, Origin, PathAttributes, UpdateRepr};
 
@@ -97,6 +97,11 @@ pub struct DecodeContext {
     /// The peer is in our AS (LOCAL_PREF errors are treat-as-withdraw from
     /// iBGP, attribute discard from eBGP: RFC 7606 §7.5).
     pub ibgp: bool,
+    /// Both sides sent the Extended Next Hop Encoding capability for IPv4
+    /// unicast with IPv6 next hops (RFC 8950 §4): an IPv4 MP_REACH_NLRI
+    /// may then carry a 16- or 32-byte next hop (§3); without it only a
+    /// 4-byte one is consistent with the AFI.
+    pub extended_next_hop: bool,
 }
 
 impl Default for DecodeContext {
@@ -104,6 +109,7 @@ impl Default for DecodeContext {
         DecodeContext {
             four_octet_as: true,
             ibgp: false,
+            extended_next_hop: false,
         }
     }
 }

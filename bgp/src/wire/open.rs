@@ -1,5 +1,6 @@
 //! OPEN (RFC 4271 §4.2) with capabilities (RFC 5492): multiprotocol
-//! (RFC 4760), route refresh (RFC 2918), 4-octet ASN (RFC 6793).
+//! (RFC 4760), route refresh (RFC 2918), extended next hop encoding
+//! (RFC 8950 §4), 4-octet ASN (RFC 6793).
 //!
 //! `parse` checks what the message alone can tell (version, hold time 1 or
 //! 2, a zero BGP identifier, the parameter and capability framing); what
@@ -18,6 +19,7 @@ const PARAM_CAPABILITIES: u8 = 2;
 pub mod cap {
     pub const MULTIPROTOCOL: u8 = 1;
     pub const ROUTE_REFRESH: u8 = 2;
+    pub const EXTENDED_NEXT_HOP: u8 = 5;
     pub const FOUR_OCTET_AS: u8 = 65;
 }
 
@@ -28,6 +30,9 @@ pub enum Capability {
     Multiprotocol { afi: u16, safi: u8 },
     /// RFC 2918.
     RouteRefresh,
+    /// RFC 8950 §4: routes of (NLRI AFI, NLRI SAFI) may carry a next hop
+    /// of the third AFI; one tuple per such combination.
+    ExtendedNextHop(Vec<NextHopTuple>),
     /// RFC 6793: our real ASN.
     FourOctetAs(u32),
     /// Anything else, kept as sent (RFC 5492: ignore what is not known).
@@ -43,6 +48,14 @@ impl Capability {
                 out.extend_from_slice(&[0, *safi]);
             }
             Capability::RouteRefresh => out.extend_from_slice(&[cap::ROUTE_REFRESH, 0]),
+            Capability::ExtendedNextHop(tuples) => {
+                out.extend_from_slice(&[cap::EXTENDED_NEXT_HOP, (tuples.len() * 6) as u8]);
+                for t in tuples {
+                    out.extend_from_slice(&t.nlri_afi.to_be_bytes());
+                    out.extend_from_slice(&t.nlri_safi.to_be_bytes());
+                    out.extend_from_slice(&t.next_hop_afi.to_be_bytes());
+                }
+            }
             Capability::FourOctetAs(asn) => {
                 out.extend_from_slice(&[cap::FOUR_OCTET_AS, 4]);
                 out.extend_from_slice(&asn.to_be_bytes());
@@ -59,6 +72,7 @@ impl Capability {
         2 + match self {
             Capability::Multiprotocol { .. } | Capability::FourOctetAs(_) => 4,
             Capability::RouteRefresh => 0,
+            Capability::ExtendedNextHop(tuples) => tuples.len() * 6,
             Capability::Other { value, .. } => value.len(),
         }
     }
@@ -82,6 +96,20 @@ impl Capability {
             },
             cap::ROUTE_REFRESH if value.is_empty() => Capability::RouteRefresh,
             cap::ROUTE_REFRESH => return Err(malformed("route refresh")),
+            // RFC 8950 §4: one or more 6-byte tuples.
+            cap::EXTENDED_NEXT_HOP if !value.is_empty() && value.len().is_multiple_of(6) => {
+                Capability::ExtendedNextHop(
+                    value
+                        .chunks_exact(6)
+                        .map(|t| NextHopTuple {
+                            nlri_afi: u16::from_be_bytes([t[0], t[1]]),
+                            nlri_safi: u16::from_be_bytes([t[2], t[3]]),
+                            next_hop_afi: u16::from_be_bytes([t[4], t[5]]),
+                        })
+                        .collect(),
+                )
+            }
+            cap::EXTENDED_NEXT_HOP => return Err(malformed("extended next hop")),
             cap::FOUR_OCTET_AS => match value {
                 [a, b, c, d] => Capability::FourOctetAs(u32::from_be_bytes([*a, *b, *c, *d])),
                 _ => return Err(malformed("4-octet AS")),
@@ -92,6 +120,25 @@ impl Capability {
             },
         })
     }
+}
+
+/// One (NLRI AFI, NLRI SAFI, next hop AFI) of the Extended Next Hop
+/// Encoding capability (RFC 8950 §4; the SAFI is two bytes there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NextHopTuple {
+    pub nlri_afi: u16,
+    pub nlri_safi: u16,
+    pub next_hop_afi: u16,
+}
+
+impl NextHopTuple {
+    /// IPv4 unicast routes with IPv6 next hops, the tuple this speaker
+    /// uses (RFC 8950 §4: AFI 1, SAFI 1, next hop AFI 2).
+    pub const IPV4_UNICAST_OVER_IPV6: NextHopTuple = NextHopTuple {
+        nlri_afi: super::AFI_IPV4,
+        nlri_safi: super::SAFI_UNICAST as u16,
+        next_hop_afi: super::AFI_IPV6,
+    };
 }
 
 /// A decoded OPEN.
@@ -147,6 +194,15 @@ impl OpenRepr {
             }
         }
         !any_mp && (afi, safi) == (super::AFI_IPV4, super::SAFI_UNICAST)
+    }
+
+    /// Whether the sender takes routes of the tuple's family with next
+    /// hops of its next hop AFI (RFC 8950 §4; the tuples of several
+    /// capabilities count together).
+    pub fn extended_next_hop(&self, tuple: NextHopTuple) -> bool {
+        self.capabilities
+            .iter()
+            .any(|c| matches!(c, Capability::ExtendedNextHop(t) if t.contains(&tuple)))
     }
 
     pub fn has(&self, wanted: &Capability) -> bool {
@@ -308,6 +364,53 @@ mod tests {
         );
         assert!(o.supports(1, 1));
         assert!(!o.supports(2, 1));
+    }
+
+    #[test]
+    fn extended_next_hop_capability_round_trips_and_checks_its_length() {
+        let ipv4_over_v6 = NextHopTuple::IPV4_UNICAST_OVER_IPV6;
+        let o = OpenRepr::new(
+            65001,
+            90,
+            Ipv4Addr::new(10, 0, 0, 1),
+            vec![Capability::ExtendedNextHop(vec![
+                NextHopTuple {
+                    nlri_afi: 1,
+                    nlri_safi: 128,
+                    next_hop_afi: 2,
+                },
+                ipv4_over_v6,
+            ])],
+        );
+        let bytes = Message::Open(o.clone()).to_bytes(DecodeContext::default());
+        // Code 5, length 12, then AFI 1 / SAFI 1 / NH AFI 2 as 2 bytes each.
+        let at = bytes
+            .windows(2)
+            .position(|w| w == [5, 12])
+            .expect("the capability");
+        assert_eq!(bytes[at + 8..at + 14], [0, 1, 0, 1, 0, 2]);
+        let Ok(Message::Open(back)) = Message::parse(&bytes, DecodeContext::default()) else {
+            panic!("decodes")
+        };
+        assert_eq!(back, o);
+        assert!(back.extended_next_hop(ipv4_over_v6));
+        assert!(
+            !OpenRepr::new(1, 90, Ipv4Addr::new(1, 1, 1, 1), vec![])
+                .extended_next_hop(ipv4_over_v6)
+        );
+        // Empty, or not whole tuples: OPEN Message Error, Unspecific.
+        for value in [&[][..], &[0, 1, 0, 1, 0][..], &[0, 1, 0, 1, 0, 2, 0][..]] {
+            let mut body = vec![4, 0, 1, 0, 90, 1, 1, 1, 1];
+            body.push(value.len() as u8 + 4);
+            body.extend_from_slice(&[2, value.len() as u8 + 2, 5, value.len() as u8]);
+            body.extend_from_slice(value);
+            let e = Message::parse(&open_bytes(&body), DecodeContext::default()).unwrap_err();
+            assert_eq!(
+                (e.notification.code, e.notification.subcode),
+                (code::OPEN_MESSAGE, open::UNSPECIFIC),
+                "{value:?}"
+            );
+        }
     }
 
     #[test]

@@ -14,10 +14,13 @@ use super::update::{RawAttribute, flag};
 use super::*;
 
 fn ctx_strategy() -> impl Strategy<Value = DecodeContext> {
-    (any::<bool>(), any::<bool>()).prop_map(|(four_octet_as, ibgp)| DecodeContext {
-        four_octet_as,
-        ibgp,
-    })
+    (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+        |(four_octet_as, ibgp, extended_next_hop)| DecodeContext {
+            four_octet_as,
+            ibgp,
+            extended_next_hop,
+        },
+    )
 }
 
 fn v4_prefix() -> impl Strategy<Value = Prefix> {
@@ -49,6 +52,15 @@ fn mp_reach() -> impl Strategy<Value = MpReach> {
             safi: SAFI_UNICAST,
             next_hop: nh.octets().to_vec(),
             nlri,
+        }),
+        // IPv4 routes with an IPv6 next hop (RFC 8950 §3).
+        (any::<bool>(), v6_next_hop(), vec(v4_prefix(), 0..20)).prop_map(|(two, nh, nlri)| {
+            MpReach {
+                afi: AFI_IPV4,
+                safi: SAFI_UNICAST,
+                next_hop: nh[..if two { 32 } else { 16 }].to_vec(),
+                nlri,
+            }
         }),
         (any::<bool>(), v6_next_hop(), vec(v6_prefix(), 0..20)).prop_map(|(two, nh, nlri)| {
             MpReach {
@@ -168,6 +180,17 @@ fn capability() -> impl Strategy<Value = Capability> {
         (any::<u16>(), any::<u8>()).prop_map(|(afi, safi)| Capability::Multiprotocol { afi, safi }),
         Just(Capability::RouteRefresh),
         any::<u32>().prop_map(Capability::FourOctetAs),
+        vec((any::<u16>(), any::<u16>(), any::<u16>()), 1..5).prop_map(|t| {
+            Capability::ExtendedNextHop(
+                t.into_iter()
+                    .map(|(nlri_afi, nlri_safi, next_hop_afi)| NextHopTuple {
+                        nlri_afi,
+                        nlri_safi,
+                        next_hop_afi,
+                    })
+                    .collect(),
+            )
+        }),
         (70u8..=80, vec(any::<u8>(), 0..8))
             .prop_map(|(code, value)| Capability::Other { code, value }),
     ]
@@ -223,7 +246,7 @@ proptest! {
     #[test]
     fn encode_decode_round_trip(msg in message(), four_octet_as in any::<bool>()) {
         // 2-octet AS_PATHs hold only 2-octet ASNs: restrict to those.
-        let ctx = DecodeContext { four_octet_as, ibgp: false };
+        let ctx = DecodeContext { four_octet_as, ibgp: false, extended_next_hop: true };
         if let Message::Update(u) = &msg
             && !four_octet_as
             && u.attributes.as_path.as_ref().is_some_and(AsPath::needs_four_octets)

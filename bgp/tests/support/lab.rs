@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session};
+use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session, SessionStats};
 use portico_netns::{Netns, NsRuntime, wait_until};
 
-use super::{Bird, BirdRoute};
+use super::{Bird, BirdRoute, ROUTER_LINK_LOCAL, ROUTER_V6, SPEAKER_LINK_LOCAL, SPEAKER_V6};
 
 pub const BIRD_ASN: u32 = 65000;
 pub const OUR_ASN: u32 = 65001;
@@ -92,6 +92,63 @@ pub fn lab_with_channels(test: &str, neighbor_as: u32, extra: &str, channels: &s
     })
 }
 
+/// How the session of [`lab_over_ipv6`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ipv6Transport {
+    /// Between the global addresses ROUTER_V6 ↔ SPEAKER_V6.
+    Global,
+    /// Between the link-local addresses ROUTER_LINK_LOCAL ↔
+    /// SPEAKER_LINK_LOCAL, each scoped by its end of the veth.
+    LinkLocal,
+}
+
+/// A [`Lab`] whose eBGP session runs over IPv6 (`transport`), BIRD with
+/// `channels` and `extra`, and our peer configuration for it (a
+/// link-local router address scoped by the speaker's end of the veth).
+pub fn lab_over_ipv6(
+    test: &str,
+    transport: Ipv6Transport,
+    extra: &str,
+    channels: &str,
+) -> Option<(Lab, PeerConfig)> {
+    if !super::require(test, &["bird", "birdc"]) {
+        return None;
+    }
+    super::logs();
+    let link = super::link(true);
+    let mut cfg = peer(OUR_ASN, BIRD_ASN);
+    let (local, neighbor, extra) = match transport {
+        Ipv6Transport::Global => {
+            cfg.address = ROUTER_V6.parse().unwrap();
+            (ROUTER_V6, SPEAKER_V6, extra.to_string())
+        }
+        Ipv6Transport::LinkLocal => {
+            cfg.address = ROUTER_LINK_LOCAL.parse().unwrap();
+            cfg.interface = Some(link.speaker_if.clone());
+            (
+                ROUTER_LINK_LOCAL,
+                SPEAKER_LINK_LOCAL,
+                format!("interface \"{}\";\n  {extra}", link.router_if),
+            )
+        }
+    };
+    let config = format!(
+        "router id {ROUTER};\nprotocol device {{ }}\n{}",
+        bgp_protocol_with_channels("s1", local, neighbor, OUR_ASN, &extra, channels)
+    );
+    let bird = Bird::start(&link.router, &config);
+    let rt = NsRuntime::new(&link.speaker).expect("speaker runtime");
+    Some((
+        Lab {
+            bird,
+            rt,
+            speaker_ns: link.speaker,
+            router_ns: link.router,
+        },
+        cfg,
+    ))
+}
+
 pub fn peer(my_asn: u32, peer_asn: u32) -> PeerConfig {
     let mut cfg = PeerConfig::new(
         ROUTER.parse().unwrap(),
@@ -124,6 +181,14 @@ impl Lab {
             self.bird.bgp_state("s1") == "Established"
         });
         assert!(up, "BIRD sees Established: {}", self.bird.protocol("s1"));
+    }
+
+    /// Hands `routes` to `session` and waits (5 s) until they are sent.
+    pub fn sync(&self, session: &Session, routes: Routes) -> SessionStats {
+        let generation = session.set_routes(routes);
+        self.rt
+            .block_on(session.wait_synced(generation, Duration::from_secs(5)))
+            .expect("synced")
     }
 
     /// Waits until BIRD has exactly `prefixes` from s1.

@@ -42,6 +42,25 @@ pub const SPEAKER_LINK_LOCAL: &str = "fe80::2";
 /// 2001:db8::2/64 and fe80::2/64 on the speaker's side (no duplicate
 /// address detection, so they are usable at once).
 pub fn router_and_speaker_with_ipv6(ipv6: bool) -> (Netns, Netns) {
+    let link = link(ipv6);
+    (link.router, link.speaker)
+}
+
+/// The router's link-local address on the veth of [`link`] with IPv6.
+pub const ROUTER_LINK_LOCAL: &str = "fe80::1";
+
+/// The two namespaces of [`router_and_speaker`] and the names of their
+/// ends of the veth.
+pub struct Link {
+    pub router: Netns,
+    pub speaker: Netns,
+    pub router_if: String,
+    pub speaker_if: String,
+}
+
+/// [`router_and_speaker_with_ipv6`] with the interface names; with
+/// `ipv6` the router's side also has [`ROUTER_LINK_LOCAL`]/64.
+pub fn link(ipv6: bool) -> Link {
     let router = Netns::new("bgr").expect("router namespace");
     let speaker = Netns::new("bgs").expect("speaker namespace");
     let (r_if, s_if) = (unique_name("r"), unique_name("s"));
@@ -57,6 +76,7 @@ pub fn router_and_speaker_with_ipv6(ipv6: bool) -> (Netns, Netns) {
     if ipv6 {
         let addrs = [
             (&router, &r_if, format!("{ROUTER_V6}/64")),
+            (&router, &r_if, format!("{ROUTER_LINK_LOCAL}/64")),
             (&speaker, &s_if, format!("{SPEAKER_V6}/64")),
             (&speaker, &s_if, format!("{SPEAKER_LINK_LOCAL}/64")),
         ];
@@ -65,7 +85,12 @@ pub fn router_and_speaker_with_ipv6(ipv6: bool) -> (Netns, Netns) {
                 .expect("IPv6 address on the veth");
         }
     }
-    (router, speaker)
+    Link {
+        router,
+        speaker,
+        router_if: r_if,
+        speaker_if: s_if,
+    }
 }
 
 /// Every log line of this test process (nextest runs one test per

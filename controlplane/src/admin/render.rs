@@ -412,10 +412,47 @@ impl fmt::Display for StatsReport {
     }
 }
 
+/// The families lines of a `portico bgp` session: offered and negotiated
+/// (RFC 4760 §8), the extended next hop state (RFC 8950), the IPv6 next
+/// hop(s) and the local address, the IPv6 and skipped prefix counts.
+fn write_peer_families(f: &mut fmt::Formatter<'_>, p: &super::BgpPeerReport) -> fmt::Result {
+    let list = |l: &[String]| {
+        if l.is_empty() {
+            "none".to_owned()
+        } else {
+            l.join(", ")
+        }
+    };
+    let enh = match (p.extended_next_hop_offered, p.extended_next_hop) {
+        (_, true) => "negotiated",
+        (true, false) => "offered, not negotiated",
+        (false, false) => "off",
+    };
+    writeln!(
+        f,
+        "  families offered [{}], negotiated [{}]; extended next hop (RFC 8950): {enh}",
+        list(&p.families_offered),
+        list(&p.families),
+    )?;
+    let next_hop = match (&p.next_hop_v6, &p.next_hop_v6_link_local) {
+        (Some(g), Some(ll)) => format!("{g} + {ll}"),
+        (Some(g), None) => g.clone(),
+        (None, Some(ll)) => format!("none + {ll}"),
+        (None, None) => "none".to_owned(),
+    };
+    writeln!(
+        f,
+        "  ipv6 next hop {next_hop}; local address {}; ipv6 prefixes sent {}, skipped {} (family not negotiated)",
+        p.local_address.as_deref().unwrap_or("-"),
+        p.prefixes_sent_v6,
+        p.prefixes_skipped
+    )
+}
+
 /// `portico bgp`: one line per session (router, ASNs, state, uptime,
 /// prefixes sent of desired, updates sent/received, flaps, last error),
-/// then what qualifies for announcement and why nothing is announced, if
-/// so.
+/// its families, extended next hop and IPv6 next hop, then what qualifies
+/// for announcement and why nothing is announced, if so.
 #[derive(Debug)]
 pub struct BgpTable<'a>(pub &'a BgpReport);
 
@@ -439,10 +476,6 @@ impl fmt::Display for BgpTable<'_> {
             "Flaps"
         )?;
         for p in &r.peers {
-            let families = match p.families.as_slice() {
-                [] => String::new(),
-                f => format!(" [{}]", f.join(", ")),
-            };
             let uptime = p
                 .uptime_s
                 .map_or_else(|| "-".to_owned(), |s| fmt_duration_ms(s * 1000));
@@ -460,13 +493,7 @@ impl fmt::Display for BgpTable<'_> {
                 p.flaps,
                 p.last_error.as_deref().unwrap_or("-"),
             )?;
-            if !p.families.is_empty() || p.prefixes_sent_v6 > 0 || p.prefixes_skipped > 0 {
-                writeln!(
-                    f,
-                    "  families{families}, ipv6 prefixes sent {}, skipped {} (family not negotiated)",
-                    p.prefixes_sent_v6, p.prefixes_skipped
-                )?;
-            }
+            write_peer_families(f, p)?;
         }
         write!(f, "VIPs with a serving backend: ")?;
         if r.vips.is_empty() {
@@ -774,25 +801,51 @@ mod tests {
         assert!(table.contains("  -> [2001:db8:1::10]:8080"), "{table}");
 
         let bgp = BgpReport {
-            peers: vec![BgpPeerReport {
-                peer: "[2001:db8::100]:179".into(),
-                state: "Established".into(),
-                prefixes_sent: 3,
-                prefixes_sent_v6: 1,
-                prefixes_skipped: 2,
-                families: vec!["ipv4-unicast".into(), "ipv6-unicast".into()],
-                ..Default::default()
-            }],
+            peers: vec![
+                BgpPeerReport {
+                    peer: "[2001:db8::100]:179".into(),
+                    state: "Established".into(),
+                    prefixes_sent: 3,
+                    prefixes_sent_v6: 1,
+                    prefixes_skipped: 2,
+                    families_offered: vec!["ipv4-unicast".into(), "ipv6-unicast".into()],
+                    families: vec!["ipv4-unicast".into(), "ipv6-unicast".into()],
+                    extended_next_hop_offered: true,
+                    extended_next_hop: true,
+                    next_hop_v6: Some("2001:db8::2".into()),
+                    next_hop_v6_link_local: Some("fe80::2".into()),
+                    local_address: Some("2001:db8::2".into()),
+                    ..Default::default()
+                },
+                BgpPeerReport {
+                    peer: "[fe80::1%out-host]:179".into(),
+                    state: "Active".into(),
+                    families_offered: vec!["ipv4-unicast".into()],
+                    extended_next_hop_offered: true,
+                    ..Default::default()
+                },
+            ],
             ..BgpReport::default()
         };
         let text = BgpTable(&bgp).to_string();
+        let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
-            text.lines().nth(2),
-            Some(
-                "  families [ipv4-unicast, ipv6-unicast], ipv6 prefixes sent 1, skipped 2 (family not negotiated)"
-            ),
+            lines[2..4],
+            [
+                "  families offered [ipv4-unicast, ipv6-unicast], negotiated [ipv4-unicast, ipv6-unicast]; extended next hop (RFC 8950): negotiated",
+                "  ipv6 next hop 2001:db8::2 + fe80::2; local address 2001:db8::2; ipv6 prefixes sent 1, skipped 2 (family not negotiated)",
+            ],
             "{text}"
         );
+        assert_eq!(
+            lines[5..7],
+            [
+                "  families offered [ipv4-unicast], negotiated [none]; extended next hop (RFC 8950): offered, not negotiated",
+                "  ipv6 next hop none; local address -; ipv6 prefixes sent 0, skipped 0 (family not negotiated)",
+            ],
+            "{text}"
+        );
+        assert!(lines[4].starts_with("[fe80::1%out-host]:179 "), "{text}");
     }
 
     #[test]

@@ -131,7 +131,8 @@ pub struct BgpPeerReport {
     #[serde(default)]
     pub prefixes_sent_v6: u64,
     /// Desired prefixes not sent at the last sync because their family
-    /// was not negotiated with the router (or has no next hop).
+    /// was not negotiated with the router (or has no next hop: IPv4 over
+    /// an IPv6 session without RFC 8950).
     #[serde(default)]
     pub prefixes_skipped: u64,
     /// The desired prefixes themselves (both families, sorted: IPv4
@@ -146,12 +147,28 @@ pub struct BgpPeerReport {
     /// §8); empty while not Established.
     #[serde(default)]
     pub families: Vec<String>,
-    /// The IPv6 next hop of our IPv6 routes when set or derived before the
-    /// session connects (`next_hop_v6`, or the first global IPv6 host
-    /// address); `None`: the session's local address if IPv6, else no
-    /// IPv6 routes.
+    /// The global IPv6 next hop of our IPv6 routes (and of IPv4 routes
+    /// over RFC 8950): the one the Established session announces, else
+    /// the one set or derived before it connects (`next_hop_v6`, or the
+    /// first global IPv6 host address); `None`: the session's local
+    /// address once connected if it is global IPv6, else no IPv6 routes.
     #[serde(default)]
     pub next_hop_v6: Option<String>,
+    /// The link-local next hop sent after the global one (RFC 2545 §3)
+    /// while Established, if any.
+    #[serde(default)]
+    pub next_hop_v6_link_local: Option<String>,
+    /// Our address on the session's TCP connection, while connected.
+    #[serde(default)]
+    pub local_address: Option<String>,
+    /// We offer the Extended Next Hop Encoding capability (RFC 8950 §4:
+    /// IPv4 routes with an IPv6 next hop; IPv6 sessions by default).
+    #[serde(default)]
+    pub extended_next_hop_offered: bool,
+    /// Both OPENs carried it: IPv4 routes go over this IPv6 session with
+    /// the IPv6 next hop. False while not Established.
+    #[serde(default)]
+    pub extended_next_hop: bool,
     pub updates_sent: u64,
     pub updates_received: u64,
     pub notifications_sent: u64,

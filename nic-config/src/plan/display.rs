@@ -389,6 +389,9 @@ fn fmt_bgp(f: &mut fmt::Formatter<'_>, bgp: &BgpPlan) -> fmt::Result {
         if p.md5_password.is_some() {
             write!(f, ", TCP-MD5")?;
         }
+        if p.offers_extended_next_hop() {
+            write!(f, ", extended next hop (RFC 8950)")?;
+        }
         writeln!(f)?;
     }
     writeln!(

@@ -25,6 +25,13 @@
 //!   against the ports: the kernel's link-local address of a host
 //!   interface is derived from the port's MAC, which may be known only at
 //!   start;
+//! * IPv6 sessions: a link-local peer address is on the link of its
+//!   `interface`, which must be the host interface of a port with an IPv6
+//!   host address (the kernel's TCP runs over the TAP, whose IPv6 is on
+//!   only then; the port's own kernel interface has its IPv6 off), so its
+//!   subnet is not checked; a link-local `source_address` is refused (the
+//!   TAP's link-local is the kernel's EUI-64 one, known only at start: the
+//!   kernel picks it when the field is left out);
 //! * advertisements: every name a pool or service lists in
 //!   `bgp_advertisements` is an advertisement (once per list), a service
 //!   that lists one has a VIP or external IP to announce, every
@@ -112,7 +119,25 @@ impl Validator {
                     self.peer_address(&at("address"), peer, ports, any_broken);
                 }
             }
+            if ok("interface")
+                && let Some(interface) = &peer.interface
+                && peer.is_link_local()
+            {
+                self.peer_interface(&at("interface"), interface, ports);
+            }
             if ok("source_address")
+                && let Some(IpAddr::V6(src)) = peer.source_address
+                && src.is_unicast_link_local()
+            {
+                self.problem(
+                    at("source_address"),
+                    format!(
+                        "{src} is link-local: the host interface's link-local address is the \
+                         kernel's (derived from the port's MAC); leave source_address out and \
+                         the kernel uses it"
+                    ),
+                );
+            } else if ok("source_address")
                 && let Some(src) = peer.source_address
                 && src.is_ipv4() == peer.address.is_ipv4()
                 && !host.contains(&src)
@@ -205,6 +230,7 @@ impl Validator {
                 format!("{a} is the gateway's own address ({})", owner.path),
             );
         } else if peer.ttl() == 1
+            && !peer.is_link_local()
             && !any_broken
             && !ports.host.iter().any(|(net, _)| net.network().contains(a))
         {
@@ -215,6 +241,71 @@ impl Validator {
                 ),
             );
         }
+    }
+
+    /// The `interface` of a link-local peer: a port's host interface, on
+    /// a port with an IPv6 host address.
+    fn peer_interface(&mut self, path: &str, interface: &str, ports: &Ports<'_>) {
+        let has_v6_host = |k: usize| {
+            ports
+                .host
+                .iter()
+                .any(|(h, p)| *p == k && h.address.is_ipv6())
+        };
+        let by_host = ports
+            .plans
+            .iter()
+            .position(|p| p.host_interface.as_deref() == Some(interface));
+        if let Some(k) = by_host {
+            if !has_v6_host(k) {
+                self.problem(
+                    path,
+                    format!(
+                        "`{interface}` is port {:?}'s host interface, which has IPv6 only with an \
+                         IPv6 host address: add one to that port's host_addresses",
+                        ports.plans[k].name
+                    ),
+                );
+            }
+            return;
+        }
+        let reason = match ports
+            .plans
+            .iter()
+            .find(|p| p.interface == interface || p.name == interface)
+        {
+            Some(p) => match &p.host_interface {
+                Some(tap) => format!(
+                    "`{interface}` is port {:?} itself, whose kernel interface the dataplane \
+                     owns: the kernel's BGP session goes through the port's host interface: \
+                     interface = \"{tap}\"",
+                    p.name
+                ),
+                None => format!(
+                    "`{interface}` is port {:?} itself, which has no host interface: give it \
+                     an IPv6 host address and name its host interface (`{}` by default)",
+                    p.name,
+                    super::ports::default_host_interface(&p.name)
+                ),
+            },
+            None => {
+                let taps: Vec<&str> = ports
+                    .plans
+                    .iter()
+                    .filter_map(|p| p.host_interface.as_deref())
+                    .collect();
+                format!(
+                    "`{interface}` is not the host interface of any port (the session is the \
+                     kernel's TCP through a port's host interface: {})",
+                    if taps.is_empty() {
+                        "no port has host_addresses".to_owned()
+                    } else {
+                        taps.join(", ")
+                    }
+                )
+            }
+        };
+        self.problem(path, reason);
     }
 
     /// Who uses each advertisement, and the names pools and services list.

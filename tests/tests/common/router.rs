@@ -48,6 +48,11 @@ pub fn client_ipv6(t: &Topology) {
     ] {
         t.client.exec("sysctl", &["-qw", &key]).expect("sysctl");
     }
+    client_address6(t, CLIENT_ADDR6);
+}
+
+/// `address`/64 on the client's outside link, usable at once (`nodad`).
+pub fn client_address6(t: &Topology, address: &str) {
     t.client
         .exec(
             "ip",
@@ -55,7 +60,7 @@ pub fn client_ipv6(t: &Topology) {
                 "-6",
                 "addr",
                 "add",
-                &format!("{CLIENT_ADDR6}/64"),
+                &format!("{address}/64"),
                 "dev",
                 &t.client_if,
                 "nodad",
@@ -96,17 +101,23 @@ pub fn bird_router(t: &Topology) -> Bird {
 /// advertisement `name` with `extra` lines (attributes), and `bgp_extra`
 /// lines of `[bgp]` itself.
 pub fn bgp_section(bgp_extra: &str, name: &str, extra: &str) -> String {
+    let session = format!("address = \"{CLIENT_ADDR}\"\nsource_address = \"{HOST_ADDR}\"");
+    bgp_section_for(&session, bgp_extra, name, extra)
+}
+
+/// [`bgp_section`] with `session`, the peer's lines saying where the
+/// session runs (`address`, and `source_address` or `interface`).
+pub fn bgp_section_for(session: &str, bgp_extra: &str, name: &str, extra: &str) -> String {
     format!(
         "
 [bgp]
 {bgp_extra}
 
 [[bgp.peer]]
-address = \"{CLIENT_ADDR}\"
+{session}
 peer_asn = {ROUTER_ASN}
 my_asn = {ROUTER_ASN}
 router_id = \"{NODE_ADDR}\"
-source_address = \"{HOST_ADDR}\"
 hold_time_s = 9
 connect_retry_s = 1
 connect_retry_max_s = 2

@@ -5,8 +5,11 @@
 //! MP_REACH_NLRI / MP_UNREACH_NLRI (RFC 4760 §3, §4) of IPv4/IPv6
 //! unicast:
 //! - shorter than AFI+SAFI(+next hop length), a next hop length that
-//!   overruns the attribute or does not fit the AFI (4, 16 or 32 bytes
-//!   for IPv4, 16 or 32 for IPv6, RFC 2545 §3), or a malformed prefix:
+//!   overruns the attribute or does not fit the AFI (4 bytes for IPv4,
+//!   or 16 or 32 once the Extended Next Hop capability is negotiated,
+//!   RFC 8950 §3; 16 or 32 for IPv6, RFC 2545 §3: an IPv6 next hop for
+//!   IPv4 routes without the capability is such a mismatch, since the
+//!   length is what says which family the next hop is), or a malformed prefix:
 //!   the NLRI cannot be located reliably, so the session is reset
 //!   (RFC 7606 §7.11, §5.3) with UPDATE Message Error / Optional Attribute
 //!   Error and the attribute as data (RFC 4760 §7);
@@ -296,8 +299,11 @@ impl AttrParser {
             return Ok(());
         }
         let nh_len = usize::from(nh_len);
+        // IPv4 routes: a 4-byte next hop, or (RFC 8950 §3, once the
+        // Extended Next Hop capability is negotiated) a 16- or 32-byte
+        // IPv6 one; IPv6 routes: 16 or 32 bytes (RFC 2545 §3).
         let nh_ok = match afi {
-            AFI_IPV4 => matches!(nh_len, 4 | 16 | 32),
+            AFI_IPV4 => nh_len == 4 || (self.ctx.extended_next_hop && matches!(nh_len, 16 | 32)),
             _ => matches!(nh_len, 16 | 32),
         };
         let (Some(nh), Some(_reserved)) = (v.get(4..4 + nh_len), v.get(4 + nh_len)) else {

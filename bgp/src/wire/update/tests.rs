@@ -9,6 +9,7 @@ use super::*;
 const CTX: DecodeContext = DecodeContext {
     four_octet_as: true,
     ibgp: false,
+    extended_next_hop: false,
 };
 
 fn p(s: &str) -> Prefix {
@@ -86,6 +87,7 @@ fn two_octet_as_path_uses_as_trans() {
     let ctx = DecodeContext {
         four_octet_as: false,
         ibgp: false,
+        extended_next_hop: false,
     };
     let u = UpdateRepr {
         attributes: PathAttributes {
@@ -297,6 +299,7 @@ fn discarded_attributes_keep_the_route() {
     let ibgp = DecodeContext {
         four_octet_as: true,
         ibgp: true,
+        extended_next_hop: false,
     };
     let m = update_with_attrs(&[good_attrs(), vec![0x40, 5, 3, 0, 0, 1]].concat(), &NLRI);
     assert_eq!(
@@ -416,4 +419,56 @@ fn mp_reach_v6_errors_follow_rfc7606() {
         kind(&unreach(&[129, 0]), CTX),
         (3, sub::OPTIONAL_ATTRIBUTE_ERROR, SessionReset)
     );
+}
+
+#[test]
+fn ipv4_routes_with_an_ipv6_next_hop_need_the_extended_next_hop_capability() {
+    use ErrorAction::{SessionReset, TreatAsWithdraw};
+    let mandatory = [&ORIGIN_IGP[..], &AS_PATH_65001].concat();
+    let with = |mp: &[u8]| update_with_attrs(&[&mandatory[..], mp].concat(), &[]);
+    // MP_REACH_NLRI of IPv4 unicast (AFI 1) with `nh`, announcing 10.128.0.10/32.
+    let mp_reach_v4 = |nh: &[u8]| {
+        let mut a = mp_reach_v6(0x80, nh, &[32, 10, 128, 0, 10]);
+        a[4] = 1;
+        a
+    };
+    let enh = DecodeContext {
+        extended_next_hop: true,
+        ..CTX
+    };
+    // RFC 8950 §3: 16 bytes (global) or 32 (global + link-local).
+    for nh in [
+        v6("2001:db8::2").to_vec(),
+        [v6("2001:db8::2"), v6("fe80::2")].concat(),
+    ] {
+        let Ok(Message::Update(u)) = Message::parse(&with(&mp_reach_v4(&nh)), enh) else {
+            panic!("decodes with the capability")
+        };
+        let r = u.attributes.mp_reach.as_ref().unwrap();
+        assert_eq!((r.afi, r.nlri.as_slice()), (1, &[p("10.128.0.10/32")][..]));
+        assert_eq!(r.next_hop_addr(), Some("2001:db8::2".parse().unwrap()));
+        // Not negotiated: the length does not fit the AFI (RFC 7606 §7.11).
+        let bad = mp_reach_v4(&nh);
+        assert_eq!(
+            err(&with(&bad), CTX),
+            (3, sub::OPTIONAL_ATTRIBUTE_ERROR, SessionReset, bad.clone())
+        );
+    }
+    // A next hop of a length neither family has resets with it too.
+    let bad = mp_reach_v4(&[1; 8]);
+    assert_eq!(
+        kind(&with(&bad), enh),
+        (3, sub::OPTIONAL_ATTRIBUTE_ERROR, SessionReset)
+    );
+    // An IPv6 next hop that cannot be one: Invalid Next Hop,
+    // treat-as-withdraw, as for IPv6 routes.
+    let bad = mp_reach_v4(&v6("fe80::2"));
+    assert_eq!(
+        err(&with(&bad), enh),
+        (3, sub::INVALID_NEXT_HOP, TreatAsWithdraw, bad.clone())
+    );
+    // The 4-byte form still decodes either way.
+    for ctx in [CTX, enh] {
+        assert!(Message::parse(&with(&mp_reach_v4(&[10, 0, 0, 2])), ctx).is_ok());
+    }
 }

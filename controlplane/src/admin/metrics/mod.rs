@@ -43,6 +43,11 @@
 //!   `bgp_prefixes_announced{peer}` (the router has them now),
 //!   `bgp_prefixes_announced_by_family{peer,family}`,
 //!   `bgp_prefixes_skipped{peer}` (family not negotiated),
+//!   `bgp_family_negotiated{peer,family}` (one per offered family,
+//!   `ipv4-unicast`/`ipv6-unicast`: 1 when the session carries it, RFC 4760
+//!   §8; 0 while not Established or not offered back),
+//!   `bgp_extended_next_hop{peer}` (1: IPv4 routes over the IPv6 session
+//!   with an IPv6 next hop, RFC 8950; only for peers we offer it to),
 //!   `bgp_updates_{sent,received}_total{peer}`, `bgp_session_flaps_total{peer}`,
 //!   `bgp_withdrawn{reason}` (1 while everything is withdrawn: `watchdog`,
 //!   `stopping`) and `bgp_watchdog_trips_total`.
@@ -600,7 +605,17 @@ fn encode_bgp(r: &mut Registry, bgp: &super::BgpReport) {
     let skipped = gauges(
         r,
         "bgp_prefixes_skipped",
-        "Desired prefixes not sent at the last sync: their family is not negotiated on the session",
+        "Desired prefixes not sent at the last sync: their family is not negotiated on the session (or IPv4 over an IPv6 session without RFC 8950)",
+    );
+    let negotiated = gauges(
+        r,
+        "bgp_family_negotiated",
+        "1 for an address family we offer that the BGP session carries (both OPENs list it, RFC 4760), 0 for one it does not carry (yet)",
+    );
+    let extended_next_hop = gauges(
+        r,
+        "bgp_extended_next_hop",
+        "1 when the BGP session negotiated the extended next hop encoding (RFC 8950: IPv4 routes with an IPv6 next hop), 0 while not; only for peers it is offered to",
     );
     let sent = counter(r, "bgp_updates_sent", "BGP UPDATE messages sent", None);
     let received = counter(
@@ -626,6 +641,18 @@ fn encode_bgp(r: &mut Registry, bgp: &super::BgpReport) {
             let mut fl = l.clone();
             fl.push(("family", family.to_owned()));
             prefixes_by_family.get_or_create(&fl).set(n as i64);
+        }
+        for family in &p.families_offered {
+            let mut fl = l.clone();
+            fl.push(("family", family.clone()));
+            negotiated
+                .get_or_create(&fl)
+                .set(i64::from(p.families.contains(family)));
+        }
+        if p.extended_next_hop_offered {
+            extended_next_hop
+                .get_or_create(&l)
+                .set(i64::from(p.extended_next_hop));
         }
         prefixes.get_or_create(&l).set(p.prefixes_sent as i64);
         skipped.get_or_create(&l).set(p.prefixes_skipped as i64);

@@ -518,6 +518,10 @@ fn bgp_sessions_have_their_families() {
             updates_sent: 12,
             updates_received: 4,
             flaps: 2,
+            families_offered: vec!["ipv4-unicast".into(), "ipv6-unicast".into()],
+            families: vec!["ipv6-unicast".into()],
+            extended_next_hop_offered: true,
+            extended_next_hop: false,
             ..Default::default()
         }],
         vips: vec!["192.0.2.10".into()],
@@ -552,6 +556,21 @@ fn bgp_sessions_have_their_families() {
             n
         );
     }
+    for (family, negotiated) in [("ipv4-unicast", 0.0), ("ipv6-unicast", 1.0)] {
+        let l = [("peer", "192.0.2.100:179"), ("family", family)];
+        assert_eq!(
+            value(&samples, "portico_bgp_family_negotiated", &l),
+            negotiated,
+            "{family}"
+        );
+    }
+    assert_eq!(
+        types
+            .get("portico_bgp_family_negotiated")
+            .map(String::as_str),
+        Some("gauge")
+    );
+    assert_eq!(value(&samples, "portico_bgp_extended_next_hop", &peer), 0.0);
     assert_eq!(
         value(&samples, "portico_bgp_updates_sent_total", &peer),
         12.0

@@ -162,7 +162,14 @@ impl Sessions {
                         .map(ToString::to_string)
                         .collect(),
                     families: s.families.iter().map(ToString::to_string).collect(),
-                    next_hop_v6: p.config.next_hop_v6.map(|a| a.to_string()),
+                    next_hop_v6: s
+                        .next_hop_v6
+                        .or(p.config.next_hop_v6)
+                        .map(|a| a.to_string()),
+                    next_hop_v6_link_local: s.next_hop_v6_link_local.map(|a| a.to_string()),
+                    local_address: s.local_address.map(|a| a.to_string()),
+                    extended_next_hop_offered: p.config.offers_extended_next_hop(),
+                    extended_next_hop: s.extended_next_hop,
                     updates_sent: s.updates_sent,
                     updates_received: s.updates_received,
                     notifications_sent: s.notifications_sent,
