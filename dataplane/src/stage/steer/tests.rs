@@ -6,8 +6,8 @@ use crate::flow::Proto;
 use crate::snapshot::{
     AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
-use crate::steering::tests::{KeyPool, Rng};
-use std::net::Ipv4Addr;
+use crate::steering::tests::{KeyPool, KeyPool6, Rng};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 #[test]
 fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() {
@@ -63,7 +63,9 @@ fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() 
 /// A gateway's addresses for the steering tests: a node address that is
 /// also an SNAT address (with a NodePort listener inside the SNAT range), a
 /// separate SNAT address, a run of VIPs (merged into one owned range) and
-/// a lone VIP, each VIP with a TCP and a UDP service.
+/// a lone VIP, each VIP with a TCP and a UDP service; the same for IPv6
+/// (a node and SNAT address with NodePorts, a separate SNAT address, VIPs
+/// in two /96s, one run across a /96 boundary).
 fn fixture_snapshot() -> Snapshot {
     let node = Ipv4Addr::new(192, 0, 2, 1);
     let mut services = Vec::new();
@@ -81,6 +83,22 @@ fn fixture_snapshot() -> Snapshot {
             .push((node.into(), 31000 + i as u16, ListenerKind::NodePort));
         services.push(udp);
     }
+    let node6: Ipv6Addr = "2001:db8::1".parse().unwrap();
+    let edge: u128 = 0x2001_0db8_0000_0000_0000_0001_ffff_fffe;
+    for (i, vip) in (0..4u128)
+        .map(|d| Ipv6Addr::from_bits(edge + d))
+        .chain(["2001:db8:c::10".parse().unwrap()])
+        .enumerate()
+    {
+        let mut tcp = ServiceSpec::new(&format!("t6{i}"), Proto::Tcp, vip, 80);
+        tcp.listeners
+            .push((node6.into(), 30090 + i as u16, ListenerKind::NodePort));
+        services.push(tcp);
+        let mut udp = ServiceSpec::new(&format!("u6{i}"), Proto::Udp, vip, 53);
+        udp.listeners
+            .push((node6.into(), 31010 + i as u16, ListenerKind::NodePort));
+        services.push(udp);
+    }
     SnapshotBuilder::new()
         .build(&SnapshotSpec {
             ports: vec![PortSpec {
@@ -93,6 +111,9 @@ fn fixture_snapshot() -> Snapshot {
                 (node.into(), 0, AddrRole::Node),
                 (node.into(), 0, AddrRole::Snat),
                 (Ipv4Addr::new(10, 1, 0, 1).into(), 0, AddrRole::Snat),
+                (node6.into(), 0, AddrRole::Node),
+                (node6.into(), 0, AddrRole::Snat),
+                ("fd00:1::1".parse::<Ipv6Addr>().unwrap().into(), 0, AddrRole::Snat),
             ],
             routes: Vec::new(),
             neighbours: Vec::new(),
@@ -142,4 +163,51 @@ fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
             "every worker owns something"
         );
     }
+}
+
+#[test]
+fn the_rule_names_the_same_ipv6_owner_as_the_worker_for_random_tuples() {
+    let snap = fixture_snapshot();
+    let keys = KeyPool6 {
+        owned: snap.owned6.iter().map(|(a, _)| *a).collect(),
+        listen: snap.listeners6.iter().map(|(k, _)| k.port).collect(),
+    };
+    let mut rng = Rng(17);
+    let mut by_slice = 0;
+    for (workers, snat_ports) in [
+        (2u8, 1024..=65535u16),
+        (3, 1024..=65535),
+        (4, 20000..=20010),
+        (7, 1..=5),
+        (2, 30000..=40000),
+    ] {
+        let steering = Steering {
+            worker: 0,
+            workers,
+            snat_ports: snat_ports.clone(),
+        };
+        let rule = steering.rule(&snap);
+        assert!(!rule.truncated);
+        // node6, fd00:1::1, 2001:db8:c::10 and the run split at its /96.
+        assert_eq!(rule.owned6.len(), 5, "{:x?}", rule.owned6);
+        assert_eq!(rule.snat_addrs6.len(), 2);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..20_000 {
+            let k = keys.key(&mut rng);
+            let (want, slice) = steering.owner6_by(&k, &snap);
+            by_slice += usize::from(slice);
+            assert_eq!(
+                rule.owner6(&k),
+                want,
+                "{k:?} with {workers} workers, {snat_ports:?}"
+            );
+            seen.insert(want);
+        }
+        assert_eq!(
+            seen.len(),
+            usize::from(workers),
+            "every worker owns something"
+        );
+    }
+    assert!(by_slice > 1000, "SNAT replies were drawn: {by_slice}");
 }
