@@ -54,9 +54,9 @@ fn bulk_server_on(t: &Topology, dir: &TempDir, listen: &str) -> Process {
     let b = &t.backends[0];
     let d = dir.path.display();
     let conf = format!(
-        "worker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\ndaemon off;\n\
+        "user root;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\ndaemon off;\n\
          events {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  \
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d};\n  \
          fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n  \
          client_max_body_size 64m;\n  \
          server {{\n    listen {listen}:{BULK_PORT};\n    root {d}/www;\n    \
