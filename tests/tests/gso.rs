@@ -293,7 +293,14 @@ fn gso_on_carries_ipv6_super_packets_both_ways_intact() {
         .ns
         .spawn(
             "iperf3",
-            &["-s", "-1", "-B", &b6.to_string(), "-p", &IPERF_PORT.to_string()],
+            &[
+                "-s",
+                "-1",
+                "-B",
+                &b6.to_string(),
+                "-p",
+                &IPERF_PORT.to_string(),
+            ],
         )
         .expect("start iperf3 -s");
     let config = format!(

@@ -654,8 +654,11 @@ fn the_kernel_steers_ipv6_frames_to_the_owner() {
         }
         got
     };
-    let clients = SteeringRule::new(2, 1024..=65535, Vec::new(), Vec::new(), Vec::new())
-        .with_ipv6(vec![vip], Vec::new(), Vec::new());
+    let clients = SteeringRule::new(2, 1024..=65535, Vec::new(), Vec::new(), Vec::new()).with_ipv6(
+        vec![vip],
+        Vec::new(),
+        Vec::new(),
+    );
     assert!(w0.install_steering(&clients).expect("install"));
     send_all();
     let got = rx6(&mut w0, &mut w1);
@@ -669,8 +672,11 @@ fn the_kernel_steers_ipv6_frames_to_the_owner() {
         "the sources spread over both workers"
     );
     // Replies to an IPv6 SNAT tuple: port 9999 is worker 1's slice.
-    let snat = SteeringRule::new(2, 9998..=9999, Vec::new(), Vec::new(), Vec::new())
-        .with_ipv6(vec![vip], vec![vip], Vec::new());
+    let snat = SteeringRule::new(2, 9998..=9999, Vec::new(), Vec::new(), Vec::new()).with_ipv6(
+        vec![vip],
+        vec![vip],
+        Vec::new(),
+    );
     assert!(w1.install_steering(&snat).expect("install"));
     send_all();
     let got = rx6(&mut w0, &mut w1);

@@ -169,7 +169,12 @@ fn check_offload(frame: &[u8], o: Offload, meta: &mut PacketMeta) -> Result<(), 
         Gso::None => true,
         Gso::TcpV4 | Gso::TcpV6 => {
             meta.kind == PacketKind::Tcp
-                && meta.family == (if o.gso == Gso::TcpV4 { Family::V4 } else { Family::V6 })
+                && meta.family
+                    == (if o.gso == Gso::TcpV4 {
+                        Family::V4
+                    } else {
+                        Family::V6
+                    })
                 && meta.tcp_flags & (tcp::flags::SYN | tcp::flags::RST) == 0
         }
         Gso::UdpL4 => meta.kind == PacketKind::Udp,

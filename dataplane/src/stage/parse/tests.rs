@@ -827,7 +827,10 @@ fn ipv6_offload_metadata_is_checked_against_the_packet() {
     assert_eq!(metas[0].verdict, Verdict::Pending);
     assert_eq!(metas[0].offload, o);
     assert_eq!(metas[0].wire_l3_len(), 40 + 20 + 1440);
-    assert_eq!(usize::from(metas[0].l3_end - metas[0].l3_offset), 40 + 20 + 4000);
+    assert_eq!(
+        usize::from(metas[0].l3_end - metas[0].l3_offset),
+        40 + 20 + 4000
+    );
     assert_eq!(metas[1].verdict, Verdict::Pending);
     assert_eq!(metas[1].wire_l3_len(), 40 + 8 + 1200);
     for m in &metas[2..] {

@@ -113,7 +113,11 @@ fn fixture_snapshot() -> Snapshot {
                 (Ipv4Addr::new(10, 1, 0, 1).into(), 0, AddrRole::Snat),
                 (node6.into(), 0, AddrRole::Node),
                 (node6.into(), 0, AddrRole::Snat),
-                ("fd00:1::1".parse::<Ipv6Addr>().unwrap().into(), 0, AddrRole::Snat),
+                (
+                    "fd00:1::1".parse::<Ipv6Addr>().unwrap().into(),
+                    0,
+                    AddrRole::Snat,
+                ),
             ],
             routes: Vec::new(),
             neighbours: Vec::new(),
