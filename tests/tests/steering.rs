@@ -77,29 +77,34 @@ fn load(t: &Topology) -> Vec<Ipv4Addr> {
             format!("http://{VIP}/"),
             format!("http://{NODE_ADDR}:{NODE_PORT}/"),
         ] {
-            let n = REQUESTS_PER_CLIENT / 2;
-            let mut args = vec![
-                "-sS".to_owned(),
-                "--max-time".into(),
-                "5".into(),
-                "--interface".into(),
-                addr.to_string(),
-                "-H".into(),
-                "Connection: close".into(),
-                "-w".into(),
-                "\n== %{http_code}\n".into(),
-            ];
-            args.extend(std::iter::repeat_n(url.clone(), n));
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = t.client.exec("curl", &args).expect("curl runs");
-            let bodies = parse_curl(&String::from_utf8_lossy(&out.stdout), n);
-            assert!(
-                bodies.iter().all(Option::is_some),
-                "{addr} -> {url}: {bodies:?}"
-            );
+            requests_from(t, &addr.to_string(), &url, REQUESTS_PER_CLIENT / 2, &[]);
         }
     }
     clients
+}
+
+/// `n` requests from the client address `addr` to `url` with curl, a
+/// connection each (`extra`: more curl options); every one answered.
+fn requests_from(t: &Topology, addr: &str, url: &str, n: usize, extra: &[&str]) {
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend([
+        "-sS",
+        "--max-time",
+        "5",
+        "--interface",
+        addr,
+        "-H",
+        "Connection: close",
+        "-w",
+        "\n== %{http_code}\n",
+    ]);
+    args.extend(std::iter::repeat_n(url, n));
+    let out = t.client.exec("curl", &args).expect("curl runs");
+    let bodies = parse_curl(&String::from_utf8_lossy(&out.stdout), n);
+    assert!(
+        bodies.iter().all(Option::is_some),
+        "{addr} -> {url}: {bodies:?}"
+    );
 }
 
 /// Run the load on `driver`; with `max_percent`, assert that at most that
@@ -189,26 +194,12 @@ fn load6(t: &Topology) -> Vec<Ipv6Addr> {
     }
     let url = format!("http://[{VIP6}]/");
     for addr in &clients {
-        let mut args = vec![
-            "-6".to_owned(),
-            "-g".into(),
-            "-sS".into(),
-            "--max-time".into(),
-            "5".into(),
-            "--interface".into(),
-            addr.to_string(),
-            "-H".into(),
-            "Connection: close".into(),
-            "-w".into(),
-            "\n== %{http_code}\n".into(),
-        ];
-        args.extend(std::iter::repeat_n(url.clone(), REQUESTS_PER_CLIENT));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = t.client.exec("curl", &args).expect("curl runs");
-        let bodies = parse_curl(&String::from_utf8_lossy(&out.stdout), REQUESTS_PER_CLIENT);
-        assert!(
-            bodies.iter().all(Option::is_some),
-            "{addr} -> {url}: {bodies:?}"
+        requests_from(
+            t,
+            &addr.to_string(),
+            &url,
+            REQUESTS_PER_CLIENT,
+            &["-6", "-g"],
         );
     }
     clients

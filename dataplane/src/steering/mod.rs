@@ -26,7 +26,7 @@
 #[cfg(test)]
 pub(crate) mod tests;
 
-use crate::flow::{FlowKey, FlowKey6, Proto};
+use crate::flow::{FlowKey, FlowKey6, FlowKeyOf, Proto};
 use crate::packet::WorkerId;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::RangeInclusive;
@@ -115,24 +115,13 @@ impl SteeringRule {
         mut snat_listeners: Vec<(Proto, Ipv4Addr, u16)>,
     ) -> Self {
         owned.sort_unstable();
-        snat_addrs.sort_unstable();
-        snat_addrs.dedup();
-        snat_listeners.retain(|(_, _, p)| snat_ports.contains(p));
-        snat_listeners.sort_unstable();
-        snat_listeners.dedup();
-        let mut ranges: Vec<(u32, u32)> = Vec::new();
-        for a in owned.into_iter().map(u32::from) {
-            match ranges.last_mut() {
-                Some((_, hi)) if *hi == a || hi.checked_add(1) == Some(a) => *hi = a,
-                _ => ranges.push((a, a)),
-            }
-        }
-        let truncated = snat_addrs.len() > MAX_SNAT_ADDRS
-            || snat_listeners.len() > MAX_SNAT_LISTENERS
-            || ranges.len() > MAX_OWNED_RANGES;
-        snat_addrs.truncate(MAX_SNAT_ADDRS);
-        snat_listeners.truncate(MAX_SNAT_LISTENERS);
-        ranges.truncate(MAX_OWNED_RANGES);
+        sort_snat(&mut snat_addrs, &mut snat_listeners, &snat_ports);
+        let mut ranges = merge(owned.into_iter().map(u32::from), |_, hi, a| {
+            hi.checked_add(1) == Some(a)
+        });
+        let truncated = cut(&mut snat_addrs, MAX_SNAT_ADDRS)
+            | cut(&mut snat_listeners, MAX_SNAT_LISTENERS)
+            | cut(&mut ranges, MAX_OWNED_RANGES);
         SteeringRule {
             workers,
             snat_ports,
@@ -158,28 +147,13 @@ impl SteeringRule {
         mut snat_listeners: Vec<(Proto, Ipv6Addr, u16)>,
     ) -> Self {
         owned.sort_unstable();
-        snat_addrs.sort_unstable();
-        snat_addrs.dedup();
-        snat_listeners.retain(|(_, _, p)| self.snat_ports.contains(p));
-        snat_listeners.sort_unstable();
-        snat_listeners.dedup();
-        let mut ranges: Vec<(u128, u128)> = Vec::new();
-        for a in owned.into_iter().map(Ipv6Addr::to_bits) {
-            match ranges.last_mut() {
-                Some((lo, hi))
-                    if *hi == a || (hi.checked_add(1) == Some(a) && *lo >> 32 == a >> 32) =>
-                {
-                    *hi = a
-                }
-                _ => ranges.push((a, a)),
-            }
-        }
-        self.truncated |= snat_addrs.len() > MAX_SNAT_ADDRS6
-            || snat_listeners.len() > MAX_SNAT_LISTENERS6
-            || ranges.len() > MAX_OWNED_RANGES6;
-        snat_addrs.truncate(MAX_SNAT_ADDRS6);
-        snat_listeners.truncate(MAX_SNAT_LISTENERS6);
-        ranges.truncate(MAX_OWNED_RANGES6);
+        sort_snat(&mut snat_addrs, &mut snat_listeners, &self.snat_ports);
+        let mut ranges = merge(owned.into_iter().map(Ipv6Addr::to_bits), |lo, hi, a| {
+            hi.checked_add(1) == Some(a) && lo >> 32 == a >> 32
+        });
+        self.truncated |= cut(&mut snat_addrs, MAX_SNAT_ADDRS6)
+            | cut(&mut snat_listeners, MAX_SNAT_LISTENERS6)
+            | cut(&mut ranges, MAX_OWNED_RANGES6);
         self.snat_addrs6 = snat_addrs;
         self.snat_listeners6 = snat_listeners;
         self.owned6 = ranges;
@@ -192,21 +166,10 @@ impl SteeringRule {
         if self.workers <= 1 {
             return 0;
         }
-        if self.snat_addrs.binary_search(&key.dst_ip).is_ok()
-            && self.snat_ports.contains(&key.dst_port)
-            && self
-                .snat_listeners
-                .binary_search(&(key.proto, key.dst_ip, key.dst_port))
-                .is_err()
-        {
-            return crate::snat::owner_of_port(
-                self.snat_ports.clone(),
-                key.dst_port,
-                usize::from(self.workers),
-            )
-            .map_or(0, |w| w as WorkerId);
+        if let Some(w) = self.snat_reply_owner(&self.snat_addrs, &self.snat_listeners, key) {
+            return w;
         }
-        if self.is_owned(key.dst_ip) {
+        if in_ranges(&self.owned, u32::from(key.dst_ip)) {
             client_hash(key.src_ip, self.workers)
         } else {
             client_hash(key.dst_ip, self.workers)
@@ -220,32 +183,80 @@ impl SteeringRule {
         if self.workers <= 1 {
             return 0;
         }
-        if self.snat_addrs6.binary_search(&key.dst_ip).is_ok()
-            && self.snat_ports.contains(&key.dst_port)
-            && self
-                .snat_listeners6
-                .binary_search(&(key.proto, key.dst_ip, key.dst_port))
-                .is_err()
-        {
-            return crate::snat::owner_of_port(
-                self.snat_ports.clone(),
-                key.dst_port,
-                usize::from(self.workers),
-            )
-            .map_or(0, |w| w as WorkerId);
+        if let Some(w) = self.snat_reply_owner(&self.snat_addrs6, &self.snat_listeners6, key) {
+            return w;
         }
-        let a = key.dst_ip.to_bits();
-        let i = self.owned6.partition_point(|&(lo, _)| lo <= a);
-        if i > 0 && self.owned6.get(i - 1).is_some_and(|&(_, hi)| a <= hi) {
+        if in_ranges(&self.owned6, key.dst_ip.to_bits()) {
             client_hash6(key.src_ip, self.workers)
         } else {
             client_hash6(key.dst_ip, self.workers)
         }
     }
 
-    fn is_owned(&self, addr: Ipv4Addr) -> bool {
-        let a = u32::from(addr);
-        let i = self.owned.partition_point(|&(lo, _)| lo <= a);
-        i > 0 && self.owned.get(i - 1).is_some_and(|&(_, hi)| a <= hi)
+    /// The SNAT port slice's worker when `key` is a reply to an SNAT tuple
+    /// (its destination in `addrs`, its port in the range, no listener of
+    /// `listeners` there), of either family.
+    fn snat_reply_owner<A: Ord + Copy>(
+        &self,
+        addrs: &[A],
+        listeners: &[(Proto, A, u16)],
+        key: &FlowKeyOf<A>,
+    ) -> Option<WorkerId> {
+        let reply = addrs.binary_search(&key.dst_ip).is_ok()
+            && self.snat_ports.contains(&key.dst_port)
+            && listeners
+                .binary_search(&(key.proto, key.dst_ip, key.dst_port))
+                .is_err();
+        reply.then(|| {
+            crate::snat::owner_of_port(
+                self.snat_ports.clone(),
+                key.dst_port,
+                usize::from(self.workers),
+            )
+            .map_or(0, |w| w as WorkerId)
+        })
     }
+}
+
+/// Sort and dedup the SNAT addresses and the listeners on them, leaving
+/// out listeners with a port outside `ports`.
+fn sort_snat<A: Ord>(
+    addrs: &mut Vec<A>,
+    listeners: &mut Vec<(Proto, A, u16)>,
+    ports: &RangeInclusive<u16>,
+) {
+    addrs.sort_unstable();
+    addrs.dedup();
+    listeners.retain(|(_, _, p)| ports.contains(p));
+    listeners.sort_unstable();
+    listeners.dedup();
+}
+
+/// Ascending addresses as inclusive ranges: `a` joins the last range
+/// `(lo, hi)` when it repeats `hi` or `joins(lo, hi, a)`.
+fn merge<N: Copy + Eq>(
+    sorted: impl Iterator<Item = N>,
+    joins: impl Fn(N, N, N) -> bool,
+) -> Vec<(N, N)> {
+    let mut ranges: Vec<(N, N)> = Vec::new();
+    for a in sorted {
+        match ranges.last_mut() {
+            Some((lo, hi)) if *hi == a || joins(*lo, *hi, a) => *hi = a,
+            _ => ranges.push((a, a)),
+        }
+    }
+    ranges
+}
+
+/// Cut `v` to `max` entries; whether it was longer.
+fn cut<T>(v: &mut Vec<T>, max: usize) -> bool {
+    let longer = v.len() > max;
+    v.truncate(max);
+    longer
+}
+
+/// Whether `a` lies in one of the ascending, disjoint `ranges`.
+fn in_ranges<N: Copy + Ord>(ranges: &[(N, N)], a: N) -> bool {
+    let i = ranges.partition_point(|&(lo, _)| lo <= a);
+    i > 0 && ranges.get(i - 1).is_some_and(|&(_, hi)| a <= hi)
 }

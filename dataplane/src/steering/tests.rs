@@ -2,6 +2,7 @@
 //! client hash itself.
 
 use super::*;
+use std::ops::RangeInclusive;
 
 /// SplitMix64, for reproducible random tuples.
 pub(crate) struct Rng(pub u64);
@@ -18,6 +19,35 @@ impl Rng {
     pub(crate) fn pick<T: Copy>(&mut self, from: &[T]) -> T {
         from[(self.next() % from.len() as u64) as usize]
     }
+
+    /// A port from `listen`, the SNAT range's edges or anywhere.
+    fn port(&mut self, listen: &[u16]) -> u16 {
+        match self.next() % 4 {
+            0 => self.pick(listen),
+            1 => self.pick(&[0, 1023, 1024, 1025, 32767, 32768, 65534, 65535]),
+            _ => self.next() as u16,
+        }
+    }
+
+    fn proto(&mut self) -> Proto {
+        if self.next().is_multiple_of(2) {
+            Proto::Tcp
+        } else {
+            Proto::Udp
+        }
+    }
+}
+
+/// The worker counts and SNAT port ranges the steering tests run with:
+/// wide, narrow, fewer ports than workers, one off the bottom.
+pub(crate) fn shapes() -> [(u8, RangeInclusive<u16>); 5] {
+    [
+        (2, 1024..=65535),
+        (3, 1024..=65535),
+        (4, 20000..=20010),
+        (7, 1..=5),
+        (2, 30000..=40000),
+    ]
 }
 
 /// Random TCP/UDP keys, biased towards what a gateway sees: addresses
@@ -37,18 +67,9 @@ impl KeyPool {
                 Ipv4Addr::from(rng.next() as u32)
             }
         };
-        let port = |rng: &mut Rng| match rng.next() % 4 {
-            0 => rng.pick(&self.listen),
-            1 => rng.pick(&[0, 1023, 1024, 1025, 32767, 32768, 65534, 65535]),
-            _ => rng.next() as u16,
-        };
-        let proto = if rng.next().is_multiple_of(2) {
-            Proto::Tcp
-        } else {
-            Proto::Udp
-        };
+        let proto = rng.proto();
         let (src, dst) = (addr(rng), addr(rng));
-        let (sp, dp) = (port(rng), port(rng));
+        let (sp, dp) = (rng.port(&self.listen), rng.port(&self.listen));
         FlowKey::new(proto, src, sp, dst, dp)
     }
 }
@@ -75,18 +96,9 @@ impl KeyPool6 {
             }
             _ => Ipv6Addr::from_bits(u128::from(rng.next()) << 64 | u128::from(rng.next())),
         };
-        let port = |rng: &mut Rng| match rng.next() % 4 {
-            0 => rng.pick(&self.listen),
-            1 => rng.pick(&[0, 1023, 1024, 1025, 32767, 32768, 65534, 65535]),
-            _ => rng.next() as u16,
-        };
-        let proto = if rng.next().is_multiple_of(2) {
-            Proto::Tcp
-        } else {
-            Proto::Udp
-        };
+        let proto = rng.proto();
         let (src, dst) = (addr(rng), addr(rng));
-        let (sp, dp) = (port(rng), port(rng));
+        let (sp, dp) = (rng.port(&self.listen), rng.port(&self.listen));
         FlowKey6::new(proto, src, sp, dst, dp)
     }
 }

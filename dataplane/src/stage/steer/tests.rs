@@ -6,7 +6,7 @@ use crate::flow::Proto;
 use crate::snapshot::{
     AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
-use crate::steering::tests::{KeyPool, KeyPool6, Rng};
+use crate::steering::tests::{KeyPool, KeyPool6, Rng, shapes};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 #[test]
@@ -60,6 +60,22 @@ fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() 
     }
 }
 
+/// A TCP (port 80) and a UDP (port 53) service on `vip`, with NodePorts
+/// `tcp_np` and `udp_np` on `node`.
+fn tcp_and_udp(
+    services: &mut Vec<ServiceSpec>,
+    tag: &str,
+    vip: std::net::IpAddr,
+    node: std::net::IpAddr,
+    (tcp_np, udp_np): (u16, u16),
+) {
+    for (proto, name, port, np) in [(Proto::Tcp, "t", 80, tcp_np), (Proto::Udp, "u", 53, udp_np)] {
+        let mut svc = ServiceSpec::new(&format!("{name}{tag}"), proto, vip, port);
+        svc.listeners.push((node, np, ListenerKind::NodePort));
+        services.push(svc);
+    }
+}
+
 /// A gateway's addresses for the steering tests: a node address that is
 /// also an SNAT address (with a NodePort listener inside the SNAT range), a
 /// separate SNAT address, a run of VIPs (merged into one owned range) and
@@ -74,14 +90,8 @@ fn fixture_snapshot() -> Snapshot {
         .chain([Ipv4Addr::new(198, 18, 0, 77)])
         .enumerate()
     {
-        let mut tcp = ServiceSpec::new(&format!("t{i}"), Proto::Tcp, vip, 80);
-        tcp.listeners
-            .push((node.into(), 30080 + i as u16, ListenerKind::NodePort));
-        services.push(tcp);
-        let mut udp = ServiceSpec::new(&format!("u{i}"), Proto::Udp, vip, 53);
-        udp.listeners
-            .push((node.into(), 31000 + i as u16, ListenerKind::NodePort));
-        services.push(udp);
+        let np = (30080 + i as u16, 31000 + i as u16);
+        tcp_and_udp(&mut services, &i.to_string(), vip.into(), node.into(), np);
     }
     let node6: Ipv6Addr = "2001:db8::1".parse().unwrap();
     let edge: u128 = 0x2001_0db8_0000_0000_0000_0001_ffff_fffe;
@@ -90,14 +100,14 @@ fn fixture_snapshot() -> Snapshot {
         .chain(["2001:db8:c::10".parse().unwrap()])
         .enumerate()
     {
-        let mut tcp = ServiceSpec::new(&format!("t6{i}"), Proto::Tcp, vip, 80);
-        tcp.listeners
-            .push((node6.into(), 30090 + i as u16, ListenerKind::NodePort));
-        services.push(tcp);
-        let mut udp = ServiceSpec::new(&format!("u6{i}"), Proto::Udp, vip, 53);
-        udp.listeners
-            .push((node6.into(), 31010 + i as u16, ListenerKind::NodePort));
-        services.push(udp);
+        let np = (30090 + i as u16, 31010 + i as u16);
+        tcp_and_udp(
+            &mut services,
+            &format!("6{i}"),
+            vip.into(),
+            node6.into(),
+            np,
+        );
     }
     SnapshotBuilder::new()
         .build(&SnapshotSpec {
@@ -135,13 +145,7 @@ fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
         listen: snap.listeners.iter().map(|(k, _)| k.port).collect(),
     };
     let mut rng = Rng(16);
-    for (workers, snat_ports) in [
-        (2u8, 1024..=65535u16),
-        (3, 1024..=65535),
-        (4, 20000..=20010),
-        (7, 1..=5),
-        (2, 30000..=40000),
-    ] {
+    for (workers, snat_ports) in shapes() {
         let steering = Steering {
             worker: 0,
             workers,
@@ -178,13 +182,7 @@ fn the_rule_names_the_same_ipv6_owner_as_the_worker_for_random_tuples() {
     };
     let mut rng = Rng(17);
     let mut by_slice = 0;
-    for (workers, snat_ports) in [
-        (2u8, 1024..=65535u16),
-        (3, 1024..=65535),
-        (4, 20000..=20010),
-        (7, 1..=5),
-        (2, 30000..=40000),
-    ] {
+    for (workers, snat_ports) in shapes() {
         let steering = Steering {
             worker: 0,
             workers,

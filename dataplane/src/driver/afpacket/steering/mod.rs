@@ -241,6 +241,15 @@ impl Asm {
         }
     }
 
+    /// `if !(lo <= dport <= hi) goto to` (dport from `M_DPORT`).
+    fn port_in_or(&mut self, lo: u16, hi: u16, to: Label) {
+        self.op(stmt(LD | MEM, M_DPORT));
+        self.op(jump(JMP | JGE | K, u32::from(lo), 1, 0));
+        self.ja(to);
+        self.op(jump(JMP | JGT | K, u32::from(hi), 0, 1));
+        self.ja(to);
+    }
+
     fn label(&mut self, l: Label) {
         self.labels.push((l, self.code.len()));
     }
@@ -311,11 +320,7 @@ pub fn fanout_program(rule: &SteeringRule) -> Vec<Insn> {
         }
         a.ja(Label::NotSnat);
         a.label(Label::Snat);
-        a.op(stmt(LD | MEM, M_DPORT));
-        a.op(jump(JMP | JGE | K, u32::from(lo), 1, 0));
-        a.ja(Label::NotSnat);
-        a.op(jump(JMP | JGT | K, u32::from(hi), 0, 1));
-        a.ja(Label::NotSnat);
+        a.port_in_or(lo, hi, Label::NotSnat);
         for &(proto, addr, port) in &rule.snat_listeners {
             // proto, address and port all equal: a client of the listener.
             a.op(stmt(LD | MEM, M_PROTO));
@@ -390,11 +395,7 @@ fn ipv6_part(a: &mut Asm, rule: &SteeringRule, workers: u32) {
         }
         a.ja(Label::NotSnat6);
         a.label(Label::Snat6);
-        a.op(stmt(LD | MEM, M_DPORT));
-        a.op(jump(JMP | JGE | K, u32::from(lo), 1, 0));
-        a.ja(Label::NotSnat6);
-        a.op(jump(JMP | JGT | K, u32::from(hi), 0, 1));
-        a.ja(Label::NotSnat6);
+        a.port_in_or(lo, hi, Label::NotSnat6);
         for &(proto, addr, port) in &rule.snat_listeners6 {
             // proto, port and address all equal: a client of the listener.
             a.op(stmt(LD | MEM, M_PROTO));

@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::flow::{FlowKey, FlowKey6};
-use crate::steering::tests::{KeyPool, KeyPool6, Rng};
+use crate::steering::tests::{KeyPool, KeyPool6, Rng, shapes};
 use crate::steering::{
     MAX_OWNED_RANGES, MAX_OWNED_RANGES6, MAX_SNAT_ADDRS, MAX_SNAT_ADDRS6, MAX_SNAT_LISTENERS,
     MAX_SNAT_LISTENERS6,
@@ -173,13 +173,7 @@ fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
         listen: listeners.iter().map(|&(_, _, p)| p).collect(),
     };
     let mut rng = Rng(0x5eed);
-    for (workers, ports) in [
-        (2u8, 1024..=65535u16),
-        (3, 1024..=65535),
-        (4, 20000..=20010),
-        (7, 1..=5),
-        (2, 30000..=40000),
-    ] {
+    for (workers, ports) in shapes() {
         let rule = SteeringRule::new(
             workers,
             ports.clone(),
@@ -187,22 +181,35 @@ fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
             snat.clone(),
             listeners.clone(),
         );
-        let prog = fanout_program(&rule);
-        assert!(prog.len() <= MAX_INSTRUCTIONS);
-        let mut seen = std::collections::HashSet::new();
-        for n in 0..20_000 {
+        let mut n = 0;
+        check_program(&rule, || {
             let k = keys.key(&mut rng);
-            let want = u32::from(rule.owner(&k));
             let options = (n % 3) * 2;
-            assert_eq!(
-                run(&prog, &frame(&k, options, 0)) % u32::from(workers),
-                want,
-                "{k}, {options} option words, {workers} workers, {ports:?}"
-            );
-            seen.insert(want);
-        }
-        assert_eq!(seen.len(), usize::from(workers), "every worker owns some");
+            n += 1;
+            let what = format!("{k}, {options} option words, {workers} workers, {ports:?}");
+            (frame(&k, options, 0), rule.owner(&k), what)
+        });
     }
+}
+
+/// Run the program of `rule` over 20,000 frames from `next` (a frame,
+/// the owner the rule names, a description): the same owner each time,
+/// every worker owning some.
+fn check_program(rule: &SteeringRule, mut next: impl FnMut() -> (Vec<u8>, u8, String)) {
+    let prog = fanout_program(rule);
+    assert!(prog.len() <= MAX_INSTRUCTIONS);
+    let workers = u32::from(rule.workers);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..20_000 {
+        let (f, want, what) = next();
+        assert_eq!(run(&prog, &f) % workers, u32::from(want), "{what}");
+        seen.insert(want);
+    }
+    assert_eq!(
+        seen.len(),
+        usize::from(rule.workers),
+        "every worker owns some"
+    );
 }
 
 #[test]
@@ -214,13 +221,7 @@ fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
         listen: listeners6.iter().map(|&(_, _, p)| p).collect(),
     };
     let mut rng = Rng(0x5eed6);
-    for (workers, ports) in [
-        (2u8, 1024..=65535u16),
-        (3, 1024..=65535),
-        (4, 20000..=20010),
-        (7, 1..=5),
-        (2, 30000..=40000),
-    ] {
+    for (workers, ports) in shapes() {
         let rule = SteeringRule::new(
             workers,
             ports.clone(),
@@ -230,33 +231,20 @@ fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
         )
         .with_ipv6(owned6.clone(), snat6.clone(), listeners6.clone());
         assert_eq!(rule.owned6.len(), 5, "{:x?}", rule.owned6);
-        let prog = fanout_program(&rule);
-        assert!(prog.len() <= MAX_INSTRUCTIONS);
-        let mut seen = std::collections::HashSet::new();
-        for _ in 0..20_000 {
+        check_program(&rule, || {
             let k = keys.key(&mut rng);
-            let want = u32::from(rule.owner6(&k));
-            assert_eq!(
-                run(&prog, &frame6(&k, k.proto.ip_number())) % u32::from(workers),
-                want,
-                "{k:?}, {workers} workers, {ports:?}"
-            );
-            seen.insert(want);
-        }
-        assert_eq!(seen.len(), usize::from(workers), "every worker owns some");
+            let what = format!("{k:?}, {workers} workers, {ports:?}");
+            (frame6(&k, k.proto.ip_number()), rule.owner6(&k), what)
+        });
         // IPv4 frames are steered as before with the IPv6 lists present.
         let keys4 = KeyPool {
             owned: owned.clone(),
             listen: listeners.iter().map(|&(_, _, p)| p).collect(),
         };
-        for _ in 0..2_000 {
+        check_program(&rule, || {
             let k = keys4.key(&mut rng);
-            assert_eq!(
-                run(&prog, &frame(&k, 0, 0)) % u32::from(workers),
-                u32::from(rule.owner(&k)),
-                "{k}"
-            );
-        }
+            (frame(&k, 0, 0), rule.owner(&k), k.to_string())
+        });
     }
 }
 
