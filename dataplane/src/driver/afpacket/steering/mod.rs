@@ -241,6 +241,15 @@ impl Asm {
         }
     }
 
+    /// `M_PROTO = ip[at]; if it is neither TCP nor UDP goto to`.
+    fn proto_at_or(&mut self, at: u32, to: Label) {
+        self.op(stmt(LD | B | ABS, NET.wrapping_add(at)));
+        self.op(stmt(ST, M_PROTO));
+        self.op(jump(JMP | JEQ | K, u32::from(Proto::Tcp.ip_number()), 2, 0));
+        self.op(jump(JMP | JEQ | K, u32::from(Proto::Udp.ip_number()), 1, 0));
+        self.ja(to);
+    }
+
     /// `if !(lo <= dport <= hi) goto to` (dport from `M_DPORT`).
     fn port_in_or(&mut self, lo: u16, hi: u16, to: Label) {
         self.op(stmt(LD | MEM, M_DPORT));
@@ -293,11 +302,7 @@ pub fn fanout_program(rule: &SteeringRule) -> Vec<Insn> {
     a.op(jump(JMP | JEQ | K, ETH_P_IPV6, 0, 1));
     a.ja(Label::V6);
     a.ja(Label::Any);
-    a.op(stmt(LD | B | ABS, NET.wrapping_add(9)));
-    a.op(stmt(ST, M_PROTO));
-    a.op(jump(JMP | JEQ | K, u32::from(Proto::Tcp.ip_number()), 2, 0));
-    a.op(jump(JMP | JEQ | K, u32::from(Proto::Udp.ip_number()), 1, 0));
-    a.ja(Label::Any);
+    a.proto_at_or(9, Label::Any);
     a.op(stmt(LD | H | ABS, NET.wrapping_add(6)));
     a.op(jump(JMP | JSET | K, 0x1fff, 0, 1));
     a.ja(Label::Any);
@@ -359,11 +364,7 @@ pub fn fanout_program(rule: &SteeringRule) -> Vec<Insn> {
 fn ipv6_part(a: &mut Asm, rule: &SteeringRule, workers: u32) {
     let mut pending = Vec::new();
     a.label(Label::V6);
-    a.op(stmt(LD | B | ABS, NET.wrapping_add(6)));
-    a.op(stmt(ST, M_PROTO));
-    a.op(jump(JMP | JEQ | K, u32::from(Proto::Tcp.ip_number()), 2, 0));
-    a.op(jump(JMP | JEQ | K, u32::from(Proto::Udp.ip_number()), 1, 0));
-    a.ja(Label::Any6);
+    a.proto_at_or(6, Label::Any6);
     a.op(stmt(LD | H | ABS, NET.wrapping_add(42)));
     a.op(stmt(ST, M_DPORT));
     // The xor of the source's words.
