@@ -7,6 +7,7 @@ use crate::snapshot::{
     AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
 use crate::steering::tests::{KeyPool, KeyPool6, Rng, shapes};
+use std::collections::HashSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 #[test]
@@ -137,6 +138,9 @@ fn fixture_snapshot() -> Snapshot {
         .expect("fixture snapshot")
 }
 
+/// The rule's owner functions against the worker's, both families: the
+/// same worker for 20,000 random tuples of each per shape, every worker
+/// owning some of each family.
 #[test]
 fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
     let snap = fixture_snapshot();
@@ -144,7 +148,12 @@ fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
         owned: snap.owned.iter().map(|(a, _)| *a).collect(),
         listen: snap.listeners.iter().map(|(k, _)| k.port).collect(),
     };
+    let keys6 = KeyPool6 {
+        owned: snap.owned6.iter().map(|(a, _)| *a).collect(),
+        listen: snap.listeners6.iter().map(|(k, _)| k.port).collect(),
+    };
     let mut rng = Rng(16);
+    let mut by_slice6 = 0;
     for (workers, snat_ports) in shapes() {
         let steering = Steering {
             worker: 0,
@@ -154,62 +163,28 @@ fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
         let rule = steering.rule(&snap);
         assert!(!rule.truncated);
         assert_eq!(rule.owned.len(), 4, "{:?}", rule.owned);
-        let mut seen = std::collections::HashSet::new();
-        for _ in 0..20_000 {
-            let k = keys.key(&mut rng);
-            let want = steering.owner(&k, &snap);
-            assert_eq!(
-                rule.owner(&k),
-                want,
-                "{k} with {workers} workers, {snat_ports:?}"
-            );
-            seen.insert(want);
-        }
-        assert_eq!(
-            seen.len(),
-            usize::from(workers),
-            "every worker owns something"
-        );
-    }
-}
-
-#[test]
-fn the_rule_names_the_same_ipv6_owner_as_the_worker_for_random_tuples() {
-    let snap = fixture_snapshot();
-    let keys = KeyPool6 {
-        owned: snap.owned6.iter().map(|(a, _)| *a).collect(),
-        listen: snap.listeners6.iter().map(|(k, _)| k.port).collect(),
-    };
-    let mut rng = Rng(17);
-    let mut by_slice = 0;
-    for (workers, snat_ports) in shapes() {
-        let steering = Steering {
-            worker: 0,
-            workers,
-            snat_ports: snat_ports.clone(),
-        };
-        let rule = steering.rule(&snap);
-        assert!(!rule.truncated);
         // node6, fd00:1::1, 2001:db8:c::10 and the run split at its /96.
         assert_eq!(rule.owned6.len(), 5, "{:x?}", rule.owned6);
         assert_eq!(rule.snat_addrs6.len(), 2);
-        let mut seen = std::collections::HashSet::new();
+        let (mut seen, mut seen6) = (HashSet::new(), HashSet::new());
         for _ in 0..20_000 {
             let k = keys.key(&mut rng);
-            let (want, slice) = steering.owner6_by(&k, &snap);
-            by_slice += usize::from(slice);
-            assert_eq!(
-                rule.owner6(&k),
-                want,
-                "{k:?} with {workers} workers, {snat_ports:?}"
-            );
+            let want = steering.owner(&k, &snap);
+            let what = format!("with {workers} workers, {snat_ports:?}");
+            assert_eq!(rule.owner(&k), want, "{k} {what}");
             seen.insert(want);
+            let k6 = keys6.key(&mut rng);
+            let (want6, slice) = steering.owner6_by(&k6, &snap);
+            by_slice6 += usize::from(slice);
+            assert_eq!(rule.owner6(&k6), want6, "{k6} {what}");
+            seen6.insert(want6);
         }
-        assert_eq!(
-            seen.len(),
-            usize::from(workers),
-            "every worker owns something"
-        );
+        for s in [seen, seen6] {
+            assert_eq!(s.len(), usize::from(workers), "every worker owns some");
+        }
     }
-    assert!(by_slice > 1000, "SNAT replies were drawn: {by_slice}");
+    assert!(
+        by_slice6 > 1000,
+        "IPv6 SNAT replies were drawn: {by_slice6}"
+    );
 }
