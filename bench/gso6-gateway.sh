@@ -10,6 +10,7 @@
 # names and removes them, and the processes it started, on exit.
 #
 # usage: bench/gso6-gateway.sh PORTICO_BINARY [seconds]
+# (KEEP_LOG=1: print the end of the last portico log on exit, for debugging.)
 set -euo pipefail
 portico=$(realpath "$1")
 secs=${2:-5}
