@@ -420,8 +420,9 @@ proptest::proptest! {
 /// port slice holds the port; the owner forwards them.
 #[test]
 fn ipv6_packets_are_handed_to_the_worker_owning_their_flow() {
-    use dataplane::flow::stable_addr_hash;
-    let owner = |a: Ipv6Addr| (stable_addr_hash(a) % 2) as u8;
+    // The owner of a client: `client_hash6`, what af_packet's fanout
+    // program computes too.
+    let owner = |a: Ipv6Addr| dataplane::steering::client_hash6(a, 2);
     let mut w0 = Gateway::with_spec(spec6(vec![web6(&[0])]), pipeline_config(0, 2));
     let mut w1 = Gateway::with_spec(spec6(vec![web6(&[0])]), pipeline_config(1, 2));
     let mut seen = [false; 2];

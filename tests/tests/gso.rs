@@ -11,11 +11,16 @@
 //! segmenting (offloads off): the gateway port's GRO, which `gso` turns on,
 //! merges the MTU frames again (veth's NAPI GRO). Either way the skb
 //! reaches the gateway's packet socket whole, with its `virtio_net_hdr`.
+//!
+//! Over IPv6 (`TcpV6` super-packets): the same object downloaded and
+//! uploaded (nginx WebDAV `PUT`) through the IPv6 VIP with full NAT from
+//! the IPv6 SNAT address, sha256-equal, and one `iperf3 -6` flow; the
+//! ports count the super-packets both ways.
 
 mod common;
 
 use common::{gateway_with, number, stats, topology};
-use portico::demo::topology::{ServiceOptions, Topology, VIP, backend_addr};
+use portico::demo::topology::{ServiceOptions, Topology, VIP, VIP6, backend_addr, backend_addr6};
 use portico_tests::{Process, TempDir};
 use serde_json::Value;
 use std::time::Duration;
@@ -40,15 +45,22 @@ fn object() -> Vec<u8> {
 
 /// nginx serving `dir` (holding `big`) on the backend's bulk port.
 fn bulk_server(t: &Topology, dir: &TempDir) -> Process {
+    bulk_server_on(t, dir, &backend_addr(0).to_string())
+}
+
+/// nginx serving `dir/www` on `listen`:[`BULK_PORT`] (an IPv6 address in
+/// brackets), `/data/` a WebDAV directory (`PUT` stores).
+fn bulk_server_on(t: &Topology, dir: &TempDir, listen: &str) -> Process {
     let b = &t.backends[0];
     let d = dir.path.display();
     let conf = format!(
-        "worker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\ndaemon off;\n\
+        "user root;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\ndaemon off;\n\
          events {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  \
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d};\n  \
          fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n  \
-         server {{\n    listen {}:{BULK_PORT};\n    root {d}/www;\n  }}\n}}\n",
-        b.addr
+         client_max_body_size 64m;\n  \
+         server {{\n    listen {listen}:{BULK_PORT};\n    root {d}/www;\n    \
+         location /data/ {{ dav_methods PUT; create_full_put_path on; }}\n  }}\n}}\n"
     );
     let conf_path = dir.path.join("nginx.conf");
     std::fs::write(&conf_path, conf).expect("write nginx.conf");
@@ -244,5 +256,226 @@ fn gso_on_gets_super_packets_from_veth_gro_when_the_peers_segment() {
     assert!(
         port_counter(&report, "outside", "tx_gso_frames") > 0,
         "{report}"
+    );
+}
+
+/// curl -6 in the client namespace with `args`; its HTTP status.
+fn curl6(t: &Topology, args: &[&str]) -> String {
+    let mut all = vec!["-6", "-g", "-sS", "--max-time", "60", "-w", "%{http_code}"];
+    all.extend_from_slice(args);
+    let out = t.client_exec("curl", &all).expect("curl runs");
+    let code = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {code} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    code
+}
+
+/// `PUT` the object (`dir/www/big`) to `base/data/up` with curl -6: stored
+/// whole (the same sha256).
+fn put6(t: &Topology, dir: &TempDir, base: &str) {
+    let src = dir.path.join("www/big");
+    let code = curl6(
+        t,
+        &[
+            "-T",
+            src.to_str().expect("utf-8 path"),
+            &format!("{base}/data/up"),
+        ],
+    );
+    assert!(code == "201" || code == "204", "PUT answered {code}");
+    let sha = |p: &std::path::Path| {
+        let out = t
+            .client_exec("sha256sum", &[p.to_str().expect("utf-8 path")])
+            .expect("sha256sum");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(
+        sha(&dir.path.join("www/data/up")),
+        sha(&src),
+        "the upload arrived whole"
+    );
+}
+
+/// The iperf3 service's port (VIP and backend).
+const IPERF_PORT: u16 = 5201;
+/// The iperf3 flow's length.
+const IPERF_SECONDS: u64 = 3;
+
+/// IPv6 through `gso = true`, peers' offloads on: download and upload of
+/// the object through `[VIP6]:9090` (full NAT from the IPv6 SNAT address),
+/// byte for byte, and one `iperf3 -6` flow; super-packets counted on both
+/// ports in both directions, none refused.
+#[test]
+fn gso_on_carries_ipv6_super_packets_both_ways_intact() {
+    let test = "gso::gso_on_carries_ipv6_super_packets_both_ways_intact";
+    let Some(mut t) = topology(test, 1) else {
+        return;
+    };
+    if !portico_tests::require_programs(
+        test,
+        &["nginx", "iperf3", "sha256sum"],
+        "tests/run.sh installs them",
+    ) {
+        return;
+    }
+    t.enable_ipv6().expect("IPv6 in the topology");
+    t.offloads_on().expect("offloads on at the peers");
+    let dir = TempDir::new("gso-bulk6").expect("temp dir");
+    std::fs::create_dir_all(dir.path.join("www")).expect("www dir");
+    let want = object();
+    std::fs::write(dir.path.join("www/big"), &want).expect("write the object");
+    let _nginx = bulk_server_on(&t, &dir, &format!("[{}]", backend_addr6(0)));
+    let b6 = backend_addr6(0);
+    let iperf_server = t.backends[0]
+        .ns
+        .spawn(
+            "iperf3",
+            &[
+                "-s",
+                "-1",
+                "-B",
+                &b6.to_string(),
+                "-p",
+                &IPERF_PORT.to_string(),
+            ],
+        )
+        .expect("start iperf3 -s");
+    let config = format!(
+        "{}\n[[service]]\nname = \"bulk6\"\nprotocol = \"tcp\"\nvip = \"{VIP6}\"\nport = {BULK_PORT}\n\
+         snat = true\nbackends = [{{ address = \"{b6}\", port = {BULK_PORT} }}]\n\
+         \n[[service]]\nname = \"iperf6\"\nprotocol = \"tcp\"\nvip = \"{VIP6}\"\nport = {IPERF_PORT}\n\
+         snat = true\nbackends = [{{ address = \"{b6}\", port = {IPERF_PORT} }}]\n",
+        config(&t, true, 1)
+    );
+    let gw = gateway_with(&t, &config, &[]);
+    let base = format!("http://[{VIP6}]:{BULK_PORT}");
+    // Download.
+    let fetched = dir.path.join("fetched");
+    let fetched_s = fetched.to_str().expect("utf-8 path");
+    let code = curl6(&t, &["-o", fetched_s, &format!("{base}/big")]);
+    assert_eq!(code, "200");
+    let got = std::fs::read(&fetched).expect("read the fetched object");
+    assert_eq!(got.len(), want.len(), "the whole object arrived");
+    assert!(got == want, "the object arrived intact");
+    // Upload: the client's TSO sends super-packets to the outside port.
+    put6(&t, &dir, &base);
+    // One iperf3 flow, bounded in time.
+    let out = t
+        .client
+        .spawn(
+            "iperf3",
+            &[
+                "-6",
+                "-c",
+                &VIP6.to_string(),
+                "-p",
+                &IPERF_PORT.to_string(),
+                "-t",
+                &IPERF_SECONDS.to_string(),
+                "--connect-timeout",
+                "5000",
+            ],
+        )
+        .expect("start iperf3 -c")
+        .wait_output(Duration::from_secs(IPERF_SECONDS + 30))
+        .expect("iperf3 finishes");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "iperf3: {text}");
+    println!("iperf3 -6 through the gateway:\n{text}");
+    drop(iperf_server);
+    std::thread::sleep(Duration::from_millis(600));
+    let report = stats(&gw);
+    assert_eq!(number(&report, "/total/drops/gso_malformed"), 0, "{report}");
+    let counters = [
+        ("inside", "rx_gso_frames"),
+        ("outside", "tx_gso_frames"),
+        ("outside", "rx_gso_frames"),
+        ("inside", "tx_gso_frames"),
+    ];
+    for (port, counter) in counters {
+        let n = port_counter(&report, port, counter);
+        println!("ipv6 gso on: {port} {counter} {n}");
+        assert!(n > 0, "{port} {counter} is 0: {report}");
+    }
+    assert_eq!(port_counter(&report, "outside", "rx_offload_bad"), 0);
+    assert_eq!(port_counter(&report, "inside", "rx_offload_bad"), 0);
+}
+
+/// An MTU step with `gso = true`: 1500 on the client's side and at the
+/// backend, 1280 on the gateway's inside port and the LAN. The client's TSO sends `TcpV6` super-packets cut for 1500;
+/// their segments do not fit the inside port, so the gateway answers
+/// Packet Too Big (RFC 8200 §5, by segment size, not by the super-packet's
+/// length), the client lowers its path MTU to 1280 and the upload
+/// completes, still as super-packets.
+#[test]
+fn gso_on_ipv6_segments_over_the_egress_mtu_get_packet_too_big() {
+    let test = "gso::gso_on_ipv6_segments_over_the_egress_mtu_get_packet_too_big";
+    let Some(mut t) = topology(test, 1) else {
+        return;
+    };
+    if !portico_tests::require_programs(test, &["nginx", "sha256sum"], "tests/run.sh installs them")
+    {
+        return;
+    }
+    t.enable_ipv6().expect("IPv6 in the topology");
+    t.offloads_on().expect("offloads on at the peers");
+    // 1280 on the gateway's inside port and the LAN; the backend keeps
+    // 1500, so its MSS does not keep the client's segments small (the
+    // gateway must).
+    let mtu = |ns: &portico_tests::Netns, ifname: &str| {
+        ns.exec("ip", &["link", "set", "dev", ifname, "mtu", "1280"])
+            .expect("ip link set mtu");
+    };
+    mtu(&t.gateway, &t.inside_if);
+    let out = t
+        .lan
+        .exec("ip", &["-o", "link", "show"])
+        .expect("ip link show");
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some(name) = line.split(": ").nth(1).and_then(|n| n.split('@').next())
+            && name != "lo"
+        {
+            mtu(&t.lan, name);
+        }
+    }
+    let dir = TempDir::new("gso-mtu6").expect("temp dir");
+    std::fs::create_dir_all(dir.path.join("www")).expect("www dir");
+    std::fs::write(dir.path.join("www/big"), object()).expect("write the object");
+    let b6 = backend_addr6(0);
+    let _nginx = bulk_server_on(&t, &dir, &format!("[{b6}]"));
+    let config = format!(
+        "{}\n[[service]]\nname = \"bulk6\"\nprotocol = \"tcp\"\nvip = \"{VIP6}\"\nport = {BULK_PORT}\n\
+         snat = true\nbackends = [{{ address = \"{b6}\", port = {BULK_PORT} }}]\n",
+        config(&t, true, 1)
+    );
+    let gw = gateway_with(&t, &config, &[]);
+    put6(&t, &dir, &format!("http://[{VIP6}]:{BULK_PORT}"));
+    std::thread::sleep(Duration::from_millis(600));
+    let report = stats(&gw);
+    let route = t
+        .client
+        .exec("ip", &["-6", "route", "get", &VIP6.to_string()])
+        .expect("ip route get");
+    let route = String::from_utf8_lossy(&route.stdout);
+    assert!(
+        route.contains("mtu 1280"),
+        "the client's path MTU towards the VIP: {route:?}; stats {report}"
+    );
+    assert!(number(&report, "/total/icmp_errors_sent") > 0, "{report}");
+    assert!(number(&report, "/total/drops/too_big") > 0, "{report}");
+    assert_eq!(number(&report, "/total/drops/gso_malformed"), 0, "{report}");
+    let rx = port_counter(&report, "outside", "rx_gso_frames");
+    let tx = port_counter(&report, "inside", "tx_gso_frames");
+    println!("ipv6 mtu step: outside rx_gso_frames {rx}, inside tx_gso_frames {tx}");
+    assert!(
+        tx > 0,
+        "super-packets with 1208-byte segments went on: {report}"
     );
 }

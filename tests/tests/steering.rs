@@ -6,16 +6,23 @@
 //! every frame to the worker that owns its flow: handoffs at most 1 % of
 //! the frames received, and both workers did work. On AF_XDP (no software
 //! steering, see DESIGN.md) the same load checks the counted fallback.
+//!
+//! The same over IPv6 (`curl -6` from 17 IPv6 client addresses to
+//! `web6`, the IPv6 VIP with full NAT from the IPv6 SNAT address): the
+//! program's IPv6 part steers clients by `client_hash6` and the backends'
+//! replies by the SNAT port's slice.
 
 mod common;
 
 use common::{curl, gateway, number, parse_curl, stats};
-use dataplane::steering::client_hash;
+use dataplane::steering::{client_hash, client_hash6};
 use portico::demo::topology::{
-    CLIENT_ADDR, DriverKind, NODE_ADDR, NODE_PORT, ServiceOptions, Topology, VIP,
+    CLIENT_ADDR, CLIENT_ADDR6, DriverKind, NODE_ADDR, NODE_PORT, ServiceOptions, Topology, VIP,
+    VIP6,
 };
 use portico_tests::have;
-use std::net::Ipv4Addr;
+use serde_json::Value;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 /// Extra client addresses added to the client's interface.
@@ -70,29 +77,34 @@ fn load(t: &Topology) -> Vec<Ipv4Addr> {
             format!("http://{VIP}/"),
             format!("http://{NODE_ADDR}:{NODE_PORT}/"),
         ] {
-            let n = REQUESTS_PER_CLIENT / 2;
-            let mut args = vec![
-                "-sS".to_owned(),
-                "--max-time".into(),
-                "5".into(),
-                "--interface".into(),
-                addr.to_string(),
-                "-H".into(),
-                "Connection: close".into(),
-                "-w".into(),
-                "\n== %{http_code}\n".into(),
-            ];
-            args.extend(std::iter::repeat_n(url.clone(), n));
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = t.client.exec("curl", &args).expect("curl runs");
-            let bodies = parse_curl(&String::from_utf8_lossy(&out.stdout), n);
-            assert!(
-                bodies.iter().all(Option::is_some),
-                "{addr} -> {url}: {bodies:?}"
-            );
+            requests_from(t, &addr.to_string(), &url, REQUESTS_PER_CLIENT / 2, &[]);
         }
     }
     clients
+}
+
+/// `n` requests from the client address `addr` to `url` with curl, a
+/// connection each (`extra`: more curl options); every one answered.
+fn requests_from(t: &Topology, addr: &str, url: &str, n: usize, extra: &[&str]) {
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend([
+        "-sS",
+        "--max-time",
+        "5",
+        "--interface",
+        addr,
+        "-H",
+        "Connection: close",
+        "-w",
+        "\n== %{http_code}\n",
+    ]);
+    args.extend(std::iter::repeat_n(url, n));
+    let out = t.client.exec("curl", &args).expect("curl runs");
+    let bodies = parse_curl(&String::from_utf8_lossy(&out.stdout), n);
+    assert!(
+        bodies.iter().all(Option::is_some),
+        "{addr} -> {url}: {bodies:?}"
+    );
 }
 
 /// Run the load on `driver`; with `max_percent`, assert that at most that
@@ -109,45 +121,103 @@ fn steering_under(test: &str, driver: DriverKind, max_percent: Option<u64>) {
     assert_eq!(owners.len(), 2, "the clients spread over both workers");
     // Let the workers publish their counters.
     std::thread::sleep(Duration::from_millis(500));
-    let s = stats(&gw);
-    let rx = number(&s, "/total/rx_packets");
-    let handoff = number(&s, "/total/handoff_out");
-    let by_cause = number(&s, "/total/handoff_snat_reply")
-        + number(&s, "/total/handoff_client")
-        + number(&s, "/total/handoff_icmp_error");
-    let w0 = number(&s, "/workers/0/flows_created");
-    let w1 = number(&s, "/workers/1/flows_created");
+    check_handoffs(test, &stats(&gw), max_percent);
+}
+
+/// Print the handoff counters of `s` and check them: real traffic, both
+/// workers own flows, every handoff counted by cause, no failed install;
+/// with `max_percent`, at most that share of the received frames handed
+/// off.
+fn check_handoffs(test: &str, s: &Value, max_percent: Option<u64>) {
+    let rx = number(s, "/total/rx_packets");
+    let handoff = number(s, "/total/handoff_out");
+    let by_cause = number(s, "/total/handoff_snat_reply")
+        + number(s, "/total/handoff_client")
+        + number(s, "/total/handoff_icmp_error");
+    let w0 = number(s, "/workers/0/flows_created");
+    let w1 = number(s, "/workers/1/flows_created");
     eprintln!(
         "{test}: rx {rx} packets, handed off {handoff} ({:.2} %; by cause: snat reply {}, \
          client {}, icmp error {}), flows created per worker {w0} / {w1}, steering programs \
          installed {}",
         handoff as f64 * 100.0 / rx.max(1) as f64,
-        number(&s, "/total/handoff_snat_reply"),
-        number(&s, "/total/handoff_client"),
-        number(&s, "/total/handoff_icmp_error"),
-        number(&s, "/total/steering_installs"),
+        number(s, "/total/handoff_snat_reply"),
+        number(s, "/total/handoff_client"),
+        number(s, "/total/handoff_icmp_error"),
+        number(s, "/total/steering_installs"),
     );
     for w in 0..2 {
         eprintln!(
             "  worker {w}: rx {}, handoff out {} (snat reply {}, client {}), in {}",
-            number(&s, &format!("/workers/{w}/rx_packets")),
-            number(&s, &format!("/workers/{w}/handoff_out")),
-            number(&s, &format!("/workers/{w}/handoff_snat_reply")),
-            number(&s, &format!("/workers/{w}/handoff_client")),
-            number(&s, &format!("/workers/{w}/handoff_in")),
+            number(s, &format!("/workers/{w}/rx_packets")),
+            number(s, &format!("/workers/{w}/handoff_out")),
+            number(s, &format!("/workers/{w}/handoff_snat_reply")),
+            number(s, &format!("/workers/{w}/handoff_client")),
+            number(s, &format!("/workers/{w}/handoff_in")),
         );
     }
     assert!(rx > 2_000, "real traffic went through: {rx} packets");
     assert!(w0 > 0 && w1 > 0, "both workers own flows: {w0} / {w1}");
     assert!(handoff <= by_cause, "every handoff has a cause: {s}");
-    assert!(number(&s, "/total/steering_install_failures") == 0, "{s}");
+    assert!(number(s, "/total/steering_install_failures") == 0, "{s}");
     if let Some(max_percent) = max_percent {
         assert!(
             handoff * 100 <= rx * max_percent,
             "at most {max_percent} % handed off: {handoff} of {rx} packets"
         );
-        assert!(number(&s, "/total/steering_installs") >= 1, "{s}");
+        assert!(number(s, "/total/steering_installs") >= 1, "{s}");
     }
+}
+
+/// IPv6 load: `curl -6` from [`EXTRA_CLIENTS`] + 1 client addresses, each
+/// [`REQUESTS_PER_CLIENT`] requests with a connection each, to `web6`;
+/// returns the client addresses.
+fn load6(t: &Topology) -> Vec<Ipv6Addr> {
+    let mut clients = vec![CLIENT_ADDR6];
+    for i in 1..=u16::from(EXTRA_CLIENTS) {
+        let addr = Ipv6Addr::from_bits(CLIENT_ADDR6.to_bits() + u128::from(i));
+        t.client
+            .exec(
+                "ip",
+                &[
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{addr}/64"),
+                    "dev",
+                    &t.client_if,
+                    "nodad",
+                ],
+            )
+            .expect("add a client address");
+        clients.push(addr);
+    }
+    let url = format!("http://[{VIP6}]/");
+    for addr in &clients {
+        requests_from(
+            t,
+            &addr.to_string(),
+            &url,
+            REQUESTS_PER_CLIENT,
+            &["-6", "-g"],
+        );
+    }
+    clients
+}
+
+/// [`steering_under`] with IPv6 traffic only.
+fn steering6_under(test: &str, driver: DriverKind, max_percent: Option<u64>) {
+    let Some(mut t) = common::topology_on(test, 3, driver) else {
+        return;
+    };
+    t.enable_ipv6().expect("IPv6 in the topology");
+    let gw = gateway(&t, &ServiceOptions::all(&t));
+    let clients = load6(&t);
+    let owners: std::collections::HashSet<u8> =
+        clients.iter().map(|a| client_hash6(*a, 2)).collect();
+    assert_eq!(owners.len(), 2, "the clients spread over both workers");
+    std::thread::sleep(Duration::from_millis(500));
+    check_handoffs(test, &stats(&gw), max_percent);
 }
 
 #[test]
@@ -168,6 +238,26 @@ fn af_packet_steering_delivers_frames_to_their_owner() {
 fn afxdp_hands_off_what_arrives_on_the_wrong_queue_and_counts_it() {
     steering_under(
         "steering::afxdp_hands_off_what_arrives_on_the_wrong_queue_and_counts_it",
+        DriverKind::Afxdp,
+        None,
+    );
+}
+
+#[test]
+fn af_packet_steers_ipv6_frames_to_their_owner() {
+    steering6_under(
+        "steering::af_packet_steers_ipv6_frames_to_their_owner",
+        DriverKind::Afpacket,
+        Some(1),
+    );
+}
+
+/// AF_XDP over IPv6: as for IPv4, no software steering; every handoff
+/// counted by its cause, every request answered.
+#[test]
+fn afxdp_hands_off_ipv6_frames_on_the_wrong_queue_and_counts_it() {
+    steering6_under(
+        "steering::afxdp_hands_off_ipv6_frames_on_the_wrong_queue_and_counts_it",
         DriverKind::Afxdp,
         None,
     );

@@ -5,25 +5,30 @@
 //! so a driver can deliver each packet to the worker that owns its flow in
 //! the first place and the handoff rings carry only the exceptions.
 //!
-//! Invariants: for every TCP/UDP key, [`SteeringRule::owner`] equals the
-//! worker's owner function with the snapshot the rule was taken from
-//! (`Steering::rule`; tested in `stage/steer/tests.rs` on random tuples),
-//! as long as the rule is not [`SteeringRule::truncated`]. The drivers'
+//! Invariants: for every TCP/UDP key, [`SteeringRule::owner`] (IPv4) and
+//! [`SteeringRule::owner6`] (IPv6) equal the worker's owner functions
+//! (`Steering::owner`, `Steering::owner6`) with the snapshot the rule was
+//! taken from (`Steering::rule`; tested in `stage/steer/tests.rs` on random
+//! tuples of both families), as long as the rule is not
+//! [`SteeringRule::truncated`]. The drivers'
 //! programs (af_packet's fanout program, `driver/afpacket/steering/`)
-//! compute [`SteeringRule::owner`] and are tested against it. A truncated
+//! compute [`SteeringRule::owner`] and [`SteeringRule::owner6`] and are
+//! tested against them. A truncated
 //! rule (more entries than a program may hold) only costs handoffs, never
 //! correctness: the worker still decides ownership itself.
 //!
 //! Ownership is not Maglev's stable hash: that one picks backends and must
 //! agree across instances; ownership only matters inside one process, and
-//! [`client_hash`] is chosen so classic BPF (32-bit arithmetic) computes it.
+//! [`client_hash`] is chosen so classic BPF (32-bit arithmetic) computes it;
+//! [`client_hash6`] is the same hash of the xor of an IPv6 address's four
+//! 32-bit words, for the same reason.
 
 #[cfg(test)]
 pub(crate) mod tests;
 
-use crate::flow::{FlowKey, Proto};
+use crate::flow::{FlowKey, FlowKey6, FlowKeyOf, Proto};
 use crate::packet::WorkerId;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::RangeInclusive;
 
 /// Multiplier of [`client_hash`] (2^32 / golden ratio, odd).
@@ -43,12 +48,30 @@ pub fn client_hash(ip: Ipv4Addr, workers: u8) -> WorkerId {
     (x % u32::from(workers.max(1))) as WorkerId
 }
 
+/// The worker owning an IPv6 client: [`client_hash`] of the xor of the
+/// address's four 32-bit words (big-endian, as the wire carries them), so
+/// classic BPF computes it with 32-bit loads and `xor`.
+#[inline]
+pub fn client_hash6(ip: Ipv6Addr, workers: u8) -> WorkerId {
+    let w = ip.to_bits();
+    let folded = (w >> 96) as u32 ^ (w >> 64) as u32 ^ (w >> 32) as u32 ^ w as u32;
+    client_hash(Ipv4Addr::from(folded), workers)
+}
+
 /// Most SNAT addresses a rule lists (beyond: treated as plain owned).
 pub const MAX_SNAT_ADDRS: usize = 64;
 /// Most listeners on shared SNAT + node/VIP addresses a rule lists.
 pub const MAX_SNAT_LISTENERS: usize = 128;
 /// Most merged ranges of owned addresses a rule lists.
 pub const MAX_OWNED_RANGES: usize = 768;
+/// Most IPv6 SNAT addresses a rule lists. The IPv6 maxima are small: an
+/// IPv6 entry costs a classic-BPF program three to four times the
+/// instructions of an IPv4 one, and both share `BPF_MAXINSNS`.
+pub const MAX_SNAT_ADDRS6: usize = 8;
+/// Most listeners on IPv6 SNAT addresses a rule lists.
+pub const MAX_SNAT_LISTENERS6: usize = 16;
+/// Most merged ranges of owned IPv6 addresses a rule lists.
+pub const MAX_OWNED_RANGES6: usize = 24;
 
 /// The steering facts of one snapshot (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +86,15 @@ pub struct SteeringRule {
     pub snat_listeners: Vec<(Proto, Ipv4Addr, u16)>,
     /// Every owned address as merged inclusive ranges of `u32`, ascending.
     pub owned: Vec<(u32, u32)>,
+    /// IPv6 addresses with the SNAT role, ascending.
+    pub snat_addrs6: Vec<Ipv6Addr>,
+    /// Listeners `(proto, address, port)` on IPv6 SNAT addresses with the
+    /// port inside `snat_ports`, ascending.
+    pub snat_listeners6: Vec<(Proto, Ipv6Addr, u16)>,
+    /// Every owned IPv6 address as merged inclusive ranges of `u128`,
+    /// ascending, each inside one /96 (`lo >> 32 == hi >> 32`: a program
+    /// compares the upper three words once, then the last as a range).
+    pub owned6: Vec<(u128, u128)>,
     /// Some list was cut to its maximum: packets the cut part decides go
     /// to a worker that hands them off.
     pub truncated: bool,
@@ -83,32 +115,49 @@ impl SteeringRule {
         mut snat_listeners: Vec<(Proto, Ipv4Addr, u16)>,
     ) -> Self {
         owned.sort_unstable();
-        snat_addrs.sort_unstable();
-        snat_addrs.dedup();
-        snat_listeners.retain(|(_, _, p)| snat_ports.contains(p));
-        snat_listeners.sort_unstable();
-        snat_listeners.dedup();
-        let mut ranges: Vec<(u32, u32)> = Vec::new();
-        for a in owned.into_iter().map(u32::from) {
-            match ranges.last_mut() {
-                Some((_, hi)) if *hi == a || hi.checked_add(1) == Some(a) => *hi = a,
-                _ => ranges.push((a, a)),
-            }
-        }
-        let truncated = snat_addrs.len() > MAX_SNAT_ADDRS
-            || snat_listeners.len() > MAX_SNAT_LISTENERS
-            || ranges.len() > MAX_OWNED_RANGES;
-        snat_addrs.truncate(MAX_SNAT_ADDRS);
-        snat_listeners.truncate(MAX_SNAT_LISTENERS);
-        ranges.truncate(MAX_OWNED_RANGES);
+        sort_snat(&mut snat_addrs, &mut snat_listeners, &snat_ports);
+        let mut ranges = merge(owned.into_iter().map(u32::from), |_, hi, a| {
+            hi.checked_add(1) == Some(a)
+        });
+        let truncated = cut(&mut snat_addrs, MAX_SNAT_ADDRS)
+            | cut(&mut snat_listeners, MAX_SNAT_LISTENERS)
+            | cut(&mut ranges, MAX_OWNED_RANGES);
         SteeringRule {
             workers,
             snat_ports,
             snat_addrs,
             snat_listeners,
             owned: ranges,
+            snat_addrs6: Vec::new(),
+            snat_listeners6: Vec::new(),
+            owned6: Vec::new(),
             truncated,
         }
+    }
+
+    /// This rule with the IPv6 facts: the owned IPv6 addresses, the IPv6
+    /// SNAT addresses and the listeners on IPv6 SNAT addresses, in any
+    /// order (those with a port outside `snat_ports` are left out); sorted,
+    /// merged into ranges that do not cross a /96 and cut to the IPv6
+    /// maxima (which sets `truncated`). Cold path: allocates.
+    pub fn with_ipv6(
+        mut self,
+        mut owned: Vec<Ipv6Addr>,
+        mut snat_addrs: Vec<Ipv6Addr>,
+        mut snat_listeners: Vec<(Proto, Ipv6Addr, u16)>,
+    ) -> Self {
+        owned.sort_unstable();
+        sort_snat(&mut snat_addrs, &mut snat_listeners, &self.snat_ports);
+        let mut ranges = merge(owned.into_iter().map(Ipv6Addr::to_bits), |lo, hi, a| {
+            hi.checked_add(1) == Some(a) && lo >> 32 == a >> 32
+        });
+        self.truncated |= cut(&mut snat_addrs, MAX_SNAT_ADDRS6)
+            | cut(&mut snat_listeners, MAX_SNAT_LISTENERS6)
+            | cut(&mut ranges, MAX_OWNED_RANGES6);
+        self.snat_addrs6 = snat_addrs;
+        self.snat_listeners6 = snat_listeners;
+        self.owned6 = ranges;
+        self
     }
 
     /// The worker owning a TCP/UDP packet with this key, by the rule alone
@@ -117,30 +166,97 @@ impl SteeringRule {
         if self.workers <= 1 {
             return 0;
         }
-        if self.snat_addrs.binary_search(&key.dst_ip).is_ok()
-            && self.snat_ports.contains(&key.dst_port)
-            && self
-                .snat_listeners
-                .binary_search(&(key.proto, key.dst_ip, key.dst_port))
-                .is_err()
-        {
-            return crate::snat::owner_of_port(
-                self.snat_ports.clone(),
-                key.dst_port,
-                usize::from(self.workers),
-            )
-            .map_or(0, |w| w as WorkerId);
+        if let Some(w) = self.snat_reply_owner(&self.snat_addrs, &self.snat_listeners, key) {
+            return w;
         }
-        if self.is_owned(key.dst_ip) {
+        if in_ranges(&self.owned, u32::from(key.dst_ip)) {
             client_hash(key.src_ip, self.workers)
         } else {
             client_hash(key.dst_ip, self.workers)
         }
     }
 
-    fn is_owned(&self, addr: Ipv4Addr) -> bool {
-        let a = u32::from(addr);
-        let i = self.owned.partition_point(|&(lo, _)| lo <= a);
-        i > 0 && self.owned.get(i - 1).is_some_and(|&(_, hi)| a <= hi)
+    /// The worker owning an IPv6 TCP/UDP packet with this key, by the rule
+    /// alone: [`Self::owner`]'s decisions over the IPv6 lists, clients by
+    /// [`client_hash6`].
+    pub fn owner6(&self, key: &FlowKey6) -> WorkerId {
+        if self.workers <= 1 {
+            return 0;
+        }
+        if let Some(w) = self.snat_reply_owner(&self.snat_addrs6, &self.snat_listeners6, key) {
+            return w;
+        }
+        if in_ranges(&self.owned6, key.dst_ip.to_bits()) {
+            client_hash6(key.src_ip, self.workers)
+        } else {
+            client_hash6(key.dst_ip, self.workers)
+        }
     }
+
+    /// The SNAT port slice's worker when `key` is a reply to an SNAT tuple
+    /// (its destination in `addrs`, its port in the range, no listener of
+    /// `listeners` there), of either family.
+    fn snat_reply_owner<A: Ord + Copy>(
+        &self,
+        addrs: &[A],
+        listeners: &[(Proto, A, u16)],
+        key: &FlowKeyOf<A>,
+    ) -> Option<WorkerId> {
+        let reply = addrs.binary_search(&key.dst_ip).is_ok()
+            && self.snat_ports.contains(&key.dst_port)
+            && listeners
+                .binary_search(&(key.proto, key.dst_ip, key.dst_port))
+                .is_err();
+        reply.then(|| {
+            crate::snat::owner_of_port(
+                self.snat_ports.clone(),
+                key.dst_port,
+                usize::from(self.workers),
+            )
+            .map_or(0, |w| w as WorkerId)
+        })
+    }
+}
+
+/// Sort and dedup the SNAT addresses and the listeners on them, leaving
+/// out listeners with a port outside `ports`.
+fn sort_snat<A: Ord>(
+    addrs: &mut Vec<A>,
+    listeners: &mut Vec<(Proto, A, u16)>,
+    ports: &RangeInclusive<u16>,
+) {
+    addrs.sort_unstable();
+    addrs.dedup();
+    listeners.retain(|(_, _, p)| ports.contains(p));
+    listeners.sort_unstable();
+    listeners.dedup();
+}
+
+/// Ascending addresses as inclusive ranges: `a` joins the last range
+/// `(lo, hi)` when it repeats `hi` or `joins(lo, hi, a)`.
+fn merge<N: Copy + Eq>(
+    sorted: impl Iterator<Item = N>,
+    joins: impl Fn(N, N, N) -> bool,
+) -> Vec<(N, N)> {
+    let mut ranges: Vec<(N, N)> = Vec::new();
+    for a in sorted {
+        match ranges.last_mut() {
+            Some((lo, hi)) if *hi == a || joins(*lo, *hi, a) => *hi = a,
+            _ => ranges.push((a, a)),
+        }
+    }
+    ranges
+}
+
+/// Cut `v` to `max` entries; whether it was longer.
+fn cut<T>(v: &mut Vec<T>, max: usize) -> bool {
+    let longer = v.len() > max;
+    v.truncate(max);
+    longer
+}
+
+/// Whether `a` lies in one of the ascending, disjoint `ranges`.
+fn in_ranges<N: Copy + Ord>(ranges: &[(N, N)], a: N) -> bool {
+    let i = ranges.partition_point(|&(lo, _)| lo <= a);
+    i > 0 && ranges.get(i - 1).is_some_and(|&(_, hi)| a <= hi)
 }

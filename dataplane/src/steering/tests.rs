@@ -2,6 +2,7 @@
 //! client hash itself.
 
 use super::*;
+use std::ops::RangeInclusive;
 
 /// SplitMix64, for reproducible random tuples.
 pub(crate) struct Rng(pub u64);
@@ -18,6 +19,35 @@ impl Rng {
     pub(crate) fn pick<T: Copy>(&mut self, from: &[T]) -> T {
         from[(self.next() % from.len() as u64) as usize]
     }
+
+    /// A port from `listen`, the SNAT range's edges or anywhere.
+    fn port(&mut self, listen: &[u16]) -> u16 {
+        match self.next() % 4 {
+            0 => self.pick(listen),
+            1 => self.pick(&[0, 1023, 1024, 1025, 32767, 32768, 65534, 65535]),
+            _ => self.next() as u16,
+        }
+    }
+
+    fn proto(&mut self) -> Proto {
+        if self.next().is_multiple_of(2) {
+            Proto::Tcp
+        } else {
+            Proto::Udp
+        }
+    }
+}
+
+/// The worker counts and SNAT port ranges the steering tests run with:
+/// wide, narrow, fewer ports than workers, one off the bottom.
+pub(crate) fn shapes() -> [(u8, RangeInclusive<u16>); 5] {
+    [
+        (2, 1024..=65535),
+        (3, 1024..=65535),
+        (4, 20000..=20010),
+        (7, 1..=5),
+        (2, 30000..=40000),
+    ]
 }
 
 /// Random TCP/UDP keys, biased towards what a gateway sees: addresses
@@ -37,20 +67,86 @@ impl KeyPool {
                 Ipv4Addr::from(rng.next() as u32)
             }
         };
-        let port = |rng: &mut Rng| match rng.next() % 4 {
-            0 => rng.pick(&self.listen),
-            1 => rng.pick(&[0, 1023, 1024, 1025, 32767, 32768, 65534, 65535]),
-            _ => rng.next() as u16,
-        };
-        let proto = if rng.next().is_multiple_of(2) {
-            Proto::Tcp
-        } else {
-            Proto::Udp
-        };
+        let proto = rng.proto();
         let (src, dst) = (addr(rng), addr(rng));
-        let (sp, dp) = (port(rng), port(rng));
+        let (sp, dp) = (rng.port(&self.listen), rng.port(&self.listen));
         FlowKey::new(proto, src, sp, dst, dp)
     }
+}
+
+/// Random IPv6 TCP/UDP keys, biased as [`KeyPool`]'s, plus addresses next
+/// to the owned ones (the edges of the rule's /96 ranges).
+pub(crate) struct KeyPool6 {
+    pub(crate) owned: Vec<Ipv6Addr>,
+    pub(crate) listen: Vec<u16>,
+}
+
+impl KeyPool6 {
+    pub(crate) fn key(&self, rng: &mut Rng) -> FlowKey6 {
+        let addr = |rng: &mut Rng| match rng.next() % 4 {
+            0 | 1 => rng.pick(&self.owned),
+            2 => {
+                let near = rng.pick(&self.owned).to_bits();
+                let delta = rng.pick(&[1u128, 2, 1 << 32, 1 << 64, 1 << 96]);
+                Ipv6Addr::from_bits(if rng.next().is_multiple_of(2) {
+                    near.wrapping_add(delta)
+                } else {
+                    near.wrapping_sub(delta)
+                })
+            }
+            _ => Ipv6Addr::from_bits(u128::from(rng.next()) << 64 | u128::from(rng.next())),
+        };
+        let proto = rng.proto();
+        let (src, dst) = (addr(rng), addr(rng));
+        let (sp, dp) = (rng.port(&self.listen), rng.port(&self.listen));
+        FlowKey6::new(proto, src, sp, dst, dp)
+    }
+}
+
+#[test]
+fn client_hash6_is_the_client_hash_of_the_folded_words() {
+    let a: Ipv6Addr = "2001:db8:1:2::a".parse().unwrap();
+    // 0x20010db8 ^ 0x00010002 ^ 0 ^ 0x0000000a = 0x20000db0.
+    assert_eq!(
+        client_hash6(a, 7),
+        client_hash(Ipv4Addr::new(0x20, 0x00, 0x0d, 0xb0), 7)
+    );
+    assert_eq!(client_hash6(a, 1), 0);
+    let mut count = [0u32; 4];
+    for i in 0..4096u128 {
+        count[usize::from(client_hash6(Ipv6Addr::from_bits(a.to_bits() + i), 4))] += 1;
+    }
+    for c in count {
+        assert!((900..=1150).contains(&c), "{count:?}");
+    }
+}
+
+#[test]
+fn ipv6_ranges_merge_inside_a_slash_96_and_cut_at_the_maxima() {
+    let base: u128 = 0x2001_0db8_0000_0000_0000_0000_ffff_fffe;
+    let owned: Vec<Ipv6Addr> = (0..4).map(|i| Ipv6Addr::from_bits(base + i)).collect();
+    let rule = SteeringRule::new(2, 1024..=65535, Vec::new(), Vec::new(), Vec::new()).with_ipv6(
+        owned.clone(),
+        Vec::new(),
+        Vec::new(),
+    );
+    // ..fffe, ..ffff | next /96: 0, 1.
+    assert_eq!(
+        rule.owned6,
+        vec![(base, base + 1), (base + 2, base + 3)],
+        "split at the /96"
+    );
+    assert!(!rule.truncated);
+    let many: Vec<Ipv6Addr> = (0..=MAX_OWNED_RANGES6 as u128)
+        .map(|i| Ipv6Addr::from_bits(i * 2))
+        .collect();
+    let rule = SteeringRule::new(2, 1024..=65535, Vec::new(), Vec::new(), Vec::new()).with_ipv6(
+        many,
+        Vec::new(),
+        Vec::new(),
+    );
+    assert!(rule.truncated);
+    assert_eq!(rule.owned6.len(), MAX_OWNED_RANGES6);
 }
 
 #[test]

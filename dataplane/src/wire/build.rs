@@ -503,27 +503,38 @@ pub fn with_dest_opts(frame: &mut Vec<u8>, count: usize, ext_words: u8) -> usize
     at + ext.len()
 }
 
-/// Turn a built Ethernet/IPv4 TCP or UDP frame (no VLAN tag) into what a
-/// local sender with checksum offload hands a device: the L4 checksum
-/// field holds the pseudo-header seed (`NEEDS_CSUM`); with `gso_size` > 0
-/// it is a TCP super-packet of `gso_size`-byte segments. Returns its
+/// Turn a built Ethernet/IPv4 or Ethernet/IPv6 TCP or UDP frame (no VLAN
+/// tag, no IPv6 extension header) into what a local sender with checksum
+/// offload hands a device: the L4 checksum field holds the pseudo-header
+/// seed (`NEEDS_CSUM`); with `gso_size` > 0 it is a super-packet of
+/// `gso_size`-byte segments (`TcpV4`, `TcpV6` or `UdpL4`). Returns its
 /// offload metadata.
 pub fn make_partial(frame: &mut [u8], gso_size: u16) -> crate::wire::vnet::Offload {
     use crate::wire::vnet::{Gso, Offload};
     let l3 = ethernet::HEADER_LEN;
-    let ip = ipv4::Packet::new_unchecked(&frame[l3..]);
-    let (src, dst, proto, ihl) = (ip.src_addr(), ip.dst_addr(), ip.protocol(), ip.header_len());
-    let l4 = l3 + ihl;
-    let end = l3 + usize::from(ip.total_len());
-    let seed = checksum::pseudo_header_sum(src, dst, proto, (end - l4) as u16);
+    let v6 = ethernet::Packet::new_unchecked(&*frame).ethertype() == ethertype::IPV6;
+    let (l4, proto, seed) = if v6 {
+        let ip = ipv6::Packet::new_unchecked(&frame[l3..]);
+        let (l4, proto) = (l3 + ipv6::HEADER_LEN, ip.next_header());
+        let len = u32::from(ip.payload_len());
+        let seed = checksum::pseudo_header_sum_v6(ip.src_addr(), ip.dst_addr(), proto, len);
+        (l4, proto, seed)
+    } else {
+        let ip = ipv4::Packet::new_unchecked(&frame[l3..]);
+        let l4 = l3 + ip.header_len();
+        let len = (l3 + usize::from(ip.total_len()) - l4) as u16;
+        let seed = checksum::pseudo_header_sum(ip.src_addr(), ip.dst_addr(), ip.protocol(), len);
+        (l4, ip.protocol(), seed)
+    };
     let csum_offset: u16 = if proto == protocol::TCP { 16 } else { 6 };
     let field = l4 + usize::from(csum_offset);
     frame[field..field + 2].copy_from_slice(&seed.to_be_bytes());
     Offload {
-        gso: match (gso_size > 0, proto) {
-            (false, _) => Gso::None,
-            (true, protocol::TCP) => Gso::TcpV4,
-            (true, _) => Gso::UdpL4,
+        gso: match (gso_size > 0, proto, v6) {
+            (false, _, _) => Gso::None,
+            (true, protocol::TCP, false) => Gso::TcpV4,
+            (true, protocol::TCP, true) => Gso::TcpV6,
+            (true, _, _) => Gso::UdpL4,
         },
         ecn: false,
         gso_size,

@@ -592,3 +592,94 @@ fn the_kernel_runs_the_steering_program_and_delivers_to_the_owner() {
     assert_eq!(got.len(), sources.len(), "every frame arrived once");
     assert!(got.iter().all(|&(w, _)| w == 1), "{got:?}");
 }
+
+/// The IPv6 part of the steering program in the kernel: UDP frames from 64
+/// IPv6 clients to an owned address reach the worker
+/// [`SteeringRule::owner6`](crate::steering::SteeringRule::owner6) names,
+/// replies to an IPv6 SNAT tuple the port slice's worker.
+#[test]
+fn the_kernel_steers_ipv6_frames_to_the_owner() {
+    use crate::flow::{FlowKey6, Proto};
+    use crate::steering::SteeringRule;
+    use std::net::Ipv6Addr;
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    let peer = open_peer(&topo);
+    let mut cfg = config(RingConfig::default());
+    cfg.ports[0].fanout_group_id = Some(0x79);
+    cfg.fanout_mode = FanoutMode::Steered;
+    let (mut w0, mut w1) = in_netns(&topo.ns_b, || {
+        (
+            AfPacketDriver::open(&cfg).expect("worker 0"),
+            AfPacketDriver::open(&cfg).expect("worker 1"),
+        )
+    });
+    let vip: Ipv6Addr = "2001:db8:77::2".parse().unwrap();
+    let sources: Vec<Ipv6Addr> = (1..=64u16)
+        .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 0x77, 1, 0, 0, i, 0x10))
+        .collect();
+    let send_all = || {
+        for (i, src) in sources.iter().enumerate() {
+            let f = build::eth_ipv6_udp(
+                MAC_A,
+                MAC_B,
+                (*src, 20_000),
+                (vip, TEST_PORT),
+                &numbered_payload(100, i as u32),
+            );
+            peer.send(&f).expect("peer send");
+        }
+    };
+    let rx6 = |w0: &mut AfPacketDriver, w1: &mut AfPacketDriver| {
+        let end = Instant::now() + DEADLINE;
+        let mut batch = Vec::with_capacity(64);
+        let mut got = Vec::new();
+        while got.len() < sources.len() && Instant::now() < end {
+            for (w, d) in [(0usize, &mut *w0), (1, &mut *w1)] {
+                d.wait(5);
+                d.rx_burst(0, &mut batch, 64);
+                for f in batch.drain(..) {
+                    let b = f.data();
+                    let to_test_port = b.get(12..14) == Some(&[0x86, 0xdd])
+                        && b.get(20) == Some(&17)
+                        && b.get(56..58) == Some(&TEST_PORT.to_be_bytes());
+                    if to_test_port {
+                        let src: [u8; 16] = b[22..38].try_into().expect("source");
+                        got.push((w, Ipv6Addr::from(src)));
+                    }
+                    d.release(f);
+                }
+            }
+        }
+        got
+    };
+    let clients = SteeringRule::new(2, 1024..=65535, Vec::new(), Vec::new(), Vec::new()).with_ipv6(
+        vec![vip],
+        Vec::new(),
+        Vec::new(),
+    );
+    assert!(w0.install_steering(&clients).expect("install"));
+    send_all();
+    let got = rx6(&mut w0, &mut w1);
+    assert_eq!(got.len(), sources.len(), "every frame arrived once");
+    for &(w, src) in &got {
+        let key = FlowKey6::new(Proto::Udp, src, 20_000, vip, TEST_PORT);
+        assert_eq!(w, usize::from(clients.owner6(&key)), "{key}");
+    }
+    assert!(
+        got.iter().any(|&(w, _)| w == 0) && got.iter().any(|&(w, _)| w == 1),
+        "the sources spread over both workers"
+    );
+    // Replies to an IPv6 SNAT tuple: port 9999 is worker 1's slice.
+    let snat = SteeringRule::new(2, 9998..=9999, Vec::new(), Vec::new(), Vec::new()).with_ipv6(
+        vec![vip],
+        vec![vip],
+        Vec::new(),
+    );
+    assert!(w1.install_steering(&snat).expect("install"));
+    send_all();
+    let got = rx6(&mut w0, &mut w1);
+    assert_eq!(got.len(), sources.len(), "every frame arrived once");
+    assert!(got.iter().all(|&(w, _)| w == 1), "{got:?}");
+}

@@ -34,8 +34,8 @@
 //! record (two cache lines; IPv4: 64 B) + 64 B of TCP tracking + 4 B of
 //! free list + 32 B of index at capacity 2^20. With several workers an
 //! IPv6 packet is handed to the worker owning its flow (SNAT replies by
-//! port slice, the rest by client address); the drivers' steering
-//! programs steer IPv4 only, so IPv6 flows may cost a handoff.
+//! port slice, the rest by client address, `client_hash6`); af_packet's
+//! steering program computes the same owner, so a handoff is the exception.
 
 pub mod icmp_error;
 pub mod nat;

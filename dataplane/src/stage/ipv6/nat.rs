@@ -7,6 +7,12 @@
 //! limit decremented (RFC 8200 §3); a packet that arrives with hop limit
 //! 1 or 0 is not forwarded (`ipv6_hop_limit_expired`, answered with Time
 //! Exceeded by `stage::icmp_reply`).
+//!
+//! A packet whose checksum is still partial (`meta.offload.needs_csum`: a
+//! GSO/GRO super-packet, `TcpV6` or `UdpL4`) holds the pseudo-header seed
+//! in its checksum field; the seed moves with the addresses only (the
+//! ports are in the data the device sums when it cuts the segments), as
+//! `stage::nat` does for IPv4.
 
 use crate::counters::DropReason;
 use crate::flow::{FlowKey6, Proto};
@@ -43,7 +49,33 @@ pub fn rewrite(
     let Some(seg) = frame.get_mut(l4..end) else {
         return Err(DropReason::Internal);
     };
+    if meta.offload.needs_csum {
+        return rewrite_partial(seg, old, new);
+    }
     rewrite_l4(seg, old, new)
+}
+
+/// [`rewrite_l4`] for a partial checksum: the ports, and the seed (a
+/// folded sum, not complemented) moved by the address terms only:
+/// `seed' = seed + ~m + m'` (RFC 1624 eq. 3 without the outer complements).
+#[cold]
+#[inline(never)]
+fn rewrite_partial(seg: &mut [u8], old: &FlowKey6, new: &FlowKey6) -> Result<(), DropReason> {
+    let (csum_at, malformed) = match old.proto {
+        Proto::Tcp => (TCP_CHECKSUM_OFFSET, DropReason::TcpMalformed),
+        Proto::Udp => (UDP_CHECKSUM_OFFSET, DropReason::UdpMalformed),
+        Proto::Icmp => return Err(DropReason::Internal),
+    };
+    let Some(h) = seg.get_mut(..csum_at + 2) else {
+        return Err(malformed);
+    };
+    let seed = u16::from_be_bytes([h[csum_at], h[csum_at + 1]]);
+    let moved = checksum::update_ipv6(!seed, old.src_ip, new.src_ip);
+    let seed = !checksum::update_ipv6(moved, old.dst_ip, new.dst_ip);
+    h[..2].copy_from_slice(&new.src_port.to_be_bytes());
+    h[2..4].copy_from_slice(&new.dst_port.to_be_bytes());
+    h[csum_at..csum_at + 2].copy_from_slice(&seed.to_be_bytes());
+    Ok(())
 }
 
 /// The TCP/UDP header at the start of `seg` from `old` to `new`: ports,

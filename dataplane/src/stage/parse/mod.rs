@@ -144,20 +144,16 @@ pub fn parse_batch<F: Frame>(
 
 /// Take the driver's offload metadata of a parsed frame into its meta, or
 /// refuse it (`GsoMalformed`): a partial checksum must start at the L4
-/// header of a TCP/UDP packet with the field where that protocol has it; a
-/// super-packet must be TCP over IPv4 (`TcpV4`; IPv6 frames carry no
-/// offload yet) without SYN or RST, or UDP (`UdpL4`). A super-packet's largest
-/// segment length is what MTU checks use (`segment_l3_len`). Out of line:
-/// only frames of a driver with offloads on come here.
+/// header of a TCP/UDP packet (IPv6: after the extension headers) with the
+/// field where that protocol has it; a super-packet must be TCP of its own
+/// family (`TcpV4` over IPv4, `TcpV6` over IPv6) without SYN or RST, or UDP
+/// (`UdpL4`, either family). A super-packet's largest segment length is
+/// what MTU checks use (`segment_l3_len`: the DF rule for IPv4, Packet Too
+/// Big for IPv6). Out of line: only frames of a driver with offloads on
+/// come here.
 #[cold]
 #[inline(never)]
 fn check_offload(frame: &[u8], o: Offload, meta: &mut PacketMeta) -> Result<(), DropReason> {
-    // The IPv6 NAT rewrite keeps no partial checksum yet: the driver
-    // completes an IPv6 frame's checksum in software, and an IPv6
-    // super-packet (`TcpV6`) is refused.
-    if meta.family != Family::V4 {
-        return Err(DropReason::GsoMalformed);
-    }
     let (csum_offset, l4_header_len) = match meta.kind {
         PacketKind::Tcp => {
             let doff = frame.get(usize::from(meta.l4_offset) + 12).copied();
@@ -171,13 +167,17 @@ fn check_offload(frame: &[u8], o: Offload, meta: &mut PacketMeta) -> Result<(), 
     }
     let gso_fits = match o.gso {
         Gso::None => true,
-        Gso::TcpV4 => {
+        Gso::TcpV4 | Gso::TcpV6 => {
             meta.kind == PacketKind::Tcp
-                && meta.family == Family::V4
+                && meta.family
+                    == (if o.gso == Gso::TcpV4 {
+                        Family::V4
+                    } else {
+                        Family::V6
+                    })
                 && meta.tcp_flags & (tcp::flags::SYN | tcp::flags::RST) == 0
         }
         Gso::UdpL4 => meta.kind == PacketKind::Udp,
-        Gso::TcpV6 => false,
     };
     if !gso_fits {
         return Err(DropReason::GsoMalformed);

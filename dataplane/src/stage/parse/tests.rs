@@ -783,3 +783,57 @@ fn offload_metadata_is_checked_against_the_packet() {
         assert_eq!(m.verdict, Verdict::Drop(DropReason::GsoMalformed));
     }
 }
+
+/// An IPv6 super-packet (`TcpV6`) is taken with the length of its segments
+/// (40-byte header, 20-byte TCP header, `gso_size`); one of the wrong family,
+/// a SYN or a checksum start before the L4 header is `gso_malformed`. A
+/// UDP super-packet (`UdpL4`) over IPv6 is taken as well.
+#[test]
+fn ipv6_offload_metadata_is_checked_against_the_packet() {
+    use super::tests_ipv6::tcp6;
+    use crate::packet::Gso;
+    let payload = vec![7u8; 4000];
+    let mut sp = tcp6(ACK, &payload);
+    let o = build::make_partial(&mut sp, 1440);
+    assert_eq!(o.gso, Gso::TcpV6);
+    let mut syn = tcp6(SYN, &payload);
+    let syn_o = build::make_partial(&mut syn, 1440);
+    let v4_type = Offload {
+        gso: Gso::TcpV4,
+        ..o
+    };
+    let before_l4 = Offload {
+        csum_start: o.csum_start - 20,
+        ..o
+    };
+    let mut udp = build::eth_ipv6_udp(
+        CLIENT_MAC,
+        GW_MAC,
+        (super::tests_ipv6::CLIENT6, 5000),
+        (super::tests_ipv6::VIP6, 53),
+        &payload,
+    );
+    let udp_o = build::make_partial(&mut udp, 1200);
+    assert_eq!(udp_o.gso, Gso::UdpL4);
+    let frames = [
+        TestFrame(sp.clone(), true, o),
+        TestFrame(udp, true, udp_o),
+        TestFrame(syn, true, syn_o),
+        TestFrame(sp.clone(), true, v4_type),
+        TestFrame(sp, true, before_l4),
+    ];
+    let mut metas = [PacketMeta::empty(0); 5];
+    parse_batch(&frames, 0, &mut metas, &hasher());
+    assert_eq!(metas[0].verdict, Verdict::Pending);
+    assert_eq!(metas[0].offload, o);
+    assert_eq!(metas[0].wire_l3_len(), 40 + 20 + 1440);
+    assert_eq!(
+        usize::from(metas[0].l3_end - metas[0].l3_offset),
+        40 + 20 + 4000
+    );
+    assert_eq!(metas[1].verdict, Verdict::Pending);
+    assert_eq!(metas[1].wire_l3_len(), 40 + 8 + 1200);
+    for m in &metas[2..] {
+        assert_eq!(m.verdict, Verdict::Drop(DropReason::GsoMalformed));
+    }
+}

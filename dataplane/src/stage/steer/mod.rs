@@ -16,10 +16,10 @@
 mod tests;
 
 use crate::counters::Counters;
-use crate::flow::{FlowKey, FlowKey6, stable_addr_hash};
+use crate::flow::{FlowKey, FlowKey6};
 use crate::packet::{PacketKind, PacketMeta, Verdict, WorkerId};
 use crate::snapshot::Snapshot;
-use crate::steering::{SteeringRule, client_hash};
+use crate::steering::{SteeringRule, client_hash, client_hash6};
 use std::ops::RangeInclusive;
 
 /// Which worker owns a packet's flow.
@@ -44,10 +44,10 @@ impl Steering {
     }
 
     /// Owner of an IPv6 TCP/UDP packet with this key: replies to an IPv6
-    /// SNAT tuple by the SNAT port's slice, everything else by the stable
-    /// hash of the client address (the source; for a packet to an address
-    /// the gateway does not own, the destination). The drivers' programs
-    /// do not steer IPv6: the worker that receives it hands it over.
+    /// SNAT tuple by the SNAT port's slice, everything else by
+    /// [`client_hash6`] of the client address (the source; for a packet to
+    /// an address the gateway does not own, the destination). The drivers'
+    /// programs compute the same ([`SteeringRule::owner6`]).
     pub fn owner6(&self, key: &FlowKey6, snap: &Snapshot) -> WorkerId {
         self.owner6_by(key, snap).0
     }
@@ -55,10 +55,7 @@ impl Steering {
     /// [`Steering::owner6`], and whether the owner is by the SNAT port's
     /// slice (else by the client address).
     pub fn owner6_by(&self, key: &FlowKey6, snap: &Snapshot) -> (WorkerId, bool) {
-        let by_client = |addr| {
-            let w = (stable_addr_hash(addr) % u64::from(self.workers.max(1))) as WorkerId;
-            (w, false)
-        };
+        let by_client = |addr| (client_hash6(addr, self.workers), false);
         match snap.owned6(key.dst_ip) {
             Some(o)
                 if o.snat
@@ -81,8 +78,9 @@ impl Steering {
 
     /// The steering facts of `snap` for these workers (the owner function
     /// as a driver's program computes it). Cold path (a snapshot change):
-    /// allocates, walks the owned addresses and, when an SNAT address is
-    /// also a node or VIP address, the listeners.
+    /// allocates, walks the owned addresses of both families and, when an
+    /// SNAT address is also a node or VIP address (IPv6: any SNAT address),
+    /// the listeners.
     pub fn rule(&self, snap: &Snapshot) -> SteeringRule {
         let mut owned = Vec::with_capacity(snap.owned.len());
         let mut snat = Vec::new();
@@ -105,6 +103,24 @@ impl Steering {
                 .map(|(k, _)| (k.proto, k.addr, k.port))
                 .collect()
         };
+        let mut owned6 = Vec::with_capacity(snap.owned6.len());
+        let mut snat6 = Vec::new();
+        for (addr, o) in snap.owned6.iter() {
+            owned6.push(*addr);
+            if o.snat {
+                snat6.push(*addr);
+            }
+        }
+        // `owner6_by` asks for a listener on any SNAT address.
+        let listeners6 = if snat6.is_empty() {
+            Vec::new()
+        } else {
+            snap.listeners6
+                .iter()
+                .filter(|(k, _)| snat6.contains(&k.addr))
+                .map(|(k, _)| (k.proto, k.addr, k.port))
+                .collect()
+        };
         SteeringRule::new(
             self.workers,
             self.snat_ports.clone(),
@@ -112,6 +128,7 @@ impl Steering {
             snat,
             listeners,
         )
+        .with_ipv6(owned6, snat6, listeners6)
     }
 
     /// [`Self::owner`], and whether the SNAT port's slice decided it.

@@ -16,6 +16,7 @@
 //! so it does not depend on where `skb->data` points at the fanout hook:
 //!
 //! ```text
+//!   if skb->protocol == IPv6 -> V6
 //!   if skb->protocol != IPv4 -> ANY
 //!   proto = ip[9]; if proto not in {TCP, UDP} -> ANY
 //!   if ip[6..8] & 0x1fff (a later fragment, no ports) -> ANY
@@ -25,8 +26,21 @@
 //!      and (proto, dst, dport) not in snat_listeners -> return slice(dport)
 //!   if dst in owned -> return client_hash(src)
 //!   return client_hash(dst)
+//! V6 (RFC 8200 §3; no extension header is walked):
+//!   proto = ip[6]; if proto not in {TCP, UDP} -> ANY
+//!   dport = ip[42..44]; d0..d3 = the words of ip[24..40]
+//!   srcx = xor of the words of ip[8..24]; dstx = d0 ^ d1 ^ d2 ^ d3
+//!   if dst in snat_addrs6 and dport in snat_ports
+//!      and (proto, dst, dport) not in snat_listeners6 -> return slice(dport)
+//!   if dst in owned6 -> return hash(srcx) else return hash(dstx)
+//!      (client_hash6: the client hash of the folded words; owned6 is
+//!      tested per /96: d0, d1, d2 once, then d3 against each range)
 //! ANY: return 0 (worker 0; it hands off what another worker owns)
 //! ```
+//!
+//! A frame the program cannot read that far (shorter than its headers)
+//! also returns 0: the kernel ends a classic-BPF program on a load past
+//! the packet with 0.
 //!
 //! Conditional jumps reach at most 255 instructions ahead, so every jump to
 //! a label is a short conditional over an unconditional `ja` (32-bit
@@ -109,6 +123,9 @@ const MUL: u16 = 0x20;
 const DIV: u16 = 0x30;
 const AND: u16 = 0x50;
 const LSH: u16 = 0x60;
+const XOR: u16 = 0xa0;
+/// The ALU source is `X`, not `k`.
+const X: u16 = 0x08;
 const RSH: u16 = 0x70;
 const MOD: u16 = 0x90;
 const JA: u16 = 0x00;
@@ -124,12 +141,16 @@ const NET: u32 = libc::SKF_NET_OFF as u32;
 /// `SKF_AD_OFF + SKF_AD_PROTOCOL`: `ntohs(skb->protocol)`.
 const AD_PROTOCOL: u32 = (libc::SKF_AD_OFF + libc::SKF_AD_PROTOCOL) as u32;
 const ETH_P_IP: u32 = 0x0800;
+const ETH_P_IPV6: u32 = 0x86dd;
 
 // Scratch memory words.
 const M_PROTO: u32 = 0;
 const M_SRC: u32 = 1;
 const M_DST: u32 = 2;
 const M_DPORT: u32 = 3;
+/// IPv6: `M_D6 + i` holds word `i` of the destination address; `M_SRC`
+/// and `M_DST` hold the xor of the source's and the destination's words.
+const M_D6: u32 = 4;
 
 /// One classic BPF instruction, as `struct sock_filter`.
 pub type Insn = libc::sock_filter;
@@ -154,6 +175,12 @@ enum Label {
     NotSnat,
     Owned,
     Hash,
+    V6,
+    Snat6,
+    NotSnat6,
+    Owned6,
+    Hash6,
+    Any6,
 }
 
 /// Instructions with forward `ja` to labels, resolved in [`Asm::finish`].
@@ -186,10 +213,58 @@ impl Asm {
         self.ja(to);
     }
 
+    /// `if A == k` go on, else jump to the next [`Asm::end_entry`]: the
+    /// entry (a list element) is short, so the jump fits a conditional.
+    fn or_next(&mut self, k: u32, pending: &mut Vec<usize>) {
+        pending.push(self.code.len());
+        self.op(jump(JMP | JEQ | K, k, 0, 0));
+    }
+
+    /// Where the `or_next` jumps of the entry just emitted land.
+    fn end_entry(&mut self, pending: &mut Vec<usize>) {
+        let here = self.code.len();
+        for at in pending.drain(..) {
+            let off = here - at - 1;
+            debug_assert!(off <= usize::from(u8::MAX), "entry too long: {off}");
+            if let Some(insn) = self.code.get_mut(at) {
+                insn.jf = off as u8;
+            }
+        }
+    }
+
+    /// Jump on unless the IPv6 destination's first `words` words (kept in
+    /// `M_D6..`) equal those of `addr` (a next-entry check each).
+    fn dst6_prefix(&mut self, addr: u128, words: u32, pending: &mut Vec<usize>) {
+        for i in 0..words {
+            self.op(stmt(LD | MEM, M_D6 + i));
+            self.or_next((addr >> (96 - 32 * i)) as u32, pending);
+        }
+    }
+
+    /// `M_PROTO = ip[at]; if it is neither TCP nor UDP goto to`.
+    fn proto_at_or(&mut self, at: u32, to: Label) {
+        self.op(stmt(LD | B | ABS, NET.wrapping_add(at)));
+        self.op(stmt(ST, M_PROTO));
+        self.op(jump(JMP | JEQ | K, u32::from(Proto::Tcp.ip_number()), 2, 0));
+        self.op(jump(JMP | JEQ | K, u32::from(Proto::Udp.ip_number()), 1, 0));
+        self.ja(to);
+    }
+
+    /// `if !(lo <= dport <= hi) goto to` (dport from `M_DPORT`).
+    fn port_in_or(&mut self, lo: u16, hi: u16, to: Label) {
+        self.op(stmt(LD | MEM, M_DPORT));
+        self.op(jump(JMP | JGE | K, u32::from(lo), 1, 0));
+        self.ja(to);
+        self.op(jump(JMP | JGT | K, u32::from(hi), 0, 1));
+        self.ja(to);
+    }
+
     fn label(&mut self, l: Label) {
         self.labels.push((l, self.code.len()));
     }
 
+    /// Resolve the jumps; every label lies after its jumps (classic BPF
+    /// jumps forward only).
     fn finish(mut self) -> Vec<Insn> {
         for (at, to) in self.fixups {
             let target = self
@@ -210,20 +285,24 @@ impl Asm {
 /// [`SteeringRule`] maxima.
 pub fn fanout_program(rule: &SteeringRule) -> Vec<Insn> {
     let mut a = Asm {
-        code: Vec::with_capacity(64 + 3 * rule.owned.len() + 8 * rule.snat_listeners.len()),
+        code: Vec::with_capacity(
+            96 + 3 * rule.owned.len()
+                + 8 * rule.snat_listeners.len()
+                + 9 * rule.snat_addrs6.len()
+                + 13 * rule.snat_listeners6.len()
+                + 10 * rule.owned6.len(),
+        ),
         fixups: Vec::new(),
         labels: Vec::new(),
     };
     let workers = u32::from(rule.workers.max(1));
     // Parse.
     a.op(stmt(LD | H | ABS, AD_PROTOCOL));
-    a.op(jump(JMP | JEQ | K, ETH_P_IP, 1, 0));
+    a.op(jump(JMP | JEQ | K, ETH_P_IP, 3, 0));
+    a.op(jump(JMP | JEQ | K, ETH_P_IPV6, 0, 1));
+    a.ja(Label::V6);
     a.ja(Label::Any);
-    a.op(stmt(LD | B | ABS, NET.wrapping_add(9)));
-    a.op(stmt(ST, M_PROTO));
-    a.op(jump(JMP | JEQ | K, u32::from(Proto::Tcp.ip_number()), 2, 0));
-    a.op(jump(JMP | JEQ | K, u32::from(Proto::Udp.ip_number()), 1, 0));
-    a.ja(Label::Any);
+    a.proto_at_or(9, Label::Any);
     a.op(stmt(LD | H | ABS, NET.wrapping_add(6)));
     a.op(jump(JMP | JSET | K, 0x1fff, 0, 1));
     a.ja(Label::Any);
@@ -246,11 +325,7 @@ pub fn fanout_program(rule: &SteeringRule) -> Vec<Insn> {
         }
         a.ja(Label::NotSnat);
         a.label(Label::Snat);
-        a.op(stmt(LD | MEM, M_DPORT));
-        a.op(jump(JMP | JGE | K, u32::from(lo), 1, 0));
-        a.ja(Label::NotSnat);
-        a.op(jump(JMP | JGT | K, u32::from(hi), 0, 1));
-        a.ja(Label::NotSnat);
+        a.port_in_or(lo, hi, Label::NotSnat);
         for &(proto, addr, port) in &rule.snat_listeners {
             // proto, address and port all equal: a client of the listener.
             a.op(stmt(LD | MEM, M_PROTO));
@@ -277,13 +352,102 @@ pub fn fanout_program(rule: &SteeringRule) -> Vec<Insn> {
     a.label(Label::Owned);
     a.op(stmt(LD | MEM, M_SRC));
     a.label(Label::Hash);
+    hash_tail(&mut a, workers);
+    a.label(Label::Any);
+    a.op(stmt(RET | K, 0));
+    ipv6_part(&mut a, rule, workers);
+    a.finish()
+}
+
+/// The `V6` part of the program (see the module docs): parse, then the
+/// SNAT and owned tests over the IPv6 lists, ending in `Hash` or `Any`.
+fn ipv6_part(a: &mut Asm, rule: &SteeringRule, workers: u32) {
+    let mut pending = Vec::new();
+    a.label(Label::V6);
+    a.proto_at_or(6, Label::Any6);
+    a.op(stmt(LD | H | ABS, NET.wrapping_add(42)));
+    a.op(stmt(ST, M_DPORT));
+    // The xor of the source's words.
+    a.op(stmt(LD | W | ABS, NET.wrapping_add(8)));
+    for off in [12u32, 16, 20] {
+        a.op(stmt(MISC | TAX, 0));
+        a.op(stmt(LD | W | ABS, NET.wrapping_add(off)));
+        a.op(stmt(ALU | XOR | X, 0));
+    }
+    a.op(stmt(ST, M_SRC));
+    // The destination's words, and their xor.
+    for i in 0..4u32 {
+        if i > 0 {
+            a.op(stmt(MISC | TAX, 0));
+        }
+        a.op(stmt(LD | W | ABS, NET.wrapping_add(24 + 4 * i)));
+        a.op(stmt(ST, M_D6 + i));
+        if i > 0 {
+            a.op(stmt(ALU | XOR | X, 0));
+        }
+    }
+    a.op(stmt(ST, M_DST));
+    let (lo, hi) = (*rule.snat_ports.start(), *rule.snat_ports.end());
+    if lo <= hi && !rule.snat_addrs6.is_empty() {
+        for addr in &rule.snat_addrs6 {
+            a.dst6_prefix(addr.to_bits(), 4, &mut pending);
+            a.ja(Label::Snat6);
+            a.end_entry(&mut pending);
+        }
+        a.ja(Label::NotSnat6);
+        a.label(Label::Snat6);
+        a.port_in_or(lo, hi, Label::NotSnat6);
+        for &(proto, addr, port) in &rule.snat_listeners6 {
+            // proto, port and address all equal: a client of the listener.
+            a.op(stmt(LD | MEM, M_PROTO));
+            a.or_next(u32::from(proto.ip_number()), &mut pending);
+            a.op(stmt(LD | MEM, M_DPORT));
+            a.or_next(u32::from(port), &mut pending);
+            a.dst6_prefix(addr.to_bits(), 4, &mut pending);
+            a.ja(Label::Owned6);
+            a.end_entry(&mut pending);
+        }
+        slice_owner(a, lo, hi, workers);
+    }
+    a.label(Label::NotSnat6);
+    // Owned ranges, grouped by their /96 (`SteeringRule::owned6` never
+    // crosses one): the upper three words once per group.
+    for group in rule.owned6.chunk_by(|x, y| x.0 >> 32 == y.0 >> 32) {
+        let Some(&(first, _)) = group.first() else {
+            continue;
+        };
+        a.dst6_prefix(first, 3, &mut pending);
+        a.op(stmt(LD | MEM, M_D6 + 3));
+        for &(lo, hi) in group {
+            let (lo, hi) = (lo as u32, hi as u32);
+            if lo == hi {
+                a.jeq(lo, Label::Owned6);
+            } else {
+                a.jin(lo, hi, Label::Owned6);
+            }
+        }
+        a.end_entry(&mut pending);
+    }
+    a.op(stmt(LD | MEM, M_DST));
+    a.ja(Label::Hash6);
+    a.label(Label::Owned6);
+    a.op(stmt(LD | MEM, M_SRC));
+    // Jumps go forward only: the IPv4 part's tails are behind.
+    a.label(Label::Hash6);
+    hash_tail(a, workers);
+    a.label(Label::Any6);
+    a.op(stmt(RET | K, 0));
+}
+
+/// `return client_hash(A) % workers` (the rest of [`client_hash`]: the
+/// kernel takes the result modulo the members).
+///
+/// [`client_hash`]: crate::steering::client_hash
+fn hash_tail(a: &mut Asm, workers: u32) {
     a.op(stmt(ALU | MUL | K, CLIENT_HASH_MULTIPLIER));
     a.op(stmt(ALU | RSH | K, CLIENT_HASH_SHIFT));
     a.op(stmt(ALU | MOD | K, workers));
     a.op(stmt(RET | A, 0));
-    a.label(Label::Any);
-    a.op(stmt(RET | K, 0));
-    a.finish()
 }
 
 /// `return owner_of_port(lo..=hi, dport, workers)` with `dport` in the

@@ -7,10 +7,13 @@
 //! `tests/tests/steering.rs`.
 
 use super::*;
-use crate::flow::FlowKey;
-use crate::steering::tests::{KeyPool, Rng};
-use crate::steering::{MAX_OWNED_RANGES, MAX_SNAT_ADDRS, MAX_SNAT_LISTENERS};
-use std::net::Ipv4Addr;
+use crate::flow::{FlowKey, FlowKey6};
+use crate::steering::tests::{KeyPool, KeyPool6, Rng, shapes};
+use crate::steering::{
+    MAX_OWNED_RANGES, MAX_OWNED_RANGES6, MAX_SNAT_ADDRS, MAX_SNAT_ADDRS6, MAX_SNAT_LISTENERS,
+    MAX_SNAT_LISTENERS6,
+};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Owned addresses, SNAT addresses, listeners on shared addresses.
 type Addresses = (Vec<Ipv4Addr>, Vec<Ipv4Addr>, Vec<(Proto, Ipv4Addr, u16)>);
@@ -43,6 +46,42 @@ fn frame(k: &FlowKey, options: usize, frag: u16) -> Vec<u8> {
     ip[9] = k.proto.ip_number();
     ip[12..16].copy_from_slice(&k.src_ip.octets());
     ip[16..20].copy_from_slice(&k.dst_ip.octets());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&k.src_port.to_be_bytes());
+    f.extend_from_slice(&k.dst_port.to_be_bytes());
+    f.extend_from_slice(&[0u8; 16]);
+    f
+}
+
+/// IPv6 owned, SNAT addresses and listeners on them: a node and SNAT
+/// address with NodePorts, a separate SNAT address, a run of VIPs across a
+/// /96 boundary and a lone VIP in another /96.
+type Addresses6 = (Vec<Ipv6Addr>, Vec<Ipv6Addr>, Vec<(Proto, Ipv6Addr, u16)>);
+
+fn addresses6() -> Addresses6 {
+    let node: Ipv6Addr = "2001:db8::1".parse().unwrap();
+    let snat = vec![node, "fd00:1::1".parse().unwrap()];
+    let mut owned = snat.clone();
+    let edge: u128 = 0x2001_0db8_0000_0000_0000_0001_ffff_fffd;
+    owned.extend((0..5).map(|d| Ipv6Addr::from_bits(edge + d)));
+    owned.push("2001:db8:c::10".parse().unwrap());
+    let listeners = (0..6)
+        .flat_map(|i| [(Proto::Tcp, node, 30080 + i), (Proto::Udp, node, 31000 + i)])
+        .collect();
+    (owned, snat, listeners)
+}
+
+/// An Ethernet + IPv6 + L4 header frame (`next` the next header).
+fn frame6(k: &FlowKey6, next: u8) -> Vec<u8> {
+    let mut f = vec![0u8; ETH_LEN];
+    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    let mut ip = vec![0u8; 40];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&20u16.to_be_bytes());
+    ip[6] = next;
+    ip[7] = 64;
+    ip[8..24].copy_from_slice(&k.src_ip.octets());
+    ip[24..40].copy_from_slice(&k.dst_ip.octets());
     f.extend_from_slice(&ip);
     f.extend_from_slice(&k.src_port.to_be_bytes());
     f.extend_from_slice(&k.dst_port.to_be_bytes());
@@ -89,19 +128,22 @@ fn run(prog: &[Insn], frame: &[u8]) -> u32 {
             },
             c if c == ST => mem[i.k as usize] = a,
             c if c == ALU => {
+                let v = if i.code & X == X { x } else { i.k };
                 a = match i.code & 0xf0 {
-                    op if op == ADD => a.wrapping_add(i.k),
-                    op if op == SUB => a.wrapping_sub(i.k),
-                    op if op == MUL => a.wrapping_mul(i.k),
-                    op if op == DIV => a / i.k,
-                    op if op == MOD => a % i.k,
-                    op if op == AND => a & i.k,
-                    op if op == LSH => a << i.k,
-                    op if op == RSH => a >> i.k,
+                    op if op == ADD => a.wrapping_add(v),
+                    op if op == SUB => a.wrapping_sub(v),
+                    op if op == MUL => a.wrapping_mul(v),
+                    op if op == DIV => a / v,
+                    op if op == MOD => a % v,
+                    op if op == AND => a & v,
+                    op if op == XOR => a ^ v,
+                    op if op == LSH => a << v,
+                    op if op == RSH => a >> v,
                     _ => panic!("unsupported alu {:#x}", i.code),
                 }
             }
             c if c == JMP => {
+                assert_eq!(i.code & X, 0, "jumps compare with k only");
                 let taken = match i.code & 0xf0 {
                     op if op == JA => {
                         pc += i.k as usize;
@@ -131,13 +173,7 @@ fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
         listen: listeners.iter().map(|&(_, _, p)| p).collect(),
     };
     let mut rng = Rng(0x5eed);
-    for (workers, ports) in [
-        (2u8, 1024..=65535u16),
-        (3, 1024..=65535),
-        (4, 20000..=20010),
-        (7, 1..=5),
-        (2, 30000..=40000),
-    ] {
+    for (workers, ports) in shapes() {
         let rule = SteeringRule::new(
             workers,
             ports.clone(),
@@ -145,22 +181,94 @@ fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
             snat.clone(),
             listeners.clone(),
         );
-        let prog = fanout_program(&rule);
-        assert!(prog.len() <= MAX_INSTRUCTIONS);
-        let mut seen = std::collections::HashSet::new();
-        for n in 0..20_000 {
+        let mut n = 0;
+        check_program(&rule, || {
             let k = keys.key(&mut rng);
-            let want = u32::from(rule.owner(&k));
             let options = (n % 3) * 2;
-            assert_eq!(
-                run(&prog, &frame(&k, options, 0)) % u32::from(workers),
-                want,
-                "{k}, {options} option words, {workers} workers, {ports:?}"
-            );
-            seen.insert(want);
-        }
-        assert_eq!(seen.len(), usize::from(workers), "every worker owns some");
+            n += 1;
+            let what = format!("{k}, {options} option words, {workers} workers, {ports:?}");
+            (frame(&k, options, 0), rule.owner(&k), what)
+        });
     }
+}
+
+/// Run the program of `rule` over 20,000 frames from `next` (a frame,
+/// the owner the rule names, a description): the same owner each time,
+/// every worker owning some.
+fn check_program(rule: &SteeringRule, mut next: impl FnMut() -> (Vec<u8>, u8, String)) {
+    let prog = fanout_program(rule);
+    assert!(prog.len() <= MAX_INSTRUCTIONS);
+    let workers = u32::from(rule.workers);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..20_000 {
+        let (f, want, what) = next();
+        assert_eq!(run(&prog, &f) % workers, u32::from(want), "{what}");
+        seen.insert(want);
+    }
+    assert_eq!(
+        seen.len(),
+        usize::from(rule.workers),
+        "every worker owns some"
+    );
+}
+
+#[test]
+fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
+    let (owned, snat, listeners) = addresses();
+    let (owned6, snat6, listeners6) = addresses6();
+    let keys = KeyPool6 {
+        owned: owned6.clone(),
+        listen: listeners6.iter().map(|&(_, _, p)| p).collect(),
+    };
+    let mut rng = Rng(0x5eed6);
+    for (workers, ports) in shapes() {
+        let rule = SteeringRule::new(
+            workers,
+            ports.clone(),
+            owned.clone(),
+            snat.clone(),
+            listeners.clone(),
+        )
+        .with_ipv6(owned6.clone(), snat6.clone(), listeners6.clone());
+        assert_eq!(rule.owned6.len(), 5, "{:x?}", rule.owned6);
+        check_program(&rule, || {
+            let k = keys.key(&mut rng);
+            let what = format!("{k:?}, {workers} workers, {ports:?}");
+            (frame6(&k, k.proto.ip_number()), rule.owner6(&k), what)
+        });
+        // IPv4 frames are steered as before with the IPv6 lists present.
+        let keys4 = KeyPool {
+            owned: owned.clone(),
+            listen: listeners.iter().map(|&(_, _, p)| p).collect(),
+        };
+        check_program(&rule, || {
+            let k = keys4.key(&mut rng);
+            (frame(&k, 0, 0), rule.owner(&k), k.to_string())
+        });
+    }
+}
+
+#[test]
+fn ipv6_frames_without_tcp_or_udp_next_go_to_worker_zero() {
+    let (owned6, snat6, listeners6) = addresses6();
+    let rule = SteeringRule::new(4, 1024..=65535, Vec::new(), Vec::new(), Vec::new())
+        .with_ipv6(owned6, snat6, listeners6);
+    let prog = fanout_program(&rule);
+    let k = FlowKey6::new(
+        Proto::Udp,
+        "2001:db8:77::9".parse().unwrap(),
+        5353,
+        "2001:db8:c::10".parse().unwrap(),
+        53,
+    );
+    assert_ne!(run(&prog, &frame6(&k, 17)) % 4, 0, "steered by its client");
+    // An extension header (hop-by-hop, fragment, routing) is not walked;
+    // ICMPv6 (NDP among it) has no ports.
+    for next in [0u8, 44, 43, 58] {
+        assert_eq!(run(&prog, &frame6(&k, next)), 0, "next header {next}");
+    }
+    // Cut inside the ports.
+    assert_eq!(run(&prog, &frame6(&k, 17)[..ETH_LEN + 42]), 0);
 }
 
 #[test]
@@ -198,6 +306,16 @@ fn the_largest_rule_fits_the_kernel_limit() {
             .collect(),
         owned: (0..MAX_OWNED_RANGES as u32)
             .map(|i| (i * 4, i * 4 + 1))
+            .collect(),
+        snat_addrs6: (0..MAX_SNAT_ADDRS6 as u128)
+            .map(|i| Ipv6Addr::from_bits(i << 64))
+            .collect(),
+        snat_listeners6: (0..MAX_SNAT_LISTENERS6 as u16)
+            .map(|p| (Proto::Tcp, Ipv6Addr::LOCALHOST, 30000 + p))
+            .collect(),
+        // Every range in its own /96: the most instructions.
+        owned6: (0..MAX_OWNED_RANGES6 as u128)
+            .map(|i| (i << 32, (i << 32) + 1))
             .collect(),
         truncated: true,
     };
