@@ -133,6 +133,7 @@ pub fn pipeline_config(worker: u8, workers: u8) -> PipelineConfig {
         seed: 0x5eed + u64::from(worker),
         table_hasher: dataplane::flow::TableHasher::from_seed(0x5eed),
         new_flows_per_source_per_s: 0,
+        source_prefix_len_v6: 64,
     }
 }
 
