@@ -184,7 +184,9 @@ pub fn run<A: StageFamily, F: Frame>(
     // 0. Overlap the batch's conntrack cache misses (see the conntrack
     // module docs): index lines first, then the records they point to.
     let tracked = |m: &PacketMeta| {
-        m.is_pending() && matches!(m.kind, PacketKind::Tcp | PacketKind::Udp) && m.family == A::FAMILY
+        m.is_pending()
+            && matches!(m.kind, PacketKind::Tcp | PacketKind::Udp)
+            && m.family == A::FAMILY
     };
     for meta in metas.iter().filter(|m| tracked(m)) {
         ctx.ct.prefetch_index(meta.hash);
@@ -223,8 +225,7 @@ pub fn run<A: StageFamily, F: Frame>(
             }
             let backend_listed = snap.backend(flow.backend).is_some_and(|b| {
                 b.service == flow.service
-                    && b.addr
-                        == SocketAddr::new(flow.reply().src_ip.to_ip(), flow.reply().src_port)
+                    && b.addr == SocketAddr::new(flow.reply().src_ip.to_ip(), flow.reply().src_port)
             });
             if !backend_listed {
                 let policy = snap
@@ -617,10 +618,7 @@ fn create<A: StageFamily, F: Frame>(
         return FlowSlot::None;
     };
     let backend_addr = A::socket(backend_ip, backend.addr.port());
-    let Some((hop, hop_addr)) = backend
-        .next_hop
-        .and_then(|h| Some((h, A::next_hop(&h)?)))
-    else {
+    let Some((hop, hop_addr)) = backend.next_hop.and_then(|h| Some((h, A::next_hop(&h)?))) else {
         meta.drop(DropReason::NoRoute);
         return FlowSlot::None;
     };

@@ -33,8 +33,8 @@ use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto};
 use crate::packet::{PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
-use crate::wire::tcp::flags as tcp_flags;
 use crate::wire::ipv4;
+use crate::wire::tcp::flags as tcp_flags;
 
 /// Offset of the checksum field inside a TCP / UDP header.
 const TCP_CHECKSUM_OFFSET: usize = 16;
@@ -275,8 +275,8 @@ fn rewrite_ports(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::checksum;
     use crate::stage::parse::parse_frame;
+    use crate::wire::checksum;
     use crate::wire::{MacAddr, build};
     use proptest::prelude::*;
     use std::net::Ipv4Addr;

@@ -140,7 +140,10 @@ mod tests {
         let b = Ipv4Addr::new(198, 51, 100, 8);
         assert!(l.allow(v4(a), 0));
         assert!(!l.allow(v4(a), 0));
-        assert!(l.allow(v4(b), 0) || l.allow(v4(b), 0), "another source has its own");
+        assert!(
+            l.allow(v4(b), 0) || l.allow(v4(b), 0),
+            "another source has its own"
+        );
         let mut off = SourceLimit::new(0, 64);
         assert!((0..1000).all(|_| off.allow(v4(a), 0)));
         assert!(!off.enabled());
@@ -158,10 +161,16 @@ mod tests {
             !l.allow(StageFamily::source_key(same_64, p), 0),
             "another address of the /64 shares its budget"
         );
-        assert!(l.allow(StageFamily::source_key(other_64, p), 0), "another /64");
+        assert!(
+            l.allow(StageFamily::source_key(other_64, p), 0),
+            "another /64"
+        );
         let mut per_addr = SourceLimit::new(1, 128);
         let p = per_addr.prefix_len_v6();
         assert!(per_addr.allow(StageFamily::source_key(a, p), 0));
-        assert!(per_addr.allow(StageFamily::source_key(same_64, p), 0), "/128");
+        assert!(
+            per_addr.allow(StageFamily::source_key(same_64, p), 0),
+            "/128"
+        );
     }
 }

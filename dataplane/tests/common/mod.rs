@@ -220,7 +220,12 @@ impl Gateway {
 
     /// Publish a new snapshot with these services.
     pub fn swap(&mut self, services: Vec<ServiceSpec>) {
-        let s = self.builder.build(&spec(services)).expect("valid spec");
+        self.swap_spec(&spec(services));
+    }
+
+    /// Publish a new snapshot of `spec`.
+    pub fn swap_spec(&mut self, spec: &SnapshotSpec) {
+        let s = self.builder.build(spec).expect("valid spec");
         self.publisher.publish(s);
     }
 

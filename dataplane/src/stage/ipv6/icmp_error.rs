@@ -15,11 +15,11 @@
 //! limit is decremented.
 
 use super::Ipv6Tables;
-use crate::stage::L2Next;
 use crate::conntrack::Dir;
 use crate::counters::{Counters, DropReason};
 use crate::packet::{PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
+use crate::stage::L2Next;
 use crate::stage::neighbour::{NeighbourCtx, set_l2};
 use crate::wire::{icmpv6, ipv6 as wire6};
 
