@@ -214,7 +214,12 @@ fn dual_stack_example() {
         .map(|l| std::net::SocketAddr::new(l.address, l.port).to_string())
         .collect();
     assert_eq!(listeners, ["[2001:db8:5::10]:80", "[2001:db8::1]:30080"]);
-    assert_eq!(web6.syn_proxy, nic_config::SynProxyPlan::On);
+    assert_eq!(
+        web6.syn_proxy,
+        nic_config::SynProxyPlan::Auto {
+            half_open_threshold: 1000
+        }
+    );
     assert_eq!(
         (
             plan.dataplane.new_flows_per_source_per_s,
