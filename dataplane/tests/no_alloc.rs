@@ -337,7 +337,8 @@ fn the_ipv6_syn_proxy_and_reset_paths_allocate_nothing() {
             OUTSIDE,
             &client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
         );
-        let key = dataplane::flow::FlowKey6::new(dataplane::flow::Proto::Tcp, CLIENT6, sport, VIP6, 80);
+        let key =
+            dataplane::flow::FlowKey6::new(dataplane::flow::Proto::Tcp, CLIENT6, sport, VIP6, 80);
         let t = gw.worker.pipeline().ipv6().expect("IPv6 tables");
         let (id, _) = t.ct.lookup(&key, t.ct.hash(&key)).expect("proxied flow");
         let r = *t.ct.flow(id).reply();
