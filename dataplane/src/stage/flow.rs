@@ -55,7 +55,7 @@ use crate::conntrack::window::{SegmentInfo, WindowVerdict};
 use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe, TcpState};
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
-use crate::flow::{FlowKeyOf, IpFamily, Proto, stable_addr_hash};
+use crate::flow::{Family, FlowKeyOf, IpFamily, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId, Verdict};
 use crate::snapshot::{BackendGonePolicy, BackendId, BackendSet, Service, Snapshot};
 use crate::snat::{SnatAllocator, SnatExhausted, SnatTuple};
@@ -63,7 +63,7 @@ use crate::wire::ethernet;
 use crate::wire::tcp;
 use crate::wire::tcp::SynOptions;
 use crate::wire::tcp::flags as tcp_flags;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 
 /// The worker state the flow and ICMP-error stages share: the tables of
 /// family `A`, and the family-independent rest.
@@ -183,10 +183,13 @@ pub fn run<A: StageFamily, F: Frame>(
 ) {
     // 0. Overlap the batch's conntrack cache misses (see the conntrack
     // module docs): index lines first, then the records they point to.
+    // The IPv4 run comes after the IPv6 pass, which leaves no IPv6 packet
+    // pending: only the IPv6 run needs the family test (a constant for
+    // IPv4).
     let tracked = |m: &PacketMeta| {
         m.is_pending()
             && matches!(m.kind, PacketKind::Tcp | PacketKind::Udp)
-            && m.family == A::FAMILY
+            && (A::FAMILY == Family::V4 || m.family == A::FAMILY)
     };
     for meta in metas.iter().filter(|m| tracked(m)) {
         ctx.ct.prefetch_index(meta.hash);
@@ -225,7 +228,9 @@ pub fn run<A: StageFamily, F: Frame>(
             }
             let backend_listed = snap.backend(flow.backend).is_some_and(|b| {
                 b.service == flow.service
-                    && b.addr == SocketAddr::new(flow.reply().src_ip.to_ip(), flow.reply().src_port)
+                    && A::socket_of(&b.addr).is_some_and(|s| {
+                        A::socket_parts(s) == (flow.reply().src_ip, flow.reply().src_port)
+                    })
             });
             if !backend_listed {
                 let policy = snap
@@ -613,11 +618,11 @@ fn create<A: StageFamily, F: Frame>(
         return FlowSlot::None;
     };
     // A service is single-family: a listener has backends of its family.
-    let Some(backend_ip) = A::from_ip(backend.addr.ip()) else {
+    let Some(backend_addr) = A::socket_of(&backend.addr) else {
         meta.drop(DropReason::NoBackend);
         return FlowSlot::None;
     };
-    let backend_addr = A::socket(backend_ip, backend.addr.port());
+    let (backend_ip, backend_port) = A::socket_parts(backend_addr);
     let Some((hop, hop_addr)) = backend.next_hop.and_then(|h| Some((h, A::next_hop(&h)?))) else {
         meta.drop(DropReason::NoRoute);
         return FlowSlot::None;
@@ -659,7 +664,7 @@ fn create<A: StageFamily, F: Frame>(
         let direct = FlowKeyOf::new(
             key.proto,
             backend_ip,
-            backend.addr.port(),
+            backend_port,
             key.src_ip,
             key.src_port,
         );

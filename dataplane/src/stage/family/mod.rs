@@ -29,6 +29,7 @@ use crate::counters::DropReason;
 use crate::flow::{FlowKeyOf, IpFamily, Proto};
 use crate::packet::PacketMeta;
 use crate::snapshot::{Listener, NextHop, OwnedAddr, Snapshot};
+use std::net::SocketAddr;
 
 /// An address family as the flow stage sees it (implemented for
 /// [`std::net::Ipv4Addr`] and [`std::net::Ipv6Addr`]).
@@ -48,6 +49,8 @@ pub trait StageFamily: IpFamily {
     fn listener(snap: &Snapshot, proto: Proto, addr: Self, port: u16) -> Option<&Listener>;
     /// The owned address `addr`.
     fn owned(snap: &Snapshot, addr: Self) -> Option<&OwnedAddr>;
+    /// `addr` as a socket address of this family, if it is one.
+    fn socket_of(addr: &SocketAddr) -> Option<Self::Socket>;
     /// The next hop's address, if of this family.
     fn next_hop(hop: &NextHop) -> Option<Self>;
     /// The TTL / hop limit of the L3 header at the start of `l3`.

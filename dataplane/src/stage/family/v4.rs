@@ -6,7 +6,7 @@ use crate::flow::{FlowKey, Proto};
 use crate::packet::PacketMeta;
 use crate::snapshot::{Listener, NextHop, OwnedAddr, Snapshot};
 use crate::wire::{checksum, ethernet, ipv4};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 impl StageFamily for Ipv4Addr {
     const L3_HEADER_LEN: usize = ipv4::HEADER_LEN;
@@ -27,6 +27,14 @@ impl StageFamily for Ipv4Addr {
     #[inline(always)]
     fn owned(snap: &Snapshot, addr: Self) -> Option<&OwnedAddr> {
         snap.owned(addr)
+    }
+
+    #[inline(always)]
+    fn socket_of(addr: &SocketAddr) -> Option<SocketAddrV4> {
+        match addr {
+            SocketAddr::V4(s) => Some(*s),
+            SocketAddr::V6(_) => None,
+        }
     }
 
     #[inline(always)]

@@ -7,7 +7,7 @@ use crate::packet::PacketMeta;
 use crate::snapshot::{Listener, NextHop, OwnedAddr, Snapshot};
 use crate::wire::ipv6::{self as wire6, next_header};
 use crate::wire::{checksum, ethernet};
-use std::net::Ipv6Addr;
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 
 impl StageFamily for Ipv6Addr {
     const L3_HEADER_LEN: usize = wire6::HEADER_LEN;
@@ -31,6 +31,14 @@ impl StageFamily for Ipv6Addr {
     #[inline(always)]
     fn owned(snap: &Snapshot, addr: Self) -> Option<&OwnedAddr> {
         snap.owned6(addr)
+    }
+
+    #[inline(always)]
+    fn socket_of(addr: &SocketAddr) -> Option<SocketAddrV6> {
+        match addr {
+            SocketAddr::V6(s) => Some(*s),
+            SocketAddr::V4(_) => None,
+        }
     }
 
     #[inline(always)]
