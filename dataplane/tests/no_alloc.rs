@@ -133,6 +133,19 @@ fn the_hold_queue_and_arp_path_allocate_nothing() {
     assert_eq!(info.count_total, 0, "{info:?}");
 }
 
+/// 16 connections spliced by the SYN proxy (with a window update each)
+/// from 16 validated cookies, 16 more cookies sent, between `before` and
+/// `c`.
+fn assert_proxied_16(before: &dataplane::counters::Counters, c: &dataplane::counters::Counters) {
+    assert_eq!(c.syn_proxy_spliced - before.syn_proxy_spliced, 16, "{c:?}");
+    assert_eq!(
+        c.syn_proxy_window_updates - before.syn_proxy_window_updates,
+        16
+    );
+    assert_eq!(c.syn_cookies_validated - before.syn_cookies_validated, 16);
+    assert_eq!(c.syn_cookies_sent - before.syn_cookies_sent, 16);
+}
+
 /// The SYN proxy's whole path under the allocation counter: cookie
 /// SYN-ACKs, cookie ACKs opening backend connections, a forged cookie, the
 /// backend SYN-ACK (ACK back, window update through the outbox) and the
@@ -197,13 +210,7 @@ fn the_syn_proxy_path_allocates_nothing() {
         }
     });
     let c = gw.counters();
-    assert_eq!(c.syn_proxy_spliced - before.syn_proxy_spliced, 16, "{c:?}");
-    assert_eq!(
-        c.syn_proxy_window_updates - before.syn_proxy_window_updates,
-        16
-    );
-    assert_eq!(c.syn_cookies_validated - before.syn_cookies_validated, 16);
-    assert_eq!(c.syn_cookies_sent - before.syn_cookies_sent, 16);
+    assert_proxied_16(&before, &c);
     assert_eq!(
         c.dropped(dataplane::counters::DropReason::SynCookieInvalid),
         16
@@ -387,13 +394,7 @@ fn the_ipv6_syn_proxy_and_reset_paths_allocate_nothing() {
         }
     });
     let c = gw.counters();
-    assert_eq!(c.syn_proxy_spliced - before.syn_proxy_spliced, 16, "{c:?}");
-    assert_eq!(
-        c.syn_proxy_window_updates - before.syn_proxy_window_updates,
-        16
-    );
-    assert_eq!(c.syn_cookies_validated - before.syn_cookies_validated, 16);
-    assert_eq!(c.syn_cookies_sent - before.syn_cookies_sent, 16);
+    assert_proxied_16(&before, &c);
     assert_eq!(c.resets_sent - before.resets_sent, 16);
     assert_eq!(
         c.dropped(dataplane::counters::DropReason::SynCookieInvalid),

@@ -109,17 +109,7 @@ pub fn tcp6(
     payload: &[u8],
     hop: u8,
 ) -> Vec<u8> {
-    assert_eq!(options.len() % 4, 0);
-    let mut seg = vec![0u8; 20 + options.len()];
-    seg[0..2].copy_from_slice(&sport.to_be_bytes());
-    seg[2..4].copy_from_slice(&dport.to_be_bytes());
-    seg[4..8].copy_from_slice(&seq.to_be_bytes());
-    seg[8..12].copy_from_slice(&ack.to_be_bytes());
-    seg[12] = (((20 + options.len()) / 4) << 4) as u8;
-    seg[13] = flags;
-    seg[14..16].copy_from_slice(&window.to_be_bytes());
-    seg[20..].copy_from_slice(options);
-    seg.extend_from_slice(payload);
+    let mut seg = tcp_segment((sport, dport), flags, (seq, ack), window, options, payload);
     let csum = dataplane::wire::checksum::l4_checksum_v6(src, dst, 6, &seg);
     seg[16..18].copy_from_slice(&csum.to_be_bytes());
     let ip = build::ipv6_packet(src, dst, 6, hop, &seg);

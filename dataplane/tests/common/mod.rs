@@ -364,6 +364,29 @@ impl Gateway {
     }
 }
 
+/// A TCP segment with options (checksum field 0), for either family.
+pub fn tcp_segment(
+    (sport, dport): (u16, u16),
+    flags: u8,
+    (seq, ack): (u32, u32),
+    window: u16,
+    options: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    assert_eq!(options.len() % 4, 0);
+    let mut seg = vec![0u8; 20 + options.len()];
+    seg[0..2].copy_from_slice(&sport.to_be_bytes());
+    seg[2..4].copy_from_slice(&dport.to_be_bytes());
+    seg[4..8].copy_from_slice(&seq.to_be_bytes());
+    seg[8..12].copy_from_slice(&ack.to_be_bytes());
+    seg[12] = (((20 + options.len()) / 4) << 4) as u8;
+    seg[13] = flags;
+    seg[14..16].copy_from_slice(&window.to_be_bytes());
+    seg[20..].copy_from_slice(options);
+    seg.extend_from_slice(payload);
+    seg
+}
+
 /// A TCP frame built from scratch with options, window and TTL.
 #[allow(clippy::too_many_arguments)]
 pub fn tcp(
@@ -378,17 +401,7 @@ pub fn tcp(
     payload: &[u8],
     ttl: u8,
 ) -> Vec<u8> {
-    assert_eq!(options.len() % 4, 0);
-    let mut seg = vec![0u8; 20 + options.len()];
-    seg[0..2].copy_from_slice(&sport.to_be_bytes());
-    seg[2..4].copy_from_slice(&dport.to_be_bytes());
-    seg[4..8].copy_from_slice(&seq.to_be_bytes());
-    seg[8..12].copy_from_slice(&ack.to_be_bytes());
-    seg[12] = (((20 + options.len()) / 4) << 4) as u8;
-    seg[13] = flags;
-    seg[14..16].copy_from_slice(&window.to_be_bytes());
-    seg[20..].copy_from_slice(options);
-    seg.extend_from_slice(payload);
+    let mut seg = tcp_segment((sport, dport), flags, (seq, ack), window, options, payload);
     let csum = checksum::l4_checksum(src, dst, 6, &seg);
     seg[16..18].copy_from_slice(&csum.to_be_bytes());
     let mut ip = dataplane::wire::build::ipv4_packet(src, dst, 6, &seg);
