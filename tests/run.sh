@@ -17,6 +17,7 @@ need_command nginx nginx-light
 need_command curl curl
 need_command ip iproute2
 need_command ss iproute2
+need_command nstat iproute2
 need_command ping iputils-ping
 need_command setpriv util-linux
 need_command sysctl procps

@@ -259,6 +259,7 @@ impl Rig {
                     seed: 42,
                     table_hasher: dataplane::flow::TableHasher::from_seed(42),
                     new_flows_per_source_per_s: 0,
+                    source_prefix_len_v6: 64,
                 },
                 batch_size: 64,
                 idle: IdlePolicy::Spin,

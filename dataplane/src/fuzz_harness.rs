@@ -234,6 +234,7 @@ impl SequenceHarness {
                     seed: 0x5eed,
                     table_hasher: TableHasher::from_seed(0xf022),
                     new_flows_per_source_per_s: 0,
+                    source_prefix_len_v6: 64,
                 },
                 batch_size: 64,
                 idle: IdlePolicy::Adaptive,

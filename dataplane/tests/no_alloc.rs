@@ -133,6 +133,19 @@ fn the_hold_queue_and_arp_path_allocate_nothing() {
     assert_eq!(info.count_total, 0, "{info:?}");
 }
 
+/// 16 connections spliced by the SYN proxy (with a window update each)
+/// from 16 validated cookies, 16 more cookies sent, between `before` and
+/// `c`.
+fn assert_proxied_16(before: &dataplane::counters::Counters, c: &dataplane::counters::Counters) {
+    assert_eq!(c.syn_proxy_spliced - before.syn_proxy_spliced, 16, "{c:?}");
+    assert_eq!(
+        c.syn_proxy_window_updates - before.syn_proxy_window_updates,
+        16
+    );
+    assert_eq!(c.syn_cookies_validated - before.syn_cookies_validated, 16);
+    assert_eq!(c.syn_cookies_sent - before.syn_cookies_sent, 16);
+}
+
 /// The SYN proxy's whole path under the allocation counter: cookie
 /// SYN-ACKs, cookie ACKs opening backend connections, a forged cookie, the
 /// backend SYN-ACK (ACK back, window update through the outbox) and the
@@ -197,13 +210,7 @@ fn the_syn_proxy_path_allocates_nothing() {
         }
     });
     let c = gw.counters();
-    assert_eq!(c.syn_proxy_spliced - before.syn_proxy_spliced, 16, "{c:?}");
-    assert_eq!(
-        c.syn_proxy_window_updates - before.syn_proxy_window_updates,
-        16
-    );
-    assert_eq!(c.syn_cookies_validated - before.syn_cookies_validated, 16);
-    assert_eq!(c.syn_cookies_sent - before.syn_cookies_sent, 16);
+    assert_proxied_16(&before, &c);
     assert_eq!(
         c.dropped(dataplane::counters::DropReason::SynCookieInvalid),
         16
@@ -298,4 +305,100 @@ fn ipv6_poll_loops_allocate_nothing_after_warm_up() {
         "{c:?}"
     );
     assert_eq!(info.count_total, 0, "hot path allocated: {info:?}");
+}
+
+/// The IPv6 defences (the same flow stage) under the allocation counter:
+/// cookie SYN-ACKs, cookie ACKs opening backend connections, a forged
+/// cookie, the backend SYN-ACK (ACK back, window update through the
+/// outbox), spliced data both ways, RSTs for the `reset` policy, and the
+/// per-/64 source limit on the path of every new flow.
+#[test]
+fn the_ipv6_syn_proxy_and_reset_paths_allocate_nothing() {
+    use common::ipv6::*;
+    let mut svc = web6(&[0, 1, 2]);
+    svc.syn_proxy = dataplane::snapshot::SynProxyMode::On;
+    svc.tcp_backend_gone = dataplane::snapshot::BackendGonePolicy::Reset;
+    let mut cfg = pipeline_config(0, 1);
+    cfg.new_flows_per_source_per_s = 1_000_000;
+    let mut gw = Gateway::with_spec(spec6(vec![svc]), cfg);
+    let client = |sport: u16, flags: u8, seq: u32, ack: u32, payload: &[u8]| {
+        build::eth_ipv6_tcp(
+            CLIENT_MAC6,
+            OUT_MAC,
+            (CLIENT6, sport),
+            (VIP6, 80),
+            flags,
+            seq,
+            ack,
+            payload,
+        )
+    };
+    let cookie_of = |gw: &mut Gateway, sport: u16| {
+        let (_, out) = gw.send(OUTSIDE, &client(sport, F::SYN, 100, 0, b""));
+        seq6_of(&out[0].1)
+    };
+    let mut measured = Vec::new();
+    for sport in 2000..2016u16 {
+        let cookie = cookie_of(&mut gw, sport);
+        gw.send(
+            OUTSIDE,
+            &client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
+        );
+        let key =
+            dataplane::flow::FlowKey6::new(dataplane::flow::Proto::Tcp, CLIENT6, sport, VIP6, 80);
+        let t = gw.worker.pipeline().ipv6().expect("IPv6 tables");
+        let (id, _) = t.ct.lookup(&key, t.ct.hash(&key)).expect("proxied flow");
+        let r = *t.ct.flow(id).reply();
+        let b = (0..3).find(|&i| backend6(i) == r.src_ip).unwrap();
+        let from_backend = |flags: u8, seq: u32, ack: u32, payload: &[u8]| {
+            build::eth_ipv6_tcp(
+                backend6_mac(b),
+                IN_MAC,
+                (r.src_ip, r.src_port),
+                (r.dst_ip, r.dst_port),
+                flags,
+                seq,
+                ack,
+                payload,
+            )
+        };
+        measured.push((INSIDE, from_backend(F::SYN | F::ACK, 5000, 101, b"")));
+        measured.push((
+            OUTSIDE,
+            client(sport, F::ACK | F::PSH, 101, cookie.wrapping_add(1), b"GET"),
+        ));
+        measured.push((INSIDE, from_backend(F::ACK | F::PSH, 5001, 104, b"200")));
+    }
+    for sport in 3000..3016u16 {
+        let cookie = cookie_of(&mut gw, sport);
+        measured.push((OUTSIDE, client(sport, F::SYN, 100, 0, b"")));
+        measured.push((
+            OUTSIDE,
+            client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
+        ));
+        measured.push((OUTSIDE, client(sport + 100, F::ACK, 101, 12345, b"")));
+        // No flow, not a cookie ACK: a RST under the `reset` policy.
+        measured.push((OUTSIDE, client(sport + 200, F::FIN | F::ACK, 101, 7, b"")));
+    }
+    for p in [OUTSIDE, INSIDE] {
+        gw.worker.driver_mut().discard_tx(p);
+    }
+    let before = gw.counters();
+    let info = allocation_counter::measure(|| {
+        for (port, f) in &measured {
+            gw.worker.driver_mut().inject(*port, f).expect("room");
+            gw.worker.poll();
+        }
+        for p in [OUTSIDE, INSIDE] {
+            gw.worker.driver_mut().discard_tx(p);
+        }
+    });
+    let c = gw.counters();
+    assert_proxied_16(&before, &c);
+    assert_eq!(c.resets_sent - before.resets_sent, 16);
+    assert_eq!(
+        c.dropped(dataplane::counters::DropReason::SynCookieInvalid),
+        16
+    );
+    assert_eq!(info.count_total, 0, "IPv6 defences allocated: {info:?}");
 }

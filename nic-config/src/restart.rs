@@ -52,6 +52,7 @@ pub struct RestartPart<'a> {
     pub afpacket: &'a AfpacketPlan,
     pub neighbour_table: &'a NeighbourTablePlan,
     pub new_flows_per_source_per_s: u32,
+    pub source_prefix_len_v6: u8,
     /// One per port, in port order.
     pub ports: Vec<PortRestartPart<'a>>,
     pub dpdk: &'a DpdkPlan,
@@ -137,6 +138,7 @@ impl Plan {
             afpacket,
             neighbour_table,
             new_flows_per_source_per_s,
+            source_prefix_len_v6,
         } = dataplane;
         let (port_restart, port_live) = ports.iter().map(split_port).unzip();
         (
@@ -152,6 +154,7 @@ impl Plan {
                 afpacket,
                 neighbour_table,
                 new_flows_per_source_per_s: *new_flows_per_source_per_s,
+                source_prefix_len_v6: *source_prefix_len_v6,
                 ports: port_restart,
                 dpdk,
                 kubernetes: kubernetes.as_ref(),
@@ -246,6 +249,7 @@ impl RestartPart<'_> {
             afpacket,
             neighbour_table,
             new_flows_per_source_per_s,
+            source_prefix_len_v6,
             ports,
             dpdk,
             kubernetes,
@@ -275,6 +279,11 @@ impl RestartPart<'_> {
             "dataplane.new_flows_per_source_per_s",
             new_flows_per_source_per_s,
             &new.new_flows_per_source_per_s,
+        );
+        c.display(
+            "dataplane.source_prefix_len_v6",
+            source_prefix_len_v6,
+            &new.source_prefix_len_v6,
         );
         if ports.len() == new.ports.len() {
             for (i, (p, q)) in ports.iter().zip(&new.ports).enumerate() {
@@ -429,6 +438,9 @@ mod tests {
             }),
             ("new_flows_per_source_per_s", true, |p| {
                 p.dataplane.new_flows_per_source_per_s += 1;
+            }),
+            ("source_prefix_len_v6", true, |p| {
+                p.dataplane.source_prefix_len_v6 += 1;
             }),
             ("port name", true, |p| p.ports[0].name.push('x')),
             ("port driver", true, |p| {

@@ -384,6 +384,12 @@ pub struct DataplaneSection {
     /// dropped as `new_flow_rate_limited`.
     #[serde(default)]
     pub new_flows_per_source_per_s: u64,
+    /// How many leading bits of an IPv6 client address make one source
+    /// for `new_flows_per_source_per_s`, `1..=128`; 64 (the default)
+    /// counts a /64 as one source (one host owns a /64, so a per-address
+    /// limit would be trivial to evade).
+    #[serde(default = "default_source_prefix_len_v6")]
+    pub source_prefix_len_v6: u64,
     /// `[dataplane.conntrack]`.
     #[serde(default)]
     pub conntrack: ConntrackSection,
@@ -406,6 +412,10 @@ pub struct DataplaneSection {
     pub neighbour_table: NeighbourTableSection,
 }
 
+fn default_source_prefix_len_v6() -> u64 {
+    64
+}
+
 impl Default for DataplaneSection {
     fn default() -> Self {
         DataplaneSection {
@@ -415,6 +425,7 @@ impl Default for DataplaneSection {
             idle: IdlePolicy::default(),
             maglev_table_size: default_maglev_table_size(),
             new_flows_per_source_per_s: 0,
+            source_prefix_len_v6: default_source_prefix_len_v6(),
             conntrack: ConntrackSection::default(),
             snat: SnatSection::default(),
             affinity: AffinitySection::default(),

@@ -214,6 +214,19 @@ fn dual_stack_example() {
         .map(|l| std::net::SocketAddr::new(l.address, l.port).to_string())
         .collect();
     assert_eq!(listeners, ["[2001:db8:5::10]:80", "[2001:db8::1]:30080"]);
+    assert_eq!(
+        web6.syn_proxy,
+        nic_config::SynProxyPlan::Auto {
+            half_open_threshold: 1000
+        }
+    );
+    assert_eq!(
+        (
+            plan.dataplane.new_flows_per_source_per_s,
+            plan.dataplane.source_prefix_len_v6
+        ),
+        (100, 64)
+    );
     let web4 = plan.service("web4").unwrap();
     assert!(web4.listeners.iter().all(|l| l.address.is_ipv4()));
     let pool = &plan.address_pools[0];

@@ -209,16 +209,18 @@ fn an_ipv6_only_service_without_a_vip_takes_its_backends_family() {
     );
 }
 
+#[test]
+fn an_ipv6_service_takes_the_syn_proxy() {
+    let plan = parse(&edit(&[(
+        "node_port = 30080\n",
+        "node_port = 30080\nsyn_proxy = \"on\"\n",
+    )]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let web6 = plan.service("web6").unwrap();
+    assert_eq!(web6.syn_proxy, nic_config::SynProxyPlan::On);
+}
+
 const CASES: &[Case] = &[
-    // --- services
-    case(
-        &[(
-            "node_port = 30080\n",
-            "node_port = 30080\nsyn_proxy = \"on\"\n",
-        )],
-        "service[0].syn_proxy",
-        "is not available for IPv6 services yet",
-    ),
     // --- ports
     case(
         &[("\"2001:db8::1/64\"]", "\"2001:db8::1/129\"]")],

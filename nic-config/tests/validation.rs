@@ -694,6 +694,11 @@ const CASES: &[Case] = &[
         "out of range 0..=1000000",
     ),
     case(
+        &[("[dataplane]\n", "[dataplane]\nsource_prefix_len_v6 = 0\n")],
+        "dataplane.source_prefix_len_v6",
+        "out of range 1..=128",
+    ),
+    case(
         &[("snat = false", "snat = false\nsyn_proxy = \"on\"")],
         "service[1].syn_proxy",
         "only applies to tcp",

@@ -48,9 +48,8 @@
 //!   the SYN proxy of the Service's TCP ports; without it, `[kubernetes]
 //!   syn_proxy` applies (default `off`); `auto`'s threshold is `[kubernetes]
 //!   syn_proxy_half_open_threshold`. Another value is reported (a
-//!   Warning Event naming it and the accepted ones) and the default applies;
-//!   an IPv6 spec runs without the SYN proxy (the IPv6 pipeline has none
-//!   yet), with a Warning Event when it was asked for;
+//!   Warning Event naming it and the accepted ones) and the default applies
+//!   (to the specs of both families);
 //! * spec names are stable: `namespace/name:port/protocol`, with the port's
 //!   name, or its number when unnamed; listeners and endpoints are sorted,
 //!   so equal inputs give equal specs.
@@ -228,10 +227,6 @@ pub enum Skip {
         value: String,
         default: SynProxyMode,
     },
-    /// A TCP port whose SYN proxy is on (annotation or gateway default) in
-    /// an IPv6 spec: the IPv6 pipeline has no SYN proxy yet, so that spec
-    /// runs without it, and the owner is told.
-    SynProxyNotForIpv6 { port: String },
 }
 
 impl fmt::Display for Skip {
@@ -264,10 +259,6 @@ impl fmt::Display for Skip {
             Skip::ExternalIpNotAllowed { ip } => write!(
                 f,
                 "externalIP {ip} is outside the CIDRs this gateway serves externalIPs from ([kubernetes] external_ip_cidrs); not announced or served"
-            ),
-            Skip::SynProxyNotForIpv6 { port } => write!(
-                f,
-                "port {port}: the SYN proxy is not available for IPv6 yet; the port's IPv6 listeners run without it"
             ),
             Skip::BadSynProxy { value, default } => write!(
                 f,
@@ -485,17 +476,9 @@ pub fn service_specs(
                 continue;
             }
             any_listener = true;
-            let syn_proxy = match (proto, family) {
-                (Proto::Tcp, Family::V4) => syn_proxy,
-                (Proto::Tcp, Family::V6) => {
-                    if syn_proxy != SynProxyMode::Off {
-                        skipped.push(Skip::SynProxyNotForIpv6 {
-                            port: label.clone(),
-                        });
-                    }
-                    SynProxyMode::Off
-                }
-                _ => SynProxyMode::Off,
+            let syn_proxy = match proto {
+                Proto::Tcp => syn_proxy,
+                Proto::Udp | Proto::Icmp => SynProxyMode::Off,
             };
             specs.push(ServiceSpec {
                 name: format!(

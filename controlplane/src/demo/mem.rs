@@ -487,6 +487,7 @@ pub fn run(args: &MemDemoArgs) -> anyhow::Result<()> {
                 seed: 7,
                 table_hasher: dataplane::flow::TableHasher::from_seed(7),
                 new_flows_per_source_per_s: 0,
+                source_prefix_len_v6: 64,
             },
             batch_size: 64,
             idle: IdlePolicy::Adaptive,

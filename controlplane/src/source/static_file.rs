@@ -189,6 +189,7 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
             // replaces both with random ones per process.
             table_hasher: TableHasher::from_seed(0x7061_7274_6963_6f00),
             new_flows_per_source_per_s: d.new_flows_per_source_per_s,
+            source_prefix_len_v6: d.source_prefix_len_v6,
         },
         batch_size: d.batch_size,
         idle: d.idle.to_dataplane(),

@@ -37,7 +37,16 @@
 //!
 //! Every check that can drop a packet runs before the packet changes any
 //! flow state, so a dropped packet never advances a connection.
+//!
+//! One stage for both families: [`run`] is generic over
+//! [`StageFamily`] and runs once per family over the batch, each run
+//! taking only the pending packets of its family (IPv6 first, from
+//! [`super::ipv6`], over the IPv6 tables; then IPv4). Every defence above
+//! (RSTs, challenge ACKs, client-port remapping, the per-source limit, the
+//! SYN proxy) is this code for both; what differs per family is
+//! [`super::family`]'s.
 
+use super::family::StageFamily;
 use super::source_limit::SourceLimit;
 use super::synproxy::{self, CookieSecret, NewSegment, Outbox, Proxied};
 use super::{FlowSlot, L2Next, MAX_BATCH, NatPlan};
@@ -46,22 +55,24 @@ use crate::conntrack::window::{SegmentInfo, WindowVerdict};
 use crate::conntrack::{Conntrack, Dir, Flow, FlowId, FlowInit, InsertError, Probe, TcpState};
 use crate::counters::{Counters, DropReason, ServiceCounters};
 use crate::driver::Frame;
-use crate::flow::{FlowKey, FlowKeyOf, IpFamily, Proto, stable_addr_hash};
+use crate::flow::{Family, FlowKeyOf, IpFamily, Proto, stable_addr_hash};
 use crate::packet::{PacketKind, PacketMeta, PortId, Verdict};
 use crate::snapshot::{BackendGonePolicy, BackendId, BackendSet, Service, Snapshot};
 use crate::snat::{SnatAllocator, SnatExhausted, SnatTuple};
+use crate::wire::ethernet;
 use crate::wire::tcp;
 use crate::wire::tcp::SynOptions;
 use crate::wire::tcp::flags as tcp_flags;
-use crate::wire::{ethernet, ipv4};
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::Ipv4Addr;
 
-/// The worker state the flow and ICMP-error stages share.
+/// The worker state the flow and ICMP-error stages share: the tables of
+/// family `A`, and the family-independent rest.
 #[derive(Debug)]
-pub struct FlowCtx<'a> {
-    pub ct: &'a mut Conntrack,
-    pub snat: &'a mut SnatAllocator,
-    pub affinity: &'a mut AffinityTable,
+pub struct FlowCtx<'a, A: IpFamily = Ipv4Addr> {
+    pub ct: &'a mut Conntrack<A>,
+    /// `None` while there is no SNAT address of the family.
+    pub snat: Option<&'a mut SnatAllocator<A>>,
+    pub affinity: &'a mut AffinityTable<A>,
     pub counters: &'a mut Counters,
     /// Per-service/backend flow counts (new and active flows).
     pub services: &'a mut ServiceCounters,
@@ -73,7 +84,7 @@ pub struct FlowCtx<'a> {
     pub now_ms: u64,
 }
 
-impl FlowCtx<'_> {
+impl<A: IpFamily> FlowCtx<'_, A> {
     /// Remove a flow and give its SNAT tuple back (exactly once: a flow
     /// already removed is not released again).
     pub fn remove_flow(&mut self, id: FlowId) {
@@ -84,10 +95,12 @@ impl FlowCtx<'_> {
 
     /// Give back the SNAT tuple of a flow that left the table, and count
     /// it out of its service's and backend's active flows.
-    fn release_tuple(&mut self, flow: &Flow) {
+    fn release_tuple(&mut self, flow: &Flow<A>) {
         self.services.flow_closed(flow.service, flow.backend);
-        if flow.snat() {
-            self.snat.release(flow.reply(), self.now_ms);
+        if flow.snat()
+            && let Some(snat) = self.snat.as_deref_mut()
+        {
+            snat.release(flow.reply(), self.now_ms);
         }
     }
 }
@@ -106,18 +119,18 @@ pub(super) fn is_pickup(flags: u8) -> bool {
 
 /// Where a packet of `flow` travelling in `dir` goes, or why it cannot.
 #[inline]
-pub(crate) fn plan_for(
+pub(crate) fn plan_for<A: StageFamily>(
     snap: &Snapshot,
-    flow: &Flow,
+    flow: &Flow<A>,
     dir: Dir,
     meta: &mut PacketMeta,
-) -> Result<NatPlan, DropReason> {
+) -> Result<NatPlan<A>, DropReason> {
     let (key, hop) = match dir {
         Dir::Original => (
             flow.reply().reversed(),
             snap.backend(flow.backend)
                 .and_then(|b| b.next_hop)
-                .and_then(|h| Some((h.port, L2Next::Neighbour(h.v4()?)))),
+                .and_then(|h| Some((h.port, L2Next::Neighbour(A::next_hop(&h)?)))),
         ),
         Dir::Reply => (
             flow.orig().reversed(),
@@ -159,17 +172,25 @@ pub(super) fn egress_check(
     Ok(())
 }
 
-pub fn run<F: Frame>(
-    ctx: &mut FlowCtx<'_>,
+/// Run the flow stage over the pending TCP/UDP packets of family `A`:
+/// each ends with a verdict or a [`FlowSlot`] with its plan.
+pub fn run<A: StageFamily, F: Frame>(
+    ctx: &mut FlowCtx<'_, A>,
     snap: &Snapshot,
     frames: &mut [F],
     metas: &mut [PacketMeta],
-    flows: &mut [FlowSlot],
+    flows: &mut [FlowSlot<A>],
 ) {
     // 0. Overlap the batch's conntrack cache misses (see the conntrack
     // module docs): index lines first, then the records they point to.
-    let tracked =
-        |m: &PacketMeta| m.is_pending() && matches!(m.kind, PacketKind::Tcp | PacketKind::Udp);
+    // The IPv4 run comes after the IPv6 pass, which leaves no IPv6 packet
+    // pending: only the IPv6 run needs the family test (a constant for
+    // IPv4).
+    let tracked = |m: &PacketMeta| {
+        m.is_pending()
+            && matches!(m.kind, PacketKind::Tcp | PacketKind::Udp)
+            && (A::FAMILY == Family::V4 || m.family == A::FAMILY)
+    };
     for meta in metas.iter().filter(|m| tracked(m)) {
         ctx.ct.prefetch_index(meta.hash);
     }
@@ -190,7 +211,7 @@ pub fn run<F: Frame>(
         if !tracked(meta) {
             continue;
         }
-        let Some((id, dir)) = ctx.ct.lookup_probed(&meta.key, meta.hash, probe) else {
+        let Some((id, dir)) = ctx.ct.lookup_probed(A::key(meta), meta.hash, probe) else {
             continue;
         };
         let flow = *ctx.ct.flow(id);
@@ -207,11 +228,9 @@ pub fn run<F: Frame>(
             }
             let backend_listed = snap.backend(flow.backend).is_some_and(|b| {
                 b.service == flow.service
-                    && b.addr
-                        == SocketAddr::V4(SocketAddrV4::new(
-                            flow.reply().src_ip,
-                            flow.reply().src_port,
-                        ))
+                    && A::socket_of(&b.addr).is_some_and(|s| {
+                        A::socket_parts(s) == (flow.reply().src_ip, flow.reply().src_port)
+                    })
             });
             if !backend_listed {
                 let policy = snap
@@ -238,10 +257,7 @@ pub fn run<F: Frame>(
         .zip(metas.iter_mut())
         .zip(flows.iter_mut())
     {
-        if !meta.is_pending()
-            || *slot != FlowSlot::None
-            || !matches!(meta.kind, PacketKind::Tcp | PacketKind::Udp)
-        {
+        if !tracked(meta) || *slot != FlowSlot::None {
             continue;
         }
         *slot = create(ctx, snap, frame, meta);
@@ -262,7 +278,7 @@ pub fn run<F: Frame>(
         // The slot may have been freed (and reused) by a later packet of
         // this batch; such a packet still leaves per its plan, untracked.
         let flow = ctx.ct.flow(id);
-        if !flow.is_live() || flow.key(dir) != &meta.key {
+        if !flow.is_live() || flow.key(dir) != A::key(meta) {
             continue;
         }
         let proxied = flow.syn_proxied();
@@ -309,7 +325,7 @@ pub fn run<F: Frame>(
                         }
                         _ => ack,
                     };
-                    if synproxy::answer_ack(snap, frame, meta, seq, ack, window) {
+                    if synproxy::answer_ack::<A, F>(snap, frame, meta, seq, ack, window) {
                         ctx.counters.challenge_acks_sent += 1;
                     } else {
                         meta.drop(DropReason::TcpOutOfWindow);
@@ -368,7 +384,11 @@ pub(super) fn segment_info(data: &[u8], meta: &PacketMeta) -> Option<SegmentInfo
 /// new SYN; otherwise the client's source port is remapped to a free one
 /// (its address, which is what `snat = false` preserves, is kept). `None`
 /// when no free port was found in a bounded number of tries.
-fn client_side_tuple(ctx: &mut FlowCtx<'_>, direct: FlowKey, meta: &PacketMeta) -> Option<FlowKey> {
+fn client_side_tuple<A: IpFamily>(
+    ctx: &mut FlowCtx<'_, A>,
+    direct: FlowKeyOf<A>,
+    meta: &PacketMeta,
+) -> Option<FlowKeyOf<A>> {
     const REMAP_TRIES: u32 = 64;
     let Some((holder, _)) = ctx.ct.lookup(&direct, ctx.ct.hash(&direct)) else {
         return Some(direct);
@@ -384,7 +404,7 @@ fn client_side_tuple(ctx: &mut FlowCtx<'_>, direct: FlowKey, meta: &PacketMeta) 
     for _ in 0..REMAP_TRIES {
         x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
         let port = 1024 + (x % (65536 - 1024)) as u16;
-        let candidate = FlowKey {
+        let candidate = FlowKeyOf {
             dst_port: port,
             ..direct
         };
@@ -403,16 +423,19 @@ fn client_side_tuple(ctx: &mut FlowCtx<'_>, direct: FlowKey, meta: &PacketMeta) 
 /// flood of half-open flows towards one backend cannot lock real clients
 /// out of its tuple space. `probed` gets the last candidate checked and its
 /// hash (see `create`).
-fn alloc_snat(
-    ctx: &mut FlowCtx<'_>,
+fn alloc_snat<A: IpFamily>(
+    ctx: &mut FlowCtx<'_, A>,
     proto: Proto,
-    backend: SocketAddrV4,
-    probed: &mut Option<(FlowKey, u64)>,
-) -> Result<SnatTuple, SnatExhausted> {
+    backend: A::Socket,
+    probed: &mut Option<(FlowKeyOf<A>, u64)>,
+) -> Result<SnatTuple<A>, SnatExhausted> {
     // (created_s, expires_ms, id) of the oldest evictable holder seen.
     let mut victim: Option<(u32, u64, FlowId)> = None;
     let ct = &*ctx.ct;
-    let result = ctx.snat.alloc_hashed(
+    let Some(snat) = ctx.snat.as_deref_mut() else {
+        return Err(SnatExhausted);
+    };
+    let result = snat.alloc_hashed(
         proto,
         backend,
         ctx.now_ms,
@@ -441,7 +464,7 @@ fn alloc_snat(
     ctx.services.flow_closed(flow.service, flow.backend);
     ctx.counters.flows_early_dropped += 1;
     ctx.counters.snat_early_drops += 1;
-    match ctx.snat.reassign(flow.reply()) {
+    match ctx.snat.as_deref().and_then(|s| s.reassign(flow.reply())) {
         Some(t) => {
             *probed = Some((*flow.reply(), ctx.ct.hash(flow.reply())));
             Ok(t)
@@ -452,15 +475,15 @@ fn alloc_snat(
 
 /// A TCP segment for a service whose flow cannot continue: a RST back to the
 /// client under the `Reset` policy, else dropped with `reason`.
-fn answer_gone_tcp<F: Frame>(
-    ctx: &mut FlowCtx<'_>,
+fn answer_gone_tcp<A: StageFamily, F: Frame>(
+    ctx: &mut FlowCtx<'_, A>,
     snap: &Snapshot,
     frame: &mut F,
     meta: &mut PacketMeta,
     policy: BackendGonePolicy,
     reason: DropReason,
 ) {
-    if policy == BackendGonePolicy::Reset && super::nat::reset_in_place(snap, frame, meta) {
+    if policy == BackendGonePolicy::Reset && synproxy::reset_in_place::<A, F>(snap, frame, meta) {
         ctx.counters.resets_sent += 1;
     } else {
         meta.drop(reason);
@@ -518,15 +541,15 @@ pub(super) fn refused<A: IpFamily>(
 }
 
 /// Classify a packet without a flow and, for a listener, create its flow.
-fn create<F: Frame>(
-    ctx: &mut FlowCtx<'_>,
+fn create<A: StageFamily, F: Frame>(
+    ctx: &mut FlowCtx<'_, A>,
     snap: &Snapshot,
     frame: &mut F,
     meta: &mut PacketMeta,
-) -> FlowSlot {
-    let key = meta.key;
-    let Some(listener) = snap.listener(key.proto, key.dst_ip, key.dst_port) else {
-        let reason = match snap.owned(key.dst_ip) {
+) -> FlowSlot<A> {
+    let key = *A::key(meta);
+    let Some(listener) = A::listener(snap, key.proto, key.dst_ip, key.dst_port) else {
+        let reason = match A::owned(snap, key.dst_ip) {
             Some(o) if o.host => {
                 meta.verdict = Verdict::Host;
                 return FlowSlot::None;
@@ -575,7 +598,12 @@ fn create<F: Frame>(
             }
         };
     }
-    if ctx.source_limit.enabled() && !ctx.source_limit.allow(key.src_ip, ctx.now_ms) {
+    if ctx.source_limit.enabled()
+        && !ctx.source_limit.allow(
+            A::source_key(key.src_ip, ctx.source_limit.prefix_len_v6()),
+            ctx.now_ms,
+        )
+    {
         meta.drop(DropReason::NewFlowRateLimited);
         return FlowSlot::None;
     }
@@ -589,24 +617,25 @@ fn create<F: Frame>(
         meta.drop(DropReason::NoBackend);
         return FlowSlot::None;
     };
-    // A service is single-family: an IPv4 listener has IPv4 backends.
-    let &SocketAddr::V4(backend_addr) = &backend.addr else {
+    // A service is single-family: a listener has backends of its family.
+    let Some(backend_addr) = A::socket_of(&backend.addr) else {
         meta.drop(DropReason::NoBackend);
         return FlowSlot::None;
     };
-    let Some((hop, hop_addr)) = backend.next_hop.and_then(|h| Some((h, h.v4()?))) else {
+    let (backend_ip, backend_port) = A::socket_parts(backend_addr);
+    let Some((hop, hop_addr)) = backend.next_hop.and_then(|h| Some((h, A::next_hop(&h)?))) else {
         meta.drop(DropReason::NoRoute);
         return FlowSlot::None;
     };
-    // A packet whose TTL runs out here is never forwarded: no flow, no
-    // SNAT tuple for it (the NAT stage checks the packets of existing
-    // flows). `stage::icmp_reply` answers it.
+    // A packet whose TTL / hop limit runs out here is never forwarded: no
+    // flow, no SNAT tuple for it (the NAT stage checks the packets of
+    // existing flows). `stage::icmp_reply` answers it.
     let ttl = frame
         .data()
         .get(usize::from(meta.l3_offset)..)
-        .map_or(0, |ip| ipv4::Packet::new_unchecked(ip).ttl());
+        .map_or(0, A::hop_limit);
     if ttl <= 1 {
-        meta.drop(DropReason::Ipv4TtlExpired);
+        meta.drop(A::HOP_EXPIRED);
         return FlowSlot::None;
     }
     if let Err(reason) = egress_check(snap, meta, hop.port) {
@@ -616,7 +645,7 @@ fn create<F: Frame>(
 
     // The hash of the last reply key the SNAT probe looked up: the one
     // handed out, unless a quarantined tuple was reused.
-    let mut probed: Option<(FlowKey, u64)> = None;
+    let mut probed: Option<(FlowKeyOf<A>, u64)> = None;
     let reply = if service.snat {
         match alloc_snat(ctx, key.proto, backend_addr, &mut probed) {
             Ok(t) => {
@@ -624,13 +653,7 @@ fn create<F: Frame>(
                 if t.reused_in_quarantine {
                     ctx.counters.snat_quarantine_reuses += 1;
                 }
-                FlowKey::new(
-                    key.proto,
-                    *backend_addr.ip(),
-                    backend_addr.port(),
-                    t.addr,
-                    t.port,
-                )
+                crate::snat::reply_key(key.proto, t.addr, t.port, backend_addr)
             }
             Err(_) => {
                 meta.drop(DropReason::SnatExhausted);
@@ -638,10 +661,10 @@ fn create<F: Frame>(
             }
         }
     } else {
-        let direct = FlowKey::new(
+        let direct = FlowKeyOf::new(
             key.proto,
-            *backend_addr.ip(),
-            backend_addr.port(),
+            backend_ip,
+            backend_port,
             key.src_ip,
             key.src_port,
         );
@@ -708,8 +731,10 @@ fn create<F: Frame>(
             }
         }
         Err(e) => {
-            if service.snat {
-                ctx.snat.release(&reply, ctx.now_ms);
+            if service.snat
+                && let Some(snat) = ctx.snat.as_deref_mut()
+            {
+                snat.release(&reply, ctx.now_ms);
             }
             meta.drop(refused(e, |victim| {
                 ctx.counters.flows_early_dropped += 1;

@@ -5,7 +5,8 @@
 //! [the crate docs](crate#the-packet-path).
 //!
 //! One file per stage: [`parse`], [`local`], [`ipv6`] (the IPv6 packets,
-//! whole), [`steer`], [`flow`],
+//! whole, through the same [`flow`] stage as IPv4, over [`family`]),
+//! [`steer`], [`flow`],
 //! [`icmp_error`], [`nat`] (with [`mss_clamp`]), [`neighbour`] (next-hop resolution, L2, frames
 //! held for ARP, ARP out), [`ndp`] (NDP in and out for IPv6 next hops).
 //!
@@ -13,6 +14,7 @@
 //! counters, neighbour-stage state) and per-batch scratch space, all
 //! allocated up front; running a batch allocates nothing.
 
+pub mod family;
 pub mod flow;
 pub mod icmp_error;
 pub mod icmp_reply;
@@ -34,7 +36,7 @@ use crate::conntrack::affinity::AffinityTable;
 use crate::conntrack::{Conntrack, ConntrackConfig, ConntrackError, Dir, FlowId};
 use crate::counters::{Counters, ServiceCounters};
 use crate::driver::Frame;
-use crate::flow::{FlowKey, TableHasher};
+use crate::flow::{FlowKeyOf, IpFamily, TableHasher};
 use crate::neighbour::NeighbourTable;
 use crate::packet::{PacketMeta, PortId, WorkerId};
 use crate::snapshot::{BackendId, ServiceId, Snapshot};
@@ -64,6 +66,9 @@ pub struct PipelineConfig {
     /// New flows per second one client address may open on this worker
     /// (0: no limit; see [`source_limit`]).
     pub new_flows_per_source_per_s: u32,
+    /// Leading bits of an IPv6 source that the per-source limit counts as
+    /// one source (64: a /64; see [`source_limit`]).
+    pub source_prefix_len_v6: u8,
 }
 
 /// Why a pipeline could not be set up.
@@ -85,11 +90,11 @@ pub enum PipelineError {
 /// flow (and its slot is reused), this packet is still sent exactly as its
 /// flow said when it was classified.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NatPlan {
+pub struct NatPlan<A: IpFamily = Ipv4Addr> {
     /// The packet's 5-tuple after translation.
-    pub key: FlowKey,
+    pub key: FlowKeyOf<A>,
     pub out_port: PortId,
-    pub next: L2Next,
+    pub next: L2Next<A>,
     /// The flow's service and backend (per-service/backend counters).
     pub service: ServiceId,
     pub backend: BackendId,
@@ -97,32 +102,32 @@ pub struct NatPlan {
 
 /// The Ethernet destination of a translated packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum L2Next {
+pub enum L2Next<A = Ipv4Addr> {
     /// Known: the MAC the client's packets came from.
     Mac([u8; 6]),
     /// A next-hop address the neighbour table resolves.
-    Neighbour(Ipv4Addr),
+    Neighbour(A),
 }
 
 /// A packet's flow, once the flow stage found or created it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlowSlot {
+pub enum FlowSlot<A: IpFamily = Ipv4Addr> {
     None,
     /// Found in conntrack (existing flow), in this direction.
     Hit {
         id: FlowId,
         dir: Dir,
-        plan: NatPlan,
+        plan: NatPlan<A>,
     },
     /// Created by this packet (original direction).
     Created {
         id: FlowId,
-        plan: NatPlan,
+        plan: NatPlan<A>,
     },
 }
 
-impl FlowSlot {
-    pub fn plan(&self) -> Option<&NatPlan> {
+impl<A: IpFamily> FlowSlot<A> {
+    pub fn plan(&self) -> Option<&NatPlan<A>> {
         match self {
             FlowSlot::None => None,
             FlowSlot::Hit { plan, .. } | FlowSlot::Created { plan, .. } => Some(plan),
@@ -206,7 +211,10 @@ impl Pipeline {
             neighbour: NeighbourStage::new(neighbours),
             cookies: synproxy::CookieSecret::random(),
             outbox: synproxy::Outbox::default(),
-            source_limit: source_limit::SourceLimit::new(config.new_flows_per_source_per_s),
+            source_limit: source_limit::SourceLimit::new(
+                config.new_flows_per_source_per_s,
+                config.source_prefix_len_v6,
+            ),
             expiry_scan_per_poll: config.conntrack.expiry_scan_per_poll,
             v6: None,
             config: config.clone(),
@@ -345,6 +353,9 @@ impl Pipeline {
                     counters: &mut self.counters,
                     services: &mut self.services,
                     steering: &self.steering,
+                    cookies: &self.cookies,
+                    outbox: &mut self.outbox,
+                    source_limit: &mut self.source_limit,
                     may_hand_off,
                     now_ms,
                 },
@@ -358,7 +369,7 @@ impl Pipeline {
         flows.fill(FlowSlot::None);
         let mut ctx = flow::FlowCtx {
             ct: &mut self.ct,
-            snat: &mut self.snat,
+            snat: Some(&mut self.snat),
             affinity: &mut self.affinity,
             counters: &mut self.counters,
             services: &mut self.services,

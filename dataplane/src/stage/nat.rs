@@ -26,15 +26,15 @@
 
 use super::FlowSlot;
 use super::mss_clamp::{self, Clamped};
-use super::neighbour::{NeighbourCtx, set_l2};
+use super::neighbour::NeighbourCtx;
 use crate::counters::ServiceCounters;
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
 use crate::flow::{FlowKey, Proto};
 use crate::packet::{PacketKind, PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
+use crate::wire::ipv4;
 use crate::wire::tcp::flags as tcp_flags;
-use crate::wire::{checksum, ethernet, ipv4, tcp};
 
 /// Offset of the checksum field inside a TCP / UDP header.
 const TCP_CHECKSUM_OFFSET: usize = 16;
@@ -272,82 +272,11 @@ fn rewrite_ports(
     Ok(())
 }
 
-/// Turn a client's TCP segment into a RST from the service back to the
-/// client (RFC 9293 §3.10.7.1: seq from the segment's ACK if it has one,
-/// else seq 0 and ACK covering the segment). Returns false if the frame is
-/// not a TCP segment this can answer (another RST, say).
-pub(crate) fn reset_in_place<F: Frame>(
-    snap: &Snapshot,
-    frame: &mut F,
-    meta: &mut PacketMeta,
-) -> bool {
-    if meta.kind != PacketKind::Tcp || meta.tcp_flags & tcp_flags::RST != 0 {
-        return false;
-    }
-    let Some(port) = snap.ports.get(meta.in_port as usize) else {
-        return false;
-    };
-    let (l3, l4, end) = (
-        usize::from(meta.l3_offset),
-        usize::from(meta.l4_offset),
-        usize::from(meta.l3_end),
-    );
-    let buf = frame.data_mut();
-    let Some(seg) = buf.get(l4..end) else {
-        return false;
-    };
-    let in_tcp = tcp::Packet::new_unchecked(seg);
-    let payload_len = seg.len().saturating_sub(in_tcp.header_len()) as u32;
-    let (seq, ack, flags) = if meta.tcp_flags & tcp_flags::ACK != 0 {
-        (in_tcp.ack_number(), 0, tcp_flags::RST)
-    } else {
-        let syn_fin = u32::from(meta.tcp_flags & (tcp_flags::SYN | tcp_flags::FIN) != 0);
-        (
-            0,
-            in_tcp.seq_number().wrapping_add(payload_len + syn_fin),
-            tcp_flags::RST | tcp_flags::ACK,
-        )
-    };
-    let key = meta.key.reversed();
-    let ip_header_len = l4 - l3;
-    let total_len = ip_header_len + tcp::HEADER_LEN;
-    {
-        let Some(seg) = buf.get_mut(l4..l4 + tcp::HEADER_LEN) else {
-            return false;
-        };
-        let mut out = tcp::Packet::new_unchecked(seg);
-        out.set_src_port(key.src_port);
-        out.set_dst_port(key.dst_port);
-        out.set_seq_number(seq);
-        out.set_ack_number(ack);
-        out.set_data_offset_words(5);
-        out.set_flags(flags);
-        out.set_window(0);
-        out.set_urgent_pointer(0);
-        out.set_checksum(0);
-        let csum = checksum::l4_checksum(key.src_ip, key.dst_ip, 6, out.into_inner());
-        tcp::Packet::new_unchecked(&mut buf[l4..l4 + tcp::HEADER_LEN]).set_checksum(csum);
-    }
-    {
-        let mut ip = ipv4::Packet::new_unchecked(&mut buf[l3..l4]);
-        ip.set_src_addr(key.src_ip);
-        ip.set_dst_addr(key.dst_ip);
-        ip.set_total_len(total_len as u16);
-        ip.set_ttl(super::local::LOCAL_TTL);
-        ip.fill_checksum();
-    }
-    let requester = ethernet::Packet::new_unchecked(&buf[..]).src_addr().0;
-    set_l2(buf, port.mac, requester);
-    frame.truncate(l3 + total_len);
-    meta.l3_end = (l3 + total_len) as u16;
-    meta.verdict = Verdict::Reply;
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::stage::parse::parse_frame;
+    use crate::wire::checksum;
     use crate::wire::{MacAddr, build};
     use proptest::prelude::*;
     use std::net::Ipv4Addr;

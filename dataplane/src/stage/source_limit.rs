@@ -1,5 +1,10 @@
 //! Per-source new-flow rate limit (`[dataplane] new_flows_per_source_per_s`):
 //! a token bucket per client address, in a small fixed table per worker.
+//! For IPv6 a source is a prefix (`[dataplane] source_prefix_len_v6`, a /64
+//! by default: one host owns a /64, so a per-address limit would be trivial
+//! to evade); the flow stage gives the limiter the bucket key
+//! ([`super::family::StageFamily::source_key`]), one table for both
+//! families (an IPv4 key is below 2^32, an IPv6 prefix almost never is).
 //!
 //! The table is direct-mapped: [`SLOTS`] buckets, the slot of an address
 //! chosen by a keyed multiplicative hash (a per-pipeline random key, so a
@@ -14,7 +19,6 @@
 //! integer operations and never allocates.
 
 use std::hash::{BuildHasher, Hasher};
-use std::net::Ipv4Addr;
 
 /// Buckets per worker.
 pub const SLOTS: usize = 4096;
@@ -23,7 +27,7 @@ const MILLI: u64 = 1000;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Bucket {
-    addr: u32,
+    addr: u128,
     /// Thousandths of a token.
     tokens: u64,
     last_ms: u64,
@@ -35,14 +39,17 @@ struct Bucket {
 pub struct SourceLimit {
     /// New flows per second and source; 0: no limit.
     rate_per_s: u32,
+    /// Bits of an IPv6 source that make its bucket key.
+    prefix_len_v6: u8,
     key: u64,
     buckets: Box<[Bucket]>,
 }
 
 impl SourceLimit {
     /// A limiter of `rate_per_s` new flows per source and second (0: off;
-    /// then nothing is allocated).
-    pub fn new(rate_per_s: u32) -> Self {
+    /// then nothing is allocated), IPv6 sources counted by their first
+    /// `prefix_len_v6` bits.
+    pub fn new(rate_per_s: u32, prefix_len_v6: u8) -> Self {
         let key = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish()
@@ -50,6 +57,7 @@ impl SourceLimit {
         let slots = if rate_per_s == 0 { 0 } else { SLOTS };
         SourceLimit {
             rate_per_s,
+            prefix_len_v6: prefix_len_v6.min(128),
             key,
             buckets: vec![Bucket::default(); slots].into_boxed_slice(),
         }
@@ -61,14 +69,22 @@ impl SourceLimit {
         self.rate_per_s != 0
     }
 
-    /// May `src` open one more flow at `now_ms`? Takes a token if so.
+    /// The IPv6 prefix length a source is counted by.
     #[inline]
-    pub fn allow(&mut self, src: Ipv4Addr, now_ms: u64) -> bool {
+    pub fn prefix_len_v6(&self) -> u8 {
+        self.prefix_len_v6
+    }
+
+    /// May the source of bucket key `addr` (an IPv4 address, an IPv6
+    /// prefix: [`super::family::StageFamily::source_key`]) open one more
+    /// flow at `now_ms`? Takes a token if so.
+    #[inline]
+    pub fn allow(&mut self, addr: u128, now_ms: u64) -> bool {
         if self.rate_per_s == 0 {
             return true;
         }
-        let addr = u32::from(src);
-        let slot = (u64::from(addr).wrapping_mul(self.key) >> 52) as usize % SLOTS;
+        let folded = (addr >> 64) as u64 ^ addr as u64;
+        let slot = (folded.wrapping_mul(self.key) >> 52) as usize % SLOTS;
         let burst = u64::from(self.rate_per_s) * MILLI;
         let Some(b) = self.buckets.get_mut(slot) else {
             return true;
@@ -97,30 +113,64 @@ impl SourceLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stage::family::StageFamily;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn v4(a: Ipv4Addr) -> u128 {
+        StageFamily::source_key(a, 64)
+    }
 
     #[test]
     fn a_source_gets_its_burst_then_its_rate() {
-        let mut l = SourceLimit::new(10);
+        let mut l = SourceLimit::new(10, 64);
         let a = Ipv4Addr::new(198, 51, 100, 7);
-        let allowed = (0..20).filter(|_| l.allow(a, 1_000)).count();
+        let allowed = (0..20).filter(|_| l.allow(v4(a), 1_000)).count();
         assert_eq!(allowed, 10, "the burst");
-        assert!(!l.allow(a, 1_050), "half a token after 50 ms");
-        assert!(l.allow(a, 1_100), "one token after 100 ms");
-        assert!(!l.allow(a, 1_100));
-        let allowed = (0..20).filter(|_| l.allow(a, 10_000)).count();
+        assert!(!l.allow(v4(a), 1_050), "half a token after 50 ms");
+        assert!(l.allow(v4(a), 1_100), "one token after 100 ms");
+        assert!(!l.allow(v4(a), 1_100));
+        let allowed = (0..20).filter(|_| l.allow(v4(a), 10_000)).count();
         assert_eq!(allowed, 10, "refilled up to the burst only");
     }
 
     #[test]
     fn sources_are_limited_separately_and_zero_is_off() {
-        let mut l = SourceLimit::new(1);
+        let mut l = SourceLimit::new(1, 64);
         let a = Ipv4Addr::new(198, 51, 100, 7);
         let b = Ipv4Addr::new(198, 51, 100, 8);
-        assert!(l.allow(a, 0));
-        assert!(!l.allow(a, 0));
-        assert!(l.allow(b, 0) || l.allow(b, 0), "another source has its own");
-        let mut off = SourceLimit::new(0);
-        assert!((0..1000).all(|_| off.allow(a, 0)));
+        assert!(l.allow(v4(a), 0));
+        assert!(!l.allow(v4(a), 0));
+        assert!(
+            l.allow(v4(b), 0) || l.allow(v4(b), 0),
+            "another source has its own"
+        );
+        let mut off = SourceLimit::new(0, 64);
+        assert!((0..1000).all(|_| off.allow(v4(a), 0)));
         assert!(!off.enabled());
+    }
+
+    #[test]
+    fn an_ipv6_source_is_its_prefix() {
+        let mut l = SourceLimit::new(1, 64);
+        let a: Ipv6Addr = "2001:db8:1:2::7".parse().unwrap();
+        let same_64: Ipv6Addr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other_64: Ipv6Addr = "2001:db8:1:3::7".parse().unwrap();
+        let p = l.prefix_len_v6();
+        assert!(l.allow(StageFamily::source_key(a, p), 0));
+        assert!(
+            !l.allow(StageFamily::source_key(same_64, p), 0),
+            "another address of the /64 shares its budget"
+        );
+        assert!(
+            l.allow(StageFamily::source_key(other_64, p), 0),
+            "another /64"
+        );
+        let mut per_addr = SourceLimit::new(1, 128);
+        let p = per_addr.prefix_len_v6();
+        assert!(per_addr.allow(StageFamily::source_key(a, p), 0));
+        assert!(
+            per_addr.allow(StageFamily::source_key(same_64, p), 0),
+            "/128"
+        );
     }
 }

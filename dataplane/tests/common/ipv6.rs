@@ -94,3 +94,35 @@ pub fn with_hop(mut frame: Vec<u8>, hop: u8) -> Vec<u8> {
     frame[14 + 7] = hop;
     frame
 }
+
+/// An Ethernet/IPv6/TCP frame built from scratch with options, window and
+/// hop limit (checksum over the IPv6 pseudo-header).
+#[allow(clippy::too_many_arguments)]
+pub fn tcp6(
+    macs: (MacAddr, MacAddr),
+    (src, sport): (Ipv6Addr, u16),
+    (dst, dport): (Ipv6Addr, u16),
+    flags: u8,
+    (seq, ack): (u32, u32),
+    window: u16,
+    options: &[u8],
+    payload: &[u8],
+    hop: u8,
+) -> Vec<u8> {
+    let mut seg = tcp_segment((sport, dport), flags, (seq, ack), window, options, payload);
+    let csum = dataplane::wire::checksum::l4_checksum_v6(src, dst, 6, &seg);
+    seg[16..18].copy_from_slice(&csum.to_be_bytes());
+    let ip = build::ipv6_packet(src, dst, 6, hop, &seg);
+    build::ethernet_frame(
+        macs.0,
+        macs.1,
+        dataplane::wire::ethernet::ethertype::IPV6,
+        &ip,
+    )
+}
+
+/// The sequence number of an Ethernet/IPv6 (no extension headers)/TCP
+/// frame.
+pub fn seq6_of(frame: &[u8]) -> u32 {
+    u32::from_be_bytes(frame[58..62].try_into().unwrap())
+}

@@ -133,6 +133,7 @@ pub fn pipeline_config(worker: u8, workers: u8) -> PipelineConfig {
         seed: 0x5eed + u64::from(worker),
         table_hasher: dataplane::flow::TableHasher::from_seed(0x5eed),
         new_flows_per_source_per_s: 0,
+        source_prefix_len_v6: 64,
     }
 }
 
@@ -219,7 +220,12 @@ impl Gateway {
 
     /// Publish a new snapshot with these services.
     pub fn swap(&mut self, services: Vec<ServiceSpec>) {
-        let s = self.builder.build(&spec(services)).expect("valid spec");
+        self.swap_spec(&spec(services));
+    }
+
+    /// Publish a new snapshot of `spec`.
+    pub fn swap_spec(&mut self, spec: &SnapshotSpec) {
+        let s = self.builder.build(spec).expect("valid spec");
         self.publisher.publish(s);
     }
 
@@ -358,6 +364,29 @@ impl Gateway {
     }
 }
 
+/// A TCP segment with options (checksum field 0), for either family.
+pub fn tcp_segment(
+    (sport, dport): (u16, u16),
+    flags: u8,
+    (seq, ack): (u32, u32),
+    window: u16,
+    options: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    assert_eq!(options.len() % 4, 0);
+    let mut seg = vec![0u8; 20 + options.len()];
+    seg[0..2].copy_from_slice(&sport.to_be_bytes());
+    seg[2..4].copy_from_slice(&dport.to_be_bytes());
+    seg[4..8].copy_from_slice(&seq.to_be_bytes());
+    seg[8..12].copy_from_slice(&ack.to_be_bytes());
+    seg[12] = (((20 + options.len()) / 4) << 4) as u8;
+    seg[13] = flags;
+    seg[14..16].copy_from_slice(&window.to_be_bytes());
+    seg[20..].copy_from_slice(options);
+    seg.extend_from_slice(payload);
+    seg
+}
+
 /// A TCP frame built from scratch with options, window and TTL.
 #[allow(clippy::too_many_arguments)]
 pub fn tcp(
@@ -372,17 +401,7 @@ pub fn tcp(
     payload: &[u8],
     ttl: u8,
 ) -> Vec<u8> {
-    assert_eq!(options.len() % 4, 0);
-    let mut seg = vec![0u8; 20 + options.len()];
-    seg[0..2].copy_from_slice(&sport.to_be_bytes());
-    seg[2..4].copy_from_slice(&dport.to_be_bytes());
-    seg[4..8].copy_from_slice(&seq.to_be_bytes());
-    seg[8..12].copy_from_slice(&ack.to_be_bytes());
-    seg[12] = (((20 + options.len()) / 4) << 4) as u8;
-    seg[13] = flags;
-    seg[14..16].copy_from_slice(&window.to_be_bytes());
-    seg[20..].copy_from_slice(options);
-    seg.extend_from_slice(payload);
+    let mut seg = tcp_segment((sport, dport), flags, (seq, ack), window, options, payload);
     let csum = checksum::l4_checksum(src, dst, 6, &seg);
     seg[16..18].copy_from_slice(&csum.to_be_bytes());
     let mut ip = dataplane::wire::build::ipv4_packet(src, dst, 6, &seg);

@@ -278,6 +278,8 @@ pub struct DataplanePlan {
     pub neighbour_table: NeighbourTablePlan,
     /// New flows per second and client address per worker; 0: no limit.
     pub new_flows_per_source_per_s: u32,
+    /// Leading bits of an IPv6 client address counted as one source.
+    pub source_prefix_len_v6: u8,
 }
 
 /// The ARP table's size and timers (`[dataplane.neighbour_table]`),

@@ -34,6 +34,7 @@ pub(super) struct DataplaneValues {
     quarantine_ms: Option<u64>,
     affinity_capacity: Option<u64>,
     new_flows_per_source_per_s: Option<u32>,
+    source_prefix_len_v6: Option<u8>,
 }
 
 impl DataplaneValues {
@@ -71,6 +72,7 @@ impl DataplaneValues {
             afpacket,
             neighbour_table,
             new_flows_per_source_per_s: self.new_flows_per_source_per_s.unwrap_or(0),
+            source_prefix_len_v6: self.source_prefix_len_v6.unwrap_or(64),
         }
     }
 }
@@ -219,6 +221,13 @@ impl Validator {
                 0..=MAX_NEW_FLOWS_PER_SOURCE_PER_S,
             )
             .and_then(|v| u32::try_from(v).ok());
+        let source_prefix_len_v6 = self
+            .ranged(
+                "dataplane.source_prefix_len_v6",
+                dp.source_prefix_len_v6,
+                1..=128,
+            )
+            .and_then(|v| u8::try_from(v).ok());
         DataplaneValues {
             workers,
             cores,
@@ -232,6 +241,7 @@ impl Validator {
             quarantine_ms,
             affinity_capacity,
             new_flows_per_source_per_s,
+            source_prefix_len_v6,
         }
     }
 

@@ -217,13 +217,6 @@ impl Validator {
                 }
             };
             let syn_proxy = self.syn_proxy(&at, s);
-            if !ipv4 && syn_proxy != SynProxyPlan::Off {
-                self.problem(
-                    format!("{at}.syn_proxy"),
-                    "is not available for IPv6 services yet: their SYNs would reach the \
-                     backends unproxied (set syn_proxy = \"off\")",
-                );
-            }
             if s.tcp_pickup && s.protocol == Protocol::Udp {
                 self.problem(format!("{at}.tcp_pickup"), "only applies to tcp services");
             } else if s.tcp_pickup && s.snat {

@@ -14,11 +14,12 @@
 //! recomputed over the message (errors are rare and short); the outer hop
 //! limit is decremented.
 
-use super::{Ipv6Tables, Next6};
+use super::Ipv6Tables;
 use crate::conntrack::Dir;
 use crate::counters::{Counters, DropReason};
 use crate::packet::{PacketMeta, Verdict};
 use crate::snapshot::Snapshot;
+use crate::stage::L2Next;
 use crate::stage::neighbour::{NeighbourCtx, set_l2};
 use crate::wire::{icmpv6, ipv6 as wire6};
 
@@ -49,7 +50,7 @@ pub fn translate(
     };
     // `inner_new`: the quoted packet as the receiver of the error sent it.
     let (inner_new, out_port, next) = match dir {
-        Dir::Reply => (*flow.orig(), flow.client_port, Next6::Mac(flow.client_mac)),
+        Dir::Reply => (*flow.orig(), flow.client_port, L2Next::Mac(flow.client_mac)),
         Dir::Original => {
             let Some(hop) = snap
                 .backend(flow.backend)
@@ -58,7 +59,7 @@ pub fn translate(
             else {
                 return meta.drop(DropReason::NoRoute);
             };
-            (*flow.reply(), hop.0, Next6::Neighbour(hop.1))
+            (*flow.reply(), hop.0, L2Next::Neighbour(hop.1))
         }
     };
     let Some(port) = snap.ports.get(usize::from(out_port)) else {
@@ -99,10 +100,10 @@ pub fn translate(
     icmpv6::Packet::new_unchecked(&mut buf[l4..end]).fill_checksum(outer_src, outer_dst);
     counters.icmp_errors_translated += 1;
     meta.verdict = match next {
-        Next6::Mac(mac) => {
+        L2Next::Mac(mac) => {
             set_l2(buf, port.mac, mac);
             Verdict::Forward(out_port)
         }
-        Next6::Neighbour(addr) => neighbours.forward6(buf, out_port, port.mac, addr, i),
+        L2Next::Neighbour(addr) => neighbours.forward6(buf, out_port, port.mac, addr, i),
     };
 }

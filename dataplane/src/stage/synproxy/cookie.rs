@@ -31,14 +31,30 @@
 //! have to rewrite SACK blocks); ECN is recorded in the TSval but not
 //! offered either.
 //!
+//! IPv6 (the Linux-style encoding above, as Linux's `cookie_v6_init_sequence`
+//! uses for IPv6 too): the cookie carries no address bits, only what the
+//! client's SYN said and a MAC, so nothing in its 32 bits depends on the
+//! address width. What changes is the MAC's input, the whole 4-tuple:
+//! both 128-bit addresses are hashed whole ([`CookieTuple`] is generic
+//! over the family), so a client owning a /64 cannot make a cookie it
+//! received at one address valid for another (a truncated or folded
+//! address would let it choose colliding addresses); and the MSS table,
+//! per family ([`StageFamily::COOKIE_MSS`]: IPv6's starts at 1220, RFC
+//! 8200 §5's minimum MTU 1280 less 60 bytes of headers, as Linux's
+//! `msstab` for IPv6 does; a smaller MSS rounds up to it).
+//!
 //! Generation and validation are a handful of integer operations and one
-//! SipHash-1-3 over 24 bytes (std's `RandomState` keys): no allocation.
+//! SipHash-1-3 over 24 bytes for IPv4, 48 for IPv6 (std's `RandomState`
+//! keys): no allocation.
 
+use crate::flow::IpFamily;
+use crate::stage::family::StageFamily;
 use std::hash::{BuildHasher, Hasher};
 use std::net::Ipv4Addr;
 
-/// MSS values a cookie can carry; a client's MSS is rounded down to one.
-pub const MSS_TABLE: [u16; 8] = [536, 1024, 1220, 1360, 1400, 1440, 1452, 1460];
+/// MSS values an IPv4 cookie can carry; a client's MSS is rounded down
+/// to one (IPv6: [`StageFamily::COOKIE_MSS`]).
+pub const MSS_TABLE: [u16; 8] = <Ipv4Addr as StageFamily>::COOKIE_MSS;
 /// Length of a time slice.
 pub const SLICE_MS: u64 = 64_000;
 const MAC_BITS: u32 = 22;
@@ -57,26 +73,37 @@ pub struct CookieData {
 }
 
 impl CookieData {
-    /// The data of a SYN with these options (absent MSS: RFC 9293's 536;
-    /// shifts above 14 are 14, RFC 7323 §2.3).
+    /// The data of an IPv4 SYN with these options (absent MSS: RFC
+    /// 9293's 536; shifts above 14 are 14, RFC 7323 §2.3).
     pub fn from_options(mss: Option<u16>, wscale: Option<u8>, sack: bool) -> Self {
+        Self::from_options_in(&MSS_TABLE, mss, wscale, sack)
+    }
+
+    /// The data of a SYN with these options, its MSS rounded down to one
+    /// of `table` (up to its first).
+    pub fn from_options_in(
+        table: &[u16; 8],
+        mss: Option<u16>,
+        wscale: Option<u8>,
+        sack: bool,
+    ) -> Self {
         let mss = mss.unwrap_or(536);
-        let idx = MSS_TABLE.iter().rposition(|&m| m <= mss).unwrap_or(0);
+        let idx = table.iter().rposition(|&m| m <= mss).unwrap_or(0);
         CookieData {
-            mss: MSS_TABLE[idx],
+            mss: table[idx],
             wscale: wscale.map_or(WSCALE_NONE, |w| w.min(14)),
             sack,
         }
     }
 
-    fn bits(self) -> u32 {
-        let idx = MSS_TABLE.iter().position(|&m| m == self.mss).unwrap_or(0) as u32;
+    fn bits(self, table: &[u16; 8]) -> u32 {
+        let idx = table.iter().position(|&m| m == self.mss).unwrap_or(0) as u32;
         idx << 7 | u32::from(self.wscale & 0xf) << 3 | u32::from(self.sack) << 2
     }
 
-    fn from_bits(bits: u32) -> Self {
+    fn from_bits(table: &[u16; 8], bits: u32) -> Self {
         CookieData {
-            mss: MSS_TABLE[(bits >> 7 & 7) as usize],
+            mss: table[(bits >> 7 & 7) as usize],
             wscale: (bits >> 3 & 0xf) as u8,
             sack: bits >> 2 & 1 == 1,
         }
@@ -116,10 +143,10 @@ pub fn timestamp_agrees(tsecr: u32, data: CookieData) -> bool {
 
 /// The connection a cookie is bound to, as the client sent its SYN.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct CookieTuple {
-    pub client: Ipv4Addr,
+pub struct CookieTuple<A = Ipv4Addr> {
+    pub client: A,
     pub client_port: u16,
-    pub service: Ipv4Addr,
+    pub service: A,
     pub service_port: u16,
 }
 
@@ -137,9 +164,11 @@ impl CookieSecret {
         }
     }
 
-    fn mac(&self, t: &CookieTuple, client_isn: u32, slice: u64, high: u32) -> u32 {
+    fn mac<A: IpFamily>(&self, t: &CookieTuple<A>, client_isn: u32, slice: u64, high: u32) -> u32 {
         let mut h = self.keys.build_hasher();
-        h.write_u64(u64::from(u32::from(t.client)) << 32 | u64::from(u32::from(t.service)));
+        // The whole addresses (see the module docs on IPv6).
+        h.write(t.client.octets().as_ref());
+        h.write(t.service.octets().as_ref());
         h.write_u64(
             u64::from(t.client_port) << 48
                 | u64::from(t.service_port) << 32
@@ -151,17 +180,23 @@ impl CookieSecret {
 
     /// The cookie (the gateway's ISN) for a SYN with sequence number
     /// `client_isn` at `now_ms`.
-    pub fn generate(&self, t: &CookieTuple, client_isn: u32, data: CookieData, now_ms: u64) -> u32 {
+    pub fn generate<A: StageFamily>(
+        &self,
+        t: &CookieTuple<A>,
+        client_isn: u32,
+        data: CookieData,
+        now_ms: u64,
+    ) -> u32 {
         let slice = now_ms / SLICE_MS;
-        let high = ((slice & 3) as u32) << 30 | data.bits() << 20;
+        let high = ((slice & 3) as u32) << 30 | data.bits(&A::COOKIE_MSS) << 20;
         high | self.mac(t, client_isn, slice, high)
     }
 
     /// The data of `cookie` if it is one this secret made for this tuple
     /// and client ISN in the current or the previous time slice.
-    pub fn validate(
+    pub fn validate<A: StageFamily>(
         &self,
-        t: &CookieTuple,
+        t: &CookieTuple<A>,
         client_isn: u32,
         cookie: u32,
         now_ms: u64,
@@ -172,7 +207,7 @@ impl CookieSecret {
             .into_iter()
             .find(|s| (s & 3) as u32 == cookie >> 30)?;
         (self.mac(t, client_isn, slice, high) == cookie & MAC_MASK)
-            .then(|| CookieData::from_bits(high >> 20))
+            .then(|| CookieData::from_bits(&A::COOKIE_MSS, high >> 20))
     }
 }
 

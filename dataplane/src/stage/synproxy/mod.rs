@@ -9,7 +9,8 @@
 //! 1. **Client SYN** → answered in place with a SYN-ACK whose sequence
 //!    number is the cookie, window 0 (so the client sends no data before
 //!    the backend is connected, as nf_synproxy does), MSS (the ingress
-//!    port's MTU − 40, or its `mss_clamp` if lower) and window scale [`OUR_WSCALE`] if the client sent
+//!    port's MTU − 40 for IPv4, − 60 for IPv6, or its `mss_clamp` if
+//!    lower) and window scale [`OUR_WSCALE`] if the client sent
 //!    one. No flow, no SNAT tuple: a flood of spoofed SYNs costs nothing
 //!    but the answers (`syn_cookies_sent`).
 //! 2. **Client ACK without a flow** → its acknowledgment number − 1 is
@@ -50,6 +51,10 @@
 //! incrementally. A backend that does not answer with timestamps leaves
 //! the offset 0 (nothing shifted).
 //!
+//! Both families: the proxy is generic over [`StageFamily`] (the IPv6
+//! SYN-ACK, backend SYN and window update are built over the IPv6
+//! pseudo-header; cookies over the IPv6 tuple, see [`cookie`]).
+//!
 //! What is not done: SACK and ECN are not offered to proxied clients (see
 //! [`cookie`]); 802.1Q-tagged SYNs are not proxied. When the frame of the
 //! client's ACK has no room for the backend SYN's options (a driver that
@@ -62,7 +67,9 @@ mod segment;
 
 pub use cookie::{CookieData, CookieSecret, CookieTuple};
 pub use segment::Outbox;
+pub(crate) use segment::reset_in_place;
 
+use super::family::StageFamily;
 use super::flow::FlowCtx;
 use crate::conntrack::window::TcpWindow;
 use crate::conntrack::{Dir, FlowId, NO_WSCALE, Splice};
@@ -91,7 +98,7 @@ pub enum NewSegment {
 
 /// Whether SYNs of `service` are answered with cookies now.
 #[inline]
-fn active(mode: SynProxyMode, ctx: &FlowCtx<'_>) -> bool {
+fn active<A: StageFamily>(mode: SynProxyMode, ctx: &FlowCtx<'_, A>) -> bool {
     match mode {
         SynProxyMode::Off => false,
         SynProxyMode::On => true,
@@ -101,18 +108,19 @@ fn active(mode: SynProxyMode, ctx: &FlowCtx<'_>) -> bool {
     }
 }
 
-fn tuple(meta: &PacketMeta) -> CookieTuple {
+fn tuple<A: StageFamily>(meta: &PacketMeta) -> CookieTuple<A> {
+    let key = A::key(meta);
     CookieTuple {
-        client: meta.key.src_ip,
-        client_port: meta.key.src_port,
-        service: meta.key.dst_ip,
-        service_port: meta.key.dst_port,
+        client: key.src_ip,
+        client_port: key.src_port,
+        service: key.dst_ip,
+        service_port: key.dst_port,
     }
 }
 
 /// A TCP segment of `service` that matched no flow (steps 1 and 2).
-pub fn new_segment<F: Frame>(
-    ctx: &mut FlowCtx<'_>,
+pub fn new_segment<A: StageFamily, F: Frame>(
+    ctx: &mut FlowCtx<'_, A>,
     snap: &Snapshot,
     service: &Service,
     frame: &mut F,
@@ -135,16 +143,13 @@ pub fn new_segment<F: Frame>(
             return NewSegment::Done;
         };
         let opts = seg.syn_options(frame.data(), meta);
-        let data = CookieData::from_options(opts.mss, opts.wscale, opts.sack);
+        let data = CookieData::from_options_in(&A::COOKIE_MSS, opts.mss, opts.wscale, opts.sack);
         let cookie = ctx
             .cookies
-            .generate(&tuple(meta), seg.seq, data, ctx.now_ms);
+            .generate(&tuple::<A>(meta), seg.seq, data, ctx.now_ms);
         // What a backend behind this port could announce: the port's MTU
-        // less the IPv4 and TCP headers, within its clamp.
-        let our_mss = port
-            .mtu
-            .saturating_sub(40)
-            .min(port.mss_clamp.unwrap_or(u16::MAX));
+        // less the IP and TCP headers, within its clamp.
+        let our_mss = A::mss_for_mtu(port.mtu).min(port.mss_clamp.unwrap_or(u16::MAX));
         let ecn =
             meta.tcp_flags & (tcp_flags::ECE | tcp_flags::CWR) == tcp_flags::ECE | tcp_flags::CWR;
         let answer = SynOptions {
@@ -155,7 +160,7 @@ pub fn new_segment<F: Frame>(
                 .ts
                 .map(|(client_ts, _)| (cookie::timestamp(ctx.now_ms, data, ecn), client_ts)),
         };
-        let written = segment::answer_in_place(
+        let written = segment::answer_in_place::<A, F>(
             frame,
             meta,
             port.mac,
@@ -176,7 +181,7 @@ pub fn new_segment<F: Frame>(
             };
             let cookie = ctx
                 .cookies
-                .generate(&tuple(meta), seg.seq, data, ctx.now_ms);
+                .generate(&tuple::<A>(meta), seg.seq, data, ctx.now_ms);
             segment::set_seq(frame, meta, cookie);
         }
         ctx.counters.syn_cookies_sent += 1;
@@ -193,7 +198,7 @@ pub fn new_segment<F: Frame>(
     let our_isn = seg.ack.wrapping_sub(1);
     let Some(data) = ctx
         .cookies
-        .validate(&tuple(meta), client_isn, our_isn, ctx.now_ms)
+        .validate(&tuple::<A>(meta), client_isn, our_isn, ctx.now_ms)
     else {
         if service.syn_proxy == SynProxyMode::On {
             meta.drop(DropReason::SynCookieInvalid);
@@ -230,7 +235,7 @@ pub fn new_segment<F: Frame>(
         timestamps: ack_opts.ts.is_some(),
         ts: ack_opts.ts.map_or(0, |(_, tsecr)| tsecr),
     };
-    segment::backend_syn_in_place(frame, meta, &splice, ack_opts.ts.map(|(v, _)| v));
+    segment::backend_syn_in_place::<A, F>(frame, meta, &splice, ack_opts.ts.map(|(v, _)| v));
     NewSegment::Open(splice)
 }
 
@@ -246,8 +251,8 @@ pub enum Proxied {
 }
 
 /// A packet of SYN-proxied flow `id` (steps 3 and 4), before tracking.
-pub fn proxied<F: Frame>(
-    ctx: &mut FlowCtx<'_>,
+pub fn proxied<A: StageFamily, F: Frame>(
+    ctx: &mut FlowCtx<'_, A>,
     snap: &Snapshot,
     id: FlowId,
     dir: Dir,
@@ -266,7 +271,7 @@ pub fn proxied<F: Frame>(
                 let client_ts = Segment::read(frame.data(), meta)
                     .and_then(|s| s.syn_options(frame.data(), meta).ts)
                     .map(|(v, _)| v);
-                segment::backend_syn_in_place(frame, meta, &sp, client_ts);
+                segment::backend_syn_in_place::<A, F>(frame, meta, &sp, client_ts);
                 Proxied::ForwardUntracked
             } else {
                 meta.drop(DropReason::SynProxyPending);
@@ -352,7 +357,7 @@ pub fn proxied<F: Frame>(
                     ctx.counters.drop(DropReason::SynProxyOutboxFull);
                 }
             }
-            ack_backend(snap, frame, meta, &sp, seg.seq, backend_ts);
+            ack_backend::<A, F>(snap, frame, meta, &sp, seg.seq, backend_ts);
             ctx.counters.syn_proxy_spliced += 1;
             Proxied::Done
         }
@@ -369,7 +374,7 @@ pub fn proxied<F: Frame>(
             // Our ACK was lost: the backend retransmits its SYN-ACK.
             let (seq, ts) = Segment::read(frame.data(), meta)
                 .map_or((0, None), |s| (s.seq, s.syn_options(frame.data(), meta).ts));
-            ack_backend(snap, frame, meta, &sp, seq, ts.filter(|_| sp.timestamps));
+            ack_backend::<A, F>(snap, frame, meta, &sp, seq, ts.filter(|_| sp.timestamps));
             Proxied::Done
         }
         (_, true) => Proxied::Forward,
@@ -379,7 +384,7 @@ pub fn proxied<F: Frame>(
 /// Turn the backend's SYN-ACK (sequence number `backend_isn`, timestamps
 /// `ts`: its TSval and the client's TSval it echoes) into the ACK of it,
 /// sent straight back (echoing the backend's TSval).
-fn ack_backend<F: Frame>(
+fn ack_backend<A: StageFamily, F: Frame>(
     snap: &Snapshot,
     frame: &mut F,
     meta: &mut PacketMeta,
@@ -391,7 +396,7 @@ fn ack_backend<F: Frame>(
         meta.drop(DropReason::NoRoute);
         return;
     };
-    segment::answer_in_place(
+    segment::answer_in_place::<A, F>(
         frame,
         meta,
         port.mac,
@@ -421,7 +426,7 @@ fn our_wscale(sp: &Splice) -> u8 {
 /// Answer the TCP segment in place with an ACK (`seq`, `ack`, `window`)
 /// back to its sender, out of the port it came in on (the challenge ACK of
 /// window tracking, RFC 5961 §3.2). False when the port is unknown.
-pub fn answer_ack<F: Frame>(
+pub fn answer_ack<A: StageFamily, F: Frame>(
     snap: &Snapshot,
     frame: &mut F,
     meta: &mut PacketMeta,
@@ -432,7 +437,7 @@ pub fn answer_ack<F: Frame>(
     let Some(port) = snap.ports.get(usize::from(meta.in_port)) else {
         return false;
     };
-    segment::answer_in_place(
+    segment::answer_in_place::<A, F>(
         frame,
         meta,
         port.mac,
@@ -458,7 +463,13 @@ fn rescale(window: u16, from: u8, to: u8) -> u16 {
 /// spliced flow (before NAT, which then updates the same checksum for the
 /// addresses).
 #[inline]
-pub fn splice<F: Frame>(ctx: &FlowCtx<'_>, id: FlowId, dir: Dir, frame: &mut F, meta: &PacketMeta) {
+pub fn splice<A: StageFamily, F: Frame>(
+    ctx: &FlowCtx<'_, A>,
+    id: FlowId,
+    dir: Dir,
+    frame: &mut F,
+    meta: &PacketMeta,
+) {
     let Some(sp) = ctx.ct.splice(id).filter(|s| s.spliced) else {
         return;
     };

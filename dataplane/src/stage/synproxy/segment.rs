@@ -1,18 +1,22 @@
 //! The TCP segments the SYN proxy reads, writes in place and queues: the
 //! handshake's options (RFC 9293 §3.2: MSS; RFC 7323 §2: window scale, §3:
 //! timestamps; RFC 2018: SACK-permitted), timestamp shifts, answers written over the received frame,
-//! sequence shifts with incremental checksums (RFC 1624), and the
-//! [`Outbox`] of window updates. Nothing here allocates.
+//! sequence shifts with incremental checksums (RFC 1624), the [`Outbox`]
+//! of window updates, and the RST that answers a segment without a flow
+//! ([`reset_in_place`]). Generic over the family: the L3 header and the
+//! pseudo-header are [`StageFamily`]'s. Nothing here allocates.
 
 use crate::conntrack::{NO_WSCALE, Splice};
 use crate::counters::{Counters, DropReason};
 use crate::driver::Frame;
-use crate::flow::FlowKey;
-use crate::packet::{PacketMeta, PortId, Verdict};
+use crate::flow::FlowKeyOf;
+use crate::packet::{PacketKind, PacketMeta, PortId, Verdict};
+use crate::snapshot::Snapshot;
+use crate::stage::family::StageFamily;
 use crate::stage::local::LOCAL_TTL;
 use crate::stage::neighbour::set_l2;
 use crate::stage::{Egress, MAX_BATCH};
-use crate::wire::{checksum, ethernet, ipv4, tcp};
+use crate::wire::{checksum, ethernet, ipv6, tcp};
 
 pub(super) use crate::wire::tcp::SynOptions;
 use crate::wire::tcp::option::{
@@ -89,14 +93,16 @@ impl Segment {
 /// Rewrite the segment at `meta`'s offsets as a header-only segment with
 /// `seq`, `ack`, `flags`, `window` and as many of `opts` as fit (growing
 /// the frame when the driver can; the timestamps go first when room is
-/// short, then the window scale, then the MSS), keeping the packet's own addresses (the
-/// caller swaps them if it answers). Returns the options written.
-fn rewrite<F: Frame>(
+/// short, then the window scale, then the MSS), from `key.src` to
+/// `key.dst` (the caller swaps the packet's addresses if it answers), the
+/// TTL / hop limit set to `ttl` if given. Returns the options written.
+fn rewrite<A: StageFamily, F: Frame>(
     frame: &mut F,
     meta: &mut PacketMeta,
-    key: &FlowKey,
+    key: &FlowKeyOf<A>,
     f: Fields,
     opts: &SynOptions,
+    ttl: Option<u8>,
 ) -> SynOptions {
     let Fields {
         seq,
@@ -104,7 +110,12 @@ fn rewrite<F: Frame>(
         flags,
         window,
     } = f;
-    let (l3, l4) = (usize::from(meta.l3_offset), usize::from(meta.l4_offset));
+    // The L3 header first: an IPv6 one may lose extension headers and
+    // move the TCP header up.
+    if !A::answer_l3(frame.data_mut(), meta, key, 0, ttl) {
+        return SynOptions::NONE;
+    }
+    let l4 = usize::from(meta.l4_offset);
     let mut opts = *opts;
     opts.sack = false;
     let (bytes, len) = loop {
@@ -135,16 +146,10 @@ fn rewrite<F: Frame>(
         out.set_window(window);
         out.set_urgent_pointer(0);
         out.set_checksum(0);
-        let csum = checksum::l4_checksum(key.src_ip, key.dst_ip, ipv4::protocol::TCP, seg);
+        let csum = A::tcp_checksum(key, seg);
         tcp::Packet::new_unchecked(&mut buf[l4..end]).set_checksum(csum);
     }
-    {
-        let mut ip = ipv4::Packet::new_unchecked(&mut buf[l3..l4]);
-        ip.set_src_addr(key.src_ip);
-        ip.set_dst_addr(key.dst_ip);
-        ip.set_total_len((end - l3) as u16);
-        ip.fill_checksum();
-    }
+    A::answer_l3(buf, meta, key, end - l4, None);
     frame.truncate(end);
     meta.l3_end = end as u16;
     meta.tcp_flags = flags;
@@ -152,21 +157,17 @@ fn rewrite<F: Frame>(
 }
 
 /// Answer the segment in place: the same connection, back to its sender
-/// out of the port it came in on (Ethernet addresses swapped, TTL
-/// [`LOCAL_TTL`]). Returns the options that fit.
-pub(super) fn answer_in_place<F: Frame>(
+/// out of the port it came in on (Ethernet addresses swapped, TTL / hop
+/// limit [`LOCAL_TTL`]). Returns the options that fit.
+pub(super) fn answer_in_place<A: StageFamily, F: Frame>(
     frame: &mut F,
     meta: &mut PacketMeta,
     port_mac: [u8; 6],
     f: Fields,
     opts: &SynOptions,
 ) -> SynOptions {
-    let back = meta.key.reversed();
-    let l3 = usize::from(meta.l3_offset);
-    if let Some(h) = frame.data_mut().get_mut(l3..l3 + ipv4::HEADER_LEN) {
-        ipv4::Packet::new_unchecked(h).set_ttl(LOCAL_TTL);
-    }
-    let written = rewrite(frame, meta, &back, f, opts);
+    let back = A::key(meta).reversed();
+    let written = rewrite(frame, meta, &back, f, opts, Some(LOCAL_TTL));
     let buf = frame.data_mut();
     let sender = ethernet::Packet::new_unchecked(&buf[..]).src_addr().0;
     set_l2(buf, port_mac, sender);
@@ -174,12 +175,52 @@ pub(super) fn answer_in_place<F: Frame>(
     written
 }
 
+/// Turn a client's TCP segment into a RST from the service back to the
+/// client (RFC 9293 §3.10.7.1: seq from the segment's ACK if it has one,
+/// else seq 0 and ACK covering the segment). Returns false if the frame is
+/// not a TCP segment this can answer (another RST, say).
+pub(crate) fn reset_in_place<A: StageFamily, F: Frame>(
+    snap: &Snapshot,
+    frame: &mut F,
+    meta: &mut PacketMeta,
+) -> bool {
+    if meta.kind != PacketKind::Tcp || meta.tcp_flags & tcp::flags::RST != 0 {
+        return false;
+    }
+    let Some(port) = snap.ports.get(usize::from(meta.in_port)) else {
+        return false;
+    };
+    let Some(seg) = Segment::read(frame.data(), meta) else {
+        return false;
+    };
+    let payload_len = usize::from(meta.l3_end)
+        .saturating_sub(usize::from(meta.l4_offset) + seg.header_len) as u32;
+    let (seq, ack, flags) = if meta.tcp_flags & tcp::flags::ACK != 0 {
+        (seg.ack, 0, tcp::flags::RST)
+    } else {
+        let syn_fin = u32::from(meta.tcp_flags & (tcp::flags::SYN | tcp::flags::FIN) != 0);
+        (
+            0,
+            seg.seq.wrapping_add(payload_len + syn_fin),
+            tcp::flags::RST | tcp::flags::ACK,
+        )
+    };
+    let f = Fields {
+        seq,
+        ack,
+        flags,
+        window: 0,
+    };
+    answer_in_place::<A, F>(frame, meta, port.mac, f, &SynOptions::NONE);
+    true
+}
+
 /// Turn the client's handshake ACK (or a later ACK while the backend has
 /// not answered) into the SYN the backend gets, still addressed as the
 /// client sent it (the NAT stage translates it). With timestamps, the SYN
 /// carries the client's TSval `client_ts` (so the backend echoes the
 /// client's own clock) and TSecr 0.
-pub(super) fn backend_syn_in_place<F: Frame>(
+pub(super) fn backend_syn_in_place<A: StageFamily, F: Frame>(
     frame: &mut F,
     meta: &mut PacketMeta,
     sp: &Splice,
@@ -191,14 +232,14 @@ pub(super) fn backend_syn_in_place<F: Frame>(
         sack: false,
         ts: client_ts.filter(|_| sp.timestamps).map(|v| (v, 0)),
     };
-    let key = meta.key;
+    let key = *A::key(meta);
     let f = Fields {
         seq: sp.client_isn,
         ack: 0,
         flags: tcp::flags::SYN,
         window: u16::MAX,
     };
-    rewrite(frame, meta, &key, f, &opts);
+    rewrite(frame, meta, &key, f, &opts, None);
 }
 
 /// Offsets of the sequence, acknowledgment, window and checksum fields.
@@ -324,8 +365,8 @@ pub(super) fn shift_timestamp<F: Frame>(
     seg[CSUM..CSUM + 2].copy_from_slice(&csum.to_be_bytes());
 }
 
-/// Length of a generated ACK: Ethernet + IPv4 + TCP, no options.
-const ACK_FRAME_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + tcp::HEADER_LEN;
+/// Longest generated ACK without options: Ethernet + IPv6 + TCP.
+const ACK_FRAME_LEN: usize = ethernet::HEADER_LEN + ipv6::HEADER_LEN + tcp::HEADER_LEN;
 /// Length of the timestamp option with its two NOPs.
 const TS_OPTION_LEN: usize = 12;
 
@@ -359,12 +400,12 @@ impl Outbox {
     /// Queue an ACK for `key` (as it travels) out of `port`, with the
     /// timestamp option `ts` (TSval, TSecr) if any; false when full.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn push_ack(
+    pub(super) fn push_ack<A: StageFamily>(
         &mut self,
         port: PortId,
         src_mac: [u8; 6],
         dst_mac: [u8; 6],
-        key: &FlowKey,
+        key: &FlowKeyOf<A>,
         seq: u32,
         ack: u32,
         window: u16,
@@ -382,40 +423,31 @@ impl Outbox {
             ..SynOptions::NONE
         };
         let (opt_bytes, opt_len) = encode(&opts);
-        let frame_len = ACK_FRAME_LEN + opt_len;
+        let l4_len = tcp::HEADER_LEN + opt_len;
+        let frame_len = ethernet::HEADER_LEN + A::L3_HEADER_LEN + l4_len;
         *p = port;
         *l = frame_len;
         let buf = &mut buf[..frame_len];
         buf[0..6].copy_from_slice(&dst_mac);
         buf[6..12].copy_from_slice(&src_mac);
-        buf[12..14].copy_from_slice(&ethernet::ethertype::IPV4.to_be_bytes());
-        let (ip, seg) = buf[ethernet::HEADER_LEN..].split_at_mut(ipv4::HEADER_LEN);
+        buf[12..14].copy_from_slice(&A::ETHERTYPE.to_be_bytes());
+        let (ip, seg) = buf[ethernet::HEADER_LEN..].split_at_mut(A::L3_HEADER_LEN);
         {
             let mut t = tcp::Packet::new_unchecked(&mut seg[..]);
             t.set_src_port(key.src_port);
             t.set_dst_port(key.dst_port);
             t.set_seq_number(seq);
             t.set_ack_number(ack);
-            t.set_data_offset_words(((tcp::HEADER_LEN + opt_len) / 4) as u8);
+            t.set_data_offset_words((l4_len / 4) as u8);
             t.set_flags(tcp::flags::ACK);
             t.set_window(window);
             t.set_urgent_pointer(0);
             t.set_checksum(0);
         }
         seg[tcp::HEADER_LEN..].copy_from_slice(&opt_bytes[..opt_len]);
-        let csum = checksum::l4_checksum(key.src_ip, key.dst_ip, ipv4::protocol::TCP, seg);
+        let csum = A::tcp_checksum(key, seg);
         tcp::Packet::new_unchecked(&mut seg[..]).set_checksum(csum);
-        let mut h = ipv4::Packet::new_unchecked(ip);
-        h.set_version_ihl(5);
-        h.set_tos(0);
-        h.set_total_len((ipv4::HEADER_LEN + tcp::HEADER_LEN + opt_len) as u16);
-        h.set_ident(0);
-        h.set_flags_frag(true, false, 0);
-        h.set_ttl(LOCAL_TTL);
-        h.set_protocol(ipv4::protocol::TCP);
-        h.set_src_addr(key.src_ip);
-        h.set_dst_addr(key.dst_ip);
-        h.fill_checksum();
+        A::write_l3(ip, key, l4_len, LOCAL_TTL);
         self.len += 1;
         true
     }

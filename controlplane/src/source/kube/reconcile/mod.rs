@@ -576,7 +576,6 @@ fn warning_events(skipped: &[Skip]) -> Vec<(&'static str, String)> {
             Skip::ExternalIpNotAllowed { .. } => Some(("ExternalIPNotAllowed", s.to_string())),
             Skip::ExternalIpWrongFamily { .. } => Some(("ExternalIPWrongFamily", s.to_string())),
             Skip::BadSynProxy { .. } => Some(("InvalidSynProxyAnnotation", s.to_string())),
-            Skip::SynProxyNotForIpv6 { .. } => Some(("SynProxyNotForIPv6", s.to_string())),
             _ => None,
         })
         .collect()
