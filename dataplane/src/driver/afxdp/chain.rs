@@ -71,8 +71,8 @@
 //! 9000) are what multi-buffer gives: three 4096-byte chunks per packet.
 
 use super::ring::{Desc, Ring};
-use super::{XDP_HEADROOM, sys};
 use super::umem::{Umem, XdpFrame};
+use super::{XDP_HEADROOM, sys};
 use crate::driver::Frame;
 
 /// Most buffers in one packet: the linear part plus `MAX_SKB_FRAGS` (17)
@@ -249,4 +249,287 @@ pub(super) fn push_frame(tx: &mut Ring, umem: &mut Umem, addr: u64, len: u32) ->
 /// that do not fit one chunk).
 pub(super) fn span_chunks(frame_size: u32, max_frame: u32) -> u32 {
     (max_frame + XDP_HEADROOM).div_ceil(frame_size).max(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::afxdp::XdpRingConfig;
+    use crate::driver::afxdp::ring::{Entry, RingOffsets};
+    use crate::driver::sys::Region;
+
+    const OFF: RingOffsets = RingOffsets {
+        producer: 0,
+        consumer: 64,
+        flags: 128,
+        desc: 192,
+    };
+    const CHUNK: u32 = 4096;
+    /// A 9000-byte MTU's largest frame.
+    const MAX_FRAME: u32 = 9018;
+
+    fn ring(size: u32) -> Ring {
+        let map = Region::anonymous(OFF.map_len(size, Entry::Desc)).expect("anonymous mapping");
+        let mut r = Ring::new(map, OFF, Entry::Desc, size).expect("ring");
+        r.init_consumer();
+        r
+    }
+
+    fn umem(spans: u32) -> Umem {
+        let rings = XdpRingConfig {
+            frame_size: CHUNK,
+            umem_frames: 32,
+            ..XdpRingConfig::default()
+        };
+        Umem::new("test", &rings, span_chunks(CHUNK, MAX_FRAME), spans).expect("umem")
+    }
+
+    /// Play the kernel's copy-mode RX: split `bytes` over free chunks
+    /// (3840 bytes each after the headroom) onto `rx` from index `at`;
+    /// returns the descriptors written.
+    fn kernel_receive(rx: &mut Ring, u: &mut Umem, at: u32, bytes: &[u8]) -> u32 {
+        let per = (CHUNK - XDP_HEADROOM) as usize;
+        let parts: Vec<&[u8]> = bytes.chunks(per).collect();
+        for (i, part) in parts.iter().enumerate() {
+            let base = u.free.pop().expect("a free chunk");
+            let addr = base + u64::from(XDP_HEADROOM);
+            let mut f = u.frame(0, addr, part.len() as u32).expect("chunk frame");
+            f.data_mut().copy_from_slice(part);
+            let options = if i + 1 < parts.len() {
+                libc::XDP_PKT_CONTD
+            } else {
+                0
+            };
+            let d = Desc {
+                addr,
+                len: part.len() as u32,
+                options,
+            };
+            rx.kernel_write_desc(at + i as u32, d);
+        }
+        parts.len() as u32
+    }
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    #[test]
+    fn a_chain_is_reassembled_into_one_contiguous_frame_and_its_chunks_come_back() {
+        let mut rx = ring(64);
+        let mut u = umem(4);
+        let free_before = u.free.len();
+        let big = pattern(9014);
+        let small = pattern(60);
+        let n = kernel_receive(&mut rx, &mut u, 0, &big);
+        assert_eq!(n, 3, "9014 bytes take three 3840-byte buffers");
+        let m = kernel_receive(&mut rx, &mut u, n, &small);
+        rx.set_shared_producer(n + m);
+        let ready = rx.available(64);
+        let RxPacket::Frame { frame, used } =
+            take_packet(&rx, &mut u, 0, 0, ready, false, MAX_FRAME)
+        else {
+            panic!("a frame");
+        };
+        assert_eq!(used, 3);
+        assert_eq!(frame.data(), &big[..], "bytes in order, contiguous");
+        assert!(u.in_span(frame.addr), "reassembled in a span");
+        assert_eq!(
+            u.free.len(),
+            free_before - 1,
+            "the chain's chunks are free again"
+        );
+        let RxPacket::Frame { frame: f2, used } =
+            take_packet(&rx, &mut u, 0, 3, ready - 3, false, MAX_FRAME)
+        else {
+            panic!("the next frame");
+        };
+        assert_eq!(
+            (used, f2.data()),
+            (1, &small[..]),
+            "a single buffer is no chain"
+        );
+        assert!(!u.in_span(f2.addr));
+    }
+
+    #[test]
+    fn a_chain_cut_by_the_burst_waits_and_one_that_cannot_end_is_dropped() {
+        let mut rx = ring(64);
+        let mut u = umem(4);
+        let n = kernel_receive(&mut rx, &mut u, 0, &pattern(9000));
+        // Only the first two buffers are visible to this burst.
+        assert!(matches!(
+            take_packet(&rx, &mut u, 0, 0, n - 1, false, MAX_FRAME),
+            RxPacket::Incomplete
+        ));
+        // The same, with a full ring: the chain can never end.
+        let free = u.free.len();
+        assert!(matches!(
+            take_packet(&rx, &mut u, 0, 0, n - 1, true, MAX_FRAME),
+            RxPacket::BadChain { used: 2 }
+        ));
+        assert_eq!(u.free.len(), free + 2, "its buffers are given back");
+    }
+
+    #[test]
+    fn bad_chains_are_dropped_by_reason() {
+        // Longer than the port's largest frame: too big.
+        let mut rx = ring(64);
+        let mut u = umem(4);
+        let free = u.free.len();
+        let n = kernel_receive(&mut rx, &mut u, 0, &pattern(9100));
+        assert!(matches!(
+            take_packet(&rx, &mut u, 0, 0, n, false, MAX_FRAME),
+            RxPacket::TooBig { used: 3 }
+        ));
+        assert_eq!(u.free.len(), free);
+
+        // More buffers than one packet may have: bad chain.
+        let mut rx = ring(64);
+        let mut u = umem(4);
+        for i in 0..=MAX_CHAIN_DESCS {
+            let options = if i < MAX_CHAIN_DESCS {
+                libc::XDP_PKT_CONTD
+            } else {
+                0
+            };
+            let addr = u.free.pop().expect("chunk") + u64::from(XDP_HEADROOM);
+            rx.kernel_write_desc(
+                i,
+                Desc {
+                    addr,
+                    len: 100,
+                    options,
+                },
+            );
+        }
+        assert!(matches!(
+            take_packet(&rx, &mut u, 0, 0, MAX_CHAIN_DESCS + 1, false, u32::MAX),
+            RxPacket::BadChain { used } if used == MAX_CHAIN_DESCS + 1
+        ));
+        assert_eq!(u.free.len(), 32, "every buffer back");
+
+        // A buffer crossing its chunk, or outside the UMEM: bad chain.
+        let mut rx = ring(64);
+        let mut u = umem(4);
+        rx.kernel_write_desc(
+            0,
+            Desc {
+                addr: 256,
+                len: 3840,
+                options: libc::XDP_PKT_CONTD,
+            },
+        );
+        rx.kernel_write_desc(
+            1,
+            Desc {
+                addr: 4096 + 300,
+                len: 3840,
+                options: 0,
+            },
+        );
+        assert!(matches!(
+            take_packet(&rx, &mut u, 0, 0, 2, false, MAX_FRAME),
+            RxPacket::BadChain { used: 2 }
+        ));
+        rx.kernel_write_desc(
+            2,
+            Desc {
+                addr: 256,
+                len: 100,
+                options: libc::XDP_PKT_CONTD,
+            },
+        );
+        rx.kernel_write_desc(
+            3,
+            Desc {
+                addr: 1 << 40,
+                len: 100,
+                options: 0,
+            },
+        );
+        assert!(matches!(
+            take_packet(&rx, &mut u, 0, 2, 2, false, MAX_FRAME),
+            RxPacket::BadChain { used: 2 }
+        ));
+
+        // No span free: dropped, buffers back.
+        let mut rx = ring(64);
+        let mut u = umem(0);
+        let free = u.free.len();
+        let n = kernel_receive(&mut rx, &mut u, 0, &pattern(5000));
+        assert!(matches!(
+            take_packet(&rx, &mut u, 0, 0, n, false, MAX_FRAME),
+            RxPacket::NoSpan { used: 2 }
+        ));
+        assert_eq!(u.free.len(), free);
+    }
+
+    #[test]
+    fn a_span_frame_is_split_per_chunk_on_tx_and_freed_after_its_last_completion() {
+        let mut tx = {
+            let map = Region::anonymous(OFF.map_len(64, Entry::Desc)).expect("map");
+            let mut r = Ring::new(map, OFF, Entry::Desc, 64).expect("ring");
+            r.init_producer();
+            r
+        };
+        let mut u = umem(2);
+        let bytes = pattern(9018);
+        let f = u.frame_with(0, &bytes).expect("a span");
+        let spans_free = u.spans.free.len();
+        assert_eq!(descs_for(CHUNK, f.addr, f.len), 3);
+        assert_eq!(push_frame(&mut tx, &mut u, f.addr, f.len), 3);
+        tx.submit();
+        let descs: Vec<Desc> = (0..3)
+            .map(|i| tx.kernel_read_desc(i).expect("desc"))
+            .collect();
+        let base = f.addr - u64::from(XDP_HEADROOM);
+        assert_eq!(
+            descs,
+            vec![
+                Desc {
+                    addr: f.addr,
+                    len: 3840,
+                    options: libc::XDP_PKT_CONTD
+                },
+                Desc {
+                    addr: base + 4096,
+                    len: 4096,
+                    options: libc::XDP_PKT_CONTD
+                },
+                Desc {
+                    addr: base + 8192,
+                    len: 9018 - 3840 - 4096,
+                    options: 0
+                },
+            ]
+        );
+        // The buffers, laid end to end, are the frame.
+        let mut joined = Vec::new();
+        for d in &descs {
+            let g = u.frame(0, d.addr, d.len).expect("view");
+            joined.extend_from_slice(g.data());
+        }
+        assert_eq!(joined, bytes);
+        // Completions come back one per descriptor.
+        u.complete(descs[0].addr);
+        u.complete(descs[1].addr);
+        assert_eq!(u.spans.free.len(), spans_free, "still out");
+        u.complete(descs[2].addr);
+        assert_eq!(u.spans.free.len(), spans_free + 1, "free after the last");
+        // A frame of one chunk is one descriptor without options.
+        let g = u.frame_with(0, &bytes[..1500]).expect("a chunk");
+        assert!(!u.in_span(g.addr));
+        assert_eq!(push_frame(&mut tx, &mut u, g.addr, g.len), 1);
+        assert_eq!(tx.kernel_read_desc(3), Some(Desc::single(g.addr, 1500)));
+    }
+
+    #[test]
+    fn spans_are_sized_for_the_largest_frame() {
+        assert_eq!(span_chunks(4096, 9018), 3);
+        assert_eq!(span_chunks(2048, 9018), 5);
+        assert_eq!(span_chunks(4096, 1518), 2, "at least two chunks");
+        assert_eq!(descs_for(4096, 256, 3840), 1);
+        assert_eq!(descs_for(4096, 256, 3841), 2);
+    }
 }

@@ -135,7 +135,10 @@ impl Umem {
     #[inline]
     fn region(&self, addr: u64) -> (u64, u64) {
         match self.span_of(addr) {
-            Some(i) => (self.spans.start + i as u64 * self.spans.bytes, self.spans.bytes),
+            Some(i) => (
+                self.spans.start + i as u64 * self.spans.bytes,
+                self.spans.bytes,
+            ),
             None => {
                 let size = u64::from(self.frame_size);
                 (addr - addr % size, size)
