@@ -718,6 +718,14 @@ pub struct AfxdpSection {
     /// forwarded packet. Default true.
     #[serde(default = "yes")]
     pub shared_umem: bool,
+    /// Multi-buffer packets (`XDP_USE_SG`, Linux 6.6+): a frame larger
+    /// than one frame (jumbo MTUs such as 9000) arrives and leaves as a
+    /// chain of frames. `"auto"` (only where a port's MTU + 18 does not fit
+    /// a frame after the 256-byte headroom), `"on"` (always; fail where the
+    /// kernel or driver refuses) or `"off"` (every port's MTU must fit one
+    /// frame). Default `"auto"`.
+    #[serde(default)]
+    pub multi_buffer: MultiBufferSetting,
 }
 
 impl Default for AfxdpSection {
@@ -736,6 +744,7 @@ impl Default for AfxdpSection {
             busy_poll_us: default_busy_poll_us(),
             busy_poll_budget: default_busy_poll_budget(),
             shared_umem: true,
+            multi_buffer: MultiBufferSetting::default(),
         }
     }
 }
@@ -798,6 +807,17 @@ pub enum XdpModeSetting {
     Generic,
     #[default]
     Auto,
+}
+
+/// Whether AF_XDP takes multi-buffer packets (`[dataplane.afxdp]
+/// multi_buffer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MultiBufferSetting {
+    #[default]
+    Auto,
+    On,
+    Off,
 }
 
 /// Whether the AF_XDP sockets run zero-copy.

@@ -110,7 +110,7 @@ pub const XDP_HEADROOM: u32 = 256;
 pub const MAX_TX_KICKS: u32 = 4;
 /// Ethernet header plus one VLAN tag plus FCS-less slack: what a frame may
 /// exceed the MTU by.
-const L2_OVERHEAD: u32 = 18;
+pub const L2_OVERHEAD: u32 = 18;
 
 /// Why opening a port or attaching the program failed; every variant names
 /// what it was about and carries the OS error.
