@@ -12,10 +12,18 @@
 //! payload to the node address is answered by Portico; no frame is dropped
 //! as too big or as a bad chain, and the inside port's average received
 //! frame is far above 1500 bytes (jumbo segments, not MTU-1500 ones).
+//!
+//! Figures ([`single_flow_tcp_at_mtu_1500_and_9000_against_the_kernel`]):
+//! one iperf3 flow through the VIP on AF_XDP at MTU 1500 and 9000, and
+//! through the kernel path (nftables DNAT + SNAT in the same namespace) at
+//! both; printed, never asserted (bench/RESULTS.md). Run it alone,
+//! optimised: `cargo test --release -p portico-tests --test jumbo --
+//! single_flow --nocapture`.
 
 mod common;
 
 use common::{gateway_with, number, stats, topology_on};
+use portico::demo::kernel_path;
 use portico::demo::topology::{DriverKind, NODE_ADDR, ServiceOptions, Topology, VIP, backend_addr};
 use portico_netns::Netns;
 use portico_tests::{Process, TempDir, have};
@@ -44,9 +52,14 @@ fn object() -> Vec<u8> {
         .collect()
 }
 
-/// Every link of `ns` but loopback to MTU 9000; bridges after their ports
-/// (a bridge takes the smallest MTU of its ports).
+/// Every link of `ns` but loopback to MTU 9000.
 fn jumbo(ns: &Netns) {
+    set_mtu(ns, MTU);
+}
+
+/// Every link of `ns` but loopback to `mtu`; bridges after their ports
+/// (a bridge takes the smallest MTU of its ports).
+fn set_mtu(ns: &Netns, mtu: &str) {
     let out = ns.exec("ip", &["-o", "link", "show"]).expect("ip link");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut links: Vec<(bool, String)> = text
@@ -58,8 +71,8 @@ fn jumbo(ns: &Netns) {
         .collect();
     links.sort();
     for (_, name) in links {
-        ns.exec("ip", &["link", "set", "dev", &name, "mtu", MTU])
-            .unwrap_or_else(|e| panic!("mtu {MTU} on {name}: {e}"));
+        ns.exec("ip", &["link", "set", "dev", &name, "mtu", mtu])
+            .unwrap_or_else(|e| panic!("mtu {mtu} on {name}: {e}"));
     }
 }
 
@@ -131,6 +144,39 @@ fn upload_server(t: &Topology) -> Process {
             .expect("start python3");
     listening(t, UPLOAD_PORT);
     p
+}
+
+/// One iperf3 flow through the VIP for 3 s (`mss`: `-M`): bytes and
+/// bits per second the receiver counted.
+fn iperf(t: &Topology, mss: Option<&str>) -> (u64, f64) {
+    let _server = t.backends[0]
+        .ns
+        .spawn(
+            "iperf3",
+            &["-s", "-1", "-B", &backend_addr(0).to_string(), "-p", "5201"],
+        )
+        .expect("start iperf3 -s");
+    listening(t, IPERF_PORT);
+    let vip = VIP.to_string();
+    let mut args = vec!["-c", &vip, "-p", "5201", "-t", "3", "-J"];
+    if let Some(m) = mss {
+        args.extend(["-M", m]);
+    }
+    let out = t
+        .client
+        .spawn("iperf3", &args)
+        .expect("start iperf3 -c")
+        .wait_output(Duration::from_secs(30))
+        .expect("iperf3 finishes");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output");
+    assert!(out.status.success(), "iperf3: {report}");
+    let received = report["end"]["sum_received"]["bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no received bytes in {report}"));
+    let bps = report["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    (received, bps)
 }
 
 fn listening(t: &Topology, port: u16) {
@@ -318,4 +364,78 @@ fn jumbo_frames_cross_the_gateway_on_afxdp() {
         "average inside frame {} bytes: {after_download}",
         bytes / frames.max(1)
     );
+}
+
+/// Figures: one TCP flow (iperf3, 3 s) through the VIP on AF_XDP at MTU
+/// 1500 and 9000, then through the kernel path at both, in one topology
+/// and one run (ratios are what a busy machine can give). Asserts only
+/// that every run moved data.
+#[test]
+fn single_flow_tcp_at_mtu_1500_and_9000_against_the_kernel() {
+    let test = "jumbo::single_flow_tcp_at_mtu_1500_and_9000_against_the_kernel";
+    let Some(t) = topology_on(test, 1, DriverKind::Afxdp) else {
+        return;
+    };
+    let namespaces = [&t.client, &t.gateway, &t.lan, &t.backends[0].ns];
+    let mut rows = Vec::new();
+    for mtu in ["1500", "9000"] {
+        for ns in namespaces {
+            set_mtu(ns, mtu);
+        }
+        let gw = gateway_with(&t, &config(&t), &[]);
+        let (bytes, bps) = iperf(&t, None);
+        assert!(bytes > 0);
+        let report = stats(&gw);
+        let chains_dropped = port_counter(&report, "inside", "rx_bad_chain");
+        gw.stop(Duration::from_secs(10)).expect("stop the gateway");
+        assert_eq!(chains_dropped, 0);
+        rows.push((format!("AF_XDP, MTU {mtu}"), bps));
+    }
+    if let Some(why) = kernel_path::unavailable() {
+        portico_tests::skip(test, why);
+    } else {
+        kernel_path::install(&t).expect("kernel path");
+        t.gateway
+            .exec(
+                "nft",
+                &[
+                    "add",
+                    "rule",
+                    "ip",
+                    "portico_demo_kernel_path",
+                    "prerouting-tcp",
+                    "ip",
+                    "daddr",
+                    &VIP.to_string(),
+                    "tcp",
+                    "dport",
+                    "5201",
+                    "dnat",
+                    "to",
+                    &format!("{}:5201", backend_addr(0)),
+                ],
+            )
+            .expect("iperf3's DNAT");
+        for mtu in ["1500", "9000"] {
+            for ns in namespaces {
+                set_mtu(ns, mtu);
+            }
+            let (bytes, bps) = iperf(&t, None);
+            assert!(bytes > 0);
+            rows.push((format!("kernel nftables, MTU {mtu}"), bps));
+        }
+    }
+    let base = rows.first().map_or(1.0, |r| r.1);
+    for (what, bps) in &rows {
+        println!(
+            "single-flow TCP ({}): {what}: {:.2} Gbit/s = {:.2}x AF_XDP at MTU 1500",
+            if cfg!(debug_assertions) {
+                "debug build"
+            } else {
+                "release build"
+            },
+            bps / 1e9,
+            bps / base
+        );
+    }
 }
