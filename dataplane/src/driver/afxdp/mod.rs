@@ -53,15 +53,23 @@
 //! a frame still points into it: the driver counts frames out and, if some
 //! are still out when it is dropped, leaks the mapping instead.
 //!
-//! Limits: one buffer per frame (no multi-buffer), so the MTU must fit a
-//! chunk minus the 256-byte XDP headroom; no checksum offload information
-//! (frames are never `checksum_verified`). On veth, native XDP sees a frame
+//! * **Multi-buffer** (`chain.rs`, [`MultiBuffer`]): where a port's MTU +
+//!   18 does not fit a chunk after the 256-byte headroom (or when asked),
+//!   the UMEM owner binds with `XDP_USE_SG` and the UMEM gets *spans*
+//!   (runs of consecutive chunks, one per RX/TX ring entry); a received
+//!   `XDP_PKT_CONTD` chain is copied into a span and handed out as one
+//!   frame, and a span frame leaves as one descriptor per chunk.
+//!
+//! Limits: without multi-buffer the MTU must fit a chunk minus the
+//! 256-byte XDP headroom; no checksum offload information (frames are
+//! never `checksum_verified`); no GSO pass-through (see `chain.rs`). On veth, native XDP sees a frame
 //! only when the sending peer has TSO off (else the kernel skips the veth
 //! NAPI path); generic XDP has no such condition.
 //!
 //! Files: `config.rs` (what a driver opens with), `socket.rs` (opening and
 //! binding a socket), `ring.rs` (the ring protocol), `umem.rs` (chunks and
-//! frames), `port.rs` (one socket's ring work), `stats.rs` (counters),
+//! frames), `chain.rs` (multi-buffer chains), `port.rs` (one socket's ring
+//! work), `stats.rs` (counters),
 //! `bpf.rs`/`program.rs`/`netlink.rs` (the XDP program), this file (the
 //! driver). All `unsafe` code lives in `sys.rs` (and the namespace tests);
 //! the calls af_packet also makes are in `driver::sys`.
