@@ -723,7 +723,9 @@ pub struct AfxdpSection {
     /// chain of frames. `"auto"` (only where a port's MTU + 18 does not fit
     /// a frame after the 256-byte headroom), `"on"` (always; fail where the
     /// kernel or driver refuses) or `"off"` (every port's MTU must fit one
-    /// frame). Default `"auto"`.
+    /// frame). With it each UMEM also holds one span of consecutive frames
+    /// per RX/TX ring entry (MTU 9000, 4096-byte frames, 2048-entry rings:
+    /// 2048 × 3 × 4 KiB = 24 MiB per worker). Default `"auto"`.
     #[serde(default)]
     pub multi_buffer: MultiBufferSetting,
 }

@@ -14,9 +14,10 @@
 
 mod common;
 
-use common::{gateway_with, number, stats, topology};
+use common::bulk::{bulk_server, object};
+use common::{gateway_with, number, port_counter, stats, topology};
 use portico::demo::topology::{ServiceOptions, Topology, VIP, backend_addr};
-use portico_tests::{Process, TempDir};
+use portico_tests::TempDir;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -24,52 +25,6 @@ use std::time::Duration;
 const OBJECT_BYTES: usize = 24 << 20;
 /// The bulk service's port (VIP and backend).
 const BULK_PORT: u16 = 9090;
-
-/// Deterministic bytes that do not compress or repeat within a segment.
-fn object() -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..OBJECT_BYTES)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
-/// nginx serving `dir` (holding `big`) on the backend's bulk port.
-fn bulk_server(t: &Topology, dir: &TempDir) -> Process {
-    let b = &t.backends[0];
-    let d = dir.path.display();
-    let conf = format!(
-        "worker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\ndaemon off;\n\
-         events {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  \
-         fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n  \
-         server {{\n    listen {}:{BULK_PORT};\n    root {d}/www;\n  }}\n}}\n",
-        b.addr
-    );
-    let conf_path = dir.path.join("nginx.conf");
-    std::fs::write(&conf_path, conf).expect("write nginx.conf");
-    let p =
-        b.ns.spawn(
-            "nginx",
-            &[
-                "-c",
-                conf_path.to_str().expect("utf-8 path"),
-                "-p",
-                dir.path.to_str().expect("utf-8 path"),
-            ],
-        )
-        .expect("start nginx");
-    let up = portico_tests::wait_until(Duration::from_secs(10), || {
-        b.ns.exec("ss", &["-ltnH", &format!("sport = :{BULK_PORT}")])
-            .is_ok_and(|o| !o.stdout.is_empty())
-    });
-    assert!(up, "nginx did not listen on {BULK_PORT}");
-    p
-}
 
 /// The topology's configuration plus a `bulk` service VIP:9090 → backend
 /// 0:9090, `workers` workers, `gso` as given.
@@ -116,16 +71,6 @@ fn fetch(t: &Topology, dir: &TempDir) -> Vec<u8> {
     std::fs::read(&out_path).expect("read the fetched object")
 }
 
-/// A counter of the port named `name` in a stats report.
-fn port_counter(report: &Value, name: &str, counter: &str) -> u64 {
-    let ports = report["ports"].as_array().expect("ports in the report");
-    let port = ports
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no port {name} in {report}"));
-    number(port, &format!("/{counter}"))
-}
-
 /// How the transfer is set up.
 struct Setup {
     gso: bool,
@@ -143,9 +88,9 @@ fn transfer(test: &str, s: Setup) -> Option<Value> {
     let (gso, workers) = (s.gso, s.workers);
     let dir = TempDir::new("gso-bulk").expect("temp dir");
     std::fs::create_dir_all(dir.path.join("www")).expect("www dir");
-    let want = object();
+    let want = object(OBJECT_BYTES);
     std::fs::write(dir.path.join("www/big"), &want).expect("write the object");
-    let _nginx = bulk_server(&t, &dir);
+    let _nginx = bulk_server(&t, &dir, BULK_PORT);
     let gw = gateway_with(&t, &config(&t, gso, workers), &[]);
     let got = fetch(&t, &dir);
     assert_eq!(got.len(), want.len(), "the whole object arrived");

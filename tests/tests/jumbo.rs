@@ -22,7 +22,8 @@
 
 mod common;
 
-use common::{gateway_with, number, stats, topology_on};
+use common::bulk::{bulk_server, listening, object};
+use common::{gateway_with, port_counter, stats, topology_on};
 use portico::demo::kernel_path;
 use portico::demo::topology::{DriverKind, NODE_ADDR, ServiceOptions, Topology, VIP, backend_addr};
 use portico_netns::Netns;
@@ -38,19 +39,6 @@ const UPLOAD_PORT: u16 = 9091;
 const IPERF_PORT: u16 = 5201;
 /// The MSS of a 9000-byte MTU with IPv4 and TCP timestamps.
 const IPERF_MSS: &str = "8948";
-
-/// Deterministic bytes that do not compress or repeat within a segment.
-fn object() -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..OBJECT_BYTES)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
 
 /// Every link of `ns` but loopback to MTU 9000.
 fn jumbo(ns: &Netns) {
@@ -86,35 +74,6 @@ fn sha256_hex(path: &std::path::Path) -> String {
         .next()
         .expect("a digest")
         .to_owned()
-}
-
-/// nginx serving `dir/www` on the backend's bulk port.
-fn bulk_server(t: &Topology, dir: &TempDir) -> Process {
-    let b = &t.backends[0];
-    let d = dir.path.display();
-    let conf = format!(
-        "worker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\ndaemon off;\n\
-         events {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  \
-         fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n  \
-         server {{\n    listen {}:{BULK_PORT};\n    root {d}/www;\n  }}\n}}\n",
-        b.addr
-    );
-    let conf_path = dir.path.join("nginx.conf");
-    std::fs::write(&conf_path, conf).expect("write nginx.conf");
-    let p =
-        b.ns.spawn(
-            "nginx",
-            &[
-                "-c",
-                conf_path.to_str().expect("utf-8 path"),
-                "-p",
-                dir.path.to_str().expect("utf-8 path"),
-            ],
-        )
-        .expect("start nginx");
-    listening(t, BULK_PORT);
-    p
 }
 
 /// A one-request HTTP server on the backend's upload port: reads a PUT
@@ -179,15 +138,6 @@ fn iperf(t: &Topology, mss: Option<&str>) -> (u64, f64) {
     (received, bps)
 }
 
-fn listening(t: &Topology, port: u16) {
-    let b = &t.backends[0];
-    let up = portico_tests::wait_until(Duration::from_secs(10), || {
-        b.ns.exec("ss", &["-ltnH", &format!("sport = :{port}")])
-            .is_ok_and(|o| !o.stdout.is_empty())
-    });
-    assert!(up, "nothing listened on {port}");
-}
-
 /// The topology's configuration plus the bulk, upload and iperf3 services
 /// (VIP → backend 0, same port).
 fn config(t: &Topology) -> String {
@@ -217,16 +167,6 @@ fn curl_ok(t: &Topology, args: &[&str]) -> String {
     text
 }
 
-/// A counter of the port named `name` in a stats report.
-fn port_counter(report: &Value, name: &str, counter: &str) -> u64 {
-    let ports = report["ports"].as_array().expect("ports in the report");
-    let port = ports
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no port {name} in {report}"));
-    number(port, &format!("/{counter}"))
-}
-
 #[test]
 fn jumbo_frames_cross_the_gateway_on_afxdp() {
     let test = "jumbo::jumbo_frames_cross_the_gateway_on_afxdp";
@@ -243,9 +183,9 @@ fn jumbo_frames_cross_the_gateway_on_afxdp() {
     let dir = TempDir::new("jumbo").expect("temp dir");
     std::fs::create_dir_all(dir.path.join("www")).expect("www dir");
     let object_path = dir.path.join("www/big");
-    std::fs::write(&object_path, object()).expect("write the object");
+    std::fs::write(&object_path, object(OBJECT_BYTES)).expect("write the object");
     let want = sha256_hex(&object_path);
-    let _nginx = bulk_server(&t, &dir);
+    let _nginx = bulk_server(&t, &dir, BULK_PORT);
     let _upload = upload_server(&t);
     let gw = gateway_with(&t, &config(&t), &[]);
 
@@ -284,44 +224,9 @@ fn jumbo_frames_cross_the_gateway_on_afxdp() {
     assert_eq!(digest, want, "the upload arrived intact");
 
     // iperf3, bounded: 3 s, one stream, the jumbo MSS.
-    let server = t.backends[0]
-        .ns
-        .spawn(
-            "iperf3",
-            &["-s", "-1", "-B", &backend_addr(0).to_string(), "-p", "5201"],
-        )
-        .expect("start iperf3 -s");
-    listening(&t, IPERF_PORT);
-    let out = t
-        .client
-        .spawn(
-            "iperf3",
-            &[
-                "-c",
-                &VIP.to_string(),
-                "-p",
-                "5201",
-                "-t",
-                "3",
-                "-M",
-                IPERF_MSS,
-                "-J",
-            ],
-        )
-        .expect("start iperf3 -c")
-        .wait_output(Duration::from_secs(30))
-        .expect("iperf3 finishes");
-    let report: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output");
-    assert!(out.status.success(), "iperf3: {report}");
-    let received = report["end"]["sum_received"]["bytes"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no received bytes in {report}"));
-    let bps = report["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0);
+    let (received, bps) = iperf(&t, Some(IPERF_MSS));
     println!("iperf3 through the VIP, MTU 9000, AF_XDP: {received} bytes, {bps:.0} bit/s");
-    assert!(received > 0, "{report}");
-    drop(server);
+    assert!(received > 0);
 
     // Ping the node with an 8000-byte payload (8028-byte IP packets).
     let out = t

@@ -255,22 +255,14 @@ pub(super) fn span_chunks(frame_size: u32, max_frame: u32) -> u32 {
 mod tests {
     use super::*;
     use crate::driver::afxdp::XdpRingConfig;
-    use crate::driver::afxdp::ring::{Entry, RingOffsets};
-    use crate::driver::sys::Region;
+    use crate::driver::afxdp::ring::Entry;
 
-    const OFF: RingOffsets = RingOffsets {
-        producer: 0,
-        consumer: 64,
-        flags: 128,
-        desc: 192,
-    };
     const CHUNK: u32 = 4096;
     /// A 9000-byte MTU's largest frame.
     const MAX_FRAME: u32 = 9018;
 
     fn ring(size: u32) -> Ring {
-        let map = Region::anonymous(OFF.map_len(size, Entry::Desc)).expect("anonymous mapping");
-        let mut r = Ring::new(map, OFF, Entry::Desc, size).expect("ring");
+        let mut r = Ring::anonymous(Entry::Desc, size);
         r.init_consumer();
         r
     }
@@ -467,12 +459,8 @@ mod tests {
 
     #[test]
     fn a_span_frame_is_split_per_chunk_on_tx_and_freed_after_its_last_completion() {
-        let mut tx = {
-            let map = Region::anonymous(OFF.map_len(64, Entry::Desc)).expect("map");
-            let mut r = Ring::new(map, OFF, Entry::Desc, 64).expect("ring");
-            r.init_producer();
-            r
-        };
+        let mut tx = Ring::anonymous(Entry::Desc, 64);
+        tx.init_producer();
         let mut u = umem(2);
         let bytes = pattern(9018);
         let f = u.frame_with(0, &bytes).expect("a span");

@@ -528,18 +528,8 @@ impl Driver for AfXdpDriver {
         let mut ready = n;
         let ring_size = p.rx.size();
         while consumed < ready && got < max {
-            let mut packet = chain::take_packet(
-                &p.rx,
-                umem,
-                p.umem,
-                consumed,
-                ready - consumed,
-                ready == ring_size,
-                p.max_frame,
-            );
-            if matches!(packet, RxPacket::Incomplete) && ready < ring_size {
-                ready = p.rx.available(ring_size);
-                packet = chain::take_packet(
+            let packet = loop {
+                let packet = chain::take_packet(
                     &p.rx,
                     umem,
                     p.umem,
@@ -548,7 +538,16 @@ impl Driver for AfXdpDriver {
                     ready == ring_size,
                     p.max_frame,
                 );
-            }
+                // A chain cut by `max`: look again at all that is ready.
+                let more = match packet {
+                    RxPacket::Incomplete => p.rx.available(ring_size),
+                    _ => ready,
+                };
+                if more == ready {
+                    break packet;
+                }
+                ready = more;
+            };
             match packet {
                 RxPacket::Frame { frame, used } => {
                     consumed += used;

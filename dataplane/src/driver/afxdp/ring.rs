@@ -92,6 +92,15 @@ impl RingOffsets {
     }
 }
 
+/// The ring layout of unit tests.
+#[cfg(test)]
+pub(super) const TEST_OFFSETS: RingOffsets = RingOffsets {
+    producer: 0,
+    consumer: 64,
+    flags: 128,
+    desc: 192,
+};
+
 /// One mapped ring and the cached indices of our side.
 #[derive(Debug)]
 pub(super) struct Ring {
@@ -318,6 +327,14 @@ impl Ring {
         self.read_desc(self.entry_off(idx))
     }
 
+    /// A ring of `size` entries over an anonymous mapping, laid out as
+    /// [`TEST_OFFSETS`] (unit tests play the kernel's side).
+    #[cfg(test)]
+    pub(super) fn anonymous(entry: Entry, size: u32) -> Ring {
+        let map = Region::anonymous(TEST_OFFSETS.map_len(size, entry)).expect("anonymous mapping");
+        Ring::new(map, TEST_OFFSETS, entry, size).expect("ring")
+    }
+
     #[cfg(test)]
     pub(super) fn kernel_read_addr(&self, idx: u32) -> Option<u64> {
         self.map.read_u64(self.entry_off(idx))
@@ -328,16 +345,10 @@ impl Ring {
 mod tests {
     use super::*;
 
-    const OFF: RingOffsets = RingOffsets {
-        producer: 0,
-        consumer: 64,
-        flags: 128,
-        desc: 192,
-    };
+    const OFF: RingOffsets = TEST_OFFSETS;
 
     fn ring(entry: Entry, size: u32) -> Ring {
-        let map = Region::anonymous(OFF.map_len(size, entry)).expect("anonymous mapping");
-        Ring::new(map, OFF, entry, size).expect("ring")
+        Ring::anonymous(entry, size)
     }
 
     #[test]
