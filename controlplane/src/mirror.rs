@@ -29,7 +29,7 @@
 //! nic-config restates equals the dataplane's.
 
 use dataplane::driver::afpacket::RxMode;
-use dataplane::driver::afxdp::{XdpMode, ZeroCopy};
+use dataplane::driver::afxdp::{MultiBuffer, XdpMode, ZeroCopy};
 use dataplane::flow::Proto;
 use dataplane::snapshot::{BackendGonePolicy, EndpointCondition, ListenerKind, SynProxyMode};
 use dataplane::worker::IdlePolicy;
@@ -86,6 +86,7 @@ mirror!(nic_config::BackendGone => BackendGonePolicy { Drop, Reset });
 mirror!(nic_config::IdlePolicy => IdlePolicy { Spin, Adaptive });
 mirror!(nic_config::XdpModeSetting => XdpMode { Native, Generic, Auto });
 mirror!(nic_config::ZeroCopySetting => ZeroCopy { Auto, On, Off });
+mirror!(nic_config::MultiBufferSetting => MultiBuffer { Auto, On, Off });
 mirror!(nic_config::AfpacketRxRing => RxMode { Frames, Blocks });
 
 /// By hand: `Auto` carries its threshold.
@@ -145,6 +146,16 @@ mod tests {
             limits::MAX_TABLE_CAPACITY,
             u64::from(dataplane::conntrack::MAX_CAPACITY),
             "dataplane.conntrack.capacity, dataplane.affinity.capacity"
+        );
+        assert_eq!(
+            limits::XDP_HEADROOM_BYTES,
+            u64::from(dataplane::driver::afxdp::XDP_HEADROOM),
+            "AF_XDP headroom (dataplane.afxdp.multi_buffer, port mtu)"
+        );
+        assert_eq!(
+            limits::XDP_L2_OVERHEAD_BYTES,
+            u64::from(dataplane::driver::afxdp::L2_OVERHEAD),
+            "AF_XDP frame overhead over the MTU"
         );
     }
 

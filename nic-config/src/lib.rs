@@ -70,8 +70,8 @@ pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
     AddressPoolSection, AfpacketRxRing, AfpacketSection, AfxdpSection, BackendGone, ConfigFile,
     DriverKind, EndpointCondition, IdlePolicy, InstanceSection, KubernetesSection, MssClampSetting,
-    NeighbourTableSection, PortOverrideSection, PortRole, Protocol, SessionAffinity, SynProxy,
-    XdpModeSetting, ZeroCopySetting,
+    MultiBufferSetting, NeighbourTableSection, PortOverrideSection, PortRole, Protocol,
+    SessionAffinity, SynProxy, XdpModeSetting, ZeroCopySetting,
 };
 pub use validate::{InstanceChoice, validate, validate_instance};
 

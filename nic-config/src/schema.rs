@@ -729,6 +729,16 @@ pub struct AfxdpSection {
     /// forwarded packet. Default true.
     #[serde(default = "yes")]
     pub shared_umem: bool,
+    /// Multi-buffer packets (`XDP_USE_SG`, Linux 6.6+): a frame larger
+    /// than one frame (jumbo MTUs such as 9000) arrives and leaves as a
+    /// chain of frames. `"auto"` (only where a port's MTU + 18 does not fit
+    /// a frame after the 256-byte headroom), `"on"` (always; fail where the
+    /// kernel or driver refuses) or `"off"` (every port's MTU must fit one
+    /// frame). With it each UMEM also holds one span of consecutive frames
+    /// per RX/TX ring entry (MTU 9000, 4096-byte frames, 2048-entry rings:
+    /// 2048 × 3 × 4 KiB = 24 MiB per worker). Default `"auto"`.
+    #[serde(default)]
+    pub multi_buffer: MultiBufferSetting,
 }
 
 impl Default for AfxdpSection {
@@ -747,6 +757,7 @@ impl Default for AfxdpSection {
             busy_poll_us: default_busy_poll_us(),
             busy_poll_budget: default_busy_poll_budget(),
             shared_umem: true,
+            multi_buffer: MultiBufferSetting::default(),
         }
     }
 }
@@ -809,6 +820,17 @@ pub enum XdpModeSetting {
     Generic,
     #[default]
     Auto,
+}
+
+/// Whether AF_XDP takes multi-buffer packets (`[dataplane.afxdp]
+/// multi_buffer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MultiBufferSetting {
+    #[default]
+    Auto,
+    On,
+    Off,
 }
 
 /// Whether the AF_XDP sockets run zero-copy.

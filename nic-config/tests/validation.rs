@@ -341,6 +341,17 @@ const CASES: &[Case] = &[
         "4000 frames cannot fill the fill and TX rings of 1 afxdp port(s) (1 × (2048 + 2048) = 4096)",
     ),
     case(
+        &[
+            ("driver = \"mem\"", "driver = \"afxdp\"\nmtu = 9000"),
+            (
+                "[dataplane.affinity]",
+                "[dataplane.afxdp]\nmulti_buffer = \"off\"\n[dataplane.affinity]",
+            ),
+        ],
+        "port[1].mtu",
+        "9000 does not fit one 4096-byte AF_XDP frame (at most 3822",
+    ),
+    case(
         &[(
             "[dataplane.affinity]",
             "[dataplane.afpacket]\nrx_block_count = 8\n[dataplane.affinity]",

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{gateway_with, number, stats, topology};
+use common::{gateway_with, number, port_counter, stats, topology};
 use portico::demo::topology::{ServiceOptions, Topology, VIP, VIP6, backend_addr, backend_addr6};
 use portico_tests::{Process, TempDir};
 use serde_json::Value;
@@ -126,16 +126,6 @@ fn fetch(t: &Topology, dir: &TempDir) -> Vec<u8> {
         String::from_utf8_lossy(&out.stderr)
     );
     std::fs::read(&out_path).expect("read the fetched object")
-}
-
-/// A counter of the port named `name` in a stats report.
-fn port_counter(report: &Value, name: &str, counter: &str) -> u64 {
-    let ports = report["ports"].as_array().expect("ports in the report");
-    let port = ports
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no port {name} in {report}"));
-    number(port, &format!("/{counter}"))
 }
 
 /// How the transfer is set up.

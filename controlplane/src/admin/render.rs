@@ -224,6 +224,7 @@ impl fmt::Display for StatsReport {
                         ("tx_too_big", s.tx_too_big),
                         ("tx_ring_full", s.tx_ring_full),
                         ("rx_offload_bad", s.rx_offload_bad),
+                        ("rx_bad_chain", s.rx_bad_chain),
                         ("rx_pool_empty", s.rx_pool_empty),
                         ("tx_send_errors", s.tx_send_errors),
                         ("socket_errors", s.socket_errors),

@@ -201,6 +201,7 @@ pub(super) fn afxdp_config(a: &AfxdpPlan, attachments: &[XdpAttachment]) -> AfXd
     config.zero_copy = a.zero_copy.to_dataplane();
     config.need_wakeup = a.need_wakeup;
     config.shared_umem = a.shared_umem;
+    config.multi_buffer = a.multi_buffer.to_dataplane();
     config.busy_poll = a.busy_poll.then_some(BusyPoll {
         us: a.busy_poll_us,
         budget: a.busy_poll_budget,

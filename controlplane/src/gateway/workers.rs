@@ -286,6 +286,7 @@ impl OpenDriver for AfXdpDriver {
                 queue = p.queue_id(),
                 zero_copy = p.zero_copy(),
                 need_wakeup = p.need_wakeup(),
+                multi_buffer = p.multi_buffer(),
                 busy_poll = ?p.busy_poll(),
                 umem = p.umem_index(),
                 "AF_XDP socket bound"

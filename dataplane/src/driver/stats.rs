@@ -81,6 +81,9 @@ port_counters! {
     rx_offload_bad,
     /// Super-packets sent whole, segmented after the driver.
     tx_gso_frames,
+    /// Multi-buffer packets (AF_XDP `XDP_PKT_CONTD` chains) dropped as
+    /// malformed: too many buffers, a bad buffer, or never completed.
+    rx_bad_chain,
 }
 
 impl PortCounters {
@@ -93,12 +96,13 @@ impl PortCounters {
             + self.kernel_rx_drops
             + self.kernel_rx_dropped
             + self.rx_offload_bad
+            + self.rx_bad_chain
     }
 
     /// The drops of [`PortCounters::dropped`] by cause, kernel ones first:
     /// `(cause, frames)`, every cause listed, zero or not (stable names,
     /// the `cause` label of the metrics).
-    pub fn drops_by_cause(&self) -> [(&'static str, u64); 7] {
+    pub fn drops_by_cause(&self) -> [(&'static str, u64); 8] {
         [
             ("kernel_rx_ring_full", self.kernel_rx_drops),
             ("kernel_rx_other", self.kernel_rx_dropped),
@@ -107,6 +111,7 @@ impl PortCounters {
             ("tx_too_big", self.tx_too_big),
             ("tx_ring_full", self.tx_ring_full),
             ("rx_offload_bad", self.rx_offload_bad),
+            ("rx_bad_chain", self.rx_bad_chain),
         ]
     }
 

@@ -24,6 +24,16 @@ impl fmt::Display for XdpModeSetting {
     }
 }
 
+impl fmt::Display for MultiBufferSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MultiBufferSetting::Auto => "auto",
+            MultiBufferSetting::On => "on",
+            MultiBufferSetting::Off => "off",
+        })
+    }
+}
+
 impl fmt::Display for ZeroCopySetting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -36,8 +36,8 @@
 
 use crate::addr::{IpPrefix, IpRange, MacAddr};
 pub use crate::schema::{
-    AfpacketRxRing, BackendGone, DriverKind, EndpointCondition, IdlePolicy, PortRole, Protocol,
-    XdpModeSetting, ZeroCopySetting,
+    AfpacketRxRing, BackendGone, DriverKind, EndpointCondition, IdlePolicy, MultiBufferSetting,
+    PortRole, Protocol, XdpModeSetting, ZeroCopySetting,
 };
 pub use portico_bgp::{Advertisement, PeerConfig};
 use std::fmt;
@@ -317,6 +317,7 @@ pub struct AfxdpPlan {
     pub busy_poll_us: u32,
     pub busy_poll_budget: u32,
     pub shared_umem: bool,
+    pub multi_buffer: MultiBufferSetting,
 }
 
 /// The af_packet driver's rings (`[dataplane.afpacket]`), validated, with

@@ -5,14 +5,14 @@ use super::Validator;
 use super::limits::{
     BUSY_POLL_BUDGET_RANGE, BUSY_POLL_US_RANGE, MAX_BATCH_SIZE, MAX_MAGLEV_TABLE_SIZE,
     MAX_NEW_FLOWS_PER_SOURCE_PER_S, MAX_TABLE_CAPACITY, MAX_UMEM_FRAMES, MAX_WORKERS,
-    MIN_SNAT_PORTS_PER_WORKER, XDP_RING_RANGE,
+    MIN_SNAT_PORTS_PER_WORKER, XDP_HEADROOM_BYTES, XDP_L2_OVERHEAD_BYTES, XDP_RING_RANGE,
 };
 use crate::plan::{
     AfpacketPlan, AfxdpPlan, ConntrackPlan, DataplanePlan, NeighbourTablePlan, SnatPlan, TimeoutsMs,
 };
 use crate::schema::{
-    AfxdpSection, ConfigFile, DriverKind, NeighbourTableSection, TimeoutsSection, XdpModeSetting,
-    ZeroCopySetting,
+    ConfigFile, DriverKind, MultiBufferSetting, NeighbourTableSection, TimeoutsSection,
+    XdpModeSetting, ZeroCopySetting,
 };
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
@@ -279,9 +279,12 @@ impl Validator {
         }
     }
 
-    /// `[dataplane.afxdp]`; `afxdp_ports` is how many ports use the driver
-    /// (they share one UMEM per worker).
-    pub(super) fn afxdp(&mut self, a: &AfxdpSection, afxdp_ports: u64) -> AfxdpPlan {
+    /// `[dataplane.afxdp]`, with the ports that use the driver (they share
+    /// one UMEM per worker; their configured MTUs must fit a frame unless
+    /// multi-buffer is allowed).
+    pub(super) fn afxdp(&mut self, file: &ConfigFile) -> AfxdpPlan {
+        let a = &file.dataplane.afxdp;
+        let afxdp_ports = afxdp_ports(file);
         let mut ring = |key: &str, v: u64| -> u32 {
             let path = format!("dataplane.afxdp.{key}");
             match self.ranged(&path, v, XDP_RING_RANGE) {
@@ -323,6 +326,23 @@ impl Validator {
                 ),
             );
         }
+        if a.multi_buffer == MultiBufferSetting::Off && frame_size > 0 {
+            let fits = u64::from(frame_size) - XDP_HEADROOM_BYTES - XDP_L2_OVERHEAD_BYTES;
+            for (i, p) in file.ports.iter().enumerate() {
+                match p.mtu {
+                    Some(mtu) if p.driver == DriverKind::Afxdp && mtu > fits => self.problem(
+                        format!("port[{i}].mtu"),
+                        format!(
+                            "{mtu} does not fit one {frame_size}-byte AF_XDP frame (at most \
+                             {fits}: 256 bytes of headroom and 18 of Ethernet header) and \
+                             dataplane.afxdp.multi_buffer is \"off\"; set it to \"auto\" or \
+                             lower the MTU"
+                        ),
+                    ),
+                    _ => {}
+                }
+            }
+        }
         if a.zero_copy == ZeroCopySetting::On && a.mode == XdpModeSetting::Generic {
             self.problem(
                 "dataplane.afxdp.zero_copy",
@@ -357,6 +377,7 @@ impl Validator {
             busy_poll_us,
             busy_poll_budget,
             shared_umem: a.shared_umem,
+            multi_buffer: a.multi_buffer,
         }
     }
 

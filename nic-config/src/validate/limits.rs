@@ -50,6 +50,11 @@ pub const AFPACKET_BLOCK_TIMEOUT_MS_RANGE: RangeInclusive<u64> = 1..=1000;
 /// Bounds of AF_XDP busy polling: microseconds per call, packets per poll.
 pub const BUSY_POLL_US_RANGE: RangeInclusive<u64> = 1..=1000;
 pub const BUSY_POLL_BUDGET_RANGE: RangeInclusive<u64> = 1..=1024;
+/// The XDP headroom before a received frame in its AF_XDP UMEM frame.
+pub const XDP_HEADROOM_BYTES: u64 = 256;
+/// What an AF_XDP frame may exceed the MTU by (Ethernet header and one
+/// VLAN tag).
+pub const XDP_L2_OVERHEAD_BYTES: u64 = 18;
 /// Most frames of one AF_XDP UMEM.
 pub const MAX_UMEM_FRAMES: u64 = 1 << 20;
 

@@ -186,7 +186,7 @@ impl Validator {
         let routes = self.routes(file, &ports);
         let neighbours = self.neighbours(file, &ports);
         let services = self.services(file, &ports, dataplane.port_range.as_ref());
-        let afxdp = self.afxdp(&file.dataplane.afxdp, dataplane::afxdp_ports(file));
+        let afxdp = self.afxdp(file);
         let afpacket = self.afpacket(&file.dataplane.afpacket);
         let neighbour_table = self.neighbour_table(&file.dataplane.neighbour_table);
         let kubernetes = file.kubernetes.as_ref().map(|k| self.kubernetes(k));

@@ -7,6 +7,7 @@
 //! the topology, so the gateway stops before the namespaces go.
 #![allow(dead_code)] // each suite uses a part
 
+pub mod bulk;
 pub mod kube;
 pub mod router;
 
@@ -20,6 +21,16 @@ use std::time::Duration;
 
 /// The `portico` binary built from the sources under test.
 pub const PORTICO: &str = env!("CARGO_BIN_EXE_portico-e2e");
+
+/// A counter of the port named `name` in a stats report.
+pub fn port_counter(report: &Value, name: &str, counter: &str) -> u64 {
+    let ports = report["ports"].as_array().expect("ports in the report");
+    let port = ports
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no port {name} in {report}"));
+    number(port, &format!("/{counter}"))
+}
 
 /// The ESTABLISHED rows of a `portico flows --json` listing whose client
 /// is `client` (an IP address).

@@ -97,6 +97,8 @@ impl PortStats {
             // fill ring.
             kernel_rx_dropped: 0,
             kernel_fill_ring_empty: 0,
+            // No multi-buffer chains on a packet socket.
+            rx_bad_chain: 0,
         }
     }
 }

@@ -43,6 +43,10 @@ pub(super) const XDP_PASS: i32 = 2;
 /// `offsetof(struct xdp_md, rx_queue_index)`.
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 
+/// `BPF_F_XDP_HAS_FRAGS`: the program handles multi-buffer packets (it
+/// reads no packet bytes, so it is frags-safe as is).
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+
 /// Name of the program (`bpf_prog_info.name`), how a later start recognises
 /// a program a crashed Portico left attached.
 pub const PROGRAM_NAME: &str = "portico_xsk";
@@ -328,8 +332,18 @@ pub fn load_program(map: &XskMap) -> Result<OwnedFd, LoadError> {
 }
 
 /// Load the redirect program for `map` under `name` (tests load one under
-/// another name to play someone else's program).
+/// another name to play someone else's program). It is loaded with
+/// `BPF_F_XDP_HAS_FRAGS` (Linux 5.18+), so multi-buffer packets reach it
+/// (veth refuses a program without the flag on a jumbo MTU); a kernel that
+/// refuses the flag gets the program without it.
 pub fn load_program_named(map: &XskMap, name: &str) -> Result<OwnedFd, LoadError> {
+    match load_with_flags(map, name, BPF_F_XDP_HAS_FRAGS) {
+        Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => load_with_flags(map, name, 0),
+        r => r,
+    }
+}
+
+fn load_with_flags(map: &XskMap, name: &str, prog_flags: u32) -> Result<OwnedFd, LoadError> {
     let insns = redirect_program(map.raw_fd());
     let mut log = vec![0u8; VERIFIER_LOG_BYTES];
     let mut attr = ProgLoadAttr {
@@ -341,7 +355,7 @@ pub fn load_program_named(map: &XskMap, name: &str) -> Result<OwnedFd, LoadError
         log_size: log.len() as u32,
         log_buf: log.as_mut_ptr() as u64,
         kern_version: 0,
-        prog_flags: 0,
+        prog_flags,
         prog_name: obj_name(name),
         prog_ifindex: 0,
         expected_attach_type: BPF_XDP,

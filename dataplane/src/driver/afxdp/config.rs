@@ -28,6 +28,20 @@ pub enum ZeroCopy {
     Off,
 }
 
+/// Multi-buffer packets (`XDP_USE_SG`, Linux 6.6+; see `chain.rs`): a
+/// frame larger than one UMEM chunk arrives and leaves as a chain of
+/// descriptors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MultiBuffer {
+    /// Only where needed: when a port's MTU does not fit one chunk.
+    #[default]
+    Auto,
+    /// Always (opening fails where the kernel or driver refuses).
+    On,
+    /// Never: every port's MTU must fit one chunk.
+    Off,
+}
+
 /// UMEM and ring sizes of every socket of a driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XdpRingConfig {
@@ -81,6 +95,8 @@ pub struct AfXdpConfig {
     pub shared_umem: bool,
     /// Busy polling on every socket, or `None`: see [`BusyPoll`].
     pub busy_poll: Option<BusyPoll>,
+    /// Multi-buffer packets (jumbo frames): see [`MultiBuffer`].
+    pub multi_buffer: MultiBuffer,
     /// What the driver's [`Driver::wait_idle`](crate::driver::Driver::wait_idle)
     /// sleeps at most.
     pub poll_timeout_ms: u32,
@@ -96,6 +112,7 @@ impl AfXdpConfig {
             need_wakeup: true,
             shared_umem: true,
             busy_poll: None,
+            multi_buffer: MultiBuffer::Auto,
             poll_timeout_ms: 10,
         }
     }

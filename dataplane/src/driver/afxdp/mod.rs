@@ -53,15 +53,23 @@
 //! a frame still points into it: the driver counts frames out and, if some
 //! are still out when it is dropped, leaks the mapping instead.
 //!
-//! Limits: one buffer per frame (no multi-buffer), so the MTU must fit a
-//! chunk minus the 256-byte XDP headroom; no checksum offload information
-//! (frames are never `checksum_verified`). On veth, native XDP sees a frame
+//! * **Multi-buffer** (`chain.rs`, [`MultiBuffer`]): where a port's MTU +
+//!   18 does not fit a chunk after the 256-byte headroom (or when asked),
+//!   the UMEM owner binds with `XDP_USE_SG` and the UMEM gets *spans*
+//!   (runs of consecutive chunks, one per RX/TX ring entry); a received
+//!   `XDP_PKT_CONTD` chain is copied into a span and handed out as one
+//!   frame, and a span frame leaves as one descriptor per chunk.
+//!
+//! Limits: without multi-buffer the MTU must fit a chunk minus the
+//! 256-byte XDP headroom; no checksum offload information (frames are
+//! never `checksum_verified`); no GSO pass-through (see `chain.rs`). On veth, native XDP sees a frame
 //! only when the sending peer has TSO off (else the kernel skips the veth
 //! NAPI path); generic XDP has no such condition.
 //!
 //! Files: `config.rs` (what a driver opens with), `socket.rs` (opening and
 //! binding a socket), `ring.rs` (the ring protocol), `umem.rs` (chunks and
-//! frames), `port.rs` (one socket's ring work), `stats.rs` (counters),
+//! frames), `chain.rs` (multi-buffer chains), `port.rs` (one socket's ring
+//! work), `stats.rs` (counters),
 //! `bpf.rs`/`program.rs`/`netlink.rs` (the XDP program), this file (the
 //! driver). All `unsafe` code lives in `sys.rs` (and the namespace tests);
 //! the calls af_packet also makes are in `driver::sys`.
@@ -70,6 +78,7 @@ pub mod bpf;
 pub mod netlink;
 pub mod program;
 
+mod chain;
 mod config;
 mod port;
 mod ring;
@@ -81,8 +90,10 @@ mod tests;
 mod umem;
 
 pub use bpf::XskMap;
+pub use chain::MAX_CHAIN_DESCS;
 pub use config::{
-    AfXdpConfig, AfXdpPortConfig, BusyPoll, BusyPollState, XdpMode, XdpRingConfig, ZeroCopy,
+    AfXdpConfig, AfXdpPortConfig, BusyPoll, BusyPollState, MultiBuffer, XdpMode, XdpRingConfig,
+    ZeroCopy,
 };
 pub use port::XdpPort;
 pub use program::{AttachedMode, XdpAttachment};
@@ -94,6 +105,7 @@ use super::afpacket::prepare;
 use super::{Driver, Frame, PortCounters};
 use crate::driver::sys as driver_sys;
 use crate::packet::PortId;
+use chain::RxPacket;
 use socket::{bind_own, flag_names, open_socket, ring_size};
 use std::io;
 use std::os::fd::AsFd;
@@ -106,7 +118,7 @@ pub const XDP_HEADROOM: u32 = 256;
 pub const MAX_TX_KICKS: u32 = 4;
 /// Ethernet header plus one VLAN tag plus FCS-less slack: what a frame may
 /// exceed the MTU by.
-const L2_OVERHEAD: u32 = 18;
+pub const L2_OVERHEAD: u32 = 18;
 
 /// Why opening a port or attaching the program failed; every variant names
 /// what it was about and carries the OS error.
@@ -246,18 +258,49 @@ impl AfXdpDriver {
             return Err(invalid(first, "at most 255 ports"));
         }
 
+        let mut infos = Vec::with_capacity(config.ports.len());
+        for pc in &config.ports {
+            infos.push(prepare::interface_info(&pc.ifname)?);
+        }
+        // Multi-buffer (chain.rs) where a port's largest frame does not fit
+        // one chunk after the headroom, or where asked for.
+        let largest = infos.iter().map(|i| i.mtu + L2_OVERHEAD).max().unwrap_or(0);
+        let needs_chains = largest + XDP_HEADROOM > rings.frame_size;
+        let sg = match config.multi_buffer {
+            MultiBuffer::On => true,
+            MultiBuffer::Auto => needs_chains,
+            MultiBuffer::Off => false,
+        };
+        let span_chunks = if sg {
+            chain::span_chunks(rings.frame_size, largest)
+        } else {
+            0
+        };
+        if span_chunks > MAX_CHAIN_DESCS {
+            return Err(invalid(
+                first,
+                format!(
+                    "a {largest}-byte frame needs {span_chunks} {}-byte chunks, more than \
+                     the {MAX_CHAIN_DESCS} buffers of one multi-buffer packet",
+                    rings.frame_size
+                ),
+            ));
+        }
+        // Spans for a full RX or TX ring of multi-buffer frames per UMEM.
+        let span_count = rings.rx_ring.max(rings.tx_ring);
+
         let mut umems: Vec<Umem> = Vec::new();
         let mut ports: Vec<XdpPort> = Vec::new();
-        for pc in &config.ports {
+        for (pc, info) in config.ports.iter().zip(infos) {
             let ifname = pc.ifname.as_str();
-            let info = prepare::interface_info(ifname)?;
             let max_frame = info.mtu + L2_OVERHEAD;
-            if max_frame + XDP_HEADROOM > rings.frame_size {
+            if max_frame + XDP_HEADROOM > rings.frame_size && !sg {
                 return Err(invalid(
                     ifname,
                     format!(
                         "MTU {} does not fit a {}-byte chunk after the {XDP_HEADROOM}-byte \
-                         headroom (raise frame_size or lower the MTU)",
+                         headroom and multi-buffer is off (raise frame_size, lower the MTU \
+                         or set multi_buffer)",
                         info.mtu, rings.frame_size
                     ),
                 ));
@@ -291,9 +334,9 @@ impl AfXdpDriver {
             let (s, umem, zero_copy, need_wakeup) = match bound {
                 Some(b) => b,
                 None => {
-                    let umem = Umem::new(ifname, rings)?;
+                    let umem = Umem::new(ifname, rings, span_chunks, span_count)?;
                     let s = open_socket(ifname, rings, Some(&umem))?;
-                    let zero_copy = bind_own(&s, ifname, info.ifindex, pc.queue_id, config)?;
+                    let zero_copy = bind_own(&s, ifname, info.ifindex, pc.queue_id, config, sg)?;
                     umems.push(umem);
                     (s, (umems.len() - 1) as u8, zero_copy, config.need_wakeup)
                 }
@@ -316,6 +359,7 @@ impl AfXdpDriver {
                 umem,
                 zero_copy,
                 need_wakeup,
+                multi_buffer: sg,
                 busy_poll,
                 fill_target: 0,
                 tx_kick_pending: false,
@@ -412,6 +456,9 @@ impl AfXdpDriver {
             t.rx_too_big += s.rx_too_big;
             t.rx_ring_errors += s.rx_ring_errors;
             t.rx_pool_empty += s.rx_pool_empty;
+            t.rx_chains += s.rx_chains;
+            t.rx_bad_chain += s.rx_bad_chain;
+            t.tx_chains += s.tx_chains;
             t.tx_frames += s.tx_frames;
             t.tx_bytes += s.tx_bytes;
             t.tx_too_big += s.tx_too_big;
@@ -477,31 +524,58 @@ impl Driver for AfXdpDriver {
         }
         let mut got = 0usize;
         let mut consumed = 0u32;
-        while consumed < n {
-            let Some((addr, len)) = p.rx.peek_desc(consumed) else {
-                break;
+        // A chain may reach past `max`: look at everything ready then.
+        let mut ready = n;
+        let ring_size = p.rx.size();
+        while consumed < ready && got < max {
+            let packet = loop {
+                let packet = chain::take_packet(
+                    &p.rx,
+                    umem,
+                    p.umem,
+                    consumed,
+                    ready - consumed,
+                    ready == ring_size,
+                    p.max_frame,
+                );
+                // A chain cut by `max`: look again at all that is ready.
+                let more = match packet {
+                    RxPacket::Incomplete => p.rx.available(ring_size),
+                    _ => ready,
+                };
+                if more == ready {
+                    break packet;
+                }
+                ready = more;
             };
-            consumed += 1;
-            if addr >= umem.map.len() as u64 {
-                p.stats.rx_ring_errors += 1;
-                continue;
-            }
-            if len > p.max_frame {
-                p.stats.rx_too_big += 1;
-                umem.give_back(addr);
-                continue;
-            }
-            match umem.frame(p.umem, addr, len) {
-                Some(f) => {
+            match packet {
+                RxPacket::Frame { frame, used } => {
+                    consumed += used;
+                    if used > 1 {
+                        p.stats.rx_chains += 1;
+                    }
                     p.stats.rx_frames += 1;
-                    p.stats.rx_bytes += u64::from(len);
-                    out.push(f);
+                    p.stats.rx_bytes += u64::from(frame.len);
+                    out.push(frame);
                     got += 1;
                 }
-                None => {
-                    p.stats.rx_ring_errors += 1;
-                    umem.give_back(addr);
+                RxPacket::TooBig { used } => {
+                    consumed += used;
+                    p.stats.rx_too_big += 1;
                 }
+                RxPacket::BadChain { used } => {
+                    consumed += used;
+                    p.stats.rx_bad_chain += 1;
+                }
+                RxPacket::BadDesc { used } => {
+                    consumed += used;
+                    p.stats.rx_ring_errors += 1;
+                }
+                RxPacket::NoSpan { used } => {
+                    consumed += used;
+                    p.stats.rx_pool_empty += 1;
+                }
+                RxPacket::Incomplete => break,
             }
         }
         p.rx.release(consumed);
@@ -520,7 +594,7 @@ impl Driver for AfXdpDriver {
         if let Some(u) = self.umems.get_mut(pu) {
             p.reclaim(u);
         }
-        let room = p.tx.free(u32::try_from(frames.len()).unwrap_or(u32::MAX));
+        let mut room = p.tx.free(p.tx.size());
         let mut queued = 0u32;
         let mut taken = 0usize;
         // Frames from other UMEMs are copied; their chunks go back to their
@@ -531,15 +605,18 @@ impl Driver for AfXdpDriver {
                 taken += 1;
                 continue;
             }
-            if queued == room {
+            let Some(u) = self.umems.get_mut(pu) else {
+                break;
+            };
+            if chain::descs_for(u.frame_size, f.addr, f.len) > room
+                || (usize::from(f.umem) != pu
+                    && chain::descs_for(u.frame_size, u64::from(XDP_HEADROOM), f.len) > room)
+            {
                 break;
             }
             let (addr, len) = if usize::from(f.umem) == pu {
                 (f.addr, f.len)
             } else {
-                let Some(u) = self.umems.get_mut(pu) else {
-                    break;
-                };
                 let Some(copy) = u.frame_with(p.umem, f.data()) else {
                     break;
                 };
@@ -547,8 +624,13 @@ impl Driver for AfXdpDriver {
                 // The copy's chunk now belongs to the TX ring.
                 (copy.addr, copy.len)
             };
-            if !p.tx.push_desc(addr, len) {
+            let descs = chain::push_frame(&mut p.tx, u, addr, len);
+            if descs == 0 {
                 break;
+            }
+            room -= descs;
+            if descs > 1 {
+                p.stats.tx_chains += 1;
             }
             p.stats.tx_frames += 1;
             p.stats.tx_bytes += u64::from(len);

@@ -23,6 +23,8 @@ pub struct XdpPort {
     pub(super) umem: u8,
     pub(super) zero_copy: bool,
     pub(super) need_wakeup: bool,
+    /// Bound with `XDP_USE_SG` (own or inherited from the UMEM owner).
+    pub(super) multi_buffer: bool,
     /// What the socket got of the busy polling asked for.
     pub(super) busy_poll: BusyPollState,
     /// Frames to keep in the fill ring.
@@ -61,6 +63,10 @@ impl XdpPort {
     /// Whether the socket busy-polls (or why not).
     pub fn busy_poll(&self) -> BusyPollState {
         self.busy_poll
+    }
+    /// Whether the socket takes multi-buffer packets (`XDP_USE_SG`).
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
     /// Whether the socket was bound with `XDP_USE_NEED_WAKEUP`.
     pub fn need_wakeup(&self) -> bool {
@@ -102,7 +108,7 @@ impl XdpPort {
                 break;
             };
             taken += 1;
-            umem.give_back(addr);
+            umem.complete(addr);
         }
         self.comp.release(taken);
     }

@@ -41,6 +41,32 @@ impl Entry {
     }
 }
 
+/// One `struct xdp_desc`: a buffer of a packet. `options` carries
+/// `XDP_PKT_CONTD` on every buffer of a multi-buffer packet but its last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Desc {
+    pub addr: u64,
+    pub len: u32,
+    pub options: u32,
+}
+
+impl Desc {
+    /// A whole packet in one buffer.
+    pub(super) const fn single(addr: u64, len: u32) -> Desc {
+        Desc {
+            addr,
+            len,
+            options: 0,
+        }
+    }
+
+    /// More buffers of the same packet follow.
+    #[inline]
+    pub(super) fn continues(&self) -> bool {
+        self.options & libc::XDP_PKT_CONTD != 0
+    }
+}
+
 /// Where the parts of a ring are in its mapping (`struct xdp_ring_offset`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct RingOffsets {
@@ -65,6 +91,15 @@ impl RingOffsets {
         self.desc + size as usize * entry.size()
     }
 }
+
+/// The ring layout of unit tests.
+#[cfg(test)]
+pub(super) const TEST_OFFSETS: RingOffsets = RingOffsets {
+    producer: 0,
+    consumer: 64,
+    flags: 128,
+    desc: 192,
+};
 
 /// One mapped ring and the cached indices of our side.
 #[derive(Debug)]
@@ -142,20 +177,23 @@ impl Ring {
         self.off.desc + (idx & self.mask) as usize * self.entry.size()
     }
 
-    /// The `xdp_desc` (addr, len) at `off`.
+    /// The `xdp_desc` at `off`.
     #[inline]
-    fn read_desc(&self, off: usize) -> Option<(u64, u32)> {
-        Some((self.map.read_u64(off)?, self.map.read_u32(off + 8)?))
+    fn read_desc(&self, off: usize) -> Option<Desc> {
+        Some(Desc {
+            addr: self.map.read_u64(off)?,
+            len: self.map.read_u32(off + 8)?,
+            options: self.map.read_u32(off + 12)?,
+        })
     }
 
-    /// Store an `xdp_desc` (addr, len, options 0) at `off`; false, with
-    /// nothing written, if it does not fit the mapping (its last word is
-    /// written first).
+    /// Store an `xdp_desc` at `off`; false, with nothing written, if it
+    /// does not fit the mapping (its last word is written first).
     #[inline]
-    fn write_desc(&mut self, off: usize, addr: u64, len: u32) -> bool {
-        self.map.write_u32(off + 12, 0)
-            && self.map.write_u64(off, addr)
-            && self.map.write_u32(off + 8, len)
+    fn write_desc(&mut self, off: usize, d: Desc) -> bool {
+        self.map.write_u32(off + 12, d.options)
+            && self.map.write_u64(off, d.addr)
+            && self.map.write_u32(off + 8, d.len)
     }
 
     // ------------------------------------------------- producer side
@@ -186,9 +224,9 @@ impl Ring {
 
     /// Write a descriptor into the next free entry.
     #[inline]
-    pub(super) fn push_desc(&mut self, addr: u64, len: u32) -> bool {
+    pub(super) fn push_desc(&mut self, d: Desc) -> bool {
         let off = self.entry_off(self.cached_prod);
-        if !self.write_desc(off, addr, len) {
+        if !self.write_desc(off, d) {
             return false;
         }
         self.cached_prod = self.cached_prod.wrapping_add(1);
@@ -232,7 +270,7 @@ impl Ring {
 
     /// The descriptor at consumer position `cached_cons + i`.
     #[inline]
-    pub(super) fn peek_desc(&self, i: u32) -> Option<(u64, u32)> {
+    pub(super) fn peek_desc(&self, i: u32) -> Option<Desc> {
         self.read_desc(self.entry_off(self.cached_cons.wrapping_add(i)))
     }
 
@@ -278,9 +316,23 @@ impl Ring {
 
     /// Write an entry at an absolute index, as the kernel would.
     #[cfg(test)]
-    pub(super) fn kernel_write_desc(&mut self, idx: u32, addr: u64, len: u32) {
+    pub(super) fn kernel_write_desc(&mut self, idx: u32, d: Desc) {
         let off = self.entry_off(idx);
-        assert!(self.write_desc(off, addr, len));
+        assert!(self.write_desc(off, d));
+    }
+
+    /// Read an entry at an absolute index, as the kernel would.
+    #[cfg(test)]
+    pub(super) fn kernel_read_desc(&self, idx: u32) -> Option<Desc> {
+        self.read_desc(self.entry_off(idx))
+    }
+
+    /// A ring of `size` entries over an anonymous mapping, laid out as
+    /// [`TEST_OFFSETS`] (unit tests play the kernel's side).
+    #[cfg(test)]
+    pub(super) fn anonymous(entry: Entry, size: u32) -> Ring {
+        let map = Region::anonymous(TEST_OFFSETS.map_len(size, entry)).expect("anonymous mapping");
+        Ring::new(map, TEST_OFFSETS, entry, size).expect("ring")
     }
 
     #[cfg(test)]
@@ -293,16 +345,10 @@ impl Ring {
 mod tests {
     use super::*;
 
-    const OFF: RingOffsets = RingOffsets {
-        producer: 0,
-        consumer: 64,
-        flags: 128,
-        desc: 192,
-    };
+    const OFF: RingOffsets = TEST_OFFSETS;
 
     fn ring(entry: Entry, size: u32) -> Ring {
-        let map = Region::anonymous(OFF.map_len(size, entry)).expect("anonymous mapping");
-        Ring::new(map, OFF, entry, size).expect("ring")
+        Ring::anonymous(entry, size)
     }
 
     #[test]
@@ -350,17 +396,18 @@ mod tests {
         r.init_consumer();
         assert_eq!(r.available(64), 0);
         for i in 0..3u32 {
-            r.kernel_write_desc(start.wrapping_add(i), 256 + 4096 * u64::from(i), 60 + i);
+            let d = Desc::single(256 + 4096 * u64::from(i), 60 + i);
+            r.kernel_write_desc(start.wrapping_add(i), d);
         }
         r.set_shared_producer(start.wrapping_add(3));
         assert_eq!(r.available(2), 2, "bounded by want");
         assert_eq!(r.available(64), 3);
-        assert_eq!(r.peek_desc(0), Some((256, 60)));
-        assert_eq!(r.peek_desc(2), Some((256 + 8192, 62)));
+        assert_eq!(r.peek_desc(0), Some(Desc::single(256, 60)));
+        assert_eq!(r.peek_desc(2), Some(Desc::single(256 + 8192, 62)));
         r.release(2);
         assert_eq!(r.shared_consumer(), start.wrapping_add(2));
         assert_eq!(r.available(64), 1);
-        assert_eq!(r.peek_desc(0), Some((256 + 8192, 62)));
+        assert_eq!(r.peek_desc(0), Some(Desc::single(256 + 8192, 62)));
         r.release(1);
         assert_eq!(r.shared_consumer(), 1, "wrapped past u32::MAX");
         assert_eq!(r.available(64), 0);

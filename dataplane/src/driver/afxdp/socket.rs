@@ -49,6 +49,7 @@ pub(super) fn flag_names(flags: u16) -> String {
         (libc::XDP_COPY, "XDP_COPY"),
         (libc::XDP_ZEROCOPY, "XDP_ZEROCOPY"),
         (libc::XDP_USE_NEED_WAKEUP, "XDP_USE_NEED_WAKEUP"),
+        (libc::XDP_USE_SG, "XDP_USE_SG"),
     ] {
         if flags & bit != 0 {
             names.push(name);
@@ -177,7 +178,8 @@ pub(super) fn open_socket(
     })
 }
 
-/// Bind the UMEM owner's socket per `zero_copy`; returns whether it runs
+/// Bind the UMEM owner's socket per `zero_copy`, with `XDP_USE_SG` when
+/// `sg` (the sockets sharing its UMEM inherit it); returns whether it runs
 /// zero-copy.
 pub(super) fn bind_own(
     s: &OpenSocket,
@@ -185,12 +187,13 @@ pub(super) fn bind_own(
     ifindex: u32,
     queue: u32,
     config: &AfXdpConfig,
+    sg: bool,
 ) -> Result<bool, AfXdpError> {
     let wake = if config.need_wakeup {
         libc::XDP_USE_NEED_WAKEUP
     } else {
         0
-    };
+    } | if sg { libc::XDP_USE_SG } else { 0 };
     let bind = |flags: u16| {
         sys::bind_xdp(s.fd.as_fd(), ifindex, queue, flags, None).map_err(|source| {
             AfXdpError::Bind {

@@ -15,6 +15,11 @@ pub struct XdpPortStats {
     pub rx_ring_errors: u64,
     /// Fill-ring top-ups that found the free list empty.
     pub rx_pool_empty: u64,
+    /// Multi-buffer packets received (chains reassembled into one frame).
+    pub rx_chains: u64,
+    /// Chains dropped as malformed: too many buffers, a bad buffer, or
+    /// never completed (see `chain.rs`).
+    pub rx_bad_chain: u64,
     pub tx_frames: u64,
     pub tx_bytes: u64,
     /// Frames above the port's limit handed to `tx_burst`, dropped.
@@ -24,6 +29,8 @@ pub struct XdpPortStats {
     pub tx_ring_full: u64,
     /// Frames copied because they came from another UMEM.
     pub tx_copies: u64,
+    /// Frames sent as multi-buffer chains.
+    pub tx_chains: u64,
     /// `sendto` kicks made, and the ones that failed with something other
     /// than `EAGAIN`/`EBUSY`/`ENOBUFS` (the ring is retried later).
     pub tx_kicks: u64,
@@ -62,6 +69,7 @@ impl XdpPortStats {
             tx_ring_full: self.tx_ring_full,
             tx_send_errors: self.tx_send_errors,
             socket_errors: self.socket_errors,
+            rx_bad_chain: self.rx_bad_chain,
             kernel_rx_drops: kernel.rx_ring_full,
             kernel_rx_dropped: kernel.rx_dropped,
             kernel_fill_ring_empty: kernel.rx_fill_ring_empty,

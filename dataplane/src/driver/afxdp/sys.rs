@@ -135,6 +135,22 @@ impl Chunk {
     }
 }
 
+/// Copy `dst.len()` bytes at UMEM offset `off` into `dst` (a received
+/// buffer into the span a chain is reassembled in); false, with nothing
+/// copied, when they are not inside the mapping.
+pub(super) fn copy_from_umem(umem: &Region, off: usize, dst: &mut [u8]) -> bool {
+    let Some(src) = umem.ptr_at(off, dst.len()) else {
+        return false;
+    };
+    // SAFETY: `src..src+len` lies inside the live UMEM mapping (checked by
+    // `ptr_at`); it is a received buffer the driver owns (consumed from the
+    // RX ring, not yet given back), so neither the kernel nor a frame
+    // writes it, and it is a different chunk than the span behind `dst`
+    // (spans never enter the fill ring), so the ranges do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
+    true
+}
+
 // ---------------------------------------------------------------- bpf(2)
 
 pub(super) const BPF_MAP_CREATE: u32 = 0;

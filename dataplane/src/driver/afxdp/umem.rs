@@ -1,11 +1,15 @@
 //! UMEM memory: [`Umem`], one anonymous mapping cut into chunks with its
-//! free list, and [`XdpFrame`], a frame in one chunk.
+//! free list, plus (with multi-buffer, see `chain.rs`) *spans* of
+//! consecutive chunks after them, and [`XdpFrame`], a frame in one chunk
+//! or one span.
 //!
-//! Invariants: every chunk is in exactly one place (a free list, a fill
-//! ring, the kernel, a completion ring or one frame); `give_back` never
-//! grows the free list beyond its capacity (a duplicate from a corrupt
-//! ring is dropped instead of allocating); a frame's bytes never cross its
-//! chunk.
+//! Invariants: every chunk and span is in exactly one place (a free list,
+//! a fill ring (chunks only), the kernel, a completion ring or one frame);
+//! `give_back` never grows a free list beyond its capacity (a duplicate
+//! from a corrupt ring is dropped instead of allocating); a frame's bytes
+//! never cross its chunk or span. Spans never enter the fill ring: the
+//! kernel receives into chunks only, and a multi-buffer packet is copied
+//! into a span to be contiguous for the pipeline.
 
 use super::sys::Chunk;
 use super::{AfXdpError, XDP_HEADROOM, XdpRingConfig};
@@ -50,17 +54,45 @@ impl Frame for XdpFrame {
     }
 }
 
-/// A UMEM: the mapping and its free chunks (base addresses).
+/// A UMEM: the mapping, its free chunks (base addresses) and its spans.
 #[derive(Debug)]
 pub(super) struct Umem {
     pub(super) map: Region,
     pub(super) frame_size: u32,
     pub(super) free: Vec<u64>,
+    pub(super) spans: Spans,
+}
+
+/// Multi-buffer spans: `count` runs of `chunks` consecutive chunks, from
+/// UMEM offset `start` (after the chunks) to the end of the mapping. A
+/// span sent as several TX descriptors comes back through the completion
+/// ring once per descriptor: `pending` counts the ones still out.
+#[derive(Debug, Default)]
+pub(super) struct Spans {
+    pub(super) start: u64,
+    /// Bytes per span (0: no spans).
+    pub(super) bytes: u64,
+    pub(super) free: Vec<u64>,
+    pending: Vec<u8>,
 }
 
 impl Umem {
-    pub(super) fn new(ifname: &str, rings: &XdpRingConfig) -> Result<Umem, AfXdpError> {
-        let len = rings.umem_frames as usize * rings.frame_size as usize;
+    /// `rings.umem_frames` chunks, then `span_count` spans of `span_chunks`
+    /// chunks each (none when either is 0).
+    pub(super) fn new(
+        ifname: &str,
+        rings: &XdpRingConfig,
+        span_chunks: u32,
+        span_count: u32,
+    ) -> Result<Umem, AfXdpError> {
+        let (span_chunks, span_count) = if span_chunks == 0 || span_count == 0 {
+            (0, 0)
+        } else {
+            (span_chunks, span_count)
+        };
+        let chunk_bytes = rings.frame_size as usize;
+        let chunks = rings.umem_frames as usize + span_chunks as usize * span_count as usize;
+        let len = chunks * chunk_bytes;
         let map = Region::anonymous(len).map_err(|source| AfXdpError::Mmap {
             ifname: ifname.to_string(),
             what: "UMEM",
@@ -71,35 +103,109 @@ impl Umem {
             .rev()
             .map(|i| i * u64::from(rings.frame_size))
             .collect();
+        let start = u64::from(rings.umem_frames) * u64::from(rings.frame_size);
+        let bytes = u64::from(span_chunks) * u64::from(rings.frame_size);
+        let spans = Spans {
+            start,
+            bytes,
+            free: (0..u64::from(span_count))
+                .rev()
+                .map(|i| start + i * bytes)
+                .collect(),
+            pending: vec![0; span_count as usize],
+        };
         Ok(Umem {
             map,
             frame_size: rings.frame_size,
             free,
+            spans,
         })
     }
 
-    /// The chunk base of a UMEM address.
+    /// The span index of a UMEM address, if it lies in a span.
     #[inline]
-    pub(super) fn base(&self, addr: u64) -> u64 {
-        addr - addr % u64::from(self.frame_size)
+    fn span_of(&self, addr: u64) -> Option<usize> {
+        if self.spans.bytes == 0 || addr < self.spans.start || addr >= self.map.len() as u64 {
+            return None;
+        }
+        usize::try_from((addr - self.spans.start) / self.spans.bytes).ok()
     }
 
-    /// Put the chunk of `addr` back on the free list. The list never
+    /// The base and size of the chunk or span holding `addr`.
+    #[inline]
+    fn region(&self, addr: u64) -> (u64, u64) {
+        match self.span_of(addr) {
+            Some(i) => (
+                self.spans.start + i as u64 * self.spans.bytes,
+                self.spans.bytes,
+            ),
+            None => {
+                let size = u64::from(self.frame_size);
+                (addr - addr % size, size)
+            }
+        }
+    }
+
+    /// Put the chunk or span of `addr` back on its free list. A list never
     /// grows beyond its capacity (every chunk is in one place; a corrupt
     /// duplicate from the kernel is dropped rather than allocating).
     #[inline]
     pub(super) fn give_back(&mut self, addr: u64) {
-        if self.free.len() < self.free.capacity() && addr < self.map.len() as u64 {
-            let base = self.base(addr);
-            self.free.push(base);
+        if addr >= self.map.len() as u64 {
+            return;
+        }
+        let (base, _) = self.region(addr);
+        let list = if self.span_of(addr).is_some() {
+            &mut self.spans.free
+        } else {
+            &mut self.free
+        };
+        if list.len() < list.capacity() {
+            list.push(base);
         }
     }
 
-    /// A frame over `len` bytes at `addr` (which must not cross its chunk).
+    /// A TX descriptor at `addr` completed (completion ring): a chunk goes
+    /// back at once, a span when its last outstanding descriptor is done.
+    #[inline]
+    pub(super) fn complete(&mut self, addr: u64) {
+        if let Some(i) = self.span_of(addr)
+            && let Some(p) = self.spans.pending.get_mut(i)
+            && *p > 1
+        {
+            *p -= 1;
+            return;
+        }
+        if let Some(i) = self.span_of(addr)
+            && let Some(p) = self.spans.pending.get_mut(i)
+        {
+            *p = 0;
+        }
+        self.give_back(addr);
+    }
+
+    /// Record that the span of `addr` went out as `descs` TX descriptors.
+    #[inline]
+    pub(super) fn span_sent(&mut self, addr: u64, descs: u8) {
+        if let Some(i) = self.span_of(addr)
+            && let Some(p) = self.spans.pending.get_mut(i)
+        {
+            *p = descs;
+        }
+    }
+
+    /// Whether `addr` lies in a span.
+    #[inline]
+    pub(super) fn in_span(&self, addr: u64) -> bool {
+        self.span_of(addr).is_some()
+    }
+
+    /// A frame over `len` bytes at `addr` (which must not cross its chunk
+    /// or span).
     #[inline]
     pub(super) fn frame(&self, index: u8, addr: u64, len: u32) -> Option<XdpFrame> {
-        let in_chunk = addr % u64::from(self.frame_size);
-        let cap = u64::from(self.frame_size) - in_chunk;
+        let (base, size) = self.region(addr);
+        let cap = size - (addr - base);
         if u64::from(len) > cap {
             return None;
         }
@@ -112,24 +218,36 @@ impl Umem {
         })
     }
 
-    /// A free chunk holding a copy of `bytes` at the XDP headroom.
+    /// A free chunk, or a span when `len` bytes do not fit a chunk, with a
+    /// frame of `len` bytes at the XDP headroom (contents: whatever the
+    /// buffer held).
     #[inline]
-    pub(super) fn frame_with(&mut self, index: u8, bytes: &[u8]) -> Option<XdpFrame> {
-        if bytes.len() + XDP_HEADROOM as usize > self.frame_size as usize {
+    pub(super) fn frame_of_len(&mut self, index: u8, len: usize) -> Option<XdpFrame> {
+        let need = len as u64 + u64::from(XDP_HEADROOM);
+        let span = need > u64::from(self.frame_size);
+        if span && need > self.spans.bytes {
             return None;
         }
-        let base = self.free.pop()?;
-        let len = bytes.len() as u32;
-        match self.frame(index, base + u64::from(XDP_HEADROOM), len) {
-            Some(mut f) => {
-                f.data_mut().copy_from_slice(bytes);
-                Some(f)
-            }
-            None => {
-                self.free.push(base);
-                None
-            }
+        let base = if span {
+            self.spans.free.pop()?
+        } else {
+            self.free.pop()?
+        };
+        let frame = u32::try_from(len)
+            .ok()
+            .and_then(|l| self.frame(index, base + u64::from(XDP_HEADROOM), l));
+        if frame.is_none() {
+            self.give_back(base);
         }
+        frame
+    }
+
+    /// A free chunk (or span) holding a copy of `bytes` at the XDP headroom.
+    #[inline]
+    pub(super) fn frame_with(&mut self, index: u8, bytes: &[u8]) -> Option<XdpFrame> {
+        let mut f = self.frame_of_len(index, bytes.len())?;
+        f.data_mut().copy_from_slice(bytes);
+        Some(f)
     }
 }
 
@@ -144,7 +262,7 @@ mod tests {
             umem_frames: 4,
             ..XdpRingConfig::default()
         };
-        let mut umem = Umem::new("test", &rings).expect("anonymous mapping");
+        let mut umem = Umem::new("test", &rings, 0, 0).expect("anonymous mapping");
         let mut f = umem.frame_with(0, &[7u8; 60]).expect("a free chunk");
         let room = (2048 - XDP_HEADROOM) as usize;
         assert!(!f.extend(room + 1), "past the chunk");
