@@ -254,6 +254,18 @@ impl Topology {
             ],
         )?;
         t.lan.exec("ip", &["link", "set", bridge, "up"])?;
+        // A plain L2 switch: with br_netfilter in the kernel, every bridged
+        // IP frame would also walk the LAN namespace's (empty) netfilter
+        // hooks, work that a real switch does not do and that veth charges
+        // to whoever transmits (Portico's worker, or the kernel NAT's
+        // softirq). Absent when br_netfilter is not built: nothing to do.
+        for key in [
+            "net.bridge.bridge-nf-call-iptables=0",
+            "net.bridge.bridge-nf-call-ip6tables=0",
+            "net.bridge.bridge-nf-call-arptables=0",
+        ] {
+            let _ = t.lan.exec_unchecked("sysctl", &["-qw", key]);
+        }
         let lan_gw = unique_name("lg");
         Veth::new(&t.gateway, &t.inside_if, &t.lan, &lan_gw)
             .queues(queues)

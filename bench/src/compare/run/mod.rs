@@ -25,9 +25,15 @@
 //!   service count) its own SNAT address, so no conntrack entry or backend
 //!   TIME_WAIT socket of an earlier load short-cuts or disturbs a later one;
 //! * UDP goes to `pktgen sink --echo` on the backends' veths (af_packet;
-//!   nothing listens on the port and the kernels' ICMP errors are dropped),
-//!   TCP to real nginx (HTTP, wrk) and iperf3 (one endpoint, since iperf3's
-//!   control and data connections must meet the same server);
+//!   nothing listens on the port: the client's and backends' kernels drop
+//!   the probes at raw PREROUTING, after the taps, instead of answering
+//!   each with an ICMP error), TCP to real nginx (HTTP, wrk) and iperf3
+//!   (one endpoint, since iperf3's control and data connections must meet
+//!   the same server); the LAN bridge calls no netfilter hooks
+//!   (`bridge-nf-call-*` off, see [`portico::demo::topology`]). Over veth
+//!   a receiver's kernel work runs in its transmitter's context (Portico's
+//!   worker, in its `send`; or the kernel NAT's softirq), so rig work
+//!   that no real network does would be charged to the datapath;
 //! * CPU is read from `/proc/stat` (machine-wide) and `/proc/PID/stat`
 //!   (the gateway process) right before and after each load; an idle
 //!   baseline of the same length is measured at the start of every run and

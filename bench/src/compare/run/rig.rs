@@ -436,8 +436,20 @@ pub(super) fn stop_all(processes: Vec<Process>) {
     }
 }
 
-/// Drop ICMP errors the kernel would send for the probes nobody listens to.
+/// Keep the client's and backends' kernels from answering the UDP probes.
+///
+/// pktgen reads and writes them on AF_PACKET (its taps see a frame before
+/// the IP layer does); nothing listens on the port, so each kernel would
+/// look up a socket, route and build an ICMP port unreachable for every
+/// probe. Over veth that work runs in the transmitter's context (Portico's
+/// worker, or the kernel NAT's softirq): up to a fifth of a worker's time.
+/// So the probes are dropped at raw PREROUTING, after the taps, and any
+/// other destination-unreachable error is dropped on its way out.
 pub(super) fn drop_icmp_errors(ns: &Netns) -> io::Result<()> {
+    ns.exec(
+        "iptables",
+        &["-t", "raw", "-A", "PREROUTING", "-p", "udp", "-j", "DROP"],
+    )?;
     ns.exec(
         "iptables",
         &[
@@ -456,7 +468,7 @@ pub(super) fn drop_icmp_errors(ns: &Netns) -> io::Result<()> {
 
 /// The comparison's topology ([`portico::demo::topology`], nginx
 /// backends; AF_XDP-ready veths when a queue-bound driver is compared),
-/// with the ICMP errors of the client and backends dropped.
+/// with the UDP probes kept from the client's and backends' kernels.
 pub(super) fn build_topology(config: &CompareConfig) -> Result<Topology, CompareError> {
     let topology = Topology::build(&TopologyConfig {
         backends: config.backends,
