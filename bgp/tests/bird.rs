@@ -438,35 +438,11 @@ fn ebgp_multihop_needs_the_ttl() {
         return;
     }
     support::logs();
-    let ns = |prefix| Netns::new(prefix).expect("namespace");
-    let (router_ns, mid_ns, speaker_ns) = (ns("bgr"), ns("bgm"), ns("bgs"));
-    veth(
-        &speaker_ns,
-        &unique_name("s"),
-        Some("10.0.1.2/24"),
-        &mid_ns,
-        &unique_name("m"),
-        Some("10.0.1.1/24"),
-    )
-    .expect("veth speaker ↔ middle");
-    veth(
-        &mid_ns,
-        &unique_name("m"),
-        Some("10.0.2.1/24"),
-        &router_ns,
-        &unique_name("r"),
-        Some("10.0.2.2/24"),
-    )
-    .expect("veth middle ↔ router");
-    mid_ns
-        .exec("sysctl", &["-qw", "net.ipv4.ip_forward=1"])
-        .expect("forwarding in the middle");
-    speaker_ns
-        .exec("ip", &["route", "add", "default", "via", "10.0.1.1"])
-        .expect("speaker's default route");
-    router_ns
-        .exec("ip", &["route", "add", "default", "via", "10.0.2.1"])
-        .expect("router's default route");
+    let support::TwoHops {
+        router: router_ns,
+        middle: _middle,
+        speaker: speaker_ns,
+    } = support::two_hops(false);
     let bird = Bird::start(
         &router_ns,
         &format!(

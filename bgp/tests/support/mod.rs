@@ -93,6 +93,87 @@ pub fn link(ipv6: bool) -> Link {
     }
 }
 
+/// Three namespaces in a row: speaker ↔ middle (a forwarding router) ↔
+/// router, each side's default route through the middle; IPv4
+/// 10.0.1.2/24 ↔ 10.0.1.1/24, 10.0.2.1/24 ↔ 10.0.2.2/24, and with `ipv6`
+/// also 2001:db8:1::2/64 ↔ ::1, 2001:db8:2::1/64 ↔ ::2 (no DAD). A router
+/// one hop further than on a veth: every packet between the ends loses
+/// one TTL / hop limit in the middle.
+pub struct TwoHops {
+    pub router: Netns,
+    pub middle: Netns,
+    pub speaker: Netns,
+}
+
+/// The two ends' addresses of [`two_hops`].
+pub const FAR_ROUTER: &str = "10.0.2.2";
+pub const FAR_SPEAKER: &str = "10.0.1.2";
+pub const FAR_ROUTER_V6: &str = "2001:db8:2::2";
+pub const FAR_SPEAKER_V6: &str = "2001:db8:1::2";
+
+pub fn two_hops(ipv6: bool) -> TwoHops {
+    let ns = |prefix| Netns::new(prefix).expect("namespace");
+    let (router, middle, speaker) = (ns("bgr"), ns("bgm"), ns("bgs"));
+    let (s_if, m1_if, m2_if, r_if) = (
+        unique_name("s"),
+        unique_name("m"),
+        unique_name("m"),
+        unique_name("r"),
+    );
+    veth(
+        &speaker,
+        &s_if,
+        Some("10.0.1.2/24"),
+        &middle,
+        &m1_if,
+        Some("10.0.1.1/24"),
+    )
+    .expect("veth speaker ↔ middle");
+    veth(
+        &middle,
+        &m2_if,
+        Some("10.0.2.1/24"),
+        &router,
+        &r_if,
+        Some("10.0.2.2/24"),
+    )
+    .expect("veth middle ↔ router");
+    middle
+        .exec("sysctl", &["-qw", "net.ipv4.ip_forward=1"])
+        .expect("forwarding in the middle");
+    let route = |ns: &Netns, args: &[&str]| ns.exec("ip", args).expect("route");
+    route(&speaker, &["route", "add", "default", "via", "10.0.1.1"]);
+    route(&router, &["route", "add", "default", "via", "10.0.2.1"]);
+    if ipv6 {
+        let addrs = [
+            (&speaker, &s_if, "2001:db8:1::2/64"),
+            (&middle, &m1_if, "2001:db8:1::1/64"),
+            (&middle, &m2_if, "2001:db8:2::1/64"),
+            (&router, &r_if, "2001:db8:2::2/64"),
+        ];
+        for (ns, ifname, addr) in addrs {
+            ns.exec("ip", &["-6", "addr", "add", addr, "dev", ifname, "nodad"])
+                .expect("IPv6 address");
+        }
+        middle
+            .exec("sysctl", &["-qw", "net.ipv6.conf.all.forwarding=1"])
+            .expect("IPv6 forwarding in the middle");
+        route(
+            &speaker,
+            &["-6", "route", "add", "default", "via", "2001:db8:1::1"],
+        );
+        route(
+            &router,
+            &["-6", "route", "add", "default", "via", "2001:db8:2::1"],
+        );
+    }
+    TwoHops {
+        router,
+        middle,
+        speaker,
+    }
+}
+
 /// Every log line of this test process (nextest runs one test per
 /// process), also written to stderr.
 pub fn logs() -> Arc<Mutex<Vec<u8>>> {
