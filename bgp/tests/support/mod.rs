@@ -9,6 +9,7 @@
 //! `PORTICO_REQUIRE_ROOT=1` (CI), where it fails instead.
 #![allow(dead_code)] // each test binary uses part of it
 
+pub mod frr;
 pub mod lab;
 
 use std::io::{self, Write};
