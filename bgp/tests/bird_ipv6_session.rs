@@ -12,9 +12,12 @@ mod support;
 
 use std::time::Duration;
 
-use portico_bgp::{Family, RouteAttributes, State};
-use support::lab::{Ipv6Transport, OUR_ASN, lab_over_ipv6, routes};
-use support::{ROUTER_LINK_LOCAL, SPEAKER_LINK_LOCAL, SPEAKER_V6};
+use portico_bgp::{BgpConfig, Family, RouteAttributes, Session, State};
+use portico_netns::{Netns, NsRuntime, wait_until};
+use support::lab::{
+    BIRD_ASN, Ipv6Transport, OUR_ASN, bgp_protocol_with_channels, lab_over_ipv6, peer, routes,
+};
+use support::{Bird, ROUTER_LINK_LOCAL, SPEAKER_LINK_LOCAL, SPEAKER_V6};
 
 const VIP4: &str = "10.128.0.10/32";
 const VIP6: &str = "2001:db8:100::10/128";
@@ -182,4 +185,83 @@ fn rfc8950_ipv4_routes_over_an_ipv6_session_get_the_ipv6_next_hop() {
         "logged"
     );
     lab.rt.block_on(session.shutdown("done"));
+}
+
+/// Unnumbered BGP on two links: two routers with the same link-local
+/// address fe80::1 (and we fe80::2 on both links), one BIRD on each, are
+/// two sessions told apart by the interface; each BIRD gets the VIP with
+/// the next hop of its own link.
+#[test]
+fn the_same_link_local_router_address_on_two_links_is_two_sessions() {
+    let test = "the_same_link_local_router_address_on_two_links_is_two_sessions";
+    if !support::require(test, &["bird", "birdc"]) {
+        return;
+    }
+    support::logs();
+    let speaker = Netns::new("bgs").expect("speaker namespace");
+    let rt = NsRuntime::new(&speaker).expect("speaker runtime");
+    let mut routers = Vec::new();
+    let mut peers = Vec::new();
+    for n in 1..=2 {
+        let router = Netns::new("bgr").expect("router namespace");
+        let (router_global, speaker_global) =
+            (format!("2001:db8:{n}::1"), format!("2001:db8:{n}::2"));
+        let (r_if, s_if) = support::connect(
+            &router,
+            &speaker,
+            None,
+            &[
+                (&router_global, &speaker_global),
+                (ROUTER_LINK_LOCAL, SPEAKER_LINK_LOCAL),
+            ],
+        );
+        let bird = Bird::start(
+            &router,
+            &format!(
+                "router id 10.0.{n}.1;\nprotocol device {{ }}\n{}",
+                bgp_protocol_with_channels(
+                    "s1",
+                    ROUTER_LINK_LOCAL,
+                    SPEAKER_LINK_LOCAL,
+                    OUR_ASN,
+                    &format!("interface \"{r_if}\";"),
+                    V6_CHANNEL,
+                )
+            ),
+        );
+        let mut cfg = peer(OUR_ASN, BIRD_ASN);
+        cfg.address = ROUTER_LINK_LOCAL.parse().unwrap();
+        cfg.interface = Some(s_if);
+        cfg.source_address = Some(SPEAKER_LINK_LOCAL.parse().unwrap());
+        cfg.next_hop_v6 = Some(speaker_global.parse().unwrap());
+        peers.push(cfg);
+        routers.push((router, bird, speaker_global));
+    }
+    let config = BgpConfig {
+        peers: peers.clone(),
+        ..BgpConfig::default()
+    };
+    config.validate().expect("two sessions, not one twice");
+    let sessions: Vec<Session> = peers
+        .into_iter()
+        .map(|cfg| rt.enter(|| Session::spawn(cfg)))
+        .collect();
+    for (session, (_, bird, speaker_global)) in sessions.iter().zip(&routers) {
+        rt.block_on(session.wait_established(Duration::from_secs(20)))
+            .unwrap_or_else(|e| panic!("{e}\n{}", bird.diagnostics()));
+        session.set_routes(routes(&[VIP6], &RouteAttributes::default()));
+        let ok = wait_until(Duration::from_secs(5), || {
+            bird.routes("s1").iter().any(|r| {
+                r.prefix == VIP6
+                    && r.attrs["BGP.next_hop"] == format!("{speaker_global} {SPEAKER_LINK_LOCAL}")
+            })
+        });
+        assert!(ok, "{}", bird.birdc("show route all protocol s1"));
+    }
+    let names: Vec<String> = sessions.iter().map(|s| s.stats().peer).collect();
+    assert_ne!(names[0], names[1], "the scope is in the name: {names:?}");
+    for session in sessions {
+        let s = rt.block_on(session.shutdown("done"));
+        assert_eq!(s.flaps, 0, "{s:?}");
+    }
 }

@@ -64,34 +64,61 @@ pub struct Link {
 pub fn link(ipv6: bool) -> Link {
     let router = Netns::new("bgr").expect("router namespace");
     let speaker = Netns::new("bgs").expect("speaker namespace");
-    let (r_if, s_if) = (unique_name("r"), unique_name("s"));
-    veth(
-        &router,
-        &r_if,
-        Some("10.0.0.1/24"),
-        &speaker,
-        &s_if,
-        Some("10.0.0.2/24"),
-    )
-    .expect("veth router ↔ speaker");
-    if ipv6 {
-        let addrs = [
-            (&router, &r_if, format!("{ROUTER_V6}/64")),
-            (&router, &r_if, format!("{ROUTER_LINK_LOCAL}/64")),
-            (&speaker, &s_if, format!("{SPEAKER_V6}/64")),
-            (&speaker, &s_if, format!("{SPEAKER_LINK_LOCAL}/64")),
-        ];
-        for (ns, ifname, addr) in addrs {
-            ns.exec("ip", &["-6", "addr", "add", &addr, "dev", ifname, "nodad"])
-                .expect("IPv6 address on the veth");
-        }
-    }
+    let v6: &[(&str, &str)] = if ipv6 {
+        &[
+            (ROUTER_V6, SPEAKER_V6),
+            (ROUTER_LINK_LOCAL, SPEAKER_LINK_LOCAL),
+        ]
+    } else {
+        &[]
+    };
+    let (router_if, speaker_if) = connect(&router, &speaker, Some(("10.0.0.1", "10.0.0.2")), v6);
     Link {
         router,
         speaker,
-        router_if: r_if,
-        speaker_if: s_if,
+        router_if,
+        speaker_if,
     }
+}
+
+/// A veth between `router` and `speaker` with the `v4` pair of /24
+/// addresses and each `v6` pair as /64s (no duplicate address detection,
+/// so they are usable at once); the names of its router and speaker ends.
+pub fn connect(
+    router: &Netns,
+    speaker: &Netns,
+    v4: Option<(&str, &str)>,
+    v6: &[(&str, &str)],
+) -> (String, String) {
+    let (r_if, s_if) = (unique_name("r"), unique_name("s"));
+    let v4 = v4.map(|(r, s)| (format!("{r}/24"), format!("{s}/24")));
+    veth(
+        router,
+        &r_if,
+        v4.as_ref().map(|a| a.0.as_str()),
+        speaker,
+        &s_if,
+        v4.as_ref().map(|a| a.1.as_str()),
+    )
+    .expect("veth router ↔ speaker");
+    for (r, s) in v6 {
+        for (ns, ifname, addr) in [(router, &r_if, r), (speaker, &s_if, s)] {
+            ns.exec(
+                "ip",
+                &[
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{addr}/64"),
+                    "dev",
+                    ifname,
+                    "nodad",
+                ],
+            )
+            .expect("IPv6 address on the veth");
+        }
+    }
+    (r_if, s_if)
 }
 
 /// Three namespaces in a row: speaker ↔ middle (a forwarding router) ↔
@@ -115,56 +142,48 @@ pub const FAR_SPEAKER_V6: &str = "2001:db8:1::2";
 pub fn two_hops(ipv6: bool) -> TwoHops {
     let ns = |prefix| Netns::new(prefix).expect("namespace");
     let (router, middle, speaker) = (ns("bgr"), ns("bgm"), ns("bgs"));
-    let (s_if, m1_if, m2_if, r_if) = (
-        unique_name("s"),
-        unique_name("m"),
-        unique_name("m"),
-        unique_name("r"),
-    );
-    veth(
+    let v6 = |pair: (&'static str, &'static str)| if ipv6 { vec![pair] } else { Vec::new() };
+    connect(
+        &middle,
         &speaker,
-        &s_if,
-        Some("10.0.1.2/24"),
-        &middle,
-        &m1_if,
-        Some("10.0.1.1/24"),
-    )
-    .expect("veth speaker ↔ middle");
-    veth(
-        &middle,
-        &m2_if,
-        Some("10.0.2.1/24"),
+        Some(("10.0.1.1", FAR_SPEAKER)),
+        &v6(("2001:db8:1::1", FAR_SPEAKER_V6)),
+    );
+    connect(
         &router,
-        &r_if,
-        Some("10.0.2.2/24"),
-    )
-    .expect("veth middle ↔ router");
-    middle
-        .exec("sysctl", &["-qw", "net.ipv4.ip_forward=1"])
-        .expect("forwarding in the middle");
-    let route = |ns: &Netns, args: &[&str]| ns.exec("ip", args).expect("route");
-    route(&speaker, &["route", "add", "default", "via", "10.0.1.1"]);
-    route(&router, &["route", "add", "default", "via", "10.0.2.1"]);
+        &middle,
+        Some((FAR_ROUTER, "10.0.2.1")),
+        &v6((FAR_ROUTER_V6, "2001:db8:2::1")),
+    );
+    let run = |ns: &Netns, cmd: &str, args: &[&str]| {
+        ns.exec(cmd, args)
+            .unwrap_or_else(|e| panic!("{cmd} {args:?}: {e}"));
+    };
+    run(&middle, "sysctl", &["-qw", "net.ipv4.ip_forward=1"]);
+    run(
+        &speaker,
+        "ip",
+        &["route", "add", "default", "via", "10.0.1.1"],
+    );
+    run(
+        &router,
+        "ip",
+        &["route", "add", "default", "via", "10.0.2.1"],
+    );
     if ipv6 {
-        let addrs = [
-            (&speaker, &s_if, "2001:db8:1::2/64"),
-            (&middle, &m1_if, "2001:db8:1::1/64"),
-            (&middle, &m2_if, "2001:db8:2::1/64"),
-            (&router, &r_if, "2001:db8:2::2/64"),
-        ];
-        for (ns, ifname, addr) in addrs {
-            ns.exec("ip", &["-6", "addr", "add", addr, "dev", ifname, "nodad"])
-                .expect("IPv6 address");
-        }
-        middle
-            .exec("sysctl", &["-qw", "net.ipv6.conf.all.forwarding=1"])
-            .expect("IPv6 forwarding in the middle");
-        route(
+        run(
+            &middle,
+            "sysctl",
+            &["-qw", "net.ipv6.conf.all.forwarding=1"],
+        );
+        run(
             &speaker,
+            "ip",
             &["-6", "route", "add", "default", "via", "2001:db8:1::1"],
         );
-        route(
+        run(
             &router,
+            "ip",
             &["-6", "route", "add", "default", "via", "2001:db8:2::1"],
         );
     }
