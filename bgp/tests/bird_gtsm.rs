@@ -13,15 +13,11 @@ mod support;
 use std::time::Duration;
 
 use portico_bgp::{PeerConfig, RouteAttributes, Session, State};
-use portico_netns::{NsRuntime, wait_until};
 use support::lab::{
-    BIRD_ASN, IPV4_CHANNEL, Ipv6Transport, Lab, OUR_ASN, bgp_protocol_with_channels, lab,
-    lab_over_ipv6, peer, routes,
+    BIRD_ASN, IPV6_CHANNEL, Ipv6Transport, Lab, OUR_ASN, VIP4, VIP6, far_lab, lab, lab_over_ipv6,
+    peer, routes,
 };
-use support::{Bird, FAR_ROUTER, FAR_ROUTER_V6, FAR_SPEAKER, FAR_SPEAKER_V6};
 
-const VIP4: &str = "10.128.0.10/32";
-const VIP6: &str = "2001:db8:100::10/128";
 const GTSM: &str = "ttl security on;";
 
 /// `cfg` with GTSM comes up with BIRD, which gets `prefix`; without it
@@ -67,7 +63,7 @@ fn gtsm_session_with_bird_over_ipv6() {
         "gtsm_session_with_bird_over_ipv6",
         Ipv6Transport::Global,
         GTSM,
-        "ipv6 { import all; export none; };",
+        IPV6_CHANNEL,
     ) else {
         return;
     };
@@ -78,46 +74,15 @@ fn gtsm_session_with_bird_over_ipv6() {
 /// accepts ≥ 254); our `ttl_security_hops = 1` requires 255, which its
 /// packets no longer have after the middle router.
 fn one_hop_further_never_establishes(test: &str, ipv6: bool) {
-    if !support::require(test, &["bird", "birdc"]) {
+    let Some(far) = far_lab(test, ipv6, &format!("multihop 2;\n  {GTSM}")) else {
         return;
-    }
-    support::logs();
-    let net = support::two_hops(ipv6);
-    let (router, speaker, channels, prefix) = if ipv6 {
-        (
-            FAR_ROUTER_V6,
-            FAR_SPEAKER_V6,
-            "ipv6 { import all; export none; };",
-            VIP6,
-        )
-    } else {
-        (FAR_ROUTER, FAR_SPEAKER, IPV4_CHANNEL, VIP4)
     };
-    let bird = Bird::start(
-        &net.router,
-        &format!(
-            "router id {FAR_ROUTER};\nprotocol device {{ }}\n{}",
-            bgp_protocol_with_channels(
-                "s1",
-                router,
-                speaker,
-                OUR_ASN,
-                &format!("multihop 2;\n  {GTSM}"),
-                channels,
-            )
-        ),
-    );
-    let rt = NsRuntime::new(&net.speaker).expect("speaker runtime");
-    let mut cfg = PeerConfig::new(
-        router.parse().unwrap(),
-        BIRD_ASN,
-        OUR_ASN,
-        FAR_SPEAKER.parse().unwrap(),
-    );
-    cfg.hold_time_s = 3;
+    let mut cfg = far.peer.clone();
     cfg.ttl_security_hops = Some(1);
-    let session = rt.enter(|| Session::spawn(cfg.clone()));
-    let r = rt.block_on(session.wait_established(Duration::from_secs(5)));
+    let session = far.rt.enter(|| Session::spawn(cfg.clone()));
+    let r = far
+        .rt
+        .block_on(session.wait_established(Duration::from_secs(5)));
     assert!(r.is_err(), "a SYN-ACK with TTL 254 passed: {r:?}");
     let s = session.stats();
     assert!(
@@ -127,21 +92,15 @@ fn one_hop_further_never_establishes(test: &str, ipv6: bool) {
             && s.notifications_received == 0,
         "never past Connect: {s:?}"
     );
-    assert_ne!(bird.bgp_state("s1"), "Established");
-    rt.block_on(session.shutdown("done"));
+    assert_ne!(far.bird.bgp_state("s1"), "Established");
+    far.rt.block_on(session.shutdown("done"));
 
     // Configured as two hops, it comes up and carries the route.
     cfg.ttl_security_hops = Some(2);
     assert_eq!(cfg.min_ttl(), Some(254));
-    let session = rt.enter(|| Session::spawn(cfg));
-    rt.block_on(session.wait_established(Duration::from_secs(20)))
-        .unwrap_or_else(|e| panic!("{e}\n{}", bird.diagnostics()));
-    session.set_routes(routes(&[prefix], &RouteAttributes::default()));
-    let ok = wait_until(Duration::from_secs(5), || {
-        bird.routes("s1").iter().any(|r| r.prefix == prefix)
-    });
-    assert!(ok, "{}", bird.birdc("show route all protocol s1"));
-    rt.block_on(session.shutdown("done"));
+    let session = far.rt.enter(|| Session::spawn(cfg));
+    far.established_with(&session, if ipv6 { VIP6 } else { VIP4 });
+    far.rt.block_on(session.shutdown("done"));
 }
 
 #[test]

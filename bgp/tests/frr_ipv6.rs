@@ -14,11 +14,10 @@ use std::time::Duration;
 use portico_bgp::{Family, PeerConfig, RouteAttributes, Session};
 use portico_netns::{NsRuntime, wait_until};
 use support::frr::{BGPD, Frr, ZEBRA};
-use support::lab::{BIRD_ASN as FRR_ASN, OUR_ASN, ROUTER, SPEAKER, routes};
+use support::lab::{
+    BIRD_ASN as FRR_ASN, OUR_ASN, ROUTER, SPEAKER, VIP4, VIP6, counts, peer_to, routes,
+};
 use support::{Link, ROUTER_LINK_LOCAL, ROUTER_V6, SPEAKER_LINK_LOCAL, SPEAKER_V6};
-
-const VIP4: &str = "10.128.0.10/32";
-const VIP6: &str = "2001:db8:100::10/128";
 
 /// FRR's configuration: one passive eBGP neighbour (`neighbor_lines`
 /// name and scope it) with both unicast families and RFC 8950.
@@ -54,14 +53,7 @@ fn frr_lab(
 }
 
 fn our_peer(address: &str) -> PeerConfig {
-    let mut cfg = PeerConfig::new(
-        address.parse().unwrap(),
-        FRR_ASN,
-        OUR_ASN,
-        SPEAKER.parse().unwrap(),
-    );
-    cfg.hold_time_s = 3;
-    cfg
+    peer_to(address, SPEAKER, OUR_ASN, FRR_ASN)
 }
 
 /// The next hops FRR's RIB has for `prefix` (`show bgp <afi> unicast
@@ -118,10 +110,7 @@ fn frr_ipv6_session_carries_ipv6_and_rfc8950_ipv4() {
     let s = rt
         .block_on(session.wait_synced(generation, Duration::from_secs(5)))
         .expect("synced");
-    assert_eq!(
-        (s.prefixes_sent, s.prefixes_sent_v6, s.prefixes_skipped),
-        (2, 1, 0)
-    );
+    assert_eq!(counts(&s), (2, 1, 0));
     // The IPv4 VIP in FRR's IPv4 table with our IPv6 address as next hop.
     assert_eq!(frr_next_hops(&frr, "ipv4", VIP4), [SPEAKER_V6]);
     assert_eq!(frr_next_hops(&frr, "ipv6", VIP6)[0], SPEAKER_V6);

@@ -16,6 +16,14 @@ fn problems_of(c: &BgpConfig) -> (ConfigError, Vec<(String, String)>, Vec<String
     (e, got, paths)
 }
 
+/// [`problems_of`] a section of only `peers`.
+fn problems_of_peers(peers: Vec<PeerConfig>) -> (ConfigError, Vec<(String, String)>, Vec<String>) {
+    problems_of(&BgpConfig {
+        peers,
+        ..BgpConfig::default()
+    })
+}
+
 fn parse(s: &str) -> BgpConfig {
     #[derive(Deserialize)]
     struct Root {
@@ -209,11 +217,12 @@ fn family_and_next_hop_problems_name_the_field() {
     let mut link_local_alone = base();
     link_local_alone.port = 3;
     link_local_alone.next_hop_v6_link_local = Some("fe80::1".parse().unwrap());
-    let c = BgpConfig {
-        peers: vec![empty, v6_without_next_hop, bad_next_hops, link_local_alone],
-        ..BgpConfig::default()
-    };
-    let (e, got, paths) = problems_of(&c);
+    let (e, got, paths) = problems_of_peers(vec![
+        empty,
+        v6_without_next_hop,
+        bad_next_hops,
+        link_local_alone,
+    ]);
     assert_eq!(
         paths,
         [
@@ -361,11 +370,7 @@ fn scope_and_extended_next_hop_problems_name_the_field() {
     let mut no_v4 = peer("2001:db8::1", 5);
     no_v4.extended_next_hop = Some(true);
     no_v4.families = Some(vec![Family::Ipv6Unicast]);
-    let c = BgpConfig {
-        peers: vec![no_interface, needless, bad_name, over_v4, no_v4],
-        ..BgpConfig::default()
-    };
-    let (e, got, paths) = problems_of(&c);
+    let (e, got, paths) = problems_of_peers(vec![no_interface, needless, bad_name, over_v4, no_v4]);
     assert_eq!(
         paths,
         [
@@ -395,18 +400,18 @@ fn gtsm_sends_255_and_requires_the_hops() {
     let c = parse(
         r#"
         [[bgp.peer]]
+        ttl_security_hops = 1
         address = "10.0.0.1"
         peer_asn = 65000
         my_asn = 65001
         router_id = "10.0.0.2"
-        ttl_security_hops = 1
 
         [[bgp.peer]]
+        ttl_security_hops = 3
         address = "2001:db8::1"
         peer_asn = 65000
         my_asn = 65001
         router_id = "10.0.0.2"
-        ttl_security_hops = 3
         "#,
     );
     c.validate().unwrap();
@@ -447,11 +452,7 @@ fn gtsm_problems_name_the_field() {
     let mut all = peer(4);
     all.multihop_ttl = Some(0);
     all.ttl_security_hops = Some(0);
-    let c = BgpConfig {
-        peers: vec![both, zero, too_far, all],
-        ..BgpConfig::default()
-    };
-    let (e, got, paths) = problems_of(&c);
+    let (e, got, paths) = problems_of_peers(vec![both, zero, too_far, all]);
     assert_eq!(
         paths,
         [
@@ -493,15 +494,11 @@ fn the_same_link_local_address_on_two_interfaces_is_two_sessions() {
     assert_eq!(ok.peers[0].link_local_scope(), Some("eth1"));
     assert_eq!(peer("10.0.0.1", None).link_local_scope(), None);
     // The same address on the same interface is one router twice.
-    let twice = BgpConfig {
-        peers: vec![
-            peer("fe80::1", Some("eth1")),
-            peer("fe80::1", Some("eth2")),
-            peer("fe80::1", Some("eth1")),
-        ],
-        ..BgpConfig::default()
-    };
-    let (e, got, paths) = problems_of(&twice);
+    let (e, got, paths) = problems_of_peers(vec![
+        peer("fe80::1", Some("eth1")),
+        peer("fe80::1", Some("eth2")),
+        peer("fe80::1", Some("eth1")),
+    ]);
     assert_eq!(paths, ["bgp.peer[2].address"], "{e}");
     assert!(
         got[0].1.contains("[fe80::1%eth1]:179 is configured twice"),

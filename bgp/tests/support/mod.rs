@@ -103,19 +103,9 @@ pub fn connect(
     .expect("veth router ↔ speaker");
     for (r, s) in v6 {
         for (ns, ifname, addr) in [(router, &r_if, r), (speaker, &s_if, s)] {
-            ns.exec(
-                "ip",
-                &[
-                    "-6",
-                    "addr",
-                    "add",
-                    &format!("{addr}/64"),
-                    "dev",
-                    ifname,
-                    "nodad",
-                ],
-            )
-            .expect("IPv6 address on the veth");
+            let addr = format!("{addr}/64");
+            ns.exec("ip", &["-6", "addr", "add", &addr, "dev", ifname, "nodad"])
+                .expect("IPv6 address on the veth");
         }
     }
     (r_if, s_if)
