@@ -1,8 +1,10 @@
 //! Test support of the BGP suites, on top of `portico-netns` (namespaces,
 //! veths, process guards, the speaker's tokio runtime inside a namespace,
 //! skips, the BIRD 2 rig [`Bird`] shared with the gateway's suites): the
-//! router/speaker topology (GoBGP lives in gobgp.rs) and a log capture to
-//! assert on the speaker's log lines.
+//! topologies (router ↔ speaker on a veth, [`link`]; router ↔ middle ↔
+//! speaker, [`two_hops`]; any veth with addresses, [`connect`]), the BIRD
+//! labs on them (`lab`), the FRR rig (`frr`; GoBGP lives in gobgp.rs) and
+//! a log capture to assert on the speaker's log lines.
 //!
 //! Skips follow `portico-netns`: without root, `ip netns` or a router
 //! daemon, a test prints a loud SKIPPED banner and returns, unless
