@@ -28,12 +28,16 @@ need_command iperf3 iperf3
 need_command nft nftables
 need_command conntrack conntrack
 need_command iptables-restore iptables
-# The BGP speaker's tests against real routers (bgp/tests/): BIRD 2 and
-# GoBGP, each daemon and its control client.
+# The BGP speaker's tests against real routers (bgp/tests/): BIRD 2,
+# GoBGP and FRR, each daemon and its control client (FRR's daemons live
+# outside PATH; frr_ipv6.rs runs zebra and bgpd).
 need_command bird bird2
 need_command birdc bird2
 need_command gobgpd gobgpd
 need_command gobgp gobgpd
+need_file /usr/lib/frr/bgpd frr
+need_file /usr/lib/frr/zebra frr
+need_command vtysh frr
 # The DPDK driver (cargo feature `dpdk`, the last steps below): Debian's DPDK
 # 22.11 as `pkg-config libdpdk` finds it (dataplane/dpdk-sys/build.rs), the
 # C library bindgen loads (clang-sys opens `libclang.so`; `libclang-cpp.so`

@@ -9,9 +9,11 @@
 //!   ├─ fsm        states, OPEN and family negotiation, hold/keepalive timers
 //!   ├─ backoff    connect-retry delays
 //!   ├─ rib        desired routes vs what the router has (per family) → UPDATEs
-//!   └─ transport  TCP connect (IPv4/IPv6, link-local scope) with source address, TTL, TCP-MD5
+//!   └─ transport  TCP connect (IPv4/IPv6, link-local scope) with source address, TTL,
+//!                 GTSM (RFC 5082), TCP-MD5
 //! wire     the message codec (Packet<T> views + *Repr), errors = NOTIFICATIONs
-//! sys      TCP_MD5SIG setsockopt, if_nametoindex: the crate's only unsafe
+//! sys      TCP_MD5SIG, IP_MINTTL/IPV6_MINHOPCOUNT setsockopt, if_nametoindex: the
+//!          crate's only unsafe
 //! ```
 //!
 //! The control plane drives it with [`Session::spawn`] per peer,

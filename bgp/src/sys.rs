@@ -1,7 +1,10 @@
-//! What the standard library and socket2 do not wrap: the socket option
-//! TCP_MD5SIG (RFC 2385 TCP-MD5 signatures, Linux `tcp(7)`) and
-//! `if_nametoindex(3)` (the scope of a link-local peer, in the calling
-//! thread's network namespace). The only `unsafe` of this crate.
+//! What the standard library and socket2 do not wrap: the socket options
+//! TCP_MD5SIG (RFC 2385 TCP-MD5 signatures, Linux `tcp(7)`), IP_MINTTL and
+//! IPV6_MINHOPCOUNT (the receive check of GTSM, RFC 5082 §3: the kernel
+//! drops segments that arrive with a lower TTL / hop limit, `ip(7)`,
+//! `ipv6(7)`) and `if_nametoindex(3)` (the scope of a link-local peer, in
+//! the calling thread's network namespace). The only `unsafe` of this
+//! crate.
 //!
 //! The kernel's `struct tcp_md5sig` is built as bytes (no layout-sensitive
 //! Rust struct): `tcpm_addr` (a 128-byte `sockaddr_storage`), `tcpm_flags`,
@@ -76,6 +79,35 @@ pub fn set_tcp_md5sig(socket: BorrowedFd<'_>, peer: IpAddr, key: &[u8]) -> io::R
     }
 }
 
+/// Makes the kernel drop every segment on `socket` that arrives with a
+/// TTL (IPv4: IP_MINTTL) or hop limit (IPv6: IPV6_MINHOPCOUNT) below
+/// `min_ttl`, SYN-ACK included: set before connect (RFC 5082 §3).
+pub fn set_min_ttl(socket: BorrowedFd<'_>, ipv6: bool, min_ttl: u8) -> io::Result<()> {
+    let (level, name) = if ipv6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_MINHOPCOUNT)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MINTTL)
+    };
+    let value = libc::c_int::from(min_ttl);
+    // SAFETY: `socket` is an open descriptor borrowed for the call; the
+    // option value points to `value`, a live local `c_int` whose size is
+    // the length passed, which the kernel only reads.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&raw const value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// The index of interface `name` in the caller's network namespace.
 pub fn interface_index(name: &str) -> io::Result<u32> {
     let c_name = std::ffi::CString::new(name)
@@ -115,6 +147,17 @@ mod tests {
         // An IPv6 socket takes an IPv6 peer's key.
         let s6 = std::net::TcpListener::bind("[::1]:0").unwrap();
         set_tcp_md5sig(s6.as_fd(), "2001:db8::1".parse().unwrap(), b"secret").unwrap();
+    }
+
+    #[test]
+    fn kernel_accepts_the_min_ttl_of_either_family() {
+        use std::os::fd::AsFd as _;
+        let s = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        set_min_ttl(s.as_fd(), false, 255).unwrap();
+        // IPV6_MINHOPCOUNT is an IPv6 socket's option.
+        set_min_ttl(s.as_fd(), true, 255).unwrap_err();
+        let s6 = std::net::TcpListener::bind("[::1]:0").unwrap();
+        set_min_ttl(s6.as_fd(), true, 254).unwrap();
     }
 
     #[test]

@@ -9,11 +9,13 @@ mod support;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use portico_bgp::{PeerConfig, wire::Notification};
+use portico_bgp::wire::Notification;
 use portico_bgp::{Prefix, RouteAttributes, Routes, Session, State};
 use portico_netns::{Netns, NsRuntime, unique_name, veth, wait_until};
 use support::Bird;
-use support::lab::{BIRD_ASN, OUR_ASN, ROUTER, SPEAKER, bgp_protocol, lab, peer, routes};
+use support::lab::{
+    BIRD_ASN, OUR_ASN, ROUTER, SPEAKER, bgp_protocol, far_lab, lab, peer, peer_to, routes,
+};
 
 #[test]
 fn ebgp_announce_withdraw_reestablish_and_stop() {
@@ -303,13 +305,7 @@ fn two_speakers_give_an_ecmp_route_in_the_router_fib() {
     let mut running = Vec::new();
     for (ns, router_addr, speaker_addr) in &speakers {
         let rt = NsRuntime::new(ns).expect("speaker runtime");
-        let mut cfg = PeerConfig::new(
-            router_addr.parse().unwrap(),
-            BIRD_ASN,
-            OUR_ASN,
-            speaker_addr.parse().unwrap(),
-        );
-        cfg.hold_time_s = 3;
+        let cfg = peer_to(router_addr, speaker_addr, OUR_ASN, BIRD_ASN);
         let session = rt.enter(|| Session::spawn(cfg));
         rt.block_on(session.wait_established(Duration::from_secs(20)))
             .unwrap_or_else(|e| panic!("{e}\n{}", bird.diagnostics()));
@@ -433,71 +429,20 @@ fn hold_time_zero_means_no_keepalives() {
 /// `multihop_ttl = 2` the session comes up.
 #[test]
 fn ebgp_multihop_needs_the_ttl() {
-    let test = "ebgp_multihop_needs_the_ttl";
-    if !support::require(test, &["bird", "birdc"]) {
+    let Some(far) = far_lab("ebgp_multihop_needs_the_ttl", false, "multihop 2;") else {
         return;
-    }
-    support::logs();
-    let ns = |prefix| Netns::new(prefix).expect("namespace");
-    let (router_ns, mid_ns, speaker_ns) = (ns("bgr"), ns("bgm"), ns("bgs"));
-    veth(
-        &speaker_ns,
-        &unique_name("s"),
-        Some("10.0.1.2/24"),
-        &mid_ns,
-        &unique_name("m"),
-        Some("10.0.1.1/24"),
-    )
-    .expect("veth speaker ↔ middle");
-    veth(
-        &mid_ns,
-        &unique_name("m"),
-        Some("10.0.2.1/24"),
-        &router_ns,
-        &unique_name("r"),
-        Some("10.0.2.2/24"),
-    )
-    .expect("veth middle ↔ router");
-    mid_ns
-        .exec("sysctl", &["-qw", "net.ipv4.ip_forward=1"])
-        .expect("forwarding in the middle");
-    speaker_ns
-        .exec("ip", &["route", "add", "default", "via", "10.0.1.1"])
-        .expect("speaker's default route");
-    router_ns
-        .exec("ip", &["route", "add", "default", "via", "10.0.2.1"])
-        .expect("router's default route");
-    let bird = Bird::start(
-        &router_ns,
-        &format!(
-            "router id 10.0.2.2;\nprotocol device {{ }}\n{}",
-            bgp_protocol("s1", "10.0.2.2", "10.0.1.2", OUR_ASN, "multihop 2;")
-        ),
-    );
-    let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
-    let mut cfg = PeerConfig::new(
-        "10.0.2.2".parse().unwrap(),
-        BIRD_ASN,
-        OUR_ASN,
-        "10.0.1.2".parse().unwrap(),
-    );
-    cfg.hold_time_s = 3;
+    };
+    let mut cfg = far.peer.clone();
     assert_eq!(cfg.ttl(), 1);
-    let session = rt.enter(|| Session::spawn(cfg.clone()));
-    let r = rt.block_on(session.wait_established(Duration::from_secs(3)));
+    let session = far.rt.enter(|| Session::spawn(cfg.clone()));
+    let r = far
+        .rt
+        .block_on(session.wait_established(Duration::from_secs(3)));
     assert!(r.is_err(), "TTL 1 cannot cross the middle hop");
     session.abort();
 
     cfg.multihop_ttl = Some(2);
-    let session = rt.enter(|| Session::spawn(cfg));
-    rt.block_on(session.wait_established(Duration::from_secs(20)))
-        .unwrap_or_else(|e| panic!("{e}\n{}", bird.diagnostics()));
-    session.set_routes(routes(&["10.128.0.10/32"], &RouteAttributes::default()));
-    let ok = wait_until(Duration::from_secs(5), || {
-        bird.routes("s1")
-            .iter()
-            .any(|r| r.prefix == "10.128.0.10/32")
-    });
-    assert!(ok, "{}", bird.birdc("show route all protocol s1"));
-    rt.block_on(session.shutdown("done"));
+    let session = far.rt.enter(|| Session::spawn(cfg));
+    far.established_with(&session, "10.128.0.10/32");
+    far.rt.block_on(session.shutdown("done"));
 }

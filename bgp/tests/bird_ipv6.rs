@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use portico_bgp::{Family, PeerConfig, RouteAttributes, State};
 use portico_netns::wait_until;
-use support::lab::{BIRD_ASN, DUAL_CHANNELS, OUR_ASN, lab, lab_with_channels, peer, routes};
+use support::lab::{
+    BIRD_ASN, DUAL_CHANNELS, OUR_ASN, VIP4, VIP6, assert_global_and_link_local_next_hop,
+    assert_via, counts, lab, lab_with_channels, peer, routes,
+};
 use support::{SPEAKER_LINK_LOCAL, SPEAKER_V6};
-
-const VIP4: &str = "10.128.0.10/32";
-const VIP6: &str = "2001:db8:100::10/128";
 
 /// An iBGP peer (LOCAL_PREF is sent) with an IPv6 next hop configured.
 fn dual_peer(link_local: bool) -> PeerConfig {
@@ -47,19 +47,11 @@ fn ipv6_unicast_over_an_ipv4_session_announced_and_withdrawn() {
         "both negotiated"
     );
     let attrs = RouteAttributes::new(Some(250), Some(20), [(65000 << 16) | 6]);
-    let generation = session.set_routes(routes(&[VIP4, VIP6], &attrs));
-    let s = lab
-        .rt
-        .block_on(session.wait_synced(generation, Duration::from_secs(5)))
-        .expect("synced");
-    assert_eq!(
-        (s.prefixes_sent, s.prefixes_sent_v6, s.prefixes_skipped),
-        (2, 1, 0)
-    );
+    let s = lab.sync(&session, routes(&[VIP4, VIP6], &attrs));
+    assert_eq!(counts(&s), (2, 1, 0));
     let got = lab.bird_has(&[VIP4, VIP6], Duration::from_secs(5));
     let r = &got[VIP6];
-    assert_eq!(r.attrs["BGP.next_hop"], SPEAKER_V6, "{r:?}");
-    assert!(r.via[0].starts_with(SPEAKER_V6), "{r:?}");
+    assert_via(r, SPEAKER_V6);
     assert_eq!(r.attrs["BGP.local_pref"], "250", "{r:?}");
     assert_eq!(r.attrs["BGP.med"], "20");
     assert_eq!(r.attrs["BGP.community"], "(65000,6)");
@@ -109,11 +101,7 @@ fn ipv6_next_hop_with_link_local_is_32_bytes_in_bird() {
     let got = lab.bird_has(&[VIP6], Duration::from_secs(5));
     let r = &got[VIP6];
     // BIRD shows both addresses of the RFC 2545 §3 next hop.
-    assert_eq!(
-        r.attrs["BGP.next_hop"],
-        format!("{SPEAKER_V6} {SPEAKER_LINK_LOCAL}"),
-        "{r:?}"
-    );
+    assert_global_and_link_local_next_hop(r);
     assert!(r.via[0].starts_with(SPEAKER_V6), "{r:?}");
     assert_eq!(r.attrs["BGP.as_path"], OUR_ASN.to_string());
     lab.rt.block_on(session.shutdown("done"));
@@ -138,15 +126,8 @@ fn a_router_without_ipv6_gets_no_ipv6_routes_and_keeps_the_session() {
     let session = lab.spawn(cfg);
     lab.established(&session);
     assert_eq!(session.stats().families, [Family::Ipv4Unicast]);
-    let generation = session.set_routes(routes(&[VIP4, VIP6], &RouteAttributes::default()));
-    let s = lab
-        .rt
-        .block_on(session.wait_synced(generation, Duration::from_secs(5)))
-        .expect("synced");
-    assert_eq!(
-        (s.prefixes_sent, s.prefixes_sent_v6, s.prefixes_skipped),
-        (1, 0, 1)
-    );
+    let s = lab.sync(&session, routes(&[VIP4, VIP6], &RouteAttributes::default()));
+    assert_eq!(counts(&s), (1, 0, 1));
     lab.bird_has(&[VIP4], Duration::from_secs(5));
     assert!(
         support::log_text().contains("the router does not offer ipv6-unicast"),

@@ -6,12 +6,26 @@ mod support;
 
 use std::time::Duration;
 
-use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session};
+use portico_bgp::{PeerConfig, Prefix, RouteAttributes, Routes, Session, SessionStats};
 use portico_netns::gobgp::GoBgp;
 use portico_netns::{Netns, NsRuntime, wait_until};
+use support::lab::{BIRD_ASN as GOBGP_ASN, OUR_ASN, ROUTER, SPEAKER, VIP4, VIP6, peer_to};
 
-const GOBGP_ASN: u32 = 65000;
-const OUR_ASN: u32 = 65001;
+/// Our session to GoBGP at `address` spawned on `rt`, once Established.
+fn established(
+    rt: &NsRuntime,
+    gobgp: &GoBgp,
+    address: &str,
+    setup: impl FnOnce(&mut PeerConfig),
+) -> (Session, SessionStats) {
+    let mut cfg = peer_to(address, SPEAKER, OUR_ASN, GOBGP_ASN);
+    setup(&mut cfg);
+    let session = rt.enter(|| Session::spawn(cfg));
+    let s = rt
+        .block_on(session.wait_established(Duration::from_secs(20)))
+        .unwrap_or_else(|e| panic!("{e}\n{}", gobgp.log_text()));
+    (session, s)
+}
 
 /// GoBGP in the router namespace, passive towards the speaker (its
 /// default families: IPv4 unicast only).
@@ -73,16 +87,7 @@ fn gobgp_receives_attributes_and_withdrawals() {
     let (router_ns, speaker_ns) = support::router_and_speaker();
     let gobgp = gobgp(&router_ns);
     let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
-    let mut cfg = PeerConfig::new(
-        "10.0.0.1".parse().unwrap(),
-        GOBGP_ASN,
-        OUR_ASN,
-        "10.0.0.2".parse().unwrap(),
-    );
-    cfg.hold_time_s = 3;
-    let session = rt.enter(|| Session::spawn(cfg));
-    rt.block_on(session.wait_established(Duration::from_secs(20)))
-        .unwrap_or_else(|e| panic!("{e}\n{}", gobgp.log_text()));
+    let (session, _) = established(&rt, &gobgp, ROUTER, |_| {});
     let established = wait_until(Duration::from_secs(5), || {
         gobgp.cli(&["neighbor"]).contains("Establ")
     });
@@ -151,18 +156,9 @@ fn gobgp_receives_ipv6_unicast_over_the_ipv4_session() {
     let (router_ns, speaker_ns) = support::router_and_speaker_with_ipv6(true);
     let gobgp = gobgp_with(&router_ns, BOTH_FAMILIES);
     let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
-    let mut cfg = PeerConfig::new(
-        "10.0.0.1".parse().unwrap(),
-        GOBGP_ASN,
-        OUR_ASN,
-        "10.0.0.2".parse().unwrap(),
-    );
-    cfg.hold_time_s = 3;
-    cfg.next_hop_v6 = Some(support::SPEAKER_V6.parse().unwrap());
-    let session = rt.enter(|| Session::spawn(cfg));
-    let s = rt
-        .block_on(session.wait_established(Duration::from_secs(20)))
-        .unwrap_or_else(|e| panic!("{e}\n{}", gobgp.log_text()));
+    let (session, s) = established(&rt, &gobgp, ROUTER, |cfg| {
+        cfg.next_hop_v6 = Some(support::SPEAKER_V6.parse().unwrap());
+    });
     assert_eq!(
         s.families,
         [
@@ -170,7 +166,7 @@ fn gobgp_receives_ipv6_unicast_over_the_ipv4_session() {
             portico_bgp::Family::Ipv6Unicast
         ]
     );
-    let vip = "2001:db8:100::10/128";
+    let vip = VIP6;
     let attrs = RouteAttributes::new(None, None, [(65001 << 16) | 100]);
     let routes: Routes = [(vip.parse::<Prefix>().unwrap(), attrs)].into();
     session.set_routes(routes);
@@ -212,20 +208,10 @@ fn gobgp_over_ipv6_takes_ipv4_routes_with_an_ipv6_next_hop() {
     let (router_ns, speaker_ns) = support::router_and_speaker_with_ipv6(true);
     let gobgp = gobgp_for(support::SPEAKER_V6, &router_ns, BOTH_FAMILIES);
     let rt = NsRuntime::new(&speaker_ns).expect("speaker runtime");
-    let mut cfg = PeerConfig::new(
-        support::ROUTER_V6.parse().unwrap(),
-        GOBGP_ASN,
-        OUR_ASN,
-        "10.0.0.2".parse().unwrap(),
-    );
-    cfg.hold_time_s = 3;
-    let session = rt.enter(|| Session::spawn(cfg));
-    let s = rt
-        .block_on(session.wait_established(Duration::from_secs(20)))
-        .unwrap_or_else(|e| panic!("{e}\n{}", gobgp.log_text()));
+    let (session, s) = established(&rt, &gobgp, support::ROUTER_V6, |_| {});
     assert_eq!(s.families, portico_bgp::Family::ALL);
     assert!(s.extended_next_hop, "GoBGP offers (1, 1, 2) too");
-    let (vip4, vip6) = ("10.128.0.10/32", "2001:db8:100::10/128");
+    let (vip4, vip6) = (VIP4, VIP6);
     let attrs = RouteAttributes::default();
     let routes: Routes = [vip4, vip6]
         .iter()

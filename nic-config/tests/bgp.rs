@@ -156,6 +156,25 @@ const CASES: &[Case] = &[
         &[
             (
                 "address = \"192.0.2.254\"",
+                "address = \"192.0.9.254\"\nttl_security_hops = 1",
+            ),
+            ("peers = [\"192.0.2.254\"]", "peers = [\"192.0.9.254\"]"),
+        ],
+        "bgp.peer[0].address",
+        "ttl_security_hops = 1) must be",
+    ),
+    (
+        &[(
+            "address = \"192.0.2.254\"",
+            "address = \"192.0.2.254\"\nttl_security_hops = 2\nmultihop_ttl = 2",
+        )],
+        "bgp.peer[0].multihop_ttl",
+        "contradicts ttl_security_hops = 2",
+    ),
+    (
+        &[
+            (
+                "address = \"192.0.2.254\"",
                 "address = \"2001:db8::1\"\nmultihop_ttl = 2",
             ),
             ("peers = [\"192.0.2.254\"]", "peers = [\"2001:db8::1\"]"),
@@ -509,4 +528,63 @@ fn link_local_peers_name_a_host_interface() {
         paths.contains(&"bgp.peer[0].interface") && paths.contains(&"bgp.peer[1].interface"),
         "{got:?}"
     );
+}
+
+/// GTSM with the router two hops away: off the connected subnets is
+/// fine, and the plan keeps the setting for the session.
+#[test]
+fn gtsm_peer_two_hops_away() {
+    let plan = parse(&edit(&[
+        (
+            "address = \"192.0.2.254\"",
+            "address = \"192.0.9.254\"\nttl_security_hops = 2",
+        ),
+        ("peers = [\"192.0.2.254\"]", "peers = [\"192.0.9.254\"]"),
+    ]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let peer = &plan.bgp.peers[0];
+    assert_eq!(
+        (peer.ttl_security_hops, peer.ttl(), peer.min_ttl()),
+        (Some(2), 255, Some(254))
+    );
+}
+
+/// Unnumbered BGP on two links: the same fe80:: router address on two
+/// host interfaces is two sessions; on one interface twice it is one
+/// router configured twice.
+#[test]
+fn the_same_link_local_peer_on_two_interfaces_is_two_sessions() {
+    let peers = |second_interface: &'static str| {
+        vec![
+            (
+                "host_addresses = [\"192.0.2.1/24\", \"192.0.2.2/24\"]",
+                "host_addresses = [\"192.0.2.1/24\", \"192.0.2.2/24\", \"2001:db8:2::2/64\"]",
+            ),
+            (
+                "snat_addresses = [\"10.1.0.1/24\"]",
+                "snat_addresses = [\"10.1.0.1/24\"]\nhost_addresses = [\"2001:db8:3::2/64\"]",
+            ),
+            (
+                "address = \"192.0.2.254\"",
+                "address = \"fe80::1\"\ninterface = \"outside-host\"",
+            ),
+            ("peers = [\"192.0.2.254\"]", "peers = [\"fe80::1\"]"),
+            ("source_address = \"192.0.2.1\"\n", ""),
+            ("address = \"198.18.0.1\"", "address = \"fe80::1\""),
+            ("peers = [\"198.18.0.1\"]", "peers = [\"fe80::1\"]"),
+            ("source_address = \"192.0.2.2\"", second_interface),
+        ]
+    };
+    let plan =
+        parse(&edit(&peers("interface = \"inside-host\""))).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = plan.bgp.peers.iter().map(|p| p.name()).collect();
+    assert_eq!(
+        names,
+        ["[fe80::1%outside-host]:179", "[fe80::1%inside-host]:179"]
+    );
+    each_has_its_problem(&[(
+        peers("interface = \"outside-host\""),
+        "bgp.peer[1].address",
+        "[fe80::1%outside-host]:179 is configured twice",
+    )]);
 }

@@ -181,7 +181,17 @@ fn bgp() {
         panic!("{:?}", plan.bgp)
     };
     assert_eq!(peer.address.to_string(), "192.0.2.254");
-    assert_eq!((peer.peer_asn, peer.my_asn, peer.ttl()), (65000, 65001, 1));
+    // GTSM with the router on the link: TTL 255 out, only 255 accepted.
+    assert_eq!(
+        (peer.peer_asn, peer.my_asn, peer.ttl(), peer.min_ttl()),
+        (65000, 65001, 255, Some(255))
+    );
+    assert!(
+        plan.to_string().contains(
+            "ttl 255, connect retry 1-60 s, GTSM (RFC 5082): 1 hop(s), accepts ttl >= 255, TCP-MD5"
+        ),
+        "{plan}"
+    );
     assert_eq!(
         peer.source_address,
         Some(Ipv4Addr::new(192, 0, 2, 2).into())

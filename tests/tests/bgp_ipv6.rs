@@ -111,16 +111,18 @@ fn bird_router6(t: &Topology) -> Bird {
 }
 
 /// BIRD in the client namespace peering over IPv6 only: iBGP between
-/// [`CLIENT_ADDR6`] and the gateway's [`HOST_ADDR6`], IPv4 with RFC 8950
-/// next hops and IPv6 channels, the kernel protocol installing IPv6
-/// routes.
+/// [`CLIENT_ADDR6`] and the gateway's [`HOST_ADDR6`] with GTSM (RFC
+/// 5082, `ttl security on`: the gateway's segments must arrive with hop
+/// limit 255, so the host path must not lower it), IPv4 with RFC 8950 next
+/// hops and IPv6 channels, the kernel protocol installing IPv6 routes.
 fn bird_router_over_ipv6(t: &Topology) -> Bird {
-    bird_router_between(t, CLIENT_ADDR6, HOST_ADDR6)
+    bird_router_between(t, CLIENT_ADDR6, HOST_ADDR6, "ttl security on;")
 }
 
 /// [`bird_router_over_ipv6`] between BIRD's `local` address and the
-/// gateway's `neighbor` (with `%interface` when link-local).
-fn bird_router_between(t: &Topology, local: &str, neighbor: &str) -> Bird {
+/// gateway's `neighbor` (with `%interface` when link-local), with `extra`
+/// protocol options.
+fn bird_router_between(t: &Topology, local: &str, neighbor: &str, extra: &str) -> Bird {
     Bird::start(
         &t.client,
         &format!(
@@ -128,7 +130,7 @@ fn bird_router_between(t: &Topology, local: &str, neighbor: &str) -> Bird {
              protocol kernel k6 {{ ipv6 {{ import none; export all; }}; }}\n\
              protocol bgp {PROTOCOL} {{\n  local {local} as {ROUTER_ASN};\n  \
              neighbor {neighbor} as {ROUTER_ASN};\n  passive on;\n  direct;\n  \
-             hold time 9;\n  error wait time 1, 2;\n  \
+             hold time 9;\n  error wait time 1, 2;\n  {extra}\n  \
              ipv4 {{ import all; export none; extended next hop on; }};\n  \
              ipv6 {{ import all; export none; }};\n}}\n"
         ),
@@ -137,9 +139,12 @@ fn bird_router_between(t: &Topology, local: &str, neighbor: &str) -> Bird {
 
 /// The gateway's `[bgp]` section for [`bird_router_over_ipv6`]: the peer
 /// is the router's IPv6 address, the session from the IPv6 host address
-/// (no `next_hop_v6`: the session's own address is the next hop).
+/// (no `next_hop_v6`: the session's own address is the next hop), GTSM
+/// with the router on the link.
 fn bgp_section_over_ipv6() -> String {
-    let session = format!("address = \"{CLIENT_ADDR6}\"\nsource_address = \"{HOST_ADDR6}\"");
+    let session = format!(
+        "address = \"{CLIENT_ADDR6}\"\nsource_address = \"{HOST_ADDR6}\"\nttl_security_hops = 1"
+    );
     router::bgp_section_for(&session, "", "vips", "")
 }
 
@@ -387,6 +392,11 @@ fn ipv6_only_session_announces_the_ipv6_vip_and_portico_bgp_shows_the_families()
         ),
         "{text}"
     );
+    assert_eq!(
+        lines[at + 3],
+        "  ttl security (GTSM, RFC 5082): on, router 1 hop: sends ttl 255, accepts ttl >= 255",
+        "{text}"
+    );
     // The same in the report (`portico bgp --json`) and the metrics.
     let r = bgp_report(&gw);
     assert!(
@@ -454,6 +464,7 @@ fn link_local_session_on_the_host_interface_announces_and_serves() {
         &t,
         CLIENT_LINK_LOCAL,
         &format!("{tap_link_local}%{}", t.client_if),
+        "",
     );
     // No source address, no next_hop_v6: the kernel picks the TAP's
     // link-local, the global next hop is the IPv6 host address.

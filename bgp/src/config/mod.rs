@@ -33,6 +33,23 @@
 //! on-link); a dual-stack fabric that wants classic IPv4 next hops peers
 //! over IPv4 as well.
 //!
+//! Sessions are told apart by (`address`, `interface` of a link-local
+//! address, `port`): the same fe80:: address on two interfaces is two
+//! routers, the normal case of unnumbered BGP on several links. An
+//! advertisement's `peers` lists addresses, so it goes to every session
+//! with that address (on every interface).
+//!
+//! GTSM (RFC 5082, `ttl_security_hops`): the session's packets leave with
+//! TTL / hop limit 255 and the kernel drops those that arrive from the
+//! router with less than 255 − (hops − 1) (§3, the procedure; §3.1, a
+//! router hops − 1 routers away, the "trust radius"), applied to the
+//! connection by IP_MINTTL / IPV6_MINHOPCOUNT before the SYN, so a SYN-ACK
+//! from farther away never opens it. GTSM is configured per peering on
+//! both sides (§3), so the router enables it too. It fixes our TTL, so
+//! `multihop_ttl` contradicts it and is refused. We only ever connect (no
+//! listening socket), so the connecting socket is the only one that needs
+//! the check.
+//!
 //! Invariant: a config that passes `validate` can be handed to
 //! [`crate::session::Session::spawn`] as is; the session never re-checks it.
 
@@ -208,9 +225,17 @@ pub struct PeerConfig {
     #[serde(default)]
     pub md5_password: Option<String>,
     /// eBGP multihop: the TTL of our packets (1..=255). Default: 1 for
-    /// eBGP (directly connected), 255 for iBGP.
+    /// eBGP (directly connected), 255 for iBGP. Not with
+    /// `ttl_security_hops` (GTSM sends with 255).
     #[serde(default)]
     pub multihop_ttl: Option<u8>,
+    /// GTSM (RFC 5082): the router is this many hops away (1: directly
+    /// connected, ..=254); we send with TTL / hop limit 255 and the kernel
+    /// drops every segment of the session that arrives with less than
+    /// 255 − (hops − 1). The router must do the same (BIRD `ttl security
+    /// on`, FRR `neighbor X ttl-security hops N`). Default: off.
+    #[serde(default)]
+    pub ttl_security_hops: Option<u8>,
     /// First connect-retry delay; doubles after each failure up to
     /// `connect_retry_max_s`.
     #[serde(default = "default_connect_retry_s")]
@@ -218,6 +243,11 @@ pub struct PeerConfig {
     #[serde(default = "default_connect_retry_max_s")]
     pub connect_retry_max_s: u16,
 }
+
+/// The TTL / hop limit GTSM sends with (RFC 5082 §3).
+pub const GTSM_TTL: u8 = 255;
+/// The most hops `ttl_security_hops` takes (a minimum TTL of 2; as FRR).
+pub const MAX_TTL_SECURITY_HOPS: u8 = 254;
 
 fn default_port() -> u16 {
     179
@@ -251,6 +281,7 @@ impl PeerConfig {
             extended_next_hop: None,
             md5_password: None,
             multihop_ttl: None,
+            ttl_security_hops: None,
             connect_retry_s: default_connect_retry_s(),
             connect_retry_max_s: default_connect_retry_max_s(),
         }
@@ -261,10 +292,31 @@ impl PeerConfig {
         self.peer_asn == self.my_asn
     }
 
-    /// The TTL of our packets.
+    /// The TTL of our packets: 255 with GTSM (RFC 5082 §3), else
+    /// `multihop_ttl` or its default.
     pub fn ttl(&self) -> u8 {
+        if self.ttl_security_hops.is_some() {
+            return GTSM_TTL;
+        }
         self.multihop_ttl
             .unwrap_or(if self.is_ibgp() { 255 } else { 1 })
+    }
+
+    /// With GTSM, the least TTL / hop limit a segment from the router may
+    /// arrive with: 255 − (hops − 1) (RFC 5082 §3, the `TrustRadius` of
+    /// hops − 1 routers in between); None without.
+    pub fn min_ttl(&self) -> Option<u8> {
+        self.ttl_security_hops
+            .map(|hops| GTSM_TTL - hops.clamp(1, MAX_TTL_SECURITY_HOPS) + 1)
+    }
+
+    /// Whether the router must be on a connected subnet of ours: TTL 1
+    /// (eBGP without multihop), or GTSM with one hop.
+    pub fn is_directly_connected(&self) -> bool {
+        match self.ttl_security_hops {
+            Some(hops) => hops == 1,
+            None => self.ttl() == 1,
+        }
     }
 
     /// Whether the session has a global IPv6 next hop before it
@@ -284,6 +336,12 @@ impl PeerConfig {
     /// Whether `address` is IPv6 link-local (then `interface` scopes it).
     pub fn is_link_local(&self) -> bool {
         matches!(self.address, IpAddr::V6(a) if a.is_unicast_link_local())
+    }
+
+    /// The interface that scopes a link-local `address` (None for any
+    /// other address): with the address, what tells two sessions apart.
+    pub fn link_local_scope(&self) -> Option<&str> {
+        self.interface.as_deref().filter(|_| self.is_link_local())
     }
 
     /// Whether our OPEN carries the Extended Next Hop Encoding capability

@@ -16,6 +16,14 @@ fn problems_of(c: &BgpConfig) -> (ConfigError, Vec<(String, String)>, Vec<String
     (e, got, paths)
 }
 
+/// [`problems_of`] a section of only `peers`.
+fn problems_of_peers(peers: Vec<PeerConfig>) -> (ConfigError, Vec<(String, String)>, Vec<String>) {
+    problems_of(&BgpConfig {
+        peers,
+        ..BgpConfig::default()
+    })
+}
+
 fn parse(s: &str) -> BgpConfig {
     #[derive(Deserialize)]
     struct Root {
@@ -209,11 +217,12 @@ fn family_and_next_hop_problems_name_the_field() {
     let mut link_local_alone = base();
     link_local_alone.port = 3;
     link_local_alone.next_hop_v6_link_local = Some("fe80::1".parse().unwrap());
-    let c = BgpConfig {
-        peers: vec![empty, v6_without_next_hop, bad_next_hops, link_local_alone],
-        ..BgpConfig::default()
-    };
-    let (e, got, paths) = problems_of(&c);
+    let (e, got, paths) = problems_of_peers(vec![
+        empty,
+        v6_without_next_hop,
+        bad_next_hops,
+        link_local_alone,
+    ]);
     assert_eq!(
         paths,
         [
@@ -361,11 +370,7 @@ fn scope_and_extended_next_hop_problems_name_the_field() {
     let mut no_v4 = peer("2001:db8::1", 5);
     no_v4.extended_next_hop = Some(true);
     no_v4.families = Some(vec![Family::Ipv6Unicast]);
-    let c = BgpConfig {
-        peers: vec![no_interface, needless, bad_name, over_v4, no_v4],
-        ..BgpConfig::default()
-    };
-    let (e, got, paths) = problems_of(&c);
+    let (e, got, paths) = problems_of_peers(vec![no_interface, needless, bad_name, over_v4, no_v4]);
     assert_eq!(
         paths,
         [
@@ -388,4 +393,115 @@ fn scope_and_extended_next_hop_problems_name_the_field() {
     assert!(got[5].1.contains("not an interface name"), "{e}");
     assert!(got[6].1.contains("is IPv4"), "{e}");
     assert!(got[7].1.contains("ipv4-unicast is not in families"), "{e}");
+}
+
+#[test]
+fn gtsm_sends_255_and_requires_the_hops() {
+    let c = parse(
+        r#"
+        [[bgp.peer]]
+        ttl_security_hops = 1
+        address = "10.0.0.1"
+        peer_asn = 65000
+        my_asn = 65001
+        router_id = "10.0.0.2"
+
+        [[bgp.peer]]
+        ttl_security_hops = 3
+        address = "2001:db8::1"
+        peer_asn = 65000
+        my_asn = 65001
+        router_id = "10.0.0.2"
+        "#,
+    );
+    c.validate().unwrap();
+    let (direct, far) = (&c.peers[0], &c.peers[1]);
+    assert_eq!((direct.ttl(), direct.min_ttl()), (255, Some(255)));
+    assert_eq!((far.ttl(), far.min_ttl()), (255, Some(253)));
+    assert!(direct.is_directly_connected() && !far.is_directly_connected());
+    // Without GTSM: no minimum, eBGP TTL 1 is directly connected.
+    let mut plain = direct.clone();
+    plain.ttl_security_hops = None;
+    assert_eq!((plain.ttl(), plain.min_ttl()), (1, None));
+    assert!(plain.is_directly_connected());
+    plain.multihop_ttl = Some(2);
+    assert!(!plain.is_directly_connected());
+}
+
+#[test]
+fn gtsm_problems_name_the_field() {
+    let peer = |port: u16| {
+        let mut p = PeerConfig::new(
+            "10.0.0.1".parse().unwrap(),
+            65000,
+            65001,
+            Ipv4Addr::new(10, 0, 0, 2),
+        );
+        p.port = port;
+        p
+    };
+    // 0: multihop_ttl and GTSM; 1: 0 hops; 2: 255 hops (a minimum TTL of
+    // 1 checks nothing); 3: both wrong at once.
+    let mut both = peer(1);
+    both.multihop_ttl = Some(2);
+    both.ttl_security_hops = Some(2);
+    let mut zero = peer(2);
+    zero.ttl_security_hops = Some(0);
+    let mut too_far = peer(3);
+    too_far.ttl_security_hops = Some(255);
+    let mut all = peer(4);
+    all.multihop_ttl = Some(0);
+    all.ttl_security_hops = Some(0);
+    let (e, got, paths) = problems_of_peers(vec![both, zero, too_far, all]);
+    assert_eq!(
+        paths,
+        [
+            "bgp.peer[0].multihop_ttl",
+            "bgp.peer[1].ttl_security_hops",
+            "bgp.peer[2].ttl_security_hops",
+            "bgp.peer[3].multihop_ttl",
+            "bgp.peer[3].ttl_security_hops",
+        ],
+        "{e}"
+    );
+    assert!(
+        got[0].1.contains("contradicts ttl_security_hops = 2"),
+        "{e}"
+    );
+    assert!(got[1].1.contains("0 is out of range"), "{e}");
+    assert!(got[2].1.contains("255 is out of range"), "{e}");
+}
+
+#[test]
+fn the_same_link_local_address_on_two_interfaces_is_two_sessions() {
+    let peer = |address: &str, interface: Option<&str>| {
+        let mut p = PeerConfig::new(
+            address.parse().unwrap(),
+            65000,
+            65001,
+            Ipv4Addr::new(10, 0, 0, 2),
+        );
+        p.interface = interface.map(Into::into);
+        p.families = Some(vec![Family::Ipv4Unicast]);
+        p.extended_next_hop = Some(false);
+        p
+    };
+    let ok = BgpConfig {
+        peers: vec![peer("fe80::1", Some("eth1")), peer("fe80::1", Some("eth2"))],
+        ..BgpConfig::default()
+    };
+    ok.validate().unwrap();
+    assert_eq!(ok.peers[0].link_local_scope(), Some("eth1"));
+    assert_eq!(peer("10.0.0.1", None).link_local_scope(), None);
+    // The same address on the same interface is one router twice.
+    let (e, got, paths) = problems_of_peers(vec![
+        peer("fe80::1", Some("eth1")),
+        peer("fe80::1", Some("eth2")),
+        peer("fe80::1", Some("eth1")),
+    ]);
+    assert_eq!(paths, ["bgp.peer[2].address"], "{e}");
+    assert!(
+        got[0].1.contains("[fe80::1%eth1]:179 is configured twice"),
+        "{e}"
+    );
 }

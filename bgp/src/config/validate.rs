@@ -4,7 +4,10 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
 
-use super::{BgpConfig, Family, MAX_SHUTDOWN_DRAIN_S, PeerConfig, WATCHDOG_TIMEOUT_MS};
+use super::{
+    BgpConfig, Family, GTSM_TTL, MAX_SHUTDOWN_DRAIN_S, MAX_TTL_SECURITY_HOPS, PeerConfig,
+    WATCHDOG_TIMEOUT_MS,
+};
 use crate::wire::AS_TRANS;
 use crate::wire::update::is_global_next_hop_v6;
 
@@ -160,6 +163,34 @@ fn check_scope(peer: &PeerConfig, p: &mut impl FnMut(String, String), at: &dyn F
     }
 }
 
+/// The `multihop_ttl` and `ttl_security_hops` (GTSM, RFC 5082) checks of
+/// a peer.
+fn check_ttl(peer: &PeerConfig, p: &mut impl FnMut(String, String), at: &dyn Fn(&str) -> String) {
+    match (peer.multihop_ttl, peer.ttl_security_hops) {
+        (Some(ttl), Some(hops)) => p(
+            at("multihop_ttl"),
+            format!(
+                "{ttl} contradicts ttl_security_hops = {hops}: GTSM sends with TTL {GTSM_TTL}                  (RFC 5082 §3) and the router's distance is ttl_security_hops; leave                  multihop_ttl out"
+            ),
+        ),
+        (Some(0), None) => p(
+            at("multihop_ttl"),
+            "0 would never leave the host: 1 (directly connected) ..= 255".into(),
+        ),
+        _ => {}
+    }
+    if let Some(hops) = peer.ttl_security_hops
+        && !(1..=MAX_TTL_SECURITY_HOPS).contains(&hops)
+    {
+        p(
+            at("ttl_security_hops"),
+            format!(
+                "{hops} is out of range: 1 (directly connected) ..= {MAX_TTL_SECURITY_HOPS}                  (the router's packets must arrive with TTL ≥ {GTSM_TTL} − (hops − 1), RFC                  5082 §3); leave it out for no GTSM"
+            ),
+        );
+    }
+}
+
 /// The longest interface name Linux takes (IFNAMSIZ − 1).
 pub const MAX_INTERFACE_NAME_LEN: usize = 15;
 
@@ -182,7 +213,10 @@ impl BgpConfig {
                     format!("{a} is not a unicast address a router can have"),
                 );
             }
-            if !seen.insert((a, peer.port)) {
+            // A session is (address, scope, port): the same link-local
+            // address on two interfaces is two routers (unnumbered BGP on
+            // several links).
+            if !seen.insert((a, peer.link_local_scope(), peer.port)) {
                 p(
                     at("address"),
                     format!("{} is configured twice", peer.name()),
@@ -255,12 +289,7 @@ impl BgpConfig {
                     ),
                 );
             }
-            if peer.multihop_ttl == Some(0) {
-                p(
-                    at("multihop_ttl"),
-                    "0 would never leave the host: 1 (directly connected) ..= 255".into(),
-                );
-            }
+            check_ttl(peer, &mut p, &at);
             if peer.connect_retry_s == 0 {
                 p(at("connect_retry_s"), "must be at least 1 s".into());
             }

@@ -12,6 +12,9 @@ use super::{Bird, BirdRoute, ROUTER_LINK_LOCAL, ROUTER_V6, SPEAKER_LINK_LOCAL, S
 pub const BIRD_ASN: u32 = 65000;
 pub const OUR_ASN: u32 = 65001;
 pub const ROUTER: &str = "10.0.0.1";
+/// The VIPs the suites announce, one of each family.
+pub const VIP4: &str = "10.128.0.10/32";
+pub const VIP6: &str = "2001:db8:100::10/128";
 pub const SPEAKER: &str = "10.0.0.2";
 
 /// A router namespace with BIRD and a speaker namespace, linked by a veth
@@ -37,6 +40,8 @@ pub fn bgp_protocol(
 
 /// BIRD's IPv4 unicast channel: takes our routes, sends none.
 pub const IPV4_CHANNEL: &str = "ipv4 { import all; export none; };";
+/// BIRD's IPv6 unicast channel: takes our routes, sends none.
+pub const IPV6_CHANNEL: &str = "ipv6 { import all; export none; };";
 /// Both unicast channels over the one session (RFC 4760).
 pub const DUAL_CHANNELS: &str =
     "ipv4 { import all; export none; };\n  ipv6 { import all; export none; };";
@@ -149,15 +154,95 @@ pub fn lab_over_ipv6(
     ))
 }
 
+/// BIRD two hops away ([`super::two_hops`]), its protocol `s1` with
+/// `extra` (`multihop 2;` at least) towards the speaker's address, and
+/// our peer configuration for it (address, router id, 3 s hold time).
+pub struct FarLab {
+    pub net: super::TwoHops,
+    pub bird: Bird,
+    pub rt: NsRuntime,
+    pub peer: PeerConfig,
+}
+
+/// A [`FarLab`] over IPv6 (BIRD's IPv6 channel) or IPv4; None (skipped)
+/// without root or BIRD.
+pub fn far_lab(test: &str, ipv6: bool, extra: &str) -> Option<FarLab> {
+    use super::{FAR_ROUTER, FAR_ROUTER_V6, FAR_SPEAKER, FAR_SPEAKER_V6};
+    if !super::require(test, &["bird", "birdc"]) {
+        return None;
+    }
+    super::logs();
+    let net = super::two_hops(ipv6);
+    let (router, speaker, channels) = if ipv6 {
+        (FAR_ROUTER_V6, FAR_SPEAKER_V6, IPV6_CHANNEL)
+    } else {
+        (FAR_ROUTER, FAR_SPEAKER, IPV4_CHANNEL)
+    };
+    let bird = Bird::start(
+        &net.router,
+        &format!(
+            "router id {FAR_ROUTER};\nprotocol device {{ }}\n{}",
+            bgp_protocol_with_channels("s1", router, speaker, OUR_ASN, extra, channels)
+        ),
+    );
+    let rt = NsRuntime::new(&net.speaker).expect("speaker runtime");
+    Some(FarLab {
+        net,
+        bird,
+        rt,
+        peer: peer_to(router, FAR_SPEAKER, OUR_ASN, BIRD_ASN),
+    })
+}
+
+impl FarLab {
+    /// `session` (a fresh one) comes up and BIRD gets `prefix` from it.
+    pub fn established_with(&self, session: &Session, prefix: &str) {
+        self.rt
+            .block_on(session.wait_established(Duration::from_secs(20)))
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.bird.diagnostics()));
+        session.set_routes(routes(&[prefix], &RouteAttributes::default()));
+        let ok = wait_until(Duration::from_secs(5), || {
+            self.bird.routes("s1").iter().any(|r| r.prefix == prefix)
+        });
+        assert!(ok, "{}", self.bird.birdc("show route all protocol s1"));
+    }
+}
+
+/// Our session to BIRD at [`ROUTER`] (router id [`SPEAKER`]), 3 s hold
+/// time.
 pub fn peer(my_asn: u32, peer_asn: u32) -> PeerConfig {
+    peer_to(ROUTER, SPEAKER, my_asn, peer_asn)
+}
+
+/// Our session to the router at `address` with router id `router_id`,
+/// 3 s hold time (every router suite's).
+pub fn peer_to(address: &str, router_id: &str, my_asn: u32, peer_asn: u32) -> PeerConfig {
     let mut cfg = PeerConfig::new(
-        ROUTER.parse().unwrap(),
+        address.parse().expect("router address"),
         peer_asn,
         my_asn,
-        SPEAKER.parse().unwrap(),
+        router_id.parse().expect("router id"),
     );
     cfg.hold_time_s = 3;
     cfg
+}
+
+/// `(prefixes_sent, prefixes_sent_v6, prefixes_skipped)` of `s`.
+pub fn counts(s: &SessionStats) -> (u64, u64, u64) {
+    (s.prefixes_sent, s.prefixes_sent_v6, s.prefixes_skipped)
+}
+
+/// BIRD has `r` with BGP next hop `next_hop`, and forwards to it.
+pub fn assert_via(r: &BirdRoute, next_hop: &str) {
+    assert_eq!(r.attrs["BGP.next_hop"], next_hop, "{r:?}");
+    assert!(r.via[0].starts_with(next_hop), "{r:?}");
+}
+
+/// BIRD has `r` with the 32-byte next hop of RFC 2545 §3: the speaker's
+/// global address, then its link-local one.
+pub fn assert_global_and_link_local_next_hop(r: &BirdRoute) {
+    let both = format!("{SPEAKER_V6} {SPEAKER_LINK_LOCAL}");
+    assert_eq!(r.attrs["BGP.next_hop"], both, "{r:?}");
 }
 
 pub fn routes(prefixes: &[&str], attrs: &RouteAttributes) -> Routes {

@@ -1,14 +1,17 @@
 //! Test support of the BGP suites, on top of `portico-netns` (namespaces,
 //! veths, process guards, the speaker's tokio runtime inside a namespace,
 //! skips, the BIRD 2 rig [`Bird`] shared with the gateway's suites): the
-//! router/speaker topology (GoBGP lives in gobgp.rs) and a log capture to
-//! assert on the speaker's log lines.
+//! topologies (router ↔ speaker on a veth, [`link`]; router ↔ middle ↔
+//! speaker, [`two_hops`]; any veth with addresses, [`connect`]), the BIRD
+//! labs on them (`lab`), the FRR rig (`frr`; GoBGP lives in gobgp.rs) and
+//! a log capture to assert on the speaker's log lines.
 //!
 //! Skips follow `portico-netns`: without root, `ip netns` or a router
 //! daemon, a test prints a loud SKIPPED banner and returns, unless
 //! `PORTICO_REQUIRE_ROOT=1` (CI), where it fails instead.
 #![allow(dead_code)] // each test binary uses part of it
 
+pub mod frr;
 pub mod lab;
 
 use std::io::{self, Write};
@@ -63,33 +66,123 @@ pub struct Link {
 pub fn link(ipv6: bool) -> Link {
     let router = Netns::new("bgr").expect("router namespace");
     let speaker = Netns::new("bgs").expect("speaker namespace");
+    let v6: &[(&str, &str)] = if ipv6 {
+        &[
+            (ROUTER_V6, SPEAKER_V6),
+            (ROUTER_LINK_LOCAL, SPEAKER_LINK_LOCAL),
+        ]
+    } else {
+        &[]
+    };
+    let (router_if, speaker_if) = connect(&router, &speaker, Some(("10.0.0.1", "10.0.0.2")), v6);
+    Link {
+        router,
+        speaker,
+        router_if,
+        speaker_if,
+    }
+}
+
+/// A veth between `router` and `speaker` with the `v4` pair of /24
+/// addresses and each `v6` pair as /64s (no duplicate address detection,
+/// so they are usable at once); the names of its router and speaker ends.
+pub fn connect(
+    router: &Netns,
+    speaker: &Netns,
+    v4: Option<(&str, &str)>,
+    v6: &[(&str, &str)],
+) -> (String, String) {
     let (r_if, s_if) = (unique_name("r"), unique_name("s"));
+    let v4 = v4.map(|(r, s)| (format!("{r}/24"), format!("{s}/24")));
     veth(
-        &router,
+        router,
         &r_if,
-        Some("10.0.0.1/24"),
-        &speaker,
+        v4.as_ref().map(|a| a.0.as_str()),
+        speaker,
         &s_if,
-        Some("10.0.0.2/24"),
+        v4.as_ref().map(|a| a.1.as_str()),
     )
     .expect("veth router ↔ speaker");
-    if ipv6 {
-        let addrs = [
-            (&router, &r_if, format!("{ROUTER_V6}/64")),
-            (&router, &r_if, format!("{ROUTER_LINK_LOCAL}/64")),
-            (&speaker, &s_if, format!("{SPEAKER_V6}/64")),
-            (&speaker, &s_if, format!("{SPEAKER_LINK_LOCAL}/64")),
-        ];
-        for (ns, ifname, addr) in addrs {
+    for (r, s) in v6 {
+        for (ns, ifname, addr) in [(router, &r_if, r), (speaker, &s_if, s)] {
+            let addr = format!("{addr}/64");
             ns.exec("ip", &["-6", "addr", "add", &addr, "dev", ifname, "nodad"])
                 .expect("IPv6 address on the veth");
         }
     }
-    Link {
+    (r_if, s_if)
+}
+
+/// Three namespaces in a row: speaker ↔ middle (a forwarding router) ↔
+/// router, each side's default route through the middle; IPv4
+/// 10.0.1.2/24 ↔ 10.0.1.1/24, 10.0.2.1/24 ↔ 10.0.2.2/24, and with `ipv6`
+/// also 2001:db8:1::2/64 ↔ ::1, 2001:db8:2::1/64 ↔ ::2 (no DAD). A router
+/// one hop further than on a veth: every packet between the ends loses
+/// one TTL / hop limit in the middle.
+pub struct TwoHops {
+    pub router: Netns,
+    pub middle: Netns,
+    pub speaker: Netns,
+}
+
+/// The two ends' addresses of [`two_hops`].
+pub const FAR_ROUTER: &str = "10.0.2.2";
+pub const FAR_SPEAKER: &str = "10.0.1.2";
+pub const FAR_ROUTER_V6: &str = "2001:db8:2::2";
+pub const FAR_SPEAKER_V6: &str = "2001:db8:1::2";
+
+pub fn two_hops(ipv6: bool) -> TwoHops {
+    let ns = |prefix| Netns::new(prefix).expect("namespace");
+    let (router, middle, speaker) = (ns("bgr"), ns("bgm"), ns("bgs"));
+    let v6 = |pair: (&'static str, &'static str)| if ipv6 { vec![pair] } else { Vec::new() };
+    connect(
+        &middle,
+        &speaker,
+        Some(("10.0.1.1", FAR_SPEAKER)),
+        &v6(("2001:db8:1::1", FAR_SPEAKER_V6)),
+    );
+    connect(
+        &router,
+        &middle,
+        Some((FAR_ROUTER, "10.0.2.1")),
+        &v6((FAR_ROUTER_V6, "2001:db8:2::1")),
+    );
+    let run = |ns: &Netns, cmd: &str, args: &[&str]| {
+        ns.exec(cmd, args)
+            .unwrap_or_else(|e| panic!("{cmd} {args:?}: {e}"));
+    };
+    run(&middle, "sysctl", &["-qw", "net.ipv4.ip_forward=1"]);
+    run(
+        &speaker,
+        "ip",
+        &["route", "add", "default", "via", "10.0.1.1"],
+    );
+    run(
+        &router,
+        "ip",
+        &["route", "add", "default", "via", "10.0.2.1"],
+    );
+    if ipv6 {
+        run(
+            &middle,
+            "sysctl",
+            &["-qw", "net.ipv6.conf.all.forwarding=1"],
+        );
+        run(
+            &speaker,
+            "ip",
+            &["-6", "route", "add", "default", "via", "2001:db8:1::1"],
+        );
+        run(
+            &router,
+            "ip",
+            &["-6", "route", "add", "default", "via", "2001:db8:2::1"],
+        );
+    }
+    TwoHops {
         router,
+        middle,
         speaker,
-        router_if: r_if,
-        speaker_if: s_if,
     }
 }
 

@@ -495,6 +495,14 @@ impl fmt::Display for BgpTable<'_> {
                 p.last_error.as_deref().unwrap_or("-"),
             )?;
             write_peer_families(f, p)?;
+            if let (Some(hops), Some(min_ttl)) = (p.ttl_security_hops, p.min_ttl) {
+                writeln!(
+                    f,
+                    "  ttl security (GTSM, RFC 5082): on, router {hops} hop{}: sends ttl {}, accepts ttl >= {min_ttl}",
+                    if hops == 1 { "" } else { "s" },
+                    p.ttl
+                )?;
+            }
         }
         write!(f, "VIPs with a serving backend: ")?;
         if r.vips.is_empty() {
@@ -823,6 +831,9 @@ mod tests {
                     state: "Active".into(),
                     families_offered: vec!["ipv4-unicast".into()],
                     extended_next_hop_offered: true,
+                    ttl_security_hops: Some(2),
+                    ttl: 255,
+                    min_ttl: Some(254),
                     ..Default::default()
                 },
             ],
@@ -839,10 +850,11 @@ mod tests {
             "{text}"
         );
         assert_eq!(
-            lines[5..7],
+            lines[5..8],
             [
                 "  families offered [ipv4-unicast], negotiated [none]; extended next hop (RFC 8950): offered, not negotiated",
                 "  ipv6 next hop none; local address -; ipv6 prefixes sent 0, skipped 0 (family not negotiated)",
+                "  ttl security (GTSM, RFC 5082): on, router 2 hops: sends ttl 255, accepts ttl >= 254",
             ],
             "{text}"
         );

@@ -169,6 +169,19 @@ pub struct BgpPeerReport {
     /// the IPv6 next hop. False while not Established.
     #[serde(default)]
     pub extended_next_hop: bool,
+    /// GTSM (RFC 5082): the router's configured distance in hops
+    /// (`ttl_security_hops`); we send with TTL 255 and accept segments
+    /// with at least `min_ttl`. `None`: off.
+    #[serde(default)]
+    pub ttl_security_hops: Option<u8>,
+    /// The TTL / hop limit of our packets (255 with GTSM, else
+    /// `multihop_ttl` or its default).
+    #[serde(default)]
+    pub ttl: u8,
+    /// With GTSM, the least TTL / hop limit accepted from the router:
+    /// 255 − (hops − 1).
+    #[serde(default)]
+    pub min_ttl: Option<u8>,
     pub updates_sent: u64,
     pub updates_received: u64,
     pub notifications_sent: u64,

@@ -396,6 +396,12 @@ fn fmt_bgp(f: &mut fmt::Formatter<'_>, bgp: &BgpPlan) -> fmt::Result {
             p.connect_retry_s,
             p.connect_retry_max_s
         )?;
+        if let (Some(hops), Some(min_ttl)) = (p.ttl_security_hops, p.min_ttl()) {
+            write!(
+                f,
+                ", GTSM (RFC 5082): {hops} hop(s), accepts ttl >= {min_ttl}"
+            )?;
+        }
         if p.md5_password.is_some() {
             write!(f, ", TCP-MD5")?;
         }

@@ -2,11 +2,14 @@
 //! problems already carry their full path, `bgp.peer[1].hold_time_s`),
 //! reported with the rest of the file's, and the checks only the whole file
 //! can do:
-//! * peers: an address (of either family) that is not the
-//!   gateway's own and is used by one peer only (advertisements name peers
-//!   by address); an eBGP peer without `multihop_ttl` (TTL 1) in the
-//!   connected subnet of a host address (the sessions are the kernel's
-//!   TCP, through the host path: only host addresses reach it); the source
+//! * peers: an address (of either family) that is not the gateway's own
+//!   and is used by one peer only (a link-local one with its `interface`:
+//!   the same fe80:: address on two interfaces is two routers, and an
+//!   advertisement naming that address goes to both); a directly connected
+//!   peer (eBGP without `multihop_ttl`, TTL 1, or GTSM with
+//!   `ttl_security_hops = 1`) in the connected subnet of a host address
+//!   (the sessions are the kernel's TCP, through the host path: only host
+//!   addresses reach it); the source
 //!   address a host address of a port; one router id for every peer
 //!   (RFC 4271 §4.2: the BGP Identifier "is the same for every local
 //!   interface and BGP peer"), which is one of the node or host addresses
@@ -101,21 +104,25 @@ impl Validator {
     ) {
         let node = ports.with_role(AddressRole::Node);
         let any_broken = !ports.broken.is_empty();
-        let mut first_at: HashMap<IpAddr, usize> = HashMap::new();
+        // A session is its address and, for a link-local one, its
+        // interface: the same fe80:: address on two links is two routers.
+        let mut first_at: HashMap<(IpAddr, Option<&str>), usize> = HashMap::new();
         for (i, peer) in bgp.peers.iter().enumerate() {
             let at = |field: &str| format!("bgp.peer[{i}].{field}");
             let ok = |field: &str| !flagged.contains(&at(field));
             if ok("address") {
                 let a = peer.address;
-                if let Some(first) = first_at.get(&a) {
+                let key = (a, peer.link_local_scope());
+                if let Some(first) = first_at.get(&key) {
+                    let on = key.1.map(|i| format!(" on {i}")).unwrap_or_default();
                     self.problem(
                         at("address"),
                         format!(
-                            "{a} is already the address of bgp.peer[{first}]: advertisements name peers by address, so a router has one session"
+                            "{a}{on} is already the address of bgp.peer[{first}]: a router has one session (only a link-local address is told apart by its interface)"
                         ),
                     );
                 } else {
-                    first_at.insert(a, i);
+                    first_at.insert(key, i);
                     self.peer_address(&at("address"), peer, ports, any_broken);
                 }
             }
@@ -229,7 +236,7 @@ impl Validator {
                 path,
                 format!("{a} is the gateway's own address ({})", owner.path),
             );
-        } else if peer.ttl() == 1
+        } else if peer.is_directly_connected()
             && !peer.is_link_local()
             && !any_broken
             && !ports.host.iter().any(|(net, _)| net.network().contains(a))
@@ -237,7 +244,7 @@ impl Validator {
             self.problem(
                 path,
                 format!(
-                    "{a} is in no host address's subnet, and eBGP packets have TTL 1: put the router on the subnet of a port's host_addresses or set multihop_ttl"
+                    "{a} is in no host address's subnet, and a directly connected router (eBGP TTL 1, or ttl_security_hops = 1) must be: put the router on the subnet of a port's host_addresses or set multihop_ttl (or ttl_security_hops) to its distance"
                 ),
             );
         }
