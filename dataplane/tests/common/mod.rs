@@ -25,6 +25,7 @@ use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
+pub mod handshake;
 pub mod ipv6;
 
 pub const OUTSIDE: u8 = 0;

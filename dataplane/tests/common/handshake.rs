@@ -1,0 +1,418 @@
+//! The SYN proxy's handshake through the fixture, step by step, in either
+//! family ([`Ends`]: [`V4`], [`V6`]): the cookie SYN-ACK, the backend SYN
+//! its ACK opens, the backend's SYN-ACK (the splice: an ACK to the backend
+//! and a window update to the client) and data both ways. Every step
+//! checks the frames sent byte for byte against frames built from scratch.
+//!
+//! The connection: the client (`CLIENT`/`CLIENT6`, [`CPORT`]) to the VIP's
+//! port 80, its ISN [`ISN`]; the backend's ISN [`BACKEND_ISN`]; the
+//! client's window after the handshake [`CLIENT_WINDOW`].
+
+use super::ipv6::*;
+use super::*;
+use dataplane::conntrack::{Flow, TcpState};
+use dataplane::flow::FlowKey6;
+use dataplane::packet::Verdict;
+use dataplane::wire::tcp::flags as F;
+use std::net::IpAddr;
+
+pub const ISN: u32 = 1_000_000;
+pub const BACKEND_ISN: u32 = 7_000_000;
+/// The (unscaled) window of the client's ACKs.
+pub const CLIENT_WINDOW: u16 = 502;
+/// The window scale the gateway announces to the client.
+pub const OUR_WSCALE: u8 = 7;
+
+/// One family's ends of the fixture's proxied connection: the frames each
+/// end sends or should receive (hop limit/TTL as given), and the flow.
+pub trait Ends {
+    /// From the client to the VIP's port 80, hop 64.
+    fn from_client(
+        &self,
+        flags: u8,
+        seq_ack: (u32, u32),
+        window: u16,
+        opts: &[u8],
+        data: &[u8],
+    ) -> Vec<u8>;
+    /// From the gateway (the VIP's port 80) to the client.
+    #[allow(clippy::too_many_arguments)]
+    fn to_client(
+        &self,
+        flags: u8,
+        seq_ack: (u32, u32),
+        window: u16,
+        opts: &[u8],
+        data: &[u8],
+        hop: u8,
+    ) -> Vec<u8>;
+    /// From the backend of the client's flow, hop 64.
+    #[allow(clippy::too_many_arguments)]
+    fn from_backend(
+        &self,
+        gw: &Gateway,
+        flags: u8,
+        seq_ack: (u32, u32),
+        window: u16,
+        opts: &[u8],
+        data: &[u8],
+    ) -> Vec<u8>;
+    /// From the gateway (the flow's SNAT tuple) to its backend.
+    #[allow(clippy::too_many_arguments)]
+    fn to_backend(
+        &self,
+        gw: &Gateway,
+        flags: u8,
+        seq_ack: (u32, u32),
+        window: u16,
+        opts: &[u8],
+        data: &[u8],
+        hop: u8,
+    ) -> Vec<u8>;
+    /// The sequence number of a frame of this family.
+    fn seq_of(&self, frame: &[u8]) -> u32;
+    /// The client's flow: whether it is SYN-proxied, its TCP state, and
+    /// the SNAT address it went out from.
+    fn flow(&self, gw: &Gateway) -> Option<(bool, Option<TcpState>, IpAddr)>;
+}
+
+/// IPv4: the fixture's `web` on VIP:80.
+pub struct V4;
+
+impl V4 {
+    fn reply(gw: &Gateway) -> dataplane::flow::FlowKey {
+        *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
+            .expect("the client's flow")
+            .reply()
+    }
+}
+
+impl Ends for V4 {
+    fn from_client(&self, flags: u8, (s, a): (u32, u32), w: u16, o: &[u8], d: &[u8]) -> Vec<u8> {
+        from_client(flags, s, a, w, o, d)
+    }
+
+    fn to_client(
+        &self,
+        flags: u8,
+        (s, a): (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+        hop: u8,
+    ) -> Vec<u8> {
+        to_client(flags, s, a, w, o, d, hop)
+    }
+
+    fn from_backend(
+        &self,
+        gw: &Gateway,
+        flags: u8,
+        (s, a): (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+    ) -> Vec<u8> {
+        from_backend(&Self::reply(gw), flags, s, a, w, o, d)
+    }
+
+    fn to_backend(
+        &self,
+        gw: &Gateway,
+        flags: u8,
+        (s, a): (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+        hop: u8,
+    ) -> Vec<u8> {
+        let r = Self::reply(gw);
+        tcp(
+            (IN_MAC, backend_mac(r.src_ip)),
+            (r.dst_ip, r.dst_port),
+            (r.src_ip, r.src_port),
+            flags,
+            s,
+            a,
+            w,
+            o,
+            d,
+            hop,
+        )
+    }
+
+    fn seq_of(&self, frame: &[u8]) -> u32 {
+        seq_of(frame)
+    }
+
+    fn flow(&self, gw: &Gateway) -> Option<(bool, Option<TcpState>, IpAddr)> {
+        let f = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)?;
+        Some((f.syn_proxied(), f.tcp_state(), f.reply().dst_ip.into()))
+    }
+}
+
+/// IPv6: `web6` on VIP6:80.
+pub struct V6;
+
+impl V6 {
+    fn reply(gw: &Gateway) -> FlowKey6 {
+        *flow6(gw, &client_key6())
+            .expect("the client's flow")
+            .reply()
+    }
+}
+
+/// The IPv6 flow of `key` (either direction), if tracked.
+pub fn flow6(gw: &Gateway, key: &FlowKey6) -> Option<Flow<std::net::Ipv6Addr>> {
+    let t = gw.worker.pipeline().ipv6()?;
+    let (id, _) = t.ct.lookup(key, t.ct.hash(key))?;
+    Some(*t.ct.flow(id))
+}
+
+/// The original key of the client's IPv6 flow to VIP6:80.
+pub fn client_key6() -> FlowKey6 {
+    FlowKey6::new(Proto::Tcp, CLIENT6, CPORT, VIP6, 80)
+}
+
+/// The MAC of the IPv6 backend at `addr`.
+fn backend6_mac_of(addr: std::net::Ipv6Addr) -> MacAddr {
+    backend6_mac(addr.segments()[7] - 0x10)
+}
+
+impl Ends for V6 {
+    fn from_client(&self, flags: u8, seq_ack: (u32, u32), w: u16, o: &[u8], d: &[u8]) -> Vec<u8> {
+        tcp6(
+            (CLIENT_MAC6, OUT_MAC),
+            (CLIENT6, CPORT),
+            (VIP6, 80),
+            flags,
+            seq_ack,
+            w,
+            o,
+            d,
+            64,
+        )
+    }
+
+    fn to_client(
+        &self,
+        flags: u8,
+        seq_ack: (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+        hop: u8,
+    ) -> Vec<u8> {
+        tcp6(
+            (OUT_MAC, CLIENT_MAC6),
+            (VIP6, 80),
+            (CLIENT6, CPORT),
+            flags,
+            seq_ack,
+            w,
+            o,
+            d,
+            hop,
+        )
+    }
+
+    fn from_backend(
+        &self,
+        gw: &Gateway,
+        flags: u8,
+        seq_ack: (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+    ) -> Vec<u8> {
+        let r = Self::reply(gw);
+        tcp6(
+            (backend6_mac_of(r.src_ip), IN_MAC),
+            (r.src_ip, r.src_port),
+            (r.dst_ip, r.dst_port),
+            flags,
+            seq_ack,
+            w,
+            o,
+            d,
+            64,
+        )
+    }
+
+    fn to_backend(
+        &self,
+        gw: &Gateway,
+        flags: u8,
+        seq_ack: (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+        hop: u8,
+    ) -> Vec<u8> {
+        let r = Self::reply(gw);
+        tcp6(
+            (IN_MAC, backend6_mac_of(r.src_ip)),
+            (r.dst_ip, r.dst_port),
+            (r.src_ip, r.src_port),
+            flags,
+            seq_ack,
+            w,
+            o,
+            d,
+            hop,
+        )
+    }
+
+    fn seq_of(&self, frame: &[u8]) -> u32 {
+        seq6_of(frame)
+    }
+
+    fn flow(&self, gw: &Gateway) -> Option<(bool, Option<TcpState>, IpAddr)> {
+        let f = flow6(gw, &client_key6())?;
+        Some((f.syn_proxied(), f.tcp_state(), f.reply().dst_ip.into()))
+    }
+}
+
+/// The client's SYN (window 64240, `syn_opts`) is answered with a SYN
+/// cookie: a SYN-ACK with `want_opts`, window 0, hop 64, and no flow.
+/// Returns the cookie.
+pub fn cookie_syn<E: Ends>(e: &E, gw: &mut Gateway, syn_opts: &[u8], want_opts: &[u8]) -> u32 {
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &e.from_client(F::SYN, (ISN, 0), 64240, syn_opts, b""),
+    );
+    assert_eq!(v, Verdict::Reply);
+    assert_eq!(out.len(), 1);
+    let cookie = e.seq_of(&out[0].1);
+    let want = e.to_client(F::SYN | F::ACK, (cookie, ISN + 1), 0, want_opts, b"", 64);
+    assert_eq!(out, vec![(OUTSIDE, want)]);
+    assert!(e.flow(gw).is_none(), "a SYN leaves no state");
+    cookie
+}
+
+/// The ACK of `cookie` becomes the backend SYN: the client's ISN, the
+/// options the cookie remembered (`want_opts`), window 65535, full NAT
+/// from `snat`, hop one lower. The flow is proxied, waiting for the
+/// backend.
+pub fn cookie_ack<E: Ends>(e: &E, gw: &mut Gateway, cookie: u32, want_opts: &[u8], snat: IpAddr) {
+    let before = gw.counters().syn_cookies_validated;
+    let ack = e.from_client(
+        F::ACK,
+        (ISN + 1, cookie.wrapping_add(1)),
+        CLIENT_WINDOW,
+        &[],
+        b"",
+    );
+    let (v, out) = gw.send(OUTSIDE, &ack);
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    let (proxied, state, from) = e.flow(gw).expect("proxied flow");
+    assert!(proxied);
+    assert_eq!(state, Some(TcpState::SynSent));
+    assert_eq!(from, snat);
+    let want = e.to_backend(gw, F::SYN, (ISN, 0), u16::MAX, want_opts, b"", 63);
+    assert_eq!(out, vec![(INSIDE, want)]);
+    assert_eq!(gw.counters().syn_cookies_validated, before + 1);
+}
+
+/// The backend's SYN-ACK (`window`, `opts` announcing window scale
+/// `backend_scale`) is acknowledged by the gateway (the client's ACK,
+/// hop 64); the client gets a window update in its scale
+/// ([`OUR_WSCALE`]). The flow is established and spliced.
+pub fn backend_synack<E: Ends>(
+    e: &E,
+    gw: &mut Gateway,
+    cookie: u32,
+    (window, opts, backend_scale): (u16, &[u8], u8),
+) {
+    let synack = e.from_backend(
+        gw,
+        F::SYN | F::ACK,
+        (BACKEND_ISN, ISN + 1),
+        window,
+        opts,
+        b"",
+    );
+    let (v, out) = gw.send(INSIDE, &synack);
+    assert_eq!(v, Verdict::Reply);
+    let update = e.to_client(
+        F::ACK,
+        (cookie.wrapping_add(1), ISN + 1),
+        client_window(window, backend_scale),
+        &[],
+        b"",
+        64,
+    );
+    let ack = e.to_backend(
+        gw,
+        F::ACK,
+        (ISN + 1, BACKEND_ISN + 1),
+        CLIENT_WINDOW,
+        &[],
+        b"",
+        64,
+    );
+    assert_eq!(out, vec![(OUTSIDE, update), (INSIDE, ack)]);
+    let (_, state, _) = e.flow(gw).expect("the flow");
+    assert_eq!(state, Some(TcpState::Established));
+    assert_eq!(gw.counters().syn_proxy_spliced, 1);
+}
+
+/// A backend window (scale `backend_scale`) in the client's scale.
+pub fn client_window(window: u16, backend_scale: u8) -> u16 {
+    (u32::from(window) << backend_scale >> OUR_WSCALE) as u16
+}
+
+/// Data both ways after the splice: the client's `request` reaches the
+/// backend with its acknowledgment in the backend's sequence space; the
+/// backend's `response` (window `window`) reaches the client with its
+/// sequence number in the cookie's space and the window in the client's
+/// scale. Returns the frame the client got.
+pub fn data_both_ways<E: Ends>(
+    e: &E,
+    gw: &mut Gateway,
+    cookie: u32,
+    request: &[u8],
+    (response, window, backend_scale): (&[u8], u16, u8),
+) -> Vec<u8> {
+    let seg = e.from_client(
+        F::ACK | F::PSH,
+        (ISN + 1, cookie.wrapping_add(1)),
+        CLIENT_WINDOW,
+        &[],
+        request,
+    );
+    let (v, out) = gw.send(OUTSIDE, &seg);
+    assert_eq!(v, Verdict::Forward(INSIDE));
+    let want = e.to_backend(
+        gw,
+        F::ACK | F::PSH,
+        (ISN + 1, BACKEND_ISN + 1),
+        CLIENT_WINDOW,
+        &[],
+        request,
+        63,
+    );
+    assert_eq!(out, vec![(INSIDE, want)]);
+
+    let acked = ISN + 1 + request.len() as u32;
+    let seg = e.from_backend(
+        gw,
+        F::ACK | F::PSH,
+        (BACKEND_ISN + 1, acked),
+        window,
+        &[],
+        response,
+    );
+    let (v, out) = gw.send(INSIDE, &seg);
+    assert_eq!(v, Verdict::Forward(OUTSIDE));
+    let want = e.to_client(
+        F::ACK | F::PSH,
+        (cookie.wrapping_add(1), acked),
+        client_window(window, backend_scale),
+        &[],
+        response,
+        63,
+    );
+    assert_eq!(out, vec![(OUTSIDE, want.clone())]);
+    want
+}
