@@ -22,7 +22,7 @@ mod common;
 use common::bulk::{bulk_server, curl, object, put, www_with};
 use common::{gateway_with, number, port_counter, stats, topology};
 use portico::demo::topology::{ServiceOptions, Topology, VIP, VIP6, backend_addr, backend_addr6};
-use portico_tests::{Process, TempDir};
+use portico_tests::TempDir;
 use serde_json::Value;
 use std::time::Duration;
 

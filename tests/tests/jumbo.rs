@@ -27,7 +27,7 @@ use common::{gateway_with, port_counter, stats, topology_on};
 use portico::demo::kernel_path;
 use portico::demo::topology::{DriverKind, NODE_ADDR, ServiceOptions, Topology, VIP, backend_addr};
 use portico_netns::Netns;
-use portico_tests::{Process, TempDir, have};
+use portico_tests::have;
 use serde_json::Value;
 use std::time::Duration;
 
