@@ -149,7 +149,8 @@ pub(super) fn spec(mask: u8) -> SnapshotSpec {
 }
 
 /// The worker's pipeline: [`FLOW_CAPACITY`] flows per family, 32 SNAT
-/// ports.
+/// ports (per family: the IPv6 allocator takes the same range), 64
+/// quarantine entries.
 pub(super) fn pipeline_config() -> PipelineConfig {
     PipelineConfig {
         worker: 0,
@@ -163,6 +164,10 @@ pub(super) fn pipeline_config() -> PipelineConfig {
         snat: SnatConfig {
             addrs: vec![SNAT],
             port_range: 40_000..=40_031,
+            // 64 of the default 262,144 (12 MiB per family, built afresh
+            // for every input): the overflow (the oldest forgotten early)
+            // is reached too.
+            quarantine_capacity: 64,
             ..SnatConfig::default()
         },
         affinity_capacity: 64,

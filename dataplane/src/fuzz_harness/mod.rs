@@ -145,7 +145,15 @@ impl SequenceHarness {
         let snapshot = builder.build(&spec(0b111)).expect("harness spec builds");
         let publisher = Publisher::new(snapshot);
         let clock = ManualClock::new(1_000);
-        let mem = MemConfig::default();
+        // A pool of 512 frames (of the default 4096): enough for any step
+        // (one batch of 64 and what it generates), and each input builds
+        // its gateway afresh, so a smaller pool is many more inputs per
+        // second.
+        let mem = MemConfig {
+            pool_frames: 512,
+            ring_frames: 128,
+            ..MemConfig::default()
+        };
         let pool_frames = mem.pool_frames;
         let worker = Worker::new(
             &WorkerConfig {
