@@ -63,6 +63,14 @@ pub(super) fn backend_mac(i: u8) -> MacAddr {
     MacAddr([0x02, 0xbb, 0, 0, 0, 10 + i])
 }
 
+/// The MAC of the backend at `addr` ([`backend_ip`] or [`backend6`]).
+pub(super) fn backend_mac_of(addr: IpAddr) -> MacAddr {
+    backend_mac(match addr {
+        IpAddr::V4(a) => a.octets()[3].wrapping_sub(10),
+        IpAddr::V6(a) => a.octets()[15].wrapping_sub(0x10),
+    })
+}
+
 pub(super) fn client(i: u8) -> Ipv4Addr {
     Ipv4Addr::new(198, 51, 100, 1 + (i & 7))
 }

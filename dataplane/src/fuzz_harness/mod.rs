@@ -324,48 +324,27 @@ impl SequenceHarness {
     /// A backend's TCP segment (or UDP datagram) on a live flow (op 2).
     fn backend_reply(&mut self, ops: &mut Operands<'_>) -> u64 {
         let (pick, flags, seq, ack) = (ops.byte(), ops.byte(), ops.u32(), ops.u32());
-        if pick & 0x80 != 0 {
-            let Some(r) = self.live_reply6(pick) else {
-                return 0;
-            };
-            let frame = build::eth_ipv6_tcp(
-                backend_mac(0),
-                IN_MAC,
-                (r.src_ip, r.src_port),
-                (r.dst_ip, r.dst_port),
-                flags,
-                seq,
-                ack,
-                b"",
-            );
-            return self.send(INSIDE, &frame);
-        }
-        let Some(reply) = self.live_reply(pick) else {
+        let reply = if pick & 0x80 != 0 {
+            self.live_reply6(pick).map(|r| {
+                let ends = ((r.src_ip.into(), r.src_port), (r.dst_ip.into(), r.dst_port));
+                (r.proto, ends)
+            })
+        } else {
+            self.live_reply(pick).map(|r| {
+                let ends = ((r.src_ip.into(), r.src_port), (r.dst_ip.into(), r.dst_port));
+                (r.proto, ends)
+            })
+        };
+        let Some((proto, (src, dst))) = reply else {
             return 0;
         };
-        let mac = backend_mac(reply.src_ip.octets()[3].wrapping_sub(10));
-        let frame = match reply.proto {
-            Proto::Tcp => build::eth_ipv4_tcp(
-                mac,
-                IN_MAC,
-                reply.src_ip,
-                reply.src_port,
-                reply.dst_ip,
-                reply.dst_port,
-                flags,
-                seq,
-                ack,
-                b"",
-            ),
-            _ => build::eth_ipv4_udp(
-                mac,
-                IN_MAC,
-                reply.src_ip,
-                reply.src_port,
-                reply.dst_ip,
-                reply.dst_port,
-                b"a",
-            ),
+        let mac = backend_mac_of(src.0);
+        let frame = match (proto, src.0, dst.0) {
+            (Proto::Tcp, ..) => tcp_frame((mac, IN_MAC), (src, dst), (flags, seq, ack), &[], b""),
+            (_, IpAddr::V4(s), IpAddr::V4(d)) => {
+                build::eth_ipv4_udp(mac, IN_MAC, s, src.1, d, dst.1, b"a")
+            }
+            _ => return 0,
         };
         self.send(INSIDE, &frame)
     }
@@ -398,7 +377,7 @@ impl SequenceHarness {
             let inner = build::ipv6_packet(r.dst_ip, r.src_ip, 6, 63, &l4);
             let keep = inner.len().saturating_sub(usize::from(cut % 24));
             let frame = build::eth_ipv6_icmpv6(
-                (backend_mac(0), IN_MAC),
+                (backend_mac_of(r.src_ip.into()), IN_MAC),
                 (r.src_ip, r.dst_ip),
                 (1 + icmp_type % 4, icmp_type >> 4, 1280),
                 inner.get(..keep).unwrap_or_default(),
@@ -418,7 +397,7 @@ impl SequenceHarness {
         let keep = inner.len().saturating_sub(usize::from(cut % 24));
         let types = [3, 11, 12, 5];
         let frame = build::eth_ipv4_icmp_error(
-            backend_mac(reply.src_ip.octets()[3].wrapping_sub(10)),
+            backend_mac_of(reply.src_ip.into()),
             IN_MAC,
             reply.src_ip,
             reply.dst_ip,

@@ -23,22 +23,18 @@ pub const CLIENT_WINDOW: u16 = 502;
 /// The window scale the gateway announces to the client.
 pub const OUR_WSCALE: u8 = 7;
 
+/// An end of a TCP connection: its MAC and its address and port.
+pub type End = (MacAddr, (IpAddr, u16));
+
 /// One family's ends of the fixture's proxied connection: the frames each
 /// end sends or should receive (hop limit/TTL as given), and the flow.
 pub trait Ends {
-    /// From the client to the VIP's port 80, hop 64.
-    fn from_client(
-        &self,
-        flags: u8,
-        seq_ack: (u32, u32),
-        window: u16,
-        opts: &[u8],
-        data: &[u8],
-    ) -> Vec<u8>;
-    /// From the gateway (the VIP's port 80) to the client.
+    /// An Ethernet/IP/TCP frame of this family built from scratch.
     #[allow(clippy::too_many_arguments)]
-    fn to_client(
+    fn frame(
         &self,
+        from: End,
+        to: End,
         flags: u8,
         seq_ack: (u32, u32),
         window: u16,
@@ -46,6 +42,39 @@ pub trait Ends {
         data: &[u8],
         hop: u8,
     ) -> Vec<u8>;
+    /// The client (its router's MAC) and the VIP's port 80 (the
+    /// gateway's outside MAC).
+    fn client_and_vip(&self) -> (End, End);
+    /// The backend of the client's flow and the flow's SNAT tuple (the
+    /// gateway's inside MAC).
+    fn backend_and_snat(&self, gw: &Gateway) -> (End, End);
+    /// The sequence number of a frame of this family.
+    fn seq_of(&self, frame: &[u8]) -> u32;
+    /// The client's flow: whether it is SYN-proxied, its TCP state, and
+    /// the SNAT address it went out from.
+    fn flow(&self, gw: &Gateway) -> Option<(bool, Option<TcpState>, IpAddr)>;
+
+    /// From the client to the VIP's port 80, hop 64.
+    fn from_client(&self, flags: u8, seq_ack: (u32, u32), w: u16, o: &[u8], d: &[u8]) -> Vec<u8> {
+        let (client, vip) = self.client_and_vip();
+        self.frame(client, vip, flags, seq_ack, w, o, d, 64)
+    }
+
+    /// From the gateway (the VIP's port 80) to the client.
+    #[allow(clippy::too_many_arguments)]
+    fn to_client(
+        &self,
+        flags: u8,
+        seq_ack: (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+        hop: u8,
+    ) -> Vec<u8> {
+        let (client, vip) = self.client_and_vip();
+        self.frame(vip, client, flags, seq_ack, w, o, d, hop)
+    }
+
     /// From the backend of the client's flow, hop 64.
     #[allow(clippy::too_many_arguments)]
     fn from_backend(
@@ -53,10 +82,14 @@ pub trait Ends {
         gw: &Gateway,
         flags: u8,
         seq_ack: (u32, u32),
-        window: u16,
-        opts: &[u8],
-        data: &[u8],
-    ) -> Vec<u8>;
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+    ) -> Vec<u8> {
+        let (backend, snat) = self.backend_and_snat(gw);
+        self.frame(backend, snat, flags, seq_ack, w, o, d, 64)
+    }
+
     /// From the gateway (the flow's SNAT tuple) to its backend.
     #[allow(clippy::too_many_arguments)]
     fn to_backend(
@@ -64,36 +97,24 @@ pub trait Ends {
         gw: &Gateway,
         flags: u8,
         seq_ack: (u32, u32),
-        window: u16,
-        opts: &[u8],
-        data: &[u8],
+        w: u16,
+        o: &[u8],
+        d: &[u8],
         hop: u8,
-    ) -> Vec<u8>;
-    /// The sequence number of a frame of this family.
-    fn seq_of(&self, frame: &[u8]) -> u32;
-    /// The client's flow: whether it is SYN-proxied, its TCP state, and
-    /// the SNAT address it went out from.
-    fn flow(&self, gw: &Gateway) -> Option<(bool, Option<TcpState>, IpAddr)>;
+    ) -> Vec<u8> {
+        let (backend, snat) = self.backend_and_snat(gw);
+        self.frame(snat, backend, flags, seq_ack, w, o, d, hop)
+    }
 }
 
 /// IPv4: the fixture's `web` on VIP:80.
 pub struct V4;
 
-impl V4 {
-    fn reply(gw: &Gateway) -> dataplane::flow::FlowKey {
-        *gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
-            .expect("the client's flow")
-            .reply()
-    }
-}
-
 impl Ends for V4 {
-    fn from_client(&self, flags: u8, (s, a): (u32, u32), w: u16, o: &[u8], d: &[u8]) -> Vec<u8> {
-        from_client(flags, s, a, w, o, d)
-    }
-
-    fn to_client(
+    fn frame(
         &self,
+        from: End,
+        to: End,
         flags: u8,
         (s, a): (u32, u32),
         w: u16,
@@ -101,36 +122,13 @@ impl Ends for V4 {
         d: &[u8],
         hop: u8,
     ) -> Vec<u8> {
-        to_client(flags, s, a, w, o, d, hop)
-    }
-
-    fn from_backend(
-        &self,
-        gw: &Gateway,
-        flags: u8,
-        (s, a): (u32, u32),
-        w: u16,
-        o: &[u8],
-        d: &[u8],
-    ) -> Vec<u8> {
-        from_backend(&Self::reply(gw), flags, s, a, w, o, d)
-    }
-
-    fn to_backend(
-        &self,
-        gw: &Gateway,
-        flags: u8,
-        (s, a): (u32, u32),
-        w: u16,
-        o: &[u8],
-        d: &[u8],
-        hop: u8,
-    ) -> Vec<u8> {
-        let r = Self::reply(gw);
+        let (IpAddr::V4(src), IpAddr::V4(dst)) = (from.1.0, to.1.0) else {
+            panic!("IPv4 ends");
+        };
         tcp(
-            (IN_MAC, backend_mac(r.src_ip)),
-            (r.dst_ip, r.dst_port),
-            (r.src_ip, r.src_port),
+            (from.0, to.0),
+            (src, from.1.1),
+            (dst, to.1.1),
             flags,
             s,
             a,
@@ -138,6 +136,24 @@ impl Ends for V4 {
             o,
             d,
             hop,
+        )
+    }
+
+    fn client_and_vip(&self) -> (End, End) {
+        (
+            (ROUTER_MAC, (CLIENT.into(), CPORT)),
+            (OUT_MAC, (VIP.into(), 80)),
+        )
+    }
+
+    fn backend_and_snat(&self, gw: &Gateway) -> (End, End) {
+        let r = *gw
+            .flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
+            .expect("the client's flow")
+            .reply();
+        (
+            (backend_mac(r.src_ip), (r.src_ip.into(), r.src_port)),
+            (IN_MAC, (r.dst_ip.into(), r.dst_port)),
         )
     }
 
@@ -154,14 +170,6 @@ impl Ends for V4 {
 /// IPv6: `web6` on VIP6:80.
 pub struct V6;
 
-impl V6 {
-    fn reply(gw: &Gateway) -> FlowKey6 {
-        *flow6(gw, &client_key6())
-            .expect("the client's flow")
-            .reply()
-    }
-}
-
 /// The IPv6 flow of `key` (either direction), if tracked.
 pub fn flow6(gw: &Gateway, key: &FlowKey6) -> Option<Flow<std::net::Ipv6Addr>> {
     let t = gw.worker.pipeline().ipv6()?;
@@ -174,28 +182,11 @@ pub fn client_key6() -> FlowKey6 {
     FlowKey6::new(Proto::Tcp, CLIENT6, CPORT, VIP6, 80)
 }
 
-/// The MAC of the IPv6 backend at `addr`.
-fn backend6_mac_of(addr: std::net::Ipv6Addr) -> MacAddr {
-    backend6_mac(addr.segments()[7] - 0x10)
-}
-
 impl Ends for V6 {
-    fn from_client(&self, flags: u8, seq_ack: (u32, u32), w: u16, o: &[u8], d: &[u8]) -> Vec<u8> {
-        tcp6(
-            (CLIENT_MAC6, OUT_MAC),
-            (CLIENT6, CPORT),
-            (VIP6, 80),
-            flags,
-            seq_ack,
-            w,
-            o,
-            d,
-            64,
-        )
-    }
-
-    fn to_client(
+    fn frame(
         &self,
+        from: End,
+        to: End,
         flags: u8,
         seq_ack: (u32, u32),
         w: u16,
@@ -203,10 +194,13 @@ impl Ends for V6 {
         d: &[u8],
         hop: u8,
     ) -> Vec<u8> {
+        let (IpAddr::V6(src), IpAddr::V6(dst)) = (from.1.0, to.1.0) else {
+            panic!("IPv6 ends");
+        };
         tcp6(
-            (OUT_MAC, CLIENT_MAC6),
-            (VIP6, 80),
-            (CLIENT6, CPORT),
+            (from.0, to.0),
+            (src, from.1.1),
+            (dst, to.1.1),
             flags,
             seq_ack,
             w,
@@ -216,50 +210,20 @@ impl Ends for V6 {
         )
     }
 
-    fn from_backend(
-        &self,
-        gw: &Gateway,
-        flags: u8,
-        seq_ack: (u32, u32),
-        w: u16,
-        o: &[u8],
-        d: &[u8],
-    ) -> Vec<u8> {
-        let r = Self::reply(gw);
-        tcp6(
-            (backend6_mac_of(r.src_ip), IN_MAC),
-            (r.src_ip, r.src_port),
-            (r.dst_ip, r.dst_port),
-            flags,
-            seq_ack,
-            w,
-            o,
-            d,
-            64,
+    fn client_and_vip(&self) -> (End, End) {
+        (
+            (CLIENT_MAC6, (CLIENT6.into(), CPORT)),
+            (OUT_MAC, (VIP6.into(), 80)),
         )
     }
 
-    fn to_backend(
-        &self,
-        gw: &Gateway,
-        flags: u8,
-        seq_ack: (u32, u32),
-        w: u16,
-        o: &[u8],
-        d: &[u8],
-        hop: u8,
-    ) -> Vec<u8> {
-        let r = Self::reply(gw);
-        tcp6(
-            (IN_MAC, backend6_mac_of(r.src_ip)),
-            (r.dst_ip, r.dst_port),
-            (r.src_ip, r.src_port),
-            flags,
-            seq_ack,
-            w,
-            o,
-            d,
-            hop,
+    fn backend_and_snat(&self, gw: &Gateway) -> (End, End) {
+        let r = *flow6(gw, &client_key6())
+            .expect("the client's flow")
+            .reply();
+        (
+            (backend6_mac_of(r.src_ip), (r.src_ip.into(), r.src_port)),
+            (IN_MAC, (r.dst_ip.into(), r.dst_port)),
         )
     }
 
