@@ -70,7 +70,7 @@ fn a_forged_ipv6_cookie_is_dropped_and_counted() {
     let cookie = cookie_syn(&V6, &mut gw, CLIENT_SYN_OPTS, SYNACK_OPTS);
     let (v, out) = gw.send(
         OUTSIDE,
-        &V6.from_client(F::ACK, (ISN + 1, cookie.wrapping_add(2)), 502, &[], b""),
+        &V6.client_sends(F::ACK, (ISN + 1, cookie.wrapping_add(2)), 502, &[], b""),
     );
     assert_eq!(v, Verdict::Drop(DropReason::SynCookieInvalid));
     assert!(out.is_empty());
@@ -102,27 +102,27 @@ fn the_reset_policy_answers_ipv6_segments_without_a_flow_or_backend_with_a_rst()
     web.tcp_backend_gone = BackendGonePolicy::Reset;
     let mut gw = gateway_with(web.clone(), pipeline_config(0, 1));
     // No flow: RST with the segment's acknowledgment as its sequence.
-    let (v, out) = gw.send(OUTSIDE, &V6.from_client(F::ACK, (5, 77), 502, &[], b"x"));
+    let (v, out) = gw.send(OUTSIDE, &V6.client_sends(F::ACK, (5, 77), 502, &[], b"x"));
     assert_eq!(v, Verdict::Reply);
     assert_eq!(
         out,
-        vec![(OUTSIDE, V6.to_client(F::RST, (77, 0), 0, &[], b"", 64))]
+        vec![(OUTSIDE, V6.client_gets(F::RST, (77, 0), 0, &[], b"", 64))]
     );
 
     // A flow whose backend left: removed, and the client gets a RST.
-    let (v, _) = gw.send(OUTSIDE, &V6.from_client(F::SYN, (ISN, 0), 64240, &[], b""));
+    let (v, _) = gw.send(OUTSIDE, &V6.client_sends(F::SYN, (ISN, 0), 64240, &[], b""));
     assert_eq!(v, Verdict::Forward(INSIDE));
     let mut moved = web6(&[1]);
     moved.tcp_backend_gone = BackendGonePolicy::Reset;
     gw.swap_spec(&spec6(vec![moved]));
     let (v, out) = gw.send(
         OUTSIDE,
-        &V6.from_client(F::ACK, (ISN + 1, 900), 502, &[], b""),
+        &V6.client_sends(F::ACK, (ISN + 1, 900), 502, &[], b""),
     );
     assert_eq!(v, Verdict::Reply);
     assert_eq!(
         out,
-        vec![(OUTSIDE, V6.to_client(F::RST, (900, 0), 0, &[], b"", 64))]
+        vec![(OUTSIDE, V6.client_gets(F::RST, (900, 0), 0, &[], b"", 64))]
     );
     assert!(flow6(&gw, &client_key6()).is_none());
     let c = gw.counters();

@@ -37,13 +37,13 @@ fn syn(gw: &mut Gateway) -> u32 {
 fn handshake(gw: &mut Gateway) -> (u32, Vec<(u8, Vec<u8>)>) {
     let cookie = syn(gw);
     cookie_ack(&V4, gw, cookie, SYNACK_OPTS, SNAT.into());
-    let backend_syn = V4.to_backend(gw, F::SYN, (ISN, 0), u16::MAX, SYNACK_OPTS, b"", 63);
+    let backend_syn = V4.backend_gets(gw, F::SYN, (ISN, 0), u16::MAX, SYNACK_OPTS, b"", 63);
     (cookie, vec![(INSIDE, backend_syn)])
 }
 
 /// The backend's SYN-ACK: window 29200, MSS 1400, window scale 5.
 fn backend_synack_frame(gw: &Gateway) -> Vec<u8> {
-    V4.from_backend(
+    V4.backend_sends(
         gw,
         F::SYN | F::ACK,
         (BACKEND_ISN, ISN + 1),

@@ -2,7 +2,7 @@
 //! into a sequence of frames and events driven through a whole worker —
 //! parse, conntrack, SNAT, NAT, the SYN proxy, RSTs, challenge ACKs,
 //! neighbours, expiry, in both families — on a small gateway (the mem
-//! driver, a manual clock, 16 flows, 32 SNAT ports; [`gateway`] has its
+//! driver, a manual clock, 16 flows, 32 SNAT ports; `gateway.rs` has its
 //! services), with the invariants checked after every step.
 //!
 //! Used by the libFuzzer target `dataplane/fuzz/fuzz_targets/pipeline_sequence.rs`
@@ -10,7 +10,7 @@
 //! which also replays the committed seeds). Not on any packet path.
 //!
 //! Invariants checked after every step ([`Violation`] names the first that
-//! breaks; [`check`] has them):
+//! breaks; `check.rs` has them):
 //! * the conntrack table holds at most its capacity;
 //! * every live flow is found by its original key (as `Original`) and by
 //!   its reply key (as `Reply`) — the index and the slab agree;
@@ -31,7 +31,7 @@
 //!
 //! | op | step | operands |
 //! |---|---|---|
-//! | 0 | client TCP segment | source port (low 4 bits), flags, seq, ack, `to`, payload (as many bytes as the opcode's high 4 bits say); `to` bit 0: the IPv4 NodePort, bit 1: IPv6, bits 2–4: the service ([`gateway::TCP_PORTS`]), bit 5: SYN options (MSS, SACK, window scale), bit 6: timestamps |
+//! | 0 | client TCP segment | source port (low 4 bits), flags, seq, ack, `to`, payload (as many bytes as the opcode's high 4 bits say); `to` bit 0: the IPv4 NodePort, bit 1: IPv6, bits 2–4: the service (`gateway::TCP_PORTS`), bit 5: SYN options (MSS, SACK, window scale), bit 6: timestamps |
 //! | 1 | client UDP datagram to `dns` | source port, payload (as op 0) |
 //! | 2 | backend reply to a live flow | flow pick (bit 7: IPv6), flags, seq, ack |
 //! | 2 + bit 3 | the peer's answer to the gateway's last TCP segment | which (bit 0: the backend's, else the client's; bit 1: IPv6; bits 2–4: payload length), flags, seq and ack deltas (signed): with deltas 0, a client's ACK of a SYN-ACK carries a valid SYN cookie (and echoes its timestamp), a backend's SYN-ACK answers the proxied flow's SYN |
@@ -44,7 +44,7 @@
 //! Any byte string is a valid input.
 
 mod check;
-pub mod gateway;
+mod gateway;
 mod seeds;
 mod segment;
 

@@ -55,14 +55,14 @@ pub trait Ends {
     fn flow(&self, gw: &Gateway) -> Option<(bool, Option<TcpState>, IpAddr)>;
 
     /// From the client to the VIP's port 80, hop 64.
-    fn from_client(&self, flags: u8, seq_ack: (u32, u32), w: u16, o: &[u8], d: &[u8]) -> Vec<u8> {
+    fn client_sends(&self, flags: u8, seq_ack: (u32, u32), w: u16, o: &[u8], d: &[u8]) -> Vec<u8> {
         let (client, vip) = self.client_and_vip();
         self.frame(client, vip, flags, seq_ack, w, o, d, 64)
     }
 
     /// From the gateway (the VIP's port 80) to the client.
     #[allow(clippy::too_many_arguments)]
-    fn to_client(
+    fn client_gets(
         &self,
         flags: u8,
         seq_ack: (u32, u32),
@@ -77,7 +77,7 @@ pub trait Ends {
 
     /// From the backend of the client's flow, hop 64.
     #[allow(clippy::too_many_arguments)]
-    fn from_backend(
+    fn backend_sends(
         &self,
         gw: &Gateway,
         flags: u8,
@@ -92,7 +92,7 @@ pub trait Ends {
 
     /// From the gateway (the flow's SNAT tuple) to its backend.
     #[allow(clippy::too_many_arguments)]
-    fn to_backend(
+    fn backend_gets(
         &self,
         gw: &Gateway,
         flags: u8,
@@ -243,12 +243,12 @@ impl Ends for V6 {
 pub fn cookie_syn<E: Ends>(e: &E, gw: &mut Gateway, syn_opts: &[u8], want_opts: &[u8]) -> u32 {
     let (v, out) = gw.send(
         OUTSIDE,
-        &e.from_client(F::SYN, (ISN, 0), 64240, syn_opts, b""),
+        &e.client_sends(F::SYN, (ISN, 0), 64240, syn_opts, b""),
     );
     assert_eq!(v, Verdict::Reply);
     assert_eq!(out.len(), 1);
     let cookie = e.seq_of(&out[0].1);
-    let want = e.to_client(F::SYN | F::ACK, (cookie, ISN + 1), 0, want_opts, b"", 64);
+    let want = e.client_gets(F::SYN | F::ACK, (cookie, ISN + 1), 0, want_opts, b"", 64);
     assert_eq!(out, vec![(OUTSIDE, want)]);
     assert!(e.flow(gw).is_none(), "a SYN leaves no state");
     cookie
@@ -260,7 +260,7 @@ pub fn cookie_syn<E: Ends>(e: &E, gw: &mut Gateway, syn_opts: &[u8], want_opts: 
 /// backend.
 pub fn cookie_ack<E: Ends>(e: &E, gw: &mut Gateway, cookie: u32, want_opts: &[u8], snat: IpAddr) {
     let before = gw.counters().syn_cookies_validated;
-    let ack = e.from_client(
+    let ack = e.client_sends(
         F::ACK,
         (ISN + 1, cookie.wrapping_add(1)),
         CLIENT_WINDOW,
@@ -273,7 +273,7 @@ pub fn cookie_ack<E: Ends>(e: &E, gw: &mut Gateway, cookie: u32, want_opts: &[u8
     assert!(proxied);
     assert_eq!(state, Some(TcpState::SynSent));
     assert_eq!(from, snat);
-    let want = e.to_backend(gw, F::SYN, (ISN, 0), u16::MAX, want_opts, b"", 63);
+    let want = e.backend_gets(gw, F::SYN, (ISN, 0), u16::MAX, want_opts, b"", 63);
     assert_eq!(out, vec![(INSIDE, want)]);
     assert_eq!(gw.counters().syn_cookies_validated, before + 1);
 }
@@ -288,7 +288,7 @@ pub fn backend_synack<E: Ends>(
     cookie: u32,
     (window, opts, backend_scale): (u16, &[u8], u8),
 ) {
-    let synack = e.from_backend(
+    let synack = e.backend_sends(
         gw,
         F::SYN | F::ACK,
         (BACKEND_ISN, ISN + 1),
@@ -298,7 +298,7 @@ pub fn backend_synack<E: Ends>(
     );
     let (v, out) = gw.send(INSIDE, &synack);
     assert_eq!(v, Verdict::Reply);
-    let update = e.to_client(
+    let update = e.client_gets(
         F::ACK,
         (cookie.wrapping_add(1), ISN + 1),
         client_window(window, backend_scale),
@@ -306,7 +306,7 @@ pub fn backend_synack<E: Ends>(
         b"",
         64,
     );
-    let ack = e.to_backend(
+    let ack = e.backend_gets(
         gw,
         F::ACK,
         (ISN + 1, BACKEND_ISN + 1),
@@ -338,7 +338,7 @@ pub fn data_both_ways<E: Ends>(
     request: &[u8],
     (response, window, backend_scale): (&[u8], u16, u8),
 ) -> Vec<u8> {
-    let seg = e.from_client(
+    let seg = e.client_sends(
         F::ACK | F::PSH,
         (ISN + 1, cookie.wrapping_add(1)),
         CLIENT_WINDOW,
@@ -347,7 +347,7 @@ pub fn data_both_ways<E: Ends>(
     );
     let (v, out) = gw.send(OUTSIDE, &seg);
     assert_eq!(v, Verdict::Forward(INSIDE));
-    let want = e.to_backend(
+    let want = e.backend_gets(
         gw,
         F::ACK | F::PSH,
         (ISN + 1, BACKEND_ISN + 1),
@@ -359,7 +359,7 @@ pub fn data_both_ways<E: Ends>(
     assert_eq!(out, vec![(INSIDE, want)]);
 
     let acked = ISN + 1 + request.len() as u32;
-    let seg = e.from_backend(
+    let seg = e.backend_sends(
         gw,
         F::ACK | F::PSH,
         (BACKEND_ISN + 1, acked),
@@ -369,7 +369,7 @@ pub fn data_both_ways<E: Ends>(
     );
     let (v, out) = gw.send(INSIDE, &seg);
     assert_eq!(v, Verdict::Forward(OUTSIDE));
-    let want = e.to_client(
+    let want = e.client_gets(
         F::ACK | F::PSH,
         (cookie.wrapping_add(1), acked),
         client_window(window, backend_scale),
