@@ -47,27 +47,27 @@ const SYNACK_OPTS: &[u8] = &[2, 4, 0x05, 0xa0, 1, 3, 3, 7];
 #[test]
 fn an_ipv6_syn_gets_a_cookie_its_ack_opens_the_backend_and_both_spaces_are_spliced() {
     let mut gw = proxied_web6();
-    let cookie = cookie_syn(&V6, &mut gw, CLIENT_SYN_OPTS, SYNACK_OPTS);
+    let cookie = cookie_syn(V6, &mut gw, CLIENT_SYN_OPTS, SYNACK_OPTS);
     assert_eq!(gw.counters().syn_cookies_sent, 1);
     // The ACK of the cookie becomes the backend SYN: the client's ISN, its
     // MSS and window scale from the cookie, full NAT, hop limit one lower.
-    cookie_ack(&V6, &mut gw, cookie, SYNACK_OPTS, SNAT6.into());
+    cookie_ack(V6, &mut gw, cookie, SYNACK_OPTS, SNAT6.into());
     // The backend's SYN-ACK (window scale 5) is acknowledged by the
     // gateway; the client gets a window update in its scale (7).
     backend_synack(
-        &V6,
+        V6,
         &mut gw,
         cookie,
         (29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5], 5),
     );
-    data_both_ways(&V6, &mut gw, cookie, b"GET /", (b"HTTP/1.1 200", 29200, 5));
+    data_both_ways(V6, &mut gw, cookie, b"GET /", (b"HTTP/1.1 200", 29200, 5));
     assert_eq!(gw.counters().total_drops(), 0);
 }
 
 #[test]
 fn a_forged_ipv6_cookie_is_dropped_and_counted() {
     let mut gw = proxied_web6();
-    let cookie = cookie_syn(&V6, &mut gw, CLIENT_SYN_OPTS, SYNACK_OPTS);
+    let cookie = cookie_syn(V6, &mut gw, CLIENT_SYN_OPTS, SYNACK_OPTS);
     let (v, out) = gw.send(
         OUTSIDE,
         &V6.client_sends(F::ACK, (ISN + 1, cookie.wrapping_add(2)), 502, &[], b""),

@@ -29,14 +29,14 @@ const SYNACK_OPTS: &[u8] = &[2, 4, 0x05, 0xb4, 1, 3, 3, 7];
 
 /// Send the client's SYN; returns the cookie of the SYN-ACK (checked).
 fn syn(gw: &mut Gateway) -> u32 {
-    cookie_syn(&V4, gw, CLIENT_SYN_OPTS, SYNACK_OPTS)
+    cookie_syn(V4, gw, CLIENT_SYN_OPTS, SYNACK_OPTS)
 }
 
 /// SYN, then the ACK of the cookie: returns the cookie and the frame sent
 /// to the backend (checked).
 fn handshake(gw: &mut Gateway) -> (u32, Vec<(u8, Vec<u8>)>) {
     let cookie = syn(gw);
-    cookie_ack(&V4, gw, cookie, SYNACK_OPTS, SNAT.into());
+    cookie_ack(V4, gw, cookie, SYNACK_OPTS, SNAT.into());
     let backend_syn = V4.backend_gets(gw, F::SYN, (ISN, 0), u16::MAX, SYNACK_OPTS, b"", 63);
     (cookie, vec![(INSIDE, backend_syn)])
 }
@@ -112,12 +112,12 @@ fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
     let (cookie, _) = handshake(&mut gw);
     // The backend scales by 5; the client was told 7.
     backend_synack(
-        &V4,
+        V4,
         &mut gw,
         cookie,
         (29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5], 5),
     );
-    let to_client = data_both_ways(&V4, &mut gw, cookie, b"GET /", (b"200 OK", 1000, 5));
+    let to_client = data_both_ways(V4, &mut gw, cookie, b"GET /", (b"200 OK", 1000, 5));
     assert!(checksums_valid(&to_client));
 
     // A retransmitted backend SYN-ACK (our ACK was lost) is acked again.

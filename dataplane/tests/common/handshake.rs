@@ -1,5 +1,5 @@
 //! The SYN proxy's handshake through the fixture, step by step, in either
-//! family ([`Ends`]: [`V4`], [`V6`]): the cookie SYN-ACK, the backend SYN
+//! family ([`Ends`]): the cookie SYN-ACK, the backend SYN
 //! its ACK opens, the backend's SYN-ACK (the splice: an ACK to the backend
 //! and a window update to the client) and data both ways. Every step
 //! checks the frames sent byte for byte against frames built from scratch.
@@ -28,147 +28,38 @@ pub type End = (MacAddr, (IpAddr, u16));
 
 /// One family's ends of the fixture's proxied connection: the frames each
 /// end sends or should receive (hop limit/TTL as given), and the flow.
-pub trait Ends {
-    /// An Ethernet/IP/TCP frame of this family built from scratch.
-    #[allow(clippy::too_many_arguments)]
-    fn frame(
-        &self,
-        from: End,
-        to: End,
-        flags: u8,
-        seq_ack: (u32, u32),
-        window: u16,
-        opts: &[u8],
-        data: &[u8],
-        hop: u8,
-    ) -> Vec<u8>;
-    /// The client (its router's MAC) and the VIP's port 80 (the
-    /// gateway's outside MAC).
-    fn client_and_vip(&self) -> (End, End);
-    /// The backend of the client's flow and the flow's SNAT tuple (the
-    /// gateway's inside MAC).
-    fn backend_and_snat(&self, gw: &Gateway) -> (End, End);
-    /// The sequence number of a frame of this family.
-    fn seq_of(&self, frame: &[u8]) -> u32;
-    /// The client's flow: whether it is SYN-proxied, its TCP state, and
-    /// the SNAT address it went out from.
-    fn flow(&self, gw: &Gateway) -> Option<(bool, Option<TcpState>, IpAddr)>;
-
-    /// From the client to the VIP's port 80, hop 64.
-    fn client_sends(&self, flags: u8, seq_ack: (u32, u32), w: u16, o: &[u8], d: &[u8]) -> Vec<u8> {
-        let (client, vip) = self.client_and_vip();
-        self.frame(client, vip, flags, seq_ack, w, o, d, 64)
-    }
-
-    /// From the gateway (the VIP's port 80) to the client.
-    #[allow(clippy::too_many_arguments)]
-    fn client_gets(
-        &self,
-        flags: u8,
-        seq_ack: (u32, u32),
-        w: u16,
-        o: &[u8],
-        d: &[u8],
-        hop: u8,
-    ) -> Vec<u8> {
-        let (client, vip) = self.client_and_vip();
-        self.frame(vip, client, flags, seq_ack, w, o, d, hop)
-    }
-
-    /// From the backend of the client's flow, hop 64.
-    #[allow(clippy::too_many_arguments)]
-    fn backend_sends(
-        &self,
-        gw: &Gateway,
-        flags: u8,
-        seq_ack: (u32, u32),
-        w: u16,
-        o: &[u8],
-        d: &[u8],
-    ) -> Vec<u8> {
-        let (backend, snat) = self.backend_and_snat(gw);
-        self.frame(backend, snat, flags, seq_ack, w, o, d, 64)
-    }
-
-    /// From the gateway (the flow's SNAT tuple) to its backend.
-    #[allow(clippy::too_many_arguments)]
-    fn backend_gets(
-        &self,
-        gw: &Gateway,
-        flags: u8,
-        seq_ack: (u32, u32),
-        w: u16,
-        o: &[u8],
-        d: &[u8],
-        hop: u8,
-    ) -> Vec<u8> {
-        let (backend, snat) = self.backend_and_snat(gw);
-        self.frame(snat, backend, flags, seq_ack, w, o, d, hop)
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ends {
+    /// IPv4: the fixture's `web` on VIP:80.
+    V4,
+    /// IPv6: `web6` on VIP6:80.
+    V6,
 }
 
-/// IPv4: the fixture's `web` on VIP:80.
-pub struct V4;
+pub use Ends::{V4, V6};
 
-impl Ends for V4 {
-    fn frame(
-        &self,
-        from: End,
-        to: End,
-        flags: u8,
-        (s, a): (u32, u32),
-        w: u16,
-        o: &[u8],
-        d: &[u8],
-        hop: u8,
-    ) -> Vec<u8> {
-        let (IpAddr::V4(src), IpAddr::V4(dst)) = (from.1.0, to.1.0) else {
-            panic!("IPv4 ends");
-        };
-        tcp(
-            (from.0, to.0),
-            (src, from.1.1),
-            (dst, to.1.1),
-            flags,
-            s,
-            a,
-            w,
-            o,
-            d,
-            hop,
-        )
-    }
-
-    fn client_and_vip(&self) -> (End, End) {
-        (
-            (ROUTER_MAC, (CLIENT.into(), CPORT)),
-            (OUT_MAC, (VIP.into(), 80)),
-        )
-    }
-
-    fn backend_and_snat(&self, gw: &Gateway) -> (End, End) {
-        let r = *gw
-            .flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
-            .expect("the client's flow")
-            .reply();
-        (
-            (backend_mac(r.src_ip), (r.src_ip.into(), r.src_port)),
-            (IN_MAC, (r.dst_ip.into(), r.dst_port)),
-        )
-    }
-
-    fn seq_of(&self, frame: &[u8]) -> u32 {
-        seq_of(frame)
-    }
-
-    fn flow(&self, gw: &Gateway) -> Option<(bool, Option<TcpState>, IpAddr)> {
-        let f = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)?;
-        Some((f.syn_proxied(), f.tcp_state(), f.reply().dst_ip.into()))
-    }
+/// What the handshake steps check of the client's flow.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowView {
+    pub syn_proxied: bool,
+    pub state: Option<TcpState>,
+    /// The backend (the reply key's source) and the SNAT tuple (its
+    /// destination).
+    pub backend: (IpAddr, u16),
+    pub snat: (IpAddr, u16),
 }
 
-/// IPv6: `web6` on VIP6:80.
-pub struct V6;
+impl<A: dataplane::flow::IpFamily + Into<IpAddr>> From<&Flow<A>> for FlowView {
+    fn from(f: &Flow<A>) -> Self {
+        let r = f.reply();
+        FlowView {
+            syn_proxied: f.syn_proxied(),
+            state: f.tcp_state(),
+            backend: (r.src_ip.into(), r.src_port),
+            snat: (r.dst_ip.into(), r.dst_port),
+        }
+    }
+}
 
 /// The IPv6 flow of `key` (either direction), if tracked.
 pub fn flow6(gw: &Gateway, key: &FlowKey6) -> Option<Flow<std::net::Ipv6Addr>> {
@@ -182,11 +73,103 @@ pub fn client_key6() -> FlowKey6 {
     FlowKey6::new(Proto::Tcp, CLIENT6, CPORT, VIP6, 80)
 }
 
-impl Ends for V6 {
+impl Ends {
+    /// An Ethernet/IP/TCP frame built from scratch (both ends of one
+    /// family).
+    #[allow(clippy::too_many_arguments)]
     fn frame(
-        &self,
         from: End,
         to: End,
+        flags: u8,
+        (seq, ack): (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+        hop: u8,
+    ) -> Vec<u8> {
+        match (from.1.0, to.1.0) {
+            (IpAddr::V4(s), IpAddr::V4(t)) => tcp(
+                (from.0, to.0),
+                (s, from.1.1),
+                (t, to.1.1),
+                flags,
+                seq,
+                ack,
+                w,
+                o,
+                d,
+                hop,
+            ),
+            (IpAddr::V6(s), IpAddr::V6(t)) => {
+                let (src, dst) = ((s, from.1.1), (t, to.1.1));
+                tcp6((from.0, to.0), src, dst, flags, (seq, ack), w, o, d, hop)
+            }
+            _ => panic!("ends of two families"),
+        }
+    }
+
+    /// The client (its router's MAC) and the VIP's port 80 (the
+    /// gateway's outside MAC).
+    fn client_and_vip(self) -> (End, End) {
+        match self {
+            V4 => (
+                (ROUTER_MAC, (CLIENT.into(), CPORT)),
+                (OUT_MAC, (VIP.into(), 80)),
+            ),
+            V6 => (
+                (CLIENT_MAC6, (CLIENT6.into(), CPORT)),
+                (OUT_MAC, (VIP6.into(), 80)),
+            ),
+        }
+    }
+
+    /// The client's flow, if tracked.
+    pub fn flow(self, gw: &Gateway) -> Option<FlowView> {
+        match self {
+            V4 => gw
+                .flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
+                .as_ref()
+                .map(FlowView::from),
+            V6 => flow6(gw, &client_key6()).as_ref().map(FlowView::from),
+        }
+    }
+
+    /// The backend of the client's flow and the flow's SNAT tuple (the
+    /// gateway's inside MAC).
+    fn backend_and_snat(self, gw: &Gateway) -> (End, End) {
+        let f = self.flow(gw).expect("the client's flow");
+        let mac = match f.backend.0 {
+            IpAddr::V4(a) => backend_mac(a),
+            IpAddr::V6(a) => backend6_mac_of(a),
+        };
+        ((mac, f.backend), (IN_MAC, f.snat))
+    }
+
+    /// The sequence number of a frame of this family.
+    pub fn seq_of(self, frame: &[u8]) -> u32 {
+        match self {
+            V4 => seq_of(frame),
+            V6 => seq6_of(frame),
+        }
+    }
+
+    /// From the client to the VIP's port 80, hop 64.
+    pub fn client_sends(
+        self,
+        flags: u8,
+        seq_ack: (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+    ) -> Vec<u8> {
+        let (client, vip) = self.client_and_vip();
+        Self::frame(client, vip, flags, seq_ack, w, o, d, 64)
+    }
+
+    /// From the gateway (the VIP's port 80) to the client.
+    #[allow(clippy::too_many_arguments)]
+    pub fn client_gets(
+        self,
         flags: u8,
         seq_ack: (u32, u32),
         w: u16,
@@ -194,53 +177,46 @@ impl Ends for V6 {
         d: &[u8],
         hop: u8,
     ) -> Vec<u8> {
-        let (IpAddr::V6(src), IpAddr::V6(dst)) = (from.1.0, to.1.0) else {
-            panic!("IPv6 ends");
-        };
-        tcp6(
-            (from.0, to.0),
-            (src, from.1.1),
-            (dst, to.1.1),
-            flags,
-            seq_ack,
-            w,
-            o,
-            d,
-            hop,
-        )
+        let (client, vip) = self.client_and_vip();
+        Self::frame(vip, client, flags, seq_ack, w, o, d, hop)
     }
 
-    fn client_and_vip(&self) -> (End, End) {
-        (
-            (CLIENT_MAC6, (CLIENT6.into(), CPORT)),
-            (OUT_MAC, (VIP6.into(), 80)),
-        )
+    /// From the backend of the client's flow, hop 64.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backend_sends(
+        self,
+        gw: &Gateway,
+        flags: u8,
+        seq_ack: (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+    ) -> Vec<u8> {
+        let (backend, snat) = self.backend_and_snat(gw);
+        Self::frame(backend, snat, flags, seq_ack, w, o, d, 64)
     }
 
-    fn backend_and_snat(&self, gw: &Gateway) -> (End, End) {
-        let r = *flow6(gw, &client_key6())
-            .expect("the client's flow")
-            .reply();
-        (
-            (backend6_mac_of(r.src_ip), (r.src_ip.into(), r.src_port)),
-            (IN_MAC, (r.dst_ip.into(), r.dst_port)),
-        )
-    }
-
-    fn seq_of(&self, frame: &[u8]) -> u32 {
-        seq6_of(frame)
-    }
-
-    fn flow(&self, gw: &Gateway) -> Option<(bool, Option<TcpState>, IpAddr)> {
-        let f = flow6(gw, &client_key6())?;
-        Some((f.syn_proxied(), f.tcp_state(), f.reply().dst_ip.into()))
+    /// From the gateway (the flow's SNAT tuple) to its backend.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backend_gets(
+        self,
+        gw: &Gateway,
+        flags: u8,
+        seq_ack: (u32, u32),
+        w: u16,
+        o: &[u8],
+        d: &[u8],
+        hop: u8,
+    ) -> Vec<u8> {
+        let (backend, snat) = self.backend_and_snat(gw);
+        Self::frame(snat, backend, flags, seq_ack, w, o, d, hop)
     }
 }
 
 /// The client's SYN (window 64240, `syn_opts`) is answered with a SYN
 /// cookie: a SYN-ACK with `want_opts`, window 0, hop 64, and no flow.
 /// Returns the cookie.
-pub fn cookie_syn<E: Ends>(e: &E, gw: &mut Gateway, syn_opts: &[u8], want_opts: &[u8]) -> u32 {
+pub fn cookie_syn(e: Ends, gw: &mut Gateway, syn_opts: &[u8], want_opts: &[u8]) -> u32 {
     let (v, out) = gw.send(
         OUTSIDE,
         &e.client_sends(F::SYN, (ISN, 0), 64240, syn_opts, b""),
@@ -258,7 +234,7 @@ pub fn cookie_syn<E: Ends>(e: &E, gw: &mut Gateway, syn_opts: &[u8], want_opts: 
 /// options the cookie remembered (`want_opts`), window 65535, full NAT
 /// from `snat`, hop one lower. The flow is proxied, waiting for the
 /// backend.
-pub fn cookie_ack<E: Ends>(e: &E, gw: &mut Gateway, cookie: u32, want_opts: &[u8], snat: IpAddr) {
+pub fn cookie_ack(e: Ends, gw: &mut Gateway, cookie: u32, want_opts: &[u8], snat: IpAddr) {
     let before = gw.counters().syn_cookies_validated;
     let ack = e.client_sends(
         F::ACK,
@@ -269,10 +245,10 @@ pub fn cookie_ack<E: Ends>(e: &E, gw: &mut Gateway, cookie: u32, want_opts: &[u8
     );
     let (v, out) = gw.send(OUTSIDE, &ack);
     assert_eq!(v, Verdict::Forward(INSIDE));
-    let (proxied, state, from) = e.flow(gw).expect("proxied flow");
-    assert!(proxied);
-    assert_eq!(state, Some(TcpState::SynSent));
-    assert_eq!(from, snat);
+    let flow = e.flow(gw).expect("proxied flow");
+    assert!(flow.syn_proxied);
+    assert_eq!(flow.state, Some(TcpState::SynSent));
+    assert_eq!(flow.snat.0, snat);
     let want = e.backend_gets(gw, F::SYN, (ISN, 0), u16::MAX, want_opts, b"", 63);
     assert_eq!(out, vec![(INSIDE, want)]);
     assert_eq!(gw.counters().syn_cookies_validated, before + 1);
@@ -282,8 +258,8 @@ pub fn cookie_ack<E: Ends>(e: &E, gw: &mut Gateway, cookie: u32, want_opts: &[u8
 /// `backend_scale`) is acknowledged by the gateway (the client's ACK,
 /// hop 64); the client gets a window update in its scale
 /// ([`OUR_WSCALE`]). The flow is established and spliced.
-pub fn backend_synack<E: Ends>(
-    e: &E,
+pub fn backend_synack(
+    e: Ends,
     gw: &mut Gateway,
     cookie: u32,
     (window, opts, backend_scale): (u16, &[u8], u8),
@@ -316,8 +292,8 @@ pub fn backend_synack<E: Ends>(
         64,
     );
     assert_eq!(out, vec![(OUTSIDE, update), (INSIDE, ack)]);
-    let (_, state, _) = e.flow(gw).expect("the flow");
-    assert_eq!(state, Some(TcpState::Established));
+    let flow = e.flow(gw).expect("the flow");
+    assert_eq!(flow.state, Some(TcpState::Established));
     assert_eq!(gw.counters().syn_proxy_spliced, 1);
 }
 
@@ -331,8 +307,8 @@ pub fn client_window(window: u16, backend_scale: u8) -> u16 {
 /// backend's `response` (window `window`) reaches the client with its
 /// sequence number in the cookie's space and the window in the client's
 /// scale. Returns the frame the client got.
-pub fn data_both_ways<E: Ends>(
-    e: &E,
+pub fn data_both_ways(
+    e: Ends,
     gw: &mut Gateway,
     cookie: u32,
     request: &[u8],
