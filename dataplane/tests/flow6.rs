@@ -138,7 +138,7 @@ fn an_inexact_in_window_ipv6_rst_is_answered_with_a_challenge_ack() {
     let (v, _) = gw.send(OUTSIDE, &client_syn6(VIP6, 80, CPORT, b""));
     assert_eq!(v, Verdict::Forward(INSIDE));
     let r = *flow6(&gw, &client_key6()).unwrap().reply();
-    let from_backend = |flags, seq, ack| from_backend_tcp6(&r, flags, seq, ack, b"");
+    let from_backend = |flags, seq, ack| from_backend_tcp(&r, flags, seq, ack, b"");
     assert_eq!(
         gw.send(INSIDE, &from_backend(F::SYN | F::ACK, B - 1, C)).0,
         Verdict::Forward(OUTSIDE)

@@ -368,7 +368,7 @@ fn the_ipv6_syn_proxy_and_reset_paths_allocate_nothing() {
         let r = *common::handshake::flow6(gw, &key)
             .expect("proxied flow")
             .reply();
-        from_backend_tcp6(&r, flags, seq, ack, payload)
+        from_backend_tcp(&r, flags, seq, ack, payload)
     };
     let measured = proxy_traffic(&mut gw, (&client, &backend), seq6_of, true);
     let (before, c, info) = measure_each(&mut gw, &measured);

@@ -32,27 +32,6 @@ pub fn backend6_mac_of(addr: Ipv6Addr) -> MacAddr {
     backend6_mac(addr.segments()[7] - 0x10)
 }
 
-/// A TCP segment from the backend of the IPv6 flow whose reply key is `r`
-/// (to the gateway's SNAT tuple), as the backend sends it.
-pub fn from_backend_tcp6(
-    r: &dataplane::flow::FlowKey6,
-    flags: u8,
-    seq: u32,
-    ack: u32,
-    payload: &[u8],
-) -> Vec<u8> {
-    build::eth_ipv6_tcp(
-        backend6_mac_of(r.src_ip),
-        IN_MAC,
-        (r.src_ip, r.src_port),
-        (r.dst_ip, r.dst_port),
-        flags,
-        seq,
-        ack,
-        payload,
-    )
-}
-
 /// web6: VIP6:80 and NODE6:30080 → backends :8080, full NAT.
 pub fn web6(backends: &[u16]) -> ServiceSpec {
     let mut s = ServiceSpec::new("web6", Proto::Tcp, VIP6, 80);
