@@ -1,5 +1,6 @@
 //! The seeds reach the paths they are written for (a seed that stopped
-//! reaching its path would leave it unfuzzed without failing anything).
+//! reaching its path would leave it unfuzzed without failing anything),
+//! and the checks catch what they are for.
 
 use super::*;
 use crate::counters::DropReason;
@@ -71,4 +72,54 @@ fn the_remap_seeds_remap_a_client_port() {
         assert_eq!(c.flows_created, 2, "seed {i}: {c:?}");
         assert_eq!(c.total_drops(), 0, "seed {i}: {c:?}");
     }
+}
+
+/// The frame check catches a bad L4 checksum in both families (the IPv4
+/// header checksum alone would pass it).
+#[test]
+fn a_frame_with_a_bad_tcp_checksum_is_malformed_in_both_families() {
+    use std::net::IpAddr;
+    let ends: [((IpAddr, u16), (IpAddr, u16)); 2] = [
+        ((VIP.into(), 80), (client(1).into(), 1001)),
+        ((VIP6.into(), 80), (client6(1).into(), 1001)),
+    ];
+    for (from, to) in ends {
+        let mut frame = tcp_frame(
+            (OUT_MAC, ROUTER_MAC),
+            (from, to),
+            (crate::wire::tcp::flags::ACK, 1, 2),
+            &[],
+            b"data",
+        );
+        assert_eq!(check::malformed_output(&frame), None, "{from:?}");
+        *frame.last_mut().unwrap() ^= 1;
+        assert!(check::malformed_output(&frame).is_some(), "{from:?}");
+    }
+}
+
+/// The counter check: one frame in, one verdict, one drop reason exactly
+/// when dropped.
+#[test]
+fn the_counter_check_wants_one_verdict_and_its_drop_reason() {
+    use crate::counters::Counters;
+    use crate::packet::Verdict;
+    let before = Counters::default();
+    let mut received = before.clone();
+    received.rx_packets += 1;
+    let mut dropped = received.clone();
+    dropped.drop(DropReason::NoFlow);
+    let check = check::frame_counters;
+    assert_eq!(check(&before, &received, Verdict::Forward(1)), Ok(()));
+    assert_eq!(
+        check(&before, &dropped, Verdict::Drop(DropReason::NoFlow)),
+        Ok(())
+    );
+    assert!(check(&before, &received, Verdict::Pending).is_err());
+    assert!(
+        check(&before, &before, Verdict::Reply).is_err(),
+        "not received"
+    );
+    assert!(check(&before, &dropped, Verdict::Reply).is_err());
+    assert!(check(&before, &received, Verdict::Drop(DropReason::NoFlow)).is_err());
+    assert!(check(&before, &dropped, Verdict::Drop(DropReason::NotOwned)).is_err());
 }
