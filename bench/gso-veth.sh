@@ -6,16 +6,15 @@
 #
 # usage: bench/gso-veth.sh [seconds]
 set -euo pipefail
+. "$(dirname "$0")/ns-chain.sh"
 secs=${1:-3}
 s=gso$$
 cleanup() {
     [ -n "${server_pid:-}" ] && kill "$server_pid" 2>/dev/null || true
-    for n in a r b; do ip netns del "${s}$n" 2>/dev/null || true; done
+    ns_chain_del "$s" a r b
 }
 trap cleanup EXIT
-for n in a r b; do ip netns add "${s}$n"; ip -n "${s}$n" link set lo up; done
-ip link add "${s}a0" netns "${s}a" type veth peer name "${s}r0" netns "${s}r"
-ip link add "${s}r1" netns "${s}r" type veth peer name "${s}b0" netns "${s}b"
+ns_chain "$s" a r b a0 r0 r1 b0
 ip -n "${s}a" addr add 10.250.1.2/24 dev "${s}a0"
 ip -n "${s}r" addr add 10.250.1.1/24 dev "${s}r0"
 ip -n "${s}r" addr add 10.250.2.1/24 dev "${s}r1"

@@ -12,6 +12,7 @@
 # usage: bench/gso6-gateway.sh PORTICO_BINARY [seconds]
 # (KEEP_LOG=1: print the end of the last portico log on exit, for debugging.)
 set -euo pipefail
+. "$(dirname "$0")/ns-chain.sh"
 portico=$(realpath "$1")
 secs=${2:-5}
 s=g6b$$
@@ -20,15 +21,13 @@ pids=()
 cleanup() {
     [ "${KEEP_LOG:-}" ] && tail -20 "$dir/portico.log" || true
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for n in c g b; do ip netns del "${s}$n" 2>/dev/null || true; done
+    ns_chain_del "$s" c g b
     rm -rf "$dir"
 }
 trap cleanup EXIT
 client=2001:db8:c::100 node=2001:db8:c::1 vip=2001:db8:c::10
 snat=fd00:1::1 backend=fd00:1::10
-for n in c g b; do ip netns add "${s}$n"; ip -n "${s}$n" link set lo up; done
-ip link add "${s}c0" netns "${s}c" type veth peer name "${s}go" netns "${s}g"
-ip link add "${s}gi" netns "${s}g" type veth peer name "${s}b0" netns "${s}b"
+ns_chain "$s" c g b c0 go gi b0
 ip netns exec "${s}g" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 for l in "c ${s}c0 $client/64 $node" "b ${s}b0 $backend/64 $snat"; do
     set -- $l

@@ -11,11 +11,12 @@
 
 mod common;
 
+use common::handshake::*;
 use common::ipv6::*;
 use common::*;
 use dataplane::conntrack::TcpState;
 use dataplane::counters::DropReason;
-use dataplane::flow::{FlowKey6, Proto};
+use dataplane::flow::Proto;
 use dataplane::packet::Verdict;
 use dataplane::snapshot::{BackendGonePolicy, ServiceSpec, SynProxyMode};
 use dataplane::stage::PipelineConfig;
@@ -23,61 +24,11 @@ use dataplane::wire::build;
 use dataplane::wire::tcp::flags as F;
 use std::net::{Ipv6Addr, SocketAddr};
 
-const ISN: u32 = 1_000_000;
-const BACKEND_ISN: u32 = 7_000_000;
 /// MSS 1440, NOP, window scale 7, NOP NOP SACK-permitted: Linux's IPv6 SYN
 /// on a 1500-byte link.
 const CLIENT_SYN_OPTS: &[u8] = &[2, 4, 0x05, 0xa0, 1, 3, 3, 7, 1, 1, 4, 2];
 /// A second VIP of the fixture's VIP prefix.
 const VIP6B: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 0x11);
-
-fn flow6(gw: &Gateway, key: &FlowKey6) -> Option<dataplane::conntrack::Flow<Ipv6Addr>> {
-    let t = gw.worker.pipeline().ipv6()?;
-    let (id, _) = t.ct.lookup(key, t.ct.hash(key))?;
-    Some(*t.ct.flow(id))
-}
-
-fn client_key() -> FlowKey6 {
-    FlowKey6::new(Proto::Tcp, CLIENT6, CPORT, VIP6, 80)
-}
-
-/// A segment from the client (CPORT) to VIP6:80, hop limit 64.
-fn from_client6(flags: u8, seq: u32, ack: u32, window: u16, opts: &[u8], data: &[u8]) -> Vec<u8> {
-    tcp6(
-        (CLIENT_MAC6, OUT_MAC),
-        (CLIENT6, CPORT),
-        (VIP6, 80),
-        flags,
-        (seq, ack),
-        window,
-        opts,
-        data,
-        64,
-    )
-}
-
-/// A segment of the gateway to the client from VIP6:80.
-fn to_client6(
-    flags: u8,
-    seq: u32,
-    ack: u32,
-    window: u16,
-    opts: &[u8],
-    data: &[u8],
-    hop: u8,
-) -> Vec<u8> {
-    tcp6(
-        (OUT_MAC, CLIENT_MAC6),
-        (VIP6, 80),
-        (CLIENT6, CPORT),
-        flags,
-        (seq, ack),
-        window,
-        opts,
-        data,
-        hop,
-    )
-}
 
 fn gateway_with(web: ServiceSpec, pipeline: PipelineConfig) -> Gateway {
     Gateway::with_spec(spec6(vec![web]), pipeline)
@@ -89,165 +40,37 @@ fn proxied_web6() -> Gateway {
     gateway_with(s, pipeline_config(0, 1))
 }
 
-/// The client's SYN; the cookie of the SYN-ACK, checked byte for byte.
-fn cookie_syn(gw: &mut Gateway) -> u32 {
-    let (v, out) = gw.send(
-        OUTSIDE,
-        &from_client6(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""),
-    );
-    assert_eq!(v, Verdict::Reply);
-    assert_eq!(out.len(), 1);
-    let cookie = seq6_of(&out[0].1);
-    // MSS of the ingress port over IPv6 (1500 - 60), our window scale,
-    // window 0, hop limit 64.
-    let want = to_client6(
-        F::SYN | F::ACK,
-        cookie,
-        ISN + 1,
-        0,
-        &[2, 4, 0x05, 0xa0, 1, 3, 3, 7],
-        b"",
-        64,
-    );
-    assert_eq!(out, vec![(OUTSIDE, want)]);
-    cookie
-}
+/// What the cookie SYN-ACK offers over IPv6: MSS of the ingress port
+/// (1500 - 60) and our window scale.
+const SYNACK_OPTS: &[u8] = &[2, 4, 0x05, 0xa0, 1, 3, 3, 7];
 
 #[test]
 fn an_ipv6_syn_gets_a_cookie_its_ack_opens_the_backend_and_both_spaces_are_spliced() {
     let mut gw = proxied_web6();
-    let cookie = cookie_syn(&mut gw);
-    assert!(flow6(&gw, &client_key()).is_none(), "a SYN leaves no state");
+    let cookie = cookie_syn(V6, &mut gw, CLIENT_SYN_OPTS, SYNACK_OPTS);
     assert_eq!(gw.counters().syn_cookies_sent, 1);
-
     // The ACK of the cookie becomes the backend SYN: the client's ISN, its
     // MSS and window scale from the cookie, full NAT, hop limit one lower.
-    let (v, out) = gw.send(
-        OUTSIDE,
-        &from_client6(F::ACK, ISN + 1, cookie.wrapping_add(1), 502, &[], b""),
-    );
-    assert_eq!(v, Verdict::Forward(INSIDE));
-    let flow = flow6(&gw, &client_key()).expect("proxied flow");
-    assert!(flow.syn_proxied());
-    let r = *flow.reply();
-    assert_eq!(r.dst_ip, SNAT6);
-    let be = (backend6(0), 8080);
-    let want = tcp6(
-        (IN_MAC, backend6_mac(0)),
-        (SNAT6, r.dst_port),
-        be,
-        F::SYN,
-        (ISN, 0),
-        u16::MAX,
-        &[2, 4, 0x05, 0xa0, 1, 3, 3, 7],
-        b"",
-        63,
-    );
-    assert_eq!(out, vec![(INSIDE, want)]);
-    assert_eq!(gw.counters().syn_cookies_validated, 1);
-
+    cookie_ack(V6, &mut gw, cookie, SYNACK_OPTS, SNAT6.into());
     // The backend's SYN-ACK (window scale 5) is acknowledged by the
     // gateway; the client gets a window update in its scale (7).
-    let synack = tcp6(
-        (backend6_mac(0), IN_MAC),
-        be,
-        (SNAT6, r.dst_port),
-        F::SYN | F::ACK,
-        (BACKEND_ISN, ISN + 1),
-        29200,
-        &[2, 4, 0x05, 0x78, 1, 3, 3, 5],
-        b"",
-        64,
+    backend_synack(
+        V6,
+        &mut gw,
+        cookie,
+        (29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5], 5),
     );
-    let (v, out) = gw.send(INSIDE, &synack);
-    assert_eq!(v, Verdict::Reply);
-    let ack_to_backend = tcp6(
-        (IN_MAC, backend6_mac(0)),
-        (SNAT6, r.dst_port),
-        be,
-        F::ACK,
-        (ISN + 1, BACKEND_ISN + 1),
-        502,
-        &[],
-        b"",
-        64,
-    );
-    let window = (29200u32 << 5 >> 7) as u16;
-    let update = to_client6(
-        F::ACK,
-        cookie.wrapping_add(1),
-        ISN + 1,
-        window,
-        &[],
-        b"",
-        64,
-    );
-    assert_eq!(out, vec![(OUTSIDE, update), (INSIDE, ack_to_backend)]);
-    let flow = flow6(&gw, &client_key()).unwrap();
-    assert_eq!(flow.tcp_state(), Some(TcpState::Established));
-    assert_eq!(gw.counters().syn_proxy_spliced, 1);
-
-    // Client → backend: the acknowledgment moves to the backend's space.
-    let (v, out) = gw.send(
-        OUTSIDE,
-        &from_client6(
-            F::ACK | F::PSH,
-            ISN + 1,
-            cookie.wrapping_add(1),
-            502,
-            &[],
-            b"GET /",
-        ),
-    );
-    assert_eq!(v, Verdict::Forward(INSIDE));
-    let want = tcp6(
-        (IN_MAC, backend6_mac(0)),
-        (SNAT6, r.dst_port),
-        be,
-        F::ACK | F::PSH,
-        (ISN + 1, BACKEND_ISN + 1),
-        502,
-        &[],
-        b"GET /",
-        63,
-    );
-    assert_eq!(out, vec![(INSIDE, want)]);
-
-    // Backend → client: the sequence number moves to the cookie's space,
-    // the window to the client's scale.
-    let data = tcp6(
-        (backend6_mac(0), IN_MAC),
-        be,
-        (SNAT6, r.dst_port),
-        F::ACK | F::PSH,
-        (BACKEND_ISN + 1, ISN + 6),
-        29200,
-        &[],
-        b"HTTP/1.1 200",
-        64,
-    );
-    let (v, out) = gw.send(INSIDE, &data);
-    assert_eq!(v, Verdict::Forward(OUTSIDE));
-    let want = to_client6(
-        F::ACK | F::PSH,
-        cookie.wrapping_add(1),
-        ISN + 6,
-        window,
-        &[],
-        b"HTTP/1.1 200",
-        63,
-    );
-    assert_eq!(out, vec![(OUTSIDE, want)]);
+    data_both_ways(V6, &mut gw, cookie, b"GET /", (b"HTTP/1.1 200", 29200, 5));
     assert_eq!(gw.counters().total_drops(), 0);
 }
 
 #[test]
 fn a_forged_ipv6_cookie_is_dropped_and_counted() {
     let mut gw = proxied_web6();
-    let cookie = cookie_syn(&mut gw);
+    let cookie = cookie_syn(V6, &mut gw, CLIENT_SYN_OPTS, SYNACK_OPTS);
     let (v, out) = gw.send(
         OUTSIDE,
-        &from_client6(F::ACK, ISN + 1, cookie.wrapping_add(2), 502, &[], b""),
+        &V6.client_sends(F::ACK, (ISN + 1, cookie.wrapping_add(2)), 502, &[], b""),
     );
     assert_eq!(v, Verdict::Drop(DropReason::SynCookieInvalid));
     assert!(out.is_empty());
@@ -279,26 +102,29 @@ fn the_reset_policy_answers_ipv6_segments_without_a_flow_or_backend_with_a_rst()
     web.tcp_backend_gone = BackendGonePolicy::Reset;
     let mut gw = gateway_with(web.clone(), pipeline_config(0, 1));
     // No flow: RST with the segment's acknowledgment as its sequence.
-    let (v, out) = gw.send(OUTSIDE, &from_client6(F::ACK, 5, 77, 502, &[], b"x"));
+    let (v, out) = gw.send(OUTSIDE, &V6.client_sends(F::ACK, (5, 77), 502, &[], b"x"));
     assert_eq!(v, Verdict::Reply);
     assert_eq!(
         out,
-        vec![(OUTSIDE, to_client6(F::RST, 77, 0, 0, &[], b"", 64))]
+        vec![(OUTSIDE, V6.client_gets(F::RST, (77, 0), 0, &[], b"", 64))]
     );
 
     // A flow whose backend left: removed, and the client gets a RST.
-    let (v, _) = gw.send(OUTSIDE, &from_client6(F::SYN, ISN, 0, 64240, &[], b""));
+    let (v, _) = gw.send(OUTSIDE, &V6.client_sends(F::SYN, (ISN, 0), 64240, &[], b""));
     assert_eq!(v, Verdict::Forward(INSIDE));
     let mut moved = web6(&[1]);
     moved.tcp_backend_gone = BackendGonePolicy::Reset;
     gw.swap_spec(&spec6(vec![moved]));
-    let (v, out) = gw.send(OUTSIDE, &from_client6(F::ACK, ISN + 1, 900, 502, &[], b""));
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &V6.client_sends(F::ACK, (ISN + 1, 900), 502, &[], b""),
+    );
     assert_eq!(v, Verdict::Reply);
     assert_eq!(
         out,
-        vec![(OUTSIDE, to_client6(F::RST, 900, 0, 0, &[], b"", 64))]
+        vec![(OUTSIDE, V6.client_gets(F::RST, (900, 0), 0, &[], b"", 64))]
     );
-    assert!(flow6(&gw, &client_key()).is_none());
+    assert!(flow6(&gw, &client_key6()).is_none());
     let c = gw.counters();
     assert_eq!(c.resets_sent, 2);
     assert_eq!(c.total_drops(), 0);
@@ -311,19 +137,8 @@ fn an_inexact_in_window_ipv6_rst_is_answered_with_a_challenge_ack() {
     let mut gw = gateway6();
     let (v, _) = gw.send(OUTSIDE, &client_syn6(VIP6, 80, CPORT, b""));
     assert_eq!(v, Verdict::Forward(INSIDE));
-    let r = *flow6(&gw, &client_key()).unwrap().reply();
-    let from_backend = |flags, seq, ack| {
-        build::eth_ipv6_tcp(
-            backend6_mac(0),
-            IN_MAC,
-            (r.src_ip, r.src_port),
-            (r.dst_ip, r.dst_port),
-            flags,
-            seq,
-            ack,
-            b"",
-        )
-    };
+    let r = *flow6(&gw, &client_key6()).unwrap().reply();
+    let from_backend = |flags, seq, ack| from_backend_tcp(&r, flags, seq, ack, b"");
     assert_eq!(
         gw.send(INSIDE, &from_backend(F::SYN | F::ACK, B - 1, C)).0,
         Verdict::Forward(OUTSIDE)
@@ -356,7 +171,7 @@ fn an_inexact_in_window_ipv6_rst_is_answered_with_a_challenge_ack() {
     );
     assert_eq!(out, vec![(INSIDE, want)]);
     assert_eq!(gw.counters().challenge_acks_sent, 1);
-    let flow = flow6(&gw, &client_key()).unwrap();
+    let flow = flow6(&gw, &client_key6()).unwrap();
     assert_eq!(
         flow.tcp_state(),
         Some(TcpState::Established),

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use dataplane::counters::{Counters, DropReason};
 use dataplane::wire::build;
 use dataplane::wire::tcp::flags as F;
 use std::net::Ipv4Addr;
@@ -50,6 +51,38 @@ fn mixed_traffic(round: u16) -> Vec<(u8, Vec<u8>)> {
     frames
 }
 
+/// Inject `frames`, poll twice, let 5 s pass (flows expire, UDP after
+/// 30 s and SYN_SENT after 120 s, while traffic goes on), discard what
+/// the gateway sent.
+fn poll_round(gw: &mut Gateway, frames: &[(u8, Vec<u8>)]) {
+    for (port, f) in frames {
+        gw.worker.driver_mut().inject(*port, f).expect("room");
+    }
+    gw.worker.poll();
+    gw.worker.poll();
+    gw.clock.advance_ms(5_000);
+    for p in [OUTSIDE, INSIDE] {
+        gw.worker.driver_mut().discard_tx(p);
+    }
+}
+
+/// The first `warm` of `rounds` ([`poll_round`]) to warm up, the rest
+/// under the allocation counter: what they allocated.
+fn measure_after_warm_up(
+    gw: &mut Gateway,
+    rounds: &[Vec<(u8, Vec<u8>)>],
+    warm: usize,
+) -> allocation_counter::AllocationInfo {
+    for frames in &rounds[..warm] {
+        poll_round(gw, frames);
+    }
+    allocation_counter::measure(|| {
+        for frames in &rounds[warm..] {
+            poll_round(gw, frames);
+        }
+    })
+}
+
 #[test]
 fn poll_loops_allocate_nothing_after_warm_up() {
     // Affinity on, RST policy on, and a table small enough to be full (early
@@ -61,26 +94,7 @@ fn poll_loops_allocate_nothing_after_warm_up() {
     cfg.conntrack.capacity = 256;
     let mut gw = Gateway::with_config(vec![svc, dns(&[0, 1])], cfg);
     let rounds: Vec<Vec<(u8, Vec<u8>)>> = (0..400).map(mixed_traffic).collect();
-    let run = |gw: &mut Gateway, frames: &[(u8, Vec<u8>)]| {
-        for (port, f) in frames {
-            gw.worker.driver_mut().inject(*port, f).expect("room");
-        }
-        gw.worker.poll();
-        gw.worker.poll();
-        // Flows expire (UDP 30 s, SYN_SENT 120 s) while traffic goes on.
-        gw.clock.advance_ms(5_000);
-        for p in [OUTSIDE, INSIDE] {
-            gw.worker.driver_mut().discard_tx(p);
-        }
-    };
-    for frames in &rounds[..50] {
-        run(&mut gw, frames);
-    }
-    let info = allocation_counter::measure(|| {
-        for frames in &rounds[50..] {
-            run(&mut gw, frames);
-        }
-    });
+    let info = measure_after_warm_up(&mut gw, &rounds, 50);
     let c = gw.counters();
     assert!(
         c.flows_created > 5_000 && c.flows_early_dropped > 1_000,
@@ -136,7 +150,7 @@ fn the_hold_queue_and_arp_path_allocate_nothing() {
 /// 16 connections spliced by the SYN proxy (with a window update each)
 /// from 16 validated cookies, 16 more cookies sent, between `before` and
 /// `c`.
-fn assert_proxied_16(before: &dataplane::counters::Counters, c: &dataplane::counters::Counters) {
+fn assert_proxied_16(before: &Counters, c: &Counters) {
     assert_eq!(c.syn_proxy_spliced - before.syn_proxy_spliced, 16, "{c:?}");
     assert_eq!(
         c.syn_proxy_window_updates - before.syn_proxy_window_updates,
@@ -144,6 +158,81 @@ fn assert_proxied_16(before: &dataplane::counters::Counters, c: &dataplane::coun
     );
     assert_eq!(c.syn_cookies_validated - before.syn_cookies_validated, 16);
     assert_eq!(c.syn_cookies_sent - before.syn_cookies_sent, 16);
+}
+
+/// A client segment to VIP:80 (or VIP6:80) from `sport`.
+type ClientSeg<'a> = &'a dyn Fn(u16, u8, u32, u32, &[u8]) -> Vec<u8>;
+/// A segment from the backend of the client's flow from `sport`.
+type BackendSeg<'a> = &'a dyn Fn(&Gateway, u16, u8, u32, u32, &[u8]) -> Vec<u8>;
+
+/// The SYN proxy's traffic in one family, set up before the measurement:
+/// set 1 (16 connections cookie-validated and their backends asked): the
+/// backend SYN-ACKs and data both ways; set 2 (16 cookies known, a SYN
+/// leaves no state): a SYN, the cookie ACK, a forged cookie from another
+/// port, and with `reset_probe` a FIN without flow (a RST under the
+/// `reset` policy).
+fn proxy_traffic(
+    gw: &mut Gateway,
+    (client, backend): (ClientSeg<'_>, BackendSeg<'_>),
+    seq_of: fn(&[u8]) -> u32,
+    reset_probe: bool,
+) -> Vec<(u8, Vec<u8>)> {
+    let cookie_of = |gw: &mut Gateway, sport: u16| {
+        let (_, out) = gw.send(OUTSIDE, &client(sport, F::SYN, 100, 0, b""));
+        seq_of(&out[0].1)
+    };
+    let mut measured = Vec::new();
+    for sport in 2000..2016u16 {
+        let cookie = cookie_of(gw, sport);
+        gw.send(
+            OUTSIDE,
+            &client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
+        );
+        measured.push((INSIDE, backend(gw, sport, F::SYN | F::ACK, 5000, 101, b"")));
+        measured.push((
+            OUTSIDE,
+            client(sport, F::ACK | F::PSH, 101, cookie.wrapping_add(1), b"GET"),
+        ));
+        measured.push((
+            INSIDE,
+            backend(gw, sport, F::ACK | F::PSH, 5001, 104, b"200"),
+        ));
+    }
+    for sport in 3000..3016u16 {
+        let cookie = cookie_of(gw, sport);
+        measured.push((OUTSIDE, client(sport, F::SYN, 100, 0, b"")));
+        measured.push((
+            OUTSIDE,
+            client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
+        ));
+        measured.push((OUTSIDE, client(sport + 100, F::ACK, 101, 12345, b"")));
+        if reset_probe {
+            measured.push((OUTSIDE, client(sport + 200, F::FIN | F::ACK, 101, 7, b"")));
+        }
+    }
+    for p in [OUTSIDE, INSIDE] {
+        gw.worker.driver_mut().discard_tx(p);
+    }
+    measured
+}
+
+/// Every frame of `measured` through one poll each under the allocation
+/// counter: the counters before, after, and the allocations.
+fn measure_each(
+    gw: &mut Gateway,
+    measured: &[(u8, Vec<u8>)],
+) -> (Counters, Counters, allocation_counter::AllocationInfo) {
+    let before = gw.counters();
+    let info = allocation_counter::measure(|| {
+        for (port, f) in measured {
+            gw.worker.driver_mut().inject(*port, f).expect("room");
+            gw.worker.poll();
+        }
+        for p in [OUTSIDE, INSIDE] {
+            gw.worker.driver_mut().discard_tx(p);
+        }
+    });
+    (before, gw.counters(), info)
 }
 
 /// The SYN proxy's whole path under the allocation counter: cookie
@@ -160,61 +249,17 @@ fn the_syn_proxy_path_allocates_nothing() {
             ROUTER_MAC, OUT_MAC, CLIENT, sport, VIP, 80, flags, seq, ack, payload,
         )
     };
-    let cookie_of = |gw: &mut Gateway, sport: u16| {
-        let (_, out) = gw.send(OUTSIDE, &client(sport, F::SYN, 100, 0, b""));
-        u32::from_be_bytes(out[0].1[38..42].try_into().unwrap())
-    };
-    // Set 1: connected to the gateway and the backend asked, before the
-    // measurement; set 2: cookies known (a SYN leaves no state).
-    let mut measured = Vec::new();
-    for sport in 2000..2016u16 {
-        let cookie = cookie_of(&mut gw, sport);
-        gw.send(
-            OUTSIDE,
-            &client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
-        );
+    let backend = |gw: &Gateway, sport: u16, flags: u8, seq: u32, ack: u32, payload: &[u8]| {
         let r = *gw
             .flow(dataplane::flow::Proto::Tcp, CLIENT, sport, VIP, 80)
             .expect("proxied flow")
             .reply();
-        let from_backend = |flags: u8, seq: u32, ack: u32, payload: &[u8]| {
-            from_backend_tcp(&r, flags, seq, ack, payload)
-        };
-        measured.push((INSIDE, from_backend(F::SYN | F::ACK, 5000, 101, b"")));
-        measured.push((
-            OUTSIDE,
-            client(sport, F::ACK | F::PSH, 101, cookie.wrapping_add(1), b"GET"),
-        ));
-        measured.push((INSIDE, from_backend(F::ACK | F::PSH, 5001, 104, b"200")));
-    }
-    for sport in 3000..3016u16 {
-        let cookie = cookie_of(&mut gw, sport);
-        measured.push((OUTSIDE, client(sport, F::SYN, 100, 0, b"")));
-        measured.push((
-            OUTSIDE,
-            client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
-        ));
-        measured.push((OUTSIDE, client(sport + 100, F::ACK, 101, 12345, b"")));
-    }
-    for p in [OUTSIDE, INSIDE] {
-        gw.worker.driver_mut().discard_tx(p);
-    }
-    let before = gw.counters();
-    let info = allocation_counter::measure(|| {
-        for (port, f) in &measured {
-            gw.worker.driver_mut().inject(*port, f).expect("room");
-            gw.worker.poll();
-        }
-        for p in [OUTSIDE, INSIDE] {
-            gw.worker.driver_mut().discard_tx(p);
-        }
-    });
-    let c = gw.counters();
+        from_backend_tcp(&r, flags, seq, ack, payload)
+    };
+    let measured = proxy_traffic(&mut gw, (&client, &backend), seq_of, false);
+    let (before, c, info) = measure_each(&mut gw, &measured);
     assert_proxied_16(&before, &c);
-    assert_eq!(
-        c.dropped(dataplane::counters::DropReason::SynCookieInvalid),
-        16
-    );
+    assert_eq!(c.dropped(DropReason::SynCookieInvalid), 16);
     assert_eq!(info.count_total, 0, "syn proxy path allocated: {info:?}");
 }
 
@@ -275,26 +320,10 @@ fn ipv6_poll_loops_allocate_nothing_after_warm_up() {
         frames.push(build::ndp_solicit(CLIENT_MAC6, CLIENT6, NODE6)[..60].to_vec());
         frames
     };
-    let rounds: Vec<Vec<Vec<u8>>> = (0..300).map(traffic).collect();
-    let run = |gw: &mut Gateway, frames: &[Vec<u8>]| {
-        for f in frames {
-            gw.worker.driver_mut().inject(OUTSIDE, f).expect("room");
-        }
-        gw.worker.poll();
-        gw.worker.poll();
-        gw.clock.advance_ms(5_000);
-        for p in [OUTSIDE, INSIDE] {
-            gw.worker.driver_mut().discard_tx(p);
-        }
-    };
-    for frames in &rounds[..50] {
-        run(&mut gw, frames);
-    }
-    let info = allocation_counter::measure(|| {
-        for frames in &rounds[50..] {
-            run(&mut gw, frames);
-        }
-    });
+    let rounds: Vec<Vec<(u8, Vec<u8>)>> = (0..300)
+        .map(|r| traffic(r).into_iter().map(|f| (OUTSIDE, f)).collect())
+        .collect();
+    let info = measure_after_warm_up(&mut gw, &rounds, 50);
     let c = gw.counters();
     assert!(
         c.flows_created > 3_000 && c.snat_allocations > 3_000 && c.icmp_errors_sent > 100,
@@ -333,72 +362,18 @@ fn the_ipv6_syn_proxy_and_reset_paths_allocate_nothing() {
             payload,
         )
     };
-    let cookie_of = |gw: &mut Gateway, sport: u16| {
-        let (_, out) = gw.send(OUTSIDE, &client(sport, F::SYN, 100, 0, b""));
-        seq6_of(&out[0].1)
-    };
-    let mut measured = Vec::new();
-    for sport in 2000..2016u16 {
-        let cookie = cookie_of(&mut gw, sport);
-        gw.send(
-            OUTSIDE,
-            &client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
-        );
+    let backend = |gw: &Gateway, sport: u16, flags: u8, seq: u32, ack: u32, payload: &[u8]| {
         let key =
             dataplane::flow::FlowKey6::new(dataplane::flow::Proto::Tcp, CLIENT6, sport, VIP6, 80);
-        let t = gw.worker.pipeline().ipv6().expect("IPv6 tables");
-        let (id, _) = t.ct.lookup(&key, t.ct.hash(&key)).expect("proxied flow");
-        let r = *t.ct.flow(id).reply();
-        let b = (0..3).find(|&i| backend6(i) == r.src_ip).unwrap();
-        let from_backend = |flags: u8, seq: u32, ack: u32, payload: &[u8]| {
-            build::eth_ipv6_tcp(
-                backend6_mac(b),
-                IN_MAC,
-                (r.src_ip, r.src_port),
-                (r.dst_ip, r.dst_port),
-                flags,
-                seq,
-                ack,
-                payload,
-            )
-        };
-        measured.push((INSIDE, from_backend(F::SYN | F::ACK, 5000, 101, b"")));
-        measured.push((
-            OUTSIDE,
-            client(sport, F::ACK | F::PSH, 101, cookie.wrapping_add(1), b"GET"),
-        ));
-        measured.push((INSIDE, from_backend(F::ACK | F::PSH, 5001, 104, b"200")));
-    }
-    for sport in 3000..3016u16 {
-        let cookie = cookie_of(&mut gw, sport);
-        measured.push((OUTSIDE, client(sport, F::SYN, 100, 0, b"")));
-        measured.push((
-            OUTSIDE,
-            client(sport, F::ACK, 101, cookie.wrapping_add(1), b""),
-        ));
-        measured.push((OUTSIDE, client(sport + 100, F::ACK, 101, 12345, b"")));
-        // No flow, not a cookie ACK: a RST under the `reset` policy.
-        measured.push((OUTSIDE, client(sport + 200, F::FIN | F::ACK, 101, 7, b"")));
-    }
-    for p in [OUTSIDE, INSIDE] {
-        gw.worker.driver_mut().discard_tx(p);
-    }
-    let before = gw.counters();
-    let info = allocation_counter::measure(|| {
-        for (port, f) in &measured {
-            gw.worker.driver_mut().inject(*port, f).expect("room");
-            gw.worker.poll();
-        }
-        for p in [OUTSIDE, INSIDE] {
-            gw.worker.driver_mut().discard_tx(p);
-        }
-    });
-    let c = gw.counters();
+        let r = *common::handshake::flow6(gw, &key)
+            .expect("proxied flow")
+            .reply();
+        from_backend_tcp(&r, flags, seq, ack, payload)
+    };
+    let measured = proxy_traffic(&mut gw, (&client, &backend), seq6_of, true);
+    let (before, c, info) = measure_each(&mut gw, &measured);
     assert_proxied_16(&before, &c);
     assert_eq!(c.resets_sent - before.resets_sent, 16);
-    assert_eq!(
-        c.dropped(dataplane::counters::DropReason::SynCookieInvalid),
-        16
-    );
+    assert_eq!(c.dropped(DropReason::SynCookieInvalid), 16);
     assert_eq!(info.count_total, 0, "IPv6 defences allocated: {info:?}");
 }

@@ -8,8 +8,9 @@
 
 mod common;
 
+use common::handshake::*;
 use common::*;
-use dataplane::conntrack::{ConntrackConfig, TcpState, Timeouts};
+use dataplane::conntrack::{ConntrackConfig, Timeouts};
 use dataplane::counters::DropReason;
 use dataplane::flow::Proto;
 use dataplane::packet::Verdict;
@@ -20,63 +21,44 @@ use dataplane::wire::build;
 use dataplane::wire::tcp::flags as F;
 use std::net::Ipv4Addr;
 
-const ISN: u32 = 1_000_000;
-const BACKEND_ISN: u32 = 7_000_000;
 /// MSS 1460, NOP, window scale 7, NOP NOP SACK-permitted: what Linux sends.
 const CLIENT_SYN_OPTS: &[u8] = &[2, 4, 0x05, 0xb4, 1, 3, 3, 7, 1, 1, 4, 2];
+/// What the cookie SYN-ACK offers (and the cookie remembers): MSS 1460
+/// (of the ingress port, and the client's), window scale 7.
+const SYNACK_OPTS: &[u8] = &[2, 4, 0x05, 0xb4, 1, 3, 3, 7];
 
-/// Send the client's SYN; returns the cookie of the SYN-ACK.
+/// Send the client's SYN; returns the cookie of the SYN-ACK (checked).
 fn syn(gw: &mut Gateway) -> u32 {
-    let (v, out) = gw.send(
-        OUTSIDE,
-        &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""),
-    );
-    assert_eq!(v, Verdict::Reply);
-    assert_eq!(out.len(), 1);
-    seq_of(&out[0].1)
+    cookie_syn(V4, gw, CLIENT_SYN_OPTS, SYNACK_OPTS)
 }
 
 /// SYN, then the ACK of the cookie: returns the cookie and the frame sent
-/// to the backend.
+/// to the backend (checked).
 fn handshake(gw: &mut Gateway) -> (u32, Vec<(u8, Vec<u8>)>) {
     let cookie = syn(gw);
-    let (v, out) = gw.send(
-        OUTSIDE,
-        &from_client(F::ACK, ISN + 1, cookie.wrapping_add(1), 502, &[], b""),
-    );
-    assert_eq!(v, Verdict::Forward(INSIDE));
-    (cookie, out)
+    cookie_ack(V4, gw, cookie, SYNACK_OPTS, SNAT.into());
+    let backend_syn = V4.backend_gets(gw, F::SYN, (ISN, 0), u16::MAX, SYNACK_OPTS, b"", 63);
+    (cookie, vec![(INSIDE, backend_syn)])
 }
 
-fn backend_synack(gw: &Gateway, window: u16, opts: &[u8]) -> Vec<u8> {
-    let flow = gw
-        .flow(Proto::Tcp, CLIENT, CPORT, VIP, 80)
-        .expect("proxied flow");
-    let r = *flow.reply();
-    from_backend(&r, F::SYN | F::ACK, BACKEND_ISN, ISN + 1, window, opts, b"")
+/// The backend's SYN-ACK: window 29200, MSS 1400, window scale 5.
+fn backend_synack_frame(gw: &Gateway) -> Vec<u8> {
+    V4.backend_sends(
+        gw,
+        F::SYN | F::ACK,
+        (BACKEND_ISN, ISN + 1),
+        29200,
+        &[2, 4, 0x05, 0x78, 1, 3, 3, 5],
+        b"",
+    )
 }
 
 #[test]
 fn a_syn_is_answered_with_a_cookie_and_leaves_no_state() {
     let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
-    let (v, out) = gw.send(
-        OUTSIDE,
-        &from_client(F::SYN, ISN, 0, 64240, CLIENT_SYN_OPTS, b""),
-    );
-    assert_eq!(v, Verdict::Reply);
-    let cookie = seq_of(&out[0].1);
     // MSS of the ingress port (1500 - 40), our window scale, window 0, no
     // SACK or timestamps offered.
-    let want = to_client(
-        F::SYN | F::ACK,
-        cookie,
-        ISN + 1,
-        0,
-        &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
-        b"",
-        64,
-    );
-    assert_eq!(out, vec![(OUTSIDE, want)]);
+    syn(&mut gw);
     let c = gw.counters();
     assert_eq!(c.syn_cookies_sent, 1);
     assert_eq!(c.flows_created, 0);
@@ -116,24 +98,9 @@ fn a_syn_without_options_gets_an_answer_without_window_scaling() {
 #[test]
 fn a_valid_cookie_ack_becomes_the_backend_syn() {
     let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
-    let (_, out) = handshake(&mut gw);
-    let flow = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap();
-    assert!(flow.syn_proxied());
-    assert_eq!(flow.tcp_state(), Some(TcpState::SynSent));
-    let r = *flow.reply();
-    assert_eq!(r.dst_ip, SNAT);
     // The client's SYN as the cookie remembered it: ISN, MSS 1460, window
     // scale 7 (no SACK: not offered), full NAT, TTL one lower.
-    let want = to_backend(
-        &r,
-        F::SYN,
-        ISN,
-        0,
-        u16::MAX,
-        &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
-        b"",
-    );
-    assert_eq!(out, vec![(INSIDE, want)]);
+    handshake(&mut gw);
     let c = gw.counters();
     assert_eq!((c.syn_cookies_validated, c.flows_created), (1, 1));
     assert_eq!(gw.worker.pipeline().snat().stats().in_use, 1);
@@ -143,105 +110,18 @@ fn a_valid_cookie_ack_becomes_the_backend_syn() {
 fn the_backend_synack_is_acked_and_both_sequence_spaces_are_spliced() {
     let mut gw = Gateway::new(vec![proxied_web(SynProxyMode::On)]);
     let (cookie, _) = handshake(&mut gw);
-    let flow = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap();
-    let r = *flow.reply();
-    let bmac = backend_mac(r.src_ip);
     // The backend scales by 5; the client was told 7.
-    let (v, out) = gw.send(
-        INSIDE,
-        &backend_synack(&gw, 29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5]),
+    backend_synack(
+        V4,
+        &mut gw,
+        cookie,
+        (29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5], 5),
     );
-    assert_eq!(v, Verdict::Reply);
-    let ack_to_backend = tcp(
-        (IN_MAC, bmac),
-        (r.dst_ip, r.dst_port),
-        (r.src_ip, r.src_port),
-        F::ACK,
-        ISN + 1,
-        BACKEND_ISN + 1,
-        502,
-        &[],
-        b"",
-        64,
-    );
-    let window_update = to_client(
-        F::ACK,
-        cookie.wrapping_add(1),
-        ISN + 1,
-        (29200u32 << 5 >> 7) as u16,
-        &[],
-        b"",
-        64,
-    );
-    assert_eq!(
-        out,
-        vec![(OUTSIDE, window_update), (INSIDE, ack_to_backend)]
-    );
-    let flow = gw.flow(Proto::Tcp, CLIENT, CPORT, VIP, 80).unwrap();
-    assert_eq!(flow.tcp_state(), Some(TcpState::Established));
-    assert_eq!(gw.counters().syn_proxy_spliced, 1);
-
-    // Client -> backend: the acknowledgment number moves to the backend's
-    // sequence space.
-    let (v, out) = gw.send(
-        OUTSIDE,
-        &from_client(
-            F::ACK | F::PSH,
-            ISN + 1,
-            cookie.wrapping_add(1),
-            502,
-            &[],
-            b"GET /",
-        ),
-    );
-    assert_eq!(v, Verdict::Forward(INSIDE));
-    let want = tcp(
-        (IN_MAC, bmac),
-        (r.dst_ip, r.dst_port),
-        (r.src_ip, r.src_port),
-        F::ACK | F::PSH,
-        ISN + 1,
-        BACKEND_ISN + 1,
-        502,
-        &[],
-        b"GET /",
-        63,
-    );
-    assert_eq!(out, vec![(INSIDE, want)]);
-
-    // Backend -> client: the sequence number moves to the cookie's space,
-    // the window to the client's scale.
-    let reply = tcp(
-        (bmac, IN_MAC),
-        (r.src_ip, r.src_port),
-        (r.dst_ip, r.dst_port),
-        F::ACK | F::PSH,
-        BACKEND_ISN + 1,
-        ISN + 6,
-        1000,
-        &[],
-        b"200 OK",
-        64,
-    );
-    let (v, out) = gw.send(INSIDE, &reply);
-    assert_eq!(v, Verdict::Forward(OUTSIDE));
-    let want = to_client(
-        F::ACK | F::PSH,
-        cookie.wrapping_add(1),
-        ISN + 6,
-        (1000u32 << 5 >> 7) as u16,
-        &[],
-        b"200 OK",
-        63,
-    );
-    assert_eq!(out, vec![(OUTSIDE, want)]);
-    assert!(checksums_valid(&out[0].1));
+    let to_client = data_both_ways(V4, &mut gw, cookie, b"GET /", (b"200 OK", 1000, 5));
+    assert!(checksums_valid(&to_client));
 
     // A retransmitted backend SYN-ACK (our ACK was lost) is acked again.
-    let (v, out) = gw.send(
-        INSIDE,
-        &backend_synack(&gw, 29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5]),
-    );
+    let (v, out) = gw.send(INSIDE, &backend_synack_frame(&gw));
     assert_eq!(v, Verdict::Reply);
     assert_eq!(out.len(), 1);
     assert_eq!(seq_of(&out[0].1), ISN + 1);

@@ -19,9 +19,10 @@
 
 mod common;
 
+use common::bulk::{bulk_server, curl, object, put, www_with};
 use common::{gateway_with, number, port_counter, stats, topology};
 use portico::demo::topology::{ServiceOptions, Topology, VIP, VIP6, backend_addr, backend_addr6};
-use portico_tests::{Process, TempDir};
+use portico_tests::TempDir;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -29,59 +30,6 @@ use std::time::Duration;
 const OBJECT_BYTES: usize = 24 << 20;
 /// The bulk service's port (VIP and backend).
 const BULK_PORT: u16 = 9090;
-
-/// Deterministic bytes that do not compress or repeat within a segment.
-fn object() -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..OBJECT_BYTES)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
-/// nginx serving `dir` (holding `big`) on the backend's bulk port.
-fn bulk_server(t: &Topology, dir: &TempDir) -> Process {
-    bulk_server_on(t, dir, &backend_addr(0).to_string())
-}
-
-/// nginx serving `dir/www` on `listen`:[`BULK_PORT`] (an IPv6 address in
-/// brackets), `/data/` a WebDAV directory (`PUT` stores).
-fn bulk_server_on(t: &Topology, dir: &TempDir, listen: &str) -> Process {
-    let b = &t.backends[0];
-    let d = dir.path.display();
-    let conf = format!(
-        "user root;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\ndaemon off;\n\
-         events {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d};\n  \
-         fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n  \
-         client_max_body_size 64m;\n  \
-         server {{\n    listen {listen}:{BULK_PORT};\n    root {d}/www;\n    \
-         location /data/ {{ dav_methods PUT; create_full_put_path on; }}\n  }}\n}}\n"
-    );
-    let conf_path = dir.path.join("nginx.conf");
-    std::fs::write(&conf_path, conf).expect("write nginx.conf");
-    let p =
-        b.ns.spawn(
-            "nginx",
-            &[
-                "-c",
-                conf_path.to_str().expect("utf-8 path"),
-                "-p",
-                dir.path.to_str().expect("utf-8 path"),
-            ],
-        )
-        .expect("start nginx");
-    let up = portico_tests::wait_until(Duration::from_secs(10), || {
-        b.ns.exec("ss", &["-ltnH", &format!("sport = :{BULK_PORT}")])
-            .is_ok_and(|o| !o.stdout.is_empty())
-    });
-    assert!(up, "nginx did not listen on {BULK_PORT}");
-    p
-}
 
 /// The topology's configuration plus a `bulk` service VIP:9090 → backend
 /// 0:9090, `workers` workers, `gso` as given.
@@ -143,11 +91,9 @@ fn transfer(test: &str, s: Setup) -> Option<Value> {
         t.offloads_on().expect("offloads on at the peers");
     }
     let (gso, workers) = (s.gso, s.workers);
-    let dir = TempDir::new("gso-bulk").expect("temp dir");
-    std::fs::create_dir_all(dir.path.join("www")).expect("www dir");
-    let want = object();
-    std::fs::write(dir.path.join("www/big"), &want).expect("write the object");
-    let _nginx = bulk_server(&t, &dir);
+    let want = object(OBJECT_BYTES);
+    let dir = www_with("gso-bulk", &want);
+    let _nginx = bulk_server(&t, &dir, backend_addr(0).into(), BULK_PORT);
     let gw = gateway_with(&t, &config(&t, gso, workers), &[]);
     let got = fetch(&t, &dir);
     assert_eq!(got.len(), want.len(), "the whole object arrived");
@@ -249,50 +195,6 @@ fn gso_on_gets_super_packets_from_veth_gro_when_the_peers_segment() {
     );
 }
 
-/// curl -6 in the client namespace with `args`; its HTTP status.
-fn curl6(t: &Topology, args: &[&str]) -> String {
-    let mut all = vec!["-6", "-g", "-sS", "--max-time", "60", "-w", "%{http_code}"];
-    all.extend_from_slice(args);
-    let out = t.client_exec("curl", &all).expect("curl runs");
-    let code = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "curl {args:?}: {code} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    code
-}
-
-/// `PUT` the object (`dir/www/big`) to `base/data/up` with curl -6: stored
-/// whole (the same sha256).
-fn put6(t: &Topology, dir: &TempDir, base: &str) {
-    let src = dir.path.join("www/big");
-    let code = curl6(
-        t,
-        &[
-            "-T",
-            src.to_str().expect("utf-8 path"),
-            &format!("{base}/data/up"),
-        ],
-    );
-    assert!(code == "201" || code == "204", "PUT answered {code}");
-    let sha = |p: &std::path::Path| {
-        let out = t
-            .client_exec("sha256sum", &[p.to_str().expect("utf-8 path")])
-            .expect("sha256sum");
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .next()
-            .unwrap_or_default()
-            .to_owned()
-    };
-    assert_eq!(
-        sha(&dir.path.join("www/data/up")),
-        sha(&src),
-        "the upload arrived whole"
-    );
-}
-
 /// The iperf3 service's port (VIP and backend).
 const IPERF_PORT: u16 = 5201;
 /// The iperf3 flow's length.
@@ -317,11 +219,9 @@ fn gso_on_carries_ipv6_super_packets_both_ways_intact() {
     }
     t.enable_ipv6().expect("IPv6 in the topology");
     t.offloads_on().expect("offloads on at the peers");
-    let dir = TempDir::new("gso-bulk6").expect("temp dir");
-    std::fs::create_dir_all(dir.path.join("www")).expect("www dir");
-    let want = object();
-    std::fs::write(dir.path.join("www/big"), &want).expect("write the object");
-    let _nginx = bulk_server_on(&t, &dir, &format!("[{}]", backend_addr6(0)));
+    let want = object(OBJECT_BYTES);
+    let dir = www_with("gso-bulk6", &want);
+    let _nginx = bulk_server(&t, &dir, backend_addr6(0).into(), BULK_PORT);
     let b6 = backend_addr6(0);
     let iperf_server = t.backends[0]
         .ns
@@ -349,13 +249,13 @@ fn gso_on_carries_ipv6_super_packets_both_ways_intact() {
     // Download.
     let fetched = dir.path.join("fetched");
     let fetched_s = fetched.to_str().expect("utf-8 path");
-    let code = curl6(&t, &["-o", fetched_s, &format!("{base}/big")]);
+    let code = curl(&t, &["-o", fetched_s, &format!("{base}/big")]);
     assert_eq!(code, "200");
     let got = std::fs::read(&fetched).expect("read the fetched object");
     assert_eq!(got.len(), want.len(), "the whole object arrived");
     assert!(got == want, "the object arrived intact");
     // Upload: the client's TSO sends super-packets to the outside port.
-    put6(&t, &dir, &base);
+    put(&t, &dir, &base);
     // One iperf3 flow, bounded in time.
     let out = t
         .client
@@ -435,18 +335,16 @@ fn gso_on_ipv6_segments_over_the_egress_mtu_get_packet_too_big() {
             mtu(&t.lan, name);
         }
     }
-    let dir = TempDir::new("gso-mtu6").expect("temp dir");
-    std::fs::create_dir_all(dir.path.join("www")).expect("www dir");
-    std::fs::write(dir.path.join("www/big"), object()).expect("write the object");
+    let dir = www_with("gso-mtu6", &object(OBJECT_BYTES));
     let b6 = backend_addr6(0);
-    let _nginx = bulk_server_on(&t, &dir, &format!("[{b6}]"));
+    let _nginx = bulk_server(&t, &dir, b6.into(), BULK_PORT);
     let config = format!(
         "{}\n[[service]]\nname = \"bulk6\"\nprotocol = \"tcp\"\nvip = \"{VIP6}\"\nport = {BULK_PORT}\n\
          snat = true\nbackends = [{{ address = \"{b6}\", port = {BULK_PORT} }}]\n",
         config(&t, true, 1)
     );
     let gw = gateway_with(&t, &config, &[]);
-    put6(&t, &dir, &format!("http://[{VIP6}]:{BULK_PORT}"));
+    put(&t, &dir, &format!("http://[{VIP6}]:{BULK_PORT}"));
     std::thread::sleep(Duration::from_millis(600));
     let report = stats(&gw);
     let route = t

@@ -6,8 +6,8 @@
 //! segment crosses it as a chain of three buffers.
 //!
 //! Checked: a 16 MiB object downloaded through the VIP (nginx on the
-//! backend) and uploaded through it (curl PUT to a small Python server that
-//! answers the SHA-256 of what it read) arrive byte for byte; iperf3
+//! backend) and uploaded through it (curl PUT, which nginx's WebDAV
+//! stores: the stored file has the object's SHA-256) arrive byte for byte; iperf3
 //! (3 s, MSS 8948) through the VIP moves data; ping with an 8000-byte
 //! payload to the node address is answered by Portico; no frame is dropped
 //! as too big or as a bad chain, and the inside port's average received
@@ -22,12 +22,12 @@
 
 mod common;
 
-use common::bulk::{bulk_server, listening, object};
+use common::bulk::{bulk_server, listening, object, put, sha256_hex, www_with};
 use common::{gateway_with, port_counter, stats, topology_on};
 use portico::demo::kernel_path;
 use portico::demo::topology::{DriverKind, NODE_ADDR, ServiceOptions, Topology, VIP, backend_addr};
 use portico_netns::Netns;
-use portico_tests::{Process, TempDir, have};
+use portico_tests::have;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -35,7 +35,6 @@ const MTU: &str = "9000";
 /// The object: 16 MiB, ~1900 jumbo segments.
 const OBJECT_BYTES: usize = 16 << 20;
 const BULK_PORT: u16 = 9090;
-const UPLOAD_PORT: u16 = 9091;
 const IPERF_PORT: u16 = 5201;
 /// The MSS of a 9000-byte MTU with IPv4 and TCP timestamps.
 const IPERF_MSS: &str = "8948";
@@ -62,47 +61,6 @@ fn set_mtu(ns: &Netns, mtu: &str) {
         ns.exec("ip", &["link", "set", "dev", &name, "mtu", mtu])
             .unwrap_or_else(|e| panic!("mtu {mtu} on {name}: {e}"));
     }
-}
-
-fn sha256_hex(path: &std::path::Path) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("sha256sum runs");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .expect("a digest")
-        .to_owned()
-}
-
-/// A one-request HTTP server on the backend's upload port: reads a PUT
-/// body and answers its SHA-256 (hex).
-fn upload_server(t: &Topology) -> Process {
-    let b = &t.backends[0];
-    let script = format!(
-        "import hashlib, http.server\n\
-         class H(http.server.BaseHTTPRequestHandler):\n\
-         \x20   def do_PUT(self):\n\
-         \x20       n = int(self.headers['Content-Length'])\n\
-         \x20       h = hashlib.sha256()\n\
-         \x20       while n > 0:\n\
-         \x20           b = self.rfile.read(min(n, 1 << 16))\n\
-         \x20           if not b: break\n\
-         \x20           h.update(b); n -= len(b)\n\
-         \x20       body = h.hexdigest().encode()\n\
-         \x20       self.send_response(200)\n\
-         \x20       self.send_header('Content-Length', str(len(body)))\n\
-         \x20       self.end_headers()\n\
-         \x20       self.wfile.write(body)\n\
-         http.server.HTTPServer(('{}', {UPLOAD_PORT}), H).handle_request()\n",
-        b.addr
-    );
-    let p =
-        b.ns.spawn("python3", &["-c", &script])
-            .expect("start python3");
-    listening(t, UPLOAD_PORT);
-    p
 }
 
 /// One iperf3 flow through the VIP for 3 s (`mss`: `-M`): bytes and
@@ -138,15 +96,11 @@ fn iperf(t: &Topology, mss: Option<&str>) -> (u64, f64) {
     (received, bps)
 }
 
-/// The topology's configuration plus the bulk, upload and iperf3 services
+/// The topology's configuration plus the bulk and iperf3 services
 /// (VIP → backend 0, same port).
 fn config(t: &Topology) -> String {
     let mut c = t.config_toml(&ServiceOptions::all(t));
-    for (name, port) in [
-        ("bulk", BULK_PORT),
-        ("upload", UPLOAD_PORT),
-        ("iperf", IPERF_PORT),
-    ] {
+    for (name, port) in [("bulk", BULK_PORT), ("iperf", IPERF_PORT)] {
         c.push_str(&format!(
             "\n[[service]]\nname = \"{name}\"\nprotocol = \"tcp\"\nvip = \"{VIP}\"\n\
              port = {port}\nsnat = true\nbackends = [{{ address = \"{}\", port = {port} }}]\n",
@@ -174,19 +128,16 @@ fn jumbo_frames_cross_the_gateway_on_afxdp() {
         return;
     };
     assert!(
-        have("nginx") && have("iperf3") && have("python3") && have("sha256sum"),
-        "nginx, iperf3, python3 and coreutils are installed by tests/run.sh"
+        have("nginx") && have("iperf3") && have("sha256sum"),
+        "nginx, iperf3 and coreutils are installed by tests/run.sh"
     );
     for ns in [&t.client, &t.gateway, &t.lan, &t.backends[0].ns] {
         jumbo(ns);
     }
-    let dir = TempDir::new("jumbo").expect("temp dir");
-    std::fs::create_dir_all(dir.path.join("www")).expect("www dir");
+    let dir = www_with("jumbo", &object(OBJECT_BYTES));
     let object_path = dir.path.join("www/big");
-    std::fs::write(&object_path, object(OBJECT_BYTES)).expect("write the object");
     let want = sha256_hex(&object_path);
-    let _nginx = bulk_server(&t, &dir, BULK_PORT);
-    let _upload = upload_server(&t);
+    let _nginx = bulk_server(&t, &dir, backend_addr(0).into(), BULK_PORT);
     let gw = gateway_with(&t, &config(&t), &[]);
 
     // Download through the VIP.
@@ -209,19 +160,8 @@ fn jumbo_frames_cross_the_gateway_on_afxdp() {
     std::thread::sleep(Duration::from_millis(600));
     let after_download = stats(&gw);
 
-    // Upload through the VIP.
-    let digest = curl_ok(
-        &t,
-        &[
-            "-sS",
-            "--max-time",
-            "60",
-            "-T",
-            object_path.to_str().expect("utf-8 path"),
-            &format!("http://{VIP}:{UPLOAD_PORT}/big"),
-        ],
-    );
-    assert_eq!(digest, want, "the upload arrived intact");
+    // Upload through the VIP (nginx stores it).
+    put(&t, &dir, &format!("http://{VIP}:{BULK_PORT}"));
 
     // iperf3, bounded: 3 s, one stream, the jumbo MSS.
     let (received, bps) = iperf(&t, Some(IPERF_MSS));

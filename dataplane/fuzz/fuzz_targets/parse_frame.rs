@@ -7,10 +7,10 @@
 //! are parsed first either way).
 #![no_main]
 
-use dataplane::packet::PacketKind;
-use dataplane::flow::TableHasher;
+use dataplane::flow::{Family, FlowKey6, TableHasher};
+use dataplane::packet::{PacketKind, PacketMeta};
 use dataplane::stage::parse::parse_frame;
-use dataplane::wire::{arp, icmp, ipv4, tcp, udp};
+use dataplane::wire::{arp, icmp, ipv4, ipv6, tcp, udp};
 use dataplane::{FlowKey, Proto};
 use libfuzzer_sys::fuzz_target;
 
@@ -63,6 +63,10 @@ fn check(frame: &[u8], verified: bool) {
     let end = usize::from(m.l3_end);
     assert!(end <= frame.len());
     let l3_bytes = &frame[l3..end];
+    if m.family == Family::V6 {
+        check_v6(frame, &m);
+        return;
+    }
     if m.kind == PacketKind::Arp {
         let a = arp::Packet::new_checked(l3_bytes).expect("parsed ARP is Ethernet/IPv4");
         let _ = (a.operation(), a.sender_proto_addr(), a.target_hw_addr());
@@ -119,7 +123,53 @@ fn check(frame: &[u8], verified: bool) {
             assert_eq!(m.key.dst_ip, inner.dst_addr());
             assert_eq!(m.key.proto.ip_number(), inner.protocol());
         }
-        PacketKind::Arp => unreachable!(),
+        PacketKind::Arp | PacketKind::Ndp => unreachable!("not IPv4 L4 kinds"),
     }
     assert_eq!(m.hash, hasher.hash(&m.key));
+}
+
+/// An IPv6 meta against the frame: the fixed header parses, the upper
+/// layer starts past it (after the extension headers) and ends with the
+/// packet, and the tuple is the upper layer's.
+fn check_v6(frame: &[u8], m: &PacketMeta) {
+    let (l3, l4, end) = (
+        usize::from(m.l3_offset),
+        usize::from(m.l4_offset),
+        usize::from(m.l3_end),
+    );
+    let ip = ipv6::Packet::new_checked(&frame[l3..end]).expect("parsed IPv6 header");
+    assert_eq!(ip.version(), 6);
+    assert!(l3 + ipv6::HEADER_LEN <= l4 && l4 <= end);
+    assert_eq!(end, l3 + ipv6::HEADER_LEN + usize::from(ip.payload_len()));
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    let upper = &frame[l4..end];
+    match m.kind {
+        PacketKind::Tcp => {
+            let t = tcp::Packet::new_checked(upper).expect("parsed TCP header");
+            assert_eq!(
+                m.key6,
+                FlowKey6::new(Proto::Tcp, src, t.src_port(), dst, t.dst_port())
+            );
+            assert_eq!(m.tcp_flags, t.flags());
+            assert!(tcp::flags_are_valid(t.flags()));
+        }
+        PacketKind::Udp => {
+            let u = udp::Packet::new_checked(upper).expect("parsed UDP header");
+            assert_eq!(
+                m.key6,
+                FlowKey6::new(Proto::Udp, src, u.src_port(), dst, u.dst_port())
+            );
+        }
+        PacketKind::IcmpEcho => assert_eq!(m.key6.src_port, m.key6.dst_port),
+        PacketKind::IcmpError => {
+            let (inner_l3, inner_l4) = (
+                usize::from(m.inner_l3_offset),
+                usize::from(m.inner_l4_offset),
+            );
+            assert!(l4 < inner_l3 && inner_l3 + ipv6::HEADER_LEN <= inner_l4);
+            assert!(inner_l4 + 8 <= end);
+        }
+        PacketKind::Ndp => assert!((133..=137).contains(&upper[0])),
+        PacketKind::Arp => unreachable!("ARP is not IPv6"),
+    }
 }

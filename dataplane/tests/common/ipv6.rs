@@ -27,6 +27,11 @@ pub fn backend6_mac(i: u16) -> MacAddr {
     MacAddr([0x02, 0xbb, 0x66, 0, 0, 0x10 + i as u8])
 }
 
+/// The MAC of the IPv6 backend at `addr`.
+pub fn backend6_mac_of(addr: Ipv6Addr) -> MacAddr {
+    backend6_mac(addr.segments()[7] - 0x10)
+}
+
 /// web6: VIP6:80 and NODE6:30080 → backends :8080, full NAT.
 pub fn web6(backends: &[u16]) -> ServiceSpec {
     let mut s = ServiceSpec::new("web6", Proto::Tcp, VIP6, 80);

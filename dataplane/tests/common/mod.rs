@@ -25,6 +25,7 @@ use dataplane::worker::{IdlePolicy, Worker, WorkerConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
+pub mod handshake;
 pub mod ipv6;
 
 pub const OUTSIDE: u8 = 0;
@@ -253,26 +254,41 @@ impl Gateway {
 }
 
 /// A TCP segment from the backend of a flow whose reply key is `r` (to
-/// the gateway's SNAT tuple), as the backend sends it.
-pub fn from_backend_tcp(
-    r: &dataplane::flow::FlowKey,
+/// the gateway's SNAT tuple), as the backend sends it; either family.
+pub fn from_backend_tcp<A: dataplane::flow::IpFamily + Into<std::net::IpAddr>>(
+    r: &dataplane::flow::FlowKeyOf<A>,
     flags: u8,
     seq: u32,
     ack: u32,
     payload: &[u8],
 ) -> Vec<u8> {
-    dataplane::wire::build::eth_ipv4_tcp(
-        backend_mac(r.src_ip),
-        IN_MAC,
-        r.src_ip,
-        r.src_port,
-        r.dst_ip,
-        r.dst_port,
-        flags,
-        seq,
-        ack,
-        payload,
-    )
+    use dataplane::wire::build;
+    use std::net::IpAddr;
+    match (r.src_ip.into(), r.dst_ip.into()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => build::eth_ipv4_tcp(
+            backend_mac(s),
+            IN_MAC,
+            s,
+            r.src_port,
+            d,
+            r.dst_port,
+            flags,
+            seq,
+            ack,
+            payload,
+        ),
+        (IpAddr::V6(s), IpAddr::V6(d)) => build::eth_ipv6_tcp(
+            ipv6::backend6_mac_of(s),
+            IN_MAC,
+            (s, r.src_port),
+            (d, r.dst_port),
+            flags,
+            seq,
+            ack,
+            payload,
+        ),
+        _ => unreachable!("a flow key is of one family"),
+    }
 }
 
 /// `frame` with its IPv4 TTL set (and the header checksum recomputed from
