@@ -59,6 +59,9 @@ need_command skopeo skopeo
 need_command setcap libcap2-bin
 need_command getcap libcap2-bin
 need_file /etc/ssl/certs/ca-certificates.crt ca-certificates
+# The fuzz targets' build check (dataplane/fuzz, its own workspace):
+# libfuzzer-sys compiles libFuzzer from C++ with `c++`.
+need_command c++ g++
 if ((${#need_pkgs[@]})); then
     # Sorted and unique: iproute2 or libclang-dev may be named twice.
     mapfile -t need_pkgs < <(printf '%s\n' "${need_pkgs[@]}" | sort -u)
@@ -102,6 +105,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --exclude portico-dpdk-sys --all-targets -- -D warnings
+echo "== fuzz targets build (dataplane/fuzz: its own workspace, run by cargo-fuzz)"
+cargo check --manifest-path dataplane/fuzz/Cargo.toml --locked --bins --examples
 echo "== cargo nextest run"
 cargo nextest run --workspace --exclude portico-dpdk-sys --no-fail-fast
 echo "== doc tests"
