@@ -167,7 +167,8 @@ pub(super) fn attach_xdp(port: &PortPlan, plan: &Plan) -> Result<XdpAttachment, 
         }));
     }
     let mode = plan.dataplane.afxdp.mode.to_dataplane();
-    let attachment = XdpAttachment::attach(&port.interface, queues, mode).map_err(err)?;
+    let attachment =
+        XdpAttachment::attach(&port.interface, queues, workers as u32, mode).map_err(err)?;
     for stale in attachment.stale_removed() {
         warn!(interface = %port.interface, id = stale.id, mode = %stale.mode,
             "removed a stale Portico XDP program left attached by an earlier run");
@@ -187,6 +188,7 @@ pub(super) fn afxdp_config(a: &AfxdpPlan, attachments: &[XdpAttachment]) -> AfXd
                 ifname: att.ifname().to_string(),
                 queue_id: 0,
                 xsk_map: Some(att.map()),
+                link: Some(att.link()),
             })
             .collect(),
     );

@@ -84,6 +84,7 @@ mod port;
 mod ring;
 mod socket;
 mod stats;
+pub mod steer;
 mod sys;
 #[cfg(test)]
 mod tests;
@@ -96,7 +97,7 @@ pub use config::{
     ZeroCopy,
 };
 pub use port::XdpPort;
-pub use program::{AttachedMode, XdpAttachment};
+pub use program::{AttachedMode, XdpAttachment, XdpLink};
 pub use socket::rx_queue_count;
 pub use stats::{XdpKernelStats, XdpPortStats};
 pub use umem::XdpFrame;
@@ -105,10 +106,12 @@ use super::afpacket::prepare;
 use super::{Driver, Frame, PortCounters};
 use crate::driver::sys as driver_sys;
 use crate::packet::PortId;
+use crate::steering::SteeringRule;
 use chain::RxPacket;
 use socket::{bind_own, flag_names, open_socket, ring_size};
 use std::io;
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use umem::Umem;
 
 /// Headroom the kernel leaves before received data in a chunk
@@ -212,6 +215,8 @@ pub struct AfXdpDriver {
     frames_out: usize,
     poll_set: driver_sys::PollSet,
     poll_timeout_ms: u32,
+    /// The ports' program links (steering rules go in through them).
+    links: Vec<Arc<XdpLink>>,
 }
 
 impl AfXdpDriver {
@@ -343,7 +348,7 @@ impl AfXdpDriver {
             };
             let busy_poll = socket::enable_busy_poll(s.fd.as_fd(), config.busy_poll);
             if let Some(map) = &pc.xsk_map {
-                map.insert(pc.queue_id, s.fd.as_fd())
+                map.insert(map.own_slot(pc.queue_id), s.fd.as_fd())
                     .map_err(|source| AfXdpError::MapInsert {
                         ifname: ifname.to_string(),
                         source,
@@ -383,12 +388,14 @@ impl AfXdpDriver {
             }
         }
         let poll_set = driver_sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
+        let links = config.ports.iter().filter_map(|p| p.link.clone()).collect();
         Ok(AfXdpDriver {
             ports,
             umems,
             frames_out: 0,
             poll_set,
             poll_timeout_ms: config.poll_timeout_ms,
+            links,
         })
     }
 
@@ -487,7 +494,7 @@ impl Drop for AfXdpDriver {
                 // Frames of the queue pass to the kernel until another
                 // socket takes the slot; the socket closing would clear it
                 // too.
-                let _ = map.remove(p.queue_id);
+                let _ = map.remove(map.own_slot(p.queue_id));
             }
         }
         self.ports.clear();
@@ -677,6 +684,15 @@ impl Driver for AfXdpDriver {
             let kernel = port.kernel_stats().unwrap_or_default();
             *slot = port.stats().counters(&kernel);
         }
+    }
+
+    /// Replace each port's redirect program by one steering by `rule`
+    /// ([`XdpLink::install`]).
+    fn install_steering(&mut self, rule: &SteeringRule) -> io::Result<bool> {
+        for link in &self.links {
+            link.install(rule).map_err(io::Error::other)?;
+        }
+        Ok(!self.links.is_empty())
     }
 
     fn frame_from(&mut self, bytes: &[u8]) -> Option<XdpFrame> {

@@ -157,9 +157,11 @@ pub(super) const BPF_MAP_CREATE: u32 = 0;
 pub(super) const BPF_MAP_UPDATE_ELEM: u32 = 2;
 pub(super) const BPF_MAP_DELETE_ELEM: u32 = 3;
 pub(super) const BPF_PROG_LOAD: u32 = 5;
+pub(super) const BPF_PROG_TEST_RUN: u32 = 10;
 pub(super) const BPF_PROG_GET_FD_BY_ID: u32 = 13;
 pub(super) const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
 pub(super) const BPF_LINK_CREATE: u32 = 28;
+pub(super) const BPF_LINK_UPDATE: u32 = 29;
 
 /// `bpf(cmd, attr, sizeof attr)`; `A` is a `#[repr(C)]` prefix of
 /// `union bpf_attr` whose unused bytes are zero. Returns the result (an fd

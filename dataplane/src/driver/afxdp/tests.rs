@@ -120,6 +120,7 @@ fn config(ports: &[(&str, &XdpAttachment)]) -> AfXdpConfig {
                 ifname: (*ifname).to_string(),
                 queue_id: 0,
                 xsk_map: Some(att.map()),
+                link: Some(att.link()),
             })
             .collect(),
     );
@@ -137,7 +138,7 @@ fn config(ports: &[(&str, &XdpAttachment)]) -> AfXdpConfig {
 fn echo_through(mode: XdpMode, busy_poll: Option<BusyPoll>) {
     let Some(t) = Topology::new(1) else { return };
     in_netns(&t.ns_b, || {
-        let att = XdpAttachment::attach("pb0", 1, mode).expect("attach");
+        let att = XdpAttachment::attach("pb0", 1, 1, mode).expect("attach");
         if mode == XdpMode::Native {
             assert_eq!(att.mode(), AttachedMode::Native);
         }
@@ -209,8 +210,8 @@ fn native_mode_on_veth_receives_and_echoes_frames() {
 fn two_ports_share_one_umem_and_forward_without_copying() {
     let Some(t) = Topology::new(2) else { return };
     in_netns(&t.ns_b, || {
-        let a0 = XdpAttachment::attach("pb0", 1, XdpMode::Auto).expect("attach pb0");
-        let a1 = XdpAttachment::attach("pb1", 1, XdpMode::Auto).expect("attach pb1");
+        let a0 = XdpAttachment::attach("pb0", 1, 1, XdpMode::Auto).expect("attach pb0");
+        let a1 = XdpAttachment::attach("pb1", 1, 1, XdpMode::Auto).expect("attach pb1");
         let mut d = AfXdpDriver::open(&config(&[("pb0", &a0), ("pb1", &a1)])).expect("open");
         assert_eq!(d.umem_count(), 1, "XDP_SHARED_UMEM across two veths");
         let (tx_peer, rx_peer) = (open_peer(&t, "pa0"), open_peer(&t, "pa1"));
@@ -236,8 +237,8 @@ fn two_ports_share_one_umem_and_forward_without_copying() {
 fn separate_umems_forward_with_one_copy() {
     let Some(t) = Topology::new(2) else { return };
     in_netns(&t.ns_b, || {
-        let a0 = XdpAttachment::attach("pb0", 1, XdpMode::Generic).expect("attach pb0");
-        let a1 = XdpAttachment::attach("pb1", 1, XdpMode::Generic).expect("attach pb1");
+        let a0 = XdpAttachment::attach("pb0", 1, 1, XdpMode::Generic).expect("attach pb0");
+        let a1 = XdpAttachment::attach("pb1", 1, 1, XdpMode::Generic).expect("attach pb1");
         let mut c = config(&[("pb0", &a0), ("pb1", &a1)]);
         c.shared_umem = false;
         c.rings.umem_frames = 1024;
@@ -261,7 +262,7 @@ fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
         let ifindex = driver_sys::if_index("pb0").expect("ifindex");
         // A program attached through netlink outlives its process: stage
         // one as a crashed Portico would leave it.
-        let map = XskMap::create(1).expect("map");
+        let map = XskMap::create(1, 1).expect("map");
         let prog = bpf::load_program(&map).expect("load");
         netlink::attach_legacy(ifindex, prog.as_raw_fd(), netlink::XDP_FLAGS_SKB_MODE)
             .expect("legacy attach");
@@ -273,7 +274,7 @@ fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
             bpf::PROGRAM_NAME
         );
 
-        let att = XdpAttachment::attach("pb0", 1, XdpMode::Generic).expect("attach");
+        let att = XdpAttachment::attach("pb0", 1, 1, XdpMode::Generic).expect("attach");
         assert_eq!(
             att.stale_removed(),
             &[program::StaleProgram {
@@ -295,7 +296,7 @@ fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
         let foreign = bpf::load_program_named(&map, "not_portico").expect("load");
         netlink::attach_legacy(ifindex, foreign.as_raw_fd(), netlink::XDP_FLAGS_SKB_MODE)
             .expect("foreign attach");
-        let err = XdpAttachment::attach("pb0", 1, XdpMode::Generic).expect_err("refused");
+        let err = XdpAttachment::attach("pb0", 1, 1, XdpMode::Generic).expect_err("refused");
         assert!(
             matches!(&err, AfXdpError::ForeignProgram { name, .. } if name == "not_portico"),
             "{err}"
@@ -306,17 +307,19 @@ fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
 
 #[test]
 fn a_bad_interface_name_is_a_clear_error() {
-    let err = XdpAttachment::attach("no-such-if0", 1, XdpMode::Auto).expect_err("no interface");
+    let err = XdpAttachment::attach("no-such-if0", 1, 1, XdpMode::Auto).expect_err("no interface");
     assert!(
         err.to_string().contains("no-such-if0") && err.to_string().contains("not found"),
         "{err}"
     );
-    let err = XdpAttachment::attach("a-name-far-too-long", 1, XdpMode::Auto).expect_err("too long");
+    let err =
+        XdpAttachment::attach("a-name-far-too-long", 1, 1, XdpMode::Auto).expect_err("too long");
     assert!(err.to_string().contains("1 to 15 bytes"), "{err}");
     let mut c = AfXdpConfig::new(vec![AfXdpPortConfig {
         ifname: "lo".into(),
         queue_id: 0,
         xsk_map: None,
+        link: None,
     }]);
     c.rings.fill_ring = 1000;
     let err = AfXdpDriver::open(&c).expect_err("bad ring size");
@@ -336,7 +339,7 @@ fn jumbo_echo(mode: XdpMode, frame_size: u32) {
     };
     in_netns(&t.ns_b, || {
         // Native mode on a 9000-byte veth needs the frags program.
-        let att = XdpAttachment::attach("pb0", 1, mode).expect("attach with MTU 9000");
+        let att = XdpAttachment::attach("pb0", 1, 1, mode).expect("attach with MTU 9000");
         if mode == XdpMode::Native {
             assert_eq!(att.mode(), AttachedMode::Native);
         }
@@ -399,7 +402,7 @@ fn a_jumbo_mtu_without_multi_buffer_is_refused_by_name() {
         return;
     };
     in_netns(&t.ns_b, || {
-        let att = XdpAttachment::attach("pb0", 1, XdpMode::Auto).expect("attach");
+        let att = XdpAttachment::attach("pb0", 1, 1, XdpMode::Auto).expect("attach");
         let mut c = config(&[("pb0", &att)]);
         c.multi_buffer = MultiBuffer::Off;
         let err = AfXdpDriver::open(&c).expect_err("MTU 9000 in one chunk");
