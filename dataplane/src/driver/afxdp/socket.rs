@@ -120,23 +120,7 @@ pub(super) fn open_socket(
     driver_sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_TX_RING, &rings.tx_ring)
         .map_err(opt("XDP_TX_RING"))?;
     let off = sys::mmap_offsets(fd.as_fd()).map_err(opt("XDP_MMAP_OFFSETS"))?;
-    let map_ring = |what: &'static str,
-                    o: &libc::xdp_ring_offset,
-                    entry: Entry,
-                    size: u32,
-                    pgoff: u64|
-     -> Result<Ring, AfXdpError> {
-        let offsets = RingOffsets::from_kernel(o);
-        let len = offsets.map_len(size, entry);
-        let map = Region::shared(&fd, len, pgoff).map_err(|source| AfXdpError::Mmap {
-            ifname: ifname.to_string(),
-            what,
-            len_bytes: len,
-            source,
-        })?;
-        Ring::new(map, offsets, entry, size)
-            .ok_or_else(|| invalid(ifname, format!("{what} of {size} entries does not fit")))
-    };
+    let map_ring = |what, o, entry, size, pgoff| map_ring(&fd, ifname, what, o, entry, size, pgoff);
     let mut rx = map_ring(
         "RX ring",
         &off.rx,
@@ -176,6 +160,65 @@ pub(super) fn open_socket(
         fill,
         comp,
     })
+}
+
+/// Map one ring of `fd` (`o`: its offsets from `XDP_MMAP_OFFSETS`).
+fn map_ring(
+    fd: &OwnedFd,
+    ifname: &str,
+    what: &'static str,
+    o: &libc::xdp_ring_offset,
+    entry: Entry,
+    size: u32,
+    pgoff: u64,
+) -> Result<Ring, AfXdpError> {
+    let offsets = RingOffsets::from_kernel(o);
+    let len = offsets.map_len(size, entry);
+    let map = Region::shared(fd, len, pgoff).map_err(|source| AfXdpError::Mmap {
+        ifname: ifname.to_string(),
+        what,
+        len_bytes: len,
+        source,
+    })?;
+    Ring::new(map, offsets, entry, size)
+        .ok_or_else(|| invalid(ifname, format!("{what} of {size} entries does not fit")))
+}
+
+/// A socket with an RX ring only, not bound: what joins the buffer pool of
+/// a socket already bound to the same (device, queue), whose fill and
+/// completion rings it then shares (the kernel refuses own ones there).
+/// Tests only so far: the driver does not put several workers' sockets on
+/// one queue (see DESIGN.md, AF_XDP steering).
+#[cfg(test)]
+pub(super) fn open_rx_socket(
+    ifname: &str,
+    rings: &XdpRingConfig,
+) -> Result<(OwnedFd, Ring), AfXdpError> {
+    let fd = sys::xdp_socket().map_err(|source| AfXdpError::Socket {
+        ifname: ifname.to_string(),
+        source,
+    })?;
+    let opt = |option: &'static str| {
+        move |source| AfXdpError::SocketOption {
+            ifname: ifname.to_string(),
+            option,
+            source,
+        }
+    };
+    driver_sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_RX_RING, &rings.rx_ring)
+        .map_err(opt("XDP_RX_RING"))?;
+    let off = sys::mmap_offsets(fd.as_fd()).map_err(opt("XDP_MMAP_OFFSETS"))?;
+    let mut rx = map_ring(
+        &fd,
+        ifname,
+        "RX ring",
+        &off.rx,
+        Entry::Desc,
+        rings.rx_ring,
+        libc::XDP_PGOFF_RX_RING as u64,
+    )?;
+    rx.init_consumer();
+    Ok((fd, rx))
 }
 
 /// Bind the UMEM owner's socket per `zero_copy`, with `XDP_USE_SG` when

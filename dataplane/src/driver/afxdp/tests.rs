@@ -37,6 +37,11 @@ impl Topology {
 
     /// As [`Topology::new`], both ends of every pair with `mtu`.
     fn with_mtu(pairs: usize, mtu: u32) -> Option<Topology> {
+        Topology::build(pairs, mtu, 1)
+    }
+
+    /// As [`Topology::with_mtu`], every end with `queues` RX and TX queues.
+    fn build(pairs: usize, mtu: u32, queues: u32) -> Option<Topology> {
         if !require_root("AF_XDP namespace test") {
             return None;
         }
@@ -52,6 +57,7 @@ impl Topology {
             Veth::new(&topo.ns_a, &pa, &topo.ns_b, &pb)
                 .macs(mac_a, mac_b)
                 .mtus(mtu, mtu)
+                .queues(queues)
                 .create()
                 .expect("topology");
             in_netns(&topo.ns_a, || {
@@ -411,5 +417,180 @@ fn a_jumbo_mtu_without_multi_buffer_is_refused_by_name() {
             msg.contains("pb0") && msg.contains("MTU 9000") && msg.contains("multi_buffer"),
             "{msg}"
         );
+    });
+}
+
+/// A frame from client `10.88.<i / 250 + 1>.<i % 250 + 1>` to
+/// `10.88.0.2`:[`TEST_PORT`].
+fn client_frame(i: u16) -> Vec<u8> {
+    build::eth_ipv4_udp(
+        MacAddr(MAC_A),
+        MacAddr(MAC_B),
+        Ipv4Addr::new(10, 88, (i / 250 + 1) as u8, (i % 250 + 1) as u8),
+        40000 + i,
+        Ipv4Addr::new(10, 88, 0, 2),
+        TEST_PORT,
+        &[0u8; 64],
+    )
+}
+
+/// Two workers' drivers on a 2-queue veth, worker 0 having installed a
+/// steering rule through its driver: the program runs (a frame whose
+/// owner's worker has a socket on its queue goes there), and a frame whose
+/// owner has none on its queue falls back to the queue's own worker's
+/// socket (slot `q * 2 + q`), so every frame reaches a socket and none
+/// passes to the kernel. With one socket per worker, as here, that is
+/// every frame whose owner is not its queue's worker.
+#[test]
+fn with_a_steering_rule_installed_every_frame_still_reaches_a_socket() {
+    let Some(t) = Topology::build(1, 1500, 2) else {
+        return;
+    };
+    in_netns(&t.ns_b, || {
+        let att = XdpAttachment::attach("pb0", 2, 2, XdpMode::Auto).expect("attach");
+        let c0 = config(&[("pb0", &att)]);
+        let mut c1 = c0.clone();
+        c1.ports[0].queue_id = 1;
+        let mut d = [
+            AfXdpDriver::open(&c0).expect("open worker 0"),
+            AfXdpDriver::open(&c1).expect("open worker 1"),
+        ];
+        let rule = SteeringRule::new(
+            2,
+            1024..=65535,
+            vec![Ipv4Addr::new(10, 88, 0, 2)],
+            Vec::new(),
+            Vec::new(),
+        );
+        assert!(d[0].install_steering(&rule).expect("install"), "it steers");
+        let peer = open_peer(&t, "pa0");
+        let n = 400u16;
+        for i in 0..n {
+            peer.send(&client_frame(i)).expect("peer send");
+        }
+        let deadline = Instant::now() + DEADLINE;
+        let mut got = [0usize; 2];
+        let mut batch = Vec::with_capacity(64);
+        while got.iter().sum::<usize>() < usize::from(n) && Instant::now() < deadline {
+            for (w, dw) in d.iter_mut().enumerate() {
+                dw.rx_burst(0, &mut batch, 64);
+                for f in batch.drain(..) {
+                    if is_test_frame(f.data()) {
+                        got[w] += 1;
+                    }
+                    dw.release(f);
+                }
+                dw.wait(1);
+            }
+        }
+        assert_eq!(
+            got.iter().sum::<usize>(),
+            usize::from(n),
+            "per worker {got:?}"
+        );
+    });
+}
+
+/// The kernel keeps one buffer pool (UMEM, fill and completion ring) per
+/// (device, queue) (`xsk_reg_pool_at_qid`, `EBUSY`): a second worker's
+/// socket with its own UMEM cannot bind a queue a worker already bound.
+/// Sockets of several workers on one queue would have to share that
+/// queue's pool and fill ring (see DESIGN.md: why AF_XDP steering stops at
+/// the program).
+#[test]
+fn a_second_umem_on_a_bound_queue_is_refused_busy() {
+    let Some(t) = Topology::build(1, 1500, 2) else {
+        return;
+    };
+    in_netns(&t.ns_b, || {
+        let att = XdpAttachment::attach("pb0", 2, 2, XdpMode::Generic).expect("attach");
+        let c = config(&[("pb0", &att)]);
+        let d0 = AfXdpDriver::open(&c).expect("open worker 0 on queue 0");
+        let ifindex = d0.ports()[0].ifindex();
+        let bind_other_umem = |queue: u32| {
+            let umem = Umem::new("pb0", &c.rings, 0, 0).expect("umem");
+            let s = socket::open_socket("pb0", &c.rings, Some(&umem)).expect("socket");
+            sys::bind_xdp(s.fd.as_fd(), ifindex, queue, libc::XDP_COPY, None)
+        };
+        let err = bind_other_umem(0).expect_err("a second pool on queue 0");
+        assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
+        bind_other_umem(1).expect("queue 1 has no pool yet");
+    });
+}
+
+/// The steering program splits one queue's frames by owner: worker 0's
+/// socket on queue 0 in slot `(0, 0)`, a second socket sharing its buffer
+/// pool on queue 0 in worker 1's slot `(0, 1)`; after worker 0 installs
+/// the rule, each client's frames reach exactly the socket of the worker
+/// [`SteeringRule::owner`] names.
+#[test]
+fn the_installed_program_delivers_each_frame_to_its_owners_slot() {
+    let Some(t) = Topology::new(1) else { return };
+    in_netns(&t.ns_b, || {
+        let att = XdpAttachment::attach("pb0", 1, 2, XdpMode::Auto).expect("attach");
+        let c = config(&[("pb0", &att)]);
+        let mut d = AfXdpDriver::open(&c).expect("open worker 0");
+        let (fd1, mut rx1) = socket::open_rx_socket("pb0", &c.rings).expect("socket");
+        let (ifindex, fd0) = (d.ports()[0].ifindex(), d.ports()[0].fd.as_fd());
+        sys::bind_xdp(fd1.as_fd(), ifindex, 0, libc::XDP_SHARED_UMEM, Some(fd0))
+            .expect("share queue 0's pool");
+        let map = att.map();
+        map.insert(map.slot(0, 1), fd1.as_fd())
+            .expect("slot (0, 1)");
+        let server = Ipv4Addr::new(10, 88, 0, 2);
+        let rule = SteeringRule::new(2, 1024..=65535, vec![server], Vec::new(), Vec::new());
+        assert!(d.install_steering(&rule).expect("install"));
+        let n = 300u16;
+        let owners: Vec<u8> = (0..n)
+            .map(|i| {
+                let f = client_frame(i);
+                let src = Ipv4Addr::new(f[26], f[27], f[28], f[29]);
+                rule.owner(&crate::flow::FlowKey::new(
+                    crate::flow::Proto::Udp,
+                    src,
+                    40000 + i,
+                    server,
+                    TEST_PORT,
+                ))
+            })
+            .collect();
+        let want1 = owners.iter().filter(|&&w| w == 1).count() as u32;
+        assert!(
+            want1 > 50 && want1 < 250,
+            "both workers own clients: {want1}"
+        );
+        let peer = open_peer(&t, "pa0");
+        for i in 0..n {
+            peer.send(&client_frame(i)).expect("peer send");
+        }
+        let got0 = rx_test_frames(&mut d, 0, usize::from(n) - want1 as usize);
+        let deadline = Instant::now() + DEADLINE;
+        while rx1.available(u32::MAX) < want1 && Instant::now() < deadline {
+            d.wait(10);
+        }
+        // Worker 0's clients, in order, and nothing more.
+        let sources: Vec<[u8; 4]> = got0
+            .iter()
+            .map(|f| [f.data()[26], f.data()[27], f.data()[28], f.data()[29]])
+            .collect();
+        let want0: Vec<[u8; 4]> = (0..n)
+            .filter(|&i| owners[usize::from(i)] == 0)
+            .map(|i| {
+                let f = client_frame(i);
+                [f[26], f[27], f[28], f[29]]
+            })
+            .collect();
+        assert_eq!(sources, want0, "worker 0 gets exactly its clients");
+        assert_eq!(
+            rx1.available(u32::MAX),
+            want1,
+            "worker 1's slot gets its clients"
+        );
+        for f in got0 {
+            d.release(f);
+        }
+        // Worker 1's frames stay in its ring (chunks of worker 0's UMEM):
+        // clear the slot before the socket closes.
+        map.remove(map.slot(0, 1)).expect("clear slot (0, 1)");
     });
 }
