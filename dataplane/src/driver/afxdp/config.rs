@@ -3,7 +3,7 @@
 
 #[cfg(doc)]
 use super::XdpAttachment;
-use super::{XdpLink, XskMap};
+use super::{QueueSockets, XdpLink, XskMap};
 use std::sync::Arc;
 
 /// Where the XDP program runs.
@@ -83,6 +83,11 @@ pub struct AfXdpPortConfig {
     /// The interface's program link ([`XdpAttachment::link`]), through
     /// which the driver installs steering rules; `None`: it does not.
     pub link: Option<Arc<XdpLink>>,
+    /// The port's [`QueueSockets`], shared by all its workers' drivers:
+    /// each worker then also receives on the other workers' queues, so the
+    /// steering program can deliver every frame to its owner; `None`: on
+    /// its own queue only.
+    pub queue_sockets: Option<Arc<QueueSockets>>,
 }
 
 /// Everything one worker's driver needs.

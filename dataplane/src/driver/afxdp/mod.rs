@@ -81,6 +81,7 @@ pub mod program;
 mod chain;
 mod config;
 mod port;
+pub mod queues;
 mod ring;
 mod socket;
 mod stats;
@@ -98,6 +99,7 @@ pub use config::{
 };
 pub use port::XdpPort;
 pub use program::{AttachedMode, XdpAttachment, XdpLink};
+pub use queues::QueueSockets;
 pub use socket::rx_queue_count;
 pub use stats::{XdpKernelStats, XdpPortStats};
 pub use umem::XdpFrame;
@@ -108,9 +110,10 @@ use crate::driver::sys as driver_sys;
 use crate::packet::PortId;
 use crate::steering::SteeringRule;
 use chain::RxPacket;
+use queues::{RemoteSocket, ReturnRing};
 use socket::{bind_own, flag_names, open_socket, ring_size};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use umem::Umem;
 
@@ -209,6 +212,9 @@ pub(super) fn invalid(ifname: &str, reason: impl Into<String>) -> AfXdpError {
 #[derive(Debug)]
 pub struct AfXdpDriver {
     // Field order is drop order: sockets before the UMEMs they use.
+    /// This worker's sockets on other workers' queues, by port
+    /// (`queues.rs`).
+    remote: Vec<(PortId, RemoteSocket)>,
     ports: Vec<XdpPort>,
     umems: Vec<Umem>,
     /// Frames handed out (rx, frame_from) and not yet back (tx, release).
@@ -217,6 +223,15 @@ pub struct AfXdpDriver {
     poll_timeout_ms: u32,
     /// The ports' program links (steering rules go in through them).
     links: Vec<Arc<XdpLink>>,
+    /// Chunks other workers give back, by the UMEM they belong to.
+    returns_in: Vec<(u8, Arc<ReturnRing>)>,
+    /// Ports whose sockets on the other queues are still to open (once
+    /// every worker has published its own, see `queues.rs`).
+    pending: Vec<(PortId, Arc<QueueSockets>, u64)>,
+    /// Why sockets on other queues could not be opened (the slots stay
+    /// empty; the program falls back to the queue's own worker).
+    queue_socket_errors: Vec<AfXdpError>,
+    rings: XdpRingConfig,
 }
 
 impl AfXdpDriver {
@@ -389,14 +404,47 @@ impl AfXdpDriver {
         }
         let poll_set = driver_sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         let links = config.ports.iter().filter_map(|p| p.link.clone()).collect();
-        Ok(AfXdpDriver {
+        // Publish each port's socket for the other workers' sockets on
+        // this queue (single-buffer only: their frames are copied out of
+        // one chunk).
+        let mut returns_in = Vec::new();
+        let mut pending = Vec::new();
+        for (i, (pc, p)) in config.ports.iter().zip(&ports).enumerate() {
+            let Some(reg) = pc
+                .queue_sockets
+                .as_ref()
+                .filter(|r| r.spans_queues() && !sg && pc.xsk_map.is_some())
+            else {
+                continue;
+            };
+            let Some(umem) = umems.get(usize::from(p.umem)) else {
+                continue;
+            };
+            let chunks = (umem.map.len() / rings.frame_size as usize).max(1);
+            let returns = reg
+                .publish(p.queue_id, &p.fd, &umem.map, rings.frame_size, chunks)
+                .map_err(|source| AfXdpError::Socket {
+                    ifname: p.ifname.clone(),
+                    source,
+                })?;
+            returns_in.extend(returns.into_iter().map(|r| (p.umem, r)));
+            pending.push((i as PortId, Arc::clone(reg), 0));
+        }
+        let mut driver = AfXdpDriver {
+            remote: Vec::new(),
             ports,
             umems,
             frames_out: 0,
             poll_set,
             poll_timeout_ms: config.poll_timeout_ms,
             links,
-        })
+            returns_in,
+            pending,
+            queue_socket_errors: Vec::new(),
+            rings: config.rings,
+        };
+        driver.connect_pending(false);
+        Ok(driver)
     }
 
     pub fn port(&self, port: PortId) -> Option<&XdpPort> {
@@ -405,6 +453,52 @@ impl AfXdpDriver {
 
     pub fn ports(&self) -> &[XdpPort] {
         &self.ports
+    }
+
+    /// This worker's sockets on other workers' queues: `(port, queue)`.
+    pub fn queue_sockets(&self) -> Vec<(PortId, u32)> {
+        self.remote.iter().map(|(p, r)| (*p, r.queue)).collect()
+    }
+
+    /// Why sockets on other queues could not be opened (each also counted
+    /// as `queue_socket_failures`).
+    pub fn queue_socket_errors(&self) -> &[AfXdpError] {
+        &self.queue_socket_errors
+    }
+
+    /// Open the sockets on the other queues published so far (cold):
+    /// `when_complete` waits until every worker of the port has published
+    /// (one atomic load per port while pending).
+    fn connect_pending(&mut self, when_complete: bool) {
+        let mut i = 0;
+        while let Some((port, reg, done)) = self.pending.get_mut(i) {
+            let Some(p) = self.ports.get_mut(usize::from(*port)) else {
+                self.pending.swap_remove(i);
+                continue;
+            };
+            let Some(map) = p
+                .xsk_map
+                .clone()
+                .filter(|_| !when_complete || reg.complete())
+            else {
+                i += 1;
+                continue;
+            };
+            let (sockets, errors, all_tried) =
+                reg.connect(p.queue_id, &p.ifname, p.ifindex, &self.rings, &map, done);
+            p.stats.queue_socket_failures += errors.len() as u64;
+            let port = *port;
+            for s in sockets {
+                self.poll_set.add_raw(&[s.fd.as_raw_fd()]);
+                self.remote.push((port, s));
+            }
+            self.queue_socket_errors.extend(errors);
+            if all_tried {
+                self.pending.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Number of UMEMs (1 when every port shares one).
@@ -442,6 +536,9 @@ impl AfXdpDriver {
             }
             ready |= p.rx.available(1) > 0;
         }
+        for (_, r) in &mut self.remote {
+            ready |= r.rx.available(1) > 0;
+        }
         if ready {
             return true;
         }
@@ -474,6 +571,8 @@ impl AfXdpDriver {
             t.tx_kicks += s.tx_kicks;
             t.tx_send_errors += s.tx_send_errors;
             t.socket_errors += s.socket_errors;
+            t.rx_other_queues += s.rx_other_queues;
+            t.queue_socket_failures += s.queue_socket_failures;
         }
         t
     }
@@ -489,6 +588,16 @@ impl AfXdpDriver {
 
 impl Drop for AfXdpDriver {
     fn drop(&mut self) {
+        for (port, r) in &self.remote {
+            if let Some(map) = self
+                .ports
+                .get(usize::from(*port))
+                .and_then(|p| p.xsk_map.as_ref())
+            {
+                let _ = map.remove(r.slot);
+            }
+        }
+        self.remote.clear();
         for p in &self.ports {
             if let Some(map) = &p.xsk_map {
                 // Frames of the queue pass to the kernel until another
@@ -515,6 +624,9 @@ impl Driver for AfXdpDriver {
     }
 
     fn rx_burst(&mut self, port: PortId, out: &mut Vec<XdpFrame>, max: usize) -> usize {
+        if !self.pending.is_empty() {
+            self.connect_pending(true);
+        }
         let Some(p) = self.ports.get_mut(usize::from(port)) else {
             return 0;
         };
@@ -586,6 +698,17 @@ impl Driver for AfXdpDriver {
             }
         }
         p.rx.release(consumed);
+        // Frames of this worker's flows that arrived on other queues.
+        for (_, r) in self.remote.iter_mut().filter(|(rp, _)| *rp == port) {
+            if got >= max {
+                break;
+            }
+            got += queues::rx_copy(r, p, umem, out, max - got);
+        }
+        // Chunks the other workers received on this worker's queue.
+        for (_, ring) in self.returns_in.iter().filter(|(u, _)| *u == p.umem) {
+            ring.drain(|addr| umem.give_back(addr));
+        }
         self.frames_out += got;
         p.refill(umem);
         got

@@ -187,9 +187,6 @@ fn map_ring(
 /// A socket with an RX ring only, not bound: what joins the buffer pool of
 /// a socket already bound to the same (device, queue), whose fill and
 /// completion rings it then shares (the kernel refuses own ones there).
-/// Tests only so far: the driver does not put several workers' sockets on
-/// one queue (see DESIGN.md, AF_XDP steering).
-#[cfg(test)]
 pub(super) fn open_rx_socket(
     ifname: &str,
     rings: &XdpRingConfig,

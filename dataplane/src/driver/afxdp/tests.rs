@@ -127,6 +127,7 @@ fn config(ports: &[(&str, &XdpAttachment)]) -> AfXdpConfig {
                 queue_id: 0,
                 xsk_map: Some(att.map()),
                 link: Some(att.link()),
+                queue_sockets: None,
             })
             .collect(),
     );
@@ -326,6 +327,7 @@ fn a_bad_interface_name_is_a_clear_error() {
         queue_id: 0,
         xsk_map: None,
         link: None,
+        queue_sockets: None,
     }]);
     c.rings.fill_ring = 1000;
     let err = AfXdpDriver::open(&c).expect_err("bad ring size");
@@ -592,5 +594,156 @@ fn the_installed_program_delivers_each_frame_to_its_owners_slot() {
         // Worker 1's frames stay in its ring (chunks of worker 0's UMEM):
         // clear the slot before the socket closes.
         map.remove(map.slot(0, 1)).expect("clear slot (0, 1)");
+    });
+}
+
+/// Two workers' drivers on a 2-queue veth sharing the port's
+/// [`QueueSockets`]; `refuse`: the kernel refuses every shared bind.
+fn two_workers(refuse: Option<i32>, check: impl FnOnce(&Topology, &mut [AfXdpDriver; 2]) + Send) {
+    let Some(t) = Topology::build(1, 1500, 2) else {
+        return;
+    };
+    in_netns(&t.ns_b, || {
+        sys::REFUSE_SHARED_BIND.with(|r| r.set(refuse));
+        let att = XdpAttachment::attach("pb0", 2, 2, XdpMode::Auto).expect("attach");
+        let mut c0 = config(&[("pb0", &att)]);
+        c0.ports[0].queue_sockets = Some(Arc::new(QueueSockets::new(2, 2)));
+        let mut c1 = c0.clone();
+        c1.ports[0].queue_id = 1;
+        let mut d = [
+            AfXdpDriver::open(&c0).expect("open worker 0"),
+            AfXdpDriver::open(&c1).expect("open worker 1"),
+        ];
+        check(&t, &mut d);
+    });
+}
+
+/// The clients of the frames [`send_clients`] sends, each with its owner
+/// by `rule`.
+fn client_owners(rule: &SteeringRule, n: u16) -> Vec<([u8; 4], u8)> {
+    (0..n)
+        .map(|i| {
+            let f = client_frame(i);
+            let src = [f[26], f[27], f[28], f[29]];
+            let key = crate::flow::FlowKey::new(
+                crate::flow::Proto::Udp,
+                Ipv4Addr::from(src),
+                40000 + i,
+                Ipv4Addr::new(10, 88, 0, 2),
+                TEST_PORT,
+            );
+            (src, rule.owner(&key))
+        })
+        .collect()
+}
+
+/// Send `n` client frames from the peer, poll both drivers until all
+/// arrived (or the deadline); the clients each worker received.
+fn send_clients(t: &Topology, d: &mut [AfXdpDriver; 2], n: u16) -> [Vec<[u8; 4]>; 2] {
+    let peer = open_peer(t, "pa0");
+    for i in 0..n {
+        peer.send(&client_frame(i)).expect("peer send");
+    }
+    let deadline = Instant::now() + DEADLINE;
+    let mut got: [Vec<[u8; 4]>; 2] = [Vec::new(), Vec::new()];
+    let mut batch = Vec::with_capacity(64);
+    while got.iter().map(Vec::len).sum::<usize>() < usize::from(n) && Instant::now() < deadline {
+        for (w, dw) in d.iter_mut().enumerate() {
+            dw.rx_burst(0, &mut batch, 64);
+            for f in batch.drain(..) {
+                if is_test_frame(f.data()) {
+                    let b = f.data();
+                    got[w].push([b[26], b[27], b[28], b[29]]);
+                }
+                dw.release(f);
+            }
+            dw.wait(1);
+        }
+    }
+    got
+}
+
+fn server_rule() -> SteeringRule {
+    SteeringRule::new(
+        2,
+        1024..=65535,
+        vec![Ipv4Addr::new(10, 88, 0, 2)],
+        Vec::new(),
+        Vec::new(),
+    )
+}
+
+/// Flow-affine steering across queues: each worker also has a socket on
+/// the other worker's queue (sharing that queue's pool), and with the rule
+/// installed every frame reaches the worker that owns its client, on
+/// whichever queue it arrived; the frames taken on the other queue are
+/// copies, their chunks go back to the queue's worker.
+#[test]
+fn two_workers_receive_their_clients_frames_from_either_queue() {
+    two_workers(None, |t, d| {
+        // Worker 1 joined queue 0 when it opened; worker 0 joins queue 1
+        // on its first burst.
+        d[0].rx_burst(0, &mut Vec::new(), 1);
+        assert_eq!(d[0].queue_sockets(), [(0, 1)]);
+        assert_eq!(d[1].queue_sockets(), [(0, 0)]);
+        let rule = server_rule();
+        assert!(d[0].install_steering(&rule).expect("install"));
+        let n = 400;
+        let owners = client_owners(&rule, n);
+        let got = send_clients(t, d, n);
+        for (w, clients) in got.iter().enumerate() {
+            let want: Vec<[u8; 4]> = owners
+                .iter()
+                .filter(|(_, o)| usize::from(*o) == w)
+                .map(|(c, _)| *c)
+                .collect();
+            let mut clients = clients.clone();
+            clients.sort_unstable();
+            let mut want = want;
+            want.sort_unstable();
+            assert_eq!(clients, want, "worker {w} gets exactly its clients");
+        }
+        let other: u64 = d.iter().map(|dw| dw.total_stats().rx_other_queues).sum();
+        assert!(other > 0, "some frames arrived on the other worker's queue");
+        for dw in d.iter_mut() {
+            assert_eq!(dw.frames_out(), 0);
+            assert_eq!(dw.total_stats().queue_socket_failures, 0);
+        }
+        // The chunks worker 1 took from queue 0 are back with worker 0.
+        d[0].rx_burst(0, &mut Vec::new(), 1);
+        let in_fill = d[0].ports()[0].fill.outstanding() as usize;
+        assert!(
+            d[0].free_frames() + in_fill >= 2048 - 512,
+            "free {}",
+            d[0].free_frames()
+        );
+    });
+}
+
+/// When the kernel refuses a socket on another worker's queue, the slot
+/// stays empty, the refusal is counted and kept, and every frame still
+/// reaches a worker: the queue's own (which hands it off).
+#[test]
+fn a_refused_queue_socket_is_counted_and_every_frame_still_arrives() {
+    two_workers(Some(libc::EINVAL), |t, d| {
+        d[0].rx_burst(0, &mut Vec::new(), 1);
+        for dw in d.iter() {
+            assert!(dw.queue_sockets().is_empty());
+            assert_eq!(dw.total_stats().queue_socket_failures, 1);
+            let msg = dw.queue_socket_errors()[0].to_string();
+            assert!(
+                msg.contains("XDP_SHARED_UMEM") && msg.contains("pb0"),
+                "{msg}"
+            );
+        }
+        assert!(d[0].install_steering(&server_rule()).expect("install"));
+        let got = send_clients(t, d, 400);
+        assert_eq!(got.iter().map(Vec::len).sum::<usize>(), 400, "{got:?}");
+        assert_eq!(
+            d.iter()
+                .map(|dw| dw.total_stats().rx_other_queues)
+                .sum::<u64>(),
+            0
+        );
     });
 }
