@@ -12,12 +12,11 @@ use dataplane::driver::afpacket::prepare::{
 };
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig};
 use dataplane::driver::afxdp::{
-    AfXdpConfig, AfXdpError, AfXdpPortConfig, BusyPoll, XdpAttachment, XdpRingConfig,
+    AfXdpConfig, AfXdpError, AfXdpPortConfig, BusyPoll, QueueSockets, XdpAttachment, XdpRingConfig,
 };
 use dataplane::neighbour::NeighbourConfig;
 use nic_config::{AfpacketPlan, AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan};
 use std::net::{IpAddr, Ipv4Addr};
-#[cfg(feature = "dpdk")]
 use std::sync::Arc;
 use tracing::{info, warn};
 
@@ -189,6 +188,12 @@ pub(super) fn afxdp_config(a: &AfxdpPlan, attachments: &[XdpAttachment]) -> AfXd
                 queue_id: 0,
                 xsk_map: Some(att.map()),
                 link: Some(att.link()),
+                // Every worker also receives on the others' queues, so the
+                // steering program delivers each frame to its owner.
+                queue_sockets: Some(Arc::new(QueueSockets::new(
+                    att.map().queues(),
+                    att.map().workers(),
+                ))),
             })
             .collect(),
     );

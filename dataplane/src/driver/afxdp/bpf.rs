@@ -242,6 +242,11 @@ impl XskMap {
         self.entries
     }
 
+    /// RX queues (slots per worker).
+    pub fn queues(&self) -> u32 {
+        self.entries / self.workers
+    }
+
     /// Workers per queue.
     pub fn workers(&self) -> u32 {
         self.workers

@@ -5,7 +5,11 @@
 //!
 //! One [`AfXdpDriver`] serves one worker: a socket per port, bound to the
 //! worker's queue (`queue_id`; worker `w` binds queue `w`, so an interface
-//! needs exactly as many RX queues as there are workers). Design:
+//! needs exactly as many RX queues as there are workers), and with
+//! several workers an RX-only socket on each other worker's queue
+//! ([`queues`]), so the redirect program can deliver each frame to the
+//! worker owning its flow ([`steer`], installed by worker 0 through
+//! [`Driver::install_steering`]). Design:
 //!
 //! * **UMEM**: one per worker, `umem_frames` chunks of `frame_size` bytes
 //!   (aligned mode: 2048 or 4096), shared by all of the worker's ports with
@@ -42,7 +46,8 @@
 //!   UMEM inherit the owner's flags (the kernel rejects flags with
 //!   `XDP_SHARED_UMEM`).
 //!
-//! Invariants: everything is allocated in [`AfXdpDriver::open`]; the
+//! Invariants: everything is allocated in [`AfXdpDriver::open`] (and the
+//! sockets on other queues when they are joined, once); the
 //! packet path never allocates (beyond the caller's `Vec` capacity), locks
 //! or panics, `rx_burst` makes no syscall (except a `recvfrom` wake-up when
 //! the kernel asks for one on the fill ring, and with busy polling one
@@ -69,7 +74,8 @@
 //! Files: `config.rs` (what a driver opens with), `socket.rs` (opening and
 //! binding a socket), `ring.rs` (the ring protocol), `umem.rs` (chunks and
 //! frames), `chain.rs` (multi-buffer chains), `port.rs` (one socket's ring
-//! work), `stats.rs` (counters),
+//! work), `stats.rs` (counters), `queues.rs` (sockets on the other
+//! workers' queues), `steer/` (the steering program),
 //! `bpf.rs`/`program.rs`/`netlink.rs` (the XDP program), this file (the
 //! driver). All `unsafe` code lives in `sys.rs` (and the namespace tests);
 //! the calls af_packet also makes are in `driver::sys`.

@@ -33,9 +33,10 @@
 //!   return bpf_redirect_map(xsks, q * W + q % W, XDP_PASS)
 //! ```
 //!
-//! Slot `q * W + w` holds worker `w`'s socket on queue `q`, where the
-//! layout has one ([`XskMap::slot`]); slot `q * W + q % W` is the socket of
-//! the queue's own worker, which every layout has. Without a rule (before
+//! Slot `q * W + w` holds worker `w`'s socket on queue `q` ([`XskMap::slot`];
+//! `queues.rs` opens them), unless the kernel refused it; slot
+//! `q * W + q % W` is the socket of the queue's own worker, which every
+//! layout has. Without a rule (before
 //! worker 0 installs the first) the program is the epilogue's last line
 //! alone; with one worker it is exactly the old redirect program's choice
 //! (slot `q`).
