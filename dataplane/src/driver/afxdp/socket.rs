@@ -71,6 +71,23 @@ pub(super) struct OpenSocket {
     pub(super) comp: Ring,
 }
 
+/// A new, unconfigured `AF_XDP` socket.
+fn new_socket(ifname: &str) -> Result<OwnedFd, AfXdpError> {
+    sys::xdp_socket().map_err(|source| AfXdpError::Socket {
+        ifname: ifname.to_string(),
+        source,
+    })
+}
+
+/// How a failed socket `option` of `ifname` is reported.
+fn option_error(ifname: &str, option: &'static str) -> impl Fn(std::io::Error) -> AfXdpError {
+    move |source| AfXdpError::SocketOption {
+        ifname: ifname.to_string(),
+        option,
+        source,
+    }
+}
+
 /// Open a socket; register `umem` on it when given (the UMEM owner), and
 /// give it its own fill/completion rings either way.
 pub(super) fn open_socket(
@@ -78,17 +95,8 @@ pub(super) fn open_socket(
     rings: &XdpRingConfig,
     register: Option<&Umem>,
 ) -> Result<OpenSocket, AfXdpError> {
-    let fd = sys::xdp_socket().map_err(|source| AfXdpError::Socket {
-        ifname: ifname.to_string(),
-        source,
-    })?;
-    let opt = |option: &'static str| {
-        move |source| AfXdpError::SocketOption {
-            ifname: ifname.to_string(),
-            option,
-            source,
-        }
-    };
+    let fd = new_socket(ifname)?;
+    let opt = |option| option_error(ifname, option);
     if let Some(umem) = register {
         let reg = libc::xdp_umem_reg {
             addr: umem.map.addr(),
@@ -191,17 +199,8 @@ pub(super) fn open_rx_socket(
     ifname: &str,
     rings: &XdpRingConfig,
 ) -> Result<(OwnedFd, Ring), AfXdpError> {
-    let fd = sys::xdp_socket().map_err(|source| AfXdpError::Socket {
-        ifname: ifname.to_string(),
-        source,
-    })?;
-    let opt = |option: &'static str| {
-        move |source| AfXdpError::SocketOption {
-            ifname: ifname.to_string(),
-            option,
-            source,
-        }
-    };
+    let fd = new_socket(ifname)?;
+    let opt = |option| option_error(ifname, option);
     driver_sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_RX_RING, &rings.rx_ring)
         .map_err(opt("XDP_RX_RING"))?;
     let off = sys::mmap_offsets(fd.as_fd()).map_err(opt("XDP_MMAP_OFFSETS"))?;

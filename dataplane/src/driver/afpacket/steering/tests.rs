@@ -89,6 +89,14 @@ pub(crate) fn frame6(k: &FlowKey6, next: u8) -> Vec<u8> {
     f
 }
 
+/// The rule of [`addresses`] and [`addresses6`] for `workers` sharing
+/// `ports`.
+pub(crate) fn both_families(workers: u8, ports: std::ops::RangeInclusive<u16>) -> SteeringRule {
+    let (owned, snat, listeners) = addresses();
+    let (owned6, snat6, listeners6) = addresses6();
+    SteeringRule::new(workers, ports, owned, snat, listeners).with_ipv6(owned6, snat6, listeners6)
+}
+
 /// Run `prog` over `frame` (network header at [`ETH_LEN`]).
 fn run(prog: &[Insn], frame: &[u8]) -> u32 {
     let load = |off: u32, size: usize| -> Option<u32> {
@@ -214,22 +222,15 @@ fn check_program(rule: &SteeringRule, mut next: impl FnMut() -> (Vec<u8>, u8, St
 
 #[test]
 fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
-    let (owned, snat, listeners) = addresses();
-    let (owned6, snat6, listeners6) = addresses6();
+    let (owned, _, listeners) = addresses();
+    let (owned6, _, listeners6) = addresses6();
     let keys = KeyPool6 {
-        owned: owned6.clone(),
+        owned: owned6,
         listen: listeners6.iter().map(|&(_, _, p)| p).collect(),
     };
     let mut rng = Rng(0x5eed6);
     for (workers, ports) in shapes() {
-        let rule = SteeringRule::new(
-            workers,
-            ports.clone(),
-            owned.clone(),
-            snat.clone(),
-            listeners.clone(),
-        )
-        .with_ipv6(owned6.clone(), snat6.clone(), listeners6.clone());
+        let rule = both_families(workers, ports.clone());
         assert_eq!(rule.owned6.len(), 5, "{:x?}", rule.owned6);
         check_program(&rule, || {
             let k = keys.key(&mut rng);

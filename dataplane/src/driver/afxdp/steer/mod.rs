@@ -21,8 +21,11 @@
 //!   relative to the network header (`SKF_NET_OFF`: the Ethernet header
 //!   is 14 bytes; a VLAN-tagged frame has EtherType 0x8100 and goes to
 //!   worker 0 like any other EtherType); `SKF_AD_PROTOCOL` is the
-//!   EtherType. An indexed load checks `X <= 0x3fff` first, so the
-//!   verifier sees a bounded variable offset.
+//!   EtherType. An indexed load (`X + k`: the IPv4 ports after the
+//!   options) goes through `bpf_xdp_load_bytes` (Linux 5.18+) into a stack
+//!   buffer instead of a variable offset on the packet pointer, which the
+//!   verifier refuses without `CAP_PERFMON` (Spectre v1 sanitation); the
+//!   gateway keeps only `CAP_NET_ADMIN` and `CAP_BPF` after start-up.
 //! * `ret` jumps to the epilogue with the owner in `A`.
 //!
 //! Epilogue (`q` = `xdp_md.rx_queue_index`, `W` = the map's workers):
@@ -55,8 +58,9 @@ use crate::driver::afpacket::steering::{Insn as CInsn, fanout_program};
 use crate::steering::SteeringRule;
 
 /// eBPF instructions one classic instruction becomes at most (an indexed
-/// load: bound check of `X`, pointer, bound check, load, byte swap).
-pub const MAX_INSNS_PER_CBPF: usize = 8;
+/// load: bound check of `X`, save `X`, helper arguments, call, restore,
+/// result check, load, byte swap).
+pub const MAX_INSNS_PER_CBPF: usize = 13;
 
 /// Why a rule could not be turned into an XDP program.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +124,12 @@ const EXIT: u8 = 0x90;
 
 /// `bpf_redirect_map`.
 const FUNC_REDIRECT_MAP: i32 = 51;
+/// `bpf_xdp_load_bytes` (Linux 5.18+).
+const FUNC_XDP_LOAD_BYTES: i32 = 189;
+/// Stack slot where `X` waits out a helper call.
+const SAVED_X: i16 = -SCRATCH_BYTES - 8;
+/// Stack buffer of `bpf_xdp_load_bytes`.
+const LOAD_BUFFER: i16 = -SCRATCH_BYTES - 16;
 /// `XDP_REDIRECT`.
 const XDP_REDIRECT: i32 = 4;
 /// `offsetof(struct xdp_md, ...)`.
@@ -201,6 +211,35 @@ impl Emit {
         self.op(LDX | MEM | size, A, base, off as i16, 0);
         if bytes > 1 {
             self.op(ALU | END | TO_BE, A, 0, 0, (bytes * 8) as i32);
+        }
+    }
+
+    /// `A = packet[X + off..][..size]` (big-endian) through
+    /// `bpf_xdp_load_bytes` into a stack buffer, or owner 0 when the packet
+    /// is shorter: a variable offset on a packet pointer would need
+    /// `CAP_PERFMON` (the verifier's Spectre v1 sanitation refuses it
+    /// otherwise), which the running gateway does not keep. `X` is saved
+    /// around the call (it clobbers `r1`..`r5`).
+    fn load_indexed(&mut self, off: i64, size: u8) {
+        let bytes = match size {
+            SZ_W => 4,
+            SZ_H => 2,
+            _ => 1,
+        };
+        self.jump(JMP | JGT | SRC_K, X, 0, MAX_INDEX, Target::Fail);
+        self.op(STX | MEM | SZ_W, FP, X, SAVED_X, 0);
+        self.op(ALU64 | MOV | SRC_X, 2, X, 0, 0);
+        self.op(ALU64 | ADD | SRC_K, 2, 0, 0, off as i32);
+        self.op(ALU64 | MOV | SRC_X, 1, CTX, 0, 0);
+        self.op(ALU64 | MOV | SRC_X, 3, FP, 0, 0);
+        self.op(ALU64 | ADD | SRC_K, 3, 0, 0, i32::from(LOAD_BUFFER));
+        self.op(ALU64 | MOV | SRC_K, 4, 0, 0, bytes);
+        self.op(JMP | CALL, 0, 0, 0, FUNC_XDP_LOAD_BYTES);
+        self.op(LDX | MEM | SZ_W, X, FP, SAVED_X, 0);
+        self.jump(JMP | JNE | SRC_K, 0, 0, 0, Target::Fail);
+        self.op(LDX | MEM | size, A, FP, LOAD_BUFFER, 0);
+        if bytes > 1 {
+            self.op(ALU | END | TO_BE, A, 0, 0, bytes * 8);
         }
     }
 
@@ -376,10 +415,7 @@ fn translate(e: &mut Emit, i: usize, c: &CInsn) -> Result<(), SteerError> {
                 e.load(DATA, ETH_HLEN + i64::from(c.k - SKF_NET_OFF), size)
             }
             C_IND if (SKF_NET_OFF..SKF_AD_OFF).contains(&c.k) => {
-                e.jump(JMP | JGT | SRC_K, X, 0, MAX_INDEX, Target::Fail);
-                e.op(ALU64 | MOV | SRC_X, T1, DATA, 0, 0);
-                e.op(ALU64 | ADD | SRC_X, T1, X, 0, 0);
-                e.load(T1, ETH_HLEN + i64::from(c.k - SKF_NET_OFF), size);
+                e.load_indexed(ETH_HLEN + i64::from(c.k - SKF_NET_OFF), size)
             }
             C_MEM => e.op(LDX | MEM | SZ_W, A, FP, scratch(c.k)?, 0),
             C_IMM => e.op(ALU | MOV | SRC_K, A, 0, 0, k),

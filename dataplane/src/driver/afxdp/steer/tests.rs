@@ -10,7 +10,7 @@
 
 use super::*;
 use crate::driver::afpacket::steering::tests::{
-    ETH_LEN, addresses, addresses6, frame, frame6, largest_rule,
+    ETH_LEN, addresses, addresses6, both_families, frame, frame6, largest_rule,
 };
 use crate::flow::{FlowKey, Proto};
 use crate::steering::tests::{KeyPool, KeyPool6, Rng, shapes};
@@ -75,26 +75,19 @@ fn check(
 #[test]
 fn the_xdp_program_picks_the_rules_owner_for_both_families_on_every_queue() {
     with_queues(|ifindex| {
-        let (owned, snat, listeners) = addresses();
-        let (owned6, snat6, listeners6) = addresses6();
+        let (owned, _, listeners) = addresses();
+        let (owned6, _, listeners6) = addresses6();
         let keys = KeyPool {
-            owned: owned.clone(),
+            owned,
             listen: listeners.iter().map(|&(_, _, p)| p).collect(),
         };
         let keys6 = KeyPool6 {
-            owned: owned6.clone(),
+            owned: owned6,
             listen: listeners6.iter().map(|&(_, _, p)| p).collect(),
         };
         let mut rng = Rng(0x5eed_00d9);
         for (workers, ports) in shapes() {
-            let rule = SteeringRule::new(
-                workers,
-                ports.clone(),
-                owned.clone(),
-                snat.clone(),
-                listeners.clone(),
-            )
-            .with_ipv6(owned6.clone(), snat6.clone(), listeners6.clone());
+            let rule = both_families(workers, ports.clone());
             let mut n = 0;
             check(ifindex, &rule, &mut rng, |rng| {
                 let k = keys.key(rng);
@@ -174,6 +167,16 @@ fn the_largest_rule_passes_the_verifier_and_stays_small() {
         "{} eBPF for {} classic",
         insns.len(),
         classic.len()
+    );
+    let typical = both_families(2, 1024..=65535);
+    let typical_insns =
+        steering_program(Some(&typical), 2, Sink::Redirect { map_fd: 0 }).expect("translates");
+    eprintln!(
+        "instructions: largest rule {} classic -> {} eBPF; test rule {} classic -> {} eBPF",
+        classic.len(),
+        insns.len(),
+        fanout_program(&typical).len(),
+        typical_insns.len()
     );
     with_queues(|_| {
         load(Some(&rule), 64);
