@@ -233,11 +233,10 @@ pub struct AfXdpDriver {
     returns_in: Vec<(u8, Arc<ReturnRing>)>,
     /// Ports whose sockets on the other queues are still to open (once
     /// every worker has published its own, see `queues.rs`).
-    pending: Vec<(PortId, Arc<QueueSockets>, u64)>,
+    pending: Vec<(PortId, Arc<QueueSockets>)>,
     /// Why sockets on other queues could not be opened (the slots stay
     /// empty; the program falls back to the queue's own worker).
     queue_socket_errors: Vec<AfXdpError>,
-    rings: XdpRingConfig,
 }
 
 impl AfXdpDriver {
@@ -426,15 +425,33 @@ impl AfXdpDriver {
             let Some(umem) = umems.get(usize::from(p.umem)) else {
                 continue;
             };
-            let chunks = (umem.map.len() / rings.frame_size as usize).max(1);
+            let (Some(map), chunks) = (
+                p.xsk_map.as_ref(),
+                (umem.map.len() / rings.frame_size as usize).max(1),
+            ) else {
+                continue;
+            };
+            let port = queues::Port {
+                ifname: &p.ifname,
+                ifindex: p.ifindex,
+                rings,
+                map,
+            };
             let returns = reg
-                .publish(p.queue_id, &p.fd, &umem.map, rings.frame_size, chunks)
+                .publish(
+                    p.queue_id,
+                    &p.fd,
+                    &umem.map,
+                    rings.frame_size,
+                    chunks,
+                    &port,
+                )
                 .map_err(|source| AfXdpError::Socket {
                     ifname: p.ifname.clone(),
                     source,
                 })?;
             returns_in.extend(returns.into_iter().map(|r| (p.umem, r)));
-            pending.push((i as PortId, Arc::clone(reg), 0));
+            pending.push((i as PortId, Arc::clone(reg)));
         }
         let mut driver = AfXdpDriver {
             remote: Vec::new(),
@@ -447,7 +464,6 @@ impl AfXdpDriver {
             returns_in,
             pending,
             queue_socket_errors: Vec::new(),
-            rings: config.rings,
         };
         driver.connect_pending(false);
         Ok(driver)
@@ -472,34 +488,30 @@ impl AfXdpDriver {
         &self.queue_socket_errors
     }
 
-    /// Open the sockets on the other queues published so far (cold):
-    /// `when_complete` waits until every worker of the port has published
-    /// (one atomic load per port while pending).
+    /// Take the sockets on other queues opened for this worker so far
+    /// (cold): `when_complete` only once every worker of the port has
+    /// published (one atomic load per port while pending), and then for
+    /// the last time.
     fn connect_pending(&mut self, when_complete: bool) {
         let mut i = 0;
-        while let Some((port, reg, done)) = self.pending.get_mut(i) {
-            let Some(p) = self.ports.get_mut(usize::from(*port)) else {
+        while let Some((port, reg)) = self.pending.get(i) {
+            let (port, complete) = (*port, reg.complete());
+            if when_complete && !complete {
+                i += 1;
+                continue;
+            }
+            let Some(p) = self.ports.get_mut(usize::from(port)) else {
                 self.pending.swap_remove(i);
                 continue;
             };
-            let Some(map) = p
-                .xsk_map
-                .clone()
-                .filter(|_| !when_complete || reg.complete())
-            else {
-                i += 1;
-                continue;
-            };
-            let (sockets, errors, all_tried) =
-                reg.connect(p.queue_id, &p.ifname, p.ifindex, &self.rings, &map, done);
+            let (sockets, errors) = reg.take(p.queue_id);
             p.stats.queue_socket_failures += errors.len() as u64;
-            let port = *port;
             for s in sockets {
                 self.poll_set.add_raw(&[s.fd.as_raw_fd()]);
                 self.remote.push((port, s));
             }
             self.queue_socket_errors.extend(errors);
-            if all_tried {
+            if complete {
                 self.pending.swap_remove(i);
             } else {
                 i += 1;

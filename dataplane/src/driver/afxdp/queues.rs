@@ -18,11 +18,15 @@
 //!
 //! Wiring: every worker's driver publishes its socket on its own queue
 //! (a duplicate of the fd, the UMEM mapping and one return ring per other
-//! worker) when it opens, then opens its sockets on the queues published
-//! before it (the gateway opens the drivers one after the other); the rest
-//! on its first `rx_burst` once every queue is published (cold; the
-//! workers poll only after all opened). Each goes into the XSK map at
-//! [`XskMap::slot`]`(q, w)`. A bind the kernel
+//! worker) when it opens, and the publishing thread opens the sockets
+//! between it and every worker published before (theirs on its queue, its
+//! own on theirs), each into the XSK map at [`XskMap::slot`]`(q, w)`: all
+//! of them while the gateway still has its start-up privileges (it opens
+//! the drivers one after the other and drops them after; `AF_XDP` sockets
+//! need `CAP_NET_RAW`). A driver takes the sockets opened for it when it
+//! opens and, for the ones later workers opened, on its first `rx_burst`
+//! once every queue is published (cold: moving them over; the workers poll
+//! only after all opened). A bind the kernel
 //! refuses leaves the slot empty: the program falls back to the queue's
 //! own worker, which hands the frame off as before; counted
 //! (`queue_socket_failures`) and logged by the gateway.
@@ -113,30 +117,57 @@ struct Published {
 pub struct QueueSockets {
     queues: u32,
     workers: u32,
-    published: Mutex<Vec<Option<Published>>>,
+    state: Mutex<State>,
     count: AtomicU32,
+}
+
+/// What the drivers exchange, by queue (= worker).
+#[derive(Debug, Default)]
+struct State {
+    published: Vec<Option<Published>>,
+    /// Sockets opened for a worker on other queues, not taken yet.
+    joined: Vec<Vec<RemoteSocket>>,
+    /// Why the kernel refused some of them.
+    refused: Vec<Vec<AfXdpError>>,
+}
+
+/// The interface a [`QueueSockets`] joins queues of.
+pub(super) struct Port<'a> {
+    pub(super) ifname: &'a str,
+    pub(super) ifindex: u32,
+    pub(super) rings: &'a super::XdpRingConfig,
+    pub(super) map: &'a XskMap,
 }
 
 impl QueueSockets {
     /// For a port of `queues` RX queues served by `workers` workers (one
     /// per queue: worker `w` owns queue `w`).
     pub fn new(queues: u32, workers: u32) -> Self {
+        let n = queues as usize;
         QueueSockets {
             queues,
             workers,
-            published: Mutex::new((0..queues).map(|_| None).collect()),
+            state: Mutex::new(State {
+                published: (0..n).map(|_| None).collect(),
+                joined: (0..n).map(|_| Vec::new()).collect(),
+                refused: (0..n).map(|_| Vec::new()).collect(),
+            }),
             count: AtomicU32::new(0),
         }
     }
 
-    /// Whether the layout has other queues to join at all (at most 64).
+    /// Whether the layout has other queues to join at all.
     pub fn spans_queues(&self) -> bool {
-        self.queues > 1 && self.workers == self.queues && self.queues <= 64
+        self.queues > 1 && self.workers == self.queues
     }
 
     /// Publish worker `queue`'s socket `fd` on its own queue, its UMEM and
-    /// `frame_size`; returns the rings through which the other workers
-    /// give its chunks back (to drain).
+    /// `frame_size`, and open the sockets between it and every worker
+    /// published before: theirs on this queue, its own on theirs (so every
+    /// socket is opened while the opening thread still has the privileges
+    /// for it; the gateway opens the drivers one after the other, then
+    /// drops them). Returns the rings through which the other workers give
+    /// this worker's chunks back (to drain).
     pub(super) fn publish(
         &self,
         queue: u32,
@@ -144,19 +175,34 @@ impl QueueSockets {
         umem: &Arc<SharedRegion>,
         frame_size: u32,
         capacity: usize,
+        port: &Port<'_>,
     ) -> std::io::Result<Vec<Arc<ReturnRing>>> {
         let returns: Vec<Arc<ReturnRing>> = (0..self.workers)
             .map(|_| Arc::new(ReturnRing::new(capacity)))
             .collect();
-        let published = Published {
+        let mine = Published {
             fd: fd.try_clone()?,
             umem: Arc::clone(umem),
             frame_size,
             returns: returns.clone(),
         };
-        let mut all = self.published.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = all.get_mut(queue as usize)
-            && slot.replace(published).is_none()
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = &mut *guard;
+        for (w, other) in state.published.iter().enumerate() {
+            let Some(other) = other.as_ref().filter(|_| w as u32 != queue) else {
+                continue;
+            };
+            // Worker `w` on this queue, and this worker on queue `w`.
+            for (worker, q, pool) in [(w as u32, queue, &mine), (queue, w as u32, other)] {
+                let (joined, refused) = (&mut state.joined, &mut state.refused);
+                match join(worker, q, pool, port) {
+                    Ok(s) => joined.get_mut(worker as usize).map(|v| v.push(s)),
+                    Err(e) => refused.get_mut(worker as usize).map(|v| v.push(e)),
+                };
+            }
+        }
+        if let Some(slot) = state.published.get_mut(queue as usize)
+            && slot.replace(mine).is_none()
         {
             self.count.fetch_add(1, Ordering::Release);
         }
@@ -169,74 +215,66 @@ impl QueueSockets {
         self.count.load(Ordering::Acquire) >= self.queues
     }
 
-    /// Open worker `worker`'s sockets on the other queues of `ifindex`
-    /// published so far and not in `done` yet (a bit per queue, set for
-    /// each one tried), and put them into `map`; the ones the kernel
-    /// refuses come back as errors (the slot stays empty). Returns also
-    /// whether every other queue has been tried.
-    pub(super) fn connect(
-        &self,
-        worker: u32,
-        ifname: &str,
-        ifindex: u32,
-        rings: &super::XdpRingConfig,
-        map: &XskMap,
-        done: &mut u64,
-    ) -> (Vec<RemoteSocket>, Vec<AfXdpError>, bool) {
-        let all = self.published.lock().unwrap_or_else(|e| e.into_inner());
-        let mut sockets = Vec::new();
-        let mut errors = Vec::new();
-        for (q, p) in all.iter().enumerate() {
-            let q = q as u32;
-            let bit = 1u64 << (q % 64);
-            if q == worker || *done & bit != 0 {
-                continue;
-            }
-            let Some(p) = p.as_ref() else {
-                continue;
-            };
-            *done |= bit;
-            let Some(returns) = p.returns.get(worker as usize) else {
-                continue;
-            };
-            let joined = open_rx_socket(ifname, rings).and_then(|(fd, rx)| {
-                let bind = |source| AfXdpError::Bind {
-                    ifname: ifname.to_string(),
-                    queue: q,
-                    flags: super::socket::flag_names(libc::XDP_SHARED_UMEM),
-                    source,
-                };
-                sys::bind_xdp(
-                    fd.as_fd(),
-                    ifindex,
-                    q,
-                    libc::XDP_SHARED_UMEM,
-                    Some(p.fd.as_fd()),
-                )
-                .map_err(bind)?;
-                map.insert(map.slot(q, worker), fd.as_fd())
-                    .map_err(|source| AfXdpError::MapInsert {
-                        ifname: ifname.to_string(),
-                        source,
-                    })?;
-                Ok((fd, rx))
-            });
-            match joined {
-                Ok((fd, rx)) => sockets.push(RemoteSocket {
-                    queue: q,
-                    umem: Arc::clone(&p.umem),
-                    frame_size: u64::from(p.frame_size.max(1)),
-                    returns: Arc::clone(returns),
-                    slot: map.slot(q, worker),
-                    rx,
-                    fd,
-                }),
-                Err(e) => errors.push(e),
-            }
-        }
-        let all_tried = (0..self.queues).all(|q| q == worker || *done & (1u64 << (q % 64)) != 0);
-        (sockets, errors, all_tried)
+    /// The sockets opened for `worker` so far, and the refusals.
+    pub(super) fn take(&self, worker: u32) -> (Vec<RemoteSocket>, Vec<AfXdpError>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let sockets = state
+            .joined
+            .get_mut(worker as usize)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let errors = state
+            .refused
+            .get_mut(worker as usize)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        (sockets, errors)
     }
+}
+
+/// Open `worker`'s socket on queue `q`, joined to the pool of `pool` (the
+/// socket of `q`'s own worker), and put it into its map slot.
+fn join(
+    worker: u32,
+    q: u32,
+    pool: &Published,
+    port: &Port<'_>,
+) -> Result<RemoteSocket, AfXdpError> {
+    let ifname = port.ifname;
+    let returns = pool
+        .returns
+        .get(worker as usize)
+        .ok_or_else(|| super::invalid(ifname, format!("no worker {worker}")))?;
+    let (fd, rx) = open_rx_socket(ifname, port.rings)?;
+    sys::bind_xdp(
+        fd.as_fd(),
+        port.ifindex,
+        q,
+        libc::XDP_SHARED_UMEM,
+        Some(pool.fd.as_fd()),
+    )
+    .map_err(|source| AfXdpError::Bind {
+        ifname: ifname.to_string(),
+        queue: q,
+        flags: super::socket::flag_names(libc::XDP_SHARED_UMEM),
+        source,
+    })?;
+    let slot = port.map.slot(q, worker);
+    port.map
+        .insert(slot, fd.as_fd())
+        .map_err(|source| AfXdpError::MapInsert {
+            ifname: ifname.to_string(),
+            source,
+        })?;
+    Ok(RemoteSocket {
+        queue: q,
+        umem: Arc::clone(&pool.umem),
+        frame_size: u64::from(pool.frame_size.max(1)),
+        returns: Arc::clone(returns),
+        slot,
+        rx,
+        fd,
+    })
 }
 
 /// A worker's socket on another worker's queue (see the module docs).
