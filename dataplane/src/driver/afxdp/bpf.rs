@@ -360,16 +360,16 @@ fn load_with_flags(insns: &[Insn], name: &str, prog_flags: u32) -> Result<OwnedF
         };
         sys::bpf_fd(sys::BPF_PROG_LOAD, &mut attr)
     };
-    attempt(&mut []).or_else(|source| {
+    attempt(&mut []).map_err(|source| {
         let mut log = vec![0u8; VERIFIER_LOG_BYTES];
         // The second attempt fails the same way (or with ENOSPC when the
         // log is cut): what it wrote is the explanation.
         let _ = attempt(&mut log);
         let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-        Err(LoadError {
+        LoadError {
             source,
             verifier_log: String::from_utf8_lossy(&log[..end]).trim().to_owned(),
-        })
+        }
     })
 }
 
