@@ -129,13 +129,7 @@ pub(super) fn open_socket(
         .map_err(opt("XDP_TX_RING"))?;
     let off = sys::mmap_offsets(fd.as_fd()).map_err(opt("XDP_MMAP_OFFSETS"))?;
     let map_ring = |what, o, entry, size, pgoff| map_ring(&fd, ifname, what, o, entry, size, pgoff);
-    let mut rx = map_ring(
-        "RX ring",
-        &off.rx,
-        Entry::Desc,
-        rings.rx_ring,
-        libc::XDP_PGOFF_RX_RING as u64,
-    )?;
+    let mut rx = map_rx_ring(&fd, ifname, &off, rings)?;
     let mut tx = map_ring(
         "TX ring",
         &off.tx,
@@ -192,6 +186,24 @@ fn map_ring(
         .ok_or_else(|| invalid(ifname, format!("{what} of {size} entries does not fit")))
 }
 
+/// Map the RX ring of `fd`.
+fn map_rx_ring(
+    fd: &OwnedFd,
+    ifname: &str,
+    off: &libc::xdp_mmap_offsets,
+    rings: &XdpRingConfig,
+) -> Result<Ring, AfXdpError> {
+    map_ring(
+        fd,
+        ifname,
+        "RX ring",
+        &off.rx,
+        Entry::Desc,
+        rings.rx_ring,
+        libc::XDP_PGOFF_RX_RING as u64,
+    )
+}
+
 /// A socket with an RX ring only, not bound: what joins the buffer pool of
 /// a socket already bound to the same (device, queue), whose fill and
 /// completion rings it then shares (the kernel refuses own ones there).
@@ -204,15 +216,7 @@ pub(super) fn open_rx_socket(
     driver_sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_RX_RING, &rings.rx_ring)
         .map_err(opt("XDP_RX_RING"))?;
     let off = sys::mmap_offsets(fd.as_fd()).map_err(opt("XDP_MMAP_OFFSETS"))?;
-    let mut rx = map_ring(
-        &fd,
-        ifname,
-        "RX ring",
-        &off.rx,
-        Entry::Desc,
-        rings.rx_ring,
-        libc::XDP_PGOFF_RX_RING as u64,
-    )?;
+    let mut rx = map_rx_ring(&fd, ifname, &off, rings)?;
     rx.init_consumer();
     Ok((fd, rx))
 }
