@@ -30,6 +30,12 @@
 //!   topped up to its target from the free list in the same call (one
 //!   `Release` store), after reclaiming completed TX chunks when the free
 //!   list runs low.
+//! * **Other queues** ([`queues`]): with several workers, `rx_burst` also
+//!   takes the frames of its port's sockets on the other workers' queues
+//!   (RX rings only, in those workers' UMEMs), as copies into this
+//!   worker's UMEM, handing the chunks back through return rings; and it
+//!   drains the return rings of its own UMEM before topping up the fill
+//!   ring.
 //! * **TX** (`tx_burst`): descriptors onto the TX ring, one `Release`
 //!   store, then a `sendto` kick only when needed: in copy mode always
 //!   (the kernel sends copy-mode frames only from `sendmsg`, at most 32 per
@@ -54,7 +60,8 @@
 //! when the RX ring is empty) and `tx_burst` at most
 //! [`MAX_TX_KICKS`] `sendto`s. Every chunk is in exactly one place: a free
 //! list, a fill ring, the kernel (received but not yet consumed, or queued
-//! for TX), a completion ring or one frame. A UMEM is never unmapped while
+//! for TX), a completion ring, one frame, or, received on another worker's
+//! socket on this worker's queue, that worker's RX ring or a return ring. A UMEM is never unmapped while
 //! a frame still points into it: the driver counts frames out and, if some
 //! are still out when it is dropped, leaks the mapping instead.
 //!
@@ -820,9 +827,19 @@ impl Driver for AfXdpDriver {
 
     /// The driver's [`XdpPortStats`] plus the kernel's `XDP_STATISTICS`
     /// (one syscall per port; an unreadable socket reports zeros).
+    /// The sockets on other workers' queues add their own kernel drops (RX
+    /// ring full, other drops; the fill ring is the queue owner's, counted
+    /// there).
     fn port_counters(&mut self, out: &mut [PortCounters]) {
-        for (port, slot) in self.ports.iter().zip(out) {
-            let kernel = port.kernel_stats().unwrap_or_default();
+        for (i, (port, slot)) in self.ports.iter().zip(out).enumerate() {
+            let mut kernel = port.kernel_stats().unwrap_or_default();
+            for (_, r) in self.remote.iter().filter(|(p, _)| usize::from(*p) == i) {
+                if let Ok(k) = sys::xdp_statistics(r.fd.as_fd()) {
+                    kernel.rx_ring_full += k.rx_ring_full;
+                    kernel.rx_dropped += k.rx_dropped;
+                    kernel.rx_invalid_descs += k.rx_invalid_descs;
+                }
+            }
             *slot = port.stats().counters(&kernel);
         }
     }
