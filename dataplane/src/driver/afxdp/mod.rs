@@ -78,6 +78,11 @@
 //! only when the sending peer has TSO off (else the kernel skips the veth
 //! NAPI path); generic XDP has no such condition.
 //!
+//! This file is over 700 lines and whole: it is the driver's state and its
+//! [`Driver`] implementation, every burst touching the ports, the UMEMs,
+//! the frame accounting and the sockets on other queues together; the
+//! parts that stand alone are the files below.
+//!
 //! Files: `config.rs` (what a driver opens with), `socket.rs` (opening and
 //! binding a socket), `ring.rs` (the ring protocol), `umem.rs` (chunks and
 //! frames), `chain.rs` (multi-buffer chains), `port.rs` (one socket's ring

@@ -5,6 +5,9 @@
 //! ([`in_netns`]); the namespace guards delete both namespaces by name on
 //! drop (which destroys the veth pairs, the XDP attachments with them).
 //!
+//! Over 700 lines and whole: every test shares the [`Topology`], peer and
+//! driver helpers at the top; the program's own tests are in `steer/`.
+//!
 //! They need root and `ip netns`; without them they print a loud SKIPPED
 //! banner to stderr and return (CI runs them as root, with
 //! `PORTICO_REQUIRE_ROOT=1`: then a skip fails the test).
