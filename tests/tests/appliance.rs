@@ -461,12 +461,12 @@ fn traffic_through_the_appliance(test: &str, driver: Driver) {
         console.contains(expect_driver),
         "{expect_driver} on the console:\n{console}"
     );
-    // afpacket and AF_XDP keep no capability; DPDK keeps SYS_ADMIN,
-    // IPC_LOCK and SYS_RAWIO (gateway::privileges).
-    let kept = if driver == Driver::Dpdk {
-        "0x224000"
-    } else {
-        "0x0"
+    // afpacket keeps no capability; AF_XDP NET_ADMIN and BPF (the steering
+    // program); DPDK SYS_ADMIN, IPC_LOCK and SYS_RAWIO (gateway::privileges).
+    let kept = match driver {
+        Driver::Dpdk => "0x224000",
+        Driver::Afxdp => "0x8000001000",
+        _ => "0x0",
     };
     let dropped = format!(
         "privileges dropped (no_new_privs set) driver={}",

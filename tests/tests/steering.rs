@@ -4,8 +4,9 @@
 //! 16 more, so both workers own clients and SNAT port slices) through the
 //! VIP and the NodePort to nginx. The fanout program must deliver almost
 //! every frame to the worker that owns its flow: handoffs at most 1 % of
-//! the frames received, and both workers did work. On AF_XDP (no software
-//! steering, see DESIGN.md) the same load checks the counted fallback.
+//! the frames received, and both workers did work. On AF_XDP the redirect
+//! program computes the same owner and every worker has a socket on every
+//! queue (see DESIGN.md): the same bound.
 //!
 //! The same over IPv6 (`curl -6` from 17 IPv6 client addresses to
 //! `web6`, the IPv6 VIP with full NAT from the IPv6 SNAT address): the
@@ -229,17 +230,17 @@ fn af_packet_steering_delivers_frames_to_their_owner() {
     );
 }
 
-/// AF_XDP cannot steer in software (an XSK only receives frames of the
-/// queue it is bound to; see DESIGN.md, "Workers, handoff and steering"):
-/// on veth about half the frames arrive on the other worker's queue. The
-/// handoff is the fallback there: every handoff counted by its cause, every
-/// request answered.
+/// AF_XDP steers in the XDP program: it computes the owner as af_packet's
+/// fanout program does and redirects to the owner's socket on the frame's
+/// queue (every worker has one on every queue; see DESIGN.md, "Workers,
+/// handoff and steering"), so frames arriving on the other worker's queue
+/// are no longer handed off.
 #[test]
-fn afxdp_hands_off_what_arrives_on_the_wrong_queue_and_counts_it() {
+fn afxdp_steering_delivers_frames_to_their_owner_on_either_queue() {
     steering_under(
-        "steering::afxdp_hands_off_what_arrives_on_the_wrong_queue_and_counts_it",
+        "steering::afxdp_steering_delivers_frames_to_their_owner_on_either_queue",
         DriverKind::Afxdp,
-        None,
+        Some(1),
     );
 }
 
@@ -252,13 +253,12 @@ fn af_packet_steers_ipv6_frames_to_their_owner() {
     );
 }
 
-/// AF_XDP over IPv6: as for IPv4, no software steering; every handoff
-/// counted by its cause, every request answered.
+/// AF_XDP over IPv6: the program steers IPv6 frames by `owner6`.
 #[test]
-fn afxdp_hands_off_ipv6_frames_on_the_wrong_queue_and_counts_it() {
+fn afxdp_steers_ipv6_frames_to_their_owner_on_either_queue() {
     steering6_under(
-        "steering::afxdp_hands_off_ipv6_frames_on_the_wrong_queue_and_counts_it",
+        "steering::afxdp_steers_ipv6_frames_to_their_owner_on_either_queue",
         DriverKind::Afxdp,
-        None,
+        Some(1),
     );
 }

@@ -12,12 +12,11 @@ use dataplane::driver::afpacket::prepare::{
 };
 use dataplane::driver::afpacket::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig};
 use dataplane::driver::afxdp::{
-    AfXdpConfig, AfXdpError, AfXdpPortConfig, BusyPoll, XdpAttachment, XdpRingConfig,
+    AfXdpConfig, AfXdpError, AfXdpPortConfig, BusyPoll, QueueSockets, XdpAttachment, XdpRingConfig,
 };
 use dataplane::neighbour::NeighbourConfig;
 use nic_config::{AfpacketPlan, AfxdpPlan, DriverKind, ListenerKind, Plan, PortPlan};
 use std::net::{IpAddr, Ipv4Addr};
-#[cfg(feature = "dpdk")]
 use std::sync::Arc;
 use tracing::{info, warn};
 
@@ -167,7 +166,8 @@ pub(super) fn attach_xdp(port: &PortPlan, plan: &Plan) -> Result<XdpAttachment, 
         }));
     }
     let mode = plan.dataplane.afxdp.mode.to_dataplane();
-    let attachment = XdpAttachment::attach(&port.interface, queues, mode).map_err(err)?;
+    let attachment =
+        XdpAttachment::attach(&port.interface, queues, workers as u32, mode).map_err(err)?;
     for stale in attachment.stale_removed() {
         warn!(interface = %port.interface, id = stale.id, mode = %stale.mode,
             "removed a stale Portico XDP program left attached by an earlier run");
@@ -187,6 +187,13 @@ pub(super) fn afxdp_config(a: &AfxdpPlan, attachments: &[XdpAttachment]) -> AfXd
                 ifname: att.ifname().to_string(),
                 queue_id: 0,
                 xsk_map: Some(att.map()),
+                link: Some(att.link()),
+                // Every worker also receives on the others' queues, so the
+                // steering program delivers each frame to its owner.
+                queue_sockets: Some(Arc::new(QueueSockets::new(
+                    att.map().queues(),
+                    att.map().workers(),
+                ))),
             })
             .collect(),
     );

@@ -280,6 +280,16 @@ impl OpenDriver for AfXdpDriver {
 
     fn open(config: &AfXdpConfig) -> Result<Self, WorkerStartError> {
         let driver = AfXdpDriver::open(config)?;
+        for (port, queue) in driver.queue_sockets() {
+            info!(
+                port,
+                queue, "AF_XDP socket on another worker's queue (steering)"
+            );
+        }
+        for e in driver.queue_socket_errors() {
+            warn!(error = %e, "the kernel refused a socket on another worker's queue; \
+                frames of this worker's flows arriving there are handed off");
+        }
         for p in driver.ports() {
             info!(
                 interface = p.ifname(),

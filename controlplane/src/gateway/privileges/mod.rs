@@ -9,7 +9,8 @@
 //!
 //! | driver | capabilities kept after start-up |
 //! |---|---|
-//! | `afpacket`, `afxdp`, `mem` | none (sockets, rings, UMEMs and the XDP link are open file descriptors; closing them needs nothing) |
+//! | `afpacket`, `mem` | none (sockets and rings are open file descriptors; closing them needs nothing; af_packet's steering program is classic BPF on a socket, which needs no capability) |
+//! | `afxdp` | `CAP_NET_ADMIN`, `CAP_BPF` (worker 0 loads a steering XDP program when a snapshot changes the steering rule and swaps it in through the BPF link: loading an XDP program needs both) |
 //! | `dpdk` | `CAP_SYS_ADMIN`, `CAP_IPC_LOCK`, `CAP_SYS_RAWIO` (the EAL may map further hugepages at run time, and with `--iova-mode=pa` reads their physical addresses from `/proc/self/pagemap`; PMDs access their PCI resources) |
 //!
 //! Invariants:
@@ -32,9 +33,11 @@ use nic_config::DriverKind;
 use tracing::{info, warn};
 
 /// Linux capability numbers (`linux/capability.h`) that may be kept.
+pub const CAP_NET_ADMIN: u32 = 12;
 pub const CAP_IPC_LOCK: u32 = 14;
 pub const CAP_SYS_RAWIO: u32 = 17;
 pub const CAP_SYS_ADMIN: u32 = 21;
+pub const CAP_BPF: u32 = 39;
 
 /// Why dropping privileges failed (the gateway stops: it would otherwise
 /// run with more privileges than documented).
@@ -55,6 +58,7 @@ pub enum PrivilegeError {
 pub fn kept_capabilities(driver: DriverKind) -> u64 {
     match driver {
         DriverKind::Dpdk => bit(CAP_SYS_ADMIN) | bit(CAP_IPC_LOCK) | bit(CAP_SYS_RAWIO),
+        DriverKind::Afxdp => bit(CAP_NET_ADMIN) | bit(CAP_BPF),
         _ => 0,
     }
 }
@@ -113,9 +117,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_dpdk_keeps_capabilities() {
+    fn only_dpdk_and_afxdp_keep_capabilities() {
         assert_eq!(kept_capabilities(DriverKind::Afpacket), 0);
-        assert_eq!(kept_capabilities(DriverKind::Afxdp), 0);
+        assert_eq!(kept_capabilities(DriverKind::Afxdp), (1 << 12) | (1 << 39));
         assert_eq!(kept_capabilities(DriverKind::Mem), 0);
         assert_eq!(
             kept_capabilities(DriverKind::Dpdk),

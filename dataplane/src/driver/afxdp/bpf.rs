@@ -1,21 +1,14 @@
 //! The XDP program and its XSK map, built as raw eBPF instructions and
 //! loaded with `bpf(2)`: no clang, LLVM or libbpf at build or run time.
 //!
-//! The program (Documentation/bpf/standardization/instruction-set.rst for
-//! the encoding):
-//!
-//! ```text
-//! r2 = *(u32 *)(r1 + 16)        ; xdp_md.rx_queue_index
-//! r1 = map_fd(xsks_map)         ; 64-bit immediate, BPF_PSEUDO_MAP_FD
-//! r3 = XDP_PASS                 ; flags: the action when the lookup fails
-//! call bpf_redirect_map         ; helper 51
-//! exit                          ; r0 = XDP_REDIRECT, or XDP_PASS
-//! ```
-//!
-//! Every frame received on a queue that has a Portico socket in the map
-//! goes to that socket; a queue without one (a worker not started yet, or
-//! gone) passes its frames to the kernel (the lower bits of the flags of
-//! `bpf_redirect_map` are the fallback action, Linux 5.6+).
+//! The program is built by [`super::steer`] (Documentation/bpf/standardization/instruction-set.rst
+//! for the encoding): before a steering rule is installed it redirects
+//! every frame of queue `q` to the map slot of the queue's own worker
+//! ([`XskMap::slot`]`(q, q % workers)`; slot `q` with one worker per
+//! queue, as in the first version), with `XDP_PASS` as the fallback
+//! action when the slot is empty (a worker not started yet, or gone: the
+//! lower bits of the flags of `bpf_redirect_map` are the fallback action,
+//! Linux 5.6+); with a rule it computes the frame's owner first.
 //!
 //! Why everything and not only IPv4/ARP: a Portico port belongs to Portico
 //! (the kernel has no addresses on it, see the README), the af_packet
@@ -34,17 +27,14 @@ const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 /// `BPF_XDP` attach type (`expected_attach_type` and `BPF_LINK_CREATE`).
 pub(super) const BPF_XDP: u32 = 37;
-/// `BPF_FUNC_redirect_map`.
-const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 /// `BPF_PSEUDO_MAP_FD`: the immediate of a `ld_imm64` is a map fd.
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// `XDP_PASS`.
 pub(super) const XDP_PASS: i32 = 2;
-/// `offsetof(struct xdp_md, rx_queue_index)`.
-const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 
 /// `BPF_F_XDP_HAS_FRAGS`: the program handles multi-buffer packets (it
-/// reads no packet bytes, so it is frags-safe as is).
+/// reads only the headers, in the first buffer, with direct packet access
+/// bounded by `data_end`: frags-safe as is).
 const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 
 /// Name of the program (`bpf_prog_info.name`), how a later start recognises
@@ -57,18 +47,9 @@ const LICENSE: &[u8] = b"Apache-2.0\0";
 const VERIFIER_LOG_BYTES: usize = 64 * 1024;
 
 // Opcode parts.
-const BPF_LDX: u8 = 0x01;
 const BPF_LD: u8 = 0x00;
-const BPF_ALU64: u8 = 0x07;
-const BPF_JMP: u8 = 0x05;
-const BPF_W: u8 = 0x00;
 const BPF_DW: u8 = 0x18;
-const BPF_MEM: u8 = 0x60;
 const BPF_IMM: u8 = 0x00;
-const BPF_MOV: u8 = 0xb0;
-const BPF_K: u8 = 0x00;
-const BPF_CALL: u8 = 0x80;
-const BPF_EXIT: u8 = 0x90;
 
 /// One eBPF instruction (`struct bpf_insn`), 8 bytes.
 #[repr(C)]
@@ -82,7 +63,7 @@ pub struct Insn {
 }
 
 impl Insn {
-    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    pub(super) const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
         Insn {
             code,
             regs: (src << 4) | (dst & 0x0f),
@@ -101,42 +82,11 @@ impl Insn {
     }
 }
 
-/// `dst = *(u32 *)(src + off)`.
-const fn ldx_w(dst: u8, src: u8, off: i16) -> Insn {
-    Insn::new(BPF_LDX | BPF_MEM | BPF_W, dst, src, off, 0)
-}
-
-/// `dst = imm` (64-bit move of a sign-extended 32-bit immediate).
-const fn mov64_imm(dst: u8, imm: i32) -> Insn {
-    Insn::new(BPF_ALU64 | BPF_MOV | BPF_K, dst, 0, 0, imm)
-}
-
 /// `dst = map` (the two-slot `ld_imm64` with `BPF_PSEUDO_MAP_FD`).
-const fn ld_map_fd(dst: u8, fd: i32) -> [Insn; 2] {
+pub(super) const fn ld_map_fd(dst: u8, fd: i32) -> [Insn; 2] {
     [
         Insn::new(BPF_LD | BPF_DW | BPF_IMM, dst, BPF_PSEUDO_MAP_FD, 0, fd),
         Insn::new(0, 0, 0, 0, 0),
-    ]
-}
-
-const fn call(helper: i32) -> Insn {
-    Insn::new(BPF_JMP | BPF_CALL, 0, 0, 0, helper)
-}
-
-const fn exit() -> Insn {
-    Insn::new(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
-}
-
-/// The redirect program for the XSK map `map_fd`.
-pub fn redirect_program(map_fd: i32) -> [Insn; 6] {
-    let [ld0, ld1] = ld_map_fd(1, map_fd);
-    [
-        ldx_w(2, 1, XDP_MD_RX_QUEUE_INDEX),
-        ld0,
-        ld1,
-        mov64_imm(3, XDP_PASS),
-        call(BPF_FUNC_REDIRECT_MAP),
-        exit(),
     ]
 }
 
@@ -250,21 +200,25 @@ const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, prog_name) == 48);
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, expected_attach_type) == 68);
 const _: () = assert!(std::mem::offset_of!(MapCreateAttr, map_name) == 28);
 
-/// An XSK map: queue index -> AF_XDP socket.
+/// An XSK map: slot `queue * workers + worker` -> worker `worker`'s
+/// AF_XDP socket on RX queue `queue` ([`XskMap::slot`]).
 #[derive(Debug)]
 pub struct XskMap {
     fd: OwnedFd,
     entries: u32,
+    workers: u32,
 }
 
 impl XskMap {
-    /// A map with one slot per RX queue.
-    pub fn create(entries: u32) -> io::Result<XskMap> {
+    /// A map with `workers` slots per RX queue.
+    pub fn create(queues: u32, workers: u32) -> io::Result<XskMap> {
+        let workers = workers.max(1);
+        let entries = queues.max(1).saturating_mul(workers);
         let mut attr = MapCreateAttr {
             map_type: BPF_MAP_TYPE_XSKMAP,
             key_size: 4,
             value_size: 4,
-            max_entries: entries.max(1),
+            max_entries: entries,
             map_flags: 0,
             inner_map_fd: 0,
             numa_node: 0,
@@ -279,7 +233,8 @@ impl XskMap {
         let fd = sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)?;
         Ok(XskMap {
             fd,
-            entries: entries.max(1),
+            entries,
+            workers,
         })
     }
 
@@ -287,9 +242,30 @@ impl XskMap {
         self.entries
     }
 
-    /// Point slot `queue` at the socket `xsk`.
-    pub fn insert(&self, queue: u32, xsk: BorrowedFd<'_>) -> io::Result<()> {
-        let key = queue;
+    /// RX queues (slots per worker).
+    pub fn queues(&self) -> u32 {
+        self.entries / self.workers
+    }
+
+    /// Workers per queue.
+    pub fn workers(&self) -> u32 {
+        self.workers
+    }
+
+    /// The slot of `worker`'s socket on `queue`.
+    pub fn slot(&self, queue: u32, worker: u32) -> u32 {
+        queue.saturating_mul(self.workers).saturating_add(worker)
+    }
+
+    /// The slot of the socket the queue's own worker (`queue % workers`)
+    /// binds there: where every frame of the queue goes without a rule.
+    pub fn own_slot(&self, queue: u32) -> u32 {
+        self.slot(queue, queue % self.workers)
+    }
+
+    /// Point slot `slot` at the socket `xsk`.
+    pub fn insert(&self, slot: u32, xsk: BorrowedFd<'_>) -> io::Result<()> {
+        let key = slot;
         let value = xsk.as_raw_fd() as u32;
         let mut attr = MapElemAttr {
             map_fd: self.fd.as_raw_fd() as u32,
@@ -301,9 +277,9 @@ impl XskMap {
         sys::bpf(sys::BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
     }
 
-    /// Empty slot `queue` (frames on the queue pass to the kernel).
-    pub fn remove(&self, queue: u32) -> io::Result<()> {
-        let key = queue;
+    /// Empty slot `slot` (frames for it fall back, see the module docs).
+    pub fn remove(&self, slot: u32) -> io::Result<()> {
+        let key = slot;
         let mut attr = MapElemAttr {
             map_fd: self.fd.as_raw_fd() as u32,
             _pad: 0,
@@ -326,9 +302,21 @@ pub struct LoadError {
     pub verifier_log: String,
 }
 
-/// Load the redirect program for `map`, named [`PROGRAM_NAME`].
+/// Load the redirect program for `map` without a steering rule, named
+/// [`PROGRAM_NAME`].
 pub fn load_program(map: &XskMap) -> Result<OwnedFd, LoadError> {
     load_program_named(map, PROGRAM_NAME)
+}
+
+/// Load `insns` as an XDP program named [`PROGRAM_NAME`] (a steering
+/// program, [`super::steer`]).
+pub fn load_insns(insns: &[Insn]) -> Result<OwnedFd, LoadError> {
+    match load_with_flags(insns, PROGRAM_NAME, BPF_F_XDP_HAS_FRAGS) {
+        Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => {
+            load_with_flags(insns, PROGRAM_NAME, 0)
+        }
+        r => r,
+    }
 }
 
 /// Load the redirect program for `map` under `name` (tests load one under
@@ -337,30 +325,46 @@ pub fn load_program(map: &XskMap) -> Result<OwnedFd, LoadError> {
 /// (veth refuses a program without the flag on a jumbo MTU); a kernel that
 /// refuses the flag gets the program without it.
 pub fn load_program_named(map: &XskMap, name: &str) -> Result<OwnedFd, LoadError> {
-    match load_with_flags(map, name, BPF_F_XDP_HAS_FRAGS) {
-        Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => load_with_flags(map, name, 0),
+    let insns = super::steer::redirect_program(map, None).map_err(|e| LoadError {
+        source: io::Error::new(io::ErrorKind::InvalidInput, e),
+        verifier_log: String::new(),
+    })?;
+    match load_with_flags(&insns, name, BPF_F_XDP_HAS_FRAGS) {
+        Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => load_with_flags(&insns, name, 0),
         r => r,
     }
 }
 
-fn load_with_flags(map: &XskMap, name: &str, prog_flags: u32) -> Result<OwnedFd, LoadError> {
-    let insns = redirect_program(map.raw_fd());
-    let mut log = vec![0u8; VERIFIER_LOG_BYTES];
-    let mut attr = ProgLoadAttr {
-        prog_type: BPF_PROG_TYPE_XDP,
-        insn_cnt: insns.len() as u32,
-        insns: insns.as_ptr() as u64,
-        license: LICENSE.as_ptr() as u64,
-        log_level: 1,
-        log_size: log.len() as u32,
-        log_buf: log.as_mut_ptr() as u64,
-        kern_version: 0,
-        prog_flags,
-        prog_name: obj_name(name),
-        prog_ifindex: 0,
-        expected_attach_type: BPF_XDP,
+/// Load without a verifier log first (a log of a long program's every
+/// branch would not fit, the kernel then fails with `ENOSPC`); on failure
+/// load again with the log, for the message.
+fn load_with_flags(insns: &[Insn], name: &str, prog_flags: u32) -> Result<OwnedFd, LoadError> {
+    let attempt = |log: &mut [u8]| {
+        let mut attr = ProgLoadAttr {
+            prog_type: BPF_PROG_TYPE_XDP,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: LICENSE.as_ptr() as u64,
+            log_level: u32::from(!log.is_empty()),
+            log_size: log.len() as u32,
+            log_buf: if log.is_empty() {
+                0
+            } else {
+                log.as_mut_ptr() as u64
+            },
+            kern_version: 0,
+            prog_flags,
+            prog_name: obj_name(name),
+            prog_ifindex: 0,
+            expected_attach_type: BPF_XDP,
+        };
+        sys::bpf_fd(sys::BPF_PROG_LOAD, &mut attr)
     };
-    sys::bpf_fd(sys::BPF_PROG_LOAD, &mut attr).map_err(|source| {
+    attempt(&mut []).map_err(|source| {
+        let mut log = vec![0u8; VERIFIER_LOG_BYTES];
+        // The second attempt fails the same way (or with ENOSPC when the
+        // log is cut): what it wrote is the explanation.
+        let _ = attempt(&mut log);
         let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
         LoadError {
             source,
@@ -381,6 +385,96 @@ pub fn link_create(prog: BorrowedFd<'_>, ifindex: u32, flags: u32) -> io::Result
         _rest: [0; 4],
     };
     sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
+}
+
+/// `bpf_attr` for `BPF_LINK_UPDATE`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LinkUpdateAttr {
+    link_fd: u32,
+    new_prog_fd: u32,
+    flags: u32,
+    old_prog_fd: u32,
+}
+
+/// Replace the program of the XDP link `link` by `prog` in one step
+/// (`BPF_LINK_UPDATE`, Linux 5.9+): no frame sees no program.
+pub fn link_update(link: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {
+    let mut attr = LinkUpdateAttr {
+        link_fd: link.as_raw_fd() as u32,
+        new_prog_fd: prog.as_raw_fd() as u32,
+        flags: 0,
+        old_prog_fd: 0,
+    };
+    sys::bpf(sys::BPF_LINK_UPDATE, &mut attr).map(drop)
+}
+
+/// `bpf_attr` for `BPF_PROG_TEST_RUN` (prefix; rest zero).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    _pad: u32,
+}
+
+/// `struct xdp_md` as `BPF_PROG_TEST_RUN` takes it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct XdpMd {
+    data: u32,
+    data_end: u32,
+    data_meta: u32,
+    ingress_ifindex: u32,
+    rx_queue_index: u32,
+    egress_ifindex: u32,
+}
+
+/// Run the XDP program `prog` once over `frame` as if received on
+/// `(ifindex, queue)` of the caller's namespace (`BPF_PROG_TEST_RUN`);
+/// returns the program's return value. Tests and diagnostics only.
+pub fn test_run(prog: BorrowedFd<'_>, frame: &[u8], ifindex: u32, queue: u32) -> io::Result<u32> {
+    let md = XdpMd {
+        data: 0,
+        data_end: frame.len() as u32,
+        data_meta: 0,
+        ingress_ifindex: ifindex,
+        rx_queue_index: queue,
+        egress_ifindex: 0,
+    };
+    let mut attr = TestRunAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        retval: 0,
+        data_size_in: frame.len() as u32,
+        data_size_out: 0,
+        data_in: frame.as_ptr() as u64,
+        data_out: 0,
+        repeat: 1,
+        duration: 0,
+        ctx_size_in: size_of::<XdpMd>() as u32,
+        ctx_size_out: 0,
+        ctx_in: &md as *const XdpMd as u64,
+        ctx_out: 0,
+        flags: 0,
+        cpu: 0,
+        batch_size: 0,
+        _pad: 0,
+    };
+    sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr)?;
+    Ok(attr.retval)
 }
 
 /// The name of the loaded program with id `id`.
@@ -425,13 +519,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_program_encodes_to_the_expected_bytes() {
-        let bytes: Vec<[u8; 8]> = redirect_program(7).iter().map(|i| i.to_bytes()).collect();
+    fn the_program_without_a_rule_encodes_to_the_expected_bytes() {
+        use super::super::steer::{Sink, steering_program};
+        let prog = steering_program(None, 1, Sink::Redirect { map_fd: 7 }).expect("program");
+        let bytes: Vec<[u8; 8]> = prog.iter().map(|i| i.to_bytes()).collect();
         assert_eq!(
             bytes,
             vec![
-                // ldxw r2, [r1+16]: LDX|MEM|W = 0x61, dst 2, src 1.
-                [0x61, 0x12, 16, 0, 0, 0, 0, 0],
+                // mov64 r6, r1: ALU64|MOV|X = 0xbf, dst 6, src 1.
+                [0xbf, 0x16, 0, 0, 0, 0, 0, 0],
+                // ldxw r9, [r6+16] (xdp_md.rx_queue_index): LDX|MEM|W = 0x61.
+                [0x61, 0x69, 16, 0, 0, 0, 0, 0],
+                // r2 = r9 % 1 + r9 * 1: the queue's slot with one worker.
+                [0xbf, 0x92, 0, 0, 0, 0, 0, 0],
+                [0x97, 0x02, 0, 0, 1, 0, 0, 0],
+                [0xbf, 0x95, 0, 0, 0, 0, 0, 0],
+                [0x27, 0x05, 0, 0, 1, 0, 0, 0],
+                [0x0f, 0x52, 0, 0, 0, 0, 0, 0],
                 // lddw r1, map fd 7: 0x18, dst 1, src BPF_PSEUDO_MAP_FD.
                 [0x18, 0x11, 0, 0, 7, 0, 0, 0],
                 [0, 0, 0, 0, 0, 0, 0, 0],
@@ -447,7 +551,7 @@ mod tests {
 
     #[test]
     fn negative_offsets_and_immediates_are_little_endian_twos_complement() {
-        let i = Insn::new(BPF_LDX | BPF_MEM | BPF_W, 10, 3, -8, -2);
+        let i = Insn::new(0x61, 10, 3, -8, -2);
         assert_eq!(
             i.to_bytes(),
             [0x61, 0x3a, 0xf8, 0xff, 0xfe, 0xff, 0xff, 0xff]

@@ -3,7 +3,7 @@
 
 #[cfg(doc)]
 use super::XdpAttachment;
-use super::XskMap;
+use super::{QueueSockets, XdpLink, XskMap};
 use std::sync::Arc;
 
 /// Where the XDP program runs.
@@ -77,8 +77,17 @@ pub struct AfXdpPortConfig {
     /// RX queue the socket binds to.
     pub queue_id: u32,
     /// The interface's XSK map (from its [`XdpAttachment`]); `None` opens
-    /// the socket without receiving (tests of TX only).
+    /// the socket without receiving (tests of TX only). The socket goes
+    /// into the slot of its queue's own worker ([`XskMap::own_slot`]).
     pub xsk_map: Option<Arc<XskMap>>,
+    /// The interface's program link ([`XdpAttachment::link`]), through
+    /// which the driver installs steering rules; `None`: it does not.
+    pub link: Option<Arc<XdpLink>>,
+    /// The port's [`QueueSockets`], shared by all its workers' drivers:
+    /// each worker then also receives on the other workers' queues, so the
+    /// steering program can deliver every frame to its owner; `None`: on
+    /// its own queue only.
+    pub queue_sockets: Option<Arc<QueueSockets>>,
 }
 
 /// Everything one worker's driver needs.

@@ -5,7 +5,11 @@
 //!
 //! One [`AfXdpDriver`] serves one worker: a socket per port, bound to the
 //! worker's queue (`queue_id`; worker `w` binds queue `w`, so an interface
-//! needs exactly as many RX queues as there are workers). Design:
+//! needs exactly as many RX queues as there are workers), and with
+//! several workers an RX-only socket on each other worker's queue
+//! ([`queues`]), so the redirect program can deliver each frame to the
+//! worker owning its flow ([`steer`], installed by worker 0 through
+//! [`Driver::install_steering`]). Design:
 //!
 //! * **UMEM**: one per worker, `umem_frames` chunks of `frame_size` bytes
 //!   (aligned mode: 2048 or 4096), shared by all of the worker's ports with
@@ -26,6 +30,12 @@
 //!   topped up to its target from the free list in the same call (one
 //!   `Release` store), after reclaiming completed TX chunks when the free
 //!   list runs low.
+//! * **Other queues** ([`queues`]): with several workers, `rx_burst` also
+//!   takes the frames of its port's sockets on the other workers' queues
+//!   (RX rings only, in those workers' UMEMs), as copies into this
+//!   worker's UMEM, handing the chunks back through return rings; and it
+//!   drains the return rings of its own UMEM before topping up the fill
+//!   ring.
 //! * **TX** (`tx_burst`): descriptors onto the TX ring, one `Release`
 //!   store, then a `sendto` kick only when needed: in copy mode always
 //!   (the kernel sends copy-mode frames only from `sendmsg`, at most 32 per
@@ -42,14 +52,16 @@
 //!   UMEM inherit the owner's flags (the kernel rejects flags with
 //!   `XDP_SHARED_UMEM`).
 //!
-//! Invariants: everything is allocated in [`AfXdpDriver::open`]; the
+//! Invariants: everything is allocated in [`AfXdpDriver::open`] (and the
+//! sockets on other queues when they are joined, once); the
 //! packet path never allocates (beyond the caller's `Vec` capacity), locks
 //! or panics, `rx_burst` makes no syscall (except a `recvfrom` wake-up when
 //! the kernel asks for one on the fill ring, and with busy polling one
 //! when the RX ring is empty) and `tx_burst` at most
 //! [`MAX_TX_KICKS`] `sendto`s. Every chunk is in exactly one place: a free
 //! list, a fill ring, the kernel (received but not yet consumed, or queued
-//! for TX), a completion ring or one frame. A UMEM is never unmapped while
+//! for TX), a completion ring, one frame, or, received on another worker's
+//! socket on this worker's queue, that worker's RX ring or a return ring. A UMEM is never unmapped while
 //! a frame still points into it: the driver counts frames out and, if some
 //! are still out when it is dropped, leaks the mapping instead.
 //!
@@ -66,10 +78,16 @@
 //! only when the sending peer has TSO off (else the kernel skips the veth
 //! NAPI path); generic XDP has no such condition.
 //!
+//! This file is over 700 lines and whole: it is the driver's state and its
+//! [`Driver`] implementation, every burst touching the ports, the UMEMs,
+//! the frame accounting and the sockets on other queues together; the
+//! parts that stand alone are the files below.
+//!
 //! Files: `config.rs` (what a driver opens with), `socket.rs` (opening and
 //! binding a socket), `ring.rs` (the ring protocol), `umem.rs` (chunks and
 //! frames), `chain.rs` (multi-buffer chains), `port.rs` (one socket's ring
-//! work), `stats.rs` (counters),
+//! work), `stats.rs` (counters), `queues.rs` (sockets on the other
+//! workers' queues), `steer/` (the steering program),
 //! `bpf.rs`/`program.rs`/`netlink.rs` (the XDP program), this file (the
 //! driver). All `unsafe` code lives in `sys.rs` (and the namespace tests);
 //! the calls af_packet also makes are in `driver::sys`.
@@ -81,9 +99,11 @@ pub mod program;
 mod chain;
 mod config;
 mod port;
+pub mod queues;
 mod ring;
 mod socket;
 mod stats;
+pub mod steer;
 mod sys;
 #[cfg(test)]
 mod tests;
@@ -96,7 +116,8 @@ pub use config::{
     ZeroCopy,
 };
 pub use port::XdpPort;
-pub use program::{AttachedMode, XdpAttachment};
+pub use program::{AttachedMode, XdpAttachment, XdpLink};
+pub use queues::QueueSockets;
 pub use socket::rx_queue_count;
 pub use stats::{XdpKernelStats, XdpPortStats};
 pub use umem::XdpFrame;
@@ -105,10 +126,13 @@ use super::afpacket::prepare;
 use super::{Driver, Frame, PortCounters};
 use crate::driver::sys as driver_sys;
 use crate::packet::PortId;
+use crate::steering::SteeringRule;
 use chain::RxPacket;
+use queues::{RemoteSocket, ReturnRing};
 use socket::{bind_own, flag_names, open_socket, ring_size};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
 use umem::Umem;
 
 /// Headroom the kernel leaves before received data in a chunk
@@ -206,12 +230,25 @@ pub(super) fn invalid(ifname: &str, reason: impl Into<String>) -> AfXdpError {
 #[derive(Debug)]
 pub struct AfXdpDriver {
     // Field order is drop order: sockets before the UMEMs they use.
+    /// This worker's sockets on other workers' queues, by port
+    /// (`queues.rs`).
+    remote: Vec<(PortId, RemoteSocket)>,
     ports: Vec<XdpPort>,
     umems: Vec<Umem>,
     /// Frames handed out (rx, frame_from) and not yet back (tx, release).
     frames_out: usize,
     poll_set: driver_sys::PollSet,
     poll_timeout_ms: u32,
+    /// The ports' program links (steering rules go in through them).
+    links: Vec<Arc<XdpLink>>,
+    /// Chunks other workers give back, by the UMEM they belong to.
+    returns_in: Vec<(u8, Arc<ReturnRing>)>,
+    /// Ports whose sockets on the other queues are still to open (once
+    /// every worker has published its own, see `queues.rs`).
+    pending: Vec<(PortId, Arc<QueueSockets>)>,
+    /// Why sockets on other queues could not be opened (the slots stay
+    /// empty; the program falls back to the queue's own worker).
+    queue_socket_errors: Vec<AfXdpError>,
 }
 
 impl AfXdpDriver {
@@ -343,7 +380,7 @@ impl AfXdpDriver {
             };
             let busy_poll = socket::enable_busy_poll(s.fd.as_fd(), config.busy_poll);
             if let Some(map) = &pc.xsk_map {
-                map.insert(pc.queue_id, s.fd.as_fd())
+                map.insert(map.own_slot(pc.queue_id), s.fd.as_fd())
                     .map_err(|source| AfXdpError::MapInsert {
                         ifname: ifname.to_string(),
                         source,
@@ -383,13 +420,65 @@ impl AfXdpDriver {
             }
         }
         let poll_set = driver_sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
-        Ok(AfXdpDriver {
+        let links = config.ports.iter().filter_map(|p| p.link.clone()).collect();
+        // Publish each port's socket for the other workers' sockets on
+        // this queue (single-buffer only: their frames are copied out of
+        // one chunk).
+        let mut returns_in = Vec::new();
+        let mut pending = Vec::new();
+        for (i, (pc, p)) in config.ports.iter().zip(&ports).enumerate() {
+            let Some(reg) = pc
+                .queue_sockets
+                .as_ref()
+                .filter(|r| r.spans_queues() && !sg && pc.xsk_map.is_some())
+            else {
+                continue;
+            };
+            let Some(umem) = umems.get(usize::from(p.umem)) else {
+                continue;
+            };
+            let (Some(map), chunks) = (
+                p.xsk_map.as_ref(),
+                (umem.map.len() / rings.frame_size as usize).max(1),
+            ) else {
+                continue;
+            };
+            let port = queues::Port {
+                ifname: &p.ifname,
+                ifindex: p.ifindex,
+                rings,
+                map,
+            };
+            let returns = reg
+                .publish(
+                    p.queue_id,
+                    &p.fd,
+                    &umem.map,
+                    rings.frame_size,
+                    chunks,
+                    &port,
+                )
+                .map_err(|source| AfXdpError::Socket {
+                    ifname: p.ifname.clone(),
+                    source,
+                })?;
+            returns_in.extend(returns.into_iter().map(|r| (p.umem, r)));
+            pending.push((i as PortId, Arc::clone(reg)));
+        }
+        let mut driver = AfXdpDriver {
+            remote: Vec::new(),
             ports,
             umems,
             frames_out: 0,
             poll_set,
             poll_timeout_ms: config.poll_timeout_ms,
-        })
+            links,
+            returns_in,
+            pending,
+            queue_socket_errors: Vec::new(),
+        };
+        driver.connect_pending(false);
+        Ok(driver)
     }
 
     pub fn port(&self, port: PortId) -> Option<&XdpPort> {
@@ -398,6 +487,48 @@ impl AfXdpDriver {
 
     pub fn ports(&self) -> &[XdpPort] {
         &self.ports
+    }
+
+    /// This worker's sockets on other workers' queues: `(port, queue)`.
+    pub fn queue_sockets(&self) -> Vec<(PortId, u32)> {
+        self.remote.iter().map(|(p, r)| (*p, r.queue)).collect()
+    }
+
+    /// Why sockets on other queues could not be opened (each also counted
+    /// as `queue_socket_failures`).
+    pub fn queue_socket_errors(&self) -> &[AfXdpError] {
+        &self.queue_socket_errors
+    }
+
+    /// Take the sockets on other queues opened for this worker so far
+    /// (cold): `when_complete` only once every worker of the port has
+    /// published (one atomic load per port while pending), and then for
+    /// the last time.
+    fn connect_pending(&mut self, when_complete: bool) {
+        let mut i = 0;
+        while let Some((port, reg)) = self.pending.get(i) {
+            let (port, complete) = (*port, reg.complete());
+            if when_complete && !complete {
+                i += 1;
+                continue;
+            }
+            let Some(p) = self.ports.get_mut(usize::from(port)) else {
+                self.pending.swap_remove(i);
+                continue;
+            };
+            let (sockets, errors) = reg.take(p.queue_id);
+            p.stats.queue_socket_failures += errors.len() as u64;
+            for s in sockets {
+                self.poll_set.add_raw(&[s.fd.as_raw_fd()]);
+                self.remote.push((port, s));
+            }
+            self.queue_socket_errors.extend(errors);
+            if complete {
+                self.pending.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Number of UMEMs (1 when every port shares one).
@@ -435,6 +566,9 @@ impl AfXdpDriver {
             }
             ready |= p.rx.available(1) > 0;
         }
+        for (_, r) in &mut self.remote {
+            ready |= r.rx.available(1) > 0;
+        }
         if ready {
             return true;
         }
@@ -467,6 +601,8 @@ impl AfXdpDriver {
             t.tx_kicks += s.tx_kicks;
             t.tx_send_errors += s.tx_send_errors;
             t.socket_errors += s.socket_errors;
+            t.rx_other_queues += s.rx_other_queues;
+            t.queue_socket_failures += s.queue_socket_failures;
         }
         t
     }
@@ -482,12 +618,22 @@ impl AfXdpDriver {
 
 impl Drop for AfXdpDriver {
     fn drop(&mut self) {
+        for (port, r) in &self.remote {
+            if let Some(map) = self
+                .ports
+                .get(usize::from(*port))
+                .and_then(|p| p.xsk_map.as_ref())
+            {
+                let _ = map.remove(r.slot);
+            }
+        }
+        self.remote.clear();
         for p in &self.ports {
             if let Some(map) = &p.xsk_map {
                 // Frames of the queue pass to the kernel until another
                 // socket takes the slot; the socket closing would clear it
                 // too.
-                let _ = map.remove(p.queue_id);
+                let _ = map.remove(map.own_slot(p.queue_id));
             }
         }
         self.ports.clear();
@@ -508,6 +654,9 @@ impl Driver for AfXdpDriver {
     }
 
     fn rx_burst(&mut self, port: PortId, out: &mut Vec<XdpFrame>, max: usize) -> usize {
+        if !self.pending.is_empty() {
+            self.connect_pending(true);
+        }
         let Some(p) = self.ports.get_mut(usize::from(port)) else {
             return 0;
         };
@@ -579,6 +728,17 @@ impl Driver for AfXdpDriver {
             }
         }
         p.rx.release(consumed);
+        // Frames of this worker's flows that arrived on other queues.
+        for (_, r) in self.remote.iter_mut().filter(|(rp, _)| *rp == port) {
+            if got >= max {
+                break;
+            }
+            got += queues::rx_copy(r, p, umem, out, max - got);
+        }
+        // Chunks the other workers received on this worker's queue.
+        for (_, ring) in self.returns_in.iter().filter(|(u, _)| *u == p.umem) {
+            ring.drain(|addr| umem.give_back(addr));
+        }
         self.frames_out += got;
         p.refill(umem);
         got
@@ -672,11 +832,30 @@ impl Driver for AfXdpDriver {
 
     /// The driver's [`XdpPortStats`] plus the kernel's `XDP_STATISTICS`
     /// (one syscall per port; an unreadable socket reports zeros).
+    /// The sockets on other workers' queues add their own kernel drops (RX
+    /// ring full, other drops; the fill ring is the queue owner's, counted
+    /// there).
     fn port_counters(&mut self, out: &mut [PortCounters]) {
-        for (port, slot) in self.ports.iter().zip(out) {
-            let kernel = port.kernel_stats().unwrap_or_default();
+        for (i, (port, slot)) in self.ports.iter().zip(out).enumerate() {
+            let mut kernel = port.kernel_stats().unwrap_or_default();
+            for (_, r) in self.remote.iter().filter(|(p, _)| usize::from(*p) == i) {
+                if let Ok(k) = sys::xdp_statistics(r.fd.as_fd()) {
+                    kernel.rx_ring_full += k.rx_ring_full;
+                    kernel.rx_dropped += k.rx_dropped;
+                    kernel.rx_invalid_descs += k.rx_invalid_descs;
+                }
+            }
             *slot = port.stats().counters(&kernel);
         }
+    }
+
+    /// Replace each port's redirect program by one steering by `rule`
+    /// ([`XdpLink::install`]).
+    fn install_steering(&mut self, rule: &SteeringRule) -> io::Result<bool> {
+        for link in &self.links {
+            link.install(rule).map_err(io::Error::other)?;
+        }
+        Ok(!self.links.is_empty())
     }
 
     fn frame_from(&mut self, bytes: &[u8]) -> Option<XdpFrame> {

@@ -1,7 +1,10 @@
 //! Attaching the redirect program to an interface, once per interface for
 //! all workers: [`XdpAttachment::attach`] creates the XSK map (one slot per
-//! RX queue), loads the program ([`super::bpf`]) and attaches it with a BPF
-//! link (`BPF_LINK_CREATE`, Linux 5.9+).
+//! worker and RX queue), loads the program ([`super::bpf`]) and attaches it
+//! with a BPF link (`BPF_LINK_CREATE`, Linux 5.9+). [`XdpLink::install`]
+//! replaces the program by one computing a steering rule's owner
+//! ([`super::steer`]) with `BPF_LINK_UPDATE`: one program load per rule
+//! change, nothing per packet.
 //!
 //! Lifetime: the attachment lives as long as the link's fd. Dropping the
 //! [`XdpAttachment`] closes it and the kernel detaches the program; so does
@@ -20,7 +23,8 @@
 
 use super::bpf::{self, XskMap};
 use super::netlink::{self, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE};
-use super::{AfXdpError, XdpMode};
+use super::{AfXdpError, XdpMode, steer};
+use crate::steering::SteeringRule;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -57,6 +61,43 @@ pub struct StaleProgram {
     pub mode: AttachedMode,
 }
 
+/// The BPF link of an interface's redirect program, shared by the
+/// attachment and the drivers that install steering rules through it; the
+/// program stays attached while one of them holds it.
+#[derive(Debug)]
+pub struct XdpLink {
+    ifname: String,
+    map: Arc<XskMap>,
+    link: OwnedFd,
+}
+
+impl XdpLink {
+    /// Replace the program by one steering by `rule` (see [`super::steer`]):
+    /// build, load (the verifier runs here, a cold path) and swap it in
+    /// atomically with `BPF_LINK_UPDATE`.
+    pub fn install(&self, rule: &SteeringRule) -> Result<(), AfXdpError> {
+        let insns =
+            steer::redirect_program(&self.map, Some(rule)).map_err(|e| AfXdpError::Bpf {
+                what: "building the steering program",
+                source: io::Error::new(io::ErrorKind::InvalidInput, e),
+            })?;
+        let program = bpf::load_insns(&insns).map_err(|e| AfXdpError::Verifier {
+            source: e.source,
+            log: e.verifier_log,
+        })?;
+        bpf::link_update(self.link.as_fd(), program.as_fd()).map_err(|source| AfXdpError::Netlink {
+            ifname: self.ifname.clone(),
+            what: "BPF_LINK_UPDATE (installing the steering program)",
+            source,
+        })
+    }
+
+    /// The XSK map the program redirects into.
+    pub fn map(&self) -> &Arc<XskMap> {
+        &self.map
+    }
+}
+
 /// The redirect program attached to one interface.
 #[derive(Debug)]
 pub struct XdpAttachment {
@@ -66,22 +107,27 @@ pub struct XdpAttachment {
     map: Arc<XskMap>,
     stale_removed: Vec<StaleProgram>,
     // Field order is drop order: the link (detach) before the program.
-    _link: OwnedFd,
+    link: Arc<XdpLink>,
     _program: OwnedFd,
 }
 
 impl XdpAttachment {
     /// Remove a stale Portico program, then load and attach a fresh one
-    /// with an XSK map of `queues` slots. Must run in the interface's
-    /// network namespace.
-    pub fn attach(ifname: &str, queues: u32, mode: XdpMode) -> Result<Self, AfXdpError> {
+    /// with an XSK map of `queues` × `workers` slots (see
+    /// [`XskMap::slot`]). Must run in the interface's network namespace.
+    pub fn attach(
+        ifname: &str,
+        queues: u32,
+        workers: u32,
+        mode: XdpMode,
+    ) -> Result<Self, AfXdpError> {
         let ifindex =
             crate::driver::sys::if_index(ifname).map_err(|source| AfXdpError::NoSuchInterface {
                 ifname: ifname.to_string(),
                 source,
             })?;
         let stale_removed = remove_stale(ifname, ifindex)?;
-        let map = XskMap::create(queues).map_err(|source| AfXdpError::Bpf {
+        let map = XskMap::create(queues, workers).map_err(|source| AfXdpError::Bpf {
             what: "creating the XSK map (BPF_MAP_CREATE)",
             source,
         })?;
@@ -103,13 +149,18 @@ impl XdpAttachment {
             mode: mode.to_string(),
             source,
         })?;
+        let map = Arc::new(map);
         Ok(XdpAttachment {
             ifname: ifname.to_string(),
             ifindex,
             mode,
-            map: Arc::new(map),
+            map: Arc::clone(&map),
             stale_removed,
-            _link: link,
+            link: Arc::new(XdpLink {
+                ifname: ifname.to_string(),
+                map,
+                link,
+            }),
             _program: program,
         })
     }
@@ -127,6 +178,10 @@ impl XdpAttachment {
     /// The XSK map the workers put their sockets into.
     pub fn map(&self) -> Arc<XskMap> {
         Arc::clone(&self.map)
+    }
+    /// The program's link, through which steering rules are installed.
+    pub fn link(&self) -> Arc<XdpLink> {
+        Arc::clone(&self.link)
     }
     /// Stale programs detached before attaching.
     pub fn stale_removed(&self) -> &[StaleProgram] {

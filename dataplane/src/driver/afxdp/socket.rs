@@ -71,6 +71,23 @@ pub(super) struct OpenSocket {
     pub(super) comp: Ring,
 }
 
+/// A new, unconfigured `AF_XDP` socket.
+fn new_socket(ifname: &str) -> Result<OwnedFd, AfXdpError> {
+    sys::xdp_socket().map_err(|source| AfXdpError::Socket {
+        ifname: ifname.to_string(),
+        source,
+    })
+}
+
+/// How a failed socket `option` of `ifname` is reported.
+fn option_error(ifname: &str, option: &'static str) -> impl Fn(std::io::Error) -> AfXdpError {
+    move |source| AfXdpError::SocketOption {
+        ifname: ifname.to_string(),
+        option,
+        source,
+    }
+}
+
 /// Open a socket; register `umem` on it when given (the UMEM owner), and
 /// give it its own fill/completion rings either way.
 pub(super) fn open_socket(
@@ -78,17 +95,8 @@ pub(super) fn open_socket(
     rings: &XdpRingConfig,
     register: Option<&Umem>,
 ) -> Result<OpenSocket, AfXdpError> {
-    let fd = sys::xdp_socket().map_err(|source| AfXdpError::Socket {
-        ifname: ifname.to_string(),
-        source,
-    })?;
-    let opt = |option: &'static str| {
-        move |source| AfXdpError::SocketOption {
-            ifname: ifname.to_string(),
-            option,
-            source,
-        }
-    };
+    let fd = new_socket(ifname)?;
+    let opt = |option| option_error(ifname, option);
     if let Some(umem) = register {
         let reg = libc::xdp_umem_reg {
             addr: umem.map.addr(),
@@ -120,30 +128,8 @@ pub(super) fn open_socket(
     driver_sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_TX_RING, &rings.tx_ring)
         .map_err(opt("XDP_TX_RING"))?;
     let off = sys::mmap_offsets(fd.as_fd()).map_err(opt("XDP_MMAP_OFFSETS"))?;
-    let map_ring = |what: &'static str,
-                    o: &libc::xdp_ring_offset,
-                    entry: Entry,
-                    size: u32,
-                    pgoff: u64|
-     -> Result<Ring, AfXdpError> {
-        let offsets = RingOffsets::from_kernel(o);
-        let len = offsets.map_len(size, entry);
-        let map = Region::shared(&fd, len, pgoff).map_err(|source| AfXdpError::Mmap {
-            ifname: ifname.to_string(),
-            what,
-            len_bytes: len,
-            source,
-        })?;
-        Ring::new(map, offsets, entry, size)
-            .ok_or_else(|| invalid(ifname, format!("{what} of {size} entries does not fit")))
-    };
-    let mut rx = map_ring(
-        "RX ring",
-        &off.rx,
-        Entry::Desc,
-        rings.rx_ring,
-        libc::XDP_PGOFF_RX_RING as u64,
-    )?;
+    let map_ring = |what, o, entry, size, pgoff| map_ring(&fd, ifname, what, o, entry, size, pgoff);
+    let mut rx = map_rx_ring(&fd, ifname, &off, rings)?;
     let mut tx = map_ring(
         "TX ring",
         &off.tx,
@@ -176,6 +162,63 @@ pub(super) fn open_socket(
         fill,
         comp,
     })
+}
+
+/// Map one ring of `fd` (`o`: its offsets from `XDP_MMAP_OFFSETS`).
+fn map_ring(
+    fd: &OwnedFd,
+    ifname: &str,
+    what: &'static str,
+    o: &libc::xdp_ring_offset,
+    entry: Entry,
+    size: u32,
+    pgoff: u64,
+) -> Result<Ring, AfXdpError> {
+    let offsets = RingOffsets::from_kernel(o);
+    let len = offsets.map_len(size, entry);
+    let map = Region::shared(fd, len, pgoff).map_err(|source| AfXdpError::Mmap {
+        ifname: ifname.to_string(),
+        what,
+        len_bytes: len,
+        source,
+    })?;
+    Ring::new(map, offsets, entry, size)
+        .ok_or_else(|| invalid(ifname, format!("{what} of {size} entries does not fit")))
+}
+
+/// Map the RX ring of `fd`.
+fn map_rx_ring(
+    fd: &OwnedFd,
+    ifname: &str,
+    off: &libc::xdp_mmap_offsets,
+    rings: &XdpRingConfig,
+) -> Result<Ring, AfXdpError> {
+    map_ring(
+        fd,
+        ifname,
+        "RX ring",
+        &off.rx,
+        Entry::Desc,
+        rings.rx_ring,
+        libc::XDP_PGOFF_RX_RING as u64,
+    )
+}
+
+/// A socket with an RX ring only, not bound: what joins the buffer pool of
+/// a socket already bound to the same (device, queue), whose fill and
+/// completion rings it then shares (the kernel refuses own ones there).
+pub(super) fn open_rx_socket(
+    ifname: &str,
+    rings: &XdpRingConfig,
+) -> Result<(OwnedFd, Ring), AfXdpError> {
+    let fd = new_socket(ifname)?;
+    let opt = |option| option_error(ifname, option);
+    driver_sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_RX_RING, &rings.rx_ring)
+        .map_err(opt("XDP_RX_RING"))?;
+    let off = sys::mmap_offsets(fd.as_fd()).map_err(opt("XDP_MMAP_OFFSETS"))?;
+    let mut rx = map_rx_ring(&fd, ifname, &off, rings)?;
+    rx.init_consumer();
+    Ok((fd, rx))
 }
 
 /// Bind the UMEM owner's socket per `zero_copy`, with `XDP_USE_SG` when

@@ -37,6 +37,12 @@ pub struct XdpPortStats {
     pub tx_send_errors: u64,
     /// Socket errors seen while waiting.
     pub socket_errors: u64,
+    /// Frames of this worker's flows received on its sockets on other
+    /// workers' queues (copied out of their UMEM; `queues.rs`).
+    pub rx_other_queues: u64,
+    /// Sockets on other workers' queues the kernel refused: their frames
+    /// reach the queue's own worker and are handed off.
+    pub queue_socket_failures: u64,
 }
 
 /// The kernel's counters of one socket (`XDP_STATISTICS`, cumulative).

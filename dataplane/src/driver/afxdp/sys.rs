@@ -71,6 +71,14 @@ pub(super) fn xdp_zero_copy(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: fail every `XDP_SHARED_UMEM` bind of this thread with this
+    /// errno (a kernel that refuses sharing a queue's pool).
+    pub(super) static REFUSE_SHARED_BIND: std::cell::Cell<Option<i32>> =
+        const { std::cell::Cell::new(None) };
+}
+
 /// Bind an `AF_XDP` socket to `(ifindex, queue_id)`.
 pub(super) fn bind_xdp(
     fd: BorrowedFd<'_>,
@@ -86,7 +94,36 @@ pub(super) fn bind_xdp(
         sxdp_queue_id: queue_id,
         sxdp_shared_umem_fd: shared_umem_fd.map_or(0, |f| f.as_raw_fd() as u32),
     };
+    #[cfg(test)]
+    if flags & libc::XDP_SHARED_UMEM != 0
+        && let Some(errno) = REFUSE_SHARED_BIND.with(|r| r.get())
+    {
+        return Err(io::Error::from_raw_os_error(errno));
+    }
     sys::bind(fd, &sxdp)
+}
+
+/// A UMEM mapping several workers read: its owner, and the workers whose
+/// sockets on the owner's queue share its buffer pool (`queues.rs`) and
+/// copy each frame they receive out of its chunk before giving the chunk
+/// back.
+#[derive(Debug)]
+pub(super) struct SharedRegion(pub(super) Region);
+
+// SAFETY: `Region`'s shared methods only compute addresses inside the
+// mapping (`len`, `addr`, `ptr_at`) or read bytes (`copy_out`, and the
+// `Chunk` views made from `ptr_at`); which thread may touch which chunk's
+// bytes is the chunk protocol of the module invariant (a chunk is owned by
+// one place at a time; a worker reading a chunk received on its socket owns
+// it until it hands the address back), so sharing the mapping between
+// threads adds no aliasing of bytes.
+unsafe impl Sync for SharedRegion {}
+
+impl std::ops::Deref for SharedRegion {
+    type Target = Region;
+    fn deref(&self) -> &Region {
+        &self.0
+    }
 }
 
 /// `cap` bytes of one UMEM chunk, owned by one frame.
@@ -157,9 +194,11 @@ pub(super) const BPF_MAP_CREATE: u32 = 0;
 pub(super) const BPF_MAP_UPDATE_ELEM: u32 = 2;
 pub(super) const BPF_MAP_DELETE_ELEM: u32 = 3;
 pub(super) const BPF_PROG_LOAD: u32 = 5;
+pub(super) const BPF_PROG_TEST_RUN: u32 = 10;
 pub(super) const BPF_PROG_GET_FD_BY_ID: u32 = 13;
 pub(super) const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
 pub(super) const BPF_LINK_CREATE: u32 = 28;
+pub(super) const BPF_LINK_UPDATE: u32 = 29;
 
 /// `bpf(cmd, attr, sizeof attr)`; `A` is a `#[repr(C)]` prefix of
 /// `union bpf_attr` whose unused bytes are zero. Returns the result (an fd

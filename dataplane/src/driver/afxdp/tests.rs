@@ -5,6 +5,9 @@
 //! ([`in_netns`]); the namespace guards delete both namespaces by name on
 //! drop (which destroys the veth pairs, the XDP attachments with them).
 //!
+//! Over 700 lines and whole: every test shares the [`Topology`], peer and
+//! driver helpers at the top; the program's own tests are in `steer/`.
+//!
 //! They need root and `ip netns`; without them they print a loud SKIPPED
 //! banner to stderr and return (CI runs them as root, with
 //! `PORTICO_REQUIRE_ROOT=1`: then a skip fails the test).
@@ -37,6 +40,11 @@ impl Topology {
 
     /// As [`Topology::new`], both ends of every pair with `mtu`.
     fn with_mtu(pairs: usize, mtu: u32) -> Option<Topology> {
+        Topology::build(pairs, mtu, 1)
+    }
+
+    /// As [`Topology::with_mtu`], every end with `queues` RX and TX queues.
+    fn build(pairs: usize, mtu: u32, queues: u32) -> Option<Topology> {
         if !require_root("AF_XDP namespace test") {
             return None;
         }
@@ -52,6 +60,7 @@ impl Topology {
             Veth::new(&topo.ns_a, &pa, &topo.ns_b, &pb)
                 .macs(mac_a, mac_b)
                 .mtus(mtu, mtu)
+                .queues(queues)
                 .create()
                 .expect("topology");
             in_netns(&topo.ns_a, || {
@@ -120,6 +129,8 @@ fn config(ports: &[(&str, &XdpAttachment)]) -> AfXdpConfig {
                 ifname: (*ifname).to_string(),
                 queue_id: 0,
                 xsk_map: Some(att.map()),
+                link: Some(att.link()),
+                queue_sockets: None,
             })
             .collect(),
     );
@@ -137,7 +148,7 @@ fn config(ports: &[(&str, &XdpAttachment)]) -> AfXdpConfig {
 fn echo_through(mode: XdpMode, busy_poll: Option<BusyPoll>) {
     let Some(t) = Topology::new(1) else { return };
     in_netns(&t.ns_b, || {
-        let att = XdpAttachment::attach("pb0", 1, mode).expect("attach");
+        let att = XdpAttachment::attach("pb0", 1, 1, mode).expect("attach");
         if mode == XdpMode::Native {
             assert_eq!(att.mode(), AttachedMode::Native);
         }
@@ -209,8 +220,8 @@ fn native_mode_on_veth_receives_and_echoes_frames() {
 fn two_ports_share_one_umem_and_forward_without_copying() {
     let Some(t) = Topology::new(2) else { return };
     in_netns(&t.ns_b, || {
-        let a0 = XdpAttachment::attach("pb0", 1, XdpMode::Auto).expect("attach pb0");
-        let a1 = XdpAttachment::attach("pb1", 1, XdpMode::Auto).expect("attach pb1");
+        let a0 = XdpAttachment::attach("pb0", 1, 1, XdpMode::Auto).expect("attach pb0");
+        let a1 = XdpAttachment::attach("pb1", 1, 1, XdpMode::Auto).expect("attach pb1");
         let mut d = AfXdpDriver::open(&config(&[("pb0", &a0), ("pb1", &a1)])).expect("open");
         assert_eq!(d.umem_count(), 1, "XDP_SHARED_UMEM across two veths");
         let (tx_peer, rx_peer) = (open_peer(&t, "pa0"), open_peer(&t, "pa1"));
@@ -236,8 +247,8 @@ fn two_ports_share_one_umem_and_forward_without_copying() {
 fn separate_umems_forward_with_one_copy() {
     let Some(t) = Topology::new(2) else { return };
     in_netns(&t.ns_b, || {
-        let a0 = XdpAttachment::attach("pb0", 1, XdpMode::Generic).expect("attach pb0");
-        let a1 = XdpAttachment::attach("pb1", 1, XdpMode::Generic).expect("attach pb1");
+        let a0 = XdpAttachment::attach("pb0", 1, 1, XdpMode::Generic).expect("attach pb0");
+        let a1 = XdpAttachment::attach("pb1", 1, 1, XdpMode::Generic).expect("attach pb1");
         let mut c = config(&[("pb0", &a0), ("pb1", &a1)]);
         c.shared_umem = false;
         c.rings.umem_frames = 1024;
@@ -261,7 +272,7 @@ fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
         let ifindex = driver_sys::if_index("pb0").expect("ifindex");
         // A program attached through netlink outlives its process: stage
         // one as a crashed Portico would leave it.
-        let map = XskMap::create(1).expect("map");
+        let map = XskMap::create(1, 1).expect("map");
         let prog = bpf::load_program(&map).expect("load");
         netlink::attach_legacy(ifindex, prog.as_raw_fd(), netlink::XDP_FLAGS_SKB_MODE)
             .expect("legacy attach");
@@ -273,7 +284,7 @@ fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
             bpf::PROGRAM_NAME
         );
 
-        let att = XdpAttachment::attach("pb0", 1, XdpMode::Generic).expect("attach");
+        let att = XdpAttachment::attach("pb0", 1, 1, XdpMode::Generic).expect("attach");
         assert_eq!(
             att.stale_removed(),
             &[program::StaleProgram {
@@ -295,7 +306,7 @@ fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
         let foreign = bpf::load_program_named(&map, "not_portico").expect("load");
         netlink::attach_legacy(ifindex, foreign.as_raw_fd(), netlink::XDP_FLAGS_SKB_MODE)
             .expect("foreign attach");
-        let err = XdpAttachment::attach("pb0", 1, XdpMode::Generic).expect_err("refused");
+        let err = XdpAttachment::attach("pb0", 1, 1, XdpMode::Generic).expect_err("refused");
         assert!(
             matches!(&err, AfXdpError::ForeignProgram { name, .. } if name == "not_portico"),
             "{err}"
@@ -306,17 +317,20 @@ fn a_stale_portico_program_is_replaced_and_a_foreign_one_refused() {
 
 #[test]
 fn a_bad_interface_name_is_a_clear_error() {
-    let err = XdpAttachment::attach("no-such-if0", 1, XdpMode::Auto).expect_err("no interface");
+    let err = XdpAttachment::attach("no-such-if0", 1, 1, XdpMode::Auto).expect_err("no interface");
     assert!(
         err.to_string().contains("no-such-if0") && err.to_string().contains("not found"),
         "{err}"
     );
-    let err = XdpAttachment::attach("a-name-far-too-long", 1, XdpMode::Auto).expect_err("too long");
+    let err =
+        XdpAttachment::attach("a-name-far-too-long", 1, 1, XdpMode::Auto).expect_err("too long");
     assert!(err.to_string().contains("1 to 15 bytes"), "{err}");
     let mut c = AfXdpConfig::new(vec![AfXdpPortConfig {
         ifname: "lo".into(),
         queue_id: 0,
         xsk_map: None,
+        link: None,
+        queue_sockets: None,
     }]);
     c.rings.fill_ring = 1000;
     let err = AfXdpDriver::open(&c).expect_err("bad ring size");
@@ -336,7 +350,7 @@ fn jumbo_echo(mode: XdpMode, frame_size: u32) {
     };
     in_netns(&t.ns_b, || {
         // Native mode on a 9000-byte veth needs the frags program.
-        let att = XdpAttachment::attach("pb0", 1, mode).expect("attach with MTU 9000");
+        let att = XdpAttachment::attach("pb0", 1, 1, mode).expect("attach with MTU 9000");
         if mode == XdpMode::Native {
             assert_eq!(att.mode(), AttachedMode::Native);
         }
@@ -399,7 +413,7 @@ fn a_jumbo_mtu_without_multi_buffer_is_refused_by_name() {
         return;
     };
     in_netns(&t.ns_b, || {
-        let att = XdpAttachment::attach("pb0", 1, XdpMode::Auto).expect("attach");
+        let att = XdpAttachment::attach("pb0", 1, 1, XdpMode::Auto).expect("attach");
         let mut c = config(&[("pb0", &att)]);
         c.multi_buffer = MultiBuffer::Off;
         let err = AfXdpDriver::open(&c).expect_err("MTU 9000 in one chunk");
@@ -407,6 +421,342 @@ fn a_jumbo_mtu_without_multi_buffer_is_refused_by_name() {
         assert!(
             msg.contains("pb0") && msg.contains("MTU 9000") && msg.contains("multi_buffer"),
             "{msg}"
+        );
+    });
+}
+
+/// A frame from client `10.88.<i / 250 + 1>.<i % 250 + 1>` to
+/// `10.88.0.2`:[`TEST_PORT`].
+fn client_frame(i: u16) -> Vec<u8> {
+    build::eth_ipv4_udp(
+        MacAddr(MAC_A),
+        MacAddr(MAC_B),
+        Ipv4Addr::new(10, 88, (i / 250 + 1) as u8, (i % 250 + 1) as u8),
+        40000 + i,
+        Ipv4Addr::new(10, 88, 0, 2),
+        TEST_PORT,
+        &[0u8; 64],
+    )
+}
+
+/// Two workers' drivers on a 2-queue veth, worker 0 having installed a
+/// steering rule through its driver: the program runs (a frame whose
+/// owner's worker has a socket on its queue goes there), and a frame whose
+/// owner has none on its queue falls back to the queue's own worker's
+/// socket (slot `q * 2 + q`), so every frame reaches a socket and none
+/// passes to the kernel. With one socket per worker, as here, that is
+/// every frame whose owner is not its queue's worker.
+#[test]
+fn with_a_steering_rule_installed_every_frame_still_reaches_a_socket() {
+    let Some(t) = Topology::build(1, 1500, 2) else {
+        return;
+    };
+    in_netns(&t.ns_b, || {
+        let att = XdpAttachment::attach("pb0", 2, 2, XdpMode::Auto).expect("attach");
+        let c0 = config(&[("pb0", &att)]);
+        let mut c1 = c0.clone();
+        c1.ports[0].queue_id = 1;
+        let mut d = [
+            AfXdpDriver::open(&c0).expect("open worker 0"),
+            AfXdpDriver::open(&c1).expect("open worker 1"),
+        ];
+        let rule = SteeringRule::new(
+            2,
+            1024..=65535,
+            vec![Ipv4Addr::new(10, 88, 0, 2)],
+            Vec::new(),
+            Vec::new(),
+        );
+        assert!(d[0].install_steering(&rule).expect("install"), "it steers");
+        let peer = open_peer(&t, "pa0");
+        let n = 400u16;
+        for i in 0..n {
+            peer.send(&client_frame(i)).expect("peer send");
+        }
+        let deadline = Instant::now() + DEADLINE;
+        let mut got = [0usize; 2];
+        let mut batch = Vec::with_capacity(64);
+        while got.iter().sum::<usize>() < usize::from(n) && Instant::now() < deadline {
+            for (w, dw) in d.iter_mut().enumerate() {
+                dw.rx_burst(0, &mut batch, 64);
+                for f in batch.drain(..) {
+                    if is_test_frame(f.data()) {
+                        got[w] += 1;
+                    }
+                    dw.release(f);
+                }
+                dw.wait(1);
+            }
+        }
+        assert_eq!(
+            got.iter().sum::<usize>(),
+            usize::from(n),
+            "per worker {got:?}"
+        );
+    });
+}
+
+/// The kernel keeps one buffer pool (UMEM, fill and completion ring) per
+/// (device, queue) (`xsk_reg_pool_at_qid`, `EBUSY`): a second worker's
+/// socket with its own UMEM cannot bind a queue a worker already bound.
+/// Sockets of several workers on one queue would have to share that
+/// queue's pool and fill ring (see DESIGN.md: why AF_XDP steering stops at
+/// the program).
+#[test]
+fn a_second_umem_on_a_bound_queue_is_refused_busy() {
+    let Some(t) = Topology::build(1, 1500, 2) else {
+        return;
+    };
+    in_netns(&t.ns_b, || {
+        let att = XdpAttachment::attach("pb0", 2, 2, XdpMode::Generic).expect("attach");
+        let c = config(&[("pb0", &att)]);
+        let d0 = AfXdpDriver::open(&c).expect("open worker 0 on queue 0");
+        let ifindex = d0.ports()[0].ifindex();
+        let bind_other_umem = |queue: u32| {
+            let umem = Umem::new("pb0", &c.rings, 0, 0).expect("umem");
+            let s = socket::open_socket("pb0", &c.rings, Some(&umem)).expect("socket");
+            sys::bind_xdp(s.fd.as_fd(), ifindex, queue, libc::XDP_COPY, None)
+        };
+        let err = bind_other_umem(0).expect_err("a second pool on queue 0");
+        assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
+        bind_other_umem(1).expect("queue 1 has no pool yet");
+    });
+}
+
+/// The steering program splits one queue's frames by owner: worker 0's
+/// socket on queue 0 in slot `(0, 0)`, a second socket sharing its buffer
+/// pool on queue 0 in worker 1's slot `(0, 1)`; after worker 0 installs
+/// the rule, each client's frames reach exactly the socket of the worker
+/// [`SteeringRule::owner`] names.
+#[test]
+fn the_installed_program_delivers_each_frame_to_its_owners_slot() {
+    let Some(t) = Topology::new(1) else { return };
+    in_netns(&t.ns_b, || {
+        let att = XdpAttachment::attach("pb0", 1, 2, XdpMode::Auto).expect("attach");
+        let c = config(&[("pb0", &att)]);
+        let mut d = AfXdpDriver::open(&c).expect("open worker 0");
+        let (fd1, mut rx1) = socket::open_rx_socket("pb0", &c.rings).expect("socket");
+        let (ifindex, fd0) = (d.ports()[0].ifindex(), d.ports()[0].fd.as_fd());
+        sys::bind_xdp(fd1.as_fd(), ifindex, 0, libc::XDP_SHARED_UMEM, Some(fd0))
+            .expect("share queue 0's pool");
+        let map = att.map();
+        map.insert(map.slot(0, 1), fd1.as_fd())
+            .expect("slot (0, 1)");
+        let server = Ipv4Addr::new(10, 88, 0, 2);
+        let rule = SteeringRule::new(2, 1024..=65535, vec![server], Vec::new(), Vec::new());
+        assert!(d.install_steering(&rule).expect("install"));
+        let n = 300u16;
+        let owners: Vec<u8> = (0..n)
+            .map(|i| {
+                let f = client_frame(i);
+                let src = Ipv4Addr::new(f[26], f[27], f[28], f[29]);
+                rule.owner(&crate::flow::FlowKey::new(
+                    crate::flow::Proto::Udp,
+                    src,
+                    40000 + i,
+                    server,
+                    TEST_PORT,
+                ))
+            })
+            .collect();
+        let want1 = owners.iter().filter(|&&w| w == 1).count() as u32;
+        assert!(
+            want1 > 50 && want1 < 250,
+            "both workers own clients: {want1}"
+        );
+        let peer = open_peer(&t, "pa0");
+        for i in 0..n {
+            peer.send(&client_frame(i)).expect("peer send");
+        }
+        let got0 = rx_test_frames(&mut d, 0, usize::from(n) - want1 as usize);
+        let deadline = Instant::now() + DEADLINE;
+        while rx1.available(u32::MAX) < want1 && Instant::now() < deadline {
+            d.wait(10);
+        }
+        // Worker 0's clients, in order, and nothing more.
+        let sources: Vec<[u8; 4]> = got0
+            .iter()
+            .map(|f| [f.data()[26], f.data()[27], f.data()[28], f.data()[29]])
+            .collect();
+        let want0: Vec<[u8; 4]> = (0..n)
+            .filter(|&i| owners[usize::from(i)] == 0)
+            .map(|i| {
+                let f = client_frame(i);
+                [f[26], f[27], f[28], f[29]]
+            })
+            .collect();
+        assert_eq!(sources, want0, "worker 0 gets exactly its clients");
+        assert_eq!(
+            rx1.available(u32::MAX),
+            want1,
+            "worker 1's slot gets its clients"
+        );
+        for f in got0 {
+            d.release(f);
+        }
+        // Worker 1's frames stay in its ring (chunks of worker 0's UMEM):
+        // clear the slot before the socket closes.
+        map.remove(map.slot(0, 1)).expect("clear slot (0, 1)");
+    });
+}
+
+/// Two workers' drivers on a 2-queue veth sharing the port's
+/// [`QueueSockets`]; `refuse`: the kernel refuses every shared bind.
+fn two_workers(refuse: Option<i32>, check: impl FnOnce(&Topology, &mut [AfXdpDriver; 2]) + Send) {
+    let Some(t) = Topology::build(1, 1500, 2) else {
+        return;
+    };
+    in_netns(&t.ns_b, || {
+        sys::REFUSE_SHARED_BIND.with(|r| r.set(refuse));
+        let att = XdpAttachment::attach("pb0", 2, 2, XdpMode::Auto).expect("attach");
+        let mut c0 = config(&[("pb0", &att)]);
+        c0.ports[0].queue_sockets = Some(Arc::new(QueueSockets::new(2, 2)));
+        let mut c1 = c0.clone();
+        c1.ports[0].queue_id = 1;
+        let mut d = [
+            AfXdpDriver::open(&c0).expect("open worker 0"),
+            AfXdpDriver::open(&c1).expect("open worker 1"),
+        ];
+        check(&t, &mut d);
+    });
+}
+
+/// The clients of the frames [`send_clients`] sends, each with its owner
+/// by `rule`.
+fn client_owners(rule: &SteeringRule, n: u16) -> Vec<([u8; 4], u8)> {
+    (0..n)
+        .map(|i| {
+            let f = client_frame(i);
+            let src = [f[26], f[27], f[28], f[29]];
+            let key = crate::flow::FlowKey::new(
+                crate::flow::Proto::Udp,
+                Ipv4Addr::from(src),
+                40000 + i,
+                Ipv4Addr::new(10, 88, 0, 2),
+                TEST_PORT,
+            );
+            (src, rule.owner(&key))
+        })
+        .collect()
+}
+
+/// Send `n` client frames from the peer, poll both drivers until all
+/// arrived (or the deadline); the clients each worker received.
+fn send_clients(t: &Topology, d: &mut [AfXdpDriver; 2], n: u16) -> [Vec<[u8; 4]>; 2] {
+    let peer = open_peer(t, "pa0");
+    for i in 0..n {
+        peer.send(&client_frame(i)).expect("peer send");
+    }
+    let deadline = Instant::now() + DEADLINE;
+    let mut got: [Vec<[u8; 4]>; 2] = [Vec::new(), Vec::new()];
+    let mut batch = Vec::with_capacity(64);
+    while got.iter().map(Vec::len).sum::<usize>() < usize::from(n) && Instant::now() < deadline {
+        for (w, dw) in d.iter_mut().enumerate() {
+            dw.rx_burst(0, &mut batch, 64);
+            for f in batch.drain(..) {
+                if is_test_frame(f.data()) {
+                    let b = f.data();
+                    got[w].push([b[26], b[27], b[28], b[29]]);
+                }
+                dw.release(f);
+            }
+            dw.wait(1);
+        }
+    }
+    got
+}
+
+/// One burst on port 0, every frame released (the first one also takes
+/// the sockets later workers opened for this one).
+fn poll_once(d: &mut AfXdpDriver) {
+    let mut batch = Vec::with_capacity(64);
+    d.rx_burst(0, &mut batch, 64);
+    for f in batch {
+        d.release(f);
+    }
+}
+
+fn server_rule() -> SteeringRule {
+    SteeringRule::new(
+        2,
+        1024..=65535,
+        vec![Ipv4Addr::new(10, 88, 0, 2)],
+        Vec::new(),
+        Vec::new(),
+    )
+}
+
+/// Flow-affine steering across queues: each worker also has a socket on
+/// the other worker's queue (sharing that queue's pool), and with the rule
+/// installed every frame reaches the worker that owns its client, on
+/// whichever queue it arrived; the frames taken on the other queue are
+/// copies, their chunks go back to the queue's worker.
+#[test]
+fn two_workers_receive_their_clients_frames_from_either_queue() {
+    two_workers(None, |t, d| {
+        // Worker 1 joined queue 0 when it opened; worker 0 joins queue 1
+        // on its first burst.
+        poll_once(&mut d[0]);
+        assert_eq!(d[0].queue_sockets(), [(0, 1)]);
+        assert_eq!(d[1].queue_sockets(), [(0, 0)]);
+        let rule = server_rule();
+        assert!(d[0].install_steering(&rule).expect("install"));
+        let n = 400;
+        let owners = client_owners(&rule, n);
+        let got = send_clients(t, d, n);
+        for (w, clients) in got.iter().enumerate() {
+            let want: Vec<[u8; 4]> = owners
+                .iter()
+                .filter(|(_, o)| usize::from(*o) == w)
+                .map(|(c, _)| *c)
+                .collect();
+            let mut clients = clients.clone();
+            clients.sort_unstable();
+            let mut want = want;
+            want.sort_unstable();
+            assert_eq!(clients, want, "worker {w} gets exactly its clients");
+        }
+        let other: u64 = d.iter().map(|dw| dw.total_stats().rx_other_queues).sum();
+        assert!(other > 0, "some frames arrived on the other worker's queue");
+        for dw in d.iter_mut() {
+            assert_eq!(dw.frames_out(), 0);
+            assert_eq!(dw.total_stats().queue_socket_failures, 0);
+        }
+        // The chunks worker 1 took from queue 0 are back with worker 0.
+        poll_once(&mut d[0]);
+        let in_fill = d[0].ports()[0].fill.outstanding() as usize;
+        assert!(
+            d[0].free_frames() + in_fill >= 2048 - 512,
+            "free {}",
+            d[0].free_frames()
+        );
+    });
+}
+
+/// When the kernel refuses a socket on another worker's queue, the slot
+/// stays empty, the refusal is counted and kept, and every frame still
+/// reaches a worker: the queue's own (which hands it off).
+#[test]
+fn a_refused_queue_socket_is_counted_and_every_frame_still_arrives() {
+    two_workers(Some(libc::EINVAL), |t, d| {
+        poll_once(&mut d[0]);
+        for dw in d.iter() {
+            assert!(dw.queue_sockets().is_empty());
+            assert_eq!(dw.total_stats().queue_socket_failures, 1);
+            let msg = dw.queue_socket_errors()[0].to_string();
+            assert!(
+                msg.contains("XDP_SHARED_UMEM") && msg.contains("pb0"),
+                "{msg}"
+            );
+        }
+        assert!(d[0].install_steering(&server_rule()).expect("install"));
+        let got = send_clients(t, d, 400);
+        assert_eq!(got.iter().map(Vec::len).sum::<usize>(), 400, "{got:?}");
+        assert_eq!(
+            d.iter()
+                .map(|dw| dw.total_stats().rx_other_queues)
+                .sum::<u64>(),
+            0
         );
     });
 }

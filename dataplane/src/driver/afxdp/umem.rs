@@ -11,10 +11,11 @@
 //! kernel receives into chunks only, and a multi-buffer packet is copied
 //! into a span to be contiguous for the pipeline.
 
-use super::sys::Chunk;
+use super::sys::{Chunk, SharedRegion};
 use super::{AfXdpError, XDP_HEADROOM, XdpRingConfig};
 use crate::driver::Frame;
 use crate::driver::sys::Region;
+use std::sync::Arc;
 
 /// A frame in a UMEM chunk.
 #[derive(Debug)]
@@ -57,7 +58,8 @@ impl Frame for XdpFrame {
 /// A UMEM: the mapping, its free chunks (base addresses) and its spans.
 #[derive(Debug)]
 pub(super) struct Umem {
-    pub(super) map: Region,
+    /// Shared with the workers that receive into it on other sockets.
+    pub(super) map: Arc<SharedRegion>,
     pub(super) frame_size: u32,
     pub(super) free: Vec<u64>,
     pub(super) spans: Spans,
@@ -115,7 +117,7 @@ impl Umem {
             pending: vec![0; span_count as usize],
         };
         Ok(Umem {
-            map,
+            map: Arc::new(SharedRegion(map)),
             frame_size: rings.frame_size,
             free,
             spans,

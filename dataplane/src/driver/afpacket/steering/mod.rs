@@ -49,7 +49,7 @@
 //! [`SteeringRule`] maxima.
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use super::{AfPacketConfig, FanoutMode};
 use crate::driver::sys;

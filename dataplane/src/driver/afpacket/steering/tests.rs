@@ -16,11 +16,11 @@ use crate::steering::{
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Owned addresses, SNAT addresses, listeners on shared addresses.
-type Addresses = (Vec<Ipv4Addr>, Vec<Ipv4Addr>, Vec<(Proto, Ipv4Addr, u16)>);
+pub(crate) type Addresses = (Vec<Ipv4Addr>, Vec<Ipv4Addr>, Vec<(Proto, Ipv4Addr, u16)>);
 
 /// A gateway's addresses: a node address that is also an SNAT address with
 /// NodePort listeners, a separate SNAT address, a run of VIPs and a lone one.
-fn addresses() -> Addresses {
+pub(crate) fn addresses() -> Addresses {
     let node = Ipv4Addr::new(192, 0, 2, 1);
     let snat = vec![node, Ipv4Addr::new(10, 1, 0, 1)];
     let mut owned = snat.clone();
@@ -32,10 +32,10 @@ fn addresses() -> Addresses {
     (owned, snat, listeners)
 }
 
-const ETH_LEN: usize = 14;
+pub(crate) const ETH_LEN: usize = 14;
 
 /// An Ethernet + IPv4 (+ `options` words of IP options) + L4 header frame.
-fn frame(k: &FlowKey, options: usize, frag: u16) -> Vec<u8> {
+pub(crate) fn frame(k: &FlowKey, options: usize, frag: u16) -> Vec<u8> {
     let mut f = vec![0u8; ETH_LEN];
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     let ihl = 5 + options;
@@ -56,9 +56,9 @@ fn frame(k: &FlowKey, options: usize, frag: u16) -> Vec<u8> {
 /// IPv6 owned, SNAT addresses and listeners on them: a node and SNAT
 /// address with NodePorts, a separate SNAT address, a run of VIPs across a
 /// /96 boundary and a lone VIP in another /96.
-type Addresses6 = (Vec<Ipv6Addr>, Vec<Ipv6Addr>, Vec<(Proto, Ipv6Addr, u16)>);
+pub(crate) type Addresses6 = (Vec<Ipv6Addr>, Vec<Ipv6Addr>, Vec<(Proto, Ipv6Addr, u16)>);
 
-fn addresses6() -> Addresses6 {
+pub(crate) fn addresses6() -> Addresses6 {
     let node: Ipv6Addr = "2001:db8::1".parse().unwrap();
     let snat = vec![node, "fd00:1::1".parse().unwrap()];
     let mut owned = snat.clone();
@@ -72,7 +72,7 @@ fn addresses6() -> Addresses6 {
 }
 
 /// An Ethernet + IPv6 + L4 header frame (`next` the next header).
-fn frame6(k: &FlowKey6, next: u8) -> Vec<u8> {
+pub(crate) fn frame6(k: &FlowKey6, next: u8) -> Vec<u8> {
     let mut f = vec![0u8; ETH_LEN];
     f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
     let mut ip = vec![0u8; 40];
@@ -87,6 +87,14 @@ fn frame6(k: &FlowKey6, next: u8) -> Vec<u8> {
     f.extend_from_slice(&k.dst_port.to_be_bytes());
     f.extend_from_slice(&[0u8; 16]);
     f
+}
+
+/// The rule of [`addresses`] and [`addresses6`] for `workers` sharing
+/// `ports`.
+pub(crate) fn both_families(workers: u8, ports: std::ops::RangeInclusive<u16>) -> SteeringRule {
+    let (owned, snat, listeners) = addresses();
+    let (owned6, snat6, listeners6) = addresses6();
+    SteeringRule::new(workers, ports, owned, snat, listeners).with_ipv6(owned6, snat6, listeners6)
 }
 
 /// Run `prog` over `frame` (network header at [`ETH_LEN`]).
@@ -214,22 +222,15 @@ fn check_program(rule: &SteeringRule, mut next: impl FnMut() -> (Vec<u8>, u8, St
 
 #[test]
 fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
-    let (owned, snat, listeners) = addresses();
-    let (owned6, snat6, listeners6) = addresses6();
+    let (owned, _, listeners) = addresses();
+    let (owned6, _, listeners6) = addresses6();
     let keys = KeyPool6 {
-        owned: owned6.clone(),
+        owned: owned6,
         listen: listeners6.iter().map(|&(_, _, p)| p).collect(),
     };
     let mut rng = Rng(0x5eed6);
     for (workers, ports) in shapes() {
-        let rule = SteeringRule::new(
-            workers,
-            ports.clone(),
-            owned.clone(),
-            snat.clone(),
-            listeners.clone(),
-        )
-        .with_ipv6(owned6.clone(), snat6.clone(), listeners6.clone());
+        let rule = both_families(workers, ports.clone());
         assert_eq!(rule.owned6.len(), 5, "{:x?}", rule.owned6);
         check_program(&rule, || {
             let k = keys.key(&mut rng);
@@ -295,9 +296,10 @@ fn frames_without_ports_go_to_worker_zero() {
     assert_eq!(run(&prog, &frame(&k, 0, 0)[..ETH_LEN + 12]), 0);
 }
 
-#[test]
-fn the_largest_rule_fits_the_kernel_limit() {
-    let rule = SteeringRule {
+/// A rule with every list at its maximum, the owned IPv6 ranges each in
+/// its own /96: the longest program.
+pub(crate) fn largest_rule() -> SteeringRule {
+    SteeringRule {
         workers: 64,
         snat_ports: 1024..=65535,
         snat_addrs: (0..MAX_SNAT_ADDRS as u32).map(Ipv4Addr::from).collect(),
@@ -318,8 +320,12 @@ fn the_largest_rule_fits_the_kernel_limit() {
             .map(|i| (i << 32, (i << 32) + 1))
             .collect(),
         truncated: true,
-    };
-    let prog = fanout_program(&rule);
+    }
+}
+
+#[test]
+fn the_largest_rule_fits_the_kernel_limit() {
+    let prog = fanout_program(&largest_rule());
     assert!(
         prog.len() <= MAX_INSTRUCTIONS,
         "{} instructions",
