@@ -43,8 +43,9 @@ fn privileges_are_dropped_in_every_thread_on(test: &str, driver: DriverKind) {
     let threads = thread_status(&gw);
     // The workers, the control thread and the admin/metrics threads.
     assert!(threads.len() >= 3, "threads: {:?}", threads.keys());
-    // AF_XDP keeps CAP_NET_ADMIN and CAP_BPF (worker 0 loads the steering
-    // XDP program when a snapshot changes the rule); afpacket nothing.
+    // AF_XDP with these two workers keeps CAP_NET_ADMIN and CAP_BPF (worker
+    // 0 loads the steering XDP program when a snapshot changes the rule);
+    // afpacket nothing.
     let kept = match driver {
         DriverKind::Afxdp => "0000008000001000",
         _ => "0000000000000000",

@@ -10,7 +10,8 @@
 //! | driver | capabilities kept after start-up |
 //! |---|---|
 //! | `afpacket`, `mem` | none (sockets and rings are open file descriptors; closing them needs nothing; af_packet's steering program is classic BPF on a socket, which needs no capability) |
-//! | `afxdp` | `CAP_NET_ADMIN`, `CAP_BPF` (worker 0 loads a steering XDP program when a snapshot changes the steering rule and swaps it in through the BPF link: loading an XDP program needs both) |
+//! | `afxdp`, one worker | none (as af_packet: the one worker owns every flow, no steering program is loaded) |
+//! | `afxdp`, several workers | `CAP_NET_ADMIN`, `CAP_BPF` (worker 0 loads a steering XDP program when a snapshot changes the steering rule and swaps it in through the BPF link: loading an XDP program needs both) |
 //! | `dpdk` | `CAP_SYS_ADMIN`, `CAP_IPC_LOCK`, `CAP_SYS_RAWIO` (the EAL may map further hugepages at run time, and with `--iova-mode=pa` reads their physical addresses from `/proc/self/pagemap`; PMDs access their PCI resources) |
 //!
 //! Invariants:
@@ -55,10 +56,10 @@ pub enum PrivilegeError {
 
 /// The capabilities (a bit per capability number) a gateway running
 /// `driver` keeps after start-up.
-pub fn kept_capabilities(driver: DriverKind) -> u64 {
+pub fn kept_capabilities(driver: DriverKind, workers: usize) -> u64 {
     match driver {
         DriverKind::Dpdk => bit(CAP_SYS_ADMIN) | bit(CAP_IPC_LOCK) | bit(CAP_SYS_RAWIO),
-        DriverKind::Afxdp => bit(CAP_NET_ADMIN) | bit(CAP_BPF),
+        DriverKind::Afxdp if workers > 1 => bit(CAP_NET_ADMIN) | bit(CAP_BPF),
         _ => 0,
     }
 }
@@ -74,16 +75,16 @@ impl super::Gateway {
     /// the ports are prepared and every worker has opened its driver.
     pub fn drop_privileges(&self) -> Result<(), super::GatewayError> {
         let driver = super::driver_plan::gateway_driver(&self.plan)?;
-        Ok(drop_after_start(driver)?)
+        Ok(drop_after_start(driver, self.plan.dataplane.workers)?)
     }
 }
 
-/// Keep only [`kept_capabilities`]`(driver)` in every thread of the process
+/// Keep only [`kept_capabilities`]`(driver, workers)` in every thread of the process
 /// and set `no_new_privs`. A thread that does not take the signal within
 /// the broadcast's timeout (one that blocks it) is named in a warning; the
 /// others, the calling thread included, are dropped.
-pub fn drop_after_start(driver: DriverKind) -> Result<(), PrivilegeError> {
-    let kept = kept_capabilities(driver);
+pub fn drop_after_start(driver: DriverKind, workers: usize) -> Result<(), PrivilegeError> {
+    let kept = kept_capabilities(driver, workers);
     let threads = match sys::drop_in_every_thread(kept) {
         Ok(n) => n,
         Err(PrivilegeError::Timeout { tids, timeout_ms }) => {
@@ -117,13 +118,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_dpdk_and_afxdp_keep_capabilities() {
-        assert_eq!(kept_capabilities(DriverKind::Afpacket), 0);
-        assert_eq!(kept_capabilities(DriverKind::Afxdp), (1 << 12) | (1 << 39));
-        assert_eq!(kept_capabilities(DriverKind::Mem), 0);
+    fn only_dpdk_and_a_steered_afxdp_keep_capabilities() {
+        for workers in [1, 2] {
+            assert_eq!(kept_capabilities(DriverKind::Afpacket, workers), 0);
+            assert_eq!(kept_capabilities(DriverKind::Mem, workers), 0);
+            assert_eq!(
+                kept_capabilities(DriverKind::Dpdk, workers),
+                (1 << 14) | (1 << 17) | (1 << 21)
+            );
+        }
+        // One AF_XDP worker loads no steering program: nothing to keep.
+        assert_eq!(kept_capabilities(DriverKind::Afxdp, 1), 0);
         assert_eq!(
-            kept_capabilities(DriverKind::Dpdk),
-            (1 << 14) | (1 << 17) | (1 << 21)
+            kept_capabilities(DriverKind::Afxdp, 2),
+            (1 << 12) | (1 << 39)
         );
     }
 }
