@@ -2,7 +2,9 @@
 //! the other, as the IPv4 stage ([`crate::stage::nat`]) does, with what
 //! IPv6 changes (RFC 8200): no header checksum to update, the TCP/UDP
 //! checksum updated incrementally over the pseudo-header's 128-bit
-//! addresses (RFC 1624 eq. 3, [`checksum::update_ipv6`]), a UDP checksum
+//! addresses and the ports (RFC 1624 eq. 3: the terms `~m + m'` of both
+//! addresses, as 64-bit words with end-around carry, [`checksum::terms_ipv6`],
+//! and of both ports summed once and folded once — not word by word), a UDP checksum
 //! never 0 (RFC 8200 §8.1: a computed 0 is sent as `0xffff`), and the hop
 //! limit decremented (RFC 8200 §3); a packet that arrives with hop limit
 //! 1 or 0 is not forwarded (`ipv6_hop_limit_expired`, answered with Time
