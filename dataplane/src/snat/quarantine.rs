@@ -189,11 +189,18 @@ impl<A: IpFamily> Quarantine<A> {
     /// Drops front entries that are tombstones or older than `quarantine_ms`
     /// at `now_ms`, looking at no more than `max_entries` of them. Returns the
     /// number of entries dropped.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn expire(&mut self, now_ms: u64, quarantine_ms: u64, max_entries: usize) -> usize {
+        // Every allocation calls this: an empty quarantine costs one test.
         if self.len == 0 {
             return 0;
         }
+        self.expire_front(now_ms, quarantine_ms, max_entries)
+    }
+
+    /// [`Self::expire`] of a non-empty quarantine.
+    #[inline(never)]
+    fn expire_front(&mut self, now_ms: u64, quarantine_ms: u64, max_entries: usize) -> usize {
         let mut dropped = 0;
         while dropped < max_entries {
             let Some(front) = self.ring.get(self.head).copied() else {

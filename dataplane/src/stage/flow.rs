@@ -152,7 +152,7 @@ pub(crate) fn plan_for<A: StageFamily>(
 /// for it has the port's MTU noted for its ICMP error (see
 /// [`super::icmp_reply`]). A GSO/GRO super-packet is too big when its
 /// segments are ([`PacketMeta::wire_l3_len`]), not by its own length.
-#[inline]
+#[inline(always)]
 pub(super) fn egress_check(
     snap: &Snapshot,
     meta: &mut PacketMeta,

@@ -344,7 +344,7 @@ impl Pipeline {
         let mut neighbours = self.neighbour.batch(now_ms, n);
         let any_v6 = local::run(snap, frames, metas, &mut self.counters, &neighbours);
         if any_v6 {
-            ipv6::run(
+            neighbours = ipv6::run(
                 self.v6.as_deref_mut(),
                 snap,
                 frames,
@@ -359,7 +359,7 @@ impl Pipeline {
                     may_hand_off,
                     now_ms,
                 },
-                &mut neighbours,
+                neighbours,
             );
         }
         if may_hand_off {

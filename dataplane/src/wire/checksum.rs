@@ -171,15 +171,27 @@ pub fn pseudo_header_sum_v6(
 
 /// Whether an upper-layer message over IPv6 (TCP, UDP, ICMPv6; checksum
 /// field included) verifies.
+///
+/// As [`verify_l4`]: the pseudo-header (RFC 8200 §8.1) is added to the
+/// segment's native-endian accumulator as the bytes it stands for (each
+/// address as two 64-bit words, the 32-bit length, the zero bytes + next
+/// header as one 32-bit word), and the total is folded once.
 #[inline]
 pub fn verify_l4_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, segment: &[u8]) -> bool {
     let Ok(len) = u32::try_from(segment.len()) else {
         return false;
     };
-    add(
-        pseudo_header_sum_v6(src, dst, next_header, len),
-        sum(segment),
-    ) == 0xffff
+    let (s, d) = (
+        u128::from_ne_bytes(src.octets()),
+        u128::from_ne_bytes(dst.octets()),
+    );
+    let addrs = add_carry(
+        add_carry(s as u64, (s >> 64) as u64),
+        add_carry(d as u64, (d >> 64) as u64),
+    );
+    let rest = u64::from(u32::from_ne_bytes(len.to_be_bytes()))
+        + u64::from(u32::from_ne_bytes([0, 0, 0, next_header]));
+    fold64(add_carry(add_carry(sum_native(segment), addrs), rest)) == 0xffff
 }
 
 /// The checksum to store in an upper-layer message over IPv6 whose checksum
@@ -194,14 +206,54 @@ pub fn l4_checksum_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, segment: &[
     )
 }
 
-/// RFC 1624 eq. 3 for a 128-bit field (an IPv6 address), as eight word
-/// updates (the NAT rewrite of an IPv6 address in a TCP/UDP checksum).
+/// RFC 1624 eq. 3 terms `~m + m'` of a 128-bit field (an IPv6 address)
+/// changing from `old` to `new`, as an unfolded one's-complement
+/// accumulator of native-endian words (as [`sum`]'s, so no byte swap of
+/// the addresses): combine several fields' terms with [`add_terms`] and
+/// apply them once with [`apply_terms`] — one fold for a whole NAT
+/// rewrite instead of one per 16-bit word.
+#[inline(always)]
+pub fn terms_ipv6(old: Ipv6Addr, new: Ipv6Addr) -> u64 {
+    // The two native-endian 64-bit halves of each address (which half is
+    // which does not matter to a sum).
+    let (o, n) = (
+        u128::from_ne_bytes(old.octets()),
+        u128::from_ne_bytes(new.octets()),
+    );
+    add_carry(
+        add_carry(!(o as u64), n as u64),
+        add_carry(!((o >> 64) as u64), (n >> 64) as u64),
+    )
+}
+
+/// RFC 1624 eq. 3 terms of a 16-bit field changing from `old` to `new`
+/// (a port), in [`terms_ipv6`]'s native-endian accumulator.
+#[inline(always)]
+pub fn terms_u16(old: u16, new: u16) -> u64 {
+    u64::from((!old).to_be()) + u64::from(new.to_be())
+}
+
+/// One's-complement addition of two [`terms_ipv6`]/[`terms_u16`]
+/// accumulators.
+#[inline(always)]
+pub fn add_terms(a: u64, b: u64) -> u64 {
+    add_carry(a, b)
+}
+
+/// RFC 1624 eq. 3, `HC' = ~(~HC + terms)`: the checksum `csum` after the
+/// fields whose accumulated [`terms_ipv6`]/[`terms_u16`] are `terms`
+/// changed, with one fold. Bit for bit what updating word by word gives
+/// whenever no intermediate sum is the all-zero one (see the module docs).
+#[inline(always)]
+pub fn apply_terms(csum: u16, terms: u64) -> u16 {
+    !u16::from_be(fold64(add_carry(u64::from((!csum).to_be()), terms)))
+}
+
+/// RFC 1624 eq. 3 for a 128-bit field (an IPv6 address): the terms of its
+/// eight words summed once and folded once ([`terms_ipv6`]).
 #[inline]
-pub fn update_ipv6(mut csum: u16, old: Ipv6Addr, new: Ipv6Addr) -> u16 {
-    for (o, n) in old.segments().into_iter().zip(new.segments()) {
-        csum = update_u16(csum, o, n);
-    }
-    csum
+pub fn update_ipv6(csum: u16, old: Ipv6Addr, new: Ipv6Addr) -> u16 {
+    apply_terms(csum, terms_ipv6(old, new))
 }
 
 /// RFC 1624 eq. 3: the checksum after one 16-bit word changed from `old` to
@@ -355,6 +407,21 @@ mod tests {
         }
     }
 
+    /// Random IPv6 addresses, with the edge cases of a 16-bit word sum
+    /// among them: all zeros, all ones, two addresses one word apart.
+    fn edge_addr6() -> impl Strategy<Value = Ipv6Addr> {
+        prop_oneof![
+            4 => any::<[u8; 16]>().prop_map(Ipv6Addr::from),
+            1 => Just(Ipv6Addr::UNSPECIFIED),
+            1 => Just(Ipv6Addr::from([0xff; 16])),
+            2 => any::<u16>().prop_map(|w| Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, w)),
+        ]
+    }
+
+    fn edge_port() -> impl Strategy<Value = u16> {
+        prop_oneof![3 => any::<u16>(), 1 => Just(0), 1 => Just(0xffff)]
+    }
+
     /// The IPv6 pseudo-header laid out as bytes (RFC 8200 §8.1).
     fn v6_pseudo_bytes(src: Ipv6Addr, dst: Ipv6Addr, nh: u8, len: u32) -> Vec<u8> {
         let mut b = Vec::with_capacity(40);
@@ -379,6 +446,9 @@ mod tests {
             let mut whole = v6_pseudo_bytes(src, dst, nh, seg.len() as u32);
             whole.extend_from_slice(&seg);
             prop_assert_eq!(reference_sum(&whole), add(pseudo_header_sum_v6(src, dst, nh, seg.len() as u32), sum(&seg)));
+            // A random (unfilled) checksum field: the single-fold
+            // verification agrees with the byte layout's sum.
+            prop_assert_eq!(verify_l4_v6(src, dst, nh, &seg), reference_sum(&whole) == 0xffff);
             let c = l4_checksum_v6(src, dst, nh, &seg);
             seg[6..8].copy_from_slice(&c.to_be_bytes());
             prop_assert!(verify_l4_v6(src, dst, nh, &seg));
@@ -400,6 +470,66 @@ mod tests {
             let before = l4_checksum_v6(src, dst, 6, &seg);
             let after = l4_checksum_v6(new_src, dst, 6, &seg);
             prop_assert_eq!(update_ipv6(before, src, new_src), after);
+        }
+
+        /// A whole IPv6 NAT rewrite — both addresses and both ports, their
+        /// terms summed once and folded once — equals a full recomputation
+        /// over the new pseudo-header and segment, also when the checksum
+        /// before was `0x0000` or (UDP's "computed 0", RFC 768 / RFC 8200
+        /// §8.1) `0xffff`, and for all-zero / all-ones / one-word-apart
+        /// addresses.
+        #[test]
+        fn ipv6_nat_terms_equal_a_recomputation(
+            (src, dst, new_src, new_dst) in (edge_addr6(), edge_addr6(), edge_addr6(), edge_addr6()),
+            (sp, dp, nsp, ndp) in (edge_port(), edge_port(), edge_port(), edge_port()),
+            udp in any::<bool>(),
+            edge in 0u8..3,
+            mut seg in proptest::collection::vec(any::<u8>(), 10..120),
+        ) {
+            let (nh, at) = if udp { (17, 6) } else { (6, 16) };
+            if seg.len() < at + 2 {
+                seg.resize(at + 2, 0x5a);
+            }
+            seg[..2].copy_from_slice(&sp.to_be_bytes());
+            seg[2..4].copy_from_slice(&dp.to_be_bytes());
+            seg[at..at + 2].fill(0);
+            // A word after the checksum field that `edge` may set so the
+            // checksum comes out 0x0000.
+            let free = if udp { 8 } else { 4 };
+            if edge != 0 {
+                seg[free..free + 2].fill(0);
+                let c = l4_checksum_v6(src, dst, nh, &seg);
+                seg[free..free + 2].copy_from_slice(&c.to_be_bytes());
+            }
+            let mut before = l4_checksum_v6(src, dst, nh, &seg);
+            if edge != 0 {
+                prop_assert_eq!(before, 0x0000);
+            }
+            if edge == 2 {
+                // The same sum written as -0, as UDP sends a computed 0.
+                before = 0xffff;
+            }
+            seg[at..at + 2].copy_from_slice(&before.to_be_bytes());
+            prop_assert!(verify_l4_v6(src, dst, nh, &seg));
+
+            let terms = add_terms(
+                add_terms(terms_ipv6(src, new_src), terms_ipv6(dst, new_dst)),
+                terms_u16(sp, nsp) + terms_u16(dp, ndp),
+            );
+            let updated = apply_terms(before, terms);
+            seg[..2].copy_from_slice(&nsp.to_be_bytes());
+            seg[2..4].copy_from_slice(&ndp.to_be_bytes());
+            seg[at..at + 2].fill(0);
+            let full = l4_checksum_v6(new_src, new_dst, nh, &seg);
+            prop_assert_eq!(updated, full);
+            // And address by address, as `update_ipv6` does.
+            let stepwise = update_ipv6(update_ipv6(before, src, new_src), dst, new_dst);
+            prop_assert_eq!(
+                apply_terms(stepwise, terms_u16(sp, nsp) + terms_u16(dp, ndp)),
+                full
+            );
+            seg[at..at + 2].copy_from_slice(&updated.to_be_bytes());
+            prop_assert!(verify_l4_v6(new_src, new_dst, nh, &seg));
         }
     }
 }

@@ -151,7 +151,27 @@ pub struct Ctx6<'a> {
 /// Run the IPv6 stages over every pending IPv6 packet of the batch: each
 /// ends with a verdict. `tables` is `None` until a snapshot had IPv6
 /// listeners (then only echo is answered).
-pub fn run<F: Frame>(
+///
+/// Never inlined into [`super::Pipeline::process`], and the batch's
+/// neighbour context is moved in and back out rather than lent: a context
+/// whose address reached an out-of-line call could no longer live in
+/// registers in the IPv4 stages, which would pay for it per packet (an
+/// IPv4 packet's instruction count does not depend on the IPv6 pass).
+#[inline(never)]
+pub fn run<'n, F: Frame>(
+    tables: Option<&mut Ipv6Tables>,
+    snap: &Snapshot,
+    frames: &mut [F],
+    metas: &mut [PacketMeta],
+    ctx: &mut Ctx6<'_>,
+    mut neighbours: NeighbourCtx<'n>,
+) -> NeighbourCtx<'n> {
+    pass(tables, snap, frames, metas, ctx, &mut neighbours);
+    neighbours
+}
+
+/// [`run`]'s body.
+fn pass<F: Frame>(
     tables: Option<&mut Ipv6Tables>,
     snap: &Snapshot,
     frames: &mut [F],

@@ -2,7 +2,9 @@
 //! the other, as the IPv4 stage ([`crate::stage::nat`]) does, with what
 //! IPv6 changes (RFC 8200): no header checksum to update, the TCP/UDP
 //! checksum updated incrementally over the pseudo-header's 128-bit
-//! addresses (RFC 1624 eq. 3, [`checksum::update_ipv6`]), a UDP checksum
+//! addresses and the ports (RFC 1624 eq. 3: the terms `~m + m'` of both
+//! addresses, as 64-bit words with end-around carry, [`checksum::terms_ipv6`],
+//! and of both ports summed once and folded once — not word by word), a UDP checksum
 //! never 0 (RFC 8200 §8.1: a computed 0 is sent as `0xffff`), and the hop
 //! limit decremented (RFC 8200 §3); a packet that arrives with hop limit
 //! 1 or 0 is not forwarded (`ipv6_hop_limit_expired`, answered with Time
@@ -22,8 +24,18 @@ use crate::wire::{checksum, ipv6 as wire6};
 const TCP_CHECKSUM_OFFSET: usize = 16;
 const UDP_CHECKSUM_OFFSET: usize = 6;
 
+/// Offsets inside the IPv6 header (RFC 8200 §3).
+const HOP_LIMIT: usize = 7;
+const SRC: usize = 8;
+const DST: usize = 24;
+
 /// Rewrite the packet at `meta`'s offsets from `old` to `new` and
 /// decrement its hop limit.
+///
+/// One length check per header, then fixed offsets; the RFC 1624 terms of
+/// the two 128-bit addresses are summed once ([`checksum::terms_ipv6`]) and
+/// folded once with the ports' into the TCP/UDP checksum.
+#[inline]
 pub fn rewrite(
     frame: &mut [u8],
     meta: &PacketMeta,
@@ -35,24 +47,39 @@ pub fn rewrite(
         usize::from(meta.l4_offset),
         usize::from(meta.l3_end),
     );
-    let Some(ip) = frame.get_mut(l3..end) else {
+    if l3 > l4 {
+        return Err(DropReason::Internal);
+    }
+    let Some(packet) = frame.get_mut(l3..end) else {
         return Err(DropReason::Internal);
     };
-    let mut p = wire6::Packet::new_unchecked(ip);
-    let hop = p.hop_limit();
+    let Some((ip, seg)) = packet.split_at_mut_checked(l4 - l3) else {
+        return Err(DropReason::Internal);
+    };
+    let Some(h) = ip.first_chunk_mut::<{ wire6::HEADER_LEN }>() else {
+        return Err(DropReason::Internal);
+    };
+    let hop = h[HOP_LIMIT];
     if hop <= 1 {
         return Err(DropReason::Ipv6HopLimitExpired);
     }
-    p.set_hop_limit(hop - 1);
-    p.set_src_addr(new.src_ip);
-    p.set_dst_addr(new.dst_ip);
-    let Some(seg) = frame.get_mut(l4..end) else {
-        return Err(DropReason::Internal);
-    };
+    h[HOP_LIMIT] = hop - 1;
+    h[SRC..SRC + 16].copy_from_slice(&new.src_ip.octets());
+    h[DST..DST + 16].copy_from_slice(&new.dst_ip.octets());
+    let addr_terms = address_terms(old, new);
     if meta.offload.needs_csum {
-        return rewrite_partial(seg, old, new);
+        return rewrite_partial(seg, old, new, addr_terms);
     }
-    rewrite_l4(seg, old, new)
+    rewrite_ports(seg, old, new, addr_terms)
+}
+
+/// The RFC 1624 terms of both addresses of `old` becoming `new`'s.
+#[inline(always)]
+fn address_terms(old: &FlowKey6, new: &FlowKey6) -> u64 {
+    checksum::add_terms(
+        checksum::terms_ipv6(old.src_ip, new.src_ip),
+        checksum::terms_ipv6(old.dst_ip, new.dst_ip),
+    )
 }
 
 /// [`rewrite_l4`] for a partial checksum: the ports, and the seed (a
@@ -60,7 +87,12 @@ pub fn rewrite(
 /// `seed' = seed + ~m + m'` (RFC 1624 eq. 3 without the outer complements).
 #[cold]
 #[inline(never)]
-fn rewrite_partial(seg: &mut [u8], old: &FlowKey6, new: &FlowKey6) -> Result<(), DropReason> {
+fn rewrite_partial(
+    seg: &mut [u8],
+    old: &FlowKey6,
+    new: &FlowKey6,
+    addr_terms: u64,
+) -> Result<(), DropReason> {
     let (csum_at, malformed) = match old.proto {
         Proto::Tcp => (TCP_CHECKSUM_OFFSET, DropReason::TcpMalformed),
         Proto::Udp => (UDP_CHECKSUM_OFFSET, DropReason::UdpMalformed),
@@ -70,8 +102,7 @@ fn rewrite_partial(seg: &mut [u8], old: &FlowKey6, new: &FlowKey6) -> Result<(),
         return Err(malformed);
     };
     let seed = u16::from_be_bytes([h[csum_at], h[csum_at + 1]]);
-    let moved = checksum::update_ipv6(!seed, old.src_ip, new.src_ip);
-    let seed = !checksum::update_ipv6(moved, old.dst_ip, new.dst_ip);
+    let seed = !checksum::apply_terms(!seed, addr_terms);
     h[..2].copy_from_slice(&new.src_port.to_be_bytes());
     h[2..4].copy_from_slice(&new.dst_port.to_be_bytes());
     h[csum_at..csum_at + 2].copy_from_slice(&seed.to_be_bytes());
@@ -82,42 +113,46 @@ fn rewrite_partial(seg: &mut [u8], old: &FlowKey6, new: &FlowKey6) -> Result<(),
 /// and the checksum when `seg` holds it (an ICMPv6 error's quote may stop
 /// after 8 bytes of TCP).
 pub(super) fn rewrite_l4(seg: &mut [u8], old: &FlowKey6, new: &FlowKey6) -> Result<(), DropReason> {
-    let csum_at = match old.proto {
-        Proto::Tcp => TCP_CHECKSUM_OFFSET,
-        Proto::Udp => UDP_CHECKSUM_OFFSET,
-        Proto::Icmp => return Err(DropReason::Internal),
-    };
-    match seg.get_mut(..csum_at + 2) {
-        Some(h) => patch(h, csum_at, old, new),
-        None => {
-            let Some(h) = seg.get_mut(..4) else {
-                return Err(DropReason::IcmpMalformed);
-            };
-            h[..2].copy_from_slice(&new.src_port.to_be_bytes());
-            h[2..].copy_from_slice(&new.dst_port.to_be_bytes());
-        }
+    if matches!(old.proto, Proto::Tcp | Proto::Udp) && seg.len() < 4 {
+        return Err(DropReason::IcmpMalformed);
     }
-    Ok(())
+    rewrite_ports(seg, old, new, address_terms(old, new))
 }
 
-/// Ports and checksum of the L4 header `h` (at least 8 bytes).
-fn patch(h: &mut [u8], csum_at: usize, old: &FlowKey6, new: &FlowKey6) {
-    let Some(&[c0, c1]) = h.get(csum_at..csum_at + 2) else {
-        return;
+/// Ports of the TCP/UDP header at the start of `seg`, and its checksum
+/// (addresses, by `addr_terms`, and ports) when `seg` holds it.
+#[inline(always)]
+fn rewrite_ports(
+    seg: &mut [u8],
+    old: &FlowKey6,
+    new: &FlowKey6,
+    addr_terms: u64,
+) -> Result<(), DropReason> {
+    let (csum_at, malformed) = match old.proto {
+        Proto::Tcp => (TCP_CHECKSUM_OFFSET, DropReason::TcpMalformed),
+        Proto::Udp => (UDP_CHECKSUM_OFFSET, DropReason::UdpMalformed),
+        Proto::Icmp => return Err(DropReason::Internal),
     };
-    let mut csum = u16::from_be_bytes([c0, c1]);
-    csum = checksum::update_ipv6(csum, old.src_ip, new.src_ip);
-    csum = checksum::update_ipv6(csum, old.dst_ip, new.dst_ip);
-    csum = checksum::update_u16(csum, old.src_port, new.src_port);
-    csum = checksum::update_u16(csum, old.dst_port, new.dst_port);
+    let Some(ports) = seg.first_chunk_mut::<4>() else {
+        return Err(malformed);
+    };
+    ports[..2].copy_from_slice(&new.src_port.to_be_bytes());
+    ports[2..].copy_from_slice(&new.dst_port.to_be_bytes());
+    let Some(field) = seg
+        .get_mut(csum_at..)
+        .and_then(|f| f.first_chunk_mut::<2>())
+    else {
+        return Ok(());
+    };
+    let port_terms = checksum::terms_u16(old.src_port, new.src_port)
+        + checksum::terms_u16(old.dst_port, new.dst_port);
+    let mut csum = checksum::apply_terms(
+        u16::from_be_bytes(*field),
+        checksum::add_terms(addr_terms, port_terms),
+    );
     if csum_at == UDP_CHECKSUM_OFFSET && csum == 0 {
         csum = 0xffff;
     }
-    if let Some(b) = h.get_mut(0..4) {
-        b[..2].copy_from_slice(&new.src_port.to_be_bytes());
-        b[2..].copy_from_slice(&new.dst_port.to_be_bytes());
-    }
-    if let Some(b) = h.get_mut(csum_at..csum_at + 2) {
-        b.copy_from_slice(&csum.to_be_bytes());
-    }
+    *field = csum.to_be_bytes();
+    Ok(())
 }
