@@ -82,6 +82,17 @@ fn address_terms(old: &FlowKey6, new: &FlowKey6) -> u64 {
     )
 }
 
+/// Where the checksum of a `proto` header is, and the drop reason of a
+/// header too short for the rewrite (ICMPv6 is not rewritten here).
+#[inline(always)]
+fn l4_checksum_at(proto: Proto) -> Result<(usize, DropReason), DropReason> {
+    match proto {
+        Proto::Tcp => Ok((TCP_CHECKSUM_OFFSET, DropReason::TcpMalformed)),
+        Proto::Udp => Ok((UDP_CHECKSUM_OFFSET, DropReason::UdpMalformed)),
+        Proto::Icmp => Err(DropReason::Internal),
+    }
+}
+
 /// [`rewrite_l4`] for a partial checksum: the ports, and the seed (a
 /// folded sum, not complemented) moved by the address terms only:
 /// `seed' = seed + ~m + m'` (RFC 1624 eq. 3 without the outer complements).
@@ -93,11 +104,7 @@ fn rewrite_partial(
     new: &FlowKey6,
     addr_terms: u64,
 ) -> Result<(), DropReason> {
-    let (csum_at, malformed) = match old.proto {
-        Proto::Tcp => (TCP_CHECKSUM_OFFSET, DropReason::TcpMalformed),
-        Proto::Udp => (UDP_CHECKSUM_OFFSET, DropReason::UdpMalformed),
-        Proto::Icmp => return Err(DropReason::Internal),
-    };
+    let (csum_at, malformed) = l4_checksum_at(old.proto)?;
     let Some(h) = seg.get_mut(..csum_at + 2) else {
         return Err(malformed);
     };
@@ -128,11 +135,7 @@ fn rewrite_ports(
     new: &FlowKey6,
     addr_terms: u64,
 ) -> Result<(), DropReason> {
-    let (csum_at, malformed) = match old.proto {
-        Proto::Tcp => (TCP_CHECKSUM_OFFSET, DropReason::TcpMalformed),
-        Proto::Udp => (UDP_CHECKSUM_OFFSET, DropReason::UdpMalformed),
-        Proto::Icmp => return Err(DropReason::Internal),
-    };
+    let (csum_at, malformed) = l4_checksum_at(old.proto)?;
     let Some(ports) = seg.first_chunk_mut::<4>() else {
         return Err(malformed);
     };
