@@ -83,11 +83,22 @@ mirror!(both nic_config::EndpointCondition => EndpointCondition {
     Draining,
 });
 mirror!(nic_config::BackendGone => BackendGonePolicy { Drop, Reset });
-mirror!(nic_config::IdlePolicy => IdlePolicy { Spin, Adaptive });
 mirror!(nic_config::XdpModeSetting => XdpMode { Native, Generic, Auto });
 mirror!(nic_config::ZeroCopySetting => ZeroCopy { Auto, On, Off });
 mirror!(nic_config::MultiBufferSetting => MultiBuffer { Auto, On, Off });
 mirror!(nic_config::AfpacketRxRing => RxMode { Frames, Blocks });
+
+/// By hand: `Adaptive` carries its spin budget, the plan's
+/// `idle_spin_polls` (the second of the pair).
+impl ToDataplane for (nic_config::IdlePolicy, u32) {
+    type Dataplane = IdlePolicy;
+    fn to_dataplane(self) -> IdlePolicy {
+        match self {
+            (nic_config::IdlePolicy::Spin, _) => IdlePolicy::Spin,
+            (nic_config::IdlePolicy::Adaptive, spin_polls) => IdlePolicy::Adaptive { spin_polls },
+        }
+    }
+}
 
 /// By hand: `Auto` carries its threshold.
 impl ToDataplane for nic_config::SynProxyPlan {
@@ -186,6 +197,10 @@ mod tests {
         );
         assert_eq!(d.snat.quarantine_ms, dataplane::snat::DEFAULT_QUARANTINE_MS);
         assert_eq!(d.snat.port_range, dataplane::snat::DEFAULT_PORT_RANGE);
+        assert_eq!(
+            (d.idle, d.idle_spin_polls).to_dataplane(),
+            IdlePolicy::default()
+        );
     }
 
     #[test]
@@ -205,6 +220,14 @@ mod tests {
             assert_eq!(condition.to_dataplane().to_config(), condition);
         }
         assert_eq!(nic_config::Protocol::Udp.to_dataplane(), Proto::Udp);
+        assert_eq!(
+            (nic_config::IdlePolicy::Adaptive, 7).to_dataplane(),
+            IdlePolicy::Adaptive { spin_polls: 7 }
+        );
+        assert_eq!(
+            (nic_config::IdlePolicy::Spin, 7).to_dataplane(),
+            IdlePolicy::Spin
+        );
         assert_eq!(
             nic_config::BackendGone::Reset.to_dataplane(),
             BackendGonePolicy::Reset

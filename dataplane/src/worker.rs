@@ -50,21 +50,36 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a worker does when a poll found no packets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IdlePolicy {
     /// Busy-poll: lowest latency, one full core per worker.
     Spin,
-    /// Spin for [`ADAPTIVE_SPIN_POLLS`] idle polls, then block in the
-    /// driver ([`Driver::wait_idle`]: `poll(2)` on the rings' sockets, the
-    /// host path's queues and the handoff doorbell) after each idle poll,
-    /// waking on the first frame; the driver's timeout only bounds how late
-    /// a stop, a new snapshot or the heartbeat is seen (shared machines,
-    /// CI).
-    #[default]
-    Adaptive,
+    /// Spin for `spin_polls` idle polls, then block in the driver
+    /// ([`Driver::wait_idle`]: `poll(2)` on the rings' sockets, the host
+    /// path's queues and the handoff doorbell) after each idle poll, waking
+    /// on the first frame; the driver's timeout only bounds how late a stop,
+    /// a new snapshot or the heartbeat is seen (shared machines, CI).
+    /// `spin_polls = 0` blocks after the first idle poll.
+    Adaptive { spin_polls: u32 },
 }
 
-/// Idle polls an adaptive worker spins before it waits in its driver.
+impl IdlePolicy {
+    /// [`IdlePolicy::Adaptive`] with the default budget,
+    /// [`ADAPTIVE_SPIN_POLLS`].
+    pub const ADAPTIVE: IdlePolicy = IdlePolicy::Adaptive {
+        spin_polls: ADAPTIVE_SPIN_POLLS,
+    };
+}
+
+impl Default for IdlePolicy {
+    /// [`IdlePolicy::ADAPTIVE`].
+    fn default() -> Self {
+        Self::ADAPTIVE
+    }
+}
+
+/// Idle polls an adaptive worker spins before it waits in its driver, by
+/// default (`[dataplane] idle_spin_polls`).
 pub const ADAPTIVE_SPIN_POLLS: u32 = 1024;
 /// How often [`Worker::run`] copies its driver's port counters out.
 pub const DRIVER_STATS_INTERVAL_MS: u64 = 100;
@@ -266,8 +281,8 @@ impl<D: Driver, C: Clock> Worker<D, C> {
     /// The production poll loop (`portico run`'s worker threads): [`poll`]
     /// until `stop` is set. After a poll that found work the next one
     /// follows at once; after an idle one the worker spins
-    /// ([`IdlePolicy::Spin`], and the first [`ADAPTIVE_SPIN_POLLS`] idle
-    /// polls of [`IdlePolicy::Adaptive`]) or waits in its driver
+    /// ([`IdlePolicy::Spin`], and the first `spin_polls` idle polls of
+    /// [`IdlePolicy::Adaptive`]) or waits in its driver
     /// ([`Driver::wait_idle`]: `poll(2)` on the sockets, or a sleep for
     /// poll-mode devices), unless another worker handed it frames
     /// meanwhile; those workers ring its [`Doorbell`] while it waits. Every
@@ -300,10 +315,10 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             idle_polls = idle_polls.saturating_add(1);
             match self.idle {
                 IdlePolicy::Spin => std::hint::spin_loop(),
-                IdlePolicy::Adaptive if idle_polls < ADAPTIVE_SPIN_POLLS => {
+                IdlePolicy::Adaptive { spin_polls } if idle_polls <= spin_polls => {
                     std::hint::spin_loop();
                 }
-                IdlePolicy::Adaptive => self.sleep_in_driver(),
+                IdlePolicy::Adaptive { .. } => self.sleep_in_driver(),
             }
         }
         self.publish_counters();

@@ -148,7 +148,7 @@ fn a_sleeping_worker_wakes_on_the_first_packet_and_forwards_it(rx_mode: RxMode) 
         &WorkerConfig {
             pipeline: pipeline_config(0, 1),
             batch_size: 64,
-            idle: IdlePolicy::Adaptive,
+            idle: IdlePolicy::ADAPTIVE,
         },
         watched,
         MonotonicClock::new(),

@@ -342,7 +342,7 @@ fn linux_neighbours_and_the_gateway_resolve_each_other_by_ndp() {
         &WorkerConfig {
             pipeline: pipeline_config(0, 1),
             batch_size: 64,
-            idle: IdlePolicy::Adaptive,
+            idle: IdlePolicy::ADAPTIVE,
         },
         driver,
         MonotonicClock::new(),

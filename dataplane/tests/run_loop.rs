@@ -162,17 +162,31 @@ fn ipv4_sent(d: &mut Scripted, port: PortId) -> usize {
 #[test]
 fn adaptive_workers_wait_in_the_driver_after_spinning_and_publish_at_stop() {
     let polls = ADAPTIVE_SPIN_POLLS + 100;
-    let (mut worker, shared, cells) = run(IdlePolicy::Adaptive, polls);
+    let (mut worker, shared, cells) = run(IdlePolicy::ADAPTIVE, polls);
     let d = worker.driver_mut();
     assert_eq!(d.polls, polls);
     // The first poll found the SYN; of the idle polls after it (the last
     // one, which set the stop flag, included) the first
-    // ADAPTIVE_SPIN_POLLS - 1 spin and every later one waits.
-    assert_eq!(d.waits, polls - 1 - (ADAPTIVE_SPIN_POLLS - 1));
+    // ADAPTIVE_SPIN_POLLS spin and every later one waits.
+    assert_eq!(d.waits, polls - 1 - ADAPTIVE_SPIN_POLLS);
     assert_eq!(ipv4_sent(d, INSIDE), 1, "the SYN went to the backend");
     assert_eq!(cells[usize::from(OUTSIDE)].load().rx_frames, 1);
     assert_eq!(cells[usize::from(INSIDE)].load().rx_frames, 0);
     assert_eq!(shared.read().0.rx_packets, 1, "final counters published");
+}
+
+#[test]
+fn the_spin_budget_is_the_configured_one() {
+    for spin_polls in [0, 1, 10, 300] {
+        let polls = spin_polls + 50;
+        let (mut worker, shared, _) = run(IdlePolicy::Adaptive { spin_polls }, polls);
+        let d = worker.driver_mut();
+        assert_eq!(d.polls, polls);
+        // The first poll found the SYN; of the idle polls after it,
+        // exactly `spin_polls` spin and every later one waits.
+        assert_eq!(d.waits, polls - 1 - spin_polls, "spin_polls = {spin_polls}");
+        assert_eq!(shared.read().0.rx_packets, 1);
+    }
 }
 
 #[test]

@@ -35,7 +35,7 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
                 &WorkerConfig {
                     pipeline: pipeline_config(w, WORKERS),
                     batch_size: 64,
-                    idle: IdlePolicy::Adaptive,
+                    idle: IdlePolicy::ADAPTIVE,
                 },
                 MemDriver::new(MemConfig::default()),
                 clock.clone(),

@@ -45,6 +45,7 @@ pub struct RestartPart<'a> {
     pub cores: &'a [usize],
     pub batch_size: usize,
     pub idle: IdlePolicy,
+    pub idle_spin_polls: u32,
     pub conntrack: &'a ConntrackPlan,
     pub snat: &'a SnatPlan,
     pub affinity_capacity: u32,
@@ -130,6 +131,7 @@ impl Plan {
             cores,
             batch_size,
             idle,
+            idle_spin_polls,
             maglev_table_size,
             conntrack,
             snat,
@@ -147,6 +149,7 @@ impl Plan {
                 cores,
                 batch_size: *batch_size,
                 idle: *idle,
+                idle_spin_polls: *idle_spin_polls,
                 conntrack,
                 snat,
                 affinity_capacity: *affinity_capacity,
@@ -242,6 +245,7 @@ impl RestartPart<'_> {
             cores,
             batch_size,
             idle,
+            idle_spin_polls,
             conntrack,
             snat,
             affinity_capacity,
@@ -261,6 +265,11 @@ impl RestartPart<'_> {
         c.debug("dataplane.cores", cores, &new.cores);
         c.display("dataplane.batch_size", batch_size, &new.batch_size);
         c.display("dataplane.idle", idle, &new.idle);
+        c.display(
+            "dataplane.idle_spin_polls",
+            idle_spin_polls,
+            &new.idle_spin_polls,
+        );
         conntrack_changes(&mut c, conntrack, new.conntrack);
         snat_changes(&mut c, snat, new.snat);
         c.display(
@@ -419,6 +428,9 @@ mod tests {
             ("batch_size", true, |p| p.dataplane.batch_size -= 1),
             ("idle", true, |p| {
                 p.dataplane.idle = crate::IdlePolicy::Spin;
+            }),
+            ("idle_spin_polls", true, |p| {
+                p.dataplane.idle_spin_polls += 1
             }),
             ("conntrack", true, |p| p.dataplane.conntrack.capacity += 1),
             ("timeouts", true, |p| {

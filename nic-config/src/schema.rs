@@ -371,6 +371,13 @@ pub struct DataplaneSection {
     /// (busy-poll; one dedicated core per worker). Default `"adaptive"`.
     #[serde(default)]
     pub idle: IdlePolicy,
+    /// With `idle = "adaptive"`: idle polls a worker spins before it blocks,
+    /// `0..=1000000` (0: block after the first idle poll). Spinning keeps a
+    /// packet that arrives soon after the last from waiting for a wake-up,
+    /// at the price of CPU the core could give to other processes.
+    /// Default 1024 (see bench/RESULTS.md for the measurement).
+    #[serde(default)]
+    pub idle_spin_polls: Option<u64>,
     /// Largest Maglev lookup table: a prime, at least the largest backend
     /// count of any service, at most 2^24. Each service's table has about
     /// 100-200 slots per backend (the next size of a ladder of primes, see
@@ -412,6 +419,9 @@ pub struct DataplaneSection {
     pub neighbour_table: NeighbourTableSection,
 }
 
+/// `dataplane.idle_spin_polls` when not given.
+pub const DEFAULT_IDLE_SPIN_POLLS: u64 = 1024;
+
 fn default_source_prefix_len_v6() -> u64 {
     64
 }
@@ -423,6 +433,7 @@ impl Default for DataplaneSection {
             cores: None,
             batch_size: default_batch_size(),
             idle: IdlePolicy::default(),
+            idle_spin_polls: None,
             maglev_table_size: default_maglev_table_size(),
             new_flows_per_source_per_s: 0,
             source_prefix_len_v6: default_source_prefix_len_v6(),

@@ -151,6 +151,22 @@ const CASES: &[Case] = &[
         "out of range 1..=64",
     ),
     case(
+        &[(
+            "batch_size = 32",
+            "batch_size = 32\nidle_spin_polls = 1000001",
+        )],
+        "dataplane.idle_spin_polls",
+        "out of range 0..=1000000",
+    ),
+    case(
+        &[(
+            "batch_size = 32",
+            "batch_size = 32\nidle = \"spin\"\nidle_spin_polls = 10",
+        )],
+        "dataplane.idle_spin_polls",
+        "applies only to idle = \"adaptive\"",
+    ),
+    case(
         &[("maglev_table_size = 251", "maglev_table_size = 250")],
         "dataplane.maglev_table_size",
         "not prime",
@@ -1274,6 +1290,7 @@ fn defaults_fill_everything_left_out() {
     assert_eq!((d.afxdp.busy_poll_us, d.afxdp.busy_poll_budget), (20, 64));
     assert_eq!((d.workers, d.cores.len(), d.batch_size), (1, 0, 64));
     assert_eq!(d.idle, nic_config::IdlePolicy::Adaptive);
+    assert_eq!(d.idle_spin_polls, 1024);
     assert_eq!(d.maglev_table_size, 16381);
     assert_eq!(
         (

@@ -490,7 +490,7 @@ pub fn run(args: &MemDemoArgs) -> anyhow::Result<()> {
                 source_prefix_len_v6: 64,
             },
             batch_size: 64,
-            idle: IdlePolicy::Adaptive,
+            idle: IdlePolicy::ADAPTIVE,
         },
         MemDriver::new(MemConfig {
             ports: 2,

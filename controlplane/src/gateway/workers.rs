@@ -138,7 +138,7 @@ impl Gateway {
                 }
             }
         }
-        info!(workers, cores = ?self.plan.dataplane.cores, idle = %self.plan.dataplane.idle,
+        info!(workers, cores = ?self.plan.dataplane.cores, idle = %self.plan.dataplane.idle, idle_spin_polls = self.plan.dataplane.idle_spin_polls,
             "workers running");
         Ok(cells)
     }

@@ -192,7 +192,7 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
             source_prefix_len_v6: d.source_prefix_len_v6,
         },
         batch_size: d.batch_size,
-        idle: d.idle.to_dataplane(),
+        idle: (d.idle, d.idle_spin_polls).to_dataplane(),
     }
 }
 

@@ -159,7 +159,7 @@ impl SequenceHarness {
             &WorkerConfig {
                 pipeline: pipeline_config(),
                 batch_size: 64,
-                idle: IdlePolicy::Adaptive,
+                idle: IdlePolicy::ADAPTIVE,
             },
             MemDriver::new(mem),
             clock.clone(),

@@ -192,7 +192,7 @@ impl Gateway {
             &WorkerConfig {
                 pipeline,
                 batch_size: 64,
-                idle: IdlePolicy::Adaptive,
+                idle: IdlePolicy::ADAPTIVE,
             },
             MemDriver::new(MemConfig::default()),
             clock.clone(),

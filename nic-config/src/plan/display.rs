@@ -148,11 +148,11 @@ impl fmt::Display for Plan {
             let cores: Vec<String> = d.cores.iter().map(usize::to_string).collect();
             write!(f, " on cores {}", cores.join(", "))?;
         }
-        writeln!(
-            f,
-            ", batch {}, idle {}, maglev table {} slots",
-            d.batch_size, d.idle, d.maglev_table_size
-        )?;
+        write!(f, ", batch {}, idle {}", d.batch_size, d.idle)?;
+        if d.idle == IdlePolicy::Adaptive {
+            write!(f, " (spin {} polls)", d.idle_spin_polls)?;
+        }
+        writeln!(f, ", maglev table {} slots", d.maglev_table_size)?;
         let c = &d.conntrack;
         writeln!(
             f,

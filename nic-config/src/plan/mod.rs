@@ -267,6 +267,9 @@ pub struct DataplanePlan {
     /// Frames per receive burst, `1..=64`.
     pub batch_size: usize,
     pub idle: IdlePolicy,
+    /// Idle polls an adaptive worker spins before it blocks (0 with
+    /// `idle = spin`, where it means nothing).
+    pub idle_spin_polls: u32,
     /// Prime, at least the largest backend count.
     pub maglev_table_size: u32,
     pub conntrack: ConntrackPlan,

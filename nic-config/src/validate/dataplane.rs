@@ -3,16 +3,17 @@
 
 use super::Validator;
 use super::limits::{
-    BUSY_POLL_BUDGET_RANGE, BUSY_POLL_US_RANGE, MAX_BATCH_SIZE, MAX_MAGLEV_TABLE_SIZE,
-    MAX_NEW_FLOWS_PER_SOURCE_PER_S, MAX_TABLE_CAPACITY, MAX_UMEM_FRAMES, MAX_WORKERS,
-    MIN_SNAT_PORTS_PER_WORKER, XDP_HEADROOM_BYTES, XDP_L2_OVERHEAD_BYTES, XDP_RING_RANGE,
+    BUSY_POLL_BUDGET_RANGE, BUSY_POLL_US_RANGE, MAX_BATCH_SIZE, MAX_IDLE_SPIN_POLLS,
+    MAX_MAGLEV_TABLE_SIZE, MAX_NEW_FLOWS_PER_SOURCE_PER_S, MAX_TABLE_CAPACITY, MAX_UMEM_FRAMES,
+    MAX_WORKERS, MIN_SNAT_PORTS_PER_WORKER, XDP_HEADROOM_BYTES, XDP_L2_OVERHEAD_BYTES,
+    XDP_RING_RANGE,
 };
 use crate::plan::{
     AfpacketPlan, AfxdpPlan, ConntrackPlan, DataplanePlan, NeighbourTablePlan, SnatPlan, TimeoutsMs,
 };
 use crate::schema::{
-    ConfigFile, DriverKind, MultiBufferSetting, NeighbourTableSection, TimeoutsSection,
-    XdpModeSetting, ZeroCopySetting,
+    ConfigFile, DEFAULT_IDLE_SPIN_POLLS, DriverKind, IdlePolicy, MultiBufferSetting,
+    NeighbourTableSection, TimeoutsSection, XdpModeSetting, ZeroCopySetting,
 };
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
@@ -23,6 +24,7 @@ pub(super) struct DataplaneValues {
     workers: Option<u64>,
     cores: Vec<usize>,
     batch_size: Option<u64>,
+    idle_spin_polls: Option<u32>,
     maglev: u64,
     ct_capacity: Option<u64>,
     expiry_scan: Option<u64>,
@@ -55,6 +57,7 @@ impl DataplaneValues {
             cores: self.cores,
             batch_size: self.batch_size.unwrap_or(1) as usize,
             idle: file.dataplane.idle,
+            idle_spin_polls: self.idle_spin_polls.unwrap_or(0),
             maglev_table_size: u32::try_from(self.maglev).unwrap_or(0),
             conntrack: ConntrackPlan {
                 capacity: narrow(self.ct_capacity),
@@ -143,6 +146,24 @@ impl Validator {
         };
 
         let batch_size = self.ranged("dataplane.batch_size", dp.batch_size, 1..=MAX_BATCH_SIZE);
+        let idle_spin_polls = match (dp.idle, dp.idle_spin_polls) {
+            (IdlePolicy::Spin, Some(_)) => {
+                self.problem(
+                    "dataplane.idle_spin_polls",
+                    "applies only to idle = \"adaptive\" (a spinning worker never blocks); \
+                     remove it or set idle = \"adaptive\"",
+                );
+                None
+            }
+            (IdlePolicy::Spin, None) => Some(0),
+            (IdlePolicy::Adaptive, polls) => self
+                .ranged(
+                    "dataplane.idle_spin_polls",
+                    polls.unwrap_or(DEFAULT_IDLE_SPIN_POLLS),
+                    0..=MAX_IDLE_SPIN_POLLS,
+                )
+                .map(|p| p as u32),
+        };
 
         let largest = file
             .services
@@ -232,6 +253,7 @@ impl Validator {
             workers,
             cores,
             batch_size,
+            idle_spin_polls,
             maglev,
             ct_capacity,
             expiry_scan,

@@ -8,6 +8,9 @@ use std::ops::RangeInclusive;
 /// Most workers (and pinned cores).
 pub const MAX_WORKERS: u64 = 64;
 /// Largest receive burst (the dataplane's `MAX_BATCH`).
+/// Most idle polls an adaptive worker may spin before it blocks
+/// (`dataplane.idle_spin_polls`; tens of milliseconds of spinning).
+pub const MAX_IDLE_SPIN_POLLS: u64 = 1_000_000;
 pub const MAX_BATCH_SIZE: u64 = 64;
 /// Largest Maglev table (the dataplane's `maglev::MAX_TABLE_SIZE`).
 pub const MAX_MAGLEV_TABLE_SIZE: u64 = 1 << 24;
