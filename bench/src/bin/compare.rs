@@ -92,6 +92,10 @@ struct Cli {
     /// "[dataplane.afpacket]\nrx_frame_count = 16384").
     #[arg(long)]
     portico_extra: Option<String>,
+    /// TOML keys added to every Portico row's `[dataplane]` table (e.g.
+    /// "idle_spin_polls = 64").
+    #[arg(long)]
+    portico_dataplane: Option<String>,
     /// Leave GRO/GSO/TSO on at every veth of the topology (for
     /// `--portico-driver afpacket-gso` and the kernel with offloads).
     #[arg(long)]
@@ -219,6 +223,7 @@ fn config(cli: &Cli) -> Result<CompareConfig, String> {
         churn_ports: cli.churn_ports,
         iptables_restore: cli.iptables_restore.clone(),
         portico_extra: cli.portico_extra.clone().unwrap_or_default(),
+        portico_dataplane: cli.portico_dataplane.clone().unwrap_or_default(),
         offloads_on: cli.offloads_on,
     })
 }

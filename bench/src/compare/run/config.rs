@@ -224,6 +224,9 @@ pub struct CompareConfig {
     /// TOML appended to every Portico row's configuration (e.g. a
     /// `[dataplane.afpacket]` table with other ring sizes).
     pub portico_extra: String,
+    /// Keys added to every Portico row's `[dataplane]` table (e.g.
+    /// `idle_spin_polls = 64`).
+    pub portico_dataplane: String,
     /// GRO/GSO/TSO left on at every peer veth (and on the gateway's own
     /// veths for the kernel rows): TCP crosses the topology as
     /// super-packets, as between namespaces by default; for `afpacket-gso`
@@ -233,14 +236,15 @@ pub struct CompareConfig {
 
 /// The gateway's configuration of a `driver` row: `workers` workers, the
 /// (outside, inside) interfaces, the services of `set`, the cell's SNAT
-/// address; DPDK rows also get the `[dpdk]` section and a [`DPDK_DEVICE`]
-/// vdev per port.
+/// address, `dataplane` keys added to `[dataplane]`; DPDK rows also get the
+/// `[dpdk]` section and a [`DPDK_DEVICE`] vdev per port.
 pub fn portico_config(
     driver: PorticoDriver,
     workers: u32,
     (outside, inside): (&str, &str),
     set: &ServiceSet,
     snat: Ipv4Addr,
+    dataplane: &str,
 ) -> String {
     let (device, dpdk) = if driver == PorticoDriver::Dpdk {
         (
@@ -252,7 +256,7 @@ pub fn portico_config(
     };
     format!(
         "# Written by portico-bench compare.\n[dataplane]\nworkers = {workers}\nidle = \"adaptive\"\n\
-         maglev_table_size = 1021\n\n\
+         maglev_table_size = 1021\n{dataplane}\n\n\
          [dataplane.conntrack]\ncapacity = 262144\n\n{section}\
          [[port]]\nname = \"outside\"\ndriver = \"{driver}\"\ninterface = \"{outside}\"\nrole = \"outside\"\nnode_addresses = [\"{NODE_ADDR}/24\"]\n{device}\n\
          [[port]]\nname = \"inside\"\ndriver = \"{driver}\"\ninterface = \"{inside}\"\nrole = \"inside\"\nsnat_addresses = [\"{snat}/24\"]\n{device}{services}{dpdk}",

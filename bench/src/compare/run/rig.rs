@@ -123,6 +123,7 @@ impl<'a> Rig<'a> {
             (&self.topology.outside_if, &self.topology.inside_if),
             set,
             snat,
+            &self.config.portico_dataplane,
         );
         text.push('\n');
         text.push_str(&self.config.portico_extra);

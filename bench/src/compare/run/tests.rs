@@ -138,7 +138,7 @@ fn every_driver_row_gets_a_valid_configuration() {
         PorticoDriver::AfXdpBusyPoll,
     ] {
         let workers = workers_for(driver, 1);
-        let text = portico_config(driver, workers, ("go1", "gi1"), &set, snat);
+        let text = portico_config(driver, workers, ("go1", "gi1"), &set, snat, "");
         // The schema accepts it whatever this build's drivers are.
         let file =
             nic_config::parse_file(&text).unwrap_or_else(|e| panic!("{driver:?}: {e}\n{text}"));
@@ -167,6 +167,17 @@ fn every_driver_row_gets_a_valid_configuration() {
             ),
         }
     }
+    // Keys given for `[dataplane]` land in that table.
+    let text = portico_config(
+        PorticoDriver::AfPacket,
+        1,
+        ("go1", "gi1"),
+        &set,
+        snat,
+        "idle_spin_polls = 7",
+    );
+    let plan = nic_config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(plan.dataplane.idle_spin_polls, 7);
     // Queue-bound drivers run one worker per veth queue.
     assert_eq!(workers_for(PorticoDriver::AfPacket, 1), 1);
     assert_eq!(workers_for(PorticoDriver::AfXdp, 1), AFXDP_QUEUES);
