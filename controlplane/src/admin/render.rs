@@ -2,6 +2,7 @@
 //! Display, [`Rates`] between two reports), `portico services`
 //! ([`ServicesTable`]) and `portico bgp` ([`BgpTable`]).
 
+use super::PortCounters;
 use super::report::{BgpReport, ServiceReport, StatsReport};
 use dataplane::counters::DropReason;
 use std::fmt::{self, Write as _};
@@ -205,31 +206,52 @@ impl fmt::Display for StatsReport {
                 s.dropped()
             )?;
             // Drops by cause, the kernel's (its rings overflowed: the
-            // worker did not keep up) apart from Portico's own.
+            // worker did not keep up) apart from Portico's own; then every
+            // other driver counter (offloads, AF_XDP's cross-queue path)
+            // by its field name.
+            let kernel = [
+                ("rx_ring_full", s.kernel_rx_drops),
+                ("rx_dropped", s.kernel_rx_dropped),
+                ("fill_ring_empty", s.kernel_fill_ring_empty),
+                ("freezes", s.kernel_freezes),
+            ];
+            let portico = [
+                ("rx_too_big", s.rx_too_big),
+                ("rx_truncated", s.rx_truncated),
+                ("tx_too_big", s.tx_too_big),
+                ("tx_ring_full", s.tx_ring_full),
+                ("rx_offload_bad", s.rx_offload_bad),
+                ("rx_bad_chain", s.rx_bad_chain),
+                ("rx_pool_empty", s.rx_pool_empty),
+                ("rx_ring_errors", s.rx_ring_errors),
+                ("tx_send_errors", s.tx_send_errors),
+                ("socket_errors", s.socket_errors),
+            ];
+            let shown = |name: &str| {
+                portico.iter().any(|&(n, _)| n == name)
+                    || matches!(
+                        name,
+                        "rx_frames"
+                            | "rx_bytes"
+                            | "tx_frames"
+                            | "tx_bytes"
+                            | "kernel_rx_drops"
+                            | "kernel_rx_dropped"
+                            | "kernel_fill_ring_empty"
+                            | "kernel_freezes"
+                    )
+            };
+            let driver: Vec<(&str, u64)> = PortCounters::HELP
+                .iter()
+                .zip(s.values())
+                .filter(|((name, _), _)| !shown(name))
+                .map(|(&(name, _), v)| (name, v))
+                .collect();
             let mut details = String::new();
             for (group, counters) in [
-                (
-                    "kernel:",
-                    &[
-                        ("rx_ring_full", s.kernel_rx_drops),
-                        ("rx_dropped", s.kernel_rx_dropped),
-                        ("fill_ring_empty", s.kernel_fill_ring_empty),
-                    ][..],
-                ),
-                (
-                    "portico:",
-                    &[
-                        ("rx_too_big", s.rx_too_big),
-                        ("rx_truncated", s.rx_truncated),
-                        ("tx_too_big", s.tx_too_big),
-                        ("tx_ring_full", s.tx_ring_full),
-                        ("rx_offload_bad", s.rx_offload_bad),
-                        ("rx_bad_chain", s.rx_bad_chain),
-                        ("rx_pool_empty", s.rx_pool_empty),
-                        ("tx_send_errors", s.tx_send_errors),
-                        ("socket_errors", s.socket_errors),
-                    ][..],
-                ),
+                ("kernel:", &kernel[..]),
+                ("portico:", &portico[..]),
+                ("driver:", &driver[..]),
             ] {
                 if counters.iter().any(|&(_, v)| v > 0) {
                     let _ = write!(details, " {group}");
@@ -528,8 +550,8 @@ mod tests {
     use super::*;
     use crate::admin::report::tests::worker;
     use crate::admin::{
-        BackendReport, ControlPlaneReport, ListenerReport, NeighbourReport, PortCounters,
-        PortReport, SnapshotReport, sum_workers,
+        BackendReport, ControlPlaneReport, ListenerReport, NeighbourReport, PortReport,
+        SnapshotReport, sum_workers,
     };
 
     #[test]
@@ -538,6 +560,55 @@ mod tests {
             serde_json::from_str(r#"{"rx_frames": 3, "kernel_rx_drops": 2}"#).expect("parses");
         assert_eq!((c.rx_frames, c.kernel_rx_drops), (3, 2));
         assert_eq!((c.kernel_rx_dropped, c.kernel_fill_ring_empty), (0, 0));
+    }
+
+    /// Every port counter a driver fills shows in the text (by name, when
+    /// not zero), so none is visible only in the JSON.
+    #[test]
+    fn every_port_counter_shows_in_the_text() {
+        let mut values = [0u64; PortCounters::FIELDS];
+        for (i, v) in values.iter_mut().enumerate() {
+            *v = 1_000 + i as u64;
+        }
+        let json: serde_json::Map<String, serde_json::Value> = PortCounters::HELP
+            .iter()
+            .zip(values)
+            .map(|(&(name, _), v)| (name.to_owned(), v.into()))
+            .collect();
+        let stats: PortCounters =
+            serde_json::from_value(json.into()).expect("every HELP name is a field");
+        assert_eq!(stats.values(), values);
+        let report = StatsReport {
+            pid: 1,
+            uptime_ms: 1,
+            config: "portico.toml".into(),
+            snapshot: SnapshotReport {
+                generation: 1,
+                age_ms: 0,
+            },
+            total: sum_workers(&[]),
+            workers: Vec::new(),
+            ports: vec![PortReport {
+                port: 0,
+                name: "outside".into(),
+                interface: "veth0".into(),
+                stats,
+            }],
+            services: Vec::new(),
+            snat: Vec::new(),
+            control_plane: ControlPlaneReport::default(),
+            neighbours: NeighbourReport::default(),
+            announcements: Default::default(),
+            bgp: BgpReport::default(),
+        };
+        let text = report.to_string();
+        for (i, &(name, _)) in PortCounters::HELP.iter().enumerate() {
+            let v = values[i];
+            assert!(
+                text.contains(&format!("={v}")) || text.contains(&format!(" {v} ")),
+                "{name} ({v}) missing: {text}"
+            );
+        }
     }
 
     #[test]
@@ -561,6 +632,8 @@ mod tests {
                     rx_frames: 11,
                     kernel_rx_drops: 4,
                     tx_ring_full: 2,
+                    rx_other_queues: 5,
+                    queue_socket_failures: 1,
                     ..PortCounters::default()
                 },
             }],
@@ -622,9 +695,14 @@ mod tests {
         assert!(text.contains("not_owned"), "{text}");
         assert!(text.contains("outside"), "{text}");
         assert!(
-            text.contains("kernel: rx_ring_full=4 portico: tx_ring_full=2"),
-            "drops by cause, the kernel's apart: {text}"
+            text.contains(
+                "kernel: rx_ring_full=4 portico: tx_ring_full=2 \
+                 driver: rx_other_queues=5 queue_socket_failures=1\n"
+            ),
+            "drops by cause, the kernel's apart, then the other driver counters: {text}"
         );
+        assert_eq!(value["ports"][0]["rx_other_queues"], 5);
+        assert_eq!(value["ports"][0]["queue_socket_failures"], 1);
         assert!(text.contains("1m05s"), "{text}");
         assert!(
             text.contains(
