@@ -1,7 +1,8 @@
 //! The stateful fuzz harness (issues 15 and 17): a byte string decoded
 //! into a sequence of frames and events driven through a whole worker —
-//! parse, conntrack, SNAT, NAT, the SYN proxy, RSTs, challenge ACKs,
-//! neighbours, expiry, in both families — on a small gateway (the mem
+//! parse, conntrack, SNAT, NAT, the SYN proxy (modes `on` and `auto`),
+//! RSTs, challenge ACKs, neighbours, expiry, with ECN and SACK, in both
+//! families — on a small gateway (the mem
 //! driver, a manual clock, 16 flows, 32 SNAT ports; `gateway.rs` has its
 //! services), with the invariants checked after every step.
 //!

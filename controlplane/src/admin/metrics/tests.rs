@@ -1,3 +1,7 @@
+//! Tests of the metrics: the families of a known report (`sample`), read
+//! back by a small exposition parser (`parse`), and the HTTP server. One
+//! file over 700 lines: every test shares that report and that parser.
+
 use super::*;
 use crate::admin::{
     BackendReport, CounterReport, PortCounters, PortReport, ServiceReport, SnapshotReport,
