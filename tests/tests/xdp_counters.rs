@@ -117,7 +117,11 @@ fn afxdp_cross_queue_counters_reach_stats_and_metrics() {
         );
     }
     // And the text `portico stats` prints.
-    let out = portico(&["stats", "--admin-socket", gw.socket.to_str().expect("utf-8")]);
+    let out = portico(&[
+        "stats",
+        "--admin-socket",
+        gw.socket.to_str().expect("utf-8"),
+    ]);
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{printed}");
     assert!(printed.contains("rx_other_queues="), "{printed}");

@@ -152,7 +152,12 @@ impl Marks {
         if blocks.is_empty() {
             return;
         }
-        opts.extend([option::NOP, option::NOP, option::SACK, 2 + 8 * blocks.len() as u8]);
+        opts.extend([
+            option::NOP,
+            option::NOP,
+            option::SACK,
+            2 + 8 * blocks.len() as u8,
+        ]);
         for (left, right) in blocks {
             opts.extend(left.to_be_bytes());
             opts.extend(right.to_be_bytes());
@@ -270,8 +275,8 @@ mod tests {
                 (0x12, 100, 200, 1)
             );
             assert_eq!(sent.ts, Some((7, 9)));
-            let back = Sent::read(&sent.answer((F::ACK, 0, -1), Marks::default(), b"xy"))
-                .expect("answer");
+            let back =
+                Sent::read(&sent.answer((F::ACK, 0, -1), Marks::default(), b"xy")).expect("answer");
             assert_eq!((back.src, back.dst), ((b, 2), (a, 1)));
             assert_eq!((back.seq, back.ack, back.len), (200, 100, 2));
             assert_eq!(back.ts, Some((10, 7)), "echoes the TSval");
@@ -305,10 +310,12 @@ mod tests {
                     assert!(ip.verify_checksum());
                     ip.tos() & 3
                 }
-                IpAddr::V6(_) => ipv6::Packet::new_checked(&frame[14..])
-                    .expect("IPv6")
-                    .traffic_class()
-                    & 3,
+                IpAddr::V6(_) => {
+                    ipv6::Packet::new_checked(&frame[14..])
+                        .expect("IPv6")
+                        .traffic_class()
+                        & 3
+                }
             };
             assert_eq!(ecn, 3, "CE");
             let back = Sent::read(&frame).expect("answer");
@@ -325,7 +332,14 @@ mod tests {
             let ack = back.ack;
             assert_eq!(
                 edges,
-                [ack - 500, ack - 100, ack + 1_000, ack + 2_000, ack + 3_000, ack + 4_000]
+                [
+                    ack - 500,
+                    ack - 100,
+                    ack + 1_000,
+                    ack + 2_000,
+                    ack + 3_000,
+                    ack + 4_000
+                ]
             );
             let mut syn_opts = options(true, None);
             let len = syn_opts.len();

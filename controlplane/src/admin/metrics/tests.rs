@@ -621,8 +621,15 @@ fn bgp_ttl_security_is_exported_per_peer() {
     ];
     let text = encode_report(&report).expect("encodes");
     let (types, samples) = parse(&text);
-    for family in ["portico_bgp_ttl_security_hops", "portico_bgp_ttl_security_min_ttl"] {
-        assert_eq!(types.get(family).map(String::as_str), Some("gauge"), "{family}");
+    for family in [
+        "portico_bgp_ttl_security_hops",
+        "portico_bgp_ttl_security_min_ttl",
+    ] {
+        assert_eq!(
+            types.get(family).map(String::as_str),
+            Some("gauge"),
+            "{family}"
+        );
         assert!(text.contains(&format!("# HELP {family} ")), "{text}");
     }
     let gtsm = [("peer", "192.0.2.100:179")];
@@ -632,7 +639,10 @@ fn bgp_ttl_security_is_exported_per_peer() {
         value(&samples, "portico_bgp_ttl_security_min_ttl", &gtsm),
         254.0
     );
-    assert_eq!(value(&samples, "portico_bgp_ttl_security_hops", &plain), 0.0);
+    assert_eq!(
+        value(&samples, "portico_bgp_ttl_security_hops", &plain),
+        0.0
+    );
     assert!(
         !samples
             .iter()
@@ -731,7 +741,11 @@ fn handoffs_and_steering_installs_are_exported() {
         "portico_steering_installs",
         "portico_steering_install_failures",
     ] {
-        assert_eq!(types.get(family).map(String::as_str), Some("counter"), "{family}");
+        assert_eq!(
+            types.get(family).map(String::as_str),
+            Some("counter"),
+            "{family}"
+        );
     }
     for (direction, n) in [("out", 10.0), ("in", 9.0)] {
         let l = [("direction", direction)];

@@ -3,8 +3,8 @@
 use super::*;
 use crate::admin::report::tests::worker;
 use crate::admin::{
-    BackendReport, ControlPlaneReport, ListenerReport, NeighbourReport, PortReport,
-    SnapshotReport, sum_workers,
+    BackendReport, ControlPlaneReport, ListenerReport, NeighbourReport, PortReport, SnapshotReport,
+    sum_workers,
 };
 
 #[test]
