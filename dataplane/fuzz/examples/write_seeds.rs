@@ -2,8 +2,8 @@
 //! for the `parse_frame` target: `cargo run --example write_seeds -- DIR`.
 //! Each file is the target's control byte (0) followed by the frame.
 
-use dataplane::wire::icmp::{kind, unreachable};
 use dataplane::wire::tcp::flags::{ACK, PSH, SYN};
+use dataplane::wire::icmp::{kind, unreachable};
 use dataplane::wire::{MacAddr, build};
 use std::net::Ipv4Addr;
 
