@@ -8,12 +8,14 @@
 //! opened; a counter a driver does not have stays 0. Counters are read a
 //! few times a second (see [`crate::worker::DRIVER_STATS_INTERVAL_MS`]),
 //! never per packet. A field added to [`PortCounters`] is stored, loaded
-//! and summed without further code (one list, in `port_counters!`).
+//! and summed without further code (one list, in `port_counters!`), and
+//! reaches `portico stats` (text and JSON) and the metrics through
+//! [`PortCounters::HELP`]: a field needs its help text for an operator.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 macro_rules! port_counters {
-    ($($(#[$doc:meta])* $field:ident,)*) => {
+    ($($(#[$doc:meta])* $field:ident: $help:literal,)*) => {
         /// The counters of one port, as every driver reports them (one
         /// worker's queue; sum over the workers for the port). A report
         /// without a counter (from a gateway older than the reader) reads
@@ -22,18 +24,27 @@ macro_rules! port_counters {
         #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         #[cfg_attr(feature = "serde", serde(default))]
         pub struct PortCounters {
-            $($(#[$doc])* pub $field: u64,)*
+            $($(#[$doc])* #[doc = $help] pub $field: u64,)*
         }
 
         impl PortCounters {
             /// Number of fields.
             pub const FIELDS: usize = [$(stringify!($field),)*].len();
 
-            fn to_array(self) -> [u64; Self::FIELDS] {
+            /// Every field's name (as in the JSON report) and its help
+            /// text for an operator (the metrics' `# HELP`: what the
+            /// counter counts and what to do when it grows), in field
+            /// order.
+            pub const HELP: [(&'static str, &'static str); Self::FIELDS] =
+                [$((stringify!($field), $help),)*];
+
+            /// Every field's value, in the order of [`Self::HELP`].
+            pub fn values(&self) -> [u64; Self::FIELDS] {
                 [$(self.$field,)*]
             }
 
-            fn from_array(a: [u64; Self::FIELDS]) -> Self {
+            /// The counters of `a` (in the order of [`Self::HELP`]).
+            pub fn from_values(a: [u64; Self::FIELDS]) -> Self {
                 let mut it = a.into_iter();
                 PortCounters { $($field: it.next().unwrap_or(0),)* }
             }
@@ -42,48 +53,90 @@ macro_rules! port_counters {
 }
 
 port_counters! {
-    rx_frames,
-    rx_bytes,
-    tx_frames,
-    tx_bytes,
-    /// Frames above MTU + Ethernet header, dropped on receive.
-    rx_too_big,
-    /// Frames the ring truncated, dropped.
-    rx_truncated,
-    /// Bursts cut short by an empty frame pool.
-    rx_pool_empty,
-    rx_ring_errors,
-    rx_csum_completed,
-    rx_csum_partial_left,
-    rx_vlan_restored,
-    tx_too_big,
+    rx_frames: "Frames received.",
+    rx_bytes: "Bytes received.",
+    tx_frames: "Frames sent.",
+    tx_bytes: "Bytes sent.",
+    rx_too_big: "Frames above MTU + Ethernet header (+ one VLAN tag), dropped on \
+        receive: a peer's MTU is larger than the port's; align the MTUs.",
+    rx_truncated: "Frames the ring truncated (af_packet: snaplen below the frame's \
+        length), dropped: the ring's frame size is too small for the link's MTU.",
+    rx_pool_empty: "Receive bursts cut short because the worker's frame pool was \
+        empty (frames stay in the ring): frames are held elsewhere (TX rings, \
+        handoff queues); if it grows with kernel RX drops, enlarge the pool.",
+    rx_ring_errors: "Ring metadata or descriptors that pointed outside their \
+        memory (never expected; AF_XDP adds the kernel's rx_invalid_descs): report \
+        a bug.",
+    rx_csum_completed: "Frames received with a partial checksum \
+        (TP_STATUS_CSUMNOTREADY) whose TCP/UDP checksum the driver completed.",
+    rx_csum_partial_left: "Frames received with a partial checksum that are not \
+        TCP/UDP and were left as they were.",
+    rx_vlan_restored: "Frames whose VLAN tag the driver put back from the ring's \
+        metadata.",
+    tx_too_big: "Frames above the port's limit handed to the driver, dropped: a \
+        route or MTU mismatch inside the gateway; check the ports' MTUs.",
     /// Frames left unsent because the TX ring was full.
-    tx_ring_full,
-    tx_send_errors,
-    socket_errors,
+    tx_ring_full: "Frames dropped because the TX ring was full: the link or the \
+        kernel does not drain the ring as fast as the worker fills it.",
+    tx_send_errors: "Send calls (or device TX) that failed; the frames stay queued \
+        and are retried: look at the gateway's log and the interface's state.",
+    socket_errors: "Socket errors (e.g. ENETDOWN) cleared while waiting: the \
+        interface went down or was reconfigured.",
     /// Frames the kernel (or device) dropped because the RX ring was full
     /// (af_packet `tp_drops`, AF_XDP `rx_ring_full`, DPDK `imissed` +
     /// `rx_nombuf`): the worker did not keep up.
-    kernel_rx_drops,
-    /// Times the RX ring froze.
-    kernel_freezes,
+    kernel_rx_drops: "Frames the kernel (or device) dropped because the RX ring \
+        was full: the worker did not keep up; add workers or cores, or enlarge \
+        the rings.",
+    kernel_freezes: "Times the af_packet RX ring froze (every block owned by the \
+        worker): the worker did not return blocks in time.",
     /// Frames the kernel dropped for other reasons (AF_XDP `rx_dropped`:
     /// e.g. too big for a UMEM chunk).
-    kernel_rx_dropped,
+    kernel_rx_dropped: "Frames the kernel (or device) dropped for other reasons \
+        (AF_XDP rx_dropped: e.g. too big for a UMEM chunk; DPDK rx_errors): check \
+        the MTU against the frame size.",
     /// Times the kernel found the fill ring empty (AF_XDP
     /// `rx_fill_ring_empty_descs`; each such frame is lost, counted here
     /// rather than in a drop counter because the kernel counts events).
-    kernel_fill_ring_empty,
-    /// GSO/GRO super-packets received whole (af_packet with `gso`).
-    rx_gso_frames,
-    /// Frames dropped because their offload metadata (`virtio_net_hdr`)
-    /// was unusable.
-    rx_offload_bad,
-    /// Super-packets sent whole, segmented after the driver.
-    tx_gso_frames,
+    kernel_fill_ring_empty: "Times the kernel found an AF_XDP fill ring empty \
+        (the frame is lost): the worker does not refill fast enough or its \
+        frames are held elsewhere; enlarge the UMEM.",
+    rx_gso_frames: "GSO/GRO super-packets received whole (af_packet with gso).",
+    rx_offload_bad: "Frames dropped because their offload metadata \
+        (virtio_net_hdr) was unusable: an unsupported GSO type; turn gso off on \
+        the port if it keeps growing.",
+    tx_gso_frames: "Super-packets sent whole, segmented after the driver (by the \
+        device or the kernel).",
     /// Multi-buffer packets (AF_XDP `XDP_PKT_CONTD` chains) dropped as
     /// malformed: too many buffers, a bad buffer, or never completed.
-    rx_bad_chain,
+    rx_bad_chain: "AF_XDP multi-buffer packets dropped as malformed (too many \
+        buffers, a bad buffer, never completed): frames larger than the chain \
+        limit arrive; lower the peer's MTU.",
+    rx_chains: "AF_XDP multi-buffer packets received (chains reassembled into one \
+        frame).",
+    tx_chains: "AF_XDP frames sent as multi-buffer chains.",
+    tx_copies: "AF_XDP frames copied before sending because they came from \
+        another port's UMEM.",
+    tx_kicks: "AF_XDP sendto calls made to start transmission (the kernel's \
+        need_wakeup).",
+    kernel_tx_invalid_descs: "AF_XDP TX descriptors the kernel rejected \
+        (XDP_STATISTICS tx_invalid_descs; never expected): report a bug.",
+    kernel_tx_ring_empty: "Times the kernel found an AF_XDP TX ring empty \
+        (XDP_STATISTICS tx_ring_empty_descs): the normal state of an idle port.",
+    /// Frames of this worker's flows received on its sockets on other
+    /// workers' queues (AF_XDP: copied out of the shared UMEM).
+    rx_other_queues: "AF_XDP frames of this worker's flows received on its socket \
+        on another worker's queue (the shared-UMEM cross-queue path: the redirect \
+        program steered them to their owner, each costs a copy). Expected with \
+        several workers; if it grows towards rx_packets, the NIC's RSS spreads \
+        flows unlike the steering: fewer queues than workers, or an RSS \
+        indirection table to align.",
+    /// Sockets on other workers' queues the kernel refused.
+    queue_socket_failures: "AF_XDP sockets on other workers' queues the kernel \
+        refused (XDP_SHARED_UMEM join, logged at start): those queues' frames \
+        reach their queue's worker and are handed off instead of steered. \
+        Non-zero: read the gateway's log for the error; the driver or kernel \
+        may lack shared-UMEM support on that interface.",
 }
 
 impl PortCounters {
@@ -117,11 +170,11 @@ impl PortCounters {
 
     /// Field-wise sum.
     pub fn accumulate(&mut self, other: &PortCounters) {
-        let mut a = self.to_array();
-        for (x, y) in a.iter_mut().zip(other.to_array()) {
+        let mut a = self.values();
+        for (x, y) in a.iter_mut().zip(other.values()) {
             *x += y;
         }
-        *self = PortCounters::from_array(a);
+        *self = PortCounters::from_values(a);
     }
 }
 
@@ -143,13 +196,13 @@ impl Default for PortStatsCell {
 
 impl PortStatsCell {
     pub fn store(&self, c: PortCounters) {
-        for (cell, v) in self.values.iter().zip(c.to_array()) {
+        for (cell, v) in self.values.iter().zip(c.values()) {
             cell.store(v, Ordering::Relaxed);
         }
     }
 
     pub fn load(&self) -> PortCounters {
-        PortCounters::from_array(std::array::from_fn(|i| {
+        PortCounters::from_values(std::array::from_fn(|i| {
             self.values[i].load(Ordering::Relaxed)
         }))
     }

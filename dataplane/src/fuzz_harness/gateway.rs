@@ -13,6 +13,7 @@
 //! |---|---|---|
 //! | 80 | `web` (+ NodePort 30080, IPv4) | plain full NAT |
 //! | 443 | `proxy` | the SYN proxy (`syn_proxy: On`): cookies, their validation, the splice |
+//! | 444 | `auto` | the SYN proxy in mode `auto`: cookies only while the family's table holds more than [`AUTO_HALF_OPEN_THRESHOLD`] half-open flows (SYNs push it over, expiry, handshakes and RSTs bring it back) |
 //! | 8443 | `strict` | the `reset` backend-gone policy: RSTs for segments without a flow or backend |
 //! | 81, 82 | `direct`, `direct2` | no SNAT, one backend port: a client port used towards both clashes on the backend side and is remapped |
 //!
@@ -46,9 +47,14 @@ pub(super) const SNAT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
 pub const FLOW_CAPACITY: u32 = 16;
 
 /// The TCP service ports of the VIP, by the 3-bit service index of a
-/// client segment (see the module table; 5..7 repeat `web`, `proxy`,
+/// client segment (see the module table; 6 and 7 repeat `proxy` and
 /// `strict`).
-pub(super) const TCP_PORTS: [u16; 8] = [80, 443, 8443, 81, 82, 80, 443, 8443];
+pub(super) const TCP_PORTS: [u16; 8] = [80, 443, 8443, 81, 82, 444, 443, 8443];
+
+/// The `auto` service's threshold: SYN cookies while the table holds more
+/// half-open flows than this (low, so that a few SYNs cross it and one
+/// expiry brings it back under).
+pub const AUTO_HALF_OPEN_THRESHOLD: u32 = 2;
 
 pub(super) fn backend_ip(i: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 1, 0, 10 + i)
@@ -91,13 +97,17 @@ fn tcp_services(suffix: &str, vip: IpAddr, backends: &[IpAddr]) -> Vec<ServiceSp
     };
     let mut proxy = service("proxy", 443);
     proxy.syn_proxy = SynProxyMode::On;
+    let mut auto = service("auto", 444);
+    auto.syn_proxy = SynProxyMode::Auto {
+        half_open_threshold: AUTO_HALF_OPEN_THRESHOLD,
+    };
     let mut strict = service("strict", 8443);
     strict.tcp_backend_gone = BackendGonePolicy::Reset;
     let mut direct = service("direct", 81);
     direct.snat = false;
     let mut direct2 = service("direct2", 82);
     direct2.snat = false;
-    vec![service("web", 80), proxy, strict, direct, direct2]
+    vec![service("web", 80), proxy, strict, direct, direct2, auto]
 }
 
 /// The harness's snapshot, with the backends whose bit is set in `mask`

@@ -1,7 +1,8 @@
 //! The stateful fuzz harness (issues 15 and 17): a byte string decoded
 //! into a sequence of frames and events driven through a whole worker —
-//! parse, conntrack, SNAT, NAT, the SYN proxy, RSTs, challenge ACKs,
-//! neighbours, expiry, in both families — on a small gateway (the mem
+//! parse, conntrack, SNAT, NAT, the SYN proxy (modes `on` and `auto`),
+//! RSTs, challenge ACKs, neighbours, expiry, with ECN and SACK, in both
+//! families — on a small gateway (the mem
 //! driver, a manual clock, 16 flows, 32 SNAT ports; `gateway.rs` has its
 //! services), with the invariants checked after every step.
 //!
@@ -31,15 +32,22 @@
 //!
 //! | op | step | operands |
 //! |---|---|---|
-//! | 0 | client TCP segment | source port (low 4 bits), flags, seq, ack, `to`, payload (as many bytes as the opcode's high 4 bits say); `to` bit 0: the IPv4 NodePort, bit 1: IPv6, bits 2–4: the service (`gateway::TCP_PORTS`), bit 5: SYN options (MSS, SACK, window scale), bit 6: timestamps |
+//! | 0 | client TCP segment | source port (low 4 bits), flags, seq, ack, `to`, with opcode bit 3 a marks byte, payload (as many bytes as the opcode's high 4 bits say); `to` bit 0: the IPv4 NodePort, bit 1: IPv6, bits 2–4: the service (`gateway::TCP_PORTS`), bit 5: SYN options (MSS, SACK-permitted, window scale), bit 6: timestamps |
 //! | 1 | client UDP datagram to `dns` | source port, payload (as op 0) |
 //! | 2 | backend reply to a live flow | flow pick (bit 7: IPv6), flags, seq, ack |
-//! | 2 + bit 3 | the peer's answer to the gateway's last TCP segment | which (bit 0: the backend's, else the client's; bit 1: IPv6; bits 2–4: payload length), flags, seq and ack deltas (signed): with deltas 0, a client's ACK of a SYN-ACK carries a valid SYN cookie (and echoes its timestamp), a backend's SYN-ACK answers the proxied flow's SYN |
+//! | 2 + bit 3 | the peer's answer to the gateway's last TCP segment | which (bit 0: the backend's, else the client's; bit 1: IPv6; bits 2–4: payload length), flags, seq and ack deltas (signed), with opcode bit 4 a marks byte: with deltas 0, a client's ACK of a SYN-ACK carries a valid SYN cookie (and echoes its timestamp), a backend's SYN-ACK answers the proxied flow's SYN |
 //! | 3 | ICMP error about a live flow | flow pick (bit 7: ICMPv6), type, bytes cut |
 //! | 4 | raw frame | port, length, bytes |
 //! | 5 | time passing | ms (u16), factor |
 //! | 6 | backend set change | mask of the three backends |
 //! | 7 | ARP | request or reply, backend |
+//!
+//! A marks byte (`segment::Marks`) adds ECN and SACK: bits 0–1 the IP
+//! header's ECN field (Not-ECT, ECT(1), ECT(0), CE; RFC 3168 §5), bits 2–3
+//! SACK blocks above the acknowledgment and bit 4 a D-SACK block below it
+//! (RFC 2018, RFC 2883; not on a SYN). The flags operands are whole bytes:
+//! ECE and CWR (an ECN-setup SYN is SYN + ECE + CWR, its SYN-ACK SYN + ACK
+//! + ECE, RFC 3168 §6.1.1) are reached as any other flag.
 //!
 //! Any byte string is a valid input.
 
@@ -60,7 +68,7 @@ use crate::snapshot::{Publisher, SnapshotBuilder};
 use crate::wire::build;
 use crate::worker::{IdlePolicy, Worker, WorkerConfig};
 use gateway::*;
-use segment::{Sent, options, tcp_frame};
+use segment::{Marks, Sent, options, tcp_frame};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -258,7 +266,7 @@ impl SequenceHarness {
                 );
                 self.send(OUTSIDE, &frame)
             }
-            2 if op & 8 != 0 => self.answer_last(ops),
+            2 if op & 8 != 0 => self.answer_last(op, ops),
             2 => self.backend_reply(ops),
             3 => self.icmp_error(ops),
             4 => {
@@ -302,6 +310,7 @@ impl SequenceHarness {
     fn client_segment(&mut self, op: u8, ops: &mut Operands<'_>) -> u64 {
         let (sport, flags, seq, ack) = (ops.byte() & 15, ops.byte(), ops.u32(), ops.u32());
         let to = ops.byte();
+        let marks = Marks::from_byte(if op & 8 != 0 { ops.byte() } else { 0 });
         let port = TCP_PORTS[usize::from(to >> 2 & 7)];
         let (src, dst): (IpAddr, (IpAddr, u16)) = if to & 2 != 0 {
             (client6(sport).into(), (VIP6.into(), port))
@@ -311,13 +320,16 @@ impl SequenceHarness {
             (client(sport).into(), (VIP.into(), port))
         };
         let ts = (to & 0x40 != 0).then(|| (seq.rotate_left(7), ack));
-        let frame = tcp_frame(
+        let mut opts = options(to & 0x20 != 0, ts);
+        marks.add_sack(&mut opts, flags, ack);
+        let mut frame = tcp_frame(
             (ROUTER_MAC, OUT_MAC),
             ((src, 1_000 + u16::from(sport)), dst),
             (flags, seq, ack),
-            &options(to & 0x20 != 0, ts),
+            &opts,
             ops.take(usize::from(op >> 4)),
         );
+        marks.set_ecn(&mut frame);
         self.send(OUTSIDE, &frame)
     }
 
@@ -351,15 +363,16 @@ impl SequenceHarness {
 
     /// The peer's answer to the last TCP segment the gateway sent to a
     /// client or a backend (op 2 with bit 3).
-    fn answer_last(&mut self, ops: &mut Operands<'_>) -> u64 {
+    fn answer_last(&mut self, op: u8, ops: &mut Operands<'_>) -> u64 {
         let (which, flags) = (ops.byte(), ops.byte());
         let (dseq, dack) = (ops.byte() as i8, ops.byte() as i8);
+        let marks = Marks::from_byte(if op & 0x10 != 0 { ops.byte() } else { 0 });
         let payload = ops.take(usize::from(which >> 2 & 7));
         let port = if which & 1 == 0 { OUTSIDE } else { INSIDE };
         let Some(last) = self.last_sent[usize::from(port)][usize::from(which >> 1 & 1)] else {
             return 0;
         };
-        let frame = last.answer(flags, dseq, dack, payload);
+        let frame = last.answer((flags, dseq, dack), marks, payload);
         self.send(port, &frame)
     }
 

@@ -123,3 +123,50 @@ fn the_counter_check_wants_one_verdict_and_its_drop_reason() {
     assert!(check(&before, &received, Verdict::Drop(DropReason::NoFlow)).is_err());
     assert!(check(&before, &dropped, Verdict::Drop(DropReason::NotOwned)).is_err());
 }
+
+/// Mode `auto` crosses its threshold both ways within one input: three
+/// SYNs make flows, the fourth a cookie (validated by its ACK: a proxied
+/// flow), and after everything expired the next SYN makes a flow again.
+#[test]
+fn the_auto_seeds_engage_the_proxy_above_the_threshold_and_release_it() {
+    for i in [16, 17] {
+        let (_, c) = run_seed(i);
+        assert_eq!(c.syn_cookies_sent, 1, "seed {i}: {c:?}");
+        assert_eq!(c.syn_cookies_validated, 1, "seed {i}: {c:?}");
+        // 3 before the threshold, the proxied one, the one after expiry.
+        assert_eq!(c.flows_created, 5, "seed {i}: {c:?}");
+        assert_eq!(c.total_drops(), 0, "seed {i}: {c:?}");
+    }
+}
+
+/// ECN and SACK through NAT: the whole conversation forwarded, nothing
+/// dropped, in both families.
+#[test]
+fn the_ecn_sack_seeds_forward_every_segment() {
+    for i in [18, 19] {
+        let (stats, c) = run_seed(i);
+        assert_eq!(c.flows_created, 1, "seed {i}: {c:?}");
+        // SYN, SYN-ACK, ACK, data, data, ACK, data, FIN both ways, ACK.
+        assert_eq!(stats.frames_sent, 10, "seed {i}: {stats:?}");
+        assert_eq!(c.total_drops(), 0, "seed {i}: {c:?}");
+    }
+}
+
+/// ECN and SACK through the SYN proxy: the ECN-setup SYN's cookie
+/// validates, the flow is spliced, and the marked data passes.
+#[test]
+fn the_proxied_ecn_sack_seeds_validate_splice_and_forward() {
+    for i in [20, 21] {
+        let (_, c) = run_seed(i);
+        assert_eq!(
+            (
+                c.syn_cookies_sent,
+                c.syn_cookies_validated,
+                c.syn_proxy_spliced
+            ),
+            (1, 1, 1),
+            "seed {i}: {c:?}"
+        );
+        assert_eq!(c.total_drops(), 0, "seed {i}: {c:?}");
+    }
+}

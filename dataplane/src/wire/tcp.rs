@@ -81,6 +81,8 @@ pub mod option {
     pub const MSS: u8 = 2;
     pub const WSCALE: u8 = 3;
     pub const SACK_PERMITTED: u8 = 4;
+    /// RFC 2018 §3: SACK blocks (left and right edge, 8 bytes each).
+    pub const SACK: u8 = 5;
     /// RFC 7323 §3: TSval, TSecr.
     pub const TIMESTAMP: u8 = 8;
 }

@@ -17,13 +17,21 @@
 //! * ports: `port_{rx,tx}_packets_total`, `port_{rx,tx}_bytes_total`,
 //!   `port_driver_drops_total` {port, interface}, the same by cause in
 //!   `port_drops_total` {port, interface, cause} (every cause, zero or not)
-//!   and `port_kernel_fill_ring_empty_total` {port, interface};
+//!   and every other driver counter of [`crate::admin::PortCounters`] as
+//!   `port_<field>_total` {port, interface} with its help text (e.g.
+//!   `port_kernel_fill_ring_empty_total`, AF_XDP's cross-queue
+//!   `port_rx_other_queues_total` and `port_queue_socket_failures_total`,
+//!   `port_kernel_freezes_total`, `port_rx_gso_frames_total`; `ports`);
 //! * dataplane: `drops_total{reason}`, `flows_{created,expired,early_dropped}_total`,
 //!   `flows_live`, `snat_tuples_in_use` (both families), and per family
 //!   `flows_live_by_family{family}`, `snat_tuples_in_use_by_family{family}`
 //!   (`ipv4`, `ipv6`);
 //! * host path: `host_path_frames_total{direction}` (`to_kernel`,
 //!   `from_kernel`);
+//! * workers: `handoff_packets_total{direction}` (`out`, `in`),
+//!   `handoff_by_cause_total{cause}` (`snat_reply`, `client`,
+//!   `icmp_error`), `steering_installs_total`,
+//!   `steering_install_failures_total`;
 //! * conntrack: `conntrack_flows{protocol[,state]}` (TCP states in lower
 //!   case), `conntrack_{inserts,expiries,early_drops,insert_refusals}_total`;
 //! * SNAT: `snat_ports_in_use{snat_ip,family}`,
@@ -48,12 +56,15 @@
 //!   §8; 0 while not Established or not offered back),
 //!   `bgp_extended_next_hop{peer}` (1: IPv4 routes over the IPv6 session
 //!   with an IPv6 next hop, RFC 8950; only for peers we offer it to),
+//!   `bgp_ttl_security_hops{peer}` (GTSM, RFC 5082: the configured hops, 0
+//!   off) and `bgp_ttl_security_min_ttl{peer}` (the least TTL accepted;
+//!   only for peers with GTSM),
 //!   `bgp_updates_{sent,received}_total{peer}`, `bgp_session_flaps_total{peer}`,
 //!   `bgp_withdrawn{reason}` (1 while everything is withdrawn: `watchdog`,
 //!   `stopping`) and `bgp_watchdog_trips_total`.
 //!
-//! The families are built here ([`encode_report`]); the HTTP server is in
-//! `server`, the tests in `tests`.
+//! The families are built here ([`encode_report`]), the ports' in `ports`,
+//! BGP's in `bgp`; the HTTP server is in `server`, the tests in `tests`.
 
 use super::{HistogramReport, StatsReport};
 use prometheus_client::encoding::text::encode;
@@ -67,6 +78,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 
+mod bgp;
+mod ports;
 mod server;
 #[cfg(test)]
 mod tests;
@@ -153,52 +166,7 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: u64) {
 pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
     let mut r = Registry::with_prefix("portico");
 
-    // Ports.
-    let port_rx_packets = counter(&mut r, "port_rx_packets", "Frames received on a port", None);
-    let port_rx_bytes = counter(
-        &mut r,
-        "port_rx",
-        "Bytes received on a port",
-        Some(Unit::Bytes),
-    );
-    let port_tx_packets = counter(&mut r, "port_tx_packets", "Frames sent on a port", None);
-    let port_tx_bytes = counter(&mut r, "port_tx", "Bytes sent on a port", Some(Unit::Bytes));
-    let port_drops = counter(
-        &mut r,
-        "port_driver_drops",
-        "Frames the driver or the kernel lost on a port (too big, truncated, TX ring full, RX ring full)",
-        None,
-    );
-    let port_drops_by_cause = counter(
-        &mut r,
-        "port_drops",
-        "Frames lost on a port by cause: the kernel's (kernel_rx_ring_full: the RX ring \
-         overflowed, the worker did not keep up; kernel_rx_other) and Portico's own \
-         (rx_too_big, rx_truncated, tx_too_big, tx_ring_full)",
-        None,
-    );
-    let port_fill_empty = counter(
-        &mut r,
-        "port_kernel_fill_ring_empty",
-        "Times the kernel found an AF_XDP fill ring empty on a port",
-        None,
-    );
-    for p in &report.ports {
-        let l: Labels = vec![("port", p.name.clone()), ("interface", p.interface.clone())];
-        for (cause, n) in p.stats.drops_by_cause() {
-            let mut lc = l.clone();
-            lc.push(("cause", cause.to_string()));
-            port_drops_by_cause.get_or_create(&lc).inc_by(n);
-        }
-        port_fill_empty
-            .get_or_create(&l)
-            .inc_by(p.stats.kernel_fill_ring_empty);
-        port_rx_packets.get_or_create(&l).inc_by(p.stats.rx_frames);
-        port_rx_bytes.get_or_create(&l).inc_by(p.stats.rx_bytes);
-        port_tx_packets.get_or_create(&l).inc_by(p.stats.tx_frames);
-        port_tx_bytes.get_or_create(&l).inc_by(p.stats.tx_bytes);
-        port_drops.get_or_create(&l).inc_by(p.stats.dropped());
-    }
+    ports::encode_ports(&mut r, &report.ports);
 
     // Dataplane totals.
     let t = &report.total;
@@ -387,6 +355,58 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
             .inc_by(n);
     }
 
+    // Handoff between workers and the steering programs that avoid it.
+    let handoff = counter(
+        &mut r,
+        "handoff_packets",
+        "Packets one worker handed to another (out) and received from another (in): \
+         frames that reached a worker not owning their flow. With several workers and \
+         steering installed a small share of rx; if it grows, look at \
+         steering_install_failures and port_queue_socket_failures",
+        None,
+    );
+    for (direction, n) in [("out", t.handoff_out), ("in", t.handoff_in)] {
+        handoff
+            .get_or_create(&vec![("direction", direction.to_owned())])
+            .inc_by(n);
+    }
+    let handoff_cause = counter(
+        &mut r,
+        "handoff_by_cause",
+        "Packets steered to another worker, by cause: snat_reply (a reply to an SNAT \
+         port in another worker's slice), client (a client address another worker \
+         owns), icmp_error (owned by the flow it quotes)",
+        None,
+    );
+    for (cause, n) in [
+        ("snat_reply", t.handoff_snat_reply),
+        ("client", t.handoff_client),
+        ("icmp_error", t.handoff_icmp_error),
+    ] {
+        handoff_cause
+            .get_or_create(&vec![("cause", cause.to_owned())])
+            .inc_by(n);
+    }
+    for (name, help, value) in [
+        (
+            "steering_installs",
+            "Steering programs installed in the driver (af_packet's fanout program, \
+             AF_XDP's redirect program), on start and when owned addresses, SNAT \
+             listeners or ports changed",
+            t.steering_installs,
+        ),
+        (
+            "steering_install_failures",
+            "Steering programs the driver refused: frames keep the previous program \
+             (or none) and are handed off between workers; read the gateway's log",
+            t.steering_install_failures,
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(value);
+        r.register(name, help, c);
+    }
+
     // Neighbour (ARP) table.
     let n = &report.neighbours;
     gauge(
@@ -568,113 +588,9 @@ pub fn encode_report(report: &StatsReport) -> Result<String, MetricsError> {
         );
     }
 
-    encode_bgp(&mut r, &report.bgp);
+    bgp::encode_bgp(&mut r, &report.bgp);
 
     let mut text = String::new();
     encode(&mut text, &r)?;
     Ok(text)
-}
-
-/// The BGP families (none without peers).
-fn encode_bgp(r: &mut Registry, bgp: &super::BgpReport) {
-    if bgp.peers.is_empty() {
-        return;
-    }
-    let state = gauges(
-        r,
-        "bgp_session_state",
-        "RFC 4271 state of a BGP session: 1 Idle, 2 Connect, 3 Active, 4 OpenSent, 5 OpenConfirm, 6 Established",
-    );
-    let uptime = Family::<Labels, Gauge>::default();
-    r.register_with_unit(
-        "bgp_session_uptime",
-        "Time since the BGP session became Established (0 while not)",
-        Unit::Seconds,
-        uptime.clone(),
-    );
-    let prefixes = gauges(
-        r,
-        "bgp_prefixes_announced",
-        "Prefixes the router has from us now (both families)",
-    );
-    let prefixes_by_family = gauges(
-        r,
-        "bgp_prefixes_announced_by_family",
-        "Prefixes the router has from us now, per address family",
-    );
-    let skipped = gauges(
-        r,
-        "bgp_prefixes_skipped",
-        "Desired prefixes not sent at the last sync: their family is not negotiated on the session (or IPv4 over an IPv6 session without RFC 8950)",
-    );
-    let negotiated = gauges(
-        r,
-        "bgp_family_negotiated",
-        "1 for an address family we offer that the BGP session carries (both OPENs list it, RFC 4760), 0 for one it does not carry (yet)",
-    );
-    let extended_next_hop = gauges(
-        r,
-        "bgp_extended_next_hop",
-        "1 when the BGP session negotiated the extended next hop encoding (RFC 8950: IPv4 routes with an IPv6 next hop), 0 while not; only for peers it is offered to",
-    );
-    let sent = counter(r, "bgp_updates_sent", "BGP UPDATE messages sent", None);
-    let received = counter(
-        r,
-        "bgp_updates_received",
-        "BGP UPDATE messages received",
-        None,
-    );
-    let flaps = counter(
-        r,
-        "bgp_session_flaps",
-        "Times a BGP session went down from Established",
-        None,
-    );
-    for p in &bgp.peers {
-        let l: Labels = vec![("peer", p.peer.clone())];
-        state.get_or_create(&l).set(i64::from(p.state_number));
-        uptime.get_or_create(&l).set(p.uptime_s.unwrap_or(0) as i64);
-        for (family, n) in [
-            ("ipv4", p.prefixes_sent.saturating_sub(p.prefixes_sent_v6)),
-            ("ipv6", p.prefixes_sent_v6),
-        ] {
-            let mut fl = l.clone();
-            fl.push(("family", family.to_owned()));
-            prefixes_by_family.get_or_create(&fl).set(n as i64);
-        }
-        for family in &p.families_offered {
-            let mut fl = l.clone();
-            fl.push(("family", family.clone()));
-            negotiated
-                .get_or_create(&fl)
-                .set(i64::from(p.families.contains(family)));
-        }
-        if p.extended_next_hop_offered {
-            extended_next_hop
-                .get_or_create(&l)
-                .set(i64::from(p.extended_next_hop));
-        }
-        prefixes.get_or_create(&l).set(p.prefixes_sent as i64);
-        skipped.get_or_create(&l).set(p.prefixes_skipped as i64);
-        sent.get_or_create(&l).inc_by(p.updates_sent);
-        received.get_or_create(&l).inc_by(p.updates_received);
-        flaps.get_or_create(&l).inc_by(p.flaps);
-    }
-    let withdrawn = gauges(
-        r,
-        "bgp_withdrawn",
-        "1 while every BGP route is withdrawn, by reason (watchdog: a worker stopped polling; stopping: graceful stop)",
-    );
-    for reason in ["watchdog", "stopping"] {
-        withdrawn
-            .get_or_create(&vec![("reason", reason.to_owned())])
-            .set(i64::from(bgp.withdrawn.as_deref() == Some(reason)));
-    }
-    let trips = Counter::<u64>::default();
-    trips.inc_by(bgp.watchdog_trips);
-    r.register(
-        "bgp_watchdog_trips",
-        "Times the worker watchdog withdrew every BGP route",
-        trips,
-    );
 }

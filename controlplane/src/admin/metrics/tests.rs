@@ -1,3 +1,7 @@
+//! Tests of the metrics: the families of a known report (`sample`), read
+//! back by a small exposition parser (`parse`), and the HTTP server. One
+//! file over 700 lines: every test shares that report and that parser.
+
 use super::*;
 use crate::admin::{
     BackendReport, CounterReport, PortCounters, PortReport, ServiceReport, SnapshotReport,
@@ -594,6 +598,167 @@ fn bgp_sessions_have_their_families() {
     assert_eq!(
         value(&samples, "portico_bgp_watchdog_trips_total", &[]),
         3.0
+    );
+}
+
+/// GTSM per peer: the configured hops (0 when off) for every peer, the
+/// least TTL accepted only for the peers with GTSM.
+#[test]
+fn bgp_ttl_security_is_exported_per_peer() {
+    let mut report = sample();
+    let peer = |addr: &str, hops: Option<u8>, min_ttl: Option<u8>| crate::admin::BgpPeerReport {
+        peer: addr.into(),
+        state: "Established".into(),
+        state_number: 6,
+        ttl_security_hops: hops,
+        ttl: if hops.is_some() { 255 } else { 1 },
+        min_ttl,
+        ..Default::default()
+    };
+    report.bgp.peers = vec![
+        peer("192.0.2.100:179", Some(2), Some(254)),
+        peer("192.0.2.101:179", None, None),
+    ];
+    let text = encode_report(&report).expect("encodes");
+    let (types, samples) = parse(&text);
+    for family in [
+        "portico_bgp_ttl_security_hops",
+        "portico_bgp_ttl_security_min_ttl",
+    ] {
+        assert_eq!(
+            types.get(family).map(String::as_str),
+            Some("gauge"),
+            "{family}"
+        );
+        assert!(text.contains(&format!("# HELP {family} ")), "{text}");
+    }
+    let gtsm = [("peer", "192.0.2.100:179")];
+    let plain = [("peer", "192.0.2.101:179")];
+    assert_eq!(value(&samples, "portico_bgp_ttl_security_hops", &gtsm), 2.0);
+    assert_eq!(
+        value(&samples, "portico_bgp_ttl_security_min_ttl", &gtsm),
+        254.0
+    );
+    assert_eq!(
+        value(&samples, "portico_bgp_ttl_security_hops", &plain),
+        0.0
+    );
+    assert!(
+        !samples
+            .iter()
+            .any(|s| s.name == "portico_bgp_ttl_security_min_ttl"
+                && s.labels.get("peer").map(String::as_str) == Some("192.0.2.101:179")),
+        "no minimum TTL without GTSM: {text}"
+    );
+}
+
+/// Every field of the port counters reaches the metrics exactly once:
+/// traffic under its own families, drops by cause, every other one as
+/// `port_<field>_total` with its help text (AF_XDP's cross-queue counters
+/// among them).
+#[test]
+fn every_port_counter_is_exported_once_with_its_help() {
+    let mut report = sample();
+    let values: [u64; PortCounters::FIELDS] = std::array::from_fn(|i| 100 + i as u64);
+    let stats = PortCounters::from_values(values);
+    report.ports[0].stats = stats;
+    let text = encode_report(&report).expect("encodes");
+    let (types, samples) = parse(&text);
+    let port = [("port", "outside"), ("interface", "veth0")];
+    let causes: f64 = samples
+        .iter()
+        .filter(|s| s.name == "portico_port_drops_total")
+        .map(|s| s.value)
+        .sum();
+    assert_eq!(causes, stats.dropped() as f64, "every drop by one cause");
+    assert_eq!(
+        value(&samples, "portico_port_driver_drops_total", &port),
+        stats.dropped() as f64
+    );
+    let mut exported = 0;
+    for (i, (name, help)) in PortCounters::HELP.iter().enumerate() {
+        let family = format!("portico_port_{name}");
+        let own = types.get(&family).map(String::as_str);
+        let mut alone = PortCounters::default();
+        let mut one = alone.values();
+        one[i] = 1;
+        alone = PortCounters::from_values(one);
+        match *name {
+            "rx_frames" | "rx_bytes" | "tx_frames" | "tx_bytes" => {}
+            _ if alone.dropped() == 1 => assert_eq!(own, None, "{name} is a drop cause"),
+            _ => {
+                exported += 1;
+                assert_eq!(own, Some("counter"), "{name}\n{text}");
+                assert_eq!(
+                    value(&samples, &format!("{family}_total"), &port),
+                    values[i] as f64,
+                    "{name}"
+                );
+                // The help text is the field's, as the exposition escapes it.
+                assert!(
+                    text.contains(&format!("# HELP {family} {help}")),
+                    "{name}: {help}\n{text}"
+                );
+            }
+        }
+    }
+    assert_eq!(exported, ports::event_fields().count());
+    let other_queues = PortCounters::HELP
+        .iter()
+        .position(|(n, _)| *n == "rx_other_queues")
+        .expect("a field");
+    assert_eq!(
+        value(&samples, "portico_port_rx_other_queues_total", &port),
+        values[other_queues] as f64
+    );
+    assert!(
+        value(&samples, "portico_port_queue_socket_failures_total", &port) > 0.0,
+        "{text}"
+    );
+}
+
+/// Handoffs by direction and cause, and the steering installs, from the
+/// workers' totals.
+#[test]
+fn handoffs_and_steering_installs_are_exported() {
+    let mut report = sample();
+    let c = Counters {
+        handoff_out: 10,
+        handoff_in: 9,
+        handoff_snat_reply: 6,
+        handoff_client: 3,
+        handoff_icmp_error: 1,
+        steering_installs: 2,
+        steering_install_failures: 1,
+        ..Counters::default()
+    };
+    report.total = CounterReport::new(&c, Gauges::default());
+    let text = encode_report(&report).expect("encodes");
+    let (types, samples) = parse(&text);
+    for family in [
+        "portico_handoff_packets",
+        "portico_handoff_by_cause",
+        "portico_steering_installs",
+        "portico_steering_install_failures",
+    ] {
+        assert_eq!(
+            types.get(family).map(String::as_str),
+            Some("counter"),
+            "{family}"
+        );
+    }
+    for (direction, n) in [("out", 10.0), ("in", 9.0)] {
+        let l = [("direction", direction)];
+        assert_eq!(value(&samples, "portico_handoff_packets_total", &l), n);
+    }
+    for (cause, n) in [("snat_reply", 6.0), ("client", 3.0), ("icmp_error", 1.0)] {
+        let l = [("cause", cause)];
+        assert_eq!(value(&samples, "portico_handoff_by_cause_total", &l), n);
+    }
+    assert_eq!(value(&samples, "portico_steering_installs_total", &[]), 2.0);
+    assert_eq!(
+        value(&samples, "portico_steering_install_failures_total", &[]),
+        1.0
     );
 }
 

@@ -97,8 +97,9 @@ impl PortStats {
             // fill ring.
             kernel_rx_dropped: 0,
             kernel_fill_ring_empty: 0,
-            // No multi-buffer chains on a packet socket.
-            rx_bad_chain: 0,
+            // No multi-buffer chains, shared UMEMs or AF_XDP rings on a
+            // packet socket.
+            ..PortCounters::default()
         }
     }
 }

@@ -79,6 +79,16 @@ impl XdpPortStats {
             kernel_rx_drops: kernel.rx_ring_full,
             kernel_rx_dropped: kernel.rx_dropped,
             kernel_fill_ring_empty: kernel.rx_fill_ring_empty,
+            rx_chains: self.rx_chains,
+            tx_chains: self.tx_chains,
+            tx_copies: self.tx_copies,
+            tx_kicks: self.tx_kicks,
+            kernel_tx_invalid_descs: kernel.tx_invalid_descs,
+            kernel_tx_ring_empty: kernel.tx_ring_empty,
+            rx_other_queues: self.rx_other_queues,
+            queue_socket_failures: self.queue_socket_failures,
+            // af_packet's only: ring truncation, partial checksums, VLAN
+            // tags from metadata, ring freezes, GSO.
             ..PortCounters::default()
         }
     }
@@ -87,6 +97,34 @@ impl XdpPortStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every driver counter reaches the common counters (and so `portico
+    /// stats` and the metrics), the cross-queue ones included.
+    #[test]
+    fn every_driver_counter_reaches_the_port_counters() {
+        let s = XdpPortStats {
+            rx_chains: 1,
+            tx_chains: 2,
+            tx_copies: 3,
+            tx_kicks: 4,
+            rx_other_queues: 5,
+            queue_socket_failures: 6,
+            ..XdpPortStats::default()
+        };
+        let k = XdpKernelStats {
+            tx_invalid_descs: 7,
+            tx_ring_empty: 8,
+            ..XdpKernelStats::default()
+        };
+        let c = s.counters(&k);
+        assert_eq!(
+            (c.rx_chains, c.tx_chains, c.tx_copies, c.tx_kicks),
+            (1, 2, 3, 4)
+        );
+        assert_eq!((c.rx_other_queues, c.queue_socket_failures), (5, 6));
+        assert_eq!((c.kernel_tx_invalid_descs, c.kernel_tx_ring_empty), (7, 8));
+        assert_eq!(c.dropped(), 0, "none of them is a drop");
+    }
 
     #[test]
     fn kernel_drops_and_invalid_descriptors_count_in_the_port_counters() {

@@ -40,6 +40,7 @@ impl DriverPortStats {
             c.rx_bytes = dev.rx_bytes;
             c.tx_bytes = dev.tx_bytes;
             c.kernel_rx_drops = dev.rx_missed + dev.rx_nombuf;
+            c.kernel_rx_dropped = dev.rx_errors;
             c.tx_send_errors = dev.tx_errors;
         }
         c
