@@ -77,6 +77,7 @@ mod fixup;
 mod geometry;
 mod pool;
 mod port;
+mod sender;
 mod socket;
 mod stats;
 pub mod steering;
@@ -88,10 +89,11 @@ use crate::packet::{Offload, PortId};
 use crate::steering::SteeringRule;
 use crate::wire::MacAddr;
 use crate::wire::vnet;
-pub use config::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig, RxMode};
+pub use config::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig, RxMode, TxPath};
 use geometry::{rx_request, slot_request};
 use pool::{GSO_MAX_FRAME, Pools};
 use port::{RxContext, RxRing, TxRing};
+use sender::MsgSender;
 use stats::KernelTotals;
 pub use stats::{KernelStats, PortStats};
 use std::io;
@@ -206,6 +208,9 @@ pub struct AfPacketPort {
     fd: OwnedFd,
     rx: RxRing,
     tx: TxRing,
+    /// [`TxPath::Sendmsg`]: the send-only socket every frame leaves by
+    /// (the TX ring stays unused).
+    sender: Option<MsgSender>,
     stats: PortStats,
     /// The kernel's counters, accumulated over reads (each read resets
     /// them in the kernel).
@@ -227,6 +232,15 @@ impl AfPacketPort {
     }
     pub fn stats(&self) -> &PortStats {
         &self.stats
+    }
+    /// How this port's frames leave: [`TxPath::Ring`] or
+    /// [`TxPath::Sendmsg`] (never `Auto`: resolved when the port opened).
+    pub fn tx_path(&self) -> TxPath {
+        if self.sender.is_some() {
+            TxPath::Sendmsg
+        } else {
+            TxPath::Ring
+        }
     }
     /// TX slots in the ring (after rounding up to whole blocks).
     pub fn tx_ring_frames(&self) -> usize {
@@ -379,6 +393,13 @@ impl AfPacketPort {
         if let Some(group) = cfg.fanout_group_id {
             steering::join(&fd, group, config.fanout_mode).map_err(opt("PACKET_FANOUT"))?;
         }
+        let sender = match resolve_tx_path(config.tx_path, gso, ifname) {
+            TxPath::Sendmsg => Some(
+                MsgSender::open(info.ifindex, gso, config.qdisc_bypass)
+                    .map_err(|(option, source)| opt(option)(source))?,
+            ),
+            _ => None,
+        };
         Ok(AfPacketPort {
             ifname: ifname.to_string(),
             ifindex: info.ifindex,
@@ -389,9 +410,30 @@ impl AfPacketPort {
             fd,
             rx,
             tx,
+            sender,
             stats: PortStats::default(),
             kernel: KernelTotals::default(),
         })
+    }
+}
+
+/// The path frames leave `ifname` by: `Auto` is [`TxPath::Sendmsg`] on a
+/// veth with `gso` (where the ring's zero-copy pages cost a second copy of
+/// each super-packet, see `sender.rs`), [`TxPath::Ring`] elsewhere (a
+/// NIC DMAs the ring's pages as they are; small frames gain nothing).
+fn resolve_tx_path(path: TxPath, gso: bool, ifname: &str) -> TxPath {
+    match path {
+        TxPath::Auto => {
+            let veth = sys::ioctl_socket()
+                .and_then(|s| sys::driver_name(&s, ifname))
+                .is_ok_and(|d| d == "veth");
+            if gso && veth {
+                TxPath::Sendmsg
+            } else {
+                TxPath::Ring
+            }
+        }
+        chosen => chosen,
     }
 }
 
@@ -528,6 +570,11 @@ impl Driver for AfPacketDriver {
         let Some(p) = self.ports.get_mut(usize::from(port)) else {
             return 0;
         };
+        if let Some(sender) = &mut p.sender {
+            let taken = sender.send(p.mtu, &mut p.stats, &mut self.pool, frames);
+            p.stats.tx_ring_full += frames.len() as u64;
+            return taken;
+        }
         let (taken, queued) = port::tx_fill(
             &mut p.region,
             &mut p.tx,
