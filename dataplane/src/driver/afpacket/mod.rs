@@ -28,6 +28,10 @@
 //!   `send(fd, NULL, 0, MSG_DONTWAIT)`. `PACKET_QDISC_BYPASS` (on by
 //!   default) hands frames straight to the device; `PACKET_LOSS` makes the
 //!   kernel skip a malformed slot instead of stalling the ring.
+//! * **TX by `sendmmsg`** ([`TxPath::Sendmsg`], `auto` on a veth with `gso`):
+//!   a second, send-only socket per port and one `sendmmsg(2)` per burst
+//!   instead of the TX ring, whose zero-copy pages a veth must copy again
+//!   (see `sender.rs`).
 //! * **Own traffic**: `PACKET_IGNORE_OUTGOING` keeps a socket from receiving
 //!   frames sent on its interface (the other workers' TX, kernel output).
 //! * **Checks on RX**, counted per port in [`PortStats`]: frames longer than
@@ -63,7 +67,8 @@
 //! Invariants: everything (pool, poll set, rings) is allocated in
 //! [`AfPacketDriver::open`]; `rx_burst`, `tx_burst`, `release` and
 //! `frame_from` never allocate (beyond the caller's `Vec` capacity), lock or
-//! panic, `rx_burst` makes no syscall and `tx_burst` at most one. Pool buffers
+//! panic, `rx_burst` makes no syscall and `tx_burst` at most one (on the
+//! `sendmmsg` path one per 64 frames, plus one per frame the kernel refuses). Pool buffers
 //! hold the largest frame any port accepts, and TX slots hold a pool buffer.
 //!
 //! No `unsafe` code here: the Linux calls are the shared wrappers of
