@@ -61,7 +61,8 @@ fn sendmsg_frames_arrive_in_order_and_a_frame_above_the_mtu_is_counted() {
     assert_eq!(stats.tx_frames, sent.len() as u64);
     assert_eq!(stats.tx_too_big, 1);
     assert_eq!((stats.tx_send_errors, stats.tx_ring_full), (0, 0));
-    assert_eq!(driver.pool_free(), 512 + 8, "every buffer back in the pool");
+    // Without gso there are no big buffers.
+    assert_eq!(driver.pool_free(), 512, "every buffer back in the pool");
 }
 
 /// With `gso`: a TCP super-packet of ~20 KB (above the MTU, with its
