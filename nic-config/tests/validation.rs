@@ -1260,7 +1260,7 @@ fn afpacket_tx_path_takes_its_three_names_and_refuses_others() {
     ] {
         let section = format!("[dataplane.afpacket]\ntx_path = \"{name}\"\n[dataplane.affinity]");
         let plan = parse(&edit(&[("[dataplane.affinity]", section.as_str())]))
-        .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(plan.dataplane.afpacket.tx_path, want);
     }
     let err = parse(&edit(&[(

@@ -136,8 +136,8 @@ pub(crate) fn driver_name(sock: impl AsFd, ifname: &str) -> io::Result<String> {
     let mut ifr = ifreq_for(ifname)?;
     ifr.ifr_ifru.ifru_data = (&mut info as *mut EthtoolDrvinfo).cast::<libc::c_char>();
     ioctl_ifreq(sock, libc::SIOCETHTOOL, &mut ifr)?;
-    let name = CStr::from_bytes_until_nul(&info.driver)
-        .map_err(|_| einval("driver name without NUL"))?;
+    let name =
+        CStr::from_bytes_until_nul(&info.driver).map_err(|_| einval("driver name without NUL"))?;
     Ok(name.to_string_lossy().into_owned())
 }
 

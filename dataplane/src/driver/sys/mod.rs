@@ -35,7 +35,8 @@ pub(crate) use fd::{
     send_empty, send_to, setsockopt, setsockopt_program, socket, take_socket_error, zeroed,
 };
 pub(crate) use iface::{
-    driver_name, ethtool_value, hw_addr, ioctl_socket, ipv4_addrs, mtu, rx_queue_count};
+    driver_name, ethtool_value, hw_addr, ioctl_socket, ipv4_addrs, mtu, rx_queue_count,
+};
 pub(crate) use poll::PollSet;
 pub(crate) use region::Region;
 pub(crate) use tap::{open_tap_queue, read_frame, set_hw_addr, set_mtu, set_up, write_frame};
