@@ -214,7 +214,7 @@ pub struct AfPacketPort {
     rx: RxRing,
     tx: TxRing,
     /// [`TxPath::Sendmsg`]: the send-only socket every frame leaves by
-    /// (the TX ring stays unused).
+    /// (then `tx` has no slots: no TX ring is mapped).
     sender: Option<MsgSender>,
     stats: PortStats,
     /// The kernel's counters, accumulated over reads (each read resets
@@ -247,7 +247,8 @@ impl AfPacketPort {
             TxPath::Ring
         }
     }
-    /// TX slots in the ring (after rounding up to whole blocks).
+    /// TX slots in the ring (after rounding up to whole blocks; 0 on the
+    /// `sendmmsg` path, which maps no TX ring).
     pub fn tx_ring_frames(&self) -> usize {
         self.tx.frame_count()
     }
@@ -317,8 +318,18 @@ impl AfPacketPort {
             &invalid,
             "tx",
         )?;
-        let (tx_block_size, tx_block_count) =
-            (tx_req.tp_block_size as usize, tx_req.tp_block_nr as usize);
+        // The sendmmsg path sends by a socket of its own: no TX ring (with
+        // gso it would be 18.5 MiB per socket for nothing).
+        let tx_path = resolve_tx_path(config.tx_path, gso, ifname);
+        let tx_ring = tx_path == TxPath::Ring;
+        let (tx_block_size, tx_block_count) = (
+            tx_req.tp_block_size as usize,
+            if tx_ring {
+                tx_req.tp_block_nr as usize
+            } else {
+                0
+            },
+        );
 
         let fd = socket::packet_socket().map_err(|source| AfPacketError::Socket {
             ifname: ifname.to_string(),
@@ -353,8 +364,10 @@ impl AfPacketPort {
         // same request.
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req)
             .map_err(opt("PACKET_RX_RING"))?;
-        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx_req)
-            .map_err(opt("PACKET_TX_RING"))?;
+        if tx_ring {
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx_req)
+                .map_err(opt("PACKET_TX_RING"))?;
+        }
 
         let (block, blocks) = (rx_req.tp_block_size as usize, rx_req.tp_block_nr as usize);
         let rx = match ring.rx_mode {
@@ -398,12 +411,13 @@ impl AfPacketPort {
         if let Some(group) = cfg.fanout_group_id {
             steering::join(&fd, group, config.fanout_mode).map_err(opt("PACKET_FANOUT"))?;
         }
-        let sender = match resolve_tx_path(config.tx_path, gso, ifname) {
-            TxPath::Sendmsg => Some(
+        let sender = if tx_ring {
+            None
+        } else {
+            Some(
                 MsgSender::open(info.ifindex, gso, config.qdisc_bypass)
                     .map_err(|(option, source)| opt(option)(source))?,
-            ),
-            _ => None,
+            )
         };
         Ok(AfPacketPort {
             ifname: ifname.to_string(),
