@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One IPv6 TCP flow (iperf3 -6) through a gateway namespace, three ways in
-# the same topology and run: Portico on af_packet with `gso = true`, Portico
-# with `gso = false`, and the kernel (IPv6 forwarding, nftables DNAT to the
+# One IPv6 TCP flow (iperf3 -6) through a gateway namespace, four ways in
+# the same topology and run: Portico on af_packet with `gso = true` sending
+# by its TX ring (`tx_path = "ring"`) and by `sendmmsg` (`"sendmsg"`, what
+# `auto` picks on veth), Portico with `gso = false`, and the kernel (IPv6 forwarding, nftables DNAT to the
 # backend and SNAT to the SNAT address — the same full NAT). The peers keep
 # their offloads (TSO/GSO/GRO on, the veth default; off for `gso = false`,
 # whose MTU-size frames cannot take super-packets). See bench/RESULTS.md,
@@ -50,10 +51,15 @@ r = json.load(sys.stdin)
 print(r["end"]["sum_received"]["bits_per_second"] if "sum_received" in r["end"] else "0")
 print(r.get("error", ""), file=sys.stderr)')
     wait "$server" 2>/dev/null || true
-    printf '%-26s %8.2f Gbit/s\n' "$1" "$(python3 -c "print($bps / 1e9)")"
+    last_bps=$bps
+    printf '%-28s %8.2f Gbit/s\n' "$1" "$(python3 -c "print($bps / 1e9)")"
 }
 
-run_portico() { # gso
+cpu_ticks() { # pid: user + system clock ticks of the process so far
+    awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+run_portico() { # gso tx_path
     cat >"$dir/portico.toml" <<EOF
 [dataplane]
 workers = 1
@@ -61,6 +67,7 @@ idle = "adaptive"
 
 [dataplane.afpacket]
 gso = $1
+tx_path = "$2"
 
 [[port]]
 name = "outside"
@@ -92,7 +99,13 @@ EOF
     pids+=("$gw")
     for _ in $(seq 100); do [ -S "$dir/portico.sock" ] && break; sleep 0.1; done
     sleep 1
-    iperf "portico af_packet gso=$1" || tail -5 "$dir/portico.log"
+    local t0 t1
+    t0=$(cpu_ticks "$gw")
+    iperf "portico gso=$1 tx=$2" || tail -5 "$dir/portico.log"
+    t1=$(cpu_ticks "$gw")
+    # Gateway CPU per MiB forwarded (the transfer ran $secs s at last_bps).
+    python3 -c "import os; t = ($t1 - $t0) / os.sysconf('SC_CLK_TCK'); mib = $last_bps * $secs / 8 / 2**20
+print(f'    gateway CPU {t:.2f} s, {t * 1e6 / max(mib, 1):.0f} us/MiB')"
     ip netns exec "${s}g" "$portico" stats --admin-socket "$dir/portico.sock" --json |
         python3 -c 'import json, sys
 for p in json.load(sys.stdin)["ports"]:
@@ -105,11 +118,12 @@ offloads() { # on|off: the client's and the backend's ends
     ip netns exec "${s}c" "$portico" tool "offloads-$1" "${s}c0" >/dev/null
     ip netns exec "${s}b" "$portico" tool "offloads-$1" "${s}b0" >/dev/null
 }
-run_portico true
+run_portico true ring
+run_portico true sendmsg
 # Without gso the peers must segment (a super-packet is too big for the
 # gateway's MTU-size frames).
 offloads off
-run_portico false
+run_portico false auto
 offloads on
 # The kernel path: the same addresses on the gateway's links, forwarding,
 # DNAT to the backend and SNAT to the SNAT address.

@@ -68,10 +68,10 @@ pub use plan::{
 };
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
-    AddressPoolSection, AfpacketRxRing, AfpacketSection, AfxdpSection, BackendGone, ConfigFile,
-    DriverKind, EndpointCondition, IdlePolicy, InstanceSection, KubernetesSection, MssClampSetting,
-    MultiBufferSetting, NeighbourTableSection, PortOverrideSection, PortRole, Protocol,
-    SessionAffinity, SynProxy, XdpModeSetting, ZeroCopySetting,
+    AddressPoolSection, AfpacketRxRing, AfpacketSection, AfpacketTxPath, AfxdpSection, BackendGone,
+    ConfigFile, DriverKind, EndpointCondition, IdlePolicy, InstanceSection, KubernetesSection,
+    MssClampSetting, MultiBufferSetting, NeighbourTableSection, PortOverrideSection, PortRole,
+    Protocol, SessionAffinity, SynProxy, XdpModeSetting, ZeroCopySetting,
 };
 pub use validate::{InstanceChoice, validate, validate_instance};
 

@@ -812,6 +812,25 @@ pub struct AfpacketSection {
     /// false.
     #[serde(default)]
     pub gso: bool,
+    /// How frames leave a port: `"ring"` (the socket's TX ring: one copy
+    /// into a slot, the device DMAs the slot's pages), `"sendmsg"` (one
+    /// `sendmmsg(2)` per burst on a send-only socket: the kernel copies
+    /// each frame once into pages of its own, which a veth passes on
+    /// without the second copy the ring's pages cost it), or `"auto"`:
+    /// `"sendmsg"` on veth ports with `gso`, `"ring"` otherwise. Default
+    /// `"auto"`.
+    #[serde(default)]
+    pub tx_path: AfpacketTxPath,
+}
+
+/// How the af_packet driver sends (`[dataplane.afpacket] tx_path`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AfpacketTxPath {
+    #[default]
+    Auto,
+    Ring,
+    Sendmsg,
 }
 
 /// How the af_packet RX ring hands frames to the worker.

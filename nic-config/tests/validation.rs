@@ -1268,6 +1268,27 @@ fn afpacket_gso_lowers_the_slot_defaults_and_names_a_bad_value() {
 }
 
 #[test]
+fn afpacket_tx_path_takes_its_three_names_and_refuses_others() {
+    for (name, want) in [
+        ("auto", nic_config::AfpacketTxPath::Auto),
+        ("ring", nic_config::AfpacketTxPath::Ring),
+        ("sendmsg", nic_config::AfpacketTxPath::Sendmsg),
+    ] {
+        let section = format!("[dataplane.afpacket]\ntx_path = \"{name}\"\n[dataplane.affinity]");
+        let plan = parse(&edit(&[("[dataplane.affinity]", section.as_str())]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(plan.dataplane.afpacket.tx_path, want);
+    }
+    let err = parse(&edit(&[(
+        "[dataplane.affinity]",
+        "[dataplane.afpacket]\ntx_path = \"mmap\"\n[dataplane.affinity]",
+    )]))
+    .expect_err("mmap is not a tx path");
+    let text = err.to_string();
+    assert!(text.contains("tx_path") || text.contains("mmap"), "{text}");
+}
+
+#[test]
 fn defaults_fill_everything_left_out() {
     let plan = parse(
         "[[port]]\nname = \"lan\"\ndriver = \"afpacket\"\ninterface = \"eth0\"\nrole = \"both\"\n",
@@ -1284,6 +1305,7 @@ fn defaults_fill_everything_left_out() {
             rx_block_timeout_ms: 1,
             tx_frame_count: 1024,
             gso: false,
+            tx_path: nic_config::AfpacketTxPath::Auto,
         }
     );
     assert!(!d.afxdp.busy_poll);

@@ -302,6 +302,7 @@ impl Gateway {
                 let mut config = AfPacketConfig::new(&ifnames);
                 config.ring = afpacket_rings(&self.plan.dataplane.afpacket);
                 config.gso = self.plan.dataplane.afpacket.gso;
+                config.tx_path = self.plan.dataplane.afpacket.tx_path.to_dataplane();
                 if workers > 1 {
                     config.ports = ifnames
                         .iter()

@@ -36,8 +36,8 @@
 
 use crate::addr::{IpPrefix, IpRange, MacAddr};
 pub use crate::schema::{
-    AfpacketRxRing, BackendGone, DriverKind, EndpointCondition, IdlePolicy, MultiBufferSetting,
-    PortRole, Protocol, XdpModeSetting, ZeroCopySetting,
+    AfpacketRxRing, AfpacketTxPath, BackendGone, DriverKind, EndpointCondition, IdlePolicy,
+    MultiBufferSetting, PortRole, Protocol, XdpModeSetting, ZeroCopySetting,
 };
 pub use portico_bgp::{Advertisement, PeerConfig};
 use std::fmt;
@@ -337,6 +337,7 @@ pub struct AfpacketPlan {
     pub tx_frame_count: u32,
     /// GSO/GRO pass-through (`PACKET_VNET_HDR`, offloads kept on).
     pub gso: bool,
+    pub tx_path: AfpacketTxPath,
 }
 
 /// Per-worker flow table.

@@ -98,6 +98,7 @@ impl Validator {
             rx_block_timeout_ms,
             tx_frame_count,
             gso: a.gso,
+            tx_path: a.tx_path,
         }
     }
 }

@@ -59,6 +59,25 @@ pub enum RxMode {
     Blocks,
 }
 
+/// How a port's frames leave (`[dataplane.afpacket] tx_path`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TxPath {
+    /// [`TxPath::Sendmsg`] on a veth port with `gso` on,
+    /// [`TxPath::Ring`] otherwise. The default.
+    #[default]
+    Auto,
+    /// The socket's `PACKET_TX_RING`: one copy into a slot, one `send`
+    /// kick per burst. The skb's pages are the ring's (a zero-copy skb):
+    /// a NIC DMAs them as they are, but a veth must copy them again
+    /// (`skb_copy_ubufs`) before the peer's stack may keep them.
+    Ring,
+    /// A second, send-only packet socket per port and one `sendmmsg(2)`
+    /// per burst, each frame gathered from its `virtio_net_hdr` and the
+    /// pool buffer: the kernel copies it once into ordinary pages, which
+    /// a veth hands to the peer as they are.
+    Sendmsg,
+}
+
 /// Ring sizes of every socket of a driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingConfig {
@@ -119,6 +138,8 @@ pub struct AfPacketConfig {
     /// With `gso`: buffers of 64 KiB for super-packets, besides the
     /// `pool_frames` MTU-size ones.
     pub gso_pool_frames: usize,
+    /// How frames leave each port (resolved per port when it opens).
+    pub tx_path: TxPath,
 }
 
 impl AfPacketConfig {
@@ -141,6 +162,7 @@ impl AfPacketConfig {
             pool_frames: 4096,
             gso: false,
             gso_pool_frames: 256,
+            tx_path: TxPath::Auto,
         }
     }
 }

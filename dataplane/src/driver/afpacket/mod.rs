@@ -28,6 +28,10 @@
 //!   `send(fd, NULL, 0, MSG_DONTWAIT)`. `PACKET_QDISC_BYPASS` (on by
 //!   default) hands frames straight to the device; `PACKET_LOSS` makes the
 //!   kernel skip a malformed slot instead of stalling the ring.
+//! * **TX by `sendmmsg`** ([`TxPath::Sendmsg`], `auto` on a veth with `gso`):
+//!   a second, send-only socket per port and one `sendmmsg(2)` per burst
+//!   instead of the TX ring, whose zero-copy pages a veth must copy again
+//!   (see `sender.rs`).
 //! * **Own traffic**: `PACKET_IGNORE_OUTGOING` keeps a socket from receiving
 //!   frames sent on its interface (the other workers' TX, kernel output).
 //! * **Checks on RX**, counted per port in [`PortStats`]: frames longer than
@@ -63,7 +67,8 @@
 //! Invariants: everything (pool, poll set, rings) is allocated in
 //! [`AfPacketDriver::open`]; `rx_burst`, `tx_burst`, `release` and
 //! `frame_from` never allocate (beyond the caller's `Vec` capacity), lock or
-//! panic, `rx_burst` makes no syscall and `tx_burst` at most one. Pool buffers
+//! panic, `rx_burst` makes no syscall and `tx_burst` at most one (on the
+//! `sendmmsg` path one per 64 frames, plus one per frame the kernel refuses). Pool buffers
 //! hold the largest frame any port accepts, and TX slots hold a pool buffer.
 //!
 //! No `unsafe` code here: the Linux calls are the shared wrappers of
@@ -77,6 +82,7 @@ mod fixup;
 mod geometry;
 mod pool;
 mod port;
+mod sender;
 mod socket;
 mod stats;
 pub mod steering;
@@ -88,10 +94,11 @@ use crate::packet::{Offload, PortId};
 use crate::steering::SteeringRule;
 use crate::wire::MacAddr;
 use crate::wire::vnet;
-pub use config::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig, RxMode};
+pub use config::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig, RxMode, TxPath};
 use geometry::{rx_request, slot_request};
 use pool::{GSO_MAX_FRAME, Pools};
 use port::{RxContext, RxRing, TxRing};
+use sender::MsgSender;
 use stats::KernelTotals;
 pub use stats::{KernelStats, PortStats};
 use std::io;
@@ -206,6 +213,9 @@ pub struct AfPacketPort {
     fd: OwnedFd,
     rx: RxRing,
     tx: TxRing,
+    /// [`TxPath::Sendmsg`]: the send-only socket every frame leaves by
+    /// (then `tx` has no slots: no TX ring is mapped).
+    sender: Option<MsgSender>,
     stats: PortStats,
     /// The kernel's counters, accumulated over reads (each read resets
     /// them in the kernel).
@@ -228,7 +238,17 @@ impl AfPacketPort {
     pub fn stats(&self) -> &PortStats {
         &self.stats
     }
-    /// TX slots in the ring (after rounding up to whole blocks).
+    /// How this port's frames leave: [`TxPath::Ring`] or
+    /// [`TxPath::Sendmsg`] (never `Auto`: resolved when the port opened).
+    pub fn tx_path(&self) -> TxPath {
+        if self.sender.is_some() {
+            TxPath::Sendmsg
+        } else {
+            TxPath::Ring
+        }
+    }
+    /// TX slots in the ring (after rounding up to whole blocks; 0 on the
+    /// `sendmmsg` path, which maps no TX ring).
     pub fn tx_ring_frames(&self) -> usize {
         self.tx.frame_count()
     }
@@ -298,8 +318,18 @@ impl AfPacketPort {
             &invalid,
             "tx",
         )?;
-        let (tx_block_size, tx_block_count) =
-            (tx_req.tp_block_size as usize, tx_req.tp_block_nr as usize);
+        // The sendmmsg path sends by a socket of its own: no TX ring (with
+        // gso it would be 18.5 MiB per socket for nothing).
+        let tx_path = resolve_tx_path(config.tx_path, gso, ifname);
+        let tx_ring = tx_path == TxPath::Ring;
+        let (tx_block_size, tx_block_count) = (
+            tx_req.tp_block_size as usize,
+            if tx_ring {
+                tx_req.tp_block_nr as usize
+            } else {
+                0
+            },
+        );
 
         let fd = socket::packet_socket().map_err(|source| AfPacketError::Socket {
             ifname: ifname.to_string(),
@@ -334,8 +364,10 @@ impl AfPacketPort {
         // same request.
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req)
             .map_err(opt("PACKET_RX_RING"))?;
-        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx_req)
-            .map_err(opt("PACKET_TX_RING"))?;
+        if tx_ring {
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx_req)
+                .map_err(opt("PACKET_TX_RING"))?;
+        }
 
         let (block, blocks) = (rx_req.tp_block_size as usize, rx_req.tp_block_nr as usize);
         let rx = match ring.rx_mode {
@@ -379,6 +411,14 @@ impl AfPacketPort {
         if let Some(group) = cfg.fanout_group_id {
             steering::join(&fd, group, config.fanout_mode).map_err(opt("PACKET_FANOUT"))?;
         }
+        let sender = if tx_ring {
+            None
+        } else {
+            Some(
+                MsgSender::open(info.ifindex, gso, config.qdisc_bypass)
+                    .map_err(|(option, source)| opt(option)(source))?,
+            )
+        };
         Ok(AfPacketPort {
             ifname: ifname.to_string(),
             ifindex: info.ifindex,
@@ -389,9 +429,30 @@ impl AfPacketPort {
             fd,
             rx,
             tx,
+            sender,
             stats: PortStats::default(),
             kernel: KernelTotals::default(),
         })
+    }
+}
+
+/// The path frames leave `ifname` by: `Auto` is [`TxPath::Sendmsg`] on a
+/// veth with `gso` (where the ring's zero-copy pages cost a second copy of
+/// each super-packet, see `sender.rs`), [`TxPath::Ring`] elsewhere (a
+/// NIC DMAs the ring's pages as they are; small frames gain nothing).
+fn resolve_tx_path(path: TxPath, gso: bool, ifname: &str) -> TxPath {
+    match path {
+        TxPath::Auto => {
+            let veth = sys::ioctl_socket()
+                .and_then(|s| sys::driver_name(&s, ifname))
+                .is_ok_and(|d| d == "veth");
+            if gso && veth {
+                TxPath::Sendmsg
+            } else {
+                TxPath::Ring
+            }
+        }
+        chosen => chosen,
     }
 }
 
@@ -528,6 +589,11 @@ impl Driver for AfPacketDriver {
         let Some(p) = self.ports.get_mut(usize::from(port)) else {
             return 0;
         };
+        if let Some(sender) = &mut p.sender {
+            let taken = sender.send(p.mtu, &mut p.stats, &mut self.pool, frames);
+            p.stats.tx_ring_full += frames.len() as u64;
+            return taken;
+        }
         let (taken, queued) = port::tx_fill(
             &mut p.region,
             &mut p.tx,

@@ -272,6 +272,100 @@ pub(crate) fn send_to<A: Plain>(fd: impl AsFd, msg: &[u8], addr: &A) -> io::Resu
     cvt_size(rc)
 }
 
+/// The `mmsghdr`/`iovec` arrays of `sendmmsg(2)`, allocated once: each
+/// message is gathered from two parts (a header and a frame, say) that are
+/// borrowed only for the call.
+///
+/// Invariant: the raw pointers in `msgs` and `iovs` are written by
+/// [`SendBatch::send`] right before its syscall and point into slices
+/// borrowed for that call; nothing reads them afterwards.
+pub(crate) struct SendBatch {
+    msgs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+}
+
+// SAFETY: the pointers inside are only meaningful during `send`, which
+// borrows what they point to (type invariant); between calls they are
+// dead values, so moving the arrays to another thread shares nothing.
+unsafe impl Send for SendBatch {}
+
+impl std::fmt::Debug for SendBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendBatch")
+            .field("capacity", &self.msgs.len())
+            .finish()
+    }
+}
+
+impl SendBatch {
+    /// Arrays for up to `capacity` messages per call.
+    pub(crate) fn new(capacity: usize) -> Self {
+        let iov = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        // SAFETY: `mmsghdr` is integers and raw pointers; all-zero bytes
+        // (null pointers, zero lengths) are a valid value.
+        let msg: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        SendBatch {
+            msgs: vec![msg; capacity],
+            iovs: vec![iov; capacity * 2],
+        }
+    }
+
+    /// `sendmmsg(fd, ..., MSG_DONTWAIT)` of the first `capacity` (of
+    /// [`SendBatch::new`]) messages of `messages`, each the concatenation of its two parts, to
+    /// the address the socket is bound to. Returns how many the kernel
+    /// took, from the front (fewer when one failed; its error comes with
+    /// the next call); an error when the first one failed. Allocates
+    /// nothing.
+    pub(crate) fn send<'a>(
+        &mut self,
+        fd: impl AsFd,
+        messages: impl IntoIterator<Item = [&'a [u8]; 2]>,
+    ) -> io::Result<usize> {
+        let mut n = 0;
+        for (parts, (msg, iovs)) in messages
+            .into_iter()
+            .zip(self.msgs.iter_mut().zip(self.iovs.chunks_exact_mut(2)))
+        {
+            for (iov, part) in iovs.iter_mut().zip(parts) {
+                *iov = libc::iovec {
+                    iov_base: part.as_ptr().cast_mut().cast::<libc::c_void>(),
+                    iov_len: part.len(),
+                };
+            }
+            let h = &mut msg.msg_hdr;
+            h.msg_name = std::ptr::null_mut();
+            h.msg_namelen = 0;
+            h.msg_iov = iovs.as_mut_ptr();
+            h.msg_iovlen = 2;
+            h.msg_control = std::ptr::null_mut();
+            h.msg_controllen = 0;
+            h.msg_flags = 0;
+            msg.msg_len = 0;
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let count = libc::c_uint::try_from(n).map_err(|_| einval("batch too large"))?;
+        // SAFETY: the first `n` entries of `msgs` are initialised above;
+        // each points at two `iovs` entries of this batch, which point at
+        // parts borrowed (`'a`) for this call. The kernel reads those and
+        // writes only the `msg_len` fields of `msgs`.
+        let rc = unsafe {
+            libc::sendmmsg(
+                fd.as_fd().as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                count,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        cvt(rc).map(|k| k as usize)
+    }
+}
+
 /// One datagram into `buf` (blocking); returns its length.
 pub(crate) fn recv(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes; the

@@ -1,5 +1,6 @@
 //! Interface facts and settings through the legacy ioctls (`SIOCGIFHWADDR`,
-//! `SIOCGIFMTU`, `SIOCETHTOOL` with `ethtool_value` and `ethtool_channels`)
+//! `SIOCGIFMTU`, `SIOCETHTOOL` with `ethtool_value`, `ethtool_drvinfo` and
+//! `ethtool_channels`)
 //! and `getifaddrs(3)`. Everything acts on the calling thread's network
 //! namespace.
 //!
@@ -93,6 +94,51 @@ pub(crate) fn ethtool_value(sock: impl AsFd, ifname: &str, cmd: u32, data: u32) 
     ifr.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast::<libc::c_char>();
     ioctl_ifreq(sock, libc::SIOCETHTOOL, &mut ifr)?;
     Ok(value.data)
+}
+
+/// `struct ethtool_drvinfo` of `<linux/ethtool.h>`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+const ETHTOOL_GDRVINFO: u32 = 0x3;
+
+/// The name of `ifname`'s kernel driver (`ETHTOOL_GDRVINFO`: `"veth"`,
+/// `"virtio_net"`, `"mlx5_core"`, ...).
+pub(crate) fn driver_name(sock: impl AsFd, ifname: &str) -> io::Result<String> {
+    let mut info = EthtoolDrvinfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        n_priv_flags: 0,
+        n_stats: 0,
+        testinfo_len: 0,
+        eedump_len: 0,
+        regdump_len: 0,
+    };
+    let mut ifr = ifreq_for(ifname)?;
+    ifr.ifr_ifru.ifru_data = (&mut info as *mut EthtoolDrvinfo).cast::<libc::c_char>();
+    ioctl_ifreq(sock, libc::SIOCETHTOOL, &mut ifr)?;
+    let name =
+        CStr::from_bytes_until_nul(&info.driver).map_err(|_| einval("driver name without NUL"))?;
+    Ok(name.to_string_lossy().into_owned())
 }
 
 /// `struct ethtool_channels` of `<linux/ethtool.h>`.

@@ -4,13 +4,14 @@
 //!
 //! * `fd`: descriptors and sockets (`socket`, `bind`, `setsockopt`,
 //!   `getsockopt`, empty `send`/`recv` kicks, `if_nametoindex`, `poll`,
-//!   the page size), and [`Plain`], the types the kernel may write into;
+//!   the page size, [`SendBatch`]'s `sendmmsg(2)` of gathered frames),
+//!   and [`Plain`], the types the kernel may write into;
 //! * `region`: [`Region`], one `mmap(2)` mapping with bounds-checked
 //!   accessors (af_packet's RX/TX rings, AF_XDP's rings and UMEM);
 //! * `poll`: [`PollSet`], a driver's sockets waited on together (the idle
 //!   sleep of every kernel-socket driver);
 //! * `iface`: the interface ioctls (`SIOCGIFHWADDR`, `SIOCGIFMTU`,
-//!   `SIOCETHTOOL`) and `getifaddrs(3)`;
+//!   `SIOCETHTOOL`, the driver's name among them) and `getifaddrs(3)`;
 //! * `tap`: the host path's multi-queue TAP (`TUNSETIFF`, its MAC, MTU
 //!   and up flag, non-blocking `read`/`write` of frames), for
 //!   [`crate::driver::hostpath`].
@@ -30,10 +31,12 @@ mod region;
 mod tap;
 
 pub(crate) use fd::{
-    Plain, bind, einval, getsockopt, if_index, owned_fd, page_size, recv, recv_empty, send_empty,
-    send_to, setsockopt, setsockopt_program, socket, take_socket_error, zeroed,
+    Plain, SendBatch, bind, einval, getsockopt, if_index, owned_fd, page_size, recv, recv_empty,
+    send_empty, send_to, setsockopt, setsockopt_program, socket, take_socket_error, zeroed,
 };
-pub(crate) use iface::{ethtool_value, hw_addr, ioctl_socket, ipv4_addrs, mtu, rx_queue_count};
+pub(crate) use iface::{
+    driver_name, ethtool_value, hw_addr, ioctl_socket, ipv4_addrs, mtu, rx_queue_count,
+};
 pub(crate) use poll::PollSet;
 pub(crate) use region::Region;
 pub(crate) use tap::{open_tap_queue, read_frame, set_hw_addr, set_mtu, set_up, write_frame};

@@ -24,6 +24,7 @@ mod frames;
 use super::fixup;
 use super::pool::{GSO_MAX_FRAME, Pools};
 use super::{AfPacketFrame, PortStats, RxMode};
+use crate::driver::Frame;
 use crate::driver::sys::Region;
 use crate::packet::Offload;
 use crate::wire::{ethernet, vnet};
@@ -352,14 +353,9 @@ pub(super) fn tx_fill(
     let mut taken = 0;
     let mut queued = 0;
     for frame in frames.iter() {
-        let bytes = &frame.buf[..frame.len.min(frame.buf.len())];
-        let tagged = bytes
-            .get(12..14)
-            .is_some_and(|t| fixup::is_vlan_tpid(u16::from_be_bytes([t[0], t[1]])));
+        let bytes = frame.data();
         let gso = tx.gso && frame.offload.is_gso();
-        if (!gso && bytes.len() > fixup::max_frame_len(mtu, tagged))
-            || bytes.len() > tx.max_payload()
-        {
+        if !tx_fits(frame, mtu, tx.gso, tx.max_payload()) {
             stats.tx_too_big += 1;
             taken += 1;
             continue;
@@ -375,7 +371,8 @@ pub(super) fn tx_fill(
         let vnet_len = tx.vnet_len();
         let len = bytes.len() as u32;
         let slot_len = (vnet_len + bytes.len()) as u32;
-        let ok = (vnet_len == 0 || write_vnet(region, slot + l.data, &frame.offload, bytes))
+        let ok = (vnet_len == 0
+            || region.copy_in(slot + l.data, &vnet_header(&frame.offload, bytes)))
             && region.copy_in(slot + l.data + vnet_len, bytes)
             && l.next_offset
                 .is_none_or(|off| region.write_u32(slot + off, 0))
@@ -400,13 +397,27 @@ pub(super) fn tx_fill(
     (taken, queued)
 }
 
-/// Write the `virtio_net_hdr` of `o` for `bytes` at `at` (the start of a TX
-/// slot's data): the kernel then takes a super-packet whole (segmented by
+/// Whether `frame` may leave a port of `mtu`: at most the MTU (plus its
+/// Ethernet header and tag) unless it is a super-packet on a socket with
+/// vnet headers (`vnet`), and at most `max_payload` bytes (a TX slot's
+/// room, or the largest super-packet) either way.
+pub(super) fn tx_fits(frame: &AfPacketFrame, mtu: u32, vnet: bool, max_payload: usize) -> bool {
+    let bytes = frame.data();
+    let tagged = bytes
+        .get(12..14)
+        .is_some_and(|t| fixup::is_vlan_tpid(u16::from_be_bytes([t[0], t[1]])));
+    let gso = vnet && frame.offload.is_gso();
+    (gso || bytes.len() <= fixup::max_frame_len(mtu, tagged)) && bytes.len() <= max_payload
+}
+
+/// The `virtio_net_hdr` of `o` for `bytes`, sent in front of the frame
+/// (at the start of a TX slot's data, or as the first part of a
+/// `sendmsg`): the kernel then takes a super-packet whole (segmented by
 /// the device, the peer veth, or the kernel's GSO when the device cannot)
 /// and a partial checksum for the device to finish. `hdr_len` covers the
 /// headers up to the end of the L4 header (VPP's `fill_gso_offload` does
 /// the same).
-fn write_vnet(region: &mut Region, at: usize, o: &Offload, bytes: &[u8]) -> bool {
+pub(super) fn vnet_header(o: &Offload, bytes: &[u8]) -> [u8; vnet::HEADER_LEN] {
     let hdr_len = if o.needs_csum {
         let l4 = usize::from(o.csum_start);
         let l4_len = match o.gso {
@@ -418,7 +429,7 @@ fn write_vnet(region: &mut Region, at: usize, o: &Offload, bytes: &[u8]) -> bool
     } else {
         ethernet::HEADER_LEN as u16
     };
-    region.copy_in(at, &o.encode(hdr_len))
+    o.encode(hdr_len)
 }
 
 #[cfg(test)]

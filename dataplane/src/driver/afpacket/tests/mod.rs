@@ -13,6 +13,8 @@
 //! `PORTICO_REQUIRE_ROOT=1`: then a skip fails the test).
 
 use super::*;
+
+mod tx_path;
 use crate::driver::test_frames::{is_udp_to, numbered_payload};
 use crate::wire::{MacAddr, build, ipv4, tcp, udp};
 use portico_netns::{Netns, RawSocket, Veth, in_netns, require_root};
