@@ -38,6 +38,7 @@ pub use table::{ID_CHUNK, IdTable, MAP_SHARDS, ShardedMap};
 use crate::flow::Proto;
 use crate::maglev::MaglevTable;
 use crate::packet::PortId;
+use crate::steering::AffinityTuples;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -255,6 +256,9 @@ pub struct Snapshot {
     pub listeners: ShardedMap<ListenerKey, Listener>,
     /// The IPv6 listeners (as `listeners`).
     pub listeners6: ShardedMap<ListenerKey6, Listener>,
+    /// The listeners and backend endpoints whose flows are owned by the
+    /// client address alone (ClientIP affinity; see [`AffinityTuples`]).
+    pub affinity: Arc<AffinityTuples>,
     /// Indexed by [`ServiceId`]; `None` for ids not in use.
     pub services: IdTable<Service>,
     /// Indexed by [`BackendId`]; `None` for ids not in use.
@@ -284,6 +288,7 @@ impl Snapshot {
             owned6: ShardedMap::new(),
             listeners: ShardedMap::new(),
             listeners6: ShardedMap::new(),
+            affinity: Arc::default(),
             services: IdTable::new(),
             backends: IdTable::new(),
             static_neighbours: Vec::new(),

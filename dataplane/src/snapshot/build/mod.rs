@@ -65,6 +65,7 @@ use super::{
 use base::Base;
 use hashbrown::{HashMap, HashSet};
 use ids::IdPool;
+use crate::steering::AffinityTuples;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use tables::{BuiltSet, PendingSet, ThreadStart, build_tables};
@@ -291,6 +292,12 @@ impl SnapshotBuilder {
             owned6: self.owned6.clone(),
             listeners: self.listeners.clone(),
             listeners6: self.listeners6.clone(),
+            affinity: Arc::new(AffinityTuples::of(
+                &self.service_table,
+                &self.backend_table,
+                &self.listeners,
+                &self.listeners6,
+            )),
             services: self.service_table.clone(),
             backends: self.backend_table.clone(),
             static_neighbours,

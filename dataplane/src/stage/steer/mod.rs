@@ -9,7 +9,9 @@
 //!
 //! The owner function is also what the drivers steer by before the packet
 //! reaches a worker ([`Steering::rule`], see [`crate::steering`]): a
-//! client's flows by [`client_hash`] of the client address, replies to an
+//! client's flows by [`client_port_hash`] of the client address and port
+//! (port 0, the address alone, for the address-steered services of
+//! [`crate::steering::AffinityTuples`]: ClientIP affinity), replies to an
 //! SNAT address by the SNAT port's slice.
 
 #[cfg(test)]
@@ -19,7 +21,7 @@ use crate::counters::Counters;
 use crate::flow::{FlowKey, FlowKey6};
 use crate::packet::{PacketKind, PacketMeta, Verdict, WorkerId};
 use crate::snapshot::Snapshot;
-use crate::steering::{SteeringRule, client_hash, client_hash6};
+use crate::steering::{SteeringRule, client_port_hash, client_port_hash6};
 use std::ops::RangeInclusive;
 
 /// Which worker owns a packet's flow.
@@ -33,11 +35,13 @@ pub struct Steering {
 impl Steering {
     /// Owner of a TCP/UDP packet with this (outer or inner-reversed) key.
     ///
-    /// Client-side packets are owned by the hash of the client address;
-    /// replies to an SNAT address by the worker owning the SNAT port's slice
-    /// (the allocator of that worker handed the port out); replies straight
-    /// to a client (no SNAT) by the client's hash, the same worker that owns
-    /// the client's original direction.
+    /// Client-side packets are owned by the hash of the client address and
+    /// port (the address alone for an address-steered listener); replies to
+    /// an SNAT address by the worker owning the SNAT port's slice (the
+    /// allocator of that worker handed the port out); replies straight to a
+    /// client (no SNAT) by the same hash of the client's address and port
+    /// (the address alone from an address-steered endpoint), the worker
+    /// that owns the client's original direction.
     #[inline]
     pub fn owner(&self, key: &FlowKey, snap: &Snapshot) -> WorkerId {
         self.owner_by(key, snap).0
@@ -45,9 +49,10 @@ impl Steering {
 
     /// Owner of an IPv6 TCP/UDP packet with this key: replies to an IPv6
     /// SNAT tuple by the SNAT port's slice, everything else by
-    /// [`client_hash6`] of the client address (the source; for a packet to
-    /// an address the gateway does not own, the destination). The drivers'
-    /// programs compute the same ([`SteeringRule::owner6`]).
+    /// [`client_port_hash6`] of the client address and port (the source;
+    /// for a packet to an address the gateway does not own, the
+    /// destination), as [`Steering::owner`] decides. The drivers' programs
+    /// compute the same ([`SteeringRule::owner6`]).
     pub fn owner6(&self, key: &FlowKey6, snap: &Snapshot) -> WorkerId {
         self.owner6_by(key, snap).0
     }
@@ -55,7 +60,6 @@ impl Steering {
     /// [`Steering::owner6`], and whether the owner is by the SNAT port's
     /// slice (else by the client address).
     pub fn owner6_by(&self, key: &FlowKey6, snap: &Snapshot) -> (WorkerId, bool) {
-        let by_client = |addr| (client_hash6(addr, self.workers), false);
         match snap.owned6(key.dst_ip) {
             Some(o)
                 if o.snat
@@ -71,8 +75,14 @@ impl Steering {
                 );
                 (w.map_or(self.worker, |w| w as WorkerId), true)
             }
-            Some(_) => by_client(key.src_ip),
-            None => by_client(key.dst_ip),
+            Some(_) => {
+                let port = client_port(snap.affinity.listener(key.proto, key.dst_ip, key.dst_port), key.src_port);
+                (client_port_hash6(key.src_ip, port, self.workers), false)
+            }
+            None => {
+                let port = client_port(snap.affinity.endpoint(key.proto, key.src_ip, key.src_port), key.dst_port);
+                (client_port_hash6(key.dst_ip, port, self.workers), false)
+            }
         }
     }
 
@@ -129,6 +139,7 @@ impl Steering {
             listeners,
         )
         .with_ipv6(owned6, snat6, listeners6)
+        .with_affinity(&snap.affinity)
     }
 
     /// [`Self::owner`], and whether the SNAT port's slice decided it.
@@ -154,10 +165,23 @@ impl Steering {
                 .map_or(self.worker, |w| w as WorkerId);
                 (w, true)
             }
-            Some(_) => (client_hash(key.src_ip, self.workers), false),
-            None => (client_hash(key.dst_ip, self.workers), false),
+            Some(_) => {
+                let port = client_port(snap.affinity.listener(key.proto, key.dst_ip, key.dst_port), key.src_port);
+                (client_port_hash(key.src_ip, port, self.workers), false)
+            }
+            None => {
+                let port = client_port(snap.affinity.endpoint(key.proto, key.src_ip, key.src_port), key.dst_port);
+                (client_port_hash(key.dst_ip, port, self.workers), false)
+            }
         }
     }
+}
+
+/// The port hashed with the client address: none (0) when the flow is
+/// address-steered.
+#[inline]
+fn client_port(address_steered: bool, port: u16) -> u16 {
+    if address_steered { 0 } else { port }
 }
 
 /// Mark every pending packet another worker owns for handoff, counted by
