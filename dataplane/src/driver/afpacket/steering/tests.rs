@@ -132,6 +132,27 @@ pub(crate) fn with_affinity_lists(mut rule: SteeringRule) -> SteeringRule {
     rule
 }
 
+/// An IPv6 key pool over [`addresses6`] and [`backends`].
+pub(crate) fn key_pool6() -> KeyPool6 {
+    let (owned6, _, listeners6) = addresses6();
+    let (_, ep6) = backends();
+    KeyPool6 {
+        owned: owned6.into_iter().chain(ep6.iter().map(|e| e.1)).collect(),
+        listen: listeners6.iter().chain(&ep6).map(|&(_, _, p)| p).collect(),
+    }
+}
+
+/// Whether `rule` owns `k` by its client address alone (an
+/// address-steered listener or endpoint), of either family.
+fn address_steered<A: Ord + Copy>(
+    listeners: &[(Proto, A, u16)],
+    endpoints: &[(Proto, A, u16)],
+    k: &crate::flow::FlowKeyOf<A>,
+) -> bool {
+    listeners.binary_search(&(k.proto, k.dst_ip, k.dst_port)).is_ok()
+        || endpoints.binary_search(&(k.proto, k.src_ip, k.src_port)).is_ok()
+}
+
 /// A key pool over [`addresses`] and [`backends`] (addresses and ports).
 pub(crate) fn key_pool() -> KeyPool {
     let (owned, _, listeners) = addresses();
@@ -224,6 +245,7 @@ fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
     let (owned, snat, listeners) = addresses();
     let keys = key_pool();
     let mut rng = Rng(0x5eed);
+    let mut by_addr = 0;
     for (i, (workers, ports)) in shapes().into_iter().enumerate() {
         let rule = SteeringRule::new(
             workers,
@@ -244,9 +266,15 @@ fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
             let options = (n % 3) * 2;
             n += 1;
             let what = format!("{k}, {options} option words, {workers} workers, {ports:?}");
+            by_addr += usize::from(address_steered(
+                &rule.affinity_listeners,
+                &rule.affinity_endpoints,
+                &k,
+            ));
             (frame(&k, options, 0), rule.owner(&k), what)
         });
     }
+    assert!(by_addr > 100, "address-steered tuples drawn: {by_addr}");
 }
 
 /// Run the program of `rule` over 20,000 frames from `next` (a frame,
@@ -271,13 +299,8 @@ fn check_program(rule: &SteeringRule, mut next: impl FnMut() -> (Vec<u8>, u8, St
 
 #[test]
 fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
-    let (owned6, _, listeners6) = addresses6();
-    let (ep, ep6) = backends();
-    let keys = KeyPool6 {
-        owned: owned6.into_iter().chain(ep6.iter().map(|e| e.1)).collect(),
-        listen: listeners6.iter().chain(&ep6).map(|&(_, _, p)| p).collect(),
-    };
-    let _ = ep;
+    let keys = key_pool6();
+    let mut by_addr = 0;
     let mut rng = Rng(0x5eed6);
     for (workers, ports) in shapes() {
         let rule = both_families(workers, ports.clone());
@@ -285,6 +308,11 @@ fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
         check_program(&rule, || {
             let k = keys.key(&mut rng);
             let what = format!("{k:?}, {workers} workers, {ports:?}");
+            by_addr += usize::from(address_steered(
+                &rule.affinity_listeners6,
+                &rule.affinity_endpoints6,
+                &k,
+            ));
             (frame6(&k, k.proto.ip_number()), rule.owner6(&k), what)
         });
         // IPv4 frames are steered as before with the IPv6 lists present.
@@ -294,6 +322,7 @@ fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
             (frame(&k, 0, 0), rule.owner(&k), k.to_string())
         });
     }
+    assert!(by_addr > 100, "address-steered IPv6 tuples drawn: {by_addr}");
 }
 
 #[test]
