@@ -380,7 +380,10 @@ fn affinity_under(test: &str, driver: DriverKind) {
         delta("/workers/1/rx_packets"),
         delta("/total/handoff_out"),
     );
-    assert!(delta("/total/rx_packets") > 500, "real traffic went through");
+    assert!(
+        delta("/total/rx_packets") > 500,
+        "real traffic went through"
+    );
     assert_eq!(delta("/total/handoff_out"), 0, "no handoffs");
     let flows = [0, 1].map(|w| delta(&format!("/workers/{w}/flows_created")));
     assert!(

@@ -88,8 +88,22 @@ impl AffinityTuples {
             if ids.iter().any(|id| steered.contains(id)) {
                 let port = addr.port();
                 match addr.ip() {
-                    IpAddr::V4(addr) => t.endpoints.insert(ListenerKeyOf { proto: *proto, addr, port }, ()),
-                    IpAddr::V6(addr) => t.endpoints6.insert(ListenerKeyOf { proto: *proto, addr, port }, ()),
+                    IpAddr::V4(addr) => t.endpoints.insert(
+                        ListenerKeyOf {
+                            proto: *proto,
+                            addr,
+                            port,
+                        },
+                        (),
+                    ),
+                    IpAddr::V6(addr) => t.endpoints6.insert(
+                        ListenerKeyOf {
+                            proto: *proto,
+                            addr,
+                            port,
+                        },
+                        (),
+                    ),
                 };
             }
         }

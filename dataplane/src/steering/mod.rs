@@ -303,10 +303,7 @@ impl SteeringRule {
 /// from the client (the source) to a listener or, reversed, to a backend
 /// endpoint: port 0 (the address alone) when `(proto, dst, dst port)` is in
 /// `address_steered`, else the client port.
-fn client_side<A: Ord + Copy>(
-    address_steered: &[(Proto, A, u16)],
-    key: &FlowKeyOf<A>,
-) -> (A, u16) {
+fn client_side<A: Ord + Copy>(address_steered: &[(Proto, A, u16)], key: &FlowKeyOf<A>) -> (A, u16) {
     let by_addr = address_steered
         .binary_search(&(key.proto, key.dst_ip, key.dst_port))
         .is_ok();

@@ -173,7 +173,10 @@ fn client_hash_spreads_clients_and_fits_32_bit_arithmetic() {
 #[test]
 fn client_port_hash_spreads_one_clients_ports_evenly() {
     let clients = [Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(198, 51, 100, 77)];
-    let clients6: [Ipv6Addr; 2] = ["fd00::2".parse().unwrap(), "2001:db8:5::77".parse().unwrap()];
+    let clients6: [Ipv6Addr; 2] = [
+        "fd00::2".parse().unwrap(),
+        "2001:db8:5::77".parse().unwrap(),
+    ];
     for workers in 2..=8u8 {
         for step in [1usize, 2] {
             let ports = || (32768..61000u16).step_by(step);
@@ -212,9 +215,7 @@ fn client_port_hash_spreads_one_clients_ports_evenly() {
 /// The address-steered lists are sorted and cut at their maxima.
 #[test]
 fn affinity_lists_are_sorted_and_cut_at_the_maxima() {
-    use crate::snapshot::{
-        AddrRole, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
-    };
+    use crate::snapshot::{AddrRole, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec};
     let mut services = Vec::new();
     for i in 0..=MAX_AFFINITY_LISTENERS as u32 {
         let vip = Ipv4Addr::from(0xcb00_7100 + i);

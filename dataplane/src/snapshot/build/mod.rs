@@ -62,10 +62,10 @@ use super::{
     Backend, BackendId, Listener, ListenerKey, ListenerKey6, OwnedAddr, Service, ServiceId,
     Snapshot,
 };
+use crate::steering::AffinityTuples;
 use base::Base;
 use hashbrown::{HashMap, HashSet};
 use ids::IdPool;
-use crate::steering::AffinityTuples;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use tables::{BuiltSet, PendingSet, ThreadStart, build_tables};

@@ -76,11 +76,17 @@ impl Steering {
                 (w.map_or(self.worker, |w| w as WorkerId), true)
             }
             Some(_) => {
-                let port = client_port(snap.affinity.listener(key.proto, key.dst_ip, key.dst_port), key.src_port);
+                let port = client_port(
+                    snap.affinity.listener(key.proto, key.dst_ip, key.dst_port),
+                    key.src_port,
+                );
                 (client_port_hash6(key.src_ip, port, self.workers), false)
             }
             None => {
-                let port = client_port(snap.affinity.endpoint(key.proto, key.src_ip, key.src_port), key.dst_port);
+                let port = client_port(
+                    snap.affinity.endpoint(key.proto, key.src_ip, key.src_port),
+                    key.dst_port,
+                );
                 (client_port_hash6(key.dst_ip, port, self.workers), false)
             }
         }
@@ -166,11 +172,17 @@ impl Steering {
                 (w, true)
             }
             Some(_) => {
-                let port = client_port(snap.affinity.listener(key.proto, key.dst_ip, key.dst_port), key.src_port);
+                let port = client_port(
+                    snap.affinity.listener(key.proto, key.dst_ip, key.dst_port),
+                    key.src_port,
+                );
                 (client_port_hash(key.src_ip, port, self.workers), false)
             }
             None => {
-                let port = client_port(snap.affinity.endpoint(key.proto, key.src_ip, key.src_port), key.dst_port);
+                let port = client_port(
+                    snap.affinity.endpoint(key.proto, key.src_ip, key.src_port),
+                    key.dst_port,
+                );
                 (client_port_hash(key.dst_ip, port, self.workers), false)
             }
         }

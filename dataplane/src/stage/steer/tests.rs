@@ -3,11 +3,11 @@
 
 use super::*;
 use crate::flow::Proto;
+use crate::snapshot::Snapshot;
 use crate::snapshot::{
     AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
 };
 use crate::steering::tests::{KeyPool, KeyPool6, Rng, shapes};
-use crate::snapshot::Snapshot;
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -106,7 +106,8 @@ fn affinity_services(services: &mut Vec<ServiceSpec>) {
         .endpoint((Ipv4Addr::new(10, 244, 1, 9), 5000));
     affsnat.affinity_timeout_ms = Some(10_000);
     let vip6: Ipv6Addr = "2001:db8:c::10".parse().unwrap();
-    let ep6 = |h: u16| std::net::SocketAddr::from((Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, h), 8080));
+    let ep6 =
+        |h: u16| std::net::SocketAddr::from((Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, h), 8080));
     let mut aff6 = plain("aff6", vip6.into(), &[ep6(5)]);
     aff6.affinity_timeout_ms = Some(10_800_000);
     let mut plain6 = plain("plain6", vip6.into(), &[ep6(6)]);
@@ -163,7 +164,12 @@ fn affinity_steers_its_listeners_and_the_endpoints_it_shares_without_snat() {
     // `shared` through its endpoint .6, and with it .7; `affsnat`'s
     // listener, not its endpoint (its replies go to the SNAT slice).
     assert_eq!(
-        sorted(a.listeners().map(v4).chain(a.listeners6().map(v6)).collect()),
+        sorted(
+            a.listeners()
+                .map(v4)
+                .chain(a.listeners6().map(v6))
+                .collect()
+        ),
         sorted(vec![
             (Proto::Tcp, ip(10), 8080),
             (Proto::Tcp, node, 30100),
@@ -174,7 +180,12 @@ fn affinity_steers_its_listeners_and_the_endpoints_it_shares_without_snat() {
     );
     let ep = |d| std::net::IpAddr::from(Ipv4Addr::new(10, 244, 1, d));
     assert_eq!(
-        sorted(a.endpoints().map(v4).chain(a.endpoints6().map(v6)).collect()),
+        sorted(
+            a.endpoints()
+                .map(v4)
+                .chain(a.endpoints6().map(v6))
+                .collect()
+        ),
         sorted(vec![
             (Proto::Tcp, ep(5), 8080),
             (Proto::Tcp, ep(6), 8080),
@@ -210,9 +221,21 @@ fn one_client_on_many_ports_is_one_worker_with_affinity_and_spread_without() {
         }
         seen
     };
-    assert_eq!(owners(vip(10), Ipv4Addr::new(10, 244, 1, 5)).len(), 1, "affinity");
-    assert_eq!(owners(vip(11), Ipv4Addr::new(10, 244, 1, 7)).len(), 1, "shared");
-    assert_eq!(owners(vip(12), Ipv4Addr::new(10, 244, 1, 8)).len(), 2, "plain");
+    assert_eq!(
+        owners(vip(10), Ipv4Addr::new(10, 244, 1, 5)).len(),
+        1,
+        "affinity"
+    );
+    assert_eq!(
+        owners(vip(11), Ipv4Addr::new(10, 244, 1, 7)).len(),
+        1,
+        "shared"
+    );
+    assert_eq!(
+        owners(vip(12), Ipv4Addr::new(10, 244, 1, 8)).len(),
+        2,
+        "plain"
+    );
 }
 
 /// A gateway's addresses for the steering tests: a node address that is
@@ -303,7 +326,10 @@ fn the_rule_names_the_same_owner_as_the_worker_for_random_tuples() {
             (4, 3)
         );
         assert_eq!(
-            (rule.affinity_listeners6.len(), rule.affinity_endpoints6.len()),
+            (
+                rule.affinity_listeners6.len(),
+                rule.affinity_endpoints6.len()
+            ),
             (1, 1)
         );
         let (mut seen, mut seen6) = (HashSet::new(), HashSet::new());

@@ -289,7 +289,9 @@ impl Asm {
     ) {
         let mut by_addr: Vec<(A, u32)> = tuples
             .iter()
-            .map(|&(proto, addr, port)| (addr, u32::from(proto.ip_number()) << 16 | u32::from(port)))
+            .map(|&(proto, addr, port)| {
+                (addr, u32::from(proto.ip_number()) << 16 | u32::from(port))
+            })
             .collect();
         by_addr.sort_unstable();
         let mut pending = Vec::new();

@@ -107,8 +107,16 @@ pub(crate) fn backends() -> (Vec<(Proto, Ipv4Addr, u16)>, Vec<(Proto, Ipv6Addr, 
     let b = |d| Ipv4Addr::new(10, 244, 1, d);
     let b6 = |h| Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, h);
     (
-        vec![(Proto::Tcp, b(5), 8080), (Proto::Udp, b(5), 53), (Proto::Tcp, b(6), 8080)],
-        vec![(Proto::Tcp, b6(5), 8080), (Proto::Udp, b6(5), 53), (Proto::Tcp, b6(6), 8080)],
+        vec![
+            (Proto::Tcp, b(5), 8080),
+            (Proto::Udp, b(5), 53),
+            (Proto::Tcp, b(6), 8080),
+        ],
+        vec![
+            (Proto::Tcp, b6(5), 8080),
+            (Proto::Udp, b6(5), 53),
+            (Proto::Tcp, b6(6), 8080),
+        ],
     )
 }
 
@@ -149,8 +157,12 @@ fn address_steered<A: Ord + Copy>(
     endpoints: &[(Proto, A, u16)],
     k: &crate::flow::FlowKeyOf<A>,
 ) -> bool {
-    listeners.binary_search(&(k.proto, k.dst_ip, k.dst_port)).is_ok()
-        || endpoints.binary_search(&(k.proto, k.src_ip, k.src_port)).is_ok()
+    listeners
+        .binary_search(&(k.proto, k.dst_ip, k.dst_port))
+        .is_ok()
+        || endpoints
+            .binary_search(&(k.proto, k.src_ip, k.src_port))
+            .is_ok()
 }
 
 /// A key pool over [`addresses`] and [`backends`] (addresses and ports).
@@ -322,7 +334,10 @@ fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
             (frame(&k, 0, 0), rule.owner(&k), k.to_string())
         });
     }
-    assert!(by_addr > 100, "address-steered IPv6 tuples drawn: {by_addr}");
+    assert!(
+        by_addr > 100,
+        "address-steered IPv6 tuples drawn: {by_addr}"
+    );
 }
 
 #[test]
@@ -380,7 +395,13 @@ pub(crate) fn largest_rule() -> SteeringRule {
         snat_ports: 1024..=65535,
         snat_addrs: (0..MAX_SNAT_ADDRS as u32).map(Ipv4Addr::from).collect(),
         snat_listeners: (0..MAX_SNAT_LISTENERS as u16)
-            .map(|p| (Proto::Tcp, Ipv4Addr::from(0x0a00_0000 + u32::from(p)), 30000 + p))
+            .map(|p| {
+                (
+                    Proto::Tcp,
+                    Ipv4Addr::from(0x0a00_0000 + u32::from(p)),
+                    30000 + p,
+                )
+            })
             .collect(),
         owned: (0..MAX_OWNED_RANGES as u32)
             .map(|i| (i * 4, i * 4 + 1))

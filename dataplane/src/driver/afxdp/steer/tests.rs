@@ -10,8 +10,7 @@
 
 use super::*;
 use crate::driver::afpacket::steering::tests::{
-    ETH_LEN, addresses, both_families, frame, frame6, key_pool, key_pool6,
-    largest_rule,
+    ETH_LEN, addresses, both_families, frame, frame6, key_pool, key_pool6, largest_rule,
 };
 use crate::flow::{FlowKey, Proto};
 use crate::steering::tests::{Rng, shapes};
