@@ -1,5 +1,8 @@
 //! Flow ownership as facts a packet classifier in the kernel can test:
-//! [`client_hash`] (the owner of a client's flows) and [`SteeringRule`],
+//! [`client_port_hash`] (the owner of a client's connection: by client
+//! address and port, or by the address alone, [`client_hash`], for the
+//! address-steered flows of [`AffinityTuples`]: ClientIP affinity) and
+//! [`SteeringRule`],
 //! the workers' owner function (`stage::steer`, `Steering::owner`)
 //! flattened into sorted address lists, a port range and a worker count,
 //! so a driver can deliver each packet to the worker that owns its flow in
@@ -20,8 +23,10 @@
 //! Ownership is not Maglev's stable hash: that one picks backends and must
 //! agree across instances; ownership only matters inside one process, and
 //! [`client_hash`] is chosen so classic BPF (32-bit arithmetic) computes it;
-//! [`client_hash6`] is the same hash of the xor of an IPv6 address's four
-//! 32-bit words, for the same reason.
+//! [`client_port_hash`] hashes the address xor the port the same way (one
+//! client's ports spread evenly over 2 to 8 workers, tested);
+//! [`client_hash6`] and [`client_port_hash6`] are the same hashes of the
+//! xor of an IPv6 address's four 32-bit words, for the same reason.
 
 mod affinity;
 #[cfg(test)]

@@ -56,7 +56,7 @@
 //! Conditional jumps reach at most 255 instructions ahead, so every jump to
 //! a label is a short conditional over an unconditional `ja` (32-bit
 //! offset). Size: about 2 to 5 instructions per IPv4 list entry, 9 to 13
-//! per IPv6 one; 4028 instructions (at most [`MAX_INSTRUCTIONS`], the
+//! per IPv6 one; 4070 instructions (at most [`MAX_INSTRUCTIONS`], the
 //! kernel's `BPF_MAXINSNS`) for the [`SteeringRule`] maxima, every tuple
 //! on its own address (`the_largest_rule_fits_the_kernel_limit`).
 
