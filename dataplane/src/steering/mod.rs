@@ -36,7 +36,7 @@ pub use affinity::AffinityTuples;
 
 use crate::flow::{FlowKey, FlowKey6, FlowKeyOf, Proto};
 use crate::packet::WorkerId;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::RangeInclusive;
 
 /// Multiplier of [`client_hash`] (2^32 / golden ratio, odd).
@@ -82,6 +82,40 @@ pub fn client_port_hash6(ip: Ipv6Addr, port: u16, workers: u8) -> WorkerId {
     let w = ip.to_bits();
     let folded = (w >> 96) as u32 ^ (w >> 64) as u32 ^ (w >> 32) as u32 ^ w as u32;
     client_port_hash(Ipv4Addr::from(folded), port, workers)
+}
+
+/// [`client_port_hash`] or [`client_port_hash6`], by the address's family.
+#[inline]
+pub fn client_port_hash_ip(ip: IpAddr, port: u16, workers: u8) -> WorkerId {
+    match ip {
+        IpAddr::V4(a) => client_port_hash(a, port, workers),
+        IpAddr::V6(a) => client_port_hash6(a, port, workers),
+    }
+}
+
+/// `tries` candidate client ports in 1024..=65535 to remap `port` of
+/// `client` to (a flow without SNAT whose reply tuple clashes, see
+/// `stage::flow`), spread by `seed`, each with the owner of `port`
+/// ([`client_port_hash`]), so the backend's reply to the new port is
+/// steered to the worker that owns the client's packets. Ports of another
+/// worker are skipped (at most `8 × tries × workers` draws: about
+/// `tries × workers` find `tries`).
+pub fn remap_candidates(
+    client: IpAddr,
+    port: u16,
+    workers: u8,
+    seed: u64,
+    tries: u32,
+) -> impl Iterator<Item = u16> {
+    let mine = client_port_hash_ip(client, port, workers);
+    let mut x = seed | 1;
+    (0..8 * tries * u32::from(workers.max(1)))
+        .map(move |_| {
+            x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+            1024 + (x % (65536 - 1024)) as u16
+        })
+        .filter(move |&p| client_port_hash_ip(client, p, workers) == mine)
+        .take(tries as usize)
 }
 
 // The maxima keep the fanout program (both families, every list at its

@@ -253,3 +253,35 @@ fn affinity_lists_are_sorted_and_cut_at_the_maxima() {
         Some(&(Proto::Tcp, Ipv4Addr::new(203, 0, 113, 0), 80))
     );
 }
+
+/// A remapped client port keeps its owner: every candidate of
+/// `remap_candidates` hashes to the original port's worker, the full
+/// number of tries is found, all in 1024..=65535; with one worker the
+/// candidates are the plain sequence of the seed.
+#[test]
+fn remap_candidates_keep_the_owner_of_the_client_port() {
+    let clients: [IpAddr; 2] = [
+        Ipv4Addr::new(198, 51, 100, 7).into(),
+        "2001:db8:5::77".parse::<Ipv6Addr>().unwrap().into(),
+    ];
+    let mut rng = Rng(0x4e3a);
+    for workers in 1..=8u8 {
+        for client in clients {
+            for _ in 0..50 {
+                let port = rng.next() as u16;
+                let mine = client_port_hash_ip(client, port, workers);
+                let ports: Vec<u16> =
+                    remap_candidates(client, port, workers, rng.next(), 64).collect();
+                assert_eq!(ports.len(), 64, "{client}:{port}, {workers} workers");
+                for p in ports {
+                    assert!(p >= 1024);
+                    assert_eq!(client_port_hash_ip(client, p, workers), mine);
+                }
+            }
+        }
+    }
+    let mut x = 77u64 | 1;
+    x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    let first = 1024 + (x % (65536 - 1024)) as u16;
+    assert_eq!(remap_candidates(clients[0], 80, 1, 77, 64).next(), Some(first));
+}
