@@ -283,5 +283,8 @@ fn remap_candidates_keep_the_owner_of_the_client_port() {
     let mut x = 77u64 | 1;
     x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
     let first = 1024 + (x % (65536 - 1024)) as u16;
-    assert_eq!(remap_candidates(clients[0], 80, 1, 77, 64).next(), Some(first));
+    assert_eq!(
+        remap_candidates(clients[0], 80, 1, 77, 64).next(),
+        Some(first)
+    );
 }

@@ -209,7 +209,7 @@ fn one_client_on_many_ports_is_one_worker_with_affinity_and_spread_without() {
         snat_ports: 1024..=65535,
     };
     let rule = steering.rule(&snap);
-    let mut owners = |svc_vip, backend: Ipv4Addr| {
+    let owners = |svc_vip, backend: Ipv4Addr| {
         let mut seen = HashSet::new();
         for port in 32768..33768u16 {
             let k = FlowKey::new(Proto::Tcp, client, port, svc_vip, 8080);

@@ -101,9 +101,12 @@ pub(crate) fn both_families(workers: u8, ports: std::ops::RangeInclusive<u16>) -
     )
 }
 
+/// `(proto, address, port)` tuples of one family.
+pub(crate) type Tuples<A> = Vec<(Proto, A, u16)>;
+
 /// Backend endpoints of [`with_affinity_lists`] (IPv4, IPv6): two on one
 /// address (TCP 8080, UDP 53), one on another.
-pub(crate) fn backends() -> (Vec<(Proto, Ipv4Addr, u16)>, Vec<(Proto, Ipv6Addr, u16)>) {
+pub(crate) fn backends() -> (Tuples<Ipv4Addr>, Tuples<Ipv6Addr>) {
     let b = |d| Ipv4Addr::new(10, 244, 1, d);
     let b6 = |h| Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, h);
     (
