@@ -54,27 +54,7 @@ fn load(t: &Topology) -> Vec<Ipv4Addr> {
         clients.push(addr);
     }
     if have("wrk") {
-        let out = t
-            .client
-            .spawn(
-                "wrk",
-                &[
-                    "-t1",
-                    "-c8",
-                    &format!("-d{WRK_SECONDS}s"),
-                    "--timeout",
-                    "2s",
-                    &format!("http://{VIP}/"),
-                ],
-            )
-            .expect("start wrk")
-            .wait_output(Duration::from_secs(WRK_SECONDS + 60))
-            .expect("wrk finishes");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && !text.contains("Socket errors"),
-            "wrk: {text}"
-        );
+        wrk(t, 8);
     } else {
         // Keep-alive without wrk: one curl, many requests on one connection.
         let bodies = curl(t, &format!("http://{VIP}/"), 200, false);
@@ -89,6 +69,32 @@ fn load(t: &Topology) -> Vec<Ipv4Addr> {
         }
     }
     clients
+}
+
+/// wrk from the client's main address to the VIP: keep-alive on
+/// `connections` connections for [`WRK_SECONDS`], without socket errors.
+fn wrk(t: &Topology, connections: u32) {
+    let out = t
+        .client
+        .spawn(
+            "wrk",
+            &[
+                "-t1",
+                &format!("-c{connections}"),
+                &format!("-d{WRK_SECONDS}s"),
+                "--timeout",
+                "2s",
+                &format!("http://{VIP}/"),
+            ],
+        )
+        .expect("start wrk")
+        .wait_output(Duration::from_secs(WRK_SECONDS + 60))
+        .expect("wrk finishes");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && !text.contains("Socket errors"),
+        "wrk: {text}"
+    );
 }
 
 /// `n` requests from the client address `addr` to `url` with curl, a
@@ -276,27 +282,7 @@ fn afxdp_steers_ipv6_frames_to_their_owner_on_either_queue() {
 /// VIP and the NodePort.
 fn load_one_client(t: &Topology) {
     if have("wrk") {
-        let out = t
-            .client
-            .spawn(
-                "wrk",
-                &[
-                    "-t1",
-                    "-c16",
-                    &format!("-d{WRK_SECONDS}s"),
-                    "--timeout",
-                    "2s",
-                    &format!("http://{VIP}/"),
-                ],
-            )
-            .expect("start wrk")
-            .wait_output(Duration::from_secs(WRK_SECONDS + 60))
-            .expect("wrk finishes");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && !text.contains("Socket errors"),
-            "wrk: {text}"
-        );
+        wrk(t, 16);
     }
     let client = CLIENT_ADDR.to_string();
     for url in [

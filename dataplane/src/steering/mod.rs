@@ -32,7 +32,7 @@ mod affinity;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use affinity::AffinityTuples;
+pub use affinity::{AffinityTuples, Family as AffinityFamily};
 
 use crate::flow::{FlowKey, FlowKey6, FlowKeyOf, Proto};
 use crate::packet::WorkerId;

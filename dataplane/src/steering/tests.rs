@@ -4,6 +4,29 @@
 use super::*;
 use std::ops::RangeInclusive;
 
+/// A snapshot of one port with `addresses` and `services`.
+pub(crate) fn one_port_snapshot(
+    addresses: Vec<(IpAddr, crate::packet::PortId, crate::snapshot::AddrRole)>,
+    services: Vec<crate::snapshot::ServiceSpec>,
+) -> crate::snapshot::Snapshot {
+    use crate::snapshot::{PortSpec, SnapshotBuilder, SnapshotSpec};
+    SnapshotBuilder::new()
+        .build(&SnapshotSpec {
+            ports: vec![PortSpec {
+                mac: [2, 0, 0, 0, 0, 1],
+                mtu: 1500,
+                mss_clamp: None,
+            }],
+            vip_port: 0,
+            addresses,
+            routes: Vec::new(),
+            neighbours: Vec::new(),
+            services,
+            maglev_table_size: 251,
+        })
+        .expect("snapshot")
+}
+
 /// SplitMix64, for reproducible random tuples.
 pub(crate) struct Rng(pub u64);
 
@@ -225,21 +248,10 @@ fn affinity_lists_are_sorted_and_cut_at_the_maxima() {
         svc.affinity_timeout_ms = Some(1000);
         services.push(svc);
     }
-    let snap = SnapshotBuilder::new()
-        .build(&SnapshotSpec {
-            ports: vec![PortSpec {
-                mac: [2, 0, 0, 0, 0, 1],
-                mtu: 1500,
-                mss_clamp: None,
-            }],
-            vip_port: 0,
-            addresses: vec![(Ipv4Addr::new(192, 0, 2, 1).into(), 0, AddrRole::Node)],
-            routes: Vec::new(),
-            neighbours: Vec::new(),
-            services,
-            maglev_table_size: 251,
-        })
-        .expect("snapshot");
+    let snap = one_port_snapshot(
+        vec![(Ipv4Addr::new(192, 0, 2, 1).into(), 0, AddrRole::Node)],
+        services,
+    );
     let rule = SteeringRule::new(2, 1024..=65535, Vec::new(), Vec::new(), Vec::new());
     let rule = rule.with_affinity(&snap.affinity);
     assert!(rule.truncated);

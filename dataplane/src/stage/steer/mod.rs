@@ -18,10 +18,13 @@
 mod tests;
 
 use crate::counters::Counters;
-use crate::flow::{FlowKey, FlowKey6};
+use crate::flow::{FlowKey, FlowKey6, FlowKeyOf};
 use crate::packet::{PacketKind, PacketMeta, Verdict, WorkerId};
 use crate::snapshot::Snapshot;
-use crate::steering::{SteeringRule, client_port_hash, client_port_hash6};
+use crate::steering::{
+    AffinityFamily, AffinityTuples, SteeringRule, client_port_hash, client_port_hash6,
+};
+use std::hash::Hash;
 use std::ops::RangeInclusive;
 
 /// Which worker owns a packet's flow.
@@ -75,19 +78,9 @@ impl Steering {
                 );
                 (w.map_or(self.worker, |w| w as WorkerId), true)
             }
-            Some(_) => {
-                let port = client_port(
-                    snap.affinity.listener(key.proto, key.dst_ip, key.dst_port),
-                    key.src_port,
-                );
-                (client_port_hash6(key.src_ip, port, self.workers), false)
-            }
-            None => {
-                let port = client_port(
-                    snap.affinity.endpoint(key.proto, key.src_ip, key.src_port),
-                    key.dst_port,
-                );
-                (client_port_hash6(key.dst_ip, port, self.workers), false)
+            o => {
+                let (client, port) = client_side(snap, key, o.is_some());
+                (client_port_hash6(client, port, self.workers), false)
             }
         }
     }
@@ -171,29 +164,32 @@ impl Steering {
                 .map_or(self.worker, |w| w as WorkerId);
                 (w, true)
             }
-            Some(_) => {
-                let port = client_port(
-                    snap.affinity.listener(key.proto, key.dst_ip, key.dst_port),
-                    key.src_port,
-                );
-                (client_port_hash(key.src_ip, port, self.workers), false)
-            }
-            None => {
-                let port = client_port(
-                    snap.affinity.endpoint(key.proto, key.src_ip, key.src_port),
-                    key.dst_port,
-                );
-                (client_port_hash(key.dst_ip, port, self.workers), false)
+            o => {
+                let (client, port) = client_side(snap, key, o.is_some());
+                (client_port_hash(client, port, self.workers), false)
             }
         }
     }
 }
 
-/// The port hashed with the client address: none (0) when the flow is
-/// address-steered.
+/// The client address of `key` and the port to hash with it: the source
+/// when the destination is an owned address (`to_owned`), else the
+/// destination (a backend's reply straight to the client); port 0 (the
+/// address alone) when the listener, or the replying endpoint, is
+/// address-steered ([`crate::steering::AffinityTuples`]).
 #[inline]
-fn client_port(address_steered: bool, port: u16) -> u16 {
-    if address_steered { 0 } else { port }
+fn client_side<A: Copy + Eq + Hash>(snap: &Snapshot, key: &FlowKeyOf<A>, to_owned: bool) -> (A, u16)
+where
+    AffinityTuples: AffinityFamily<A>,
+{
+    let a = &snap.affinity;
+    if to_owned {
+        let by_addr = a.listener(key.proto, key.dst_ip, key.dst_port);
+        (key.src_ip, if by_addr { 0 } else { key.src_port })
+    } else {
+        let by_addr = a.endpoint(key.proto, key.src_ip, key.src_port);
+        (key.dst_ip, if by_addr { 0 } else { key.dst_port })
+    }
 }
 
 /// Mark every pending packet another worker owns for handoff, counted by

@@ -4,10 +4,8 @@
 use super::*;
 use crate::flow::Proto;
 use crate::snapshot::Snapshot;
-use crate::snapshot::{
-    AddrRole, ListenerKind, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec,
-};
-use crate::steering::tests::{KeyPool, KeyPool6, Rng, shapes};
+use crate::snapshot::{AddrRole, ListenerKind, ServiceSpec};
+use crate::steering::tests::{KeyPool, KeyPool6, Rng, one_port_snapshot, shapes};
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -17,24 +15,13 @@ fn steering_splits_clients_and_snat_replies_on_a_shared_node_and_snat_address() 
     let mut svc = ServiceSpec::new("web", Proto::Tcp, Ipv4Addr::new(203, 0, 113, 10), 80);
     svc.listeners
         .push((node.into(), 30080, ListenerKind::NodePort));
-    let snap = SnapshotBuilder::new()
-        .build(&SnapshotSpec {
-            ports: vec![PortSpec {
-                mac: [2, 0, 0, 0, 0, 1],
-                mtu: 1500,
-                mss_clamp: None,
-            }],
-            vip_port: 0,
-            addresses: vec![
-                (node.into(), 0, AddrRole::Node),
-                (node.into(), 0, AddrRole::Snat),
-            ],
-            routes: Vec::new(),
-            neighbours: Vec::new(),
-            services: vec![svc],
-            maglev_table_size: 251,
-        })
-        .unwrap();
+    let snap = one_port_snapshot(
+        vec![
+            (node.into(), 0, AddrRole::Node),
+            (node.into(), 0, AddrRole::Snat),
+        ],
+        vec![svc],
+    );
     let steer = |worker| Steering {
         worker,
         workers: 4,
@@ -272,32 +259,21 @@ fn fixture_snapshot() -> Snapshot {
             np,
         );
     }
-    SnapshotBuilder::new()
-        .build(&SnapshotSpec {
-            ports: vec![PortSpec {
-                mac: [2, 0, 0, 0, 0, 1],
-                mtu: 1500,
-                mss_clamp: None,
-            }],
-            vip_port: 0,
-            addresses: vec![
-                (node.into(), 0, AddrRole::Node),
-                (node.into(), 0, AddrRole::Snat),
-                (Ipv4Addr::new(10, 1, 0, 1).into(), 0, AddrRole::Snat),
-                (node6.into(), 0, AddrRole::Node),
-                (node6.into(), 0, AddrRole::Snat),
-                (
-                    "fd00:1::1".parse::<Ipv6Addr>().unwrap().into(),
-                    0,
-                    AddrRole::Snat,
-                ),
-            ],
-            routes: Vec::new(),
-            neighbours: Vec::new(),
-            services,
-            maglev_table_size: 251,
-        })
-        .expect("fixture snapshot")
+    one_port_snapshot(
+        vec![
+            (node.into(), 0, AddrRole::Node),
+            (node.into(), 0, AddrRole::Snat),
+            (Ipv4Addr::new(10, 1, 0, 1).into(), 0, AddrRole::Snat),
+            (node6.into(), 0, AddrRole::Node),
+            (node6.into(), 0, AddrRole::Snat),
+            (
+                "fd00:1::1".parse::<Ipv6Addr>().unwrap().into(),
+                0,
+                AddrRole::Snat,
+            ),
+        ],
+        services,
+    )
 }
 
 /// The rule's owner functions against the worker's, both families: the
