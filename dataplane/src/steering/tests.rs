@@ -238,7 +238,7 @@ fn client_port_hash_spreads_one_clients_ports_evenly() {
 /// The address-steered lists are sorted and cut at their maxima.
 #[test]
 fn affinity_lists_are_sorted_and_cut_at_the_maxima() {
-    use crate::snapshot::{AddrRole, PortSpec, ServiceSpec, SnapshotBuilder, SnapshotSpec};
+    use crate::snapshot::{AddrRole, ServiceSpec};
     let mut services = Vec::new();
     for i in 0..=MAX_AFFINITY_LISTENERS as u32 {
         let vip = Ipv4Addr::from(0xcb00_7100 + i);
