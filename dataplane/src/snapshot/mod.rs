@@ -24,10 +24,12 @@
 //!   when there is no ready endpoint (KEP-1669); draining endpoints are in
 //!   `backends` (their flows continue) but in neither set.
 
+mod affinity;
 mod build;
 mod publish;
 mod table;
 
+pub use affinity::{AffinityTuples, Family as AffinityFamily};
 pub use build::{
     AddrRole, AnnounceFilter, BuildError, EndpointSpec, NeighbourSpec, PortSpec, Problem, Route,
     ServiceChanges, ServiceSpec, SnapshotBuilder, SnapshotSpec,
@@ -38,7 +40,6 @@ pub use table::{ID_CHUNK, IdTable, MAP_SHARDS, ShardedMap};
 use crate::flow::Proto;
 use crate::maglev::MaglevTable;
 use crate::packet::PortId;
-use crate::steering::AffinityTuples;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 

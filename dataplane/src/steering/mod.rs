@@ -28,11 +28,10 @@
 //! [`client_hash6`] and [`client_port_hash6`] are the same hashes of the
 //! xor of an IPv6 address's four 32-bit words, for the same reason.
 
-mod affinity;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use affinity::{AffinityTuples, Family as AffinityFamily};
+pub use crate::snapshot::{AffinityFamily, AffinityTuples};
 
 use crate::flow::{FlowKey, FlowKey6, FlowKeyOf, Proto};
 use crate::packet::WorkerId;

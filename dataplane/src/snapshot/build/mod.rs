@@ -57,12 +57,12 @@ pub use spec::{
 };
 pub use validate::{BuildError, Problem};
 
+use super::AffinityTuples;
 use super::table::{IdTable, ShardedMap};
 use super::{
     Backend, BackendId, Listener, ListenerKey, ListenerKey6, OwnedAddr, Service, ServiceId,
     Snapshot,
 };
-use crate::steering::AffinityTuples;
 use base::Base;
 use hashbrown::{HashMap, HashSet};
 use ids::IdPool;

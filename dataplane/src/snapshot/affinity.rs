@@ -1,7 +1,8 @@
-//! Which flows are owned by the client address alone ([`AffinityTuples`]):
-//! every other client flow is owned by the client address and port
-//! ([`super::client_port_hash`]), so one client's connections spread over
-//! the workers.
+//! Which flows are owned by the client address alone ([`AffinityTuples`],
+//! the snapshot's part of flow ownership, `crate::steering`): every other
+//! client flow is owned by the client address and port
+//! ([`crate::steering::client_port_hash`]), so one client's connections
+//! spread over the workers.
 //!
 //! ClientIP session affinity keeps its table per worker, so a service
 //! with affinity must see all of a client's connections on one worker: its
@@ -23,8 +24,8 @@
 //! exactly when its service is address-steered, and an endpoint exactly
 //! when some service without SNAT that is address-steered has it.
 
+use super::{Backend, IdTable, Listener, ListenerKeyOf, Service, ServiceId, ShardedMap};
 use crate::flow::Proto;
-use crate::snapshot::{Backend, IdTable, Listener, ListenerKeyOf, Service, ServiceId, ShardedMap};
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
