@@ -420,9 +420,9 @@ proptest::proptest! {
 /// port slice holds the port; the owner forwards them.
 #[test]
 fn ipv6_packets_are_handed_to_the_worker_owning_their_flow() {
-    // The owner of a client: `client_hash6`, what af_packet's fanout
-    // program computes too.
-    let owner = |a: Ipv6Addr| dataplane::steering::client_hash6(a, 2);
+    // The owner of a client's connection: `client_port_hash6` of its
+    // address and port, what af_packet's fanout program computes too.
+    let owner = |a: Ipv6Addr| dataplane::steering::client_port_hash6(a, 40000, 2);
     let mut w0 = Gateway::with_spec(spec6(vec![web6(&[0])]), pipeline_config(0, 2));
     let mut w1 = Gateway::with_spec(spec6(vec![web6(&[0])]), pipeline_config(1, 2));
     let mut seen = [false; 2];

@@ -86,9 +86,8 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
         "about half handed over: {handed}"
     );
 
-    // Each flow lives in exactly one table, all of a client's flows in the
-    // same one; its SNAT port is in its owner's slice.
-    let mut owner_of_client = std::collections::HashMap::new();
+    // Each flow lives in exactly one table, that of the owner of its
+    // client address and port; its SNAT port is in its owner's slice.
     let range = pipeline_config(0, WORKERS).snat.port_range;
     let mut replies = Vec::new();
     for i in 0..n {
@@ -101,9 +100,13 @@ fn flows_are_owned_by_one_worker_and_handoff_delivers_both_directions() {
             .collect();
         assert_eq!(owners.len(), 1, "flow {i} in exactly one table");
         assert_eq!(
-            *owner_of_client.entry(client(i)).or_insert(owners[0]),
             owners[0],
-            "one core per client"
+            usize::from(dataplane::steering::client_port_hash(
+                client(i),
+                20_000 + i,
+                WORKERS
+            )),
+            "owned by client address and port"
         );
         let ct = workers[owners[0]].pipeline().conntrack();
         let (id, _) = ct.lookup(&key, ct.hash(&key)).unwrap();

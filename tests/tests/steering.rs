@@ -10,12 +10,19 @@
 //!
 //! The same over IPv6 (`curl -6` from 17 IPv6 client addresses to
 //! `web6`, the IPv6 VIP with full NAT from the IPv6 SNAT address): the
-//! program's IPv6 part steers clients by `client_hash6` and the backends'
-//! replies by the SNAT port's slice.
+//! program's IPv6 part steers clients by `client_port_hash6` and the
+//! backends' replies by the SNAT port's slice.
+//!
+//! One client address (the compare rig's loads): its connections are
+//! owned by address and port, so both workers receive a share, with the
+//! same bound on handoffs. With ClientIP affinity (and the client address
+//! preserved, so the backends' replies are steered by their endpoint) the
+//! same client's connections stay on one worker and one backend, and none
+//! is handed off.
 
 mod common;
 
-use common::{curl, gateway, number, parse_curl, stats};
+use common::{curl, gateway, number, parse_curl, stats, tally};
 use dataplane::steering::{client_hash, client_hash6};
 use portico::demo::topology::{
     CLIENT_ADDR, CLIENT_ADDR6, DriverKind, NODE_ADDR, NODE_PORT, ServiceOptions, Topology, VIP,
@@ -47,27 +54,7 @@ fn load(t: &Topology) -> Vec<Ipv4Addr> {
         clients.push(addr);
     }
     if have("wrk") {
-        let out = t
-            .client
-            .spawn(
-                "wrk",
-                &[
-                    "-t1",
-                    "-c8",
-                    &format!("-d{WRK_SECONDS}s"),
-                    "--timeout",
-                    "2s",
-                    &format!("http://{VIP}/"),
-                ],
-            )
-            .expect("start wrk")
-            .wait_output(Duration::from_secs(WRK_SECONDS + 60))
-            .expect("wrk finishes");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && !text.contains("Socket errors"),
-            "wrk: {text}"
-        );
+        wrk(t, 8);
     } else {
         // Keep-alive without wrk: one curl, many requests on one connection.
         let bodies = curl(t, &format!("http://{VIP}/"), 200, false);
@@ -82,6 +69,32 @@ fn load(t: &Topology) -> Vec<Ipv4Addr> {
         }
     }
     clients
+}
+
+/// wrk from the client's main address to the VIP: keep-alive on
+/// `connections` connections for [`WRK_SECONDS`], without socket errors.
+fn wrk(t: &Topology, connections: u32) {
+    let out = t
+        .client
+        .spawn(
+            "wrk",
+            &[
+                "-t1",
+                &format!("-c{connections}"),
+                &format!("-d{WRK_SECONDS}s"),
+                "--timeout",
+                "2s",
+                &format!("http://{VIP}/"),
+            ],
+        )
+        .expect("start wrk")
+        .wait_output(Duration::from_secs(WRK_SECONDS + 60))
+        .expect("wrk finishes");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && !text.contains("Socket errors"),
+        "wrk: {text}"
+    );
 }
 
 /// `n` requests from the client address `addr` to `url` with curl, a
@@ -116,7 +129,8 @@ fn steering_under(test: &str, driver: DriverKind, max_percent: Option<u64>) {
     };
     let gw = gateway(&t, &ServiceOptions::all(&t));
     let clients = load(&t);
-    // Both workers own some of the clients (client_hash is the owner).
+    // The clients spread over both workers even by their address alone
+    // (`client_port_hash` with the port is the owner).
     let owners: std::collections::HashSet<u8> =
         clients.iter().map(|a| client_hash(*a, 2)).collect();
     assert_eq!(owners.len(), 2, "the clients spread over both workers");
@@ -260,5 +274,123 @@ fn afxdp_steers_ipv6_frames_to_their_owner_on_either_queue() {
         "steering::afxdp_steers_ipv6_frames_to_their_owner_on_either_queue",
         DriverKind::Afxdp,
         Some(1),
+    );
+}
+
+/// Load from the one client address: wrk with keep-alive on 16
+/// connections to the VIP, then curl with a connection per request to the
+/// VIP and the NodePort.
+fn load_one_client(t: &Topology) {
+    if have("wrk") {
+        wrk(t, 16);
+    }
+    let client = CLIENT_ADDR.to_string();
+    for url in [
+        format!("http://{VIP}/"),
+        format!("http://{NODE_ADDR}:{NODE_PORT}/"),
+    ] {
+        requests_from(t, &client, &url, 4 * REQUESTS_PER_CLIENT, &[]);
+    }
+}
+
+/// One client address, many connections, two workers on `driver`: each
+/// worker receives at least a tenth of the frames, at most 1 % are
+/// handed off.
+fn one_client_under(test: &str, driver: DriverKind) {
+    let Some(t) = common::topology_on(test, 3, driver) else {
+        return;
+    };
+    let gw = gateway(&t, &ServiceOptions::all(&t));
+    load_one_client(&t);
+    std::thread::sleep(Duration::from_millis(500));
+    let s = stats(&gw);
+    check_handoffs(test, &s, Some(1));
+    let rx = number(&s, "/total/rx_packets");
+    for w in 0..2 {
+        let mine = number(&s, &format!("/workers/{w}/rx_packets"));
+        assert!(
+            mine * 10 >= rx,
+            "worker {w} receives a share of one client's frames: {mine} of {rx}"
+        );
+    }
+}
+
+#[test]
+fn af_packet_spreads_one_clients_connections_over_both_workers() {
+    one_client_under(
+        "steering::af_packet_spreads_one_clients_connections_over_both_workers",
+        DriverKind::Afpacket,
+    );
+}
+
+#[test]
+fn afxdp_spreads_one_clients_connections_over_both_workers() {
+    one_client_under(
+        "steering::afxdp_spreads_one_clients_connections_over_both_workers",
+        DriverKind::Afxdp,
+    );
+}
+
+/// ClientIP affinity without SNAT, two workers on `driver`: one client's
+/// connections (many ports) to the VIP and the NodePort all reach one
+/// backend, and no frame of them is handed off (the client's frames and
+/// the backends' replies are both steered by the client address alone).
+fn affinity_under(test: &str, driver: DriverKind) {
+    let Some(t) = common::topology_on(test, 3, driver) else {
+        return;
+    };
+    let options = ServiceOptions {
+        client_ip_affinity: true,
+        snat: false,
+        ..ServiceOptions::all(&t)
+    };
+    let gw = gateway(&t, &options);
+    // The warm-up request of `gateway` may precede the first program.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = stats(&gw);
+    for url in [
+        format!("http://{VIP}/"),
+        format!("http://{NODE_ADDR}:{NODE_PORT}/"),
+    ] {
+        let (per_backend, _, failed) = tally(&curl(&t, &url, 60, true));
+        assert_eq!(failed, 0, "{url}");
+        assert_eq!(per_backend.len(), 1, "{url}: one backend: {per_backend:?}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let after = stats(&gw);
+    let delta = |p: &str| number(&after, p) - number(&before, p);
+    eprintln!(
+        "{test}: rx {} packets (worker 0 {}, worker 1 {}), handed off {}",
+        delta("/total/rx_packets"),
+        delta("/workers/0/rx_packets"),
+        delta("/workers/1/rx_packets"),
+        delta("/total/handoff_out"),
+    );
+    assert!(
+        delta("/total/rx_packets") > 500,
+        "real traffic went through"
+    );
+    assert_eq!(delta("/total/handoff_out"), 0, "no handoffs");
+    let flows = [0, 1].map(|w| delta(&format!("/workers/{w}/flows_created")));
+    assert!(
+        flows.iter().sum::<u64>() >= 120 && flows.contains(&0),
+        "every flow of the client on one worker: {flows:?}"
+    );
+    assert_eq!(number(&after, "/total/steering_install_failures"), 0);
+}
+
+#[test]
+fn af_packet_keeps_an_affinity_client_on_one_worker_without_handoffs() {
+    affinity_under(
+        "steering::af_packet_keeps_an_affinity_client_on_one_worker_without_handoffs",
+        DriverKind::Afpacket,
+    );
+}
+
+#[test]
+fn afxdp_keeps_an_affinity_client_on_one_worker_without_handoffs() {
+    affinity_under(
+        "steering::afxdp_keeps_an_affinity_client_on_one_worker_without_handoffs",
+        DriverKind::Afxdp,
     );
 }

@@ -24,10 +24,12 @@
 //!   when there is no ready endpoint (KEP-1669); draining endpoints are in
 //!   `backends` (their flows continue) but in neither set.
 
+mod affinity;
 mod build;
 mod publish;
 mod table;
 
+pub use affinity::{AffinityTuples, Family as AffinityFamily};
 pub use build::{
     AddrRole, AnnounceFilter, BuildError, EndpointSpec, NeighbourSpec, PortSpec, Problem, Route,
     ServiceChanges, ServiceSpec, SnapshotBuilder, SnapshotSpec,
@@ -255,6 +257,9 @@ pub struct Snapshot {
     pub listeners: ShardedMap<ListenerKey, Listener>,
     /// The IPv6 listeners (as `listeners`).
     pub listeners6: ShardedMap<ListenerKey6, Listener>,
+    /// The listeners and backend endpoints whose flows are owned by the
+    /// client address alone (ClientIP affinity; see [`AffinityTuples`]).
+    pub affinity: Arc<AffinityTuples>,
     /// Indexed by [`ServiceId`]; `None` for ids not in use.
     pub services: IdTable<Service>,
     /// Indexed by [`BackendId`]; `None` for ids not in use.
@@ -284,6 +289,7 @@ impl Snapshot {
             owned6: ShardedMap::new(),
             listeners: ShardedMap::new(),
             listeners6: ShardedMap::new(),
+            affinity: Arc::default(),
             services: IdTable::new(),
             backends: IdTable::new(),
             static_neighbours: Vec::new(),

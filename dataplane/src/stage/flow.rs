@@ -82,6 +82,9 @@ pub struct FlowCtx<'a, A: IpFamily = Ipv4Addr> {
     /// The per-source new-flow rate limit.
     pub source_limit: &'a mut SourceLimit,
     pub now_ms: u64,
+    /// The workers sharing the flows (`Steering::workers`): a remapped
+    /// client port must keep the reply on this worker.
+    pub workers: u8,
 }
 
 impl<A: IpFamily> FlowCtx<'_, A> {
@@ -382,8 +385,11 @@ pub(super) fn segment_info(data: &[u8], meta: &PacketMeta) -> Option<SegmentInfo
 /// service on the same backend). On a clash, like Linux's NAT picking a
 /// unique tuple: a closing TCP flow (TIME_WAIT/CLOSE) gives its tuple to the
 /// new SYN; otherwise the client's source port is remapped to a free one
-/// (its address, which is what `snat = false` preserves, is kept). `None`
-/// when no free port was found in a bounded number of tries.
+/// (its address, which is what `snat = false` preserves, is kept) whose
+/// `client_port_hash` names the worker of the original port, so the
+/// backend's reply is steered to this worker as the client's packets are
+/// (`crate::steering`). `None` when no free port was found in a bounded
+/// number of tries.
 fn client_side_tuple<A: IpFamily>(
     ctx: &mut FlowCtx<'_, A>,
     direct: FlowKeyOf<A>,
@@ -399,11 +405,17 @@ fn client_side_tuple<A: IpFamily>(
         ctx.counters.flows_recycled += 1;
         return Some(direct);
     }
-    // Candidates spread over 1024..=65535 from the packet's hash.
-    let mut x = meta.hash | 1;
-    for _ in 0..REMAP_TRIES {
-        x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
-        let port = 1024 + (x % (65536 - 1024)) as u16;
+    // Candidates spread over 1024..=65535 from the packet's hash, each
+    // with this worker as the owner.
+    let client = direct.dst_ip.to_ip();
+    let candidates = crate::steering::remap_candidates(
+        client,
+        direct.dst_port,
+        ctx.workers,
+        meta.hash,
+        REMAP_TRIES,
+    );
+    for port in candidates {
         let candidate = FlowKeyOf {
             dst_port: port,
             ..direct

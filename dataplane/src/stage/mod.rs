@@ -377,6 +377,7 @@ impl Pipeline {
             outbox: &mut self.outbox,
             source_limit: &mut self.source_limit,
             now_ms,
+            workers: self.steering.workers,
         };
         flow::run(&mut ctx, snap, frames, metas, flows);
         icmp_error::run(&mut ctx, snap, frames, metas, &mut neighbours);

@@ -1,5 +1,8 @@
 //! Flow ownership as facts a packet classifier in the kernel can test:
-//! [`client_hash`] (the owner of a client's flows) and [`SteeringRule`],
+//! [`client_port_hash`] (the owner of a client's connection: by client
+//! address and port, or by the address alone, [`client_hash`], for the
+//! address-steered flows of [`AffinityTuples`]: ClientIP affinity) and
+//! [`SteeringRule`],
 //! the workers' owner function (`stage::steer`, `Steering::owner`)
 //! flattened into sorted address lists, a port range and a worker count,
 //! so a driver can deliver each packet to the worker that owns its flow in
@@ -20,15 +23,19 @@
 //! Ownership is not Maglev's stable hash: that one picks backends and must
 //! agree across instances; ownership only matters inside one process, and
 //! [`client_hash`] is chosen so classic BPF (32-bit arithmetic) computes it;
-//! [`client_hash6`] is the same hash of the xor of an IPv6 address's four
-//! 32-bit words, for the same reason.
+//! [`client_port_hash`] hashes the address xor the port the same way (one
+//! client's ports spread evenly over 2 to 8 workers, tested);
+//! [`client_hash6`] and [`client_port_hash6`] are the same hashes of the
+//! xor of an IPv6 address's four 32-bit words, for the same reason.
 
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use crate::snapshot::{AffinityFamily, AffinityTuples};
+
 use crate::flow::{FlowKey, FlowKey6, FlowKeyOf, Proto};
 use crate::packet::WorkerId;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::RangeInclusive;
 
 /// Multiplier of [`client_hash`] (2^32 / golden ratio, odd).
@@ -58,12 +65,74 @@ pub fn client_hash6(ip: Ipv6Addr, workers: u8) -> WorkerId {
     client_hash(Ipv4Addr::from(folded), workers)
 }
 
+/// The worker owning one connection of a client: [`client_hash`] of the
+/// client address xor the client port, so the connections of one client
+/// spread over the workers (services without ClientIP affinity). Port 0
+/// gives [`client_hash`] itself. 32-bit arithmetic only (classic BPF).
+#[inline]
+pub fn client_port_hash(ip: Ipv4Addr, port: u16, workers: u8) -> WorkerId {
+    client_hash(Ipv4Addr::from(u32::from(ip) ^ u32::from(port)), workers)
+}
+
+/// [`client_port_hash`] for an IPv6 client: of the xor of the address's
+/// four words (as [`client_hash6`]) and the port.
+#[inline]
+pub fn client_port_hash6(ip: Ipv6Addr, port: u16, workers: u8) -> WorkerId {
+    let w = ip.to_bits();
+    let folded = (w >> 96) as u32 ^ (w >> 64) as u32 ^ (w >> 32) as u32 ^ w as u32;
+    client_port_hash(Ipv4Addr::from(folded), port, workers)
+}
+
+/// [`client_port_hash`] or [`client_port_hash6`], by the address's family.
+#[inline]
+pub fn client_port_hash_ip(ip: IpAddr, port: u16, workers: u8) -> WorkerId {
+    match ip {
+        IpAddr::V4(a) => client_port_hash(a, port, workers),
+        IpAddr::V6(a) => client_port_hash6(a, port, workers),
+    }
+}
+
+/// `tries` candidate client ports in 1024..=65535 to remap `port` of
+/// `client` to (a flow without SNAT whose reply tuple clashes, see
+/// `stage::flow`), spread by `seed`, each with the owner of `port`
+/// ([`client_port_hash`]), so the backend's reply to the new port is
+/// steered to the worker that owns the client's packets. Ports of another
+/// worker are skipped (at most `8 × tries × workers` draws: about
+/// `tries × workers` find `tries`).
+pub fn remap_candidates(
+    client: IpAddr,
+    port: u16,
+    workers: u8,
+    seed: u64,
+    tries: u32,
+) -> impl Iterator<Item = u16> {
+    let mine = client_port_hash_ip(client, port, workers);
+    let mut x = seed | 1;
+    (0..8 * tries * u32::from(workers.max(1)))
+        .map(move |_| {
+            x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+            1024 + (x % (65536 - 1024)) as u16
+        })
+        .filter(move |&p| client_port_hash_ip(client, p, workers) == mine)
+        .take(tries as usize)
+}
+
+// The maxima keep the fanout program (both families, every list at its
+// maximum) within `BPF_MAXINSNS` (4096): `the_largest_rule_fits_the_kernel_limit`
+// in `driver/afpacket/steering/tests.rs` builds it.
+
 /// Most SNAT addresses a rule lists (beyond: treated as plain owned).
 pub const MAX_SNAT_ADDRS: usize = 64;
 /// Most listeners on shared SNAT + node/VIP addresses a rule lists.
-pub const MAX_SNAT_LISTENERS: usize = 128;
+pub const MAX_SNAT_LISTENERS: usize = 96;
 /// Most merged ranges of owned addresses a rule lists.
-pub const MAX_OWNED_RANGES: usize = 768;
+pub const MAX_OWNED_RANGES: usize = 512;
+/// Most listeners of address-steered services ([`AffinityTuples`]) a rule
+/// lists.
+pub const MAX_AFFINITY_LISTENERS: usize = 96;
+/// Most backend endpoints of address-steered services without SNAT a rule
+/// lists.
+pub const MAX_AFFINITY_ENDPOINTS: usize = 128;
 /// Most IPv6 SNAT addresses a rule lists. The IPv6 maxima are small: an
 /// IPv6 entry costs a classic-BPF program three to four times the
 /// instructions of an IPv4 one, and both share `BPF_MAXINSNS`.
@@ -72,6 +141,11 @@ pub const MAX_SNAT_ADDRS6: usize = 8;
 pub const MAX_SNAT_LISTENERS6: usize = 16;
 /// Most merged ranges of owned IPv6 addresses a rule lists.
 pub const MAX_OWNED_RANGES6: usize = 24;
+/// Most IPv6 listeners of address-steered services a rule lists.
+pub const MAX_AFFINITY_LISTENERS6: usize = 8;
+/// Most IPv6 backend endpoints of address-steered services without SNAT a
+/// rule lists.
+pub const MAX_AFFINITY_ENDPOINTS6: usize = 8;
 
 /// The steering facts of one snapshot (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +169,18 @@ pub struct SteeringRule {
     /// ascending, each inside one /96 (`lo >> 32 == hi >> 32`: a program
     /// compares the upper three words once, then the last as a range).
     pub owned6: Vec<(u128, u128)>,
+    /// Listeners `(proto, address, port)` of address-steered services
+    /// ([`AffinityTuples::listeners`]): their clients are owned by the
+    /// client address alone. Ascending.
+    pub affinity_listeners: Vec<(Proto, Ipv4Addr, u16)>,
+    /// Backend endpoints `(proto, address, port)` whose replies go
+    /// straight to the client and are owned by the client address alone
+    /// ([`AffinityTuples::endpoints`]). Ascending.
+    pub affinity_endpoints: Vec<(Proto, Ipv4Addr, u16)>,
+    /// The IPv6 address-steered listeners, ascending.
+    pub affinity_listeners6: Vec<(Proto, Ipv6Addr, u16)>,
+    /// The IPv6 address-steered backend endpoints, ascending.
+    pub affinity_endpoints6: Vec<(Proto, Ipv6Addr, u16)>,
     /// Some list was cut to its maximum: packets the cut part decides go
     /// to a worker that hands them off.
     pub truncated: bool,
@@ -131,8 +217,34 @@ impl SteeringRule {
             snat_addrs6: Vec::new(),
             snat_listeners6: Vec::new(),
             owned6: Vec::new(),
+            affinity_listeners: Vec::new(),
+            affinity_endpoints: Vec::new(),
+            affinity_listeners6: Vec::new(),
+            affinity_endpoints6: Vec::new(),
             truncated,
         }
+    }
+
+    /// This rule with the address-steered tuples of `tuples` (see
+    /// [`AffinityTuples`]), sorted and cut to their maxima (which sets
+    /// `truncated`). Cold path: allocates.
+    pub fn with_affinity(mut self, tuples: &AffinityTuples) -> Self {
+        fn list<A: Ord + Copy>(
+            keys: impl Iterator<Item = (Proto, A, u16)>,
+            max: usize,
+            truncated: &mut bool,
+        ) -> Vec<(Proto, A, u16)> {
+            let mut v: Vec<_> = keys.collect();
+            v.sort_unstable();
+            *truncated |= cut(&mut v, max);
+            v
+        }
+        let t = &mut self.truncated;
+        self.affinity_listeners = list(tuples.listeners(), MAX_AFFINITY_LISTENERS, t);
+        self.affinity_endpoints = list(tuples.endpoints(), MAX_AFFINITY_ENDPOINTS, t);
+        self.affinity_listeners6 = list(tuples.listeners6(), MAX_AFFINITY_LISTENERS6, t);
+        self.affinity_endpoints6 = list(tuples.endpoints6(), MAX_AFFINITY_ENDPOINTS6, t);
+        self
     }
 
     /// This rule with the IPv6 facts: the owned IPv6 addresses, the IPv6
@@ -161,7 +273,12 @@ impl SteeringRule {
     }
 
     /// The worker owning a TCP/UDP packet with this key, by the rule alone
-    /// (the function the drivers' programs compute).
+    /// (the function the drivers' programs compute): a reply to an SNAT
+    /// tuple by the port's slice; a packet to an owned address by
+    /// [`client_port_hash`] of its source (port 0 for an address-steered
+    /// listener); any other (a backend's reply straight to the client) by
+    /// [`client_port_hash`] of its destination (port 0 from an
+    /// address-steered endpoint).
     pub fn owner(&self, key: &FlowKey) -> WorkerId {
         if self.workers <= 1 {
             return 0;
@@ -169,11 +286,12 @@ impl SteeringRule {
         if let Some(w) = self.snat_reply_owner(&self.snat_addrs, &self.snat_listeners, key) {
             return w;
         }
-        if in_ranges(&self.owned, u32::from(key.dst_ip)) {
-            client_hash(key.src_ip, self.workers)
+        let (client, port) = if in_ranges(&self.owned, u32::from(key.dst_ip)) {
+            client_side(&self.affinity_listeners, key)
         } else {
-            client_hash(key.dst_ip, self.workers)
-        }
+            client_side(&self.affinity_endpoints, &key.reversed())
+        };
+        client_port_hash(client, port, self.workers)
     }
 
     /// The worker owning an IPv6 TCP/UDP packet with this key, by the rule
@@ -186,11 +304,12 @@ impl SteeringRule {
         if let Some(w) = self.snat_reply_owner(&self.snat_addrs6, &self.snat_listeners6, key) {
             return w;
         }
-        if in_ranges(&self.owned6, key.dst_ip.to_bits()) {
-            client_hash6(key.src_ip, self.workers)
+        let (client, port) = if in_ranges(&self.owned6, key.dst_ip.to_bits()) {
+            client_side(&self.affinity_listeners6, key)
         } else {
-            client_hash6(key.dst_ip, self.workers)
-        }
+            client_side(&self.affinity_endpoints6, &key.reversed())
+        };
+        client_port_hash6(client, port, self.workers)
     }
 
     /// The SNAT port slice's worker when `key` is a reply to an SNAT tuple
@@ -216,6 +335,17 @@ impl SteeringRule {
             .map_or(0, |w| w as WorkerId)
         })
     }
+}
+
+/// The client address and the port to hash with it for `key`, a packet
+/// from the client (the source) to a listener or, reversed, to a backend
+/// endpoint: port 0 (the address alone) when `(proto, dst, dst port)` is in
+/// `address_steered`, else the client port.
+fn client_side<A: Ord + Copy>(address_steered: &[(Proto, A, u16)], key: &FlowKeyOf<A>) -> (A, u16) {
+    let by_addr = address_steered
+        .binary_search(&(key.proto, key.dst_ip, key.dst_port))
+        .is_ok();
+    (key.src_ip, if by_addr { 0 } else { key.src_port })
 }
 
 /// Sort and dedup the SNAT addresses and the listeners on them, leaving

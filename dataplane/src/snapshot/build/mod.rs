@@ -57,6 +57,7 @@ pub use spec::{
 };
 pub use validate::{BuildError, Problem};
 
+use super::AffinityTuples;
 use super::table::{IdTable, ShardedMap};
 use super::{
     Backend, BackendId, Listener, ListenerKey, ListenerKey6, OwnedAddr, Service, ServiceId,
@@ -291,6 +292,12 @@ impl SnapshotBuilder {
             owned6: self.owned6.clone(),
             listeners: self.listeners.clone(),
             listeners6: self.listeners6.clone(),
+            affinity: Arc::new(AffinityTuples::of(
+                &self.service_table,
+                &self.backend_table,
+                &self.listeners,
+                &self.listeners6,
+            )),
             services: self.service_table.clone(),
             backends: self.backend_table.clone(),
             static_neighbours,

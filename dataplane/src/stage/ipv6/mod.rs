@@ -235,6 +235,7 @@ fn pass<F: Frame>(
             outbox: ctx.outbox,
             source_limit: ctx.source_limit,
             now_ms: ctx.now_ms,
+            workers: ctx.steering.workers,
         },
         snap,
         frames,

@@ -9,17 +9,22 @@
 //!
 //! The owner function is also what the drivers steer by before the packet
 //! reaches a worker ([`Steering::rule`], see [`crate::steering`]): a
-//! client's flows by [`client_hash`] of the client address, replies to an
+//! client's flows by [`client_port_hash`] of the client address and port
+//! (port 0, the address alone, for the address-steered services of
+//! [`crate::steering::AffinityTuples`]: ClientIP affinity), replies to an
 //! SNAT address by the SNAT port's slice.
 
 #[cfg(test)]
 mod tests;
 
 use crate::counters::Counters;
-use crate::flow::{FlowKey, FlowKey6};
+use crate::flow::{FlowKey, FlowKey6, FlowKeyOf};
 use crate::packet::{PacketKind, PacketMeta, Verdict, WorkerId};
 use crate::snapshot::Snapshot;
-use crate::steering::{SteeringRule, client_hash, client_hash6};
+use crate::steering::{
+    AffinityFamily, AffinityTuples, SteeringRule, client_port_hash, client_port_hash6,
+};
+use std::hash::Hash;
 use std::ops::RangeInclusive;
 
 /// Which worker owns a packet's flow.
@@ -33,11 +38,13 @@ pub struct Steering {
 impl Steering {
     /// Owner of a TCP/UDP packet with this (outer or inner-reversed) key.
     ///
-    /// Client-side packets are owned by the hash of the client address;
-    /// replies to an SNAT address by the worker owning the SNAT port's slice
-    /// (the allocator of that worker handed the port out); replies straight
-    /// to a client (no SNAT) by the client's hash, the same worker that owns
-    /// the client's original direction.
+    /// Client-side packets are owned by the hash of the client address and
+    /// port (the address alone for an address-steered listener); replies to
+    /// an SNAT address by the worker owning the SNAT port's slice (the
+    /// allocator of that worker handed the port out); replies straight to a
+    /// client (no SNAT) by the same hash of the client's address and port
+    /// (the address alone from an address-steered endpoint), the worker
+    /// that owns the client's original direction.
     #[inline]
     pub fn owner(&self, key: &FlowKey, snap: &Snapshot) -> WorkerId {
         self.owner_by(key, snap).0
@@ -45,9 +52,10 @@ impl Steering {
 
     /// Owner of an IPv6 TCP/UDP packet with this key: replies to an IPv6
     /// SNAT tuple by the SNAT port's slice, everything else by
-    /// [`client_hash6`] of the client address (the source; for a packet to
-    /// an address the gateway does not own, the destination). The drivers'
-    /// programs compute the same ([`SteeringRule::owner6`]).
+    /// [`client_port_hash6`] of the client address and port (the source;
+    /// for a packet to an address the gateway does not own, the
+    /// destination), as [`Steering::owner`] decides. The drivers' programs
+    /// compute the same ([`SteeringRule::owner6`]).
     pub fn owner6(&self, key: &FlowKey6, snap: &Snapshot) -> WorkerId {
         self.owner6_by(key, snap).0
     }
@@ -55,7 +63,6 @@ impl Steering {
     /// [`Steering::owner6`], and whether the owner is by the SNAT port's
     /// slice (else by the client address).
     pub fn owner6_by(&self, key: &FlowKey6, snap: &Snapshot) -> (WorkerId, bool) {
-        let by_client = |addr| (client_hash6(addr, self.workers), false);
         match snap.owned6(key.dst_ip) {
             Some(o)
                 if o.snat
@@ -71,8 +78,10 @@ impl Steering {
                 );
                 (w.map_or(self.worker, |w| w as WorkerId), true)
             }
-            Some(_) => by_client(key.src_ip),
-            None => by_client(key.dst_ip),
+            o => {
+                let (client, port) = client_side(snap, key, o.is_some());
+                (client_port_hash6(client, port, self.workers), false)
+            }
         }
     }
 
@@ -129,6 +138,7 @@ impl Steering {
             listeners,
         )
         .with_ipv6(owned6, snat6, listeners6)
+        .with_affinity(&snap.affinity)
     }
 
     /// [`Self::owner`], and whether the SNAT port's slice decided it.
@@ -154,9 +164,31 @@ impl Steering {
                 .map_or(self.worker, |w| w as WorkerId);
                 (w, true)
             }
-            Some(_) => (client_hash(key.src_ip, self.workers), false),
-            None => (client_hash(key.dst_ip, self.workers), false),
+            o => {
+                let (client, port) = client_side(snap, key, o.is_some());
+                (client_port_hash(client, port, self.workers), false)
+            }
         }
+    }
+}
+
+/// The client address of `key` and the port to hash with it: the source
+/// when the destination is an owned address (`to_owned`), else the
+/// destination (a backend's reply straight to the client); port 0 (the
+/// address alone) when the listener, or the replying endpoint, is
+/// address-steered ([`crate::steering::AffinityTuples`]).
+#[inline]
+fn client_side<A: Copy + Eq + Hash>(snap: &Snapshot, key: &FlowKeyOf<A>, to_owned: bool) -> (A, u16)
+where
+    AffinityTuples: AffinityFamily<A>,
+{
+    let a = &snap.affinity;
+    if to_owned {
+        let by_addr = a.listener(key.proto, key.dst_ip, key.dst_port);
+        (key.src_ip, if by_addr { 0 } else { key.src_port })
+    } else {
+        let by_addr = a.endpoint(key.proto, key.src_ip, key.src_port);
+        (key.dst_ip, if by_addr { 0 } else { key.dst_port })
     }
 }
 

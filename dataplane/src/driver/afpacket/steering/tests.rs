@@ -10,8 +10,9 @@ use super::*;
 use crate::flow::{FlowKey, FlowKey6};
 use crate::steering::tests::{KeyPool, KeyPool6, Rng, shapes};
 use crate::steering::{
-    MAX_OWNED_RANGES, MAX_OWNED_RANGES6, MAX_SNAT_ADDRS, MAX_SNAT_ADDRS6, MAX_SNAT_LISTENERS,
-    MAX_SNAT_LISTENERS6,
+    MAX_AFFINITY_ENDPOINTS, MAX_AFFINITY_ENDPOINTS6, MAX_AFFINITY_LISTENERS,
+    MAX_AFFINITY_LISTENERS6, MAX_OWNED_RANGES, MAX_OWNED_RANGES6, MAX_SNAT_ADDRS, MAX_SNAT_ADDRS6,
+    MAX_SNAT_LISTENERS, MAX_SNAT_LISTENERS6,
 };
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -90,11 +91,91 @@ pub(crate) fn frame6(k: &FlowKey6, next: u8) -> Vec<u8> {
 }
 
 /// The rule of [`addresses`] and [`addresses6`] for `workers` sharing
-/// `ports`.
+/// `ports`, with [`with_affinity_lists`].
 pub(crate) fn both_families(workers: u8, ports: std::ops::RangeInclusive<u16>) -> SteeringRule {
     let (owned, snat, listeners) = addresses();
     let (owned6, snat6, listeners6) = addresses6();
-    SteeringRule::new(workers, ports, owned, snat, listeners).with_ipv6(owned6, snat6, listeners6)
+    with_affinity_lists(
+        SteeringRule::new(workers, ports, owned, snat, listeners)
+            .with_ipv6(owned6, snat6, listeners6),
+    )
+}
+
+/// `(proto, address, port)` tuples of one family.
+pub(crate) type Tuples<A> = Vec<(Proto, A, u16)>;
+
+/// Backend endpoints of [`with_affinity_lists`] (IPv4, IPv6): two on one
+/// address (TCP 8080, UDP 53), one on another.
+pub(crate) fn backends() -> (Tuples<Ipv4Addr>, Tuples<Ipv6Addr>) {
+    let b = |d| Ipv4Addr::new(10, 244, 1, d);
+    let b6 = |h| Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, h);
+    (
+        vec![
+            (Proto::Tcp, b(5), 8080),
+            (Proto::Udp, b(5), 53),
+            (Proto::Tcp, b(6), 8080),
+        ],
+        vec![
+            (Proto::Tcp, b6(5), 8080),
+            (Proto::Udp, b6(5), 53),
+            (Proto::Tcp, b6(6), 8080),
+        ],
+    )
+}
+
+/// `rule` with address-steered tuples over [`addresses`],
+/// [`addresses6`] and [`backends`]: some NodePorts of the node (both
+/// protocols), port 80 of a VIP, the first two backend endpoints.
+pub(crate) fn with_affinity_lists(mut rule: SteeringRule) -> SteeringRule {
+    let (_, _, listeners) = addresses();
+    let (_, _, listeners6) = addresses6();
+    let (ep, ep6) = backends();
+    rule.affinity_listeners = listeners[..5].to_vec();
+    rule.affinity_listeners
+        .push((Proto::Tcp, Ipv4Addr::new(203, 0, 113, 11), 80));
+    rule.affinity_listeners.sort_unstable();
+    rule.affinity_endpoints = ep[..2].to_vec();
+    rule.affinity_endpoints.sort_unstable();
+    rule.affinity_listeners6 = listeners6[..3].to_vec();
+    rule.affinity_listeners6.sort_unstable();
+    rule.affinity_endpoints6 = ep6[..2].to_vec();
+    rule.affinity_endpoints6.sort_unstable();
+    rule
+}
+
+/// An IPv6 key pool over [`addresses6`] and [`backends`].
+pub(crate) fn key_pool6() -> KeyPool6 {
+    let (owned6, _, listeners6) = addresses6();
+    let (_, ep6) = backends();
+    KeyPool6 {
+        owned: owned6.into_iter().chain(ep6.iter().map(|e| e.1)).collect(),
+        listen: listeners6.iter().chain(&ep6).map(|&(_, _, p)| p).collect(),
+    }
+}
+
+/// Whether `rule` owns `k` by its client address alone (an
+/// address-steered listener or endpoint), of either family.
+fn address_steered<A: Ord + Copy>(
+    listeners: &[(Proto, A, u16)],
+    endpoints: &[(Proto, A, u16)],
+    k: &crate::flow::FlowKeyOf<A>,
+) -> bool {
+    listeners
+        .binary_search(&(k.proto, k.dst_ip, k.dst_port))
+        .is_ok()
+        || endpoints
+            .binary_search(&(k.proto, k.src_ip, k.src_port))
+            .is_ok()
+}
+
+/// A key pool over [`addresses`] and [`backends`] (addresses and ports).
+pub(crate) fn key_pool() -> KeyPool {
+    let (owned, _, listeners) = addresses();
+    let (ep, _) = backends();
+    KeyPool {
+        owned: owned.into_iter().chain(ep.iter().map(|e| e.1)).collect(),
+        listen: listeners.iter().chain(&ep).map(|&(_, _, p)| p).collect(),
+    }
 }
 
 /// Run `prog` over `frame` (network header at [`ETH_LEN`]).
@@ -144,6 +225,7 @@ fn run(prog: &[Insn], frame: &[u8]) -> u32 {
                     op if op == DIV => a / v,
                     op if op == MOD => a % v,
                     op if op == AND => a & v,
+                    op if op == OR => a | v,
                     op if op == XOR => a ^ v,
                     op if op == LSH => a << v,
                     op if op == RSH => a >> v,
@@ -176,12 +258,10 @@ fn run(prog: &[Insn], frame: &[u8]) -> u32 {
 #[test]
 fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
     let (owned, snat, listeners) = addresses();
-    let keys = KeyPool {
-        owned: owned.clone(),
-        listen: listeners.iter().map(|&(_, _, p)| p).collect(),
-    };
+    let keys = key_pool();
     let mut rng = Rng(0x5eed);
-    for (workers, ports) in shapes() {
+    let mut by_addr = 0;
+    for (i, (workers, ports)) in shapes().into_iter().enumerate() {
         let rule = SteeringRule::new(
             workers,
             ports.clone(),
@@ -189,15 +269,27 @@ fn the_fanout_program_picks_the_rules_owner_for_random_tuples() {
             snat.clone(),
             listeners.clone(),
         );
+        // Every other shape without address-steered tuples.
+        let rule = if i % 2 == 0 {
+            with_affinity_lists(rule)
+        } else {
+            rule
+        };
         let mut n = 0;
         check_program(&rule, || {
             let k = keys.key(&mut rng);
             let options = (n % 3) * 2;
             n += 1;
             let what = format!("{k}, {options} option words, {workers} workers, {ports:?}");
+            by_addr += usize::from(address_steered(
+                &rule.affinity_listeners,
+                &rule.affinity_endpoints,
+                &k,
+            ));
             (frame(&k, options, 0), rule.owner(&k), what)
         });
     }
+    assert!(by_addr > 100, "address-steered tuples drawn: {by_addr}");
 }
 
 /// Run the program of `rule` over 20,000 frames from `next` (a frame,
@@ -222,12 +314,8 @@ fn check_program(rule: &SteeringRule, mut next: impl FnMut() -> (Vec<u8>, u8, St
 
 #[test]
 fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
-    let (owned, _, listeners) = addresses();
-    let (owned6, _, listeners6) = addresses6();
-    let keys = KeyPool6 {
-        owned: owned6,
-        listen: listeners6.iter().map(|&(_, _, p)| p).collect(),
-    };
+    let keys = key_pool6();
+    let mut by_addr = 0;
     let mut rng = Rng(0x5eed6);
     for (workers, ports) in shapes() {
         let rule = both_families(workers, ports.clone());
@@ -235,18 +323,24 @@ fn the_fanout_program_picks_the_rules_ipv6_owner_for_random_tuples() {
         check_program(&rule, || {
             let k = keys.key(&mut rng);
             let what = format!("{k:?}, {workers} workers, {ports:?}");
+            by_addr += usize::from(address_steered(
+                &rule.affinity_listeners6,
+                &rule.affinity_endpoints6,
+                &k,
+            ));
             (frame6(&k, k.proto.ip_number()), rule.owner6(&k), what)
         });
         // IPv4 frames are steered as before with the IPv6 lists present.
-        let keys4 = KeyPool {
-            owned: owned.clone(),
-            listen: listeners.iter().map(|&(_, _, p)| p).collect(),
-        };
+        let keys4 = key_pool();
         check_program(&rule, || {
             let k = keys4.key(&mut rng);
             (frame(&k, 0, 0), rule.owner(&k), k.to_string())
         });
     }
+    assert!(
+        by_addr > 100,
+        "address-steered IPv6 tuples drawn: {by_addr}"
+    );
 }
 
 #[test]
@@ -304,7 +398,13 @@ pub(crate) fn largest_rule() -> SteeringRule {
         snat_ports: 1024..=65535,
         snat_addrs: (0..MAX_SNAT_ADDRS as u32).map(Ipv4Addr::from).collect(),
         snat_listeners: (0..MAX_SNAT_LISTENERS as u16)
-            .map(|p| (Proto::Tcp, Ipv4Addr::new(10, 0, 0, 1), 30000 + p))
+            .map(|p| {
+                (
+                    Proto::Tcp,
+                    Ipv4Addr::from(0x0a00_0000 + u32::from(p)),
+                    30000 + p,
+                )
+            })
             .collect(),
         owned: (0..MAX_OWNED_RANGES as u32)
             .map(|i| (i * 4, i * 4 + 1))
@@ -313,11 +413,24 @@ pub(crate) fn largest_rule() -> SteeringRule {
             .map(|i| Ipv6Addr::from_bits(i << 64))
             .collect(),
         snat_listeners6: (0..MAX_SNAT_LISTENERS6 as u16)
-            .map(|p| (Proto::Tcp, Ipv6Addr::LOCALHOST, 30000 + p))
+            .map(|p| (Proto::Tcp, Ipv6Addr::from_bits(u128::from(p)), 30000 + p))
             .collect(),
         // Every range in its own /96: the most instructions.
         owned6: (0..MAX_OWNED_RANGES6 as u128)
             .map(|i| (i << 32, (i << 32) + 1))
+            .collect(),
+        // Every tuple on its own address: the most instructions.
+        affinity_listeners: (0..MAX_AFFINITY_LISTENERS as u32)
+            .map(|i| (Proto::Tcp, Ipv4Addr::from(0x0b00_0000 + i), 80))
+            .collect(),
+        affinity_endpoints: (0..MAX_AFFINITY_ENDPOINTS as u32)
+            .map(|i| (Proto::Tcp, Ipv4Addr::from(0x0c00_0000 + i), 8080))
+            .collect(),
+        affinity_listeners6: (0..MAX_AFFINITY_LISTENERS6 as u128)
+            .map(|i| (Proto::Tcp, Ipv6Addr::from_bits(1 << 100 | i), 80))
+            .collect(),
+        affinity_endpoints6: (0..MAX_AFFINITY_ENDPOINTS6 as u128)
+            .map(|i| (Proto::Tcp, Ipv6Addr::from_bits(1 << 101 | i), 8080))
             .collect(),
         truncated: true,
     }
@@ -326,6 +439,7 @@ pub(crate) fn largest_rule() -> SteeringRule {
 #[test]
 fn the_largest_rule_fits_the_kernel_limit() {
     let prog = fanout_program(&largest_rule());
+    println!("largest rule: {} instructions", prog.len());
     assert!(
         prog.len() <= MAX_INSTRUCTIONS,
         "{} instructions",

@@ -10,10 +10,10 @@
 
 use super::*;
 use crate::driver::afpacket::steering::tests::{
-    ETH_LEN, addresses, addresses6, both_families, frame, frame6, largest_rule,
+    ETH_LEN, addresses, both_families, frame, frame6, key_pool, key_pool6, largest_rule,
 };
 use crate::flow::{FlowKey, Proto};
-use crate::steering::tests::{KeyPool, KeyPool6, Rng, shapes};
+use crate::steering::tests::{Rng, shapes};
 use portico_netns::{Netns, Veth, in_netns, require_root};
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -75,16 +75,9 @@ fn check(
 #[test]
 fn the_xdp_program_picks_the_rules_owner_for_both_families_on_every_queue() {
     with_queues(|ifindex| {
-        let (owned, _, listeners) = addresses();
-        let (owned6, _, listeners6) = addresses6();
-        let keys = KeyPool {
-            owned,
-            listen: listeners.iter().map(|&(_, _, p)| p).collect(),
-        };
-        let keys6 = KeyPool6 {
-            owned: owned6,
-            listen: listeners6.iter().map(|&(_, _, p)| p).collect(),
-        };
+        // Over the owned addresses and the backends: the address-steered
+        // listeners and endpoints of `both_families` are drawn too.
+        let (keys, keys6) = (key_pool(), key_pool6());
         let mut rng = Rng(0x5eed_00d9);
         for (workers, ports) in shapes() {
             let rule = both_families(workers, ports.clone());
