@@ -375,7 +375,8 @@ pub struct DataplaneSection {
     /// `0..=1000000` (0: block after the first idle poll). Spinning keeps a
     /// packet that arrives soon after the last from waiting for a wake-up,
     /// at the price of CPU the core could give to other processes.
-    /// Default 1024 (see bench/RESULTS.md for the measurement).
+    /// Default 64, chosen by measurement (bench/RESULTS.md, "The idle spin
+    /// budget").
     #[serde(default)]
     pub idle_spin_polls: Option<u64>,
     /// Largest Maglev lookup table: a prime, at least the largest backend
@@ -420,7 +421,7 @@ pub struct DataplaneSection {
 }
 
 /// `dataplane.idle_spin_polls` when not given.
-pub const DEFAULT_IDLE_SPIN_POLLS: u64 = 1024;
+pub const DEFAULT_IDLE_SPIN_POLLS: u64 = 64;
 
 fn default_source_prefix_len_v6() -> u64 {
     64

@@ -1312,7 +1312,7 @@ fn defaults_fill_everything_left_out() {
     assert_eq!((d.afxdp.busy_poll_us, d.afxdp.busy_poll_budget), (20, 64));
     assert_eq!((d.workers, d.cores.len(), d.batch_size), (1, 0, 64));
     assert_eq!(d.idle, nic_config::IdlePolicy::Adaptive);
-    assert_eq!(d.idle_spin_polls, 1024);
+    assert_eq!(d.idle_spin_polls, 64);
     assert_eq!(d.maglev_table_size, 16381);
     assert_eq!(
         (
