@@ -49,6 +49,7 @@ fn standalone_two_port() {
     assert_eq!(plan.ports[outside].interface, "veth-gw-out");
     assert_eq!(plan.ports[outside].mac, None);
     assert_eq!(plan.dataplane.idle, IdlePolicy::Adaptive);
+    assert_eq!(plan.dataplane.idle_spin_polls, 64);
     assert_eq!(plan.dataplane.workers, 1);
 
     let node = Ipv4Addr::new(192, 0, 2, 1);
