@@ -344,7 +344,13 @@ impl<D: Driver, C: Clock> Worker<D, C> {
 
     /// Sleep in the driver's idle wait unless frames were handed over
     /// meanwhile; with a doorbell, other workers' handoffs end the wait.
+    /// The scalar counters are published first: `poll` publishes once per
+    /// millisecond, so the packets of the worker's last millisecond of work
+    /// would otherwise stay invisible to `portico stats` and metrics until
+    /// the wait ends (up to the driver's timeout). One copy of the counters
+    /// per sleep, beside the wait's syscall.
     fn sleep_in_driver(&mut self) {
+        self.publish_scalars();
         if let Some(d) = &self.doorbell {
             d.going_to_sleep();
         }

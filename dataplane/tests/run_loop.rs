@@ -21,15 +21,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The mem driver plus what the loop asked of it. Every poll (one RX burst
-/// on port 0) advances the clock by 1 ms; after `stop_after_polls` polls it
-/// sets `stop`.
+/// on port 0) advances the clock by `ms_per_poll`; poll `syn_at_poll` finds
+/// the client's SYN; after `stop_after_polls` polls it sets `stop`.
 struct Scripted {
     mem: MemDriver,
     clock: ManualClock,
     stop: Arc<AtomicBool>,
     stop_after_polls: u32,
+    ms_per_poll: u64,
+    syn: Vec<u8>,
+    syn_at_poll: u32,
     polls: u32,
     waits: u32,
+    /// The published `rx_packets` each time the worker went to sleep.
+    shared: Arc<SharedCounters>,
+    rx_packets_at_waits: Vec<u64>,
     counter_reads: u32,
     /// Frames received per port (what `port_counters` reports).
     rx_frames: [u64; 2],
@@ -45,7 +51,10 @@ impl Driver for Scripted {
     fn rx_burst(&mut self, port: PortId, out: &mut Vec<MemFrame>, max: usize) -> usize {
         if port == 0 {
             self.polls += 1;
-            self.clock.advance_ms(1);
+            self.clock.advance_ms(self.ms_per_poll);
+            if self.polls == self.syn_at_poll {
+                self.mem.inject(OUTSIDE, &self.syn).expect("inject");
+            }
             if self.polls >= self.stop_after_polls {
                 self.stop.store(true, Ordering::Relaxed);
             }
@@ -69,6 +78,8 @@ impl Driver for Scripted {
 
     fn wait_idle(&mut self) -> bool {
         self.waits += 1;
+        self.rx_packets_at_waits
+            .push(self.shared.read().0.rx_packets);
         false
     }
 
@@ -89,10 +100,24 @@ impl Driver for Scripted {
 }
 
 /// Run a worker with `idle` until its driver has seen `polls` polls, with
-/// one client SYN for the VIP waiting on the outside port.
+/// one client SYN for the VIP waiting on the outside port, 1 ms per poll.
 fn run(
     idle: IdlePolicy,
     polls: u32,
+) -> (
+    Worker<Scripted, ManualClock>,
+    Arc<SharedCounters>,
+    Vec<PortStatsCell>,
+) {
+    run_with(idle, polls, 1, 1)
+}
+
+/// [`run`] with `ms_per_poll` and the SYN arriving at poll `syn_at_poll`.
+fn run_with(
+    idle: IdlePolicy,
+    polls: u32,
+    ms_per_poll: u64,
+    syn_at_poll: u32,
 ) -> (
     Worker<Scripted, ManualClock>,
     Arc<SharedCounters>,
@@ -105,7 +130,7 @@ fn run(
     );
     let clock = ManualClock::new(1_000);
     let stop = Arc::new(AtomicBool::new(false));
-    let mut mem = MemDriver::new(MemConfig::default());
+    let mem = MemDriver::new(MemConfig::default());
     let syn = build::eth_ipv4_tcp(
         ROUTER_MAC,
         OUT_MAC,
@@ -118,18 +143,22 @@ fn run(
         0,
         b"",
     );
-    mem.inject(OUTSIDE, &syn).expect("inject");
+    let shared = Arc::new(SharedCounters::default());
     let driver = Scripted {
         mem,
         clock: clock.clone(),
         stop: Arc::clone(&stop),
         stop_after_polls: polls,
+        ms_per_poll,
+        syn: syn.to_vec(),
+        syn_at_poll,
         polls: 0,
         waits: 0,
+        shared: Arc::clone(&shared),
+        rx_packets_at_waits: Vec::new(),
         counter_reads: 0,
         rx_frames: [0; 2],
     };
-    let shared = Arc::new(SharedCounters::default());
     let mut worker = Worker::new(
         &WorkerConfig {
             pipeline: pipeline_config(0, 1),
@@ -187,6 +216,22 @@ fn the_spin_budget_is_the_configured_one() {
         assert_eq!(d.waits, polls - 1 - spin_polls, "spin_polls = {spin_polls}");
         assert_eq!(shared.read().0.rx_packets, 1);
     }
+}
+
+#[test]
+fn counters_are_published_before_the_worker_sleeps() {
+    // The clock never moves, so the once-per-millisecond publication in
+    // `poll` has run only once (the first, empty poll) when the SYN
+    // arrives at poll 2: a reader would not see the SYN until the worker
+    // woke from its wait, unless it publishes before it sleeps.
+    let (mut worker, _, _) = run_with(IdlePolicy::Adaptive { spin_polls: 0 }, 6, 0, 2);
+    let d = worker.driver_mut();
+    assert_eq!(d.polls, 6);
+    assert_eq!(
+        d.rx_packets_at_waits,
+        [0, 1, 1, 1, 1],
+        "the published rx_packets at each sleep"
+    );
 }
 
 #[test]
