@@ -109,6 +109,17 @@ fn rx_test_frames(driver: &mut AfPacketDriver, count: usize) -> Vec<(Vec<u8>, bo
     got
 }
 
+/// The driver on `topo`'s side B with the default rings and `rx_mode`.
+fn open_in_ns_b(topo: &Topology, rx_mode: RxMode) -> AfPacketDriver {
+    in_netns(&topo.ns_b, || {
+        AfPacketDriver::open(&config(RingConfig {
+            rx_mode,
+            ..RingConfig::default()
+        }))
+    })
+    .expect("open driver")
+}
+
 #[test]
 fn frames_sent_into_the_peer_arrive_intact_through_rx_burst() {
     frames_sent_into_the_peer_arrive_intact_through_rx_burst_in(RxMode::Frames);
@@ -124,13 +135,7 @@ fn frames_sent_into_the_peer_arrive_intact_through_rx_burst_in(rx_mode: RxMode) 
         return;
     };
     let peer = open_peer(&topo);
-    let mut driver = in_netns(&topo.ns_b, || {
-        AfPacketDriver::open(&config(RingConfig {
-            rx_mode,
-            ..RingConfig::default()
-        }))
-    })
-    .expect("open driver");
+    let mut driver = open_in_ns_b(&topo, rx_mode);
     let port = driver.port(0).expect("port 0");
     assert_eq!((port.mac(), port.mtu(), port.ifname()), (MAC_B, 1500, "pb"));
 
@@ -171,13 +176,7 @@ fn tx_burst_frames_arrive_on_the_peer_and_bursts_do_not_allocate_in(rx_mode: RxM
         return;
     };
     let peer = open_peer(&topo);
-    let mut driver = in_netns(&topo.ns_b, || {
-        AfPacketDriver::open(&config(RingConfig {
-            rx_mode,
-            ..RingConfig::default()
-        }))
-    })
-    .expect("open driver");
+    let mut driver = open_in_ns_b(&topo, rx_mode);
     let sent: Vec<Vec<u8>> = (0..32u32)
         .map(|i| test_frame(60 + i as usize * 41, 3000 + i as u16, i))
         .collect();
