@@ -11,7 +11,7 @@
 //!   completed ([`super::run::Load::per`]), per run, then takes the median;
 //! * figures that could not be computed (no such row, zero work) print `–`.
 
-use super::run::{Datapath, Load, Report, Sample, UpdateSample};
+use super::run::{Datapath, Latency, Load, Report, Sample, UpdateSample};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -62,6 +62,18 @@ pub struct Row {
     pub syn_retransmits: Spread,
     pub paws_rejects: Spread,
     pub errors: Spread,
+    /// Request latency over the runs (wrk loads), `None` for the others.
+    pub latency: Option<LatencyRow>,
+}
+
+/// Request latency of one [`Row`] over the runs, ms.
+#[derive(Clone, Debug)]
+pub struct LatencyRow {
+    pub p50_ms: Spread,
+    /// p50 minus the nftables datapath's p50 in the same run.
+    pub p50_vs_nftables_ms: Option<Spread>,
+    pub p99_ms: Spread,
+    pub mean_ms: Spread,
 }
 
 fn per_unit(cpu_s: f64, units: f64) -> f64 {
@@ -86,19 +98,43 @@ pub fn rig_us(s: &Sample) -> f64 {
     per_unit(s.cpu.rig_s(), s.units)
 }
 
-fn ratios(
+/// `compare(figure(s), figure(base))` of every sample against the `base`
+/// datapath's sample of the same run, load and service count.
+fn within_run(
     samples: &[&Sample],
     all: &[Sample],
     base: Datapath,
     figure: impl Fn(&Sample) -> f64,
+    compare: impl Fn(f64, f64) -> Option<f64>,
 ) -> Option<Spread> {
     spread(samples.iter().filter_map(|s| {
         let b = all.iter().find(|b| {
             b.run == s.run && b.load == s.load && b.services == s.services && b.datapath == base
         })?;
         let (x, y) = (figure(s), figure(b));
-        (y > 0.0 && x.is_finite() && y.is_finite()).then(|| x / y)
+        (x.is_finite() && y.is_finite()).then(|| compare(x, y))?
     }))
+}
+
+fn ratios(
+    samples: &[&Sample],
+    all: &[Sample],
+    base: Datapath,
+    figure: impl Fn(&Sample) -> f64,
+) -> Option<Spread> {
+    within_run(samples, all, base, figure, |x, y| (y > 0.0).then(|| x / y))
+}
+
+fn latency_row(samples: &[&Sample], all: &[Sample]) -> Option<LatencyRow> {
+    let of =
+        |g: fn(&Latency) -> f64| spread(samples.iter().filter_map(|s| s.latency.as_ref().map(g)));
+    let p50 = |s: &Sample| s.latency.map_or(f64::NAN, |l| l.p50_ms);
+    Some(LatencyRow {
+        p50_ms: of(|l| l.p50_ms)?,
+        p50_vs_nftables_ms: within_run(samples, all, Datapath::Nftables, p50, |x, y| Some(x - y)),
+        p99_ms: of(|l| l.p99_ms)?,
+        mean_ms: of(|l| l.mean_ms)?,
+    })
 }
 
 /// Every row of the report, ordered by load, service count, datapath.
@@ -129,6 +165,7 @@ pub fn rows(report: &Report) -> Vec<Row> {
                 syn_retransmits: f(|s| s.syn_retransmits as f64)?,
                 paws_rejects: f(|s| s.paws_rejects as f64)?,
                 errors: f(|s| s.errors as f64)?,
+                latency: latency_row(&samples, all),
             })
         })
         .collect()
@@ -215,6 +252,7 @@ pub fn markdown(report: &Report) -> String {
     let loads: BTreeSet<Load> = rows.iter().map(|r| r.load).collect();
     for load in loads {
         let tcp_state = matches!(load, Load::NewConnections | Load::Churn);
+        let latency = rows.iter().any(|r| r.load == load && r.latency.is_some());
         let _ = writeln!(
             out,
             "\n#### {} — {}, median (min–max) over runs\n",
@@ -235,9 +273,15 @@ pub fn markdown(report: &Report) -> String {
         if tcp_state {
             out.push_str(" client SYN retransmits | backend PAWS rejects |");
         }
+        if latency {
+            out.push_str(" p50 ms | p50 − nftables ms | p99 ms | mean ms |");
+        }
         out.push_str("\n|---:|---|---:|---:|---:|---:|---:|---:|---:|");
         if tcp_state {
             out.push_str("---:|---:|");
+        }
+        if latency {
+            out.push_str("---:|---:|---:|---:|");
         }
         out.push('\n');
         for r in rows.iter().filter(|r| r.load == load) {
@@ -268,6 +312,24 @@ pub fn markdown(report: &Report) -> String {
                     spread_text(&r.syn_retransmits),
                     spread_text(&r.paws_rejects)
                 );
+            }
+            if latency {
+                let ms = |s: &Spread| format!("{:.3}", s.median);
+                let _ = match &r.latency {
+                    Some(l) => write!(
+                        out,
+                        " {} | {} | {} | {} |",
+                        ms(&l.p50_ms),
+                        match (&l.p50_vs_nftables_ms, r.datapath) {
+                            (_, Datapath::Nftables) => "0".to_owned(),
+                            (Some(d), _) => format!("{:+.3}", d.median),
+                            (None, _) => "–".to_owned(),
+                        },
+                        ms(&l.p99_ms),
+                        ms(&l.mean_ms)
+                    ),
+                    None => write!(out, " – | – | – | – |"),
+                };
             }
             out.push('\n');
         }
@@ -348,7 +410,7 @@ mod tests {
             },
             syn_retransmits: run as u64,
             paws_rejects: 0,
-            p50_ms: None,
+            latency: None,
             errors: 0,
         }
     }
@@ -402,5 +464,59 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("client SYN retransmits"));
+    }
+
+    #[test]
+    fn latency_columns_show_the_p50_difference_within_each_run() {
+        let p = Datapath::Portico(PorticoDriver::AfPacket);
+        let with = |run, datapath, p50_ms: f64| Sample {
+            load: Load::Rtt,
+            latency: Some(Latency {
+                mean_ms: p50_ms + 0.01,
+                p50_ms,
+                p90_ms: p50_ms * 2.0,
+                p99_ms: p50_ms * 3.0,
+            }),
+            ..sample(run, datapath, 1000.0, 1.0)
+        };
+        // Run 1 is slower for both datapaths: the difference within each
+        // run is 0.05 ms, not the 0.45 ms between the medians' extremes.
+        let report = Report {
+            samples: vec![
+                with(0, p, 0.15),
+                with(0, Datapath::Nftables, 0.10),
+                with(1, p, 0.55),
+                with(1, Datapath::Nftables, 0.50),
+                sample(0, p, 1000.0, 1.0),
+            ],
+            ..Report::default()
+        };
+        let rows = rows(&report);
+        let portico = rows
+            .iter()
+            .find(|r| r.datapath == p && r.load == Load::Rtt)
+            .unwrap();
+        let l = portico.latency.as_ref().unwrap();
+        let d = l.p50_vs_nftables_ms.unwrap();
+        assert!(
+            (d.min - 0.05).abs() < 1e-9 && (d.max - 0.05).abs() < 1e-9,
+            "{d:?}"
+        );
+        assert!((l.p99_ms.median - 1.05).abs() < 1e-9);
+        // The connection load without latency figures has no latency row.
+        assert!(
+            rows.iter()
+                .all(|r| r.load != Load::NewConnections || r.latency.is_none())
+        );
+        let table = markdown(&report);
+        assert!(
+            table.contains("| p50 ms | p50 − nftables ms | p99 ms | mean ms |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 0.350 | +0.050 | 1.050 | 0.360 |"),
+            "{table}"
+        );
+        assert!(table.contains("| 0.300 | 0 | 0.900 | 0.310 |"), "{table}");
     }
 }

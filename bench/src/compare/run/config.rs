@@ -120,6 +120,9 @@ pub enum Load {
     NewConnections,
     /// wrk over keep-alive connections: HTTP requests per second.
     KeepAlive,
+    /// wrk over one keep-alive connection, one request in flight: the
+    /// round trip of the path itself (its p50), not a queue's shape.
+    Rtt,
     /// wrk with `Connection: close` from a narrow ephemeral port range, so
     /// client tuples come back while their last connection's state lingers.
     Churn,
@@ -128,10 +131,11 @@ pub enum Load {
 }
 
 impl Load {
-    pub const ALL: [Load; 5] = [
+    pub const ALL: [Load; 6] = [
         Load::Udp,
         Load::NewConnections,
         Load::KeepAlive,
+        Load::Rtt,
         Load::Churn,
         Load::Iperf,
     ];
@@ -141,6 +145,7 @@ impl Load {
             Load::Udp => "udp",
             Load::NewConnections => "conn",
             Load::KeepAlive => "keepalive",
+            Load::Rtt => "rtt",
             Load::Churn => "churn",
             Load::Iperf => "iperf",
         }
@@ -150,6 +155,7 @@ impl Load {
             Load::Udp => "UDP echoes (pktgen)",
             Load::NewConnections => "new TCP connections (wrk, Connection: close)",
             Load::KeepAlive => "keep-alive HTTP requests (wrk)",
+            Load::Rtt => "one request at a time (wrk -c1, keep-alive): the path's round trip",
             Load::Churn => "connection churn (wrk, Connection: close, narrow port range)",
             Load::Iperf => "single-flow TCP throughput (iperf3)",
         }
@@ -159,7 +165,7 @@ impl Load {
         match self {
             Load::Udp => "echoes/s",
             Load::NewConnections => "conn/s",
-            Load::KeepAlive | Load::Churn => "req/s",
+            Load::KeepAlive | Load::Rtt | Load::Churn => "req/s",
             Load::Iperf => "Gbit/s",
         }
     }
@@ -168,7 +174,7 @@ impl Load {
         match self {
             Load::Udp => "echo",
             Load::NewConnections => "connection",
-            Load::KeepAlive | Load::Churn => "request",
+            Load::KeepAlive | Load::Rtt | Load::Churn => "request",
             Load::Iperf => "MiB",
         }
     }
@@ -176,7 +182,7 @@ impl Load {
     pub(super) fn tool(self) -> Option<&'static str> {
         match self {
             Load::Udp => None,
-            Load::NewConnections | Load::KeepAlive | Load::Churn => Some("wrk"),
+            Load::NewConnections | Load::KeepAlive | Load::Rtt | Load::Churn => Some("wrk"),
             Load::Iperf => Some("iperf3"),
         }
     }

@@ -3,7 +3,7 @@
 
 use super::measure::{
     OurTicks, WrkErrors, is_paws, is_syn_retrans, ns_tcpext, parse_wrk, parse_wrk_errors,
-    parse_wrk_p50_ms, pid_cpu_fields, proc_stat_ticks,
+    parse_wrk_latency, pid_cpu_fields, proc_stat_ticks,
 };
 use super::rig::{LoadResult, Rig, ns_pids, stop_all};
 use super::*;
@@ -108,6 +108,7 @@ impl Rig<'_> {
             Load::KeepAlive => {
                 self.with_cpu(gateway, || self.wrk(self.config.wrk_connections, false))?
             }
+            Load::Rtt => self.with_cpu(gateway, || self.wrk(1, false))?,
             Load::Churn => {
                 let high = CHURN_PORT_BASE + self.config.churn_ports.max(2) - 1;
                 let range = format!("net.ipv4.ip_local_port_range={CHURN_PORT_BASE} {high}");
@@ -174,7 +175,7 @@ impl Rig<'_> {
             value: echoes / num("/elapsed_s").max(1e-9),
             units: echoes,
             errors: num("/echo/lost") as u64,
-            p50_ms: None,
+            latency: None,
         })
     }
 
@@ -228,7 +229,7 @@ impl Rig<'_> {
                 value: per_s,
                 units: requests as f64,
                 errors,
-                p50_ms: parse_wrk_p50_ms(&text),
+                latency: parse_wrk_latency(&text),
             },
             parse_wrk_errors(&text),
         ))
@@ -266,7 +267,7 @@ impl Rig<'_> {
             value: num("/end/sum_received/bits_per_second") / 1e9,
             units: num("/end/sum_received/bytes") / (1024.0 * 1024.0),
             errors: num("/end/sum_sent/retransmits") as u64,
-            p50_ms: None,
+            latency: None,
         })
     }
 

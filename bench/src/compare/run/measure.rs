@@ -2,6 +2,7 @@
 //! `/proc/PID/stat`), TCP counters (`netstat`) and wrk's summary.
 
 use portico_netns::Netns;
+use serde::Serialize;
 use std::io;
 
 /// Machine-wide CPU ticks — see [`CpuUse`].
@@ -150,14 +151,24 @@ pub fn parse_wrk_errors(text: &str) -> WrkErrors {
     errors
 }
 
-/// wrk's summary: (requests, requests/s, errors).
-/// The median of wrk's `--latency` distribution ("     50%  812.00us"),
-/// in ms.
-pub fn parse_wrk_p50_ms(text: &str) -> Option<f64> {
-    let value = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("50%"))?
-        .trim();
+/// wrk's request latency (`--latency`), in ms: the mean of its thread
+/// statistics ("    Latency   812.00us  …") and the percentiles of its
+/// distribution ("     50%  812.00us"). With `c` connections kept busy,
+/// Little's law ties the mean to the rate (`mean = c / rate`): at equal
+/// throughput two datapaths have the same mean and differ only in the
+/// shape (p50 against p99); the round trip of the path alone is the p50 of
+/// a load with one request in flight ([`Load::Rtt`](super::Load::Rtt)).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Latency {
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// A wrk duration ("812.00us", "1.25ms", "1.50s", "2.00m") in ms.
+fn wrk_duration_ms(value: &str) -> Option<f64> {
+    let value = value.trim();
     let split = value.find(|c: char| c.is_ascii_alphabetic())?;
     let (number, unit) = value.split_at(split);
     let number: f64 = number.trim().parse().ok()?;
@@ -171,6 +182,28 @@ pub fn parse_wrk_p50_ms(text: &str) -> Option<f64> {
     Some(number * per_ms)
 }
 
+/// [`Latency`] from wrk's output; `None` unless the mean and all three
+/// percentiles are there.
+pub fn parse_wrk_latency(text: &str) -> Option<Latency> {
+    let percentile = |p: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(p))
+            .and_then(wrk_duration_ms)
+    };
+    let mean_ms = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Latency "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(wrk_duration_ms)?;
+    Some(Latency {
+        mean_ms,
+        p50_ms: percentile("50%")?,
+        p90_ms: percentile("90%")?,
+        p99_ms: percentile("99%")?,
+    })
+}
+
+/// wrk's summary: (requests, requests/s, errors).
 pub fn parse_wrk(text: &str) -> Option<(u64, f64, u64)> {
     let requests = text
         .lines()

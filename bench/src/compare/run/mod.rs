@@ -65,7 +65,9 @@ pub use flood::{
     Defence, FLOOD_CIDR, FloodConfig, FloodReport, FloodSample, Holding, SAMPLE_EVERY, WrkPhase,
     parse_conntrack_count, run_syn_flood,
 };
-pub use measure::{WrkErrors, parse_wrk, parse_wrk_errors, parse_wrk_p50_ms, rss_kb, tcpext_sum};
+pub use measure::{
+    Latency, WrkErrors, parse_wrk, parse_wrk_errors, parse_wrk_latency, rss_kb, tcpext_sum,
+};
 pub use rig::run;
 pub use sample::{CpuUse, Failure, Report, Sample, UpdateSample};
 

@@ -49,8 +49,8 @@ pub(super) struct LoadResult {
     pub(super) value: f64,
     pub(super) units: f64,
     pub(super) errors: u64,
-    /// Median request latency (wrk loads).
-    pub(super) p50_ms: Option<f64>,
+    /// Request latency (wrk loads).
+    pub(super) latency: Option<Latency>,
 }
 
 impl<'a> Rig<'a> {
@@ -284,7 +284,7 @@ impl<'a> Rig<'a> {
                     syn_retransmits: syn,
                     paws_rejects: paws,
                     errors: r.errors,
-                    p50_ms: r.p50_ms,
+                    latency: r.latency,
                 }),
                 Err(e) => report.failures.push(Failure {
                     run,
@@ -305,8 +305,10 @@ impl<'a> Rig<'a> {
                         "{:.2} {}{}",
                         s.value,
                         load.unit(),
-                        s.p50_ms
-                            .map_or(String::new(), |ms| format!(", p50 {ms:.3} ms"))
+                        s.latency.map_or(String::new(), |l| format!(
+                            ", p50 {:.3} ms, p99 {:.3} ms, mean {:.3} ms",
+                            l.p50_ms, l.p99_ms, l.mean_ms
+                        ))
                     ))
             );
         }

@@ -57,9 +57,8 @@ pub struct Sample {
     /// Failed requests / socket errors (wrk), lost echoes (UDP),
     /// retransmitted segments (iperf3).
     pub errors: u64,
-    /// Median request latency in ms (wrk's latency distribution; wrk
-    /// loads only).
-    pub p50_ms: Option<f64>,
+    /// Request latency (wrk's latency distribution; wrk loads only).
+    pub latency: Option<Latency>,
 }
 
 /// Time to program a one-endpoint change.

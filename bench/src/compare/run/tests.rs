@@ -56,13 +56,22 @@ fn defences_parse_back_and_the_flood_subnet_is_nobodys() {
 }
 
 #[test]
-fn wrk_latency_median_in_ms() {
-    let text = "  Latency Distribution\n     50%  812.00us\n     75%    1.20ms\n\
+fn wrk_latency_in_ms() {
+    let text = "  Thread Stats   Avg      Stdev     Max   +/- Stdev\n\
+                    Latency   912.00us  300.00us  20.00ms   90.00%\n\
+                    Req/Sec    35.00k     1.00k   40.00k    70.00%\n\
+                  Latency Distribution\n     50%  812.00us\n     75%    1.20ms\n\
                 90%    2.00ms\n     99%    1.50s\n";
-    assert_eq!(parse_wrk_p50_ms(text), Some(0.812));
-    assert_eq!(parse_wrk_p50_ms("     50%    1.25ms\n"), Some(1.25));
-    assert_eq!(parse_wrk_p50_ms("     50%    1.50s\n"), Some(1500.0));
-    assert_eq!(parse_wrk_p50_ms("no distribution"), None);
+    let l = parse_wrk_latency(text).unwrap();
+    assert_eq!(
+        (l.mean_ms, l.p50_ms, l.p90_ms, l.p99_ms),
+        (0.912, 0.812, 2.0, 1500.0)
+    );
+    // Minutes, and a distribution without its mean: not a latency.
+    let minutes = text.replace("1.50s", "2.00m");
+    assert_eq!(parse_wrk_latency(&minutes).unwrap().p99_ms, 120e3);
+    assert_eq!(parse_wrk_latency("     50%    1.25ms\n"), None);
+    assert_eq!(parse_wrk_latency("no distribution"), None);
 }
 
 #[test]
