@@ -204,7 +204,14 @@ fn quick_comparison_measures_every_datapath_and_cleans_up() {
         json!("Iptables"),
         json!("Nftables"),
     ];
-    let loads = ["Udp", "NewConnections", "KeepAlive", "Churn", "Iperf"];
+    let loads = [
+        "Udp",
+        "NewConnections",
+        "KeepAlive",
+        "Rtt",
+        "Churn",
+        "Iperf",
+    ];
     for datapath in &datapaths {
         for services in [1, 100] {
             for load in loads {
@@ -220,6 +227,16 @@ fn quick_comparison_measures_every_datapath_and_cleans_up() {
                     value > 0.0 && units > 0.0,
                     "{load} {datapath} {services}: {s}"
                 );
+                // wrk loads carry their latency distribution, ordered.
+                if ["NewConnections", "KeepAlive", "Rtt", "Churn"].contains(&load) {
+                    let ms = |k: &str| s["latency"][k].as_f64().unwrap_or(-1.0);
+                    assert!(
+                        0.0 < ms("p50_ms")
+                            && ms("p50_ms") <= ms("p90_ms")
+                            && ms("p90_ms") <= ms("p99_ms"),
+                        "{load} {datapath} {services}: {s}"
+                    );
+                }
                 // The gateway's own CPU is known exactly for Portico.
                 if datapath.get("Portico").is_some() {
                     assert!(s["cpu"]["gateway_s"].as_f64().is_some(), "{s}");
@@ -233,6 +250,10 @@ fn quick_comparison_measures_every_datapath_and_cleans_up() {
         }
     }
     assert!(table.contains("× iptables"), "{table}");
+    assert!(
+        table.contains("| p50 ms | p50 − nftables ms | p99 ms | mean ms |"),
+        "{table}"
+    );
     for plot in ["throughput-udp.svg", "cpu-conn.svg", "update.svg"] {
         let svg = std::fs::read_to_string(plots.join(plot)).expect(plot);
         assert!(
