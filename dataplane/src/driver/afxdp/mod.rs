@@ -193,6 +193,11 @@ pub enum AfXdpError {
     },
     #[error("loading the XDP program failed: {source}; verifier log:\n{log}")]
     Verifier { source: io::Error, log: String },
+    #[error("interface {ifname}: {source}")]
+    Steering {
+        ifname: String,
+        source: steer::SteerError,
+    },
     #[error("interface {ifname}: attaching the XDP program in {mode} mode failed: {source}")]
     Attach {
         ifname: String,
@@ -849,8 +854,7 @@ impl Driver for AfXdpDriver {
         }
     }
 
-    /// Replace each port's redirect program by one steering by `rule`
-    /// ([`XdpLink::install`]).
+    /// Write `rule` into each port's steering maps ([`XdpLink::install`]).
     fn install_steering(&mut self, rule: &SteeringRule) -> io::Result<bool> {
         for link in &self.links {
             link.install(rule).map_err(io::Error::other)?;
