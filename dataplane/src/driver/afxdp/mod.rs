@@ -427,15 +427,15 @@ impl AfXdpDriver {
         let poll_set = driver_sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         let links = config.ports.iter().filter_map(|p| p.link.clone()).collect();
         // Publish each port's socket for the other workers' sockets on
-        // this queue (single-buffer only: their frames are copied out of
-        // one chunk).
+        // this queue (multi-buffer too: their chains are copied into a
+        // span, `queues::rx_copy`).
         let mut returns_in = Vec::new();
         let mut pending = Vec::new();
         for (i, (pc, p)) in config.ports.iter().zip(&ports).enumerate() {
             let Some(reg) = pc
                 .queue_sockets
                 .as_ref()
-                .filter(|r| r.spans_queues() && !sg && pc.xsk_map.is_some())
+                .filter(|r| r.spans_queues() && pc.xsk_map.is_some())
             else {
                 continue;
             };

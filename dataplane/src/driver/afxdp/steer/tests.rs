@@ -45,19 +45,18 @@ fn with_queues(f: impl FnOnce(u32) + Send) -> Option<()> {
     Some(())
 }
 
-/// A loaded program, its maps and its slots per queue.
-struct Prog<'m> {
-    maps: &'m SteerMaps,
+/// A loaded program and its slots per queue.
+struct Prog {
     fd: OwnedFd,
     workers: u32,
 }
 
 /// The program over `maps` with `workers` slots per queue, returning its
 /// slot; `frags`: the `xdp.frags` variant.
-fn load(maps: &SteerMaps, workers: u32, frags: bool) -> Prog<'_> {
+fn load(maps: &SteerMaps, workers: u32, frags: bool) -> Prog {
     let insns = steering_program(maps, workers, Sink::ReturnSlot).expect("assembles");
     match bpf::load_insns(&insns, bpf::PROGRAM_NAME, frags) {
-        Ok(fd) => Prog { maps, fd, workers },
+        Ok(fd) => Prog { fd, workers },
         Err(e) => panic!("verifier refused: {}\n{}", e.source, e.verifier_log),
     }
 }
@@ -71,13 +70,12 @@ fn sized(mut f: Vec<u8>, frags: bool) -> Vec<u8> {
     f
 }
 
-/// Run the program (`rule` installed) over 2,000 frames from `next` (a
+/// Run the program (a rule installed) over 2,000 frames from `next` (a
 /// frame, its owner, a description), each on a random queue: slot
 /// `q * W + owner` (`W` the program's slots per queue). Returns how many owners were seen.
 fn check(
     ifindex: u32,
-    prog: &Prog<'_>,
-    rule: &SteeringRule,
+    prog: &Prog,
     rng: &mut Rng,
     mut next: impl FnMut(&mut Rng) -> (Vec<u8>, u8, String),
 ) -> usize {
@@ -102,21 +100,21 @@ fn check(
 /// program.
 fn check_both(
     ifindex: u32,
-    program: &Prog<'_>,
+    program: &Prog,
     rule: &SteeringRule,
     (pool, pool6): (&KeyPool, &KeyPool6),
     rng: &mut Rng,
     frags: bool,
 ) -> (usize, usize) {
     let mut n = 0;
-    let seen = check(ifindex, program, rule, rng, |rng| {
+    let seen = check(ifindex, program, rng, |rng| {
         let k = pool.key(rng);
         let options = (n % 3) * 2;
         n += 1;
         let what = format!("{k}, {options} option words, {rule:?}");
         (sized(frame(&k, options, 0), frags), rule.owner(&k), what)
     });
-    let seen6 = check(ifindex, program, rule, rng, |rng| {
+    let seen6 = check(ifindex, program, rng, |rng| {
         let k = pool6.key(rng);
         let what = format!("{k:?}, {rule:?}");
         let f = sized(frame6(&k, k.proto.ip_number()), frags);
