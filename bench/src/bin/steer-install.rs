@@ -16,8 +16,8 @@ use dataplane::driver::afxdp::steer::{self, SteerMaps};
 use dataplane::flow::Proto;
 use dataplane::steering::{
     MAX_AFFINITY_ENDPOINTS, MAX_AFFINITY_ENDPOINTS6, MAX_AFFINITY_LISTENERS,
-    MAX_AFFINITY_LISTENERS6, MAX_OWNED_RANGES, MAX_OWNED_RANGES6, MAX_SNAT_ADDRS,
-    MAX_SNAT_ADDRS6, MAX_SNAT_LISTENERS, MAX_SNAT_LISTENERS6, SteeringRule,
+    MAX_AFFINITY_LISTENERS6, MAX_OWNED_RANGES, MAX_OWNED_RANGES6, MAX_SNAT_ADDRS, MAX_SNAT_ADDRS6,
+    MAX_SNAT_LISTENERS, MAX_SNAT_LISTENERS6, SteeringRule,
 };
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
@@ -30,9 +30,17 @@ fn maxima_rule(owned_span: u32) -> SteeringRule {
     SteeringRule {
         workers: 64,
         snat_ports: 1024..=65535,
-        snat_addrs: n(MAX_SNAT_ADDRS).map(|i| Ipv4Addr::from(0x0d00_0000 + i)).collect(),
+        snat_addrs: n(MAX_SNAT_ADDRS)
+            .map(|i| Ipv4Addr::from(0x0d00_0000 + i))
+            .collect(),
         snat_listeners: n(MAX_SNAT_LISTENERS)
-            .map(|i| (Proto::Tcp, Ipv4Addr::from(0x0a00_0000 + i), 30000 + i as u16))
+            .map(|i| {
+                (
+                    Proto::Tcp,
+                    Ipv4Addr::from(0x0a00_0000 + i),
+                    30000 + i as u16,
+                )
+            })
             .collect(),
         owned: n(MAX_OWNED_RANGES)
             .map(|i| {
@@ -44,7 +52,13 @@ fn maxima_rule(owned_span: u32) -> SteeringRule {
             .map(|i| Ipv6Addr::from_bits(i << 64))
             .collect(),
         snat_listeners6: n(MAX_SNAT_LISTENERS6)
-            .map(|i| (Proto::Tcp, Ipv6Addr::from_bits(u128::from(i)), 30000 + i as u16))
+            .map(|i| {
+                (
+                    Proto::Tcp,
+                    Ipv6Addr::from_bits(u128::from(i)),
+                    30000 + i as u16,
+                )
+            })
             .collect(),
         owned6: (0..MAX_OWNED_RANGES6 as u128)
             .map(|i| (i << 32 | 1, i << 32 | u128::from(owned_span)))

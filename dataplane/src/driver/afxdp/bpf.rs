@@ -311,7 +311,7 @@ impl BpfMap {
 /// AF_XDP socket on RX queue `queue` ([`XskMap::slot`]).
 #[derive(Debug)]
 pub struct XskMap {
-    fd: OwnedFd,
+    map: BpfMap,
     entries: u32,
     workers: u32,
 }
@@ -321,25 +321,16 @@ impl XskMap {
     pub fn create(queues: u32, workers: u32) -> io::Result<XskMap> {
         let workers = workers.max(1);
         let entries = queues.max(1).saturating_mul(workers);
-        let mut attr = MapCreateAttr {
+        let map = BpfMap::create(MapSpec {
             map_type: BPF_MAP_TYPE_XSKMAP,
             key_size: 4,
             value_size: 4,
             max_entries: entries,
             map_flags: 0,
-            inner_map_fd: 0,
-            numa_node: 0,
-            map_name: obj_name(MAP_NAME),
-            map_ifindex: 0,
-            btf_fd: 0,
-            btf_key_type_id: 0,
-            btf_value_type_id: 0,
-            btf_vmlinux_value_type_id: 0,
-            map_extra: 0,
-        };
-        let fd = sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)?;
+            name: MAP_NAME,
+        })?;
         Ok(XskMap {
-            fd,
+            map,
             entries,
             workers,
         })
@@ -372,33 +363,17 @@ impl XskMap {
 
     /// Point slot `slot` at the socket `xsk`.
     pub fn insert(&self, slot: u32, xsk: BorrowedFd<'_>) -> io::Result<()> {
-        let key = slot;
         let value = xsk.as_raw_fd() as u32;
-        let mut attr = MapElemAttr {
-            map_fd: self.fd.as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: &value as *const u32 as u64,
-            flags: 0,
-        };
-        sys::bpf(sys::BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+        self.map.update(&slot.to_ne_bytes(), &value.to_ne_bytes())
     }
 
     /// Empty slot `slot` (frames for it fall back, see the module docs).
     pub fn remove(&self, slot: u32) -> io::Result<()> {
-        let key = slot;
-        let mut attr = MapElemAttr {
-            map_fd: self.fd.as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: 0,
-            flags: 0,
-        };
-        sys::bpf(sys::BPF_MAP_DELETE_ELEM, &mut attr).map(drop)
+        self.map.delete(&slot.to_ne_bytes())
     }
 
     pub(super) fn raw_fd(&self) -> i32 {
-        self.fd.as_raw_fd()
+        self.map.raw_fd()
     }
 }
 

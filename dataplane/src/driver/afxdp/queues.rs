@@ -8,8 +8,9 @@
 //! own UMEM; it joins the pool of worker `q`'s socket there
 //! (`XDP_SHARED_UMEM` with that socket, same device and queue: an RX ring
 //! only, sharing `q`'s fill ring, which only worker `q` fills). A frame it
-//! receives lies in a chunk of `q`'s UMEM: worker `w` copies it into a
-//! chunk of its own UMEM at once (one copy, where a handoff makes two and
+//! receives lies in a chunk of `q`'s UMEM (a multi-buffer packet, with
+//! `XDP_USE_SG`, in a chain of them): worker `w` copies it into a chunk
+//! (a chain: a span) of its own UMEM at once (one copy, where a handoff makes two and
 //! a ring hop), and gives the chunk back to worker `q` through a
 //! single-producer single-consumer [`ReturnRing`], which worker `q` drains
 //! into its free list before it tops its fill ring up. No lock and no
@@ -34,7 +35,7 @@
 //! Invariants: a [`ReturnRing`] has one producer (worker `w`) and one
 //! consumer (worker `q`), and room for every chunk of `q`'s UMEM, so a
 //! push never finds it full; a chunk address travels through it exactly
-//! once per frame received on `w`'s socket on `q`.
+//! once per buffer received on `w`'s socket on `q`.
 
 use super::port::XdpPort;
 use super::ring::Ring;

@@ -708,6 +708,21 @@ fn poll_once(d: &mut AfXdpDriver) {
     }
 }
 
+/// Each worker received exactly the clients `owners` gives it.
+fn each_worker_got_its_clients(got: &[Vec<[u8; 4]>; 2], owners: &[([u8; 4], u8)]) {
+    for (w, clients) in got.iter().enumerate() {
+        let mut want: Vec<[u8; 4]> = owners
+            .iter()
+            .filter(|(_, o)| usize::from(*o) == w)
+            .map(|(c, _)| *c)
+            .collect();
+        let mut clients = clients.clone();
+        clients.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(clients, want, "worker {w} gets exactly its clients");
+    }
+}
+
 fn server_rule() -> SteeringRule {
     SteeringRule::new(
         2,
@@ -736,18 +751,7 @@ fn two_workers_receive_their_clients_frames_from_either_queue() {
         let n = 400;
         let owners = client_owners(&rule, n);
         let got = send_clients(t, d, n);
-        for (w, clients) in got.iter().enumerate() {
-            let want: Vec<[u8; 4]> = owners
-                .iter()
-                .filter(|(_, o)| usize::from(*o) == w)
-                .map(|(c, _)| *c)
-                .collect();
-            let mut clients = clients.clone();
-            clients.sort_unstable();
-            let mut want = want;
-            want.sort_unstable();
-            assert_eq!(clients, want, "worker {w} gets exactly its clients");
-        }
+        each_worker_got_its_clients(&got, &owners);
         let other: u64 = d.iter().map(|dw| dw.total_stats().rx_other_queues).sum();
         assert!(other > 0, "some frames arrived on the other worker's queue");
         for dw in d.iter_mut() {
@@ -782,17 +786,7 @@ fn two_workers_receive_their_clients_jumbo_frames_from_either_queue() {
         let owners = client_owners(&rule, n);
         // 6000 bytes: a chain of two or more buffers.
         let got = send_clients_of(t, d, n, 6000);
-        for (w, clients) in got.iter().enumerate() {
-            let mut want: Vec<[u8; 4]> = owners
-                .iter()
-                .filter(|(_, o)| usize::from(*o) == w)
-                .map(|(c, _)| *c)
-                .collect();
-            let mut clients = clients.clone();
-            clients.sort_unstable();
-            want.sort_unstable();
-            assert_eq!(clients, want, "worker {w} gets exactly its clients");
-        }
+        each_worker_got_its_clients(&got, &owners);
         let stats: Vec<_> = d.iter().map(|dw| dw.total_stats()).collect();
         let other: u64 = stats.iter().map(|s| s.rx_other_queues).sum();
         let chains: u64 = stats.iter().map(|s| s.rx_chains).sum();
