@@ -166,9 +166,9 @@ impl SteerMaps {
     /// generation (what the rule before last left there), write the rule
     /// into it, then flip the active generation (one 4-byte value). A
     /// failure before the flip leaves the active rule as it was (what was
-    /// written is deleted by the next install). Cold path: a few hundred
-    /// map updates at the maxima, no program load, only the maps' fds
-    /// needed.
+    /// written is deleted by the next install). Cold path: about 1,500
+    /// map updates at the lists' maxima (an owned range costs at most 62),
+    /// no program load, only the maps' fds needed.
     pub fn install(&self, rule: &SteeringRule) -> Result<InstallStats, SteerError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let g = 1 - state.active.min(1);
