@@ -210,6 +210,36 @@ fn rules_replace_each_other_without_leftovers_and_truncated_rules_hold() {
 }
 
 #[test]
+fn a_failed_install_leaves_the_active_rule_and_the_next_one_cleans_up() {
+    with_queues(|ifindex| {
+        let maps = SteerMaps::create().expect("maps");
+        let prog = load(&maps, 4, false);
+        let pools = (&key_pool(), &key_pool6());
+        let mut rng = Rng(0xfa11);
+        let active = both_families(4, 1024..=65535);
+        maps.install(&active).expect("install");
+        // More SNAT addresses than the `sets` map holds (a rule past the
+        // maxima, which `SteeringRule` never builds): the install fails
+        // part way into the inactive generation.
+        let mut too_big = both_families(3, 20000..=20010);
+        too_big
+            .snat_addrs
+            .extend((0..1000u32).map(|i| Ipv4Addr::from(0x0e00_0000 + i)));
+        let err = maps.install(&too_big).expect_err("the sets map is full");
+        assert!(err.to_string().contains("portico_sets"), "{err}");
+        // Frames still decided by the active rule, not a mix.
+        check_both(ifindex, &prog, &active, pools, &mut rng, false);
+        // The next install reuses that generation: it deletes what the
+        // failed one wrote, then steers by the new rule.
+        let next = both_families(2, 30000..=40000);
+        let stats = maps.install(&next).expect("install after a failure");
+        assert!(stats.deleted > 700, "the partial rule's entries: {stats:?}");
+        check_both(ifindex, &prog, &next, pools, &mut rng, false);
+    })
+    .unwrap_or(());
+}
+
+#[test]
 fn frames_without_an_owner_go_to_worker_zero_of_their_queue() {
     with_queues(|ifindex| {
         let (owned, snat, listeners) = addresses();
