@@ -11,7 +11,7 @@
 //! |---|---|
 //! | `afpacket`, `mem` | none (sockets and rings are open file descriptors; closing them needs nothing; af_packet's steering program is classic BPF on a socket, which needs no capability) |
 //! | `afxdp`, one worker | none (as af_packet: the one worker owns every flow, no steering program is loaded) |
-//! | `afxdp`, several workers | `CAP_NET_ADMIN`, `CAP_BPF` (worker 0 loads a steering XDP program when a snapshot changes the steering rule and swaps it in through the BPF link: loading an XDP program needs both) |
+//! | `afxdp`, several workers | none on Linux 6.5+ (the steering XDP program is loaded once at start-up; worker 0 installs a new steering rule as updates of the program's BPF maps, through their fds, which needs no capability); `CAP_BPF` on older kernels when `kernel.unprivileged_bpf_disabled` is set (there every `bpf(2)` command, map updates included, checks it: [`map_updates_need_cap_bpf`]) |
 //! | `dpdk` | `CAP_SYS_ADMIN`, `CAP_IPC_LOCK`, `CAP_SYS_RAWIO` (the EAL may map further hugepages at run time, and with `--iova-mode=pa` reads their physical addresses from `/proc/self/pagemap`; PMDs access their PCI resources) |
 //!
 //! Invariants:
@@ -55,12 +55,44 @@ pub enum PrivilegeError {
 }
 
 /// The capabilities (a bit per capability number) a gateway running
-/// `driver` keeps after start-up.
-pub fn kept_capabilities(driver: DriverKind, workers: usize) -> u64 {
+/// `driver` keeps after start-up; `map_updates_need_cap_bpf`: this
+/// kernel's `bpf(2)` refuses map updates without `CAP_BPF`
+/// ([`map_updates_need_cap_bpf`]).
+pub fn kept_capabilities(
+    driver: DriverKind,
+    workers: usize,
+    map_updates_need_cap_bpf: bool,
+) -> u64 {
     match driver {
         DriverKind::Dpdk => bit(CAP_SYS_ADMIN) | bit(CAP_IPC_LOCK) | bit(CAP_SYS_RAWIO),
-        DriverKind::Afxdp if workers > 1 => bit(CAP_NET_ADMIN) | bit(CAP_BPF),
+        DriverKind::Afxdp if workers > 1 && map_updates_need_cap_bpf => bit(CAP_BPF),
         _ => 0,
+    }
+}
+
+/// Whether this kernel's `bpf(2)` refuses a map update without `CAP_BPF`:
+/// before Linux 6.5 (commit "bpf: Move unprivileged checks into
+/// map_create() and bpf_prog_load()") every command checked
+/// `kernel.unprivileged_bpf_disabled`; since, only creating maps and
+/// loading programs do. An unreadable release or sysctl counts as "yes"
+/// (keeping `CAP_BPF` costs less than a rule that cannot be installed).
+pub fn map_updates_need_cap_bpf() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let disabled = std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
+        .map_or(true, |v| v.trim() != "0");
+    disabled && release_before(&release, (6, 5))
+}
+
+/// Whether the kernel release string `release` (`6.18.44-...`) is older
+/// than `major.minor`; an unparsable one counts as older.
+fn release_before(release: &str, (major, minor): (u32, u32)) -> bool {
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(str::parse::<u32>);
+    match (parts.next(), parts.next()) {
+        (Some(Ok(ma)), Some(Ok(mi))) => (ma, mi) < (major, minor),
+        _ => true,
     }
 }
 
@@ -84,7 +116,7 @@ impl super::Gateway {
 /// the broadcast's timeout (one that blocks it) is named in a warning; the
 /// others, the calling thread included, are dropped.
 pub fn drop_after_start(driver: DriverKind, workers: usize) -> Result<(), PrivilegeError> {
-    let kept = kept_capabilities(driver, workers);
+    let kept = kept_capabilities(driver, workers, map_updates_need_cap_bpf());
     let threads = match sys::drop_in_every_thread(kept) {
         Ok(n) => n,
         Err(PrivilegeError::Timeout { tids, timeout_ms }) => {
@@ -118,20 +150,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_dpdk_and_a_steered_afxdp_keep_capabilities() {
+    fn only_dpdk_and_afxdp_on_an_old_kernel_keep_capabilities() {
         for workers in [1, 2] {
-            assert_eq!(kept_capabilities(DriverKind::Afpacket, workers), 0);
-            assert_eq!(kept_capabilities(DriverKind::Mem, workers), 0);
-            assert_eq!(
-                kept_capabilities(DriverKind::Dpdk, workers),
-                (1 << 14) | (1 << 17) | (1 << 21)
-            );
+            for old in [false, true] {
+                assert_eq!(kept_capabilities(DriverKind::Afpacket, workers, old), 0);
+                assert_eq!(kept_capabilities(DriverKind::Mem, workers, old), 0);
+                assert_eq!(
+                    kept_capabilities(DriverKind::Dpdk, workers, old),
+                    (1 << 14) | (1 << 17) | (1 << 21)
+                );
+            }
         }
-        // One AF_XDP worker loads no steering program: nothing to keep.
-        assert_eq!(kept_capabilities(DriverKind::Afxdp, 1), 0);
-        assert_eq!(
-            kept_capabilities(DriverKind::Afxdp, 2),
-            (1 << 12) | (1 << 39)
-        );
+        // One AF_XDP worker installs no steering rule; several do so with
+        // map updates: nothing to keep, but CAP_BPF where bpf(2) checks it
+        // for map updates.
+        assert_eq!(kept_capabilities(DriverKind::Afxdp, 1, true), 0);
+        assert_eq!(kept_capabilities(DriverKind::Afxdp, 2, false), 0);
+        assert_eq!(kept_capabilities(DriverKind::Afxdp, 2, true), 1 << 39);
+    }
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert!(!release_before("6.18.44-fc-v669", (6, 5)));
+        assert!(!release_before("6.5.0\n", (6, 5)));
+        assert!(release_before("6.4.16-generic", (6, 5)));
+        assert!(release_before("5.15.0-91-generic", (6, 5)));
+        assert!(!release_before("7.0", (6, 5)));
+        assert!(release_before("", (6, 5)), "unreadable: keep");
+        assert!(release_before("garbage", (6, 5)));
     }
 }

@@ -25,6 +25,14 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 const BPF_PROG_TYPE_XDP: u32 = 6;
 /// `BPF_MAP_TYPE_XSKMAP`.
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+/// `BPF_MAP_TYPE_HASH`.
+pub(super) const BPF_MAP_TYPE_HASH: u32 = 1;
+/// `BPF_MAP_TYPE_ARRAY`.
+pub(super) const BPF_MAP_TYPE_ARRAY: u32 = 2;
+/// `BPF_MAP_TYPE_LPM_TRIE`.
+pub(super) const BPF_MAP_TYPE_LPM_TRIE: u32 = 11;
+/// `BPF_F_NO_PREALLOC` (an LPM trie requires it).
+pub(super) const BPF_F_NO_PREALLOC: u32 = 1;
 /// `BPF_XDP` attach type (`expected_attach_type` and `BPF_LINK_CREATE`).
 pub(super) const BPF_XDP: u32 = 37;
 /// `BPF_PSEUDO_MAP_FD`: the immediate of a `ld_imm64` is a map fd.
@@ -200,11 +208,110 @@ const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, prog_name) == 48);
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, expected_attach_type) == 68);
 const _: () = assert!(std::mem::offset_of!(MapCreateAttr, map_name) == 28);
 
+/// The shape of a map [`create_map`] makes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MapSpec {
+    pub map_type: u32,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub map_flags: u32,
+    pub name: &'static str,
+}
+
+/// A BPF map of [`MapSpec`]'s shape, owned.
+#[derive(Debug)]
+pub(super) struct BpfMap {
+    fd: OwnedFd,
+    spec: MapSpec,
+}
+
+impl BpfMap {
+    /// A new map of `spec`'s shape (`BPF_MAP_CREATE`).
+    pub(super) fn create(spec: MapSpec) -> io::Result<BpfMap> {
+        let mut attr = MapCreateAttr {
+            map_type: spec.map_type,
+            key_size: spec.key_size,
+            value_size: spec.value_size,
+            max_entries: spec.max_entries,
+            map_flags: spec.map_flags,
+            inner_map_fd: 0,
+            numa_node: 0,
+            map_name: obj_name(spec.name),
+            map_ifindex: 0,
+            btf_fd: 0,
+            btf_key_type_id: 0,
+            btf_value_type_id: 0,
+            btf_vmlinux_value_type_id: 0,
+            map_extra: 0,
+        };
+        let fd = sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)?;
+        Ok(BpfMap { fd, spec })
+    }
+
+    /// The size check every element call makes first: the kernel reads
+    /// exactly the map's key and value sizes from the pointers.
+    fn sized(&self, key: &[u8], value: Option<&[u8]>) -> io::Result<()> {
+        let ok = key.len() == self.spec.key_size as usize
+            && value.is_none_or(|v| v.len() == self.spec.value_size as usize);
+        if ok {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "map {}: key of {} bytes / value of {:?} bytes, the map has {} / {}",
+                    self.spec.name,
+                    key.len(),
+                    value.map(<[u8]>::len),
+                    self.spec.key_size,
+                    self.spec.value_size
+                ),
+            ))
+        }
+    }
+
+    /// `map[key] = value` (`BPF_MAP_UPDATE_ELEM`, `BPF_ANY`): needs only
+    /// the fd (no capability since Linux 6.5).
+    pub(super) fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
+        self.sized(key, Some(value))?;
+        let mut attr = MapElemAttr {
+            map_fd: self.fd.as_raw_fd() as u32,
+            _pad: 0,
+            key: key.as_ptr() as u64,
+            value: value.as_ptr() as u64,
+            flags: 0,
+        };
+        sys::bpf(sys::BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+    }
+
+    /// Remove `key` (`BPF_MAP_DELETE_ELEM`); `ENOENT` when absent.
+    pub(super) fn delete(&self, key: &[u8]) -> io::Result<()> {
+        self.sized(key, None)?;
+        let mut attr = MapElemAttr {
+            map_fd: self.fd.as_raw_fd() as u32,
+            _pad: 0,
+            key: key.as_ptr() as u64,
+            value: 0,
+            flags: 0,
+        };
+        sys::bpf(sys::BPF_MAP_DELETE_ELEM, &mut attr).map(drop)
+    }
+
+    pub(super) fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    pub(super) fn name(&self) -> &'static str {
+        self.spec.name
+    }
+}
+
 /// An XSK map: slot `queue * workers + worker` -> worker `worker`'s
 /// AF_XDP socket on RX queue `queue` ([`XskMap::slot`]).
 #[derive(Debug)]
 pub struct XskMap {
-    fd: OwnedFd,
+    map: BpfMap,
     entries: u32,
     workers: u32,
 }
@@ -214,25 +321,16 @@ impl XskMap {
     pub fn create(queues: u32, workers: u32) -> io::Result<XskMap> {
         let workers = workers.max(1);
         let entries = queues.max(1).saturating_mul(workers);
-        let mut attr = MapCreateAttr {
+        let map = BpfMap::create(MapSpec {
             map_type: BPF_MAP_TYPE_XSKMAP,
             key_size: 4,
             value_size: 4,
             max_entries: entries,
             map_flags: 0,
-            inner_map_fd: 0,
-            numa_node: 0,
-            map_name: obj_name(MAP_NAME),
-            map_ifindex: 0,
-            btf_fd: 0,
-            btf_key_type_id: 0,
-            btf_value_type_id: 0,
-            btf_vmlinux_value_type_id: 0,
-            map_extra: 0,
-        };
-        let fd = sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)?;
+            name: MAP_NAME,
+        })?;
         Ok(XskMap {
-            fd,
+            map,
             entries,
             workers,
         })
@@ -265,33 +363,17 @@ impl XskMap {
 
     /// Point slot `slot` at the socket `xsk`.
     pub fn insert(&self, slot: u32, xsk: BorrowedFd<'_>) -> io::Result<()> {
-        let key = slot;
         let value = xsk.as_raw_fd() as u32;
-        let mut attr = MapElemAttr {
-            map_fd: self.fd.as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: &value as *const u32 as u64,
-            flags: 0,
-        };
-        sys::bpf(sys::BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+        self.map.update(&slot.to_ne_bytes(), &value.to_ne_bytes())
     }
 
     /// Empty slot `slot` (frames for it fall back, see the module docs).
     pub fn remove(&self, slot: u32) -> io::Result<()> {
-        let key = slot;
-        let mut attr = MapElemAttr {
-            map_fd: self.fd.as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: 0,
-            flags: 0,
-        };
-        sys::bpf(sys::BPF_MAP_DELETE_ELEM, &mut attr).map(drop)
+        self.map.delete(&slot.to_ne_bytes())
     }
 
     pub(super) fn raw_fd(&self) -> i32 {
-        self.fd.as_raw_fd()
+        self.map.raw_fd()
     }
 }
 
@@ -302,35 +384,33 @@ pub struct LoadError {
     pub verifier_log: String,
 }
 
-/// Load the redirect program for `map` without a steering rule, named
-/// [`PROGRAM_NAME`].
+/// Load the redirect program for `map` with fresh, empty steering maps
+/// (each queue to its own worker) under `name`, the `xdp.frags` variant
+/// (tests load one under another name to play someone else's program).
+pub fn load_program_named(map: &XskMap, name: &str) -> Result<OwnedFd, LoadError> {
+    let maps = super::steer::SteerMaps::create().map_err(|e| LoadError {
+        source: io::Error::other(e),
+        verifier_log: String::new(),
+    })?;
+    super::steer::load(&maps, map, name, true)
+}
+
+/// [`load_program_named`] under [`PROGRAM_NAME`].
 pub fn load_program(map: &XskMap) -> Result<OwnedFd, LoadError> {
     load_program_named(map, PROGRAM_NAME)
 }
 
-/// Load `insns` as an XDP program named [`PROGRAM_NAME`] (a steering
-/// program, [`super::steer`]).
-pub fn load_insns(insns: &[Insn]) -> Result<OwnedFd, LoadError> {
-    match load_with_flags(insns, PROGRAM_NAME, BPF_F_XDP_HAS_FRAGS) {
-        Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => {
-            load_with_flags(insns, PROGRAM_NAME, 0)
-        }
-        r => r,
+/// Load `insns` as an XDP program named `name`: with `frags`, flagged
+/// `BPF_F_XDP_HAS_FRAGS` (Linux 5.18+, the `xdp.frags` variant), so
+/// multi-buffer packets reach it (veth refuses a program without the flag
+/// on a jumbo MTU, and so does an `XDP_USE_SG` port); a kernel that refuses
+/// the flag gets the program without it.
+pub fn load_insns(insns: &[Insn], name: &str, frags: bool) -> Result<OwnedFd, LoadError> {
+    if !frags {
+        return load_with_flags(insns, name, 0);
     }
-}
-
-/// Load the redirect program for `map` under `name` (tests load one under
-/// another name to play someone else's program). It is loaded with
-/// `BPF_F_XDP_HAS_FRAGS` (Linux 5.18+), so multi-buffer packets reach it
-/// (veth refuses a program without the flag on a jumbo MTU); a kernel that
-/// refuses the flag gets the program without it.
-pub fn load_program_named(map: &XskMap, name: &str) -> Result<OwnedFd, LoadError> {
-    let insns = super::steer::redirect_program(map, None).map_err(|e| LoadError {
-        source: io::Error::new(io::ErrorKind::InvalidInput, e),
-        verifier_log: String::new(),
-    })?;
-    match load_with_flags(&insns, name, BPF_F_XDP_HAS_FRAGS) {
-        Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => load_with_flags(&insns, name, 0),
+    match load_with_flags(insns, name, BPF_F_XDP_HAS_FRAGS) {
+        Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => load_with_flags(insns, name, 0),
         r => r,
     }
 }
@@ -385,28 +465,6 @@ pub fn link_create(prog: BorrowedFd<'_>, ifindex: u32, flags: u32) -> io::Result
         _rest: [0; 4],
     };
     sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
-}
-
-/// `bpf_attr` for `BPF_LINK_UPDATE`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct LinkUpdateAttr {
-    link_fd: u32,
-    new_prog_fd: u32,
-    flags: u32,
-    old_prog_fd: u32,
-}
-
-/// Replace the program of the XDP link `link` by `prog` in one step
-/// (`BPF_LINK_UPDATE`, Linux 5.9+): no frame sees no program.
-pub fn link_update(link: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {
-    let mut attr = LinkUpdateAttr {
-        link_fd: link.as_raw_fd() as u32,
-        new_prog_fd: prog.as_raw_fd() as u32,
-        flags: 0,
-        old_prog_fd: 0,
-    };
-    sys::bpf(sys::BPF_LINK_UPDATE, &mut attr).map(drop)
 }
 
 /// `bpf_attr` for `BPF_PROG_TEST_RUN` (prefix; rest zero).
@@ -517,37 +575,6 @@ pub fn program_name_of(fd: BorrowedFd<'_>) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_program_without_a_rule_encodes_to_the_expected_bytes() {
-        use super::super::steer::{Sink, steering_program};
-        let prog = steering_program(None, 1, Sink::Redirect { map_fd: 7 }).expect("program");
-        let bytes: Vec<[u8; 8]> = prog.iter().map(|i| i.to_bytes()).collect();
-        assert_eq!(
-            bytes,
-            vec![
-                // mov64 r6, r1: ALU64|MOV|X = 0xbf, dst 6, src 1.
-                [0xbf, 0x16, 0, 0, 0, 0, 0, 0],
-                // ldxw r9, [r6+16] (xdp_md.rx_queue_index): LDX|MEM|W = 0x61.
-                [0x61, 0x69, 16, 0, 0, 0, 0, 0],
-                // r2 = r9 % 1 + r9 * 1: the queue's slot with one worker.
-                [0xbf, 0x92, 0, 0, 0, 0, 0, 0],
-                [0x97, 0x02, 0, 0, 1, 0, 0, 0],
-                [0xbf, 0x95, 0, 0, 0, 0, 0, 0],
-                [0x27, 0x05, 0, 0, 1, 0, 0, 0],
-                [0x0f, 0x52, 0, 0, 0, 0, 0, 0],
-                // lddw r1, map fd 7: 0x18, dst 1, src BPF_PSEUDO_MAP_FD.
-                [0x18, 0x11, 0, 0, 7, 0, 0, 0],
-                [0, 0, 0, 0, 0, 0, 0, 0],
-                // mov64 r3, 2 (XDP_PASS): ALU64|MOV|K = 0xb7.
-                [0xb7, 0x03, 0, 0, 2, 0, 0, 0],
-                // call 51 (bpf_redirect_map): JMP|CALL = 0x85.
-                [0x85, 0x00, 0, 0, 51, 0, 0, 0],
-                // exit: JMP|EXIT = 0x95.
-                [0x95, 0, 0, 0, 0, 0, 0, 0],
-            ]
-        );
-    }
 
     #[test]
     fn negative_offsets_and_immediates_are_little_endian_twos_complement() {

@@ -193,6 +193,11 @@ pub enum AfXdpError {
     },
     #[error("loading the XDP program failed: {source}; verifier log:\n{log}")]
     Verifier { source: io::Error, log: String },
+    #[error("interface {ifname}: {source}")]
+    Steering {
+        ifname: String,
+        source: steer::SteerError,
+    },
     #[error("interface {ifname}: attaching the XDP program in {mode} mode failed: {source}")]
     Attach {
         ifname: String,
@@ -422,15 +427,15 @@ impl AfXdpDriver {
         let poll_set = driver_sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         let links = config.ports.iter().filter_map(|p| p.link.clone()).collect();
         // Publish each port's socket for the other workers' sockets on
-        // this queue (single-buffer only: their frames are copied out of
-        // one chunk).
+        // this queue (multi-buffer too: their chains are copied into a
+        // span, `queues::rx_copy`).
         let mut returns_in = Vec::new();
         let mut pending = Vec::new();
         for (i, (pc, p)) in config.ports.iter().zip(&ports).enumerate() {
             let Some(reg) = pc
                 .queue_sockets
                 .as_ref()
-                .filter(|r| r.spans_queues() && !sg && pc.xsk_map.is_some())
+                .filter(|r| r.spans_queues() && pc.xsk_map.is_some())
             else {
                 continue;
             };
@@ -849,8 +854,7 @@ impl Driver for AfXdpDriver {
         }
     }
 
-    /// Replace each port's redirect program by one steering by `rule`
-    /// ([`XdpLink::install`]).
+    /// Write `rule` into each port's steering maps ([`XdpLink::install`]).
     fn install_steering(&mut self, rule: &SteeringRule) -> io::Result<bool> {
         for link in &self.links {
             link.install(rule).map_err(io::Error::other)?;

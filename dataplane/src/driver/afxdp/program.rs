@@ -1,10 +1,10 @@
 //! Attaching the redirect program to an interface, once per interface for
 //! all workers: [`XdpAttachment::attach`] creates the XSK map (one slot per
-//! worker and RX queue), loads the program ([`super::bpf`]) and attaches it
-//! with a BPF link (`BPF_LINK_CREATE`, Linux 5.9+). [`XdpLink::install`]
-//! replaces the program by one computing a steering rule's owner
-//! ([`super::steer`]) with `BPF_LINK_UPDATE`: one program load per rule
-//! change, nothing per packet.
+//! worker and RX queue) and the steering maps ([`super::steer`]), loads the
+//! steering program once (the `xdp.frags` variant, [`super::bpf`]) and
+//! attaches it with a BPF link (`BPF_LINK_CREATE`, Linux 5.9+).
+//! [`XdpLink::install`] writes a steering rule into the maps: map updates
+//! only, no program load, nothing per packet.
 //!
 //! Lifetime: the attachment lives as long as the link's fd. Dropping the
 //! [`XdpAttachment`] closes it and the kernel detaches the program; so does
@@ -23,7 +23,8 @@
 
 use super::bpf::{self, XskMap};
 use super::netlink::{self, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE};
-use super::{AfXdpError, XdpMode, steer};
+use super::steer::{self, SteerMaps};
+use super::{AfXdpError, XdpMode};
 use crate::steering::SteeringRule;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -68,27 +69,17 @@ pub struct StaleProgram {
 pub struct XdpLink {
     ifname: String,
     map: Arc<XskMap>,
-    link: OwnedFd,
+    steer: SteerMaps,
+    _link: OwnedFd,
 }
 
 impl XdpLink {
-    /// Replace the program by one steering by `rule` (see [`super::steer`]):
-    /// build, load (the verifier runs here, a cold path) and swap it in
-    /// atomically with `BPF_LINK_UPDATE`.
-    pub fn install(&self, rule: &SteeringRule) -> Result<(), AfXdpError> {
-        let insns =
-            steer::redirect_program(&self.map, Some(rule)).map_err(|e| AfXdpError::Bpf {
-                what: "building the steering program",
-                source: io::Error::new(io::ErrorKind::InvalidInput, e),
-            })?;
-        let program = bpf::load_insns(&insns).map_err(|e| AfXdpError::Verifier {
-            source: e.source,
-            log: e.verifier_log,
-        })?;
-        bpf::link_update(self.link.as_fd(), program.as_fd()).map_err(|source| AfXdpError::Netlink {
+    /// Make the program steer by `rule` ([`SteerMaps::install`]: map
+    /// updates through the fds, a cold path; no capability needed).
+    pub fn install(&self, rule: &SteeringRule) -> Result<steer::InstallStats, AfXdpError> {
+        self.steer.install(rule).map_err(|e| AfXdpError::Steering {
             ifname: self.ifname.clone(),
-            what: "BPF_LINK_UPDATE (installing the steering program)",
-            source,
+            source: e,
         })
     }
 
@@ -131,9 +122,15 @@ impl XdpAttachment {
             what: "creating the XSK map (BPF_MAP_CREATE)",
             source,
         })?;
-        let program = bpf::load_program(&map).map_err(|e| AfXdpError::Verifier {
-            source: e.source,
-            log: e.verifier_log,
+        let steer_maps = SteerMaps::create().map_err(|e| AfXdpError::Steering {
+            ifname: ifname.to_string(),
+            source: e,
+        })?;
+        let program = steer::load(&steer_maps, &map, bpf::PROGRAM_NAME, true).map_err(|e| {
+            AfXdpError::Verifier {
+                source: e.source,
+                log: e.verifier_log,
+            }
         })?;
         let try_mode = |m: AttachedMode| bpf::link_create(program.as_fd(), ifindex, m.flags());
         let (link, mode) = match mode {
@@ -159,7 +156,8 @@ impl XdpAttachment {
             link: Arc::new(XdpLink {
                 ifname: ifname.to_string(),
                 map,
-                link,
+                steer: steer_maps,
+                _link: link,
             }),
             _program: program,
         })

@@ -8,8 +8,9 @@
 //! own UMEM; it joins the pool of worker `q`'s socket there
 //! (`XDP_SHARED_UMEM` with that socket, same device and queue: an RX ring
 //! only, sharing `q`'s fill ring, which only worker `q` fills). A frame it
-//! receives lies in a chunk of `q`'s UMEM: worker `w` copies it into a
-//! chunk of its own UMEM at once (one copy, where a handoff makes two and
+//! receives lies in a chunk of `q`'s UMEM (a multi-buffer packet, with
+//! `XDP_USE_SG`, in a chain of them): worker `w` copies it into a chunk
+//! (a chain: a span) of its own UMEM at once (one copy, where a handoff makes two and
 //! a ring hop), and gives the chunk back to worker `q` through a
 //! single-producer single-consumer [`ReturnRing`], which worker `q` drains
 //! into its free list before it tops its fill ring up. No lock and no
@@ -34,14 +35,15 @@
 //! Invariants: a [`ReturnRing`] has one producer (worker `w`) and one
 //! consumer (worker `q`), and room for every chunk of `q`'s UMEM, so a
 //! push never finds it full; a chunk address travels through it exactly
-//! once per frame received on `w`'s socket on `q`.
+//! once per buffer received on `w`'s socket on `q`.
 
 use super::port::XdpPort;
 use super::ring::Ring;
 use super::socket::open_rx_socket;
 use super::sys::{self, SharedRegion};
 use super::umem::{Umem, XdpFrame};
-use super::{AfXdpError, XskMap};
+use super::{AfXdpError, MAX_CHAIN_DESCS, XskMap};
+use crate::driver::Frame;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -295,7 +297,12 @@ pub(super) struct RemoteSocket {
 /// Take up to `max` frames from `r` (a socket on another worker's queue)
 /// into `out` as copies in `umem`, the UMEM of `p` (the worker's socket on
 /// the same port, whose counters they count in), giving each received
-/// chunk back to its owner. Returns how many were taken.
+/// chunk back to its owner. A multi-buffer packet (`XDP_USE_SG`: a chain
+/// of `XDP_PKT_CONTD` descriptors) is copied into a span of `umem` as one
+/// frame once its last descriptor is in the ring; one cut by the end of
+/// the ready descriptors waits for the next burst, one that cannot end
+/// (the ring is full) or breaks the chain rules (`chain.rs`) is dropped as
+/// a bad chain. Returns how many were taken.
 #[inline]
 pub(super) fn rx_copy(
     r: &mut RemoteSocket,
@@ -304,40 +311,113 @@ pub(super) fn rx_copy(
     out: &mut Vec<XdpFrame>,
     max: usize,
 ) -> usize {
-    let n = r.rx.available(u32::try_from(max).unwrap_or(u32::MAX));
+    let ready = r.rx.available(r.rx.size());
+    let mut consumed = 0u32;
     let mut got = 0;
-    for i in 0..n {
-        let Some(d) = r.rx.peek_desc(i) else {
+    while consumed < ready && got < max {
+        let Some(used) = chain_len(&r.rx, consumed, ready) else {
+            if ready == r.rx.size() {
+                // A chain that cannot end: drop what the ring holds of it.
+                let used = ready - consumed;
+                give_back(r, p, consumed, used);
+                consumed += used;
+                p.stats.rx_bad_chain += 1;
+            }
             break;
         };
-        let view = if d.continues() || d.len > p.max_frame {
-            None
-        } else {
-            usize::try_from(d.addr)
-                .ok()
-                .and_then(|at| sys::Chunk::new(&r.umem, at, d.len as usize))
-        };
-        match view {
-            None if d.continues() => p.stats.rx_bad_chain += 1,
-            None => p.stats.rx_too_big += 1,
-            Some(c) => match umem.frame_with(p.umem, c.bytes(d.len as usize)) {
-                Some(f) => {
-                    p.stats.rx_frames += 1;
-                    p.stats.rx_bytes += u64::from(d.len);
-                    p.stats.rx_other_queues += 1;
-                    out.push(f);
-                    got += 1;
-                }
-                None => p.stats.rx_pool_empty += 1,
-            },
+        if let Some(f) = copy_packet(r, p, umem, consumed, used) {
+            p.stats.rx_frames += 1;
+            p.stats.rx_bytes += u64::from(f.len);
+            p.stats.rx_other_queues += 1;
+            if used > 1 {
+                p.stats.rx_chains += 1;
+            }
+            out.push(f);
+            got += 1;
         }
+        give_back(r, p, consumed, used);
+        consumed += used;
+    }
+    r.rx.release(consumed);
+    got
+}
+
+/// Descriptors of the packet at consumer position `at` (a single buffer,
+/// or a chain up to its last descriptor), or `None` when its end is not
+/// among the `ready` ones yet.
+fn chain_len(rx: &Ring, at: u32, ready: u32) -> Option<u32> {
+    let mut used = 0;
+    while at + used < ready {
+        let d = rx.peek_desc(at + used)?;
+        used += 1;
+        if !d.continues() {
+            return Some(used);
+        }
+    }
+    None
+}
+
+/// The packet of `used` descriptors at `at` as a copy in `umem` (a chunk,
+/// or a span for a chain), or `None` (counted) when it is too big, a bad
+/// chain or no chunk is free.
+fn copy_packet(
+    r: &RemoteSocket,
+    p: &mut XdpPort,
+    umem: &mut Umem,
+    at: u32,
+    used: u32,
+) -> Option<XdpFrame> {
+    let mut total = 0u64;
+    let mut bad = used > MAX_CHAIN_DESCS;
+    for i in 0..used {
+        let d = r.rx.peek_desc(at + i)?;
+        let end = d.addr.saturating_add(u64::from(d.len));
+        // A buffer lies in one chunk of the owner's UMEM.
+        bad |= (d.len == 0 && used > 1)
+            || end > r.umem.len() as u64
+            || (end.max(1) - 1) / r.frame_size != d.addr / r.frame_size;
+        total += u64::from(d.len);
+    }
+    if bad {
+        if used > 1 {
+            p.stats.rx_bad_chain += 1;
+        } else {
+            p.stats.rx_ring_errors += 1;
+        }
+        return None;
+    }
+    if total > u64::from(p.max_frame) {
+        p.stats.rx_too_big += 1;
+        return None;
+    }
+    let Some(mut f) = umem.frame_of_len(p.umem, total as usize) else {
+        p.stats.rx_pool_empty += 1;
+        return None;
+    };
+    let mut off = 0usize;
+    for i in 0..used {
+        let d = r.rx.peek_desc(at + i)?;
+        let len = d.len as usize;
+        if let Some(dst) = f.data_mut().get_mut(off..off + len) {
+            sys::copy_from_umem(&r.umem, d.addr as usize, dst);
+        }
+        off += len;
+    }
+    Some(f)
+}
+
+/// Hand the chunks of `used` descriptors at `at` back to the queue's
+/// worker.
+fn give_back(r: &RemoteSocket, p: &mut XdpPort, at: u32, used: u32) {
+    for i in 0..used {
+        let Some(d) = r.rx.peek_desc(at + i) else {
+            continue;
+        };
         // Aligned mode: the chunk's base is the address rounded down.
         if !r.returns.push(d.addr - d.addr % r.frame_size) {
             p.stats.rx_ring_errors += 1;
         }
     }
-    r.rx.release(n);
-    got
 }
 
 #[cfg(test)]

@@ -198,7 +198,6 @@ pub(super) const BPF_PROG_TEST_RUN: u32 = 10;
 pub(super) const BPF_PROG_GET_FD_BY_ID: u32 = 13;
 pub(super) const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
 pub(super) const BPF_LINK_CREATE: u32 = 28;
-pub(super) const BPF_LINK_UPDATE: u32 = 29;
 
 /// `bpf(cmd, attr, sizeof attr)`; `A` is a `#[repr(C)]` prefix of
 /// `union bpf_attr` whose unused bytes are zero. Returns the result (an fd
@@ -228,6 +227,53 @@ pub(super) fn bpf_fd<A: Copy>(cmd: u32, attr: &mut A) -> io::Result<OwnedFd> {
     // SAFETY: the commands passed here create a new descriptor and return
     // it; nothing else owns it.
     unsafe { sys::owned_fd(fd) }
+}
+
+/// Tests: take the capabilities `caps` (a bit per capability number) out
+/// of the calling thread's effective set (`capget`/`capset`, version 3;
+/// capabilities are per thread), as the gateway's drop after start-up
+/// does for the whole process.
+#[cfg(test)]
+pub(super) fn drop_effective_capabilities(caps: u64) -> io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: `header` and the two `data` words are live and writable, the
+    // layout capget(2) takes for version 3.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut Header,
+            data.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    for (i, d) in data.iter_mut().enumerate() {
+        d.effective &= !((caps >> (32 * i)) as u32);
+    }
+    // SAFETY: as above; capset(2) only reads them.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------- netlink

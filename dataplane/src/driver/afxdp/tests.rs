@@ -428,6 +428,11 @@ fn a_jumbo_mtu_without_multi_buffer_is_refused_by_name() {
 /// A frame from client `10.88.<i / 250 + 1>.<i % 250 + 1>` to
 /// `10.88.0.2`:[`TEST_PORT`].
 fn client_frame(i: u16) -> Vec<u8> {
+    client_frame_of(i, 64)
+}
+
+/// [`client_frame`] with `payload` bytes of UDP payload.
+fn client_frame_of(i: u16, payload: usize) -> Vec<u8> {
     build::eth_ipv4_udp(
         MacAddr(MAC_A),
         MacAddr(MAC_B),
@@ -435,7 +440,7 @@ fn client_frame(i: u16) -> Vec<u8> {
         40000 + i,
         Ipv4Addr::new(10, 88, 0, 2),
         TEST_PORT,
-        &[0u8; 64],
+        &vec![(i % 251) as u8; payload],
     )
 }
 
@@ -603,7 +608,16 @@ fn the_installed_program_delivers_each_frame_to_its_owners_slot() {
 /// Two workers' drivers on a 2-queue veth sharing the port's
 /// [`QueueSockets`]; `refuse`: the kernel refuses every shared bind.
 fn two_workers(refuse: Option<i32>, check: impl FnOnce(&Topology, &mut [AfXdpDriver; 2]) + Send) {
-    let Some(t) = Topology::build(1, 1500, 2) else {
+    two_workers_with_mtu(1500, refuse, check);
+}
+
+/// [`two_workers`] on a veth of `mtu` (9000: multi-buffer ports).
+fn two_workers_with_mtu(
+    mtu: u32,
+    refuse: Option<i32>,
+    check: impl FnOnce(&Topology, &mut [AfXdpDriver; 2]) + Send,
+) {
+    let Some(t) = Topology::build(1, mtu, 2) else {
         return;
     };
     in_netns(&t.ns_b, || {
@@ -643,9 +657,21 @@ fn client_owners(rule: &SteeringRule, n: u16) -> Vec<([u8; 4], u8)> {
 /// Send `n` client frames from the peer, poll both drivers until all
 /// arrived (or the deadline); the clients each worker received.
 fn send_clients(t: &Topology, d: &mut [AfXdpDriver; 2], n: u16) -> [Vec<[u8; 4]>; 2] {
+    send_clients_of(t, d, n, 64)
+}
+
+/// [`send_clients`] with `payload` bytes per frame; a frame that arrives
+/// other than as sent fails the test.
+fn send_clients_of(
+    t: &Topology,
+    d: &mut [AfXdpDriver; 2],
+    n: u16,
+    payload: usize,
+) -> [Vec<[u8; 4]>; 2] {
     let peer = open_peer(t, "pa0");
-    for i in 0..n {
-        peer.send(&client_frame(i)).expect("peer send");
+    let sent: Vec<Vec<u8>> = (0..n).map(|i| client_frame_of(i, payload)).collect();
+    for f in &sent {
+        peer.send(f).expect("peer send");
     }
     let deadline = Instant::now() + DEADLINE;
     let mut got: [Vec<[u8; 4]>; 2] = [Vec::new(), Vec::new()];
@@ -656,6 +682,12 @@ fn send_clients(t: &Topology, d: &mut [AfXdpDriver; 2], n: u16) -> [Vec<[u8; 4]>
             for f in batch.drain(..) {
                 if is_test_frame(f.data()) {
                     let b = f.data();
+                    let i = u16::from_be_bytes([b[34], b[35]]).wrapping_sub(40000);
+                    assert!(
+                        sent.get(usize::from(i)).is_some_and(|s| s.as_slice() == b),
+                        "client {i}'s frame arrives whole ({} bytes)",
+                        b.len()
+                    );
                     got[w].push([b[26], b[27], b[28], b[29]]);
                 }
                 dw.release(f);
@@ -673,6 +705,21 @@ fn poll_once(d: &mut AfXdpDriver) {
     d.rx_burst(0, &mut batch, 64);
     for f in batch {
         d.release(f);
+    }
+}
+
+/// Each worker received exactly the clients `owners` gives it.
+fn each_worker_got_its_clients(got: &[Vec<[u8; 4]>; 2], owners: &[([u8; 4], u8)]) {
+    for (w, clients) in got.iter().enumerate() {
+        let mut want: Vec<[u8; 4]> = owners
+            .iter()
+            .filter(|(_, o)| usize::from(*o) == w)
+            .map(|(c, _)| *c)
+            .collect();
+        let mut clients = clients.clone();
+        clients.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(clients, want, "worker {w} gets exactly its clients");
     }
 }
 
@@ -704,18 +751,7 @@ fn two_workers_receive_their_clients_frames_from_either_queue() {
         let n = 400;
         let owners = client_owners(&rule, n);
         let got = send_clients(t, d, n);
-        for (w, clients) in got.iter().enumerate() {
-            let want: Vec<[u8; 4]> = owners
-                .iter()
-                .filter(|(_, o)| usize::from(*o) == w)
-                .map(|(c, _)| *c)
-                .collect();
-            let mut clients = clients.clone();
-            clients.sort_unstable();
-            let mut want = want;
-            want.sort_unstable();
-            assert_eq!(clients, want, "worker {w} gets exactly its clients");
-        }
+        each_worker_got_its_clients(&got, &owners);
         let other: u64 = d.iter().map(|dw| dw.total_stats().rx_other_queues).sum();
         assert!(other > 0, "some frames arrived on the other worker's queue");
         for dw in d.iter_mut() {
@@ -730,6 +766,36 @@ fn two_workers_receive_their_clients_frames_from_either_queue() {
             "free {}",
             d[0].free_frames()
         );
+    });
+}
+
+/// Multi-buffer ports (MTU 9000, `XDP_USE_SG`) are steered the same way:
+/// the `xdp.frags` program reads the headers from the first buffer, and a
+/// jumbo frame taken through the socket on the other worker's queue is
+/// copied, chain and all, into a span of the owner's UMEM.
+#[test]
+fn two_workers_receive_their_clients_jumbo_frames_from_either_queue() {
+    two_workers_with_mtu(9000, None, |t, d| {
+        poll_once(&mut d[0]);
+        assert!(d[0].ports()[0].multi_buffer(), "XDP_USE_SG for MTU 9000");
+        assert_eq!(d[0].queue_sockets(), [(0, 1)]);
+        assert_eq!(d[1].queue_sockets(), [(0, 0)]);
+        let rule = server_rule();
+        assert!(d[0].install_steering(&rule).expect("install"));
+        let n = 200;
+        let owners = client_owners(&rule, n);
+        // 6000 bytes: a chain of two or more buffers.
+        let got = send_clients_of(t, d, n, 6000);
+        each_worker_got_its_clients(&got, &owners);
+        let stats: Vec<_> = d.iter().map(|dw| dw.total_stats()).collect();
+        let other: u64 = stats.iter().map(|s| s.rx_other_queues).sum();
+        let chains: u64 = stats.iter().map(|s| s.rx_chains).sum();
+        assert!(other > 0, "some jumbo frames came through the other queue");
+        assert_eq!(chains, u64::from(n), "every frame was a chain: {stats:?}");
+        for (dw, s) in d.iter_mut().zip(&stats) {
+            assert_eq!(dw.frames_out(), 0);
+            assert_eq!((s.rx_bad_chain, s.queue_socket_failures), (0, 0), "{s:?}");
+        }
     });
 }
 
