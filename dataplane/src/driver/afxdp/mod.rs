@@ -198,6 +198,12 @@ pub enum AfXdpError {
         ifname: String,
         source: steer::SteerError,
     },
+    #[error(
+        "interface {ifname}: the kernel refused the steering program ({reason}); frames go to \
+         their queue's own worker and reach the others by handoff (steering needs Linux 5.18+, \
+         bpf_xdp_load_bytes)"
+    )]
+    SteeringUnavailable { ifname: String, reason: String },
     #[error("interface {ifname}: attaching the XDP program in {mode} mode failed: {source}")]
     Attach {
         ifname: String,

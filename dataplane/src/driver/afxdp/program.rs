@@ -69,7 +69,11 @@ pub struct StaleProgram {
 pub struct XdpLink {
     ifname: String,
     map: Arc<XskMap>,
-    steer: SteerMaps,
+    /// The rule's maps; `None` when the kernel refused the steering
+    /// program and the queue-own fallback runs (`steering_refused`).
+    steer: Option<SteerMaps>,
+    /// Why the steering program did not load (the verifier's first lines).
+    steering_refused: Option<String>,
     _link: OwnedFd,
 }
 
@@ -77,10 +81,21 @@ impl XdpLink {
     /// Make the program steer by `rule` ([`SteerMaps::install`]: map
     /// updates through the fds, a cold path; no capability needed).
     pub fn install(&self, rule: &SteeringRule) -> Result<steer::InstallStats, AfXdpError> {
-        self.steer.install(rule).map_err(|e| AfXdpError::Steering {
+        let Some(steer) = &self.steer else {
+            return Err(AfXdpError::SteeringUnavailable {
+                ifname: self.ifname.clone(),
+                reason: self.steering_refused.clone().unwrap_or_default(),
+            });
+        };
+        steer.install(rule).map_err(|e| AfXdpError::Steering {
             ifname: self.ifname.clone(),
             source: e,
         })
+    }
+
+    /// Whether the attached program steers (a rule can be installed).
+    pub fn steers(&self) -> bool {
+        self.steer.is_some()
     }
 
     /// The XSK map the program redirects into.
@@ -126,12 +141,29 @@ impl XdpAttachment {
             ifname: ifname.to_string(),
             source: e,
         })?;
-        let program = steer::load(&steer_maps, &map, bpf::PROGRAM_NAME, true).map_err(|e| {
-            AfXdpError::Verifier {
-                source: e.source,
-                log: e.verifier_log,
-            }
-        })?;
+        // A kernel without `bpf_xdp_load_bytes` (before 5.18) refuses the
+        // steering program: the port still opens with the queue-own
+        // program (the flows of other workers arrive by handoff).
+        let (program, steer_maps, steering_refused) =
+            match steer::load(&steer_maps, &map, bpf::PROGRAM_NAME, true) {
+                Ok(p) => (p, Some(steer_maps), None),
+                Err(refused) => {
+                    let p = steer::load_queue_own(&map, bpf::PROGRAM_NAME, true).map_err(|e| {
+                        AfXdpError::Verifier {
+                            source: e.source,
+                            log: e.verifier_log,
+                        }
+                    })?;
+                    // The verifier says why in its last lines.
+                    let lines: Vec<&str> = refused
+                        .verifier_log
+                        .lines()
+                        .filter(|l| !l.is_empty())
+                        .collect();
+                    let log = lines[lines.len().saturating_sub(2)..].join("; ");
+                    (p, None, Some(format!("{} ({log})", refused.source)))
+                }
+            };
         let try_mode = |m: AttachedMode| bpf::link_create(program.as_fd(), ifindex, m.flags());
         let (link, mode) = match mode {
             XdpMode::Native => (try_mode(AttachedMode::Native), AttachedMode::Native),
@@ -157,6 +189,7 @@ impl XdpAttachment {
                 ifname: ifname.to_string(),
                 map,
                 steer: steer_maps,
+                steering_refused,
                 _link: link,
             }),
             _program: program,

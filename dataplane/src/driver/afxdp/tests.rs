@@ -149,6 +149,8 @@ fn echo_through(mode: XdpMode, busy_poll: Option<BusyPoll>) {
     let Some(t) = Topology::new(1) else { return };
     in_netns(&t.ns_b, || {
         let att = XdpAttachment::attach("pb0", 1, 1, mode).expect("attach");
+        // This kernel (5.18+) loads the steering program, not the fallback.
+        assert!(att.link().steers());
         if mode == XdpMode::Native {
             assert_eq!(att.mode(), AttachedMode::Native);
         }

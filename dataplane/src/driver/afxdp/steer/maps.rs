@@ -167,7 +167,8 @@ impl SteerMaps {
     /// into it, then flip the active generation (one 4-byte value). A
     /// failure before the flip leaves the active rule as it was (what was
     /// written is deleted by the next install). Cold path: about 1,500
-    /// map updates at the lists' maxima (an owned range costs at most 62),
+    /// map updates at the lists' maxima with single-prefix owned ranges (a
+    /// range costs at most 62, then the same again to delete it later),
     /// no program load, only the maps' fds needed.
     pub fn install(&self, rule: &SteeringRule) -> Result<InstallStats, SteerError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());

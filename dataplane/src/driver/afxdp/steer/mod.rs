@@ -7,10 +7,15 @@
 //! ([`steering_program`], 281 instructions whatever the rule): the rule
 //! lives in three BPF maps ([`SteerMaps`]), so installing one
 //! ([`SteerMaps::install`]) is map updates (about 1,500 at the lists'
-//! maxima, each owned range at most 62 of them), no program load,
-//! no verifier run, and needs only the maps' fds (no capability on Linux
-//! 6.5+, where `bpf(2)` checks capabilities only to create maps and load
-//! programs; the gateway drops `CAP_BPF` and `CAP_NET_ADMIN` after start-up).
+//! maxima when owned ranges are single prefixes, up to ~50,000 deletes and
+//! writes when each of 536 ranges splits into its most, 62, prefixes), no
+//! program load, no verifier run, and needs only the maps' fds (no
+//! capability on Linux 6.5+, where `bpf(2)` checks capabilities only to
+//! create maps and load programs; the gateway then drops `CAP_BPF` and
+//! `CAP_NET_ADMIN` after start-up; before 6.5 with
+//! `kernel.unprivileged_bpf_disabled` set it keeps `CAP_BPF`). A kernel
+//! without `bpf_xdp_load_bytes` (before 5.18) refuses the program: the
+//! port opens with [`queue_own_program`] and installs fail, counted.
 //!
 //! Maps (`maps.rs` has the byte layouts):
 //!
@@ -96,7 +101,7 @@ mod program;
 mod tests;
 
 pub use maps::{InstallStats, SteerMaps};
-pub use program::{Sink, steering_program};
+pub use program::{Sink, queue_own_program, steering_program};
 
 use super::bpf::{self, LoadError, XskMap};
 #[cfg(any(doc, test))]
@@ -124,6 +129,22 @@ pub enum SteerError {
 pub fn load(maps: &SteerMaps, xsk: &XskMap, name: &str, frags: bool) -> Result<OwnedFd, LoadError> {
     let insns = steering_program(
         maps,
+        xsk.workers(),
+        Sink::Redirect {
+            map_fd: xsk.raw_fd(),
+        },
+    )
+    .map_err(|e| LoadError {
+        source: io::Error::new(io::ErrorKind::InvalidInput, e),
+        verifier_log: String::new(),
+    })?;
+    bpf::load_insns(&insns, name, frags)
+}
+
+/// [`queue_own_program`] for `xsk`, loaded (the fallback of [`load`] on a
+/// kernel without `bpf_xdp_load_bytes`).
+pub fn load_queue_own(xsk: &XskMap, name: &str, frags: bool) -> Result<OwnedFd, LoadError> {
+    let insns = queue_own_program(
         xsk.workers(),
         Sink::Redirect {
             map_fd: xsk.raw_fd(),

@@ -286,8 +286,29 @@ pub fn steering_program(
             a.jmp_imm(JEQ, R0, XDP_REDIRECT, done);
         }
     }
-    // The queue's own worker: slot q * W + q % W.
     a.bind(own);
+    own_worker(&mut a, workers, sink);
+    a.bind(done);
+    a.exit();
+    a.finish()
+}
+
+/// The program of a kernel without `bpf_xdp_load_bytes` (before Linux
+/// 5.18), where [`steering_program`] does not load: every frame to its
+/// queue's own worker (what [`steering_program`] does without a rule), no
+/// map read, no helper but `bpf_redirect_map`. Ports still open and
+/// forward; the other workers' flows arrive by handoff.
+pub fn queue_own_program(workers: u32, sink: Sink) -> Result<Vec<Insn>, SteerError> {
+    let mut a = Asm::default();
+    a.mov(CTX, R1);
+    own_worker(&mut a, workers.max(1) as i32, sink);
+    a.exit();
+    a.finish()
+}
+
+/// The queue's own worker: slot `q * W + q % W` (`CTX` holds the
+/// `xdp_md`), redirected or returned as `sink` says; `exit` follows.
+fn own_worker(a: &mut Asm, workers: i32, sink: Sink) {
     a.ldx(W, R2, CTX, MD_RX_QUEUE_INDEX);
     a.mov(R1, R2);
     a.alu_imm(ALU64, MOD, R2, workers);
@@ -301,9 +322,6 @@ pub fn steering_program(
             a.call(FUNC_REDIRECT_MAP);
         }
     }
-    a.bind(done);
-    a.exit();
-    a.finish()
 }
 
 /// `r0 = bpf_map_lookup_elem(map, fp + key)`.

@@ -302,10 +302,27 @@ fn without_a_rule_each_queue_goes_to_its_own_worker() {
         for workers in [1, 2, 4] {
             let maps = SteerMaps::create().expect("maps");
             let prog = load(&maps, workers, true);
+            // The fallback of a kernel refusing the steering program
+            // decides the same without maps.
+            let insns = queue_own_program(workers, Sink::ReturnSlot).expect("assembles");
+            let fallback = bpf::load_insns(&insns, bpf::PROGRAM_NAME, true).expect("loads");
+            let mut rng = Rng(u64::from(workers));
             for q in 0..QUEUES {
-                let f = vec![0u8; 64];
-                let slot = bpf::test_run(prog.fd.as_fd(), &f, ifindex, q).expect("run");
-                assert_eq!(slot, q * workers + q % workers, "{workers} workers");
+                let pool = KeyPool {
+                    owned: vec![Ipv4Addr::new(10, 0, 0, 1)],
+                    listen: vec![80, 443],
+                };
+                let k = pool.key(&mut rng);
+                for f in [vec![0u8; 64], frame(&k, 0, 0)] {
+                    let slot = bpf::test_run(prog.fd.as_fd(), &f, ifindex, q).expect("run");
+                    assert_eq!(slot, q * workers + q % workers, "{workers} workers");
+                    let slot = bpf::test_run(fallback.as_fd(), &f, ifindex, q).expect("run");
+                    assert_eq!(
+                        slot,
+                        q * workers + q % workers,
+                        "fallback, {workers} workers"
+                    );
+                }
             }
         }
     })
