@@ -241,6 +241,7 @@ fn small_snat_gateway() -> Gateway {
             timeouts: Timeouts::default(),
             expiry_scan_per_poll: 1,
             early_drop_scan: 64,
+            syn_proxy_flows: 64,
         },
         ..pipeline_config(0, 1)
     };

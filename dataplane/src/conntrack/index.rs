@@ -2,7 +2,7 @@
 //! flow key's hash to an index entry (`slot << 1 | dir`).
 //!
 //! # Layout
-//! * `2^k` entries of 8 bytes, `tag << 32 | value`, where `tag` is the low
+//! * `homes + MAX_PROBE` entries of 8 bytes, `tag << 32 | value`, where `tag` is the low
 //!   32 bits of the key's keyed hash ([`TableHasher`](crate::flow::TableHasher),
 //!   a per-process secret, so a sender cannot precompute colliding tuples)
 //!   and `value` the index entry. An empty entry is [`EMPTY`] (its value
@@ -10,9 +10,16 @@
 //! * Entries are grouped in 64-byte, 64-byte-aligned [`Line`]s, so a probe
 //!   sequence touches as few cache lines as possible and one prefetch brings a
 //!   whole neighbourhood in.
-//! * An entry's *home* is `tag & mask`; it lies at home or after it
-//!   (wrapping), and every entry between its home and it is occupied
+//! * An entry's *home* is `tag * homes >> 32` (Lemire's multiply-shift
+//!   range reduction), so `homes` need not be a power of two: the table is
+//!   sized to the load bound itself, not to the next power of two above it
+//!   (at 2^20 flows, 22.9 B per flow instead of 32 B). An entry lies at home
+//!   or after it, and every entry between its home and it is occupied
 //!   (linear probing). Hence a lookup stops at the first empty entry.
+//! * No wrap-around: after the `homes` home entries come [`MAX_PROBE`]
+//!   overflow entries, where the probe sequences of the last homes end
+//!   (bounded probing keeps them inside), so a probe only ever moves
+//!   forward.
 //!
 //! # Invariants
 //! * The table is allocated once in [`Index::new`] and never grows or
@@ -23,7 +30,8 @@
 //! * Removal uses backward-shift deletion (Knuth, TAOCP vol. 3, 6.4,
 //!   Algorithm R): entries after the hole that may move into it do, so there
 //!   are no tombstones and the probe sequences never degrade under churn.
-//! * Load factor is at most [`MAX_LOAD_PERCENT`]%: an unsuccessful lookup
+//! * Load factor (live entries / homes) is at most [`MAX_LOAD_PERCENT`]%:
+//!   an unsuccessful lookup
 //!   reads ~1/(1-load)^2 / 2 entries on average, about one or two lines.
 //! * **Bounded probing**: no entry lies more than [`MAX_PROBE`] - 1 entries
 //!   after its home ([`Index::insert`] refuses with [`IndexFull::Crowded`]
@@ -71,8 +79,9 @@ pub(crate) fn touch(word: &u64) {
 #[derive(Debug)]
 pub(super) struct Index {
     lines: Vec<Line>,
-    /// `entries - 1`, `entries` a power of two.
-    mask: usize,
+    /// Home entries (a multiple of [`LINE_ENTRIES`]); [`MAX_PROBE`]
+    /// overflow entries follow them.
+    homes: usize,
     len: usize,
     max_len: usize,
 }
@@ -109,12 +118,13 @@ impl Index {
     /// A table for at most `max_len` entries at no more than
     /// [`MAX_LOAD_PERCENT`]% load (at least one line).
     pub(super) fn new(max_len: usize) -> Result<Self, IndexAllocError> {
-        let wanted = max_len
+        let homes = max_len
             .checked_mul(100)
             .map(|x| x.div_ceil(MAX_LOAD_PERCENT))
-            .and_then(|x| x.max(LINE_ENTRIES).checked_next_power_of_two())
+            .and_then(|x| x.max(LINE_ENTRIES).checked_next_multiple_of(LINE_ENTRIES))
+            .filter(|&h| u32::try_from(h).is_ok())
             .ok_or(IndexAllocError)?;
-        let line_count = wanted / LINE_ENTRIES;
+        let line_count = (homes + MAX_PROBE) / LINE_ENTRIES;
         let mut lines = Vec::new();
         lines
             .try_reserve_exact(line_count)
@@ -122,7 +132,7 @@ impl Index {
         lines.resize(line_count, EMPTY_LINE);
         Ok(Index {
             lines,
-            mask: wanted - 1,
+            homes,
             len: 0,
             max_len,
         })
@@ -140,10 +150,10 @@ impl Index {
         self.max_len
     }
 
-    /// Total entries (live + empty).
+    /// Total entries (live + empty), overflow entries included.
     #[inline]
     pub(super) fn entries(&self) -> usize {
-        self.mask + 1
+        self.homes + MAX_PROBE
     }
 
     /// Bytes allocated.
@@ -154,7 +164,13 @@ impl Index {
 
     #[inline(always)]
     fn home(&self, tag: u32) -> usize {
-        tag as usize & self.mask
+        ((u64::from(tag) * self.homes as u64) >> 32) as usize
+    }
+
+    /// Where the probe for `hash` starts (tests).
+    #[cfg(test)]
+    pub(super) fn home_of(&self, hash: u64) -> usize {
+        self.home(tag_of(hash))
     }
 
     #[inline(always)]
@@ -185,7 +201,7 @@ impl Index {
         let tag = tag_of(hash);
         let mut pos = self.home(tag);
         // No entry lies MAX_PROBE or more after its home.
-        for _ in 0..self.probe_len() {
+        for _ in 0..MAX_PROBE {
             let e = self.get(pos);
             if e == EMPTY {
                 return None;
@@ -193,16 +209,9 @@ impl Index {
             if entry_tag(e) == tag && eq(entry_value(e)) {
                 return Some(entry_value(e));
             }
-            pos = (pos + 1) & self.mask;
+            pos += 1;
         }
         None
-    }
-
-    /// Entries a probe sequence may read: [`MAX_PROBE`], or the whole of a
-    /// smaller table.
-    #[inline(always)]
-    fn probe_len(&self) -> usize {
-        MAX_PROBE.min(self.mask + 1)
     }
 
     /// Add `value` under `hash`. The caller guarantees the key is not
@@ -215,13 +224,13 @@ impl Index {
         }
         let tag = tag_of(hash);
         let mut pos = self.home(tag);
-        for _ in 0..self.probe_len() {
+        for _ in 0..MAX_PROBE {
             if self.get(pos) == EMPTY {
                 self.set(pos, u64::from(tag) << 32 | u64::from(value));
                 self.len += 1;
                 return Ok(());
             }
-            pos = (pos + 1) & self.mask;
+            pos += 1;
         }
         Err(IndexFull::Crowded)
     }
@@ -230,8 +239,8 @@ impl Index {
     /// its home), where an early drop frees room for a refused insert.
     pub(super) fn window(&self, hash: u64) -> impl Iterator<Item = u32> + '_ {
         let home = self.home(tag_of(hash));
-        (0..self.probe_len())
-            .map(move |i| self.get((home + i) & self.mask))
+        (0..MAX_PROBE)
+            .map(move |i| self.get(home + i))
             .filter(|&e| e != EMPTY)
             .map(entry_value)
     }
@@ -243,7 +252,7 @@ impl Index {
         let tag = tag_of(hash);
         let mut pos = self.home(tag);
         let mut found = None;
-        for _ in 0..self.probe_len() {
+        for _ in 0..MAX_PROBE {
             let e = self.get(pos);
             if e == EMPTY {
                 break;
@@ -252,23 +261,21 @@ impl Index {
                 found = Some(pos);
                 break;
             }
-            pos = (pos + 1) & self.mask;
+            pos += 1;
         }
         let Some(mut hole) = found else {
             return false;
         };
-        let mut j = hole;
-        for _ in 0..self.mask {
-            j = (j + 1) & self.mask;
+        // The cluster ends at an empty entry (past the last one, `get`
+        // reads EMPTY).
+        for j in hole + 1..self.entries() {
             let e = self.get(j);
             if e == EMPTY {
                 break;
             }
             // `e` may fill the hole if the hole lies on its probe path,
-            // i.e. within [home(e), j) cyclically.
-            let from_home = j.wrapping_sub(self.home(entry_tag(e))) & self.mask;
-            let from_hole = j.wrapping_sub(hole) & self.mask;
-            if from_home >= from_hole {
+            // i.e. within [home(e), j).
+            if self.home(entry_tag(e)) <= hole {
                 self.set(hole, e);
                 hole = j;
             }
@@ -289,7 +296,9 @@ impl Index {
                 continue;
             }
             live += 1;
-            let displacement = pos.wrapping_sub(self.home(entry_tag(e))) & self.mask;
+            let home = self.home(entry_tag(e));
+            assert!(home <= pos, "entry {pos} lies before its home {home}");
+            let displacement = pos - home;
             assert!(
                 displacement < MAX_PROBE,
                 "entry {pos} is {displacement} from home"
@@ -297,7 +306,7 @@ impl Index {
             let mut p = self.home(entry_tag(e));
             while p != pos {
                 assert_ne!(self.get(p), EMPTY, "gap on the probe path of {pos}");
-                p = (p + 1) & self.mask;
+                p += 1;
             }
         }
         assert_eq!(live, self.len);
@@ -308,7 +317,7 @@ impl Index {
     pub(super) fn max_displacement(&self) -> usize {
         (0..self.entries())
             .filter(|&p| self.get(p) != EMPTY)
-            .map(|p| p.wrapping_sub(self.home(entry_tag(self.get(p)))) & self.mask)
+            .map(|p| p - self.home(entry_tag(self.get(p))))
             .max()
             .unwrap_or(0)
     }
@@ -323,14 +332,18 @@ mod tests {
     #[test]
     fn sizing_and_alignment() {
         let ix = Index::new(2 << 20).expect("alloc");
-        // 2M entries at <= 70% load: 4M entries of 8 bytes.
-        assert_eq!(ix.entries(), 4 << 20);
-        assert_eq!(ix.allocation_size(), 32 << 20);
+        // 2M entries at <= 70% load: 2,995,936 homes (2^21 / 0.7, in
+        // whole lines) and 64 overflow entries, of 8 bytes.
+        assert_eq!(ix.entries(), 2_995_936 + MAX_PROBE);
+        assert_eq!(ix.allocation_size(), (2_995_936 + MAX_PROBE) * 8);
+        // Every home entry is reachable: the highest tag's home is the last.
+        assert_eq!(ix.home(u32::MAX), 2_995_935);
+        assert_eq!(ix.home(0), 0);
         assert_eq!(std::mem::align_of::<Line>(), 64);
         assert_eq!(std::mem::size_of::<Line>(), 64);
         assert!(Index::new(usize::MAX).is_err());
         let tiny = Index::new(1).expect("alloc");
-        assert_eq!(tiny.entries(), LINE_ENTRIES);
+        assert_eq!(tiny.entries(), LINE_ENTRIES + MAX_PROBE);
     }
 
     #[test]
@@ -358,8 +371,8 @@ mod tests {
     }
 
     proptest! {
-        /// Against a model, in a small table where clusters wrap around the
-        /// end: every live value is found under its hash, removed ones are
+        /// Against a model, in a small table where clusters run into the
+        /// overflow entries: every live value is found under its hash, removed ones are
         /// not, and no probe path has a gap.
         #[test]
         fn model_check(ops in proptest::collection::vec(
