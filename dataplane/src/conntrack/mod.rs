@@ -133,8 +133,8 @@ pub struct ConntrackConfig {
     /// drop.
     pub early_drop_scan: u32,
     /// SYN-proxied flows the table can hold at once (their splice states),
-    /// `0..=min(capacity, MAX_SYN_PROXY_FLOWS)`; default
-    /// [`default_syn_proxy_flows`]. A cookie-validated handshake beyond it
+    /// `0..=MAX_SYN_PROXY_FLOWS` (more than `capacity` is taken as
+    /// `capacity`); default [`default_syn_proxy_flows`]. A cookie-validated handshake beyond it
     /// is dropped (`syn_proxy_table_full`).
     pub syn_proxy_flows: u32,
 }
@@ -161,7 +161,7 @@ pub enum ConntrackError {
     ZeroTimeout { name: &'static str },
     #[error("conntrack expiry_scan_per_poll is zero: flows would never expire")]
     ZeroExpiryScan,
-    #[error("conntrack syn_proxy_flows {flows} is above {max} (the capacity, at most 2^24)")]
+    #[error("conntrack syn_proxy_flows {flows} is above {max}")]
     InvalidSynProxyFlows { flows: u32, max: u32 },
     #[error("cannot allocate the conntrack {part} for {capacity} flows")]
     Alloc { part: &'static str, capacity: u32 },
@@ -300,11 +300,10 @@ impl<A: IpFamily> Conntrack<A> {
         if config.expiry_scan_per_poll == 0 {
             return Err(ConntrackError::ZeroExpiryScan);
         }
-        let max_proxied = cap.min(MAX_SYN_PROXY_FLOWS);
-        if config.syn_proxy_flows > max_proxied {
+        if config.syn_proxy_flows > MAX_SYN_PROXY_FLOWS {
             return Err(ConntrackError::InvalidSynProxyFlows {
                 flows: config.syn_proxy_flows,
-                max: max_proxied,
+                max: MAX_SYN_PROXY_FLOWS,
             });
         }
         let alloc = |part| ConntrackError::Alloc {
@@ -325,7 +324,7 @@ impl<A: IpFamily> Conntrack<A> {
         tcp.resize(n, TcpExt::default());
 
         let splices =
-            SpliceTable::new(config.syn_proxy_flows).map_err(|_| alloc("splice array"))?;
+            SpliceTable::new(config.syn_proxy_flows.min(cap)).map_err(|_| alloc("splice array"))?;
 
         let index = Index::new(n * INDEX_ENTRIES_PER_FLOW).map_err(|_| alloc("index"))?;
 

@@ -139,13 +139,23 @@ fn config_validation() {
         ConntrackError::ZeroExpiryScan
     );
     let mut cfg = ConntrackConfig::with_capacity(16);
-    cfg.syn_proxy_flows = 17;
+    cfg.syn_proxy_flows = MAX_SYN_PROXY_FLOWS + 1;
     assert_eq!(
         Conntrack::<Ipv4Addr>::new(cfg, hasher()).unwrap_err(),
-        ConntrackError::InvalidSynProxyFlows { flows: 17, max: 16 }
+        ConntrackError::InvalidSynProxyFlows {
+            flows: MAX_SYN_PROXY_FLOWS + 1,
+            max: MAX_SYN_PROXY_FLOWS
+        }
     );
-    cfg.syn_proxy_flows = 16;
-    assert!(Conntrack::<Ipv4Addr>::new(cfg, hasher()).is_ok());
+    // More than the capacity is the capacity: every flow may be proxied.
+    cfg.syn_proxy_flows = 17;
+    let mut ct = Conntrack::<Ipv4Addr>::new(cfg, hasher()).expect("valid");
+    for n in 0..16 {
+        let id = add(&mut ct, Proto::Tcp, n, ACK, 0);
+        assert!(ct.set_splice(id, splice_of(n)));
+    }
+    assert!(!ct.splice_room());
+    check_no_leaks(&ct);
     assert_eq!(default_syn_proxy_flows(16), 1);
     assert_eq!(default_syn_proxy_flows(1 << 20), 1 << 15);
     assert_eq!(default_syn_proxy_flows(MAX_CAPACITY), MAX_SYN_PROXY_FLOWS);
