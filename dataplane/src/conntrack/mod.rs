@@ -316,7 +316,9 @@ impl<A: IpFamily> Conntrack<A> {
         slab.try_reserve_exact(n).map_err(|_| alloc("slab"))?;
         // The free list: 0 -> 1 -> ... -> cap - 1, so flows fill the slab
         // from the front.
-        slab.extend((1..=cap).map(|next| Flow::free_slot(if next == cap { NO_SLOT } else { next })));
+        slab.extend(
+            (1..=cap).map(|next| Flow::free_slot(if next == cap { NO_SLOT } else { next })),
+        );
 
         let mut tcp = Vec::new();
         tcp.try_reserve_exact(n)

@@ -57,7 +57,10 @@ fn check_no_leaks(ct: &Conntrack) {
     let mut free = 0;
     let mut at = ct.free_head;
     while at != NO_SLOT {
-        assert!(!ct.slab[at as usize].is_live(), "live slot {at} on the free list");
+        assert!(
+            !ct.slab[at as usize].is_live(),
+            "live slot {at} on the free list"
+        );
         free += 1;
         assert!(free <= ct.capacity(), "the free list loops");
         at = ct.slab[at as usize].next_free();
@@ -1206,7 +1209,9 @@ fn splice_states_are_bounded_and_given_back() {
     let mut cfg = ConntrackConfig::with_capacity(16);
     cfg.syn_proxy_flows = 3;
     let mut ct: Conntrack = Conntrack::new(cfg, hasher()).expect("table");
-    let ids: Vec<FlowId> = (0..6).map(|n| add(&mut ct, Proto::Tcp, n, ACK, 0)).collect();
+    let ids: Vec<FlowId> = (0..6)
+        .map(|n| add(&mut ct, Proto::Tcp, n, ACK, 0))
+        .collect();
     for (n, &id) in ids.iter().enumerate().take(3) {
         assert!(ct.splice_room());
         assert!(ct.set_splice(id, splice_of(n as u32)));
