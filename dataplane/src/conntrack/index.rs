@@ -236,7 +236,6 @@ impl Index {
     /// but displacement is spread evenly: in a simulation of 2^21 random
     /// entries at 70 % load the longest is 19 entries, where first-come
     /// placement reaches 113 (and refuses >100 keys at this bound).
-    #[inline]
     pub(super) fn insert(&mut self, hash: u64, value: u32) -> Result<(), IndexFull> {
         if self.len >= self.max_len {
             return Err(IndexFull::Full);
@@ -267,15 +266,13 @@ impl Index {
         {
             return Err(IndexFull::Crowded);
         }
-        // Carry the new entry up the run, each entry taking its successor's
-        // place, until the empty one at `end` (in the table: an entry moved
-        // there lies within MAX_PROBE of a home below `homes`).
-        let mut carry = u64::from(tag) << 32 | u64::from(value);
-        for pos in at..=end {
-            if let Some(line) = self.lines.get_mut(pos / LINE_ENTRIES) {
-                carry = std::mem::replace(&mut line.0[pos % LINE_ENTRIES], carry);
-            }
+        // `end` is empty and in the table: an entry moved there lies
+        // within MAX_PROBE of a home below `homes`.
+        for pos in (at..end).rev() {
+            let e = self.get(pos);
+            self.set(pos + 1, e);
         }
+        self.set(at, u64::from(tag) << 32 | u64::from(value));
         self.len += 1;
         Ok(())
     }
