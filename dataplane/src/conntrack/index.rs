@@ -204,11 +204,11 @@ impl Index {
     #[inline(always)]
     pub(super) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
         let tag = tag_of(hash);
-        let mut pos = self.home(tag);
+        let home = self.home(tag);
         // No entry lies MAX_PROBE or more after its home; clusters are
         // sorted by tag, so a greater tag (or an empty entry) ends the
         // search.
-        for _ in 0..MAX_PROBE {
+        for pos in home..home + MAX_PROBE {
             let e = self.get(pos);
             let t = entry_tag(e);
             if t > tag || e == EMPTY {
@@ -217,7 +217,6 @@ impl Index {
             if t == tag && eq(entry_value(e)) {
                 return Some(entry_value(e));
             }
-            pos += 1;
         }
         None
     }
@@ -291,10 +290,9 @@ impl Index {
     /// shifting later entries of its cluster back. Returns whether it was
     /// there.
     pub(super) fn remove(&mut self, hash: u64, value: u32) -> bool {
-        let tag = tag_of(hash);
-        let mut pos = self.home(tag);
+        let home = self.home(tag_of(hash));
         let mut found = None;
-        for _ in 0..MAX_PROBE {
+        for pos in home..home + MAX_PROBE {
             let e = self.get(pos);
             if e == EMPTY {
                 break;
@@ -303,7 +301,6 @@ impl Index {
                 found = Some(pos);
                 break;
             }
-            pos += 1;
         }
         let Some(mut hole) = found else {
             return false;

@@ -1195,7 +1195,7 @@ fn splice_of(n: u32) -> Splice {
         client_window: n as u16,
         client_wscale: NO_WSCALE,
         backend_wscale: 0,
-        spliced: n % 2 == 0,
+        spliced: n.is_multiple_of(2),
         timestamps: false,
         ts: n + 1,
     }
