@@ -201,14 +201,17 @@ impl Index {
     }
 
     /// The first entry value with `hash`'s tag for which `eq` holds.
+    // A counted loop over `home..home + MAX_PROBE` measured 4 instructions
+    // more per lookup (pipeline-probe).
+    #[allow(clippy::explicit_counter_loop)]
     #[inline(always)]
     pub(super) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
         let tag = tag_of(hash);
-        let home = self.home(tag);
+        let mut pos = self.home(tag);
         // No entry lies MAX_PROBE or more after its home; clusters are
         // sorted by tag, so a greater tag (or an empty entry) ends the
         // search.
-        for pos in home..home + MAX_PROBE {
+        for _ in 0..MAX_PROBE {
             let e = self.get(pos);
             let t = entry_tag(e);
             if t > tag || e == EMPTY {
@@ -217,6 +220,7 @@ impl Index {
             if t == tag && eq(entry_value(e)) {
                 return Some(entry_value(e));
             }
+            pos += 1;
         }
         None
     }
@@ -289,10 +293,12 @@ impl Index {
     /// Remove exactly the entry `value` stored under `hash` (by identity),
     /// shifting later entries of its cluster back. Returns whether it was
     /// there.
+    #[allow(clippy::explicit_counter_loop)]
     pub(super) fn remove(&mut self, hash: u64, value: u32) -> bool {
-        let home = self.home(tag_of(hash));
+        let tag = tag_of(hash);
+        let mut pos = self.home(tag);
         let mut found = None;
-        for pos in home..home + MAX_PROBE {
+        for _ in 0..MAX_PROBE {
             let e = self.get(pos);
             if e == EMPTY {
                 break;
@@ -301,6 +307,7 @@ impl Index {
                 found = Some(pos);
                 break;
             }
+            pos += 1;
         }
         let Some(mut hole) = found else {
             return false;
