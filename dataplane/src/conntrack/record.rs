@@ -129,7 +129,7 @@ pub(super) mod flag {
 /// line (with no byte to spare); `Flow<Ipv6Addr>` two (its keys are 38
 /// bytes each).
 ///
-/// A free slot's record is [`Flow::free_slot`]: not live, its `service`
+/// A free slot's record is `Flow::free_slot`: not live, its `service`
 /// the next free slot (the table's free list runs through the slab).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(align(64))]
