@@ -219,6 +219,11 @@ pub fn new_segment<A: StageFamily, F: Frame>(
         return NewSegment::Pass;
     }
     ctx.counters.syn_cookies_validated += 1;
+    if !ctx.ct.splice_room() {
+        // Every splice state is taken: the flow could not be spliced.
+        meta.drop(DropReason::SynProxyTableFull);
+        return NewSegment::Done;
+    }
     let splice = Splice {
         client_isn,
         our_isn,
