@@ -321,9 +321,15 @@ fn conntrack_changes(c: &mut Changes, old: &ConntrackPlan, new: &ConntrackPlan) 
         capacity,
         expiry_scan_per_poll,
         early_drop_scan,
+        syn_proxy_flows,
         timeouts,
     } = old;
     c.display("dataplane.conntrack.capacity", capacity, &new.capacity);
+    c.display(
+        "dataplane.conntrack.syn_proxy_flows",
+        syn_proxy_flows,
+        &new.syn_proxy_flows,
+    );
     c.display(
         "dataplane.conntrack.expiry_scan_per_poll",
         expiry_scan_per_poll,

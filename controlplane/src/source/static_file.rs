@@ -12,7 +12,7 @@
 //! IPv6 ones reach the workers as the spec's owned addresses of role SNAT.
 
 use crate::mirror::ToDataplane;
-use dataplane::conntrack::{ConntrackConfig, Timeouts, default_syn_proxy_flows};
+use dataplane::conntrack::{ConntrackConfig, Timeouts};
 use dataplane::driver::hostpath::kernel_link_local;
 use dataplane::flow::TableHasher;
 use dataplane::snapshot::{
@@ -167,7 +167,7 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
                 },
                 expiry_scan_per_poll: d.conntrack.expiry_scan_per_poll,
                 early_drop_scan: d.conntrack.early_drop_scan,
-                syn_proxy_flows: default_syn_proxy_flows(d.conntrack.capacity),
+                syn_proxy_flows: d.conntrack.syn_proxy_flows,
             },
             snat: SnatConfig {
                 addrs: d

@@ -52,7 +52,7 @@
 /// A free entry.
 pub(super) const EMPTY: u64 = u64::MAX;
 /// Highest load (live entries / table entries) the table is sized for.
-pub(super) const MAX_LOAD_PERCENT: usize = 70;
+pub(super) const MAX_LOAD_PERCENT: usize = 56;
 /// Entries per 64-byte line.
 const LINE_ENTRIES: usize = 8;
 /// Longest probe sequence: an entry is at most `MAX_PROBE - 1` entries

@@ -232,8 +232,11 @@ pub struct Tracked {
     pub valid: bool,
 }
 
-/// Per-slot TCP state beside the flow record (see the module docs): 40 B.
+/// Per-slot TCP state beside the flow record (see the module docs): 32 B,
+/// aligned so that no entry straddles a cache line. The two sides' window
+/// scales are in the record ([`Flow`]'s `wscale`, one byte).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[repr(align(32))]
 pub struct TcpExt {
     pub win: [window::TcpWindow; 2],
 }
@@ -511,7 +514,8 @@ impl<A: IpFamily> Conntrack<A> {
             created_s: u32::try_from(now_ms / 1000).unwrap_or(u32::MAX),
             state,
             flags,
-            splice_at: [0; 3],
+            splice_at: 0,
+            wscale: window::WindowScales::NONE,
         };
         if init.orig.proto == Proto::Tcp
             && let Some(t) = self.tcp.get_mut(slot as usize)
@@ -771,30 +775,37 @@ impl<A: IpFamily> Conntrack<A> {
     /// (see [`window`]): updates the flow's windows when the segment is
     /// accepted. A slot that is not live accepts (the caller checks
     /// liveness).
-    #[inline]
+    #[inline(always)]
     pub fn check_window(
         &mut self,
         id: FlowId,
         dir: Dir,
         seg: &window::SegmentInfo,
     ) -> window::WindowVerdict {
-        match self.tcp.get_mut(id.index()) {
-            Some(t) => window::check(&mut t.win, dir, seg),
-            None => window::WindowVerdict::Accept,
+        match (self.tcp.get_mut(id.index()), self.slab.get_mut(id.index())) {
+            (Some(t), Some(f)) => window::check(&mut t.win, &mut f.wscale, dir, seg),
+            _ => window::WindowVerdict::Accept,
         }
     }
 
     /// The window-tracking state of flow `id` (original sender, reply
-    /// sender), e.g. to set it up for a SYN-proxied flow whose handshakes
-    /// the table never saw.
+    /// sender) and its window scales, e.g. to set it up for a SYN-proxied
+    /// flow whose handshakes the table never saw.
     #[inline]
-    pub fn windows_mut(&mut self, id: FlowId) -> Option<&mut [window::TcpWindow; 2]> {
-        let live = self.slab.get(id.index()).is_some_and(|f| f.is_live());
-        if live {
-            self.tcp.get_mut(id.index()).map(|t| &mut t.win)
-        } else {
-            None
-        }
+    pub fn windows_mut(
+        &mut self,
+        id: FlowId,
+    ) -> Option<(&mut [window::TcpWindow; 2], &mut window::WindowScales)> {
+        let flow = self.slab.get_mut(id.index()).filter(|f| f.is_live())?;
+        let t = self.tcp.get_mut(id.index())?;
+        Some((&mut t.win, &mut flow.wscale))
+    }
+
+    /// The window-tracking state and window scales of flow `id` (`None`
+    /// when it is not live).
+    pub fn windows(&self, id: FlowId) -> Option<([window::TcpWindow; 2], window::WindowScales)> {
+        let flow = self.slab.get(id.index()).filter(|f| f.is_live())?;
+        Some((self.tcp.get(id.index())?.win, flow.wscale))
     }
 
     /// Live flows in the half-open states (SYN_SENT, SYN_RECV): what the

@@ -5,6 +5,7 @@
 //! and flags (fields visible to `conntrack` only).
 
 use super::TcpState;
+use super::window::WindowScales;
 use crate::flow::{FlowKeyOf, IpFamily, Proto};
 use std::net::Ipv4Addr;
 
@@ -151,9 +152,11 @@ pub struct Flow<A = Ipv4Addr> {
     pub created_s: u32,
     pub(super) state: FlowState,
     pub(super) flags: u8,
-    /// With `SYN_PROXIED`: the flow's entry in the table's splice array
-    /// (24 bits, little-endian: the bytes the record has left).
-    pub(super) splice_at: [u8; 3],
+    /// With `SYN_PROXIED`: the flow's entry in the table's splice array.
+    pub(super) splice_at: u16,
+    /// TCP: the window scales of the two sides (the rest of the window
+    /// tracking is in the table's TCP array, [`super::TcpExt`]).
+    pub(super) wscale: WindowScales,
 }
 
 impl<A: IpFamily> Flow<A> {
@@ -172,7 +175,8 @@ impl<A: IpFamily> Flow<A> {
         created_s: 0,
         state: FlowState::Tcp(TcpState::Close),
         flags: 0,
-        splice_at: [0; 3],
+        splice_at: 0,
+        wscale: WindowScales::NONE,
     };
 
     /// A free slot's record whose free-list successor is slot `next`

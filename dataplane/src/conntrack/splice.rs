@@ -13,10 +13,10 @@
 //!   [`SpliceTable::has_room`] first and drops with
 //!   `DropReason::SynProxyTableFull`).
 //! * At most [`MAX_SYN_PROXY_FLOWS`] entries: an index fits the record's
-//!   24-bit `splice_at`.
+//!   16-bit `splice_at`.
 
-/// Most splice entries a table may have (`splice_at` is 24 bits).
-pub const MAX_SYN_PROXY_FLOWS: u32 = 1 << 24;
+/// Most splice entries a table may have (`splice_at` is 16 bits).
+pub const MAX_SYN_PROXY_FLOWS: u32 = 1 << 16;
 /// By default one flow in this many may be SYN-proxied at a time
 /// ([`default_syn_proxy_flows`]).
 pub const DEFAULT_SYN_PROXY_SHARE: u32 = 32;
@@ -75,7 +75,8 @@ pub struct Splice {
 #[derive(Debug)]
 pub(super) struct SpliceTable {
     entries: Vec<Splice>,
-    free: Vec<u32>,
+    /// Free entries (indices below [`MAX_SYN_PROXY_FLOWS`] = 2^16).
+    free: Vec<u16>,
 }
 
 /// Why a [`SpliceTable`] could not be allocated.
@@ -91,8 +92,8 @@ impl SpliceTable {
         entries.resize(n, Splice::default());
         let mut free = Vec::new();
         free.try_reserve_exact(n).map_err(|_| SpliceAllocError)?;
-        // Pop order 0, 1, 2, ...
-        free.extend((0..len).rev());
+        // Pop order 0, 1, 2, ... (`len <= 2^16`: every index fits).
+        free.extend((0..len).rev().filter_map(|i| u16::try_from(i).ok()));
         Ok(SpliceTable { entries, free })
     }
 
@@ -103,32 +104,30 @@ impl SpliceTable {
     }
 
     /// Takes a free entry holding `splice`; `None` when all are taken.
-    pub(super) fn take(&mut self, splice: Splice) -> Option<[u8; 3]> {
+    pub(super) fn take(&mut self, splice: Splice) -> Option<u16> {
         let at = self.free.pop()?;
-        if let Some(e) = self.entries.get_mut(at as usize) {
+        if let Some(e) = self.entries.get_mut(usize::from(at)) {
             *e = splice;
         }
-        let [a, b, c, _] = at.to_le_bytes();
-        Some([a, b, c])
+        Some(at)
     }
 
     /// Returns entry `at` to the free stack.
-    pub(super) fn give_back(&mut self, at: [u8; 3]) {
-        let at = index(at);
-        if (at as usize) < self.entries.len() && self.free.len() < self.entries.len() {
+    pub(super) fn give_back(&mut self, at: u16) {
+        if usize::from(at) < self.entries.len() && self.free.len() < self.entries.len() {
             // Cannot reallocate: `at` was taken, so free.len() < len.
             self.free.push(at);
         }
     }
 
     #[inline]
-    pub(super) fn get(&self, at: [u8; 3]) -> Option<&Splice> {
-        self.entries.get(index(at) as usize)
+    pub(super) fn get(&self, at: u16) -> Option<&Splice> {
+        self.entries.get(usize::from(at))
     }
 
     #[inline]
-    pub(super) fn get_mut(&mut self, at: [u8; 3]) -> Option<&mut Splice> {
-        self.entries.get_mut(index(at) as usize)
+    pub(super) fn get_mut(&mut self, at: u16) -> Option<&mut Splice> {
+        self.entries.get_mut(usize::from(at))
     }
 
     /// Entries taken (tests, stats).
@@ -139,11 +138,6 @@ impl SpliceTable {
     /// Bytes allocated.
     pub(super) fn allocation_size(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<Splice>()
-            + self.free.capacity() * std::mem::size_of::<u32>()
+            + self.free.capacity() * std::mem::size_of::<u16>()
     }
-}
-
-#[inline(always)]
-fn index([a, b, c]: [u8; 3]) -> u32 {
-    u32::from_le_bytes([a, b, c, 0])
 }

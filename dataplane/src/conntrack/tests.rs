@@ -77,8 +77,8 @@ fn check_no_leaks(ct: &Conntrack) {
 }
 
 #[test]
-fn tcp_line_holds_the_two_windows_in_40_bytes() {
-    assert_eq!(std::mem::size_of::<super::TcpExt>(), 40);
+fn tcp_line_holds_the_two_windows_in_32_bytes() {
+    assert_eq!(std::mem::size_of::<super::TcpExt>(), 32);
 }
 
 #[test]
@@ -90,8 +90,8 @@ fn flow_record_fits_a_cache_line() {
     );
 }
 
-/// 64 B record (free list included) + 40 B TCP line (windows) + 22.9 B
-/// index + 0.9 B splice array: 127.7 B. (It was 164 B with the splice in
+/// 64 B record (free list included) + 32 B TCP line (windows) + 22.9 B
+/// index + 0.9 B splice array: 119.7 B. (It was 164 B with the splice in
 /// every TCP line, a separate free list and a power-of-two index.)
 #[test]
 fn memory_per_flow_at_one_million_is_at_most_128_bytes() {
