@@ -439,6 +439,9 @@ mod tests {
                 p.dataplane.idle_spin_polls += 1
             }),
             ("conntrack", true, |p| p.dataplane.conntrack.capacity += 1),
+            ("syn_proxy_flows", true, |p| {
+                p.dataplane.conntrack.syn_proxy_flows += 1;
+            }),
             ("timeouts", true, |p| {
                 p.dataplane.conntrack.timeouts.icmp_ms += 1;
             }),

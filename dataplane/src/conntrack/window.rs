@@ -519,6 +519,63 @@ mod tests {
         assert_eq!((w.1.scale(Dir::Original), w.1.scale(Dir::Reply)), (7, 3));
     }
 
+    #[test]
+    fn the_largest_scaled_window_and_the_flags_share_a_word_exactly() {
+        let mut w = W::default();
+        let syn = SegmentInfo {
+            wscale: Some(15), // clamped to 14 (RFC 7323 §2.3)
+            ..seg(SYN, 100, 0, 0, 65_535)
+        };
+        chk(&mut w, Dir::Original, &syn);
+        assert_eq!(w.1.offered(Dir::Original), Some(14));
+        assert_eq!(w.1.offered(Dir::Reply), None);
+        let synack = SegmentInfo {
+            wscale: Some(14),
+            ..seg(SYN | ACK, 900, 101, 0, 65_535)
+        };
+        chk(&mut w, Dir::Reply, &synack);
+        assert_eq!((w.1.scale(Dir::Original), w.1.scale(Dir::Reply)), (14, 14));
+        assert!(w.0[1].is_acked() && !w.0[0].is_acked());
+        chk(&mut w, Dir::Original, &seg(ACK, 101, 901, 0, 65_535));
+        let top = 65_535u32 << 14;
+        assert_eq!(w.0[0].maxwin(), top, "below 2^30, flags apart");
+        assert!(w.0[0].is_acked() && !w.0[0].is_liberal());
+        assert_eq!(w.0[1].maxend, 901 + top);
+        // The widest window is still in force: data at its far end passes.
+        let v = chk(&mut w, Dir::Reply, &seg(ACK, 901 + top - 1, 101, 1, 65_535));
+        assert_eq!(v, WindowVerdict::Accept);
+    }
+
+    #[test]
+    fn a_syn_clears_the_peers_offer_and_scaling_needs_both() {
+        let mut s = WindowScales::default();
+        assert_eq!((s.scale(Dir::Original), s.scale(Dir::Reply)), (0, 0));
+        assert_eq!(s.offered(Dir::Reply), None);
+        s = WindowScales::both(3, 20);
+        assert_eq!((s.scale(Dir::Original), s.scale(Dir::Reply)), (3, 14));
+        // A new SYN from the reply side forgets the original side's offer:
+        // nothing is scaled until a SYN-ACK finds both again.
+        let mut w: W = ([TcpWindow::acked(1, 2, 3, 4); 2], s);
+        let syn = SegmentInfo {
+            wscale: Some(5),
+            ..seg(SYN, 900, 0, 0, 1000)
+        };
+        chk(&mut w, Dir::Reply, &syn);
+        assert_eq!(w.1.offered(Dir::Reply), Some(5));
+        assert_eq!(w.1.offered(Dir::Original), None);
+        assert_eq!((w.1.scale(Dir::Original), w.1.scale(Dir::Reply)), (0, 0));
+        assert_eq!(w.0[0], TcpWindow::default());
+        // Every byte decodes as the computation says.
+        for b in 0..=255u8 {
+            let s = WindowScales(b);
+            let on = s.offered(Dir::Original).is_some() && s.offered(Dir::Reply).is_some();
+            for side in [Dir::Original, Dir::Reply] {
+                let want = if on { s.offered(side).unwrap_or(0) } else { 0 };
+                assert_eq!(s.scale(side), want, "byte {b:#04x}");
+            }
+        }
+    }
+
     proptest! {
         /// A conversation where each side sends within what the other
         /// acknowledged and allowed is never out of the window.
