@@ -540,7 +540,7 @@ pub struct ConntrackSection {
     /// proxy's splice array, `1..=65536` and at most `capacity`. A client
     /// whose cookie validates beyond it is dropped
     /// (`syn_proxy_table_full`); unproxied flows are unaffected. Default
-    /// one per 8 flows of `capacity` (at most 65536).
+    /// one per 16 flows of `capacity` (at most 65536).
     pub syn_proxy_flows: Option<u64>,
     /// `[dataplane.conntrack.timeouts]`.
     #[serde(default)]

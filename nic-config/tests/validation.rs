@@ -1013,8 +1013,8 @@ fn base_is_valid_and_resolved() {
     assert_eq!((d.workers, d.batch_size, d.maglev_table_size), (2, 32, 251));
     assert_eq!(d.conntrack.capacity, 1024);
     assert_eq!(
-        d.conntrack.syn_proxy_flows, 128,
-        "one per 8 flows by default"
+        d.conntrack.syn_proxy_flows, 64,
+        "one per 16 flows by default"
     );
     let set = parse(&BASE.replace(
         "early_drop_scan = 8",
@@ -1355,7 +1355,7 @@ fn defaults_fill_everything_left_out() {
             d.conntrack.early_drop_scan,
             d.conntrack.syn_proxy_flows
         ),
-        (262_144, 64, 64, 32_768)
+        (262_144, 64, 64, 16_384)
     );
     // Linux's conntrack timeouts with kube-proxy's overrides.
     let t = d.conntrack.timeouts;

@@ -141,7 +141,7 @@ pub(super) mod tests {
                 "SNAT addresses ([10.1.0.1] -> [10.1.0.2])",
             ),
             (
-                // The default syn_proxy_flows (one per 8 flows, 32,768)
+                // The default syn_proxy_flows (one per 16 flows, 16,384)
                 // stays: only the capacity changes.
                 "workers = 1",
                 "workers = 1\n[dataplane.conntrack]\ncapacity = 262143",
@@ -150,7 +150,7 @@ pub(super) mod tests {
             (
                 "workers = 1",
                 "workers = 1\n[dataplane.conntrack]\nsyn_proxy_flows = 4096",
-                "dataplane.conntrack.syn_proxy_flows (32768 -> 4096)",
+                "dataplane.conntrack.syn_proxy_flows (16384 -> 4096)",
             ),
             (
                 "workers = 1",

@@ -19,18 +19,19 @@
 pub const MAX_SYN_PROXY_FLOWS: u32 = 1 << 16;
 /// By default one flow in this many may be SYN-proxied at a time
 /// ([`default_syn_proxy_flows`]).
-pub const DEFAULT_SYN_PROXY_SHARE: u32 = 8;
+pub const DEFAULT_SYN_PROXY_SHARE: u32 = 16;
 
 /// The default `syn_proxy_flows` of a table of `capacity` flows: one in
 /// [`DEFAULT_SYN_PROXY_SHARE`] (at least one, at most
 /// [`MAX_SYN_PROXY_FLOWS`]). An entry costs 26 B (state and free-stack
-/// slot); one in 8 flows is 3.25 B per flow, what the 128 B per IPv4 flow
+/// slot); one in 16 flows is 1.6 B per flow, what the 128 B per IPv4 flow
 /// leaves beside the record (64 B), the TCP line (32 B) and the index
-/// (28.6 B). At the default capacity (262,144) that is 32,768 proxied
-/// flows per worker, 32 times the default `syn_proxy_half_open_threshold`
+/// (30.2 B). At the default capacity (262,144) that is 16,384 proxied
+/// flows per worker, 16 times the default `syn_proxy_half_open_threshold`
 /// (1,000): the proxied flows are the clients that complete a cookie
 /// handshake while a flood keeps the proxy on, each held for its
-/// connection's life.
+/// connection's life (a SYN flood itself takes none: cookies are
+/// stateless).
 pub const fn default_syn_proxy_flows(capacity: u32) -> u32 {
     let n = capacity.div_ceil(DEFAULT_SYN_PROXY_SHARE);
     if n > MAX_SYN_PROXY_FLOWS {

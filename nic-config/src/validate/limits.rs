@@ -24,7 +24,7 @@ pub const MAX_TABLE_CAPACITY: u64 = 1 << 30;
 pub const MAX_SYN_PROXY_FLOWS: u64 = 1 << 16;
 /// The default `syn_proxy_flows` is one per this many flows of the
 /// conntrack capacity (the dataplane's `conntrack::DEFAULT_SYN_PROXY_SHARE`).
-pub const DEFAULT_SYN_PROXY_SHARE: u64 = 8;
+pub const DEFAULT_SYN_PROXY_SHARE: u64 = 16;
 /// Largest `[dataplane] new_flows_per_source_per_s`.
 pub const MAX_NEW_FLOWS_PER_SOURCE_PER_S: u64 = 1_000_000;
 /// SNAT ports each worker needs at least.
