@@ -22,7 +22,7 @@
 //!   1 = reply) tagged with 32 bits of the key's hash. A lookup compares the
 //!   probe key with the slab record's orig or reply key. Every live flow has
 //!   exactly two entries; nothing else is in the index. It is sized for
-//!   `2 * capacity` entries at <= 70% load (not rounded up to a power of
+//!   `2 * capacity` entries at <= 53% load (not rounded up to a power of
 //!   two), allocated once, and never resizes (see its module docs); no entry lies more than `MAX_PROBE`
 //!   (64) entries from its home, so a lookup reads at most 8 lines whatever
 //!   the keys. Callers must pass exactly [`Conntrack::hash`] of the key as
@@ -33,17 +33,18 @@
 //! Records are 64-byte aligned ([`Flow`] is exactly one cache line), so a
 //! flow costs one cache miss at most.
 //!
-//! * **TCP array**: `Vec<TcpExt>` parallel to the slab, 40 B per slot: the
-//!   two directions' sequence windows ([`window`]). Written at insert and
-//!   read by every TCP packet; UDP never touches it.
+//! * **TCP array**: `Vec<TcpExt>` parallel to the slab, 32 B per slot: the
+//!   two directions' sequence windows ([`window`]; the window scales are a
+//!   byte of the record). Written at insert and read by every TCP packet;
+//!   UDP never touches it.
 //! * **Splice array**: the SYN proxy's [`Splice`] states, `syn_proxy_flows`
-//!   entries (default one per 32 slots, [`default_syn_proxy_flows`]) that
+//!   entries (default one per 16 slots, [`default_syn_proxy_flows`]) that
 //!   SYN-proxied flows take and give back (see `splice.rs`); no other flow
 //!   needs one.
 //!
-//! Memory at capacity 2^20 (IPv4): 64 B slab + 40 B TCP array + 22.86 B
-//! index (2,996,000 entries of 8 B) + 0.88 B splice array (32,768 × 28 B)
-//! = 127.7 B per flow; the same for any capacity, within a line of index
+//! Memory at capacity 2^20 (IPv4): 64 B slab + 32 B TCP array + 30.19 B
+//! index (3,956,960 entries of 8 B) + 1.63 B splice array (65,536 × 26 B)
+//! = 127.8 B per flow; the same for any capacity, within a line of index
 //! rounding (IPv6: 64 B more, its record).
 //!
 //! # Batched lookups (memory-level parallelism)

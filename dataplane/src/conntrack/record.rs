@@ -127,8 +127,8 @@ pub(super) mod flag {
 /// new backend.
 ///
 /// Generic over the address family: `Flow` (IPv4) is one 64-byte cache
-/// line (with no byte to spare); `Flow<Ipv6Addr>` two (its keys are 38
-/// bytes each).
+/// line (with no byte to spare: the last went to the window scales);
+/// `Flow<Ipv6Addr>` two (its keys are 38 bytes each).
 ///
 /// A free slot's record is `Flow::free_slot`: not live, its `service`
 /// the next free slot (the table's free list runs through the slab).
