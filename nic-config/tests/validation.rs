@@ -1022,6 +1022,12 @@ fn base_is_valid_and_resolved() {
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(set.dataplane.conntrack.syn_proxy_flows, 1024, "as set");
+    // `portico check` shows it.
+    let printed = set.to_string();
+    assert!(
+        printed.contains("conntrack: 1024 flows per worker (1024 SYN-proxied at most)"),
+        "{printed}"
+    );
     assert_eq!(d.conntrack.timeouts.udp_ms, 31_000);
     // Unset timeouts keep kube-proxy's defaults.
     assert_eq!(d.conntrack.timeouts.tcp_established_ms, 86_400_000);
