@@ -7,7 +7,7 @@
 //! NAT to `snat_addrs` SNAT addresses.
 
 use dataplane::clock::ManualClock;
-use dataplane::conntrack::{ConntrackConfig, Timeouts};
+use dataplane::conntrack::{ConntrackConfig, Timeouts, default_syn_proxy_flows};
 use dataplane::counters::SharedCounters;
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::{Family, FlowKey, Proto};
@@ -250,6 +250,7 @@ impl Rig {
                         timeouts: Timeouts::default(),
                         expiry_scan_per_poll: 64,
                         early_drop_scan: 64,
+                        syn_proxy_flows: default_syn_proxy_flows(cfg.conntrack_capacity),
                     },
                     snat: SnatConfig {
                         addrs: snat_addrs,

@@ -161,6 +161,16 @@ mod tests {
             "dataplane.conntrack.capacity, dataplane.affinity.capacity"
         );
         assert_eq!(
+            limits::MAX_SYN_PROXY_FLOWS,
+            u64::from(dataplane::conntrack::MAX_SYN_PROXY_FLOWS),
+            "dataplane.conntrack.syn_proxy_flows"
+        );
+        assert_eq!(
+            limits::DEFAULT_SYN_PROXY_SHARE,
+            u64::from(dataplane::conntrack::DEFAULT_SYN_PROXY_SHARE),
+            "dataplane.conntrack.syn_proxy_flows's default"
+        );
+        assert_eq!(
             limits::XDP_HEADROOM_BYTES,
             u64::from(dataplane::driver::afxdp::XDP_HEADROOM),
             "AF_XDP headroom (dataplane.afxdp.multi_buffer, port mtu)"
@@ -197,6 +207,17 @@ mod tests {
             d.conntrack.early_drop_scan,
             dataplane::conntrack::DEFAULT_EARLY_DROP_SCAN
         );
+        assert_eq!(
+            d.conntrack.syn_proxy_flows,
+            dataplane::conntrack::default_syn_proxy_flows(d.conntrack.capacity)
+        );
+        for capacity in [1, 7, 8, 9, 1 << 20, 1 << 30] {
+            assert_eq!(
+                nic_config::default_syn_proxy_flows(u64::from(capacity)),
+                u64::from(dataplane::conntrack::default_syn_proxy_flows(capacity)),
+                "capacity {capacity}"
+            );
+        }
         assert_eq!(d.snat.quarantine_ms, dataplane::snat::DEFAULT_QUARANTINE_MS);
         assert_eq!(d.snat.port_range, dataplane::snat::DEFAULT_PORT_RANGE);
         assert_eq!(

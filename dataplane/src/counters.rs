@@ -224,6 +224,10 @@ drop_reasons! {
     /// A solicitation to answer whose frame buffer cannot hold the
     /// advertisement.
     NdpNoRoom => "ndp_no_room",
+    /// A client's handshake ACK with a valid SYN cookie while the
+    /// conntrack table's splice states (`syn_proxy_flows` per worker) are
+    /// all taken by SYN-proxied flows: the connection cannot be spliced.
+    SynProxyTableFull => "syn_proxy_table_full",
 }
 
 impl std::fmt::Display for DropReason {

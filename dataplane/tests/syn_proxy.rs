@@ -14,12 +14,12 @@ use dataplane::conntrack::{ConntrackConfig, Timeouts};
 use dataplane::counters::DropReason;
 use dataplane::flow::Proto;
 use dataplane::packet::Verdict;
-use dataplane::snapshot::SynProxyMode;
+use dataplane::snapshot::{ServiceSpec, SynProxyMode};
 use dataplane::snat::SnatConfig;
 use dataplane::stage::PipelineConfig;
 use dataplane::wire::build;
 use dataplane::wire::tcp::flags as F;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// MSS 1460, NOP, window scale 7, NOP NOP SACK-permitted: what Linux sends.
 const CLIENT_SYN_OPTS: &[u8] = &[2, 4, 0x05, 0xb4, 1, 3, 3, 7, 1, 1, 4, 2];
@@ -241,6 +241,7 @@ fn small_snat_gateway() -> Gateway {
             timeouts: Timeouts::default(),
             expiry_scan_per_poll: 1,
             early_drop_scan: 64,
+            syn_proxy_flows: 64,
         },
         ..pipeline_config(0, 1)
     };
@@ -566,4 +567,79 @@ fn timestamps_are_offered_carried_to_the_backend_and_shifted_on_the_splice() {
         63,
     );
     assert_eq!(out, vec![(OUTSIDE, want)]);
+}
+
+/// The table holds `syn_proxy_flows` splice states: a cookie-validated
+/// handshake beyond them is dropped and counted, before it takes a flow or
+/// a SNAT tuple, while the proxied flow it found goes on, and so do the
+/// flows of a service without the SYN proxy.
+#[test]
+fn a_handshake_beyond_the_splice_states_is_dropped_and_counted() {
+    let config = PipelineConfig {
+        conntrack: ConntrackConfig {
+            syn_proxy_flows: 1,
+            ..ConntrackConfig::with_capacity(64)
+        },
+        ..pipeline_config(0, 1)
+    };
+    let plain = ServiceSpec::new("plain", Proto::Tcp, VIP, 8080)
+        .endpoint(SocketAddrV4::new(backend_ip(0), 8080));
+    let mut gw = Gateway::with_config(vec![proxied_web(SynProxyMode::On), plain], config);
+    let (cookie, _) = handshake(&mut gw);
+    let from_port = |flags: u8, seq: u32, ack: u32, opts: &[u8]| {
+        tcp(
+            (ROUTER_MAC, OUT_MAC),
+            (CLIENT, 2),
+            (VIP, 80),
+            flags,
+            seq,
+            ack,
+            64240,
+            opts,
+            b"",
+            64,
+        )
+    };
+    let (v, out) = gw.send(OUTSIDE, &from_port(F::SYN, ISN, 0, CLIENT_SYN_OPTS));
+    assert_eq!(v, Verdict::Reply, "a cookie for the second client");
+    let second = seq_of(&out[0].1);
+    let (v, out) = gw.send(
+        OUTSIDE,
+        &from_port(F::ACK, ISN + 1, second.wrapping_add(1), &[]),
+    );
+    assert_eq!(v, Verdict::Drop(DropReason::SynProxyTableFull));
+    assert!(out.is_empty());
+    let c = gw.counters();
+    assert_eq!(c.dropped(DropReason::SynProxyTableFull), 1);
+    assert_eq!((c.syn_cookies_validated, c.flows_created), (2, 1));
+    assert_eq!(gw.worker.pipeline().conntrack().len(), 1);
+    assert_eq!(gw.worker.pipeline().snat().stats().in_use, 1);
+    // The first client's flow is spliced as usual.
+    backend_synack(
+        V4,
+        &mut gw,
+        cookie,
+        (29200, &[2, 4, 0x05, 0x78, 1, 3, 3, 5], 5),
+    );
+    assert_eq!(gw.counters().syn_proxy_spliced, 1);
+    // A service without the SYN proxy takes new flows with the array full.
+    for sport in [3, 4] {
+        let syn = tcp(
+            (ROUTER_MAC, OUT_MAC),
+            (CLIENT, sport),
+            (VIP, 8080),
+            F::SYN,
+            ISN,
+            0,
+            64240,
+            CLIENT_SYN_OPTS,
+            b"",
+            64,
+        );
+        assert_eq!(gw.send(OUTSIDE, &syn).0, Verdict::Forward(INSIDE));
+    }
+    let c = gw.counters();
+    assert_eq!(c.flows_created, 3);
+    assert_eq!(c.dropped(DropReason::SynProxyTableFull), 1);
+    assert_eq!(gw.worker.pipeline().conntrack().syn_proxied_len(), 1);
 }

@@ -73,7 +73,7 @@ pub use schema::{
     MssClampSetting, MultiBufferSetting, NeighbourTableSection, PortOverrideSection, PortRole,
     Protocol, SessionAffinity, SynProxy, XdpModeSetting, ZeroCopySetting,
 };
-pub use validate::{InstanceChoice, validate, validate_instance};
+pub use validate::{InstanceChoice, default_syn_proxy_flows, validate, validate_instance};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

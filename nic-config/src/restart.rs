@@ -321,9 +321,15 @@ fn conntrack_changes(c: &mut Changes, old: &ConntrackPlan, new: &ConntrackPlan) 
         capacity,
         expiry_scan_per_poll,
         early_drop_scan,
+        syn_proxy_flows,
         timeouts,
     } = old;
     c.display("dataplane.conntrack.capacity", capacity, &new.capacity);
+    c.display(
+        "dataplane.conntrack.syn_proxy_flows",
+        syn_proxy_flows,
+        &new.syn_proxy_flows,
+    );
     c.display(
         "dataplane.conntrack.expiry_scan_per_poll",
         expiry_scan_per_poll,
@@ -433,6 +439,9 @@ mod tests {
                 p.dataplane.idle_spin_polls += 1
             }),
             ("conntrack", true, |p| p.dataplane.conntrack.capacity += 1),
+            ("syn_proxy_flows", true, |p| {
+                p.dataplane.conntrack.syn_proxy_flows += 1;
+            }),
             ("timeouts", true, |p| {
                 p.dataplane.conntrack.timeouts.icmp_ms += 1;
             }),

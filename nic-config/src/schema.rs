@@ -536,6 +536,12 @@ pub struct ConntrackSection {
     /// full; 0 disables early drop. Default 64.
     #[serde(default = "default_scan")]
     pub early_drop_scan: u64,
+    /// Most SYN-proxied flows per worker at a time: the size of the SYN
+    /// proxy's splice array, `1..=65536` and at most `capacity`. A client
+    /// whose cookie validates beyond it is dropped
+    /// (`syn_proxy_table_full`); unproxied flows are unaffected. Default
+    /// one per 16 flows of `capacity` (at most 65536).
+    pub syn_proxy_flows: Option<u64>,
     /// `[dataplane.conntrack.timeouts]`.
     #[serde(default)]
     pub timeouts: TimeoutsSection,
@@ -547,6 +553,7 @@ impl Default for ConntrackSection {
             capacity: default_conntrack_capacity(),
             expiry_scan_per_poll: default_scan(),
             early_drop_scan: default_scan(),
+            syn_proxy_flows: None,
             timeouts: TimeoutsSection::default(),
         }
     }

@@ -203,6 +203,30 @@ const CASES: &[Case] = &[
         "out of range",
     ),
     case(
+        &[(
+            "early_drop_scan = 8",
+            "early_drop_scan = 8\nsyn_proxy_flows = 0",
+        )],
+        "dataplane.conntrack.syn_proxy_flows",
+        "out of range",
+    ),
+    case(
+        &[(
+            "capacity = 1024\nexpiry",
+            "capacity = 1000000\nsyn_proxy_flows = 65537\nexpiry",
+        )],
+        "dataplane.conntrack.syn_proxy_flows",
+        "out of range",
+    ),
+    case(
+        &[(
+            "early_drop_scan = 8",
+            "early_drop_scan = 8\nsyn_proxy_flows = 1025",
+        )],
+        "dataplane.conntrack.syn_proxy_flows",
+        "more than dataplane.conntrack.capacity (1024 flows)",
+    ),
+    case(
         &[("udp_s = 31", "udp_s = 0")],
         "dataplane.conntrack.timeouts.udp_s",
         "below the minimum of 1 s",
@@ -988,6 +1012,22 @@ fn base_is_valid_and_resolved() {
     let d = &plan.dataplane;
     assert_eq!((d.workers, d.batch_size, d.maglev_table_size), (2, 32, 251));
     assert_eq!(d.conntrack.capacity, 1024);
+    assert_eq!(
+        d.conntrack.syn_proxy_flows, 64,
+        "one per 16 flows by default"
+    );
+    let set = parse(&BASE.replace(
+        "early_drop_scan = 8",
+        "early_drop_scan = 8\nsyn_proxy_flows = 1024",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(set.dataplane.conntrack.syn_proxy_flows, 1024, "as set");
+    // `portico check` shows it.
+    let printed = set.to_string();
+    assert!(
+        printed.contains("conntrack: 1024 flows per worker (1024 SYN-proxied at most)"),
+        "{printed}"
+    );
     assert_eq!(d.conntrack.timeouts.udp_ms, 31_000);
     // Unset timeouts keep kube-proxy's defaults.
     assert_eq!(d.conntrack.timeouts.tcp_established_ms, 86_400_000);
@@ -1318,9 +1358,10 @@ fn defaults_fill_everything_left_out() {
         (
             d.conntrack.capacity,
             d.conntrack.expiry_scan_per_poll,
-            d.conntrack.early_drop_scan
+            d.conntrack.early_drop_scan,
+            d.conntrack.syn_proxy_flows
         ),
-        (262_144, 64, 64)
+        (262_144, 64, 64, 16_384)
     );
     // Linux's conntrack timeouts with kube-proxy's overrides.
     let t = d.conntrack.timeouts;

@@ -141,9 +141,16 @@ pub(super) mod tests {
                 "SNAT addresses ([10.1.0.1] -> [10.1.0.2])",
             ),
             (
+                // The default syn_proxy_flows (one per 16 flows, 16,384)
+                // stays: only the capacity changes.
                 "workers = 1",
-                "workers = 1\n[dataplane.conntrack]\ncapacity = 4096",
+                "workers = 1\n[dataplane.conntrack]\ncapacity = 262143",
                 "dataplane.conntrack.capacity",
+            ),
+            (
+                "workers = 1",
+                "workers = 1\n[dataplane.conntrack]\nsyn_proxy_flows = 4096",
+                "dataplane.conntrack.syn_proxy_flows (16384 -> 4096)",
             ),
             (
                 "workers = 1",

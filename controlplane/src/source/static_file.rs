@@ -167,6 +167,7 @@ pub fn worker_config(plan: &Plan, worker: usize) -> WorkerConfig {
                 },
                 expiry_scan_per_poll: d.conntrack.expiry_scan_per_poll,
                 early_drop_scan: d.conntrack.early_drop_scan,
+                syn_proxy_flows: d.conntrack.syn_proxy_flows,
             },
             snat: SnatConfig {
                 addrs: d

@@ -11,17 +11,19 @@
 //! * **Slab**: `Vec<Flow>` of exactly `capacity` records, allocated in
 //!   [`Conntrack::new`]. A [`FlowId`] is a slot index. Free slots hold a record
 //!   whose `LIVE` flag is clear.
-//! * **Free list**: `Vec<u32>` stack of free slots, capacity `capacity`.
-//!   Invariant: `free.len() + live flows == capacity`, so pushes never
-//!   reallocate.
+//! * **Free list**: a stack of the free slots threaded through their own
+//!   records (each free record names the next free slot, see
+//!   [`Flow`]), so it costs no memory of its own. Invariant: `free_len +
+//!   live flows == capacity`; the records reachable from `free_head` are
+//!   exactly the free slots.
 //! * **Index**: an `index::Index`, a fixed-size open-addressing table
 //!   (linear probing in 64-byte lines, backward-shift deletion, so no
 //!   tombstones) whose entries are `slot << 1 | dir` (`dir` 0 = original,
 //!   1 = reply) tagged with 32 bits of the key's hash. A lookup compares the
 //!   probe key with the slab record's orig or reply key. Every live flow has
 //!   exactly two entries; nothing else is in the index. It is sized for
-//!   `2 * capacity` entries at <= 70% load, allocated once, and never
-//!   resizes (see its module docs); no entry lies more than `MAX_PROBE`
+//!   `2 * capacity` entries at <= 53% load (not rounded up to a power of
+//!   two), allocated once, and never resizes (see its module docs); no entry lies more than `MAX_PROBE`
 //!   (64) entries from its home, so a lookup reads at most 8 lines whatever
 //!   the keys. Callers must pass exactly [`Conntrack::hash`] of the key as
 //!   the hash: the index places entries by it. That hash is keyed with the
@@ -31,14 +33,19 @@
 //! Records are 64-byte aligned ([`Flow`] is exactly one cache line), so a
 //! flow costs one cache miss at most.
 //!
-//! * **TCP array**: `Vec<TcpExt>` parallel to the slab, one cache line per
-//!   slot: the two directions' sequence windows ([`window`]) and the SYN
-//!   proxy's [`Splice`] (read only for flows flagged `SYN_PROXIED`).
-//!   Written at insert and read by every TCP packet; UDP never touches it.
+//! * **TCP array**: `Vec<TcpExt>` parallel to the slab, 32 B per slot: the
+//!   two directions' sequence windows ([`window`]; the window scales are a
+//!   byte of the record). Written at insert and read by every TCP packet;
+//!   UDP never touches it.
+//! * **Splice array**: the SYN proxy's [`Splice`] states, `syn_proxy_flows`
+//!   entries (default one per 16 slots, [`default_syn_proxy_flows`]) that
+//!   SYN-proxied flows take and give back (see `splice.rs`); no other flow
+//!   needs one.
 //!
-//! Memory at capacity 2^20: 64 B slab + 64 B TCP array + 4 B free list +
-//! 32 B index (2^22 entries of 8 B) = 164 B per flow; at most ~178 B for
-//! any capacity.
+//! Memory at capacity 2^20 (IPv4): 64 B slab + 32 B TCP array + 30.19 B
+//! index (3,956,960 entries of 8 B) + 1.63 B splice array (65,536 × 26 B)
+//! = 127.8 B per flow; the same for any capacity, within a line of index
+//! rounding (IPv6: 64 B more, its record).
 //!
 //! # Batched lookups (memory-level parallelism)
 //! At a million flows every lookup misses the caches twice (index line,
@@ -72,7 +79,8 @@
 //! # Layout
 //! This file: the table (slab, free list, insert, lookup, track, remove).
 //! `record.rs`: the flow record ([`Flow`], [`FlowId`], [`Dir`],
-//! [`FlowState`]). `expiry.rs`: the expiry sweep and early drop.
+//! [`FlowState`]). `splice.rs`: the SYN proxy's [`Splice`] states.
+//! `expiry.rs`: the expiry sweep and early drop.
 //! `index.rs`: the key index. [`tcp`]: the TCP state machine. [`timeouts`]:
 //! per-state timeouts. [`affinity`]: the ClientIP affinity table.
 //!
@@ -84,11 +92,15 @@ pub mod affinity;
 mod expiry;
 mod index;
 mod record;
+mod splice;
 pub mod tcp;
 pub mod timeouts;
 pub mod window;
 
-pub use record::{Dir, Flow, FlowId, FlowState, NO_WSCALE, Splice};
+pub use record::{Dir, Flow, FlowId, FlowState};
+pub use splice::{
+    DEFAULT_SYN_PROXY_SHARE, MAX_SYN_PROXY_FLOWS, NO_WSCALE, Splice, default_syn_proxy_flows,
+};
 pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
@@ -96,6 +108,7 @@ use crate::flow::{FlowKeyOf, IpFamily, Proto, TableHasher};
 use crate::wire::tcp::flags as tcp_bits;
 use index::{Index, IndexFull};
 use record::flag;
+use splice::SpliceTable;
 use std::net::Ipv4Addr;
 
 /// Largest configurable capacity (`slot << 1 | dir` must fit in a `u32`).
@@ -106,6 +119,8 @@ pub const DEFAULT_EXPIRY_SCAN_PER_POLL: u32 = 64;
 pub const DEFAULT_EARLY_DROP_SCAN: u32 = 64;
 /// Index entries per flow (original and reply key).
 const INDEX_ENTRIES_PER_FLOW: usize = 2;
+/// End of the free list.
+const NO_SLOT: u32 = u32::MAX;
 
 /// Configuration of one core's table.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -118,6 +133,11 @@ pub struct ConntrackConfig {
     /// Slots examined for an early-drop victim when full; 0 disables early
     /// drop.
     pub early_drop_scan: u32,
+    /// SYN-proxied flows the table can hold at once (their splice states),
+    /// `0..=MAX_SYN_PROXY_FLOWS` (more than `capacity` is taken as
+    /// `capacity`); default [`default_syn_proxy_flows`]. A cookie-validated handshake beyond it
+    /// is dropped (`syn_proxy_table_full`).
+    pub syn_proxy_flows: u32,
 }
 
 impl ConntrackConfig {
@@ -128,6 +148,7 @@ impl ConntrackConfig {
             timeouts: Timeouts::default(),
             expiry_scan_per_poll: DEFAULT_EXPIRY_SCAN_PER_POLL,
             early_drop_scan: DEFAULT_EARLY_DROP_SCAN,
+            syn_proxy_flows: default_syn_proxy_flows(capacity),
         }
     }
 }
@@ -141,6 +162,8 @@ pub enum ConntrackError {
     ZeroTimeout { name: &'static str },
     #[error("conntrack expiry_scan_per_poll is zero: flows would never expire")]
     ZeroExpiryScan,
+    #[error("conntrack syn_proxy_flows {flows} is above {max}")]
+    InvalidSynProxyFlows { flows: u32, max: u32 },
     #[error("cannot allocate the conntrack {part} for {capacity} flows")]
     Alloc { part: &'static str, capacity: u32 },
 }
@@ -210,12 +233,13 @@ pub struct Tracked {
     pub valid: bool,
 }
 
-/// Per-slot TCP state beside the flow record (see the module docs).
+/// Per-slot TCP state beside the flow record (see the module docs): 32 B,
+/// aligned so that no entry straddles a cache line. The two sides' window
+/// scales are in the record ([`Flow`]'s `wscale`, one byte).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-#[repr(align(64))]
+#[repr(align(32))]
 pub struct TcpExt {
     pub win: [window::TcpWindow; 2],
-    pub splice: Splice,
 }
 
 /// One core's flow table of one address family (`Conntrack` is IPv4's,
@@ -223,12 +247,15 @@ pub struct TcpExt {
 /// module docs for the layout and invariants.
 pub struct Conntrack<A = Ipv4Addr> {
     slab: Vec<Flow<A>>,
-    /// TCP window-tracking and SYN-proxy state per slot (parallel to
-    /// `slab`, so [`Flow`] stays one cache line; UDP flows never touch it,
-    /// and the splice part is meaningful only while the slot's flow has the
-    /// `SYN_PROXIED` flag).
+    /// TCP window-tracking state per slot (parallel to `slab`, so [`Flow`]
+    /// stays one cache line; UDP flows never touch it).
     tcp: Vec<TcpExt>,
-    free: Vec<u32>,
+    /// Splice states of the SYN-proxied flows.
+    splices: SpliceTable,
+    /// First free slot ([`NO_SLOT`]: none); see the module docs.
+    free_head: u32,
+    /// Free slots.
+    free_len: u32,
     index: Index,
     /// Inserts and rekeys so far (never wraps: one per packet at most); see
     /// [`Probe`].
@@ -277,6 +304,12 @@ impl<A: IpFamily> Conntrack<A> {
         if config.expiry_scan_per_poll == 0 {
             return Err(ConntrackError::ZeroExpiryScan);
         }
+        if config.syn_proxy_flows > MAX_SYN_PROXY_FLOWS {
+            return Err(ConntrackError::InvalidSynProxyFlows {
+                flows: config.syn_proxy_flows,
+                max: MAX_SYN_PROXY_FLOWS,
+            });
+        }
         let alloc = |part| ConntrackError::Alloc {
             part,
             capacity: cap,
@@ -285,24 +318,28 @@ impl<A: IpFamily> Conntrack<A> {
 
         let mut slab = Vec::new();
         slab.try_reserve_exact(n).map_err(|_| alloc("slab"))?;
-        slab.resize(n, Flow::FREE);
+        // The free list: 0 -> 1 -> ... -> cap - 1, so flows fill the slab
+        // from the front.
+        slab.extend(
+            (1..=cap).map(|next| Flow::free_slot(if next == cap { NO_SLOT } else { next })),
+        );
 
         let mut tcp = Vec::new();
         tcp.try_reserve_exact(n)
             .map_err(|_| alloc("TCP tracking array"))?;
         tcp.resize(n, TcpExt::default());
 
-        let mut free = Vec::new();
-        free.try_reserve_exact(n).map_err(|_| alloc("free list"))?;
-        // Pop order 0, 1, 2, ...: flows fill the slab from the front.
-        free.extend((0..cap).rev());
+        let splices =
+            SpliceTable::new(config.syn_proxy_flows.min(cap)).map_err(|_| alloc("splice array"))?;
 
         let index = Index::new(n * INDEX_ENTRIES_PER_FLOW).map_err(|_| alloc("index"))?;
 
         Ok(Conntrack {
             slab,
             tcp,
-            free,
+            splices,
+            free_head: 0,
+            free_len: cap,
             index,
             keys_added: 0,
             cursor: 0,
@@ -406,10 +443,11 @@ impl<A: IpFamily> Conntrack<A> {
         self.slab.get(id.index()).unwrap_or(&self.vacant)
     }
 
-    /// Mutable access to the record in slot `id` (see [`Conntrack::flow`]).
+    /// Mutable access to the record of live flow `id`; for any other id a
+    /// scratch record (a free slot's record holds the free list).
     #[inline]
     pub fn flow_mut(&mut self, id: FlowId) -> &mut Flow<A> {
-        match self.slab.get_mut(id.index()) {
+        match self.slab.get_mut(id.index()).filter(|f| f.is_live()) {
             Some(f) => f,
             None => {
                 self.scratch = Flow::FREE;
@@ -445,11 +483,11 @@ impl<A: IpFamily> Conntrack<A> {
         }
 
         let mut evicted = None;
-        if self.free.is_empty() {
+        if self.free_len == 0 {
             let victim = self.early_drop_victim(now_ms).ok_or(InsertError::Full)?;
             evicted = self.unlink(victim);
         }
-        let slot = self.free.pop().ok_or(InsertError::Full)?;
+        let slot = self.pop_free().ok_or(InsertError::Full)?;
 
         let (state, first_fin) = match init.orig.proto {
             Proto::Tcp => {
@@ -477,6 +515,8 @@ impl<A: IpFamily> Conntrack<A> {
             created_s: u32::try_from(now_ms / 1000).unwrap_or(u32::MAX),
             state,
             flags,
+            splice_at: 0,
+            wscale: window::WindowScales::NONE,
         };
         if init.orig.proto == Proto::Tcp
             && let Some(t) = self.tcp.get_mut(slot as usize)
@@ -487,7 +527,6 @@ impl<A: IpFamily> Conntrack<A> {
             Some(rec) => *rec = flow,
             None => {
                 // Unreachable: the free list only holds slab indices.
-                self.free.push(slot);
                 return Err(InsertError::Full);
             }
         }
@@ -495,10 +534,7 @@ impl<A: IpFamily> Conntrack<A> {
         // sized for; but a probe window may be full (bounded probing).
         self.keys_added = self.keys_added.wrapping_add(1);
         if let Err(full) = self.index_both(slot, orig_hash, reply_hash, now_ms, &mut evicted) {
-            if let Some(rec) = self.slab.get_mut(slot as usize) {
-                *rec = Flow::FREE;
-            }
-            self.free.push(slot);
+            self.push_free(slot);
             return Err(match full {
                 IndexFull::Full => InsertError::Full,
                 IndexFull::Crowded => InsertError::Crowded { evicted },
@@ -642,7 +678,7 @@ impl<A: IpFamily> Conntrack<A> {
     /// Live flows.
     #[inline]
     pub fn len(&self) -> usize {
-        self.slab.len() - self.free.len()
+        self.slab.len() - self.free_len as usize
     }
 
     #[inline]
@@ -683,72 +719,94 @@ impl<A: IpFamily> Conntrack<A> {
             .map(move |(i, f)| (FlowId((start + i) as u32), f))
     }
 
-    /// Marks flow `id` SYN-proxied with `splice` as its state. False (nothing
-    /// changed) when `id` is not live.
+    /// Marks flow `id` SYN-proxied with `splice` as its state (replacing
+    /// the state of a flow that already is). False (nothing changed) when
+    /// `id` is not live, or when every splice state is taken (see
+    /// [`Conntrack::splice_room`]).
     pub fn set_splice(&mut self, id: FlowId, splice: Splice) -> bool {
-        let (Some(flow), Some(slot)) = (
-            self.slab.get_mut(id.index()).filter(|f| f.is_live()),
-            self.tcp.get_mut(id.index()),
-        ) else {
+        let Some(flow) = self.slab.get_mut(id.index()).filter(|f| f.is_live()) else {
+            return false;
+        };
+        if flow.syn_proxied() {
+            if let Some(s) = self.splices.get_mut(flow.splice_at) {
+                *s = splice;
+            }
+            return true;
+        }
+        let Some(at) = self.splices.take(splice) else {
             return false;
         };
         flow.flags |= flag::SYN_PROXIED;
-        slot.splice = splice;
+        flow.splice_at = at;
         true
+    }
+
+    /// A new flow could be SYN-proxied: a splice state is free.
+    #[inline]
+    pub fn splice_room(&self) -> bool {
+        self.splices.has_room()
+    }
+
+    /// SYN-proxied flows (splice states taken).
+    pub fn syn_proxied_len(&self) -> usize {
+        self.splices.taken()
     }
 
     /// The splice state of a SYN-proxied flow (`None` for any other id).
     #[inline]
     pub fn splice(&self, id: FlowId) -> Option<&Splice> {
-        self.slab
+        let flow = self
+            .slab
             .get(id.index())
-            .filter(|f| f.is_live() && f.syn_proxied())
-            .and(self.tcp.get(id.index()))
-            .map(|t| &t.splice)
+            .filter(|f| f.is_live() && f.syn_proxied())?;
+        self.splices.get(flow.splice_at)
     }
 
     /// Mutable [`Conntrack::splice`].
     #[inline]
     pub fn splice_mut(&mut self, id: FlowId) -> Option<&mut Splice> {
-        let proxied = self
+        let flow = self
             .slab
             .get(id.index())
-            .is_some_and(|f| f.is_live() && f.syn_proxied());
-        if proxied {
-            self.tcp.get_mut(id.index()).map(|t| &mut t.splice)
-        } else {
-            None
-        }
+            .filter(|f| f.is_live() && f.syn_proxied())?;
+        self.splices.get_mut(flow.splice_at)
     }
 
     /// Window tracking of a TCP segment of flow `id` travelling in `dir`
     /// (see [`window`]): updates the flow's windows when the segment is
     /// accepted. A slot that is not live accepts (the caller checks
     /// liveness).
-    #[inline]
+    #[inline(always)]
     pub fn check_window(
         &mut self,
         id: FlowId,
         dir: Dir,
         seg: &window::SegmentInfo,
     ) -> window::WindowVerdict {
-        match self.tcp.get_mut(id.index()) {
-            Some(t) => window::check(&mut t.win, dir, seg),
-            None => window::WindowVerdict::Accept,
+        match (self.tcp.get_mut(id.index()), self.slab.get_mut(id.index())) {
+            (Some(t), Some(f)) => window::check(&mut t.win, &mut f.wscale, dir, seg),
+            _ => window::WindowVerdict::Accept,
         }
     }
 
     /// The window-tracking state of flow `id` (original sender, reply
-    /// sender), e.g. to set it up for a SYN-proxied flow whose handshakes
-    /// the table never saw.
+    /// sender) and its window scales, e.g. to set it up for a SYN-proxied
+    /// flow whose handshakes the table never saw.
     #[inline]
-    pub fn windows_mut(&mut self, id: FlowId) -> Option<&mut [window::TcpWindow; 2]> {
-        let live = self.slab.get(id.index()).is_some_and(|f| f.is_live());
-        if live {
-            self.tcp.get_mut(id.index()).map(|t| &mut t.win)
-        } else {
-            None
-        }
+    pub fn windows_mut(
+        &mut self,
+        id: FlowId,
+    ) -> Option<(&mut [window::TcpWindow; 2], &mut window::WindowScales)> {
+        let flow = self.slab.get_mut(id.index()).filter(|f| f.is_live())?;
+        let t = self.tcp.get_mut(id.index())?;
+        Some((&mut t.win, &mut flow.wscale))
+    }
+
+    /// The window-tracking state and window scales of flow `id` (`None`
+    /// when it is not live).
+    pub fn windows(&self, id: FlowId) -> Option<([window::TcpWindow; 2], window::WindowScales)> {
+        let flow = self.slab.get(id.index()).filter(|f| f.is_live())?;
+        Some((self.tcp.get(id.index())?.win, flow.wscale))
     }
 
     /// Live flows in the half-open states (SYN_SENT, SYN_RECV): what the
@@ -759,11 +817,12 @@ impl<A: IpFamily> Conntrack<A> {
             + self.count_in_state(FlowState::Tcp(TcpState::SynRecv))
     }
 
-    /// Bytes allocated by the table: slab + splice array + free list + index.
+    /// Bytes allocated by the table: slab (with its free list) + TCP array
+    /// + splice array + index.
     pub fn memory_bytes(&self) -> usize {
         self.tcp.capacity() * std::mem::size_of::<TcpExt>()
             + self.slab.capacity() * std::mem::size_of::<Flow<A>>()
-            + self.free.capacity() * std::mem::size_of::<u32>()
+            + self.splices.allocation_size()
             + self.index.allocation_size()
     }
 
@@ -836,18 +895,38 @@ impl<A: IpFamily> Conntrack<A> {
         Ok(())
     }
 
-    /// Removes the live flow in `slot` from the index and the slab.
+    /// Removes the live flow in `slot` from the index and the slab (and
+    /// gives its splice state back).
     fn unlink(&mut self, slot: u32) -> Option<Flow<A>> {
         let flow = *self.slab.get(slot as usize).filter(|f| f.is_live())?;
         self.unindex(slot << 1, self.hash(&flow.orig));
         self.unindex(slot << 1 | 1, self.hash(&flow.reply));
-        if let Some(rec) = self.slab.get_mut(slot as usize) {
-            *rec = Flow::FREE;
+        if flow.syn_proxied() {
+            self.splices.give_back(flow.splice_at);
         }
-        // Cannot reallocate: the slot was live, so free.len() < capacity.
-        self.free.push(slot);
+        self.push_free(slot);
         self.count(flow.state, false);
         Some(flow)
+    }
+
+    /// Takes the first free slot.
+    #[inline]
+    fn pop_free(&mut self) -> Option<u32> {
+        let slot = self.free_head;
+        let next = self.slab.get(slot as usize)?.next_free();
+        self.free_head = next;
+        self.free_len -= 1;
+        Some(slot)
+    }
+
+    /// Frees `slot` (whose flow is unlinked or was never indexed).
+    #[inline]
+    fn push_free(&mut self, slot: u32) {
+        if let Some(rec) = self.slab.get_mut(slot as usize) {
+            *rec = Flow::free_slot(self.free_head);
+            self.free_head = slot;
+            self.free_len += 1;
+        }
     }
 
     /// Removes exactly the index entry `entry` (compared by identity, not by

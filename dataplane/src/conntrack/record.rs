@@ -5,6 +5,7 @@
 //! and flags (fields visible to `conntrack` only).
 
 use super::TcpState;
+use super::window::WindowScales;
 use crate::flow::{FlowKeyOf, IpFamily, Proto};
 use std::net::Ipv4Addr;
 
@@ -113,8 +114,8 @@ pub(super) mod flag {
     pub const SNAT: u8 = 1 << 2;
     /// The first FIN came from the reply side (TCP closing states).
     pub const FIN_FIRST_REPLY: u8 = 1 << 3;
-    /// A SYN-proxied flow: its splice state is in the table's side array
-    /// (see [`super::Splice`]).
+    /// A SYN-proxied flow: its splice state is in the table's splice
+    /// array, at the record's `splice_at` (see [`super::Splice`]).
     pub const SYN_PROXIED: u8 = 1 << 4;
 }
 
@@ -126,7 +127,11 @@ pub(super) mod flag {
 /// new backend.
 ///
 /// Generic over the address family: `Flow` (IPv4) is one 64-byte cache
-/// line; `Flow<Ipv6Addr>` two (its keys are 38 bytes each).
+/// line (with no byte to spare: the last went to the window scales);
+/// `Flow<Ipv6Addr>` two (its keys are 38 bytes each).
+///
+/// A free slot's record is `Flow::free_slot`: not live, its `service`
+/// the next free slot (the table's free list runs through the slab).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(align(64))]
 pub struct Flow<A = Ipv4Addr> {
@@ -147,6 +152,11 @@ pub struct Flow<A = Ipv4Addr> {
     pub created_s: u32,
     pub(super) state: FlowState,
     pub(super) flags: u8,
+    /// With `SYN_PROXIED`: the flow's entry in the table's splice array.
+    pub(super) splice_at: u16,
+    /// TCP: the window scales of the two sides (the rest of the window
+    /// tracking is in the table's TCP array, [`super::TcpExt`]).
+    pub(super) wscale: WindowScales,
 }
 
 impl<A: IpFamily> Flow<A> {
@@ -165,7 +175,25 @@ impl<A: IpFamily> Flow<A> {
         created_s: 0,
         state: FlowState::Tcp(TcpState::Close),
         flags: 0,
+        splice_at: 0,
+        wscale: WindowScales::NONE,
     };
+
+    /// A free slot's record whose free-list successor is slot `next`
+    /// (`u32::MAX`: none).
+    #[inline]
+    pub(super) const fn free_slot(next: u32) -> Flow<A> {
+        Flow {
+            service: next,
+            ..Self::FREE
+        }
+    }
+
+    /// The free-list successor of a free slot's record.
+    #[inline]
+    pub(super) const fn next_free(&self) -> u32 {
+        self.service
+    }
 
     /// Key of the client's packets (client -> service address).
     #[inline]
@@ -271,42 +299,4 @@ impl<A: IpFamily> Flow<A> {
     pub(super) fn key_of_entry(&self, entry: u32) -> &FlowKeyOf<A> {
         self.key(Dir::from_bit(entry))
     }
-}
-
-/// Window scale value meaning "no window scale option".
-pub const NO_WSCALE: u8 = 0xff;
-
-/// What the SYN proxy keeps per proxied flow (RFC 9293 sequence spaces):
-/// the client's sequence numbers pass unchanged; the gateway answered the
-/// client with its own initial sequence number (`our_isn`, the cookie),
-/// the backend chose another (`our_isn + delta`), so every later packet's
-/// sequence (backend -> client) or acknowledgment (client -> backend)
-/// number is shifted by `delta`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub struct Splice {
-    /// The client's initial sequence number.
-    pub client_isn: u32,
-    /// The gateway's initial sequence number towards the client (the cookie).
-    pub our_isn: u32,
-    /// Backend ISN minus `our_isn` (valid once `spliced`).
-    pub delta: u32,
-    /// The client's MSS (from the cookie), told to the backend.
-    pub client_mss: u16,
-    /// The window the client's handshake ACK announced (told to the backend
-    /// in the gateway's ACK of its SYN-ACK).
-    pub client_window: u16,
-    /// The client's window scale ([`NO_WSCALE`]: none; then nobody scales,
-    /// and the gateway announced none either).
-    pub client_wscale: u8,
-    /// The backend's window scale (from its SYN-ACK).
-    pub backend_wscale: u8,
-    /// The backend's SYN-ACK arrived: `delta` and `backend_wscale` are set.
-    pub spliced: bool,
-    /// Timestamps (RFC 7323) were negotiated with the client.
-    pub timestamps: bool,
-    /// With `timestamps`: before the splice, the TSval the gateway sent the
-    /// client in its SYN-ACK; after, the backend's TSval minus that (the
-    /// offset of nf_synproxy's `tsoff`: backend -> client TSvals minus it,
-    /// client -> backend TSecrs plus it).
-    pub ts: u32,
 }

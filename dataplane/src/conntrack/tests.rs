@@ -53,7 +53,23 @@ fn add(ct: &mut Conntrack, proto: Proto, n: u32, flags: u8, now_ms: u64) -> Flow
 /// Unlinked slots + live flows account for every slot; index has exactly
 /// two entries per live flow.
 fn check_no_leaks(ct: &Conntrack) {
-    assert_eq!(ct.free.len() + ct.iter().count(), ct.capacity());
+    // The free list threads exactly the free slots.
+    let mut free = 0;
+    let mut at = ct.free_head;
+    while at != NO_SLOT {
+        assert!(
+            !ct.slab[at as usize].is_live(),
+            "live slot {at} on the free list"
+        );
+        free += 1;
+        assert!(free <= ct.capacity(), "the free list loops");
+        at = ct.slab[at as usize].next_free();
+    }
+    assert_eq!(free, ct.free_len as usize);
+    assert_eq!(free + ct.iter().count(), ct.capacity());
+    // Every SYN-proxied flow owns one splice state.
+    let proxied = ct.iter().filter(|(_, f)| f.syn_proxied()).count();
+    assert_eq!(proxied, ct.syn_proxied_len());
     assert_eq!(ct.index.len(), 2 * ct.len());
     ct.index.check_invariants();
     let counted: u32 = ct.count_by_state().iter().map(|(_, n)| n).sum();
@@ -61,8 +77,8 @@ fn check_no_leaks(ct: &Conntrack) {
 }
 
 #[test]
-fn tcp_line_fits_a_cache_line() {
-    assert_eq!(std::mem::size_of::<super::TcpExt>(), 64);
+fn tcp_line_holds_the_two_windows_in_32_bytes() {
+    assert_eq!(std::mem::size_of::<super::TcpExt>(), 32);
 }
 
 #[test]
@@ -74,10 +90,11 @@ fn flow_record_fits_a_cache_line() {
     );
 }
 
-/// 64 B record + 64 B TCP line (windows, splice) + 4 B free list + 32 B
-/// index: 164 B. (It was 100 B before window tracking and the SYN proxy.)
+/// 64 B record (free list included) + 32 B TCP line (windows) + 30.2 B
+/// index + 1.6 B splice array: 127.8 B. (It was 164 B with the splice in
+/// every TCP line, a separate free list and a power-of-two index.)
 #[test]
-fn memory_per_flow_at_one_million_is_at_most_192_bytes() {
+fn memory_per_flow_at_one_million_is_at_most_128_bytes() {
     let capacity = 1u32 << 20;
     let mut ct = table(capacity);
     let before = ct.memory_bytes();
@@ -87,7 +104,7 @@ fn memory_per_flow_at_one_million_is_at_most_192_bytes() {
          (Flow = {} bytes)",
         std::mem::size_of::<Flow>()
     );
-    assert!(per_flow <= 192.0, "{per_flow} bytes per flow");
+    assert!(per_flow <= 128.0, "{per_flow} bytes per flow");
     // Filling the table allocates nothing more.
     for n in 0..capacity {
         add(&mut ct, Proto::Udp, n, 0, 0);
@@ -124,6 +141,29 @@ fn config_validation() {
         Conntrack::<Ipv4Addr>::new(cfg, hasher()).unwrap_err(),
         ConntrackError::ZeroExpiryScan
     );
+    let mut cfg = ConntrackConfig::with_capacity(16);
+    cfg.syn_proxy_flows = MAX_SYN_PROXY_FLOWS + 1;
+    assert_eq!(
+        Conntrack::<Ipv4Addr>::new(cfg, hasher()).unwrap_err(),
+        ConntrackError::InvalidSynProxyFlows {
+            flows: MAX_SYN_PROXY_FLOWS + 1,
+            max: MAX_SYN_PROXY_FLOWS
+        }
+    );
+    // More than the capacity is the capacity: every flow may be proxied.
+    cfg.syn_proxy_flows = 17;
+    let mut ct = Conntrack::<Ipv4Addr>::new(cfg, hasher()).expect("valid");
+    for n in 0..16 {
+        let id = add(&mut ct, Proto::Tcp, n, ACK, 0);
+        assert!(ct.set_splice(id, splice_of(n)));
+    }
+    assert!(!ct.splice_room());
+    check_no_leaks(&ct);
+    assert_eq!(default_syn_proxy_flows(1), 1);
+    assert_eq!(default_syn_proxy_flows(17), 2);
+    assert_eq!(default_syn_proxy_flows(1 << 18), 1 << 14);
+    assert_eq!(default_syn_proxy_flows(1 << 20), MAX_SYN_PROXY_FLOWS);
+    assert_eq!(default_syn_proxy_flows(MAX_CAPACITY), MAX_SYN_PROXY_FLOWS);
     let ct = table(1);
     assert_eq!(ct.capacity(), 1);
     assert!(ct.is_empty());
@@ -198,7 +238,7 @@ fn removed_ids_do_not_panic_and_do_not_double_free() {
     assert!(!ct.track_checked(id, Dir::Reply, SYNACK, 5).valid);
     ct.flow_mut(id).service = 9; // harmless on a free slot
     check_no_leaks(&ct);
-    assert_eq!(ct.free.len(), 4);
+    assert_eq!(ct.free_len, 4);
     // An id from a bigger table.
     let big = table(64);
     let foreign = FlowId(40);
@@ -884,7 +924,7 @@ proptest! {
         prop_assert_eq!(n as usize, model.len());
         prop_assert_eq!(expired, model.len());
         prop_assert_eq!(ct.len(), 0);
-        prop_assert_eq!(ct.free.len(), capacity as usize);
+        prop_assert_eq!(ct.free_len as usize, capacity as usize);
         prop_assert_eq!(ct.index.len(), 0);
         prop_assert!(ct.count_by_state().iter().all(|&(_, n)| n == 0));
     }
@@ -954,11 +994,10 @@ fn tuples_colliding_under_the_public_hash_do_not_cluster() {
         TableHasher::from_seed(0xf100d),
     )
     .expect("table");
-    let mask = ct.index.entries() - 1;
     let vip = Ipv4Addr::new(203, 0, 113, 10);
-    let target = FlowKey::new(Proto::Tcp, Ipv4Addr::new(198, 51, 100, 1), 1024, vip, 80)
-        .stable_hash() as u32 as usize
-        & mask;
+    let target = ct.index.home_of(
+        FlowKey::new(Proto::Tcp, Ipv4Addr::new(198, 51, 100, 1), 1024, vip, 80).stable_hash(),
+    );
     // The attacker's search: client addresses and ports whose tuple lands
     // on `target` under the public hash.
     let mut attack = Vec::with_capacity(ATTACK);
@@ -971,7 +1010,7 @@ fn tuples_colliding_under_the_public_hash_do_not_cluster() {
             vip,
             80,
         );
-        if key.stable_hash() as u32 as usize & mask == target {
+        if ct.index.home_of(key.stable_hash()) == target {
             attack.push(key);
         }
         n += 1;
@@ -1013,8 +1052,7 @@ fn tuples_colliding_under_the_public_hash_do_not_cluster() {
 #[test]
 fn a_crowded_window_early_drops_or_refuses() {
     let mut ct = Conntrack::new(ConntrackConfig::with_capacity(4096), hasher()).expect("table");
-    let mask = ct.index.entries() - 1;
-    let home = |ct: &Conntrack, k: &FlowKey| ct.hash(k) as u32 as usize & mask;
+    let home = |ct: &Conntrack, k: &FlowKey| ct.index.home_of(ct.hash(k));
     // Keys sharing one home under this table's hash, until the window of
     // that home is full (replies are put far away: their homes differ).
     let vip = Ipv4Addr::new(203, 0, 113, 10);
@@ -1148,4 +1186,115 @@ fn ipv6_flows_are_tracked_by_both_keys_and_cost_two_lines() {
     let per_flow = ct.memory_bytes() as f64 / 1024.0;
     println!("IPv6 conntrack: {per_flow:.1} bytes per flow");
     assert!(per_flow <= 256.0, "{per_flow}");
+}
+
+fn splice_of(n: u32) -> Splice {
+    Splice {
+        client_isn: n,
+        our_isn: n.wrapping_mul(7),
+        delta: n ^ 0xdead,
+        client_mss: 1460,
+        client_window: n as u16,
+        client_wscale: NO_WSCALE,
+        backend_wscale: 0,
+        spliced: n.is_multiple_of(2),
+        timestamps: false,
+        ts: n + 1,
+    }
+}
+
+/// SYN-proxied flows take splice states from the side array, up to
+/// `syn_proxy_flows`; a full array refuses (the SYN proxy drops then), and
+/// removing, expiring or early-dropping a proxied flow gives its state back.
+#[test]
+fn splice_states_are_bounded_and_given_back() {
+    let mut cfg = ConntrackConfig::with_capacity(16);
+    cfg.syn_proxy_flows = 3;
+    let mut ct: Conntrack = Conntrack::new(cfg, hasher()).expect("table");
+    let ids: Vec<FlowId> = (0..6)
+        .map(|n| add(&mut ct, Proto::Tcp, n, ACK, 0))
+        .collect();
+    for (n, &id) in ids.iter().enumerate().take(3) {
+        assert!(ct.splice_room());
+        assert!(ct.set_splice(id, splice_of(n as u32)));
+        assert!(ct.flow(id).syn_proxied());
+    }
+    assert!(!ct.splice_room());
+    assert!(!ct.set_splice(ids[3], splice_of(3)), "all states taken");
+    assert!(!ct.flow(ids[3]).syn_proxied());
+    assert_eq!(ct.splice(ids[3]), None);
+    // Each proxied flow reads its own state, and writes stay its own.
+    for (n, &id) in ids.iter().enumerate().take(3) {
+        assert_eq!(ct.splice(id), Some(&splice_of(n as u32)));
+    }
+    ct.splice_mut(ids[1]).expect("proxied").delta = 42;
+    assert_eq!(ct.splice(ids[1]).map(|s| s.delta), Some(42));
+    assert_eq!(ct.splice(ids[0]), Some(&splice_of(0)));
+    // Setting it again replaces the state without taking another.
+    assert!(ct.set_splice(ids[2], splice_of(9)));
+    assert_eq!(ct.splice(ids[2]), Some(&splice_of(9)));
+    assert_eq!(ct.syn_proxied_len(), 3);
+    check_no_leaks(&ct);
+    // Removal gives the state back; the slot's next flow is not proxied.
+    ct.remove(ids[1]).expect("live");
+    assert_eq!(ct.splice(ids[1]), None);
+    assert!(ct.splice_room());
+    assert!(ct.set_splice(ids[3], splice_of(3)));
+    assert_eq!(ct.splice(ids[3]), Some(&splice_of(3)));
+    let again = add(&mut ct, Proto::Tcp, 100, SYN, 0);
+    assert_eq!(again, ids[1], "the freed slot is reused");
+    assert!(!ct.flow(again).syn_proxied());
+    assert_eq!(ct.splice(again), None);
+    check_no_leaks(&ct);
+    // Expiry gives the states back too.
+    let removed = ct.expire(u64::MAX, 16, |_| {});
+    assert_eq!(removed, 6);
+    assert_eq!(ct.syn_proxied_len(), 0);
+    for n in 0..3 {
+        let id = add(&mut ct, Proto::Tcp, 200 + n, ACK, 0);
+        assert!(ct.set_splice(id, splice_of(n)));
+    }
+    check_no_leaks(&ct);
+}
+
+/// A table whose SYN proxy is off (`syn_proxy_flows` 0) works as before
+/// and never proxies.
+#[test]
+fn no_splice_states_means_no_proxied_flows() {
+    let mut cfg = ConntrackConfig::with_capacity(8);
+    cfg.syn_proxy_flows = 0;
+    let mut ct: Conntrack = Conntrack::new(cfg, hasher()).expect("table");
+    let id = add(&mut ct, Proto::Tcp, 1, ACK, 0);
+    assert!(!ct.splice_room());
+    assert!(!ct.set_splice(id, splice_of(1)));
+    assert!(!ct.flow(id).syn_proxied());
+    check_no_leaks(&ct);
+}
+
+/// The free list runs through the free records: a churn of inserts and
+/// removals in any order keeps every slot either live or on it exactly
+/// once, and `flow_mut` on a free slot cannot break it.
+#[test]
+fn the_free_list_survives_churn_and_writes_to_free_slots() {
+    let mut ct = table(32);
+    let mut live = Vec::new();
+    for round in 0..200u32 {
+        if round % 3 == 2 && !live.is_empty() {
+            let id = live.swap_remove((round as usize * 7) % live.len());
+            ct.remove(id).expect("live");
+            ct.flow_mut(id).service = 12_345;
+            ct.flow_mut(id).backend = 1;
+        } else if ct.len() < ct.capacity() {
+            live.push(add(&mut ct, Proto::Udp, round, 0, 0));
+        }
+        check_no_leaks(&ct);
+    }
+    while let Some(id) = live.pop() {
+        ct.remove(id).expect("live");
+    }
+    for n in 0..32 {
+        add(&mut ct, Proto::Udp, 1000 + n, 0, 0);
+    }
+    assert_eq!(ct.len(), 32);
+    check_no_leaks(&ct);
 }

@@ -178,6 +178,8 @@ pub(super) fn pipeline_config() -> PipelineConfig {
             timeouts: Timeouts::default(),
             expiry_scan_per_poll: 64,
             early_drop_scan: 64,
+            // Every flow may be SYN-proxied.
+            syn_proxy_flows: FLOW_CAPACITY,
         },
         snat: SnatConfig {
             addrs: vec![SNAT],

@@ -715,7 +715,10 @@ fn create<A: StageFamily, F: Frame>(
             ctx.counters.flows_created += 1;
             ctx.services.flow_opened(service.id, backend.id);
             if let Some(splice) = splice {
-                ctx.ct.set_splice(inserted.id, splice);
+                // Room was checked by `new_segment`, and inserting only
+                // frees splice states (an early-dropped proxied flow).
+                let spliced = ctx.ct.set_splice(inserted.id, splice);
+                debug_assert!(spliced, "a splice state was free");
             } else if key.proto == Proto::Tcp
                 && let Some(seg) = segment_info(frame.data(), meta)
             {

@@ -9,7 +9,7 @@
 #![allow(dead_code)]
 
 use dataplane::clock::ManualClock;
-use dataplane::conntrack::{ConntrackConfig, Timeouts};
+use dataplane::conntrack::{ConntrackConfig, Timeouts, default_syn_proxy_flows};
 use dataplane::counters::SharedCounters;
 use dataplane::driver::mem::{MemConfig, MemDriver};
 use dataplane::flow::Proto;
@@ -125,6 +125,7 @@ pub fn pipeline_config(worker: u8, workers: u8) -> PipelineConfig {
             timeouts: Timeouts::default(),
             expiry_scan_per_poll: 64,
             early_drop_scan: 64,
+            syn_proxy_flows: default_syn_proxy_flows(1024),
         },
         snat: SnatConfig {
             addrs: vec![SNAT],

@@ -156,8 +156,9 @@ impl fmt::Display for Plan {
         let c = &d.conntrack;
         writeln!(
             f,
-            "  conntrack: {} flows per worker, expiry scan {} per poll, early-drop scan {}",
-            c.capacity, c.expiry_scan_per_poll, c.early_drop_scan
+            "  conntrack: {} flows per worker ({} SYN-proxied at most), expiry scan {} per poll, \
+             early-drop scan {}",
+            c.capacity, c.syn_proxy_flows, c.expiry_scan_per_poll, c.early_drop_scan
         )?;
         let timeouts: Vec<String> = c
             .timeouts

@@ -349,6 +349,9 @@ pub struct ConntrackPlan {
     pub expiry_scan_per_poll: u32,
     /// 0 disables early drop.
     pub early_drop_scan: u32,
+    /// Most SYN-proxied flows at a time (the splice array),
+    /// `1..=min(capacity, 65536)`.
+    pub syn_proxy_flows: u32,
     pub timeouts: TimeoutsMs,
 }
 

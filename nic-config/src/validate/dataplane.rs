@@ -3,10 +3,10 @@
 
 use super::Validator;
 use super::limits::{
-    BUSY_POLL_BUDGET_RANGE, BUSY_POLL_US_RANGE, MAX_BATCH_SIZE, MAX_IDLE_SPIN_POLLS,
-    MAX_MAGLEV_TABLE_SIZE, MAX_NEW_FLOWS_PER_SOURCE_PER_S, MAX_TABLE_CAPACITY, MAX_UMEM_FRAMES,
-    MAX_WORKERS, MIN_SNAT_PORTS_PER_WORKER, XDP_HEADROOM_BYTES, XDP_L2_OVERHEAD_BYTES,
-    XDP_RING_RANGE,
+    BUSY_POLL_BUDGET_RANGE, BUSY_POLL_US_RANGE, DEFAULT_SYN_PROXY_SHARE, MAX_BATCH_SIZE,
+    MAX_IDLE_SPIN_POLLS, MAX_MAGLEV_TABLE_SIZE, MAX_NEW_FLOWS_PER_SOURCE_PER_S,
+    MAX_SYN_PROXY_FLOWS, MAX_TABLE_CAPACITY, MAX_UMEM_FRAMES, MAX_WORKERS,
+    MIN_SNAT_PORTS_PER_WORKER, XDP_HEADROOM_BYTES, XDP_L2_OVERHEAD_BYTES, XDP_RING_RANGE,
 };
 use crate::plan::{
     AfpacketPlan, AfxdpPlan, ConntrackPlan, DataplanePlan, NeighbourTablePlan, SnatPlan, TimeoutsMs,
@@ -29,6 +29,7 @@ pub(super) struct DataplaneValues {
     ct_capacity: Option<u64>,
     expiry_scan: Option<u64>,
     early_drop_scan: Option<u64>,
+    syn_proxy_flows: Option<u64>,
     timeouts: TimeoutsMs,
     /// The SNAT port range (the services' node ports are checked against
     /// it).
@@ -63,6 +64,7 @@ impl DataplaneValues {
                 capacity: narrow(self.ct_capacity),
                 expiry_scan_per_poll: narrow(self.expiry_scan),
                 early_drop_scan: narrow(self.early_drop_scan),
+                syn_proxy_flows: narrow(self.syn_proxy_flows),
                 timeouts: self.timeouts,
             },
             snat: SnatPlan {
@@ -86,6 +88,14 @@ pub(super) fn afxdp_ports(file: &ConfigFile) -> u64 {
         .iter()
         .filter(|p| p.driver == DriverKind::Afxdp)
         .count() as u64
+}
+
+/// The default `dataplane.conntrack.syn_proxy_flows` of a table of
+/// `capacity` flows (the dataplane's `conntrack::default_syn_proxy_flows`).
+pub fn default_syn_proxy_flows(capacity: u64) -> u64 {
+    capacity
+        .div_ceil(DEFAULT_SYN_PROXY_SHARE)
+        .clamp(1, MAX_SYN_PROXY_FLOWS)
 }
 
 fn is_prime(n: u64) -> bool {
@@ -214,6 +224,7 @@ impl Validator {
             ct.early_drop_scan,
             0..=u64::from(u32::MAX),
         );
+        let syn_proxy_flows = self.syn_proxy_flows(ct.syn_proxy_flows, ct_capacity);
         let timeouts = self.timeouts(&ct.timeouts);
 
         // --- SNAT ports
@@ -258,6 +269,7 @@ impl Validator {
             ct_capacity,
             expiry_scan,
             early_drop_scan,
+            syn_proxy_flows,
             timeouts,
             port_range,
             quarantine_ms,
@@ -265,6 +277,27 @@ impl Validator {
             new_flows_per_source_per_s,
             source_prefix_len_v6,
         }
+    }
+
+    /// `dataplane.conntrack.syn_proxy_flows`: `1..=MAX_SYN_PROXY_FLOWS`
+    /// and at most the (valid) capacity; default one per
+    /// [`DEFAULT_SYN_PROXY_SHARE`] flows of the capacity.
+    fn syn_proxy_flows(&mut self, flows: Option<u64>, capacity: Option<u64>) -> Option<u64> {
+        const AT: &str = "dataplane.conntrack.syn_proxy_flows";
+        let Some(n) = flows else {
+            return capacity.map(default_syn_proxy_flows);
+        };
+        let n = self.ranged(AT, n, 1..=MAX_SYN_PROXY_FLOWS)?;
+        if let Some(cap) = capacity
+            && n > cap
+        {
+            self.problem(
+                AT,
+                format!("{n} is more than dataplane.conntrack.capacity ({cap} flows)"),
+            );
+            return None;
+        }
+        Some(n)
     }
 
     fn timeouts(&mut self, t: &TimeoutsSection) -> TimeoutsMs {

@@ -19,6 +19,12 @@ pub const MAX_BACKENDS: usize = 65_535;
 /// Largest conntrack or affinity table per worker (the dataplane's
 /// `conntrack::MAX_CAPACITY`).
 pub const MAX_TABLE_CAPACITY: u64 = 1 << 30;
+/// Largest `[dataplane.conntrack] syn_proxy_flows` (the dataplane's
+/// `conntrack::MAX_SYN_PROXY_FLOWS`: the record's 16-bit splice index).
+pub const MAX_SYN_PROXY_FLOWS: u64 = 1 << 16;
+/// The default `syn_proxy_flows` is one per this many flows of the
+/// conntrack capacity (the dataplane's `conntrack::DEFAULT_SYN_PROXY_SHARE`).
+pub const DEFAULT_SYN_PROXY_SHARE: u64 = 16;
 /// Largest `[dataplane] new_flows_per_source_per_s`.
 pub const MAX_NEW_FLOWS_PER_SOURCE_PER_S: u64 = 1_000_000;
 /// SNAT ports each worker needs at least.

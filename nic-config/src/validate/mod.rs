@@ -33,6 +33,7 @@ mod ports;
 mod routes;
 mod services;
 
+pub use dataplane::default_syn_proxy_flows;
 pub use instances::{InstanceChoice, validate_instance};
 pub use kubernetes::{is_dns_label, is_dns_subdomain, is_qualified_name};
 pub use limits::*;

@@ -71,7 +71,7 @@ pub(crate) use segment::reset_in_place;
 
 use super::family::StageFamily;
 use super::flow::FlowCtx;
-use crate::conntrack::window::TcpWindow;
+use crate::conntrack::window::{TcpWindow, WindowScales};
 use crate::conntrack::{Dir, FlowId, NO_WSCALE, Splice};
 use crate::counters::DropReason;
 use crate::driver::Frame;
@@ -219,6 +219,11 @@ pub fn new_segment<A: StageFamily, F: Frame>(
         return NewSegment::Pass;
     }
     ctx.counters.syn_cookies_validated += 1;
+    if !ctx.ct.splice_room() {
+        // Every splice state is taken: the flow could not be spliced.
+        meta.drop(DropReason::SynProxyTableFull);
+        return NewSegment::Done;
+    }
     let splice = Splice {
         client_isn,
         our_isn,
@@ -314,27 +319,20 @@ pub fn proxied<A: StageFamily, F: Frame>(
             let client_win = (u32::from(sp.client_window) << client_scale).max(1);
             let server_win =
                 (u32::from(rescale(seg.window, backend_wscale, our_wscale)) << our_wscale).max(1);
-            if let Some([c, g]) = ctx.ct.windows_mut(id) {
-                *c = TcpWindow {
-                    end: sp.client_isn.wrapping_add(1),
-                    maxend: sp.client_isn.wrapping_add(1).wrapping_add(server_win),
-                    maxwin: client_win,
-                    rcv_nxt: sp.our_isn.wrapping_add(1),
-                    scale: client_scale,
-                    offered: client_scale,
-                    acked: true,
-                    liberal: false,
-                };
-                *g = TcpWindow {
-                    end: sp.our_isn.wrapping_add(1),
-                    maxend: sp.our_isn.wrapping_add(1).wrapping_add(client_win),
-                    maxwin: server_win,
-                    rcv_nxt: sp.client_isn.wrapping_add(1),
-                    scale: our_wscale,
-                    offered: our_wscale,
-                    acked: true,
-                    liberal: false,
-                };
+            if let Some(([c, g], scales)) = ctx.ct.windows_mut(id) {
+                *c = TcpWindow::acked(
+                    sp.client_isn.wrapping_add(1),
+                    sp.client_isn.wrapping_add(1).wrapping_add(server_win),
+                    client_win,
+                    sp.our_isn.wrapping_add(1),
+                );
+                *g = TcpWindow::acked(
+                    sp.our_isn.wrapping_add(1),
+                    sp.our_isn.wrapping_add(1).wrapping_add(client_win),
+                    server_win,
+                    sp.client_isn.wrapping_add(1),
+                );
+                *scales = WindowScales::both(client_scale, our_wscale);
             }
             let now = ctx.now_ms;
             ctx.ct.track(id, Dir::Reply, syn_ack, now);
