@@ -80,6 +80,7 @@ pub mod prepare;
 mod config;
 mod fixup;
 mod geometry;
+mod kernel_rx;
 mod pool;
 mod port;
 mod sender;
@@ -220,6 +221,9 @@ pub struct AfPacketPort {
     /// The kernel's counters, accumulated over reads (each read resets
     /// them in the kernel).
     kernel: KernelTotals,
+    /// The tcx link that keeps the kernel stack off the port's frames
+    /// (`kernel_stack_rx` off and the kernel has tcx).
+    kernel_rx_link: Option<OwnedFd>,
 }
 
 impl AfPacketPort {
@@ -246,6 +250,11 @@ impl AfPacketPort {
         } else {
             TxPath::Ring
         }
+    }
+    /// Whether the port's kernel stack is kept off its frames (see
+    /// `kernel_rx.rs`).
+    pub fn kernel_stack_bypassed(&self) -> bool {
+        self.kernel_rx_link.is_some()
     }
     /// TX slots in the ring (after rounding up to whole blocks; 0 on the
     /// `sendmmsg` path, which maps no TX ring).
@@ -419,6 +428,12 @@ impl AfPacketPort {
                     .map_err(|(option, source)| opt(option)(source))?,
             )
         };
+        // After the socket is bound: from here on it takes the frames.
+        let kernel_rx_link = if config.kernel_stack_rx {
+            None
+        } else {
+            kernel_rx::steal_ingress(info.ifindex).ok()
+        };
         Ok(AfPacketPort {
             ifname: ifname.to_string(),
             ifindex: info.ifindex,
@@ -432,6 +447,7 @@ impl AfPacketPort {
             sender,
             stats: PortStats::default(),
             kernel: KernelTotals::default(),
+            kernel_rx_link,
         })
     }
 }
