@@ -32,6 +32,10 @@
 //!   a second, send-only socket per port and one `sendmmsg(2)` per burst
 //!   instead of the TX ring, whose zero-copy pages a veth must copy again
 //!   (see `sender.rs`).
+//! * **The port's kernel stack** ([`AfPacketConfig::kernel_stack_rx`] off,
+//!   the gateway's setting): a tcx ingress program ends each frame after
+//!   the packet sockets took it, so the port's own IP stack does not route
+//!   and drop it again (see `kernel_rx.rs`).
 //! * **Own traffic**: `PACKET_IGNORE_OUTGOING` keeps a socket from receiving
 //!   frames sent on its interface (the other workers' TX, kernel output).
 //! * **Checks on RX**, counted per port in [`PortStats`]: frames longer than
