@@ -24,6 +24,7 @@
 //! A kernel without tcx refuses the link: the port then opens without it
 //! (the kernel keeps its second look, as before).
 
+use crate::driver::afxdp::bpf::ProgLoadAttr;
 use crate::driver::afxdp::sys as bpf_sys;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -47,22 +48,6 @@ const fn mov_r0(imm: i32) -> [u8; 8] {
     [0xb7, 0, 0, 0, i[0], i[1], i[2], i[3]]
 }
 
-/// `bpf_attr` for `BPF_PROG_LOAD` (prefix; rest zero).
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct LoadAttr {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log: [u32; 4],
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
-}
-
 /// `bpf_attr` for `BPF_LINK_CREATE` with a tcx target (prefix; the
 /// relative-to fields zero: appended last).
 #[repr(C)]
@@ -78,12 +63,14 @@ struct TcxLinkAttr {
 /// Attach the stealing program to `ifindex`'s ingress; the link lives as
 /// long as the returned fd.
 pub(super) fn steal_ingress(ifindex: u32) -> io::Result<OwnedFd> {
-    let mut load = LoadAttr {
+    let mut load = ProgLoadAttr {
         prog_type: BPF_PROG_TYPE_SCHED_CLS,
         insn_cnt: PROGRAM.len() as u32,
         insns: PROGRAM.as_ptr() as u64,
         license: LICENSE.as_ptr() as u64,
-        log: [0; 4],
+        log_level: 0,
+        log_size: 0,
+        log_buf: 0,
         kern_version: 0,
         prog_flags: 0,
         prog_name: NAME,
