@@ -140,11 +140,18 @@ pub struct AfPacketConfig {
     pub gso_pool_frames: usize,
     /// How frames leave each port (resolved per port when it opens).
     pub tx_path: TxPath,
+    /// The port's own kernel stack also receives every frame (the
+    /// default). Off (what the gateway sets), a tcx ingress program ends
+    /// each frame after the packet sockets took it, where the kernel would
+    /// otherwise route it, find nothing and drop it (see `kernel_rx.rs`);
+    /// a kernel without tcx (before 6.6) keeps it on.
+    pub kernel_stack_rx: bool,
 }
 
 impl AfPacketConfig {
     /// Defaults for the given interfaces: no fanout, bypass and promiscuous
-    /// on, 10 ms idle poll, 4096 pool buffers.
+    /// on, 10 ms idle poll, 4096 pool buffers, the kernel stack still
+    /// receiving.
     pub fn new(ifnames: &[&str]) -> Self {
         AfPacketConfig {
             ports: ifnames
@@ -163,6 +170,7 @@ impl AfPacketConfig {
             gso: false,
             gso_pool_frames: 256,
             tx_path: TxPath::Auto,
+            kernel_stack_rx: true,
         }
     }
 }

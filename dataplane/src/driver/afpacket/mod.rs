@@ -32,6 +32,10 @@
 //!   a second, send-only socket per port and one `sendmmsg(2)` per burst
 //!   instead of the TX ring, whose zero-copy pages a veth must copy again
 //!   (see `sender.rs`).
+//! * **The port's kernel stack** ([`AfPacketConfig::kernel_stack_rx`] off,
+//!   the gateway's setting): a tcx ingress program ends each frame after
+//!   the packet sockets took it, so the port's own IP stack does not route
+//!   and drop it again (see `kernel_rx.rs`).
 //! * **Own traffic**: `PACKET_IGNORE_OUTGOING` keeps a socket from receiving
 //!   frames sent on its interface (the other workers' TX, kernel output).
 //! * **Checks on RX**, counted per port in [`PortStats`]: frames longer than
@@ -80,6 +84,7 @@ pub mod prepare;
 mod config;
 mod fixup;
 mod geometry;
+mod kernel_rx;
 mod pool;
 mod port;
 mod sender;
@@ -220,6 +225,9 @@ pub struct AfPacketPort {
     /// The kernel's counters, accumulated over reads (each read resets
     /// them in the kernel).
     kernel: KernelTotals,
+    /// The tcx link that keeps the kernel stack off the port's frames
+    /// (`kernel_stack_rx` off and the kernel has tcx).
+    kernel_rx_link: Option<OwnedFd>,
 }
 
 impl AfPacketPort {
@@ -246,6 +254,11 @@ impl AfPacketPort {
         } else {
             TxPath::Ring
         }
+    }
+    /// Whether the port's kernel stack is kept off its frames (see
+    /// `kernel_rx.rs`).
+    pub fn kernel_stack_bypassed(&self) -> bool {
+        self.kernel_rx_link.is_some()
     }
     /// TX slots in the ring (after rounding up to whole blocks; 0 on the
     /// `sendmmsg` path, which maps no TX ring).
@@ -419,6 +432,12 @@ impl AfPacketPort {
                     .map_err(|(option, source)| opt(option)(source))?,
             )
         };
+        // After the socket is bound: from here on it takes the frames.
+        let kernel_rx_link = if config.kernel_stack_rx {
+            None
+        } else {
+            kernel_rx::steal_ingress(info.ifindex).ok()
+        };
         Ok(AfPacketPort {
             ifname: ifname.to_string(),
             ifindex: info.ifindex,
@@ -432,6 +451,7 @@ impl AfPacketPort {
             sender,
             stats: PortStats::default(),
             kernel: KernelTotals::default(),
+            kernel_rx_link,
         })
     }
 }

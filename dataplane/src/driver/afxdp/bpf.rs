@@ -127,22 +127,23 @@ struct MapCreateAttr {
     map_extra: u64,
 }
 
-/// `bpf_attr` for `BPF_PROG_LOAD` (prefix; rest zero).
+/// `bpf_attr` for `BPF_PROG_LOAD` (prefix; rest zero; also af_packet's
+/// kernel-RX program's).
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct ProgLoadAttr {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
+pub(in crate::driver) struct ProgLoadAttr {
+    pub(in crate::driver) prog_type: u32,
+    pub(in crate::driver) insn_cnt: u32,
+    pub(in crate::driver) insns: u64,
+    pub(in crate::driver) license: u64,
+    pub(in crate::driver) log_level: u32,
+    pub(in crate::driver) log_size: u32,
+    pub(in crate::driver) log_buf: u64,
+    pub(in crate::driver) kern_version: u32,
+    pub(in crate::driver) prog_flags: u32,
+    pub(in crate::driver) prog_name: [u8; 16],
+    pub(in crate::driver) prog_ifindex: u32,
+    pub(in crate::driver) expected_attach_type: u32,
 }
 
 /// `bpf_attr` for `BPF_MAP_UPDATE_ELEM` / `BPF_MAP_DELETE_ELEM`.

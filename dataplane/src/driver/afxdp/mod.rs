@@ -104,7 +104,8 @@ mod ring;
 mod socket;
 mod stats;
 pub mod steer;
-mod sys;
+// af_packet's kernel-RX program loads and attaches through `bpf_fd`.
+pub(in crate::driver) mod sys;
 #[cfg(test)]
 mod tests;
 mod umem;

@@ -193,11 +193,11 @@ pub(super) fn copy_from_umem(umem: &Region, off: usize, dst: &mut [u8]) -> bool 
 pub(super) const BPF_MAP_CREATE: u32 = 0;
 pub(super) const BPF_MAP_UPDATE_ELEM: u32 = 2;
 pub(super) const BPF_MAP_DELETE_ELEM: u32 = 3;
-pub(super) const BPF_PROG_LOAD: u32 = 5;
+pub(in crate::driver) const BPF_PROG_LOAD: u32 = 5;
 pub(super) const BPF_PROG_TEST_RUN: u32 = 10;
 pub(super) const BPF_PROG_GET_FD_BY_ID: u32 = 13;
 pub(super) const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
-pub(super) const BPF_LINK_CREATE: u32 = 28;
+pub(in crate::driver) const BPF_LINK_CREATE: u32 = 28;
 
 /// `bpf(cmd, attr, sizeof attr)`; `A` is a `#[repr(C)]` prefix of
 /// `union bpf_attr` whose unused bytes are zero. Returns the result (an fd
@@ -222,7 +222,7 @@ pub(super) fn bpf<A: Copy>(cmd: u32, attr: &mut A) -> io::Result<libc::c_int> {
 }
 
 /// [`bpf`] for commands that return a new fd.
-pub(super) fn bpf_fd<A: Copy>(cmd: u32, attr: &mut A) -> io::Result<OwnedFd> {
+pub(in crate::driver) fn bpf_fd<A: Copy>(cmd: u32, attr: &mut A) -> io::Result<OwnedFd> {
     let fd = bpf(cmd, attr)?;
     // SAFETY: the commands passed here create a new descriptor and return
     // it; nothing else owns it.

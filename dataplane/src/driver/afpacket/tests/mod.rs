@@ -684,3 +684,82 @@ fn the_kernel_steers_ipv6_frames_to_the_owner() {
     assert_eq!(got.len(), sources.len(), "every frame arrived once");
     assert!(got.iter().all(|&(w, _)| w == 1), "{got:?}");
 }
+
+/// `Ip: InReceives` of namespace b's kernel (`/proc/net/snmp`).
+fn ns_b_ip_in_receives(topo: &Topology) -> u64 {
+    let out = topo.ns_b.exec("cat", &["/proc/net/snmp"]).expect("snmp");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
+    let (names, values) = (ip.next().expect("Ip header"), ip.next().expect("Ip values"));
+    let column = names
+        .split_whitespace()
+        .position(|n| n == "InReceives")
+        .expect("InReceives column");
+    values
+        .split_whitespace()
+        .nth(column)
+        .and_then(|v| v.parse().ok())
+        .expect("InReceives value")
+}
+
+/// Send `count` test frames to b's address; returns how many of them the
+/// driver received and by how much b's kernel `InReceives` grew once
+/// they all went through (its IP stack runs in the sender's `send` on
+/// veth; a short wait covers a deferred backlog).
+fn send_and_count_kernel_rx(
+    topo: &Topology,
+    peer: &RawSocket,
+    driver: Option<&mut AfPacketDriver>,
+    count: u32,
+) -> (usize, u64) {
+    let before = ns_b_ip_in_receives(topo);
+    for i in 0..count {
+        peer.send(&test_frame(100, 3000 + i as u16, i))
+            .expect("peer send");
+    }
+    let received = driver.map_or(0, |d| rx_test_frames(d, count as usize).len());
+    std::thread::sleep(Duration::from_millis(200));
+    (received, ns_b_ip_in_receives(topo) - before)
+}
+
+#[test]
+fn with_kernel_stack_rx_off_the_port_kernel_stack_sees_no_frame_until_the_driver_closes() {
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    topo.ns_b
+        .exec("ip", &["addr", "add", "10.77.0.2/24", "dev", "pb"])
+        .expect("addr");
+    let peer = open_peer(&topo);
+    let open = |kernel_stack_rx: bool| {
+        in_netns(&topo.ns_b, || {
+            let mut c = config(RingConfig::default());
+            c.kernel_stack_rx = kernel_stack_rx;
+            AfPacketDriver::open(&c)
+        })
+        .expect("open driver")
+    };
+
+    // The default: the kernel's IP stack sees every frame the driver gets.
+    let mut driver = open(true);
+    assert!(!driver.port(0).expect("port").kernel_stack_bypassed());
+    let (received, kernel) = send_and_count_kernel_rx(&topo, &peer, Some(&mut driver), 20);
+    assert_eq!(received, 20);
+    assert!(kernel >= 20, "the kernel saw {kernel} of 20");
+    drop(driver);
+
+    // Off: the driver still gets every frame, the kernel's stack none.
+    let mut driver = open(false);
+    assert!(
+        driver.port(0).expect("port").kernel_stack_bypassed(),
+        "tcx ingress link attached (Linux 6.6+)"
+    );
+    let (received, kernel) = send_and_count_kernel_rx(&topo, &peer, Some(&mut driver), 20);
+    assert_eq!((received, kernel), (20, 0));
+    assert_eq!(driver.pool_free(), 512, "every buffer back in the pool");
+
+    // Closing the driver detaches the program: nothing stays behind.
+    drop(driver);
+    let (_, kernel) = send_and_count_kernel_rx(&topo, &peer, None, 20);
+    assert!(kernel >= 20, "after close the kernel saw {kernel} of 20");
+}
