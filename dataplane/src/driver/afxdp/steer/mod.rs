@@ -127,30 +127,28 @@ pub enum SteerError {
 /// The redirect program for `xsk` (its fd and workers) reading `maps`,
 /// loaded under `name` (`frags`: the `xdp.frags` variant).
 pub fn load(maps: &SteerMaps, xsk: &XskMap, name: &str, frags: bool) -> Result<OwnedFd, LoadError> {
-    let insns = steering_program(
-        maps,
-        xsk.workers(),
-        Sink::Redirect {
-            map_fd: xsk.raw_fd(),
-        },
-    )
-    .map_err(|e| LoadError {
-        source: io::Error::new(io::ErrorKind::InvalidInput, e),
-        verifier_log: String::new(),
-    })?;
-    bpf::load_insns(&insns, name, frags)
+    load_redirect(xsk, name, frags, |workers, sink| {
+        steering_program(maps, workers, sink)
+    })
 }
 
 /// [`queue_own_program`] for `xsk`, loaded (the fallback of [`load`] on a
 /// kernel without `bpf_xdp_load_bytes`).
 pub fn load_queue_own(xsk: &XskMap, name: &str, frags: bool) -> Result<OwnedFd, LoadError> {
-    let insns = queue_own_program(
-        xsk.workers(),
-        Sink::Redirect {
-            map_fd: xsk.raw_fd(),
-        },
-    )
-    .map_err(|e| LoadError {
+    load_redirect(xsk, name, frags, queue_own_program)
+}
+
+/// Assemble `program` for `xsk`'s workers, redirecting into `xsk`, and load it.
+fn load_redirect(
+    xsk: &XskMap,
+    name: &str,
+    frags: bool,
+    program: impl FnOnce(u32, Sink) -> Result<Vec<bpf::Insn>, SteerError>,
+) -> Result<OwnedFd, LoadError> {
+    let sink = Sink::Redirect {
+        map_fd: xsk.raw_fd(),
+    };
+    let insns = program(xsk.workers(), sink).map_err(|e| LoadError {
         source: io::Error::new(io::ErrorKind::InvalidInput, e),
         verifier_log: String::new(),
     })?;
