@@ -18,6 +18,7 @@
 //! | AF_XDP zero copy | `ZeroCopySetting` | `driver::afxdp::ZeroCopy` |
 //! | af_packet RX ring | `AfpacketRxRing` | `driver::afpacket::RxMode` |
 //! | af_packet TX path | `AfpacketTxPath` | `driver::afpacket::TxPath` |
+//! | af_packet RX path | `AfpacketRxPath` | `driver::afpacket::RxPath` |
 //! | MAC address | `MacAddr` (parses and checks the file's text) | `wire::ethernet::MacAddr` (both wrap `[u8; 6]`; the specs take the bytes) |
 //! | limits (batch, Maglev, table sizes) | `validate::limits`, restated | the constants named there |
 //!
@@ -29,7 +30,7 @@
 //! compile until it is listed). The tests below assert that every limit
 //! nic-config restates equals the dataplane's.
 
-use dataplane::driver::afpacket::{RxMode, TxPath};
+use dataplane::driver::afpacket::{RxMode, RxPath, TxPath};
 use dataplane::driver::afxdp::{MultiBuffer, XdpMode, ZeroCopy};
 use dataplane::flow::Proto;
 use dataplane::snapshot::{BackendGonePolicy, EndpointCondition, ListenerKind, SynProxyMode};
@@ -89,6 +90,7 @@ mirror!(nic_config::ZeroCopySetting => ZeroCopy { Auto, On, Off });
 mirror!(nic_config::MultiBufferSetting => MultiBuffer { Auto, On, Off });
 mirror!(nic_config::AfpacketRxRing => RxMode { Frames, Blocks });
 mirror!(nic_config::AfpacketTxPath => TxPath { Auto, Ring, Sendmsg });
+mirror!(nic_config::AfpacketRxPath => RxPath { Auto, Ring, Recvmsg });
 
 /// By hand: `Adaptive` carries its spin budget, the plan's
 /// `idle_spin_polls` (the second of the pair).

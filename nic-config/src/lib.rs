@@ -68,7 +68,7 @@ pub use plan::{
 };
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
-    AddressPoolSection, AfpacketRxRing, AfpacketSection, AfpacketTxPath, AfxdpSection, BackendGone,
+    AddressPoolSection, AfpacketRxPath, AfpacketRxRing, AfpacketSection, AfpacketTxPath, AfxdpSection, BackendGone,
     ConfigFile, DriverKind, EndpointCondition, IdlePolicy, InstanceSection, KubernetesSection,
     MssClampSetting, MultiBufferSetting, NeighbourTableSection, PortOverrideSection, PortRole,
     Protocol, SessionAffinity, SynProxy, XdpModeSetting, ZeroCopySetting,

@@ -829,6 +829,15 @@ pub struct AfpacketSection {
     /// `"auto"`.
     #[serde(default)]
     pub tx_path: AfpacketTxPath,
+    /// How frames arrive at a port: `"ring"` (the socket's RX ring: the
+    /// kernel copies each frame into a slot, the worker copies it on into
+    /// a buffer of its own; no syscall while frames wait), `"recvmsg"`
+    /// (no RX ring, one `recvmmsg(2)` per burst straight into the
+    /// worker's buffers: one copy of each frame instead of two, at one
+    /// syscall per burst, also an empty one), or `"auto"`: `"recvmsg"` on
+    /// veth ports with `gso`, `"ring"` otherwise. Default `"auto"`.
+    #[serde(default)]
+    pub rx_path: AfpacketRxPath,
 }
 
 /// How the af_packet driver sends (`[dataplane.afpacket] tx_path`).
@@ -839,6 +848,16 @@ pub enum AfpacketTxPath {
     Auto,
     Ring,
     Sendmsg,
+}
+
+/// How the af_packet driver receives (`[dataplane.afpacket] rx_path`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AfpacketRxPath {
+    #[default]
+    Auto,
+    Ring,
+    Recvmsg,
 }
 
 /// How the af_packet RX ring hands frames to the worker.

@@ -1329,6 +1329,27 @@ fn afpacket_tx_path_takes_its_three_names_and_refuses_others() {
 }
 
 #[test]
+fn afpacket_rx_path_takes_its_three_names_and_refuses_others() {
+    for (name, want) in [
+        ("auto", nic_config::AfpacketRxPath::Auto),
+        ("ring", nic_config::AfpacketRxPath::Ring),
+        ("recvmsg", nic_config::AfpacketRxPath::Recvmsg),
+    ] {
+        let section = format!("[dataplane.afpacket]\nrx_path = \"{name}\"\n[dataplane.affinity]");
+        let plan = parse(&edit(&[("[dataplane.affinity]", section.as_str())]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(plan.dataplane.afpacket.rx_path, want);
+    }
+    let err = parse(&edit(&[(
+        "[dataplane.affinity]",
+        "[dataplane.afpacket]\nrx_path = \"sendmsg\"\n[dataplane.affinity]",
+    )]))
+    .expect_err("sendmsg is not an rx path");
+    let text = err.to_string();
+    assert!(text.contains("rx_path") || text.contains("sendmsg"), "{text}");
+}
+
+#[test]
 fn defaults_fill_everything_left_out() {
     let plan = parse(
         "[[port]]\nname = \"lan\"\ndriver = \"afpacket\"\ninterface = \"eth0\"\nrole = \"both\"\n",
@@ -1346,6 +1367,7 @@ fn defaults_fill_everything_left_out() {
             tx_frame_count: 1024,
             gso: false,
             tx_path: nic_config::AfpacketTxPath::Auto,
+            rx_path: nic_config::AfpacketRxPath::Auto,
         }
     );
     assert!(!d.afxdp.busy_poll);

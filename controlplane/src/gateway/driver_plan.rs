@@ -303,6 +303,7 @@ impl Gateway {
                 config.ring = afpacket_rings(&self.plan.dataplane.afpacket);
                 config.gso = self.plan.dataplane.afpacket.gso;
                 config.tx_path = self.plan.dataplane.afpacket.tx_path.to_dataplane();
+                config.rx_path = self.plan.dataplane.afpacket.rx_path.to_dataplane();
                 // The ports are Portico's: their kernel stack has no
                 // addresses and nothing to do with the frames.
                 config.kernel_stack_rx = false;

@@ -36,7 +36,7 @@
 
 use crate::addr::{IpPrefix, IpRange, MacAddr};
 pub use crate::schema::{
-    AfpacketRxRing, AfpacketTxPath, BackendGone, DriverKind, EndpointCondition, IdlePolicy,
+    AfpacketRxPath, AfpacketRxRing, AfpacketTxPath, BackendGone, DriverKind, EndpointCondition, IdlePolicy,
     MultiBufferSetting, PortRole, Protocol, XdpModeSetting, ZeroCopySetting,
 };
 pub use portico_bgp::{Advertisement, PeerConfig};
@@ -338,6 +338,7 @@ pub struct AfpacketPlan {
     /// GSO/GRO pass-through (`PACKET_VNET_HDR`, offloads kept on).
     pub gso: bool,
     pub tx_path: AfpacketTxPath,
+    pub rx_path: AfpacketRxPath,
 }
 
 /// Per-worker flow table.

@@ -99,6 +99,7 @@ impl Validator {
             tx_frame_count,
             gso: a.gso,
             tx_path: a.tx_path,
+            rx_path: a.rx_path,
         }
     }
 }

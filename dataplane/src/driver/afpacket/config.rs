@@ -78,6 +78,25 @@ pub enum TxPath {
     Sendmsg,
 }
 
+/// How a port's frames arrive (`[dataplane.afpacket] rx_path`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxPath {
+    /// [`RxPath::Recvmsg`] on a veth port with `gso` on,
+    /// [`RxPath::Ring`] otherwise. The default.
+    #[default]
+    Auto,
+    /// The socket's `PACKET_RX_RING` ([`RxMode`]): the kernel copies each
+    /// frame into a slot in the sender's softirq, the walk copies it into
+    /// a pool buffer; no syscall while frames wait.
+    Ring,
+    /// No RX ring: one `recvmmsg(2)` per burst straight into pool buffers
+    /// (the `virtio_net_hdr` into a header of its own, the frame's
+    /// `PACKET_AUXDATA` as a control message), so a super-packet is
+    /// copied once, by the worker, instead of twice. Each burst is a
+    /// syscall, also when nothing waits (see `receiver.rs`).
+    Recvmsg,
+}
+
 /// Ring sizes of every socket of a driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingConfig {
@@ -140,6 +159,8 @@ pub struct AfPacketConfig {
     pub gso_pool_frames: usize,
     /// How frames leave each port (resolved per port when it opens).
     pub tx_path: TxPath,
+    /// How frames arrive at each port (resolved per port when it opens).
+    pub rx_path: RxPath,
     /// The port's own kernel stack also receives every frame (the
     /// default). Off (what the gateway sets), a tcx ingress program ends
     /// each frame after the packet sockets took it, where the kernel would
@@ -170,6 +191,7 @@ impl AfPacketConfig {
             gso: false,
             gso_pool_frames: 256,
             tx_path: TxPath::Auto,
+            rx_path: RxPath::Auto,
             kernel_stack_rx: true,
         }
     }

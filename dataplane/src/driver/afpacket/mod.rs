@@ -32,6 +32,10 @@
 //!   a second, send-only socket per port and one `sendmmsg(2)` per burst
 //!   instead of the TX ring, whose zero-copy pages a veth must copy again
 //!   (see `sender.rs`).
+//! * **RX by `recvmmsg`** ([`RxPath::Recvmsg`], `auto` on a veth with
+//!   `gso`): no RX ring; one `recvmmsg(2)` per burst into posted pool
+//!   buffers, so a super-packet is copied once instead of twice (see
+//!   `receiver.rs`). `rx_burst` then makes one syscall, also when idle.
 //! * **The port's kernel stack** ([`AfPacketConfig::kernel_stack_rx`] off,
 //!   the gateway's setting): a tcx ingress program ends each frame after
 //!   the packet sockets took it, so the port's own IP stack does not route
@@ -71,9 +75,12 @@
 //! Invariants: everything (pool, poll set, rings) is allocated in
 //! [`AfPacketDriver::open`]; `rx_burst`, `tx_burst`, `release` and
 //! `frame_from` never allocate (beyond the caller's `Vec` capacity), lock or
-//! panic, `rx_burst` makes no syscall and `tx_burst` at most one (on the
+//! panic, `rx_burst` makes no syscall on the ring path (one `recvmmsg` on
+//! the `recvmmsg` path) and `tx_burst` at most one (on the
 //! `sendmmsg` path one per 64 frames, plus one per frame the kernel refuses). Pool buffers
-//! hold the largest frame any port accepts, and TX slots hold a pool buffer.
+//! hold the largest frame any port accepts, and TX slots hold a pool buffer;
+//! a pool buffer is in the pool, posted to a port's receiver, or in the
+//! caller's hands ([`AfPacketDriver::pool_free`] counts the first two).
 //!
 //! No `unsafe` code here: the Linux calls are the shared wrappers of
 //! `driver::sys` (packet-socket ones in `socket.rs`), the ring mapping a
@@ -87,6 +94,7 @@ mod geometry;
 mod kernel_rx;
 mod pool;
 mod port;
+mod receiver;
 mod sender;
 mod socket;
 mod stats;
@@ -99,10 +107,13 @@ use crate::packet::{Offload, PortId};
 use crate::steering::SteeringRule;
 use crate::wire::MacAddr;
 use crate::wire::vnet;
-pub use config::{AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig, RxMode, TxPath};
+pub use config::{
+    AfPacketConfig, AfPacketPortConfig, FanoutMode, RingConfig, RxMode, RxPath, TxPath,
+};
 use geometry::{rx_request, slot_request};
 use pool::{GSO_MAX_FRAME, Pools};
 use port::{RxContext, RxRing, TxRing};
+use receiver::MsgReceiver;
 use sender::MsgSender;
 use stats::KernelTotals;
 pub use stats::{KernelStats, PortStats};
@@ -214,9 +225,13 @@ pub struct AfPacketPort {
     /// in both rings.
     gso: bool,
     // Field order matters for drop: unmap before closing the socket.
-    region: sys::Region,
+    /// The rings' mapping (`None` when the socket has no ring at all).
+    region: Option<sys::Region>,
     fd: OwnedFd,
     rx: RxRing,
+    /// [`RxPath::Recvmsg`]: the posted buffers frames arrive in (then
+    /// `rx` is [`RxRing::None`]: no RX ring is mapped).
+    receiver: Option<MsgReceiver>,
     tx: TxRing,
     /// [`TxPath::Sendmsg`]: the send-only socket every frame leaves by
     /// (then `tx` has no slots: no TX ring is mapped).
@@ -253,6 +268,15 @@ impl AfPacketPort {
             TxPath::Sendmsg
         } else {
             TxPath::Ring
+        }
+    }
+    /// How this port's frames arrive: [`RxPath::Ring`] or
+    /// [`RxPath::Recvmsg`] (never `Auto`).
+    pub fn rx_path(&self) -> RxPath {
+        if self.receiver.is_some() {
+            RxPath::Recvmsg
+        } else {
+            RxPath::Ring
         }
     }
     /// Whether the port's kernel stack is kept off its frames (see
@@ -335,6 +359,7 @@ impl AfPacketPort {
         // gso it would be 18.5 MiB per socket for nothing).
         let tx_path = resolve_tx_path(config.tx_path, gso, ifname);
         let tx_ring = tx_path == TxPath::Ring;
+        let rx_ring = resolve_rx_path(config.rx_path, gso, ifname) == RxPath::Ring;
         let (tx_block_size, tx_block_count) = (
             tx_req.tp_block_size as usize,
             if tx_ring {
@@ -375,8 +400,12 @@ impl AfPacketPort {
         }
         // A V2 socket reads the first four fields (`tpacket_req`) of the
         // same request.
-        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req)
-            .map_err(opt("PACKET_RX_RING"))?;
+        if rx_ring {
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req)
+                .map_err(opt("PACKET_RX_RING"))?;
+        } else {
+            receiver::configure(&fd).map_err(|(option, source)| opt(option)(source))?;
+        }
         if tx_ring {
             sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx_req)
                 .map_err(opt("PACKET_TX_RING"))?;
@@ -384,6 +413,7 @@ impl AfPacketPort {
 
         let (block, blocks) = (rx_req.tp_block_size as usize, rx_req.tp_block_nr as usize);
         let rx = match ring.rx_mode {
+            _ if !rx_ring => RxRing::None,
             RxMode::Frames => RxRing::frames(block, blocks, rx_req.tp_frame_size as usize),
             RxMode::Blocks => RxRing::blocks(block, blocks),
         };
@@ -396,12 +426,18 @@ impl AfPacketPort {
             gso,
         );
         let len_bytes = rx.len_bytes() + tx.len_bytes();
-        let region =
-            sys::Region::shared(&fd, len_bytes, 0).map_err(|source| AfPacketError::Mmap {
-                ifname: ifname.to_string(),
-                len_bytes,
-                source,
-            })?;
+        let region = if len_bytes == 0 {
+            None
+        } else {
+            Some(
+                sys::Region::shared(&fd, len_bytes, 0).map_err(|source| AfPacketError::Mmap {
+                    ifname: ifname.to_string(),
+                    len_bytes,
+                    source,
+                })?,
+            )
+        };
+        let receiver = (!rx_ring).then(|| MsgReceiver::new(max_frame.max(frame_capacity), gso));
 
         socket::bind_packet(&fd, info.ifindex, socket::ETH_P_ALL_BE).map_err(|source| {
             AfPacketError::Bind {
@@ -447,6 +483,7 @@ impl AfPacketPort {
             region,
             fd,
             rx,
+            receiver,
             tx,
             sender,
             stats: PortStats::default(),
@@ -456,22 +493,32 @@ impl AfPacketPort {
     }
 }
 
+/// `ifname` is a veth (its driver's name, by ethtool).
+fn is_veth(ifname: &str) -> bool {
+    sys::ioctl_socket()
+        .and_then(|s| sys::driver_name(&s, ifname))
+        .is_ok_and(|d| d == "veth")
+}
+
 /// The path frames leave `ifname` by: `Auto` is [`TxPath::Sendmsg`] on a
 /// veth with `gso` (where the ring's zero-copy pages cost a second copy of
 /// each super-packet, see `sender.rs`), [`TxPath::Ring`] elsewhere (a
 /// NIC DMAs the ring's pages as they are; small frames gain nothing).
 fn resolve_tx_path(path: TxPath, gso: bool, ifname: &str) -> TxPath {
     match path {
-        TxPath::Auto => {
-            let veth = sys::ioctl_socket()
-                .and_then(|s| sys::driver_name(&s, ifname))
-                .is_ok_and(|d| d == "veth");
-            if gso && veth {
-                TxPath::Sendmsg
-            } else {
-                TxPath::Ring
-            }
-        }
+        TxPath::Auto if gso && is_veth(ifname) => TxPath::Sendmsg,
+        TxPath::Auto => TxPath::Ring,
+        chosen => chosen,
+    }
+}
+
+/// The path frames arrive at `ifname` by: `Auto` is [`RxPath::Recvmsg`]
+/// on a veth with `gso` (one copy of each super-packet instead of two,
+/// see `receiver.rs`), [`RxPath::Ring`] elsewhere (no syscall per burst).
+fn resolve_rx_path(path: RxPath, gso: bool, ifname: &str) -> RxPath {
+    match path {
+        RxPath::Auto if gso && is_veth(ifname) => RxPath::Recvmsg,
+        RxPath::Auto => RxPath::Ring,
         chosen => chosen,
     }
 }
@@ -559,7 +606,13 @@ impl AfPacketDriver {
 
     /// Free buffers in the pool, both sizes (leak checks).
     pub fn pool_free(&self) -> usize {
-        self.pool.small.len() + self.pool.big.len()
+        let posted: usize = self
+            .ports
+            .iter()
+            .filter_map(|p| p.receiver.as_ref())
+            .map(MsgReceiver::posted)
+            .sum();
+        self.pool.small.len() + self.pool.big.len() + posted
     }
 
     /// Bytes each pool buffer holds.
@@ -573,7 +626,11 @@ impl AfPacketDriver {
     /// frames arrived since the last burst). For the worker's idle policy; a signal
     /// or a poll error counts as "nothing yet".
     pub fn wait(&mut self, timeout_ms: u32) -> bool {
-        if self.ports.iter().any(|p| p.rx.has_frames(&p.region)) {
+        if self
+            .ports
+            .iter()
+            .any(|p| p.region.as_ref().is_some_and(|r| p.rx.has_frames(r)))
+        {
             return true;
         }
         let ports = &mut self.ports;
@@ -602,7 +659,13 @@ impl Driver for AfPacketDriver {
             gso: p.gso,
             stats: &mut p.stats,
         };
-        port::rx_walk(&mut p.region, &mut p.rx, ctx, &mut self.pool, out, max)
+        if let Some(receiver) = &mut p.receiver {
+            return receiver.recv(&p.fd, ctx, &mut self.pool, out, max);
+        }
+        match &mut p.region {
+            Some(region) => port::rx_walk(region, &mut p.rx, ctx, &mut self.pool, out, max),
+            None => 0,
+        }
     }
 
     fn tx_burst(&mut self, port: PortId, frames: &mut Vec<AfPacketFrame>) -> usize {
@@ -614,8 +677,11 @@ impl Driver for AfPacketDriver {
             p.stats.tx_ring_full += frames.len() as u64;
             return taken;
         }
+        let Some(region) = &mut p.region else {
+            return 0;
+        };
         let (taken, queued) = port::tx_fill(
-            &mut p.region,
+            region,
             &mut p.tx,
             p.mtu,
             &mut p.stats,

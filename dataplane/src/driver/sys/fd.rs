@@ -366,6 +366,187 @@ impl SendBatch {
     }
 }
 
+/// What `recvmmsg(2)` reported for one message of a [`RecvBatch`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Received {
+    /// Bytes the kernel wrote, over all parts.
+    pub(crate) len: usize,
+    /// `MSG_TRUNC`: the datagram was longer than the parts.
+    pub(crate) truncated: bool,
+    /// The `PACKET_AUXDATA` control message, when the kernel sent one.
+    pub(crate) aux: Option<libc::tpacket_auxdata>,
+}
+
+/// Room for one control message per datagram: `CMSG_SPACE` of a
+/// `tpacket_auxdata` is 40 bytes on 64-bit Linux; 64 leaves slack.
+const CONTROL_WORDS: usize = 8;
+
+/// The `mmsghdr`/`iovec` arrays and control buffers of `recvmmsg(2)`,
+/// allocated once: each message is scattered into two parts (a header and
+/// a frame buffer, say) that are borrowed only for the call.
+///
+/// Invariant: the raw pointers in `msgs` and `iovs` are written by
+/// [`RecvBatch::recv`] right before its syscall and point into slices
+/// borrowed for that call, or into `control` (owned, never resized);
+/// after the call only the lengths and flags the kernel wrote are read.
+pub(crate) struct RecvBatch {
+    msgs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+    control: Vec<[u64; CONTROL_WORDS]>,
+    /// Messages the last call received.
+    received: usize,
+}
+
+// SAFETY: as for `SendBatch`: the pointers inside are only meaningful
+// during `recv`, which borrows what they point to (type invariant).
+unsafe impl Send for RecvBatch {}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("capacity", &self.msgs.len())
+            .finish()
+    }
+}
+
+impl RecvBatch {
+    /// Arrays for up to `capacity` messages per call.
+    pub(crate) fn new(capacity: usize) -> Self {
+        let iov = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        // SAFETY: `mmsghdr` is integers and raw pointers; all-zero bytes
+        // (null pointers, zero lengths) are a valid value.
+        let msg: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        RecvBatch {
+            msgs: vec![msg; capacity],
+            iovs: vec![iov; capacity * 2],
+            control: vec![[0; CONTROL_WORDS]; capacity],
+            received: 0,
+        }
+    }
+
+    /// `recvmmsg(fd, ..., MSG_DONTWAIT)` into the first `capacity` (of
+    /// [`RecvBatch::new`]) messages of `messages`, each datagram scattered
+    /// over its two parts in order. Returns how many datagrams arrived
+    /// (0 when none was waiting); [`RecvBatch::received`] then reports
+    /// each. Allocates nothing.
+    pub(crate) fn recv<'a>(
+        &mut self,
+        fd: impl AsFd,
+        messages: impl IntoIterator<Item = [&'a mut [u8]; 2]>,
+    ) -> io::Result<usize> {
+        self.received = 0;
+        let mut n = 0;
+        for (parts, ((msg, iovs), control)) in messages.into_iter().zip(
+            self.msgs
+                .iter_mut()
+                .zip(self.iovs.chunks_exact_mut(2))
+                .zip(self.control.iter_mut()),
+        ) {
+            for (iov, part) in iovs.iter_mut().zip(parts) {
+                *iov = libc::iovec {
+                    iov_base: part.as_mut_ptr().cast::<libc::c_void>(),
+                    iov_len: part.len(),
+                };
+            }
+            let h = &mut msg.msg_hdr;
+            h.msg_name = std::ptr::null_mut();
+            h.msg_namelen = 0;
+            h.msg_iov = iovs.as_mut_ptr();
+            h.msg_iovlen = 2;
+            h.msg_control = control.as_mut_ptr().cast::<libc::c_void>();
+            h.msg_controllen = size_of_val(control);
+            h.msg_flags = 0;
+            msg.msg_len = 0;
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let count = libc::c_uint::try_from(n).map_err(|_| einval("batch too large"))?;
+        // SAFETY: the first `n` entries of `msgs` are initialised above;
+        // each points at two `iovs` entries of this batch, which point at
+        // parts borrowed mutably (`'a`) for this call, and at its own
+        // `control` buffer of `msg_controllen` bytes. The kernel writes at
+        // most `iov_len` bytes into each part, at most `msg_controllen`
+        // into each control buffer, and the length and flag fields.
+        let rc = unsafe {
+            libc::recvmmsg(
+                fd.as_fd().as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                count,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        match cvt(rc) {
+            Ok(k) => {
+                self.received = (k as usize).min(n);
+                Ok(self.received)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Message `i` of the last [`RecvBatch::recv`] (`None` beyond what it
+    /// received).
+    pub(crate) fn received(&self, i: usize) -> Option<Received> {
+        if i >= self.received {
+            return None;
+        }
+        let msg = self.msgs.get(i)?;
+        let control = self.control.get(i)?;
+        let mut bytes = [0u8; CONTROL_WORDS * 8];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(control) {
+            chunk.copy_from_slice(&word.to_ne_bytes());
+        }
+        let used = msg.msg_hdr.msg_controllen.min(bytes.len());
+        Some(Received {
+            len: msg.msg_len as usize,
+            truncated: msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+            aux: auxdata(&bytes[..used]),
+        })
+    }
+}
+
+/// The `SOL_PACKET`/`PACKET_AUXDATA` message among the control messages
+/// in `control` (parsed by hand: `cmsghdr` is `cmsg_len` (a `size_t`),
+/// level and type (`int`s), then the data at the next `size_t` boundary).
+fn auxdata(control: &[u8]) -> Option<libc::tpacket_auxdata> {
+    const WORD: usize = size_of::<usize>();
+    let data_at = size_of::<libc::cmsghdr>().next_multiple_of(WORD);
+    let int = |b: &[u8], at: usize| -> Option<i32> {
+        Some(i32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let mut at = 0;
+    while let Some(rest) = control.get(at..) {
+        let len = usize::from_ne_bytes(rest.get(..WORD)?.try_into().ok()?);
+        if len < data_at || len > rest.len() {
+            return None;
+        }
+        let (level, kind) = (int(rest, WORD)?, int(rest, WORD + 4)?);
+        if level == libc::SOL_PACKET && kind == libc::PACKET_AUXDATA {
+            let d = rest.get(data_at..len)?;
+            let u32_at = |o: usize| Some(u32::from_ne_bytes(d.get(o..o + 4)?.try_into().ok()?));
+            let u16_at = |o: usize| Some(u16::from_ne_bytes(d.get(o..o + 2)?.try_into().ok()?));
+            return Some(libc::tpacket_auxdata {
+                tp_status: u32_at(0)?,
+                tp_len: u32_at(4)?,
+                tp_snaplen: u32_at(8)?,
+                tp_mac: u16_at(12)?,
+                tp_net: u16_at(14)?,
+                tp_vlan_tci: u16_at(16)?,
+                tp_vlan_tpid: u16_at(18)?,
+            });
+        }
+        at += len.next_multiple_of(WORD);
+    }
+    None
+}
+
 /// One datagram into `buf` (blocking); returns its length.
 pub(crate) fn recv(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes; the

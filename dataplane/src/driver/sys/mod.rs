@@ -4,7 +4,8 @@
 //!
 //! * `fd`: descriptors and sockets (`socket`, `bind`, `setsockopt`,
 //!   `getsockopt`, empty `send`/`recv` kicks, `if_nametoindex`, `poll`,
-//!   the page size, [`SendBatch`]'s `sendmmsg(2)` of gathered frames),
+//!   the page size, [`SendBatch`]'s `sendmmsg(2)` of gathered frames, [`RecvBatch`]'s
+//!   `recvmmsg(2)` of scattered ones with their `PACKET_AUXDATA`),
 //!   and [`Plain`], the types the kernel may write into;
 //! * `region`: [`Region`], one `mmap(2)` mapping with bounds-checked
 //!   accessors (af_packet's RX/TX rings, AF_XDP's rings and UMEM);
@@ -31,7 +32,7 @@ mod region;
 mod tap;
 
 pub(crate) use fd::{
-    Plain, SendBatch, bind, einval, getsockopt, if_index, owned_fd, page_size, recv, recv_empty,
+    Plain, RecvBatch, Received, SendBatch, bind, einval, getsockopt, if_index, owned_fd, page_size, recv, recv_empty,
     send_empty, send_to, setsockopt, setsockopt_program, socket, take_socket_error, zeroed,
 };
 pub(crate) use iface::{

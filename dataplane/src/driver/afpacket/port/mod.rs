@@ -81,6 +81,9 @@ pub(super) const fn tx_data_offset(mode: RxMode) -> usize {
 pub(super) enum RxRing {
     Frames(frames::FrameRing),
     Blocks(blocks::BlockRing),
+    /// No ring: frames arrive by `recvmmsg` ([`RxPath::Recvmsg`](super::RxPath::Recvmsg),
+    /// see `receiver.rs`).
+    None,
 }
 
 impl RxRing {
@@ -99,6 +102,7 @@ impl RxRing {
         match self {
             RxRing::Frames(r) => r.len_bytes(),
             RxRing::Blocks(r) => r.len_bytes(),
+            RxRing::None => 0,
         }
     }
 
@@ -107,6 +111,7 @@ impl RxRing {
         match self {
             RxRing::Frames(r) => r.has_frames(region),
             RxRing::Blocks(r) => r.has_frames(region),
+            RxRing::None => false,
         }
     }
 }
@@ -198,19 +203,114 @@ pub(super) fn rx_walk(
     match rx {
         RxRing::Frames(r) => r.walk(region, ctx, pool, out, max),
         RxRing::Blocks(r) => r.walk(region, ctx, pool, out, max),
+        RxRing::None => 0,
     }
 }
 
-/// One frame's header fields, whatever the ring's version.
+/// One frame's header fields, whatever the ring's version (or the
+/// `PACKET_AUXDATA` of a frame received by `recvmmsg`, see `receiver.rs`).
 #[derive(Debug)]
-struct RxHeader {
-    snaplen: usize,
-    len: usize,
-    status: u32,
+pub(super) struct RxHeader {
+    /// Bytes of the frame at hand (without a tag the kernel moved to
+    /// `vlan_tci`).
+    pub(super) snaplen: usize,
+    /// Bytes of the frame on the wire (likewise).
+    pub(super) len: usize,
+    pub(super) status: u32,
     /// Offset of the MAC header from the frame's header.
-    mac: usize,
-    vlan_tci: u16,
-    vlan_tpid: u16,
+    pub(super) mac: usize,
+    pub(super) vlan_tci: u16,
+    pub(super) vlan_tpid: u16,
+}
+
+impl RxHeader {
+    /// The kernel moved an 802.1Q tag into `vlan_tci` (to be put back).
+    pub(super) fn tag_in_meta(&self) -> bool {
+        self.status & libc::TP_STATUS_VLAN_VALID != 0
+    }
+
+    /// The tag to put back at offset 12: TPID and TCI, big-endian.
+    pub(super) fn tag(&self) -> [u8; 4] {
+        let tpid = if self.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && self.vlan_tpid != 0 {
+            self.vlan_tpid
+        } else {
+            ethernet::ethertype::VLAN
+        };
+        let [a, b] = tpid.to_be_bytes();
+        let [c, d] = self.vlan_tci.to_be_bytes();
+        [a, b, c, d]
+    }
+}
+
+/// The size checks of a received frame (`tagged`: it carries a tag, in
+/// the frame or in `h`; `tag_len`: 4 when the tag is in `h`): at most the
+/// MTU unless it is a super-packet (`rx_too_big`), and not truncated
+/// (`rx_truncated`). Counts the frame it refuses.
+pub(super) fn rx_admit(
+    h: &RxHeader,
+    tagged: bool,
+    tag_len: usize,
+    offload: Offload,
+    mtu: u32,
+    stats: &mut PortStats,
+) -> bool {
+    // A super-packet is as long as its segments together; each segment is
+    // held to the MTU by the pipeline (per `gso_size`).
+    let limit = if offload.is_gso() {
+        GSO_MAX_FRAME
+    } else {
+        fixup::max_frame_len(mtu, tagged)
+    };
+    if h.len + tag_len > limit {
+        stats.rx_too_big += 1;
+        return false;
+    }
+    if h.snaplen < h.len {
+        stats.rx_truncated += 1;
+        return false;
+    }
+    true
+}
+
+/// Mark a frame taken from either RX path (its bytes in place, a tag put
+/// back): its offload, whether its checksum is verified (completing a
+/// partial one), and the counters of both.
+pub(super) fn rx_finish(
+    frame: &mut AfPacketFrame,
+    h: &RxHeader,
+    offload: Offload,
+    stats: &mut PortStats,
+) {
+    frame.offload = Offload::NONE;
+    if h.tag_in_meta() {
+        stats.rx_vlan_restored += 1;
+    }
+    frame.checksum_verified = h.status & libc::TP_STATUS_CSUM_VALID != 0;
+    if offload.is_gso() {
+        // The seed stays: whoever sends the segments completes each one.
+        // A local sender's super-packet is trusted, as the kernel trusts a
+        // CHECKSUM_PARTIAL skb.
+        frame.offload = offload;
+        frame.checksum_verified = true;
+        stats.rx_gso_frames += 1;
+    } else if h.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+        if fixup::complete_l4_checksum(frame.buf.get_mut(..frame.len).unwrap_or_default()) {
+            stats.rx_csum_completed += 1;
+            frame.checksum_verified = true;
+        } else {
+            stats.rx_csum_partial_left += 1;
+        }
+    }
+}
+
+/// The [`Offload`] of a received `virtio_net_hdr` (`tag_len`: a tag put
+/// back in front of the checksum start). `None` for one the driver cannot
+/// pass on (UFO, an unknown GSO type). A frame that is not a super-packet
+/// gets [`Offload::NONE`]: its checksum is completed in software (from
+/// `TP_STATUS_CSUMNOTREADY`), as without gso.
+pub(super) fn decode_offload(raw: &[u8; vnet::HEADER_LEN], tag_len: u16) -> Option<Offload> {
+    let o = Offload::decode(raw, tag_len).ok()?;
+    Some(if o.is_gso() { o } else { Offload::NONE })
 }
 
 /// Apply the size checks and copy one frame into a pool buffer, restoring a
@@ -237,7 +337,7 @@ fn take_frame(
     }
     // The kernel strips an accelerated 802.1Q tag into tp_vlan_tci before
     // taps see the frame (always for received frames); put it back.
-    let tag_in_meta = h.status & libc::TP_STATUS_VLAN_VALID != 0;
+    let tag_in_meta = h.tag_in_meta();
     let tag_len = if tag_in_meta { 4 } else { 0 };
     let tagged = tag_in_meta
         || region
@@ -254,19 +354,7 @@ fn take_frame(
     } else {
         Offload::NONE
     };
-    // A super-packet is as long as its segments together; each segment is
-    // held to the MTU by the pipeline (per `gso_size`).
-    let limit = if offload.is_gso() {
-        GSO_MAX_FRAME
-    } else {
-        fixup::max_frame_len(mtu, tagged)
-    };
-    if h.len + tag_len > limit {
-        stats.rx_too_big += 1;
-        return None;
-    }
-    if h.snaplen < h.len {
-        stats.rx_truncated += 1;
+    if !rx_admit(h, tagged, tag_len, offload, mtu, stats) {
         return None;
     }
     let mut frame = pool.pop_for(h.snaplen + tag_len)?;
@@ -274,15 +362,9 @@ fn take_frame(
     let copied = match frame.buf.get_mut(..len) {
         None => false,
         Some(dst) if tag_in_meta && h.snaplen >= 12 => {
-            let tpid = if h.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && h.vlan_tpid != 0 {
-                h.vlan_tpid
-            } else {
-                crate::wire::ethernet::ethertype::VLAN
-            };
             let (addrs, rest) = dst.split_at_mut(12);
             let (tag, payload) = rest.split_at_mut(4);
-            tag[..2].copy_from_slice(&tpid.to_be_bytes());
-            tag[2..].copy_from_slice(&h.vlan_tci.to_be_bytes());
+            tag.copy_from_slice(&h.tag());
             region.copy_out(data, addrs) && region.copy_out(data + 12, payload)
         }
         Some(dst) => region.copy_out(data, &mut dst[..h.snaplen]),
@@ -292,31 +374,12 @@ fn take_frame(
         pool.push(frame);
         return None;
     }
-    frame.offload = Offload::NONE;
-    if tag_in_meta {
-        stats.rx_vlan_restored += 1;
-    }
     frame.len = if tag_in_meta && h.snaplen < 12 {
         h.snaplen
     } else {
         len
     };
-    frame.checksum_verified = h.status & libc::TP_STATUS_CSUM_VALID != 0;
-    if offload.is_gso() {
-        // The seed stays: whoever sends the segments completes each one.
-        // A local sender's super-packet is trusted, as the kernel trusts a
-        // CHECKSUM_PARTIAL skb.
-        frame.offload = offload;
-        frame.checksum_verified = true;
-        stats.rx_gso_frames += 1;
-    } else if h.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
-        if fixup::complete_l4_checksum(frame.buf.get_mut(..frame.len).unwrap_or_default()) {
-            stats.rx_csum_completed += 1;
-            frame.checksum_verified = true;
-        } else {
-            stats.rx_csum_partial_left += 1;
-        }
-    }
+    rx_finish(&mut frame, h, offload, stats);
     Some(frame)
 }
 
@@ -333,10 +396,7 @@ fn rx_offload(region: &Region, data: usize, hdr: usize, tag_len: u16) -> Option<
     if !region.copy_out(at, &mut raw) {
         return None;
     }
-    let o = Offload::decode(&raw, tag_len).ok()?;
-    // A frame that is not a super-packet gets its checksum completed in
-    // software (below, from TP_STATUS_CSUMNOTREADY), as without gso.
-    Some(if o.is_gso() { o } else { Offload::NONE })
+    decode_offload(&raw, tag_len)
 }
 
 /// Fill free TX slots from the front of `frames`; returns how many frames it

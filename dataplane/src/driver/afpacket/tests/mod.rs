@@ -14,6 +14,7 @@
 
 use super::*;
 
+mod rx_path;
 mod tx_path;
 use crate::driver::test_frames::{is_udp_to, numbered_payload};
 use crate::wire::{MacAddr, build, ipv4, tcp, udp};
