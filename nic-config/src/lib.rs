@@ -68,10 +68,11 @@ pub use plan::{
 };
 pub use restart::{LivePart, PortLivePart, PortRestartPart, RestartPart};
 pub use schema::{
-    AddressPoolSection, AfpacketRxPath, AfpacketRxRing, AfpacketSection, AfpacketTxPath, AfxdpSection, BackendGone,
-    ConfigFile, DriverKind, EndpointCondition, IdlePolicy, InstanceSection, KubernetesSection,
-    MssClampSetting, MultiBufferSetting, NeighbourTableSection, PortOverrideSection, PortRole,
-    Protocol, SessionAffinity, SynProxy, XdpModeSetting, ZeroCopySetting,
+    AddressPoolSection, AfpacketRxPath, AfpacketRxRing, AfpacketSection, AfpacketTxPath,
+    AfxdpSection, BackendGone, ConfigFile, DriverKind, EndpointCondition, IdlePolicy,
+    InstanceSection, KubernetesSection, MssClampSetting, MultiBufferSetting, NeighbourTableSection,
+    PortOverrideSection, PortRole, Protocol, SessionAffinity, SynProxy, XdpModeSetting,
+    ZeroCopySetting,
 };
 pub use validate::{InstanceChoice, default_syn_proxy_flows, validate, validate_instance};
 

@@ -1346,7 +1346,10 @@ fn afpacket_rx_path_takes_its_three_names_and_refuses_others() {
     )]))
     .expect_err("sendmsg is not an rx path");
     let text = err.to_string();
-    assert!(text.contains("rx_path") || text.contains("sendmsg"), "{text}");
+    assert!(
+        text.contains("rx_path") || text.contains("sendmsg"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -36,8 +36,8 @@
 
 use crate::addr::{IpPrefix, IpRange, MacAddr};
 pub use crate::schema::{
-    AfpacketRxPath, AfpacketRxRing, AfpacketTxPath, BackendGone, DriverKind, EndpointCondition, IdlePolicy,
-    MultiBufferSetting, PortRole, Protocol, XdpModeSetting, ZeroCopySetting,
+    AfpacketRxPath, AfpacketRxRing, AfpacketTxPath, BackendGone, DriverKind, EndpointCondition,
+    IdlePolicy, MultiBufferSetting, PortRole, Protocol, XdpModeSetting, ZeroCopySetting,
 };
 pub use portico_bgp::{Advertisement, PeerConfig};
 use std::fmt;

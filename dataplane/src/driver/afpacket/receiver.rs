@@ -347,7 +347,12 @@ mod tests {
         assert!(got.is_none());
         assert_eq!(s.rx_truncated, 1);
         // Fewer bytes than the wire length.
-        let (got, s) = run(received(100, false, Some(aux(200, 0))), [0; 10], false, &buf);
+        let (got, s) = run(
+            received(100, false, Some(aux(200, 0))),
+            [0; 10],
+            false,
+            &buf,
+        );
         assert!(got.is_none());
         assert_eq!(s.rx_truncated, 1);
         // No PACKET_AUXDATA, or not even a vnet header's worth of bytes.
@@ -358,7 +363,12 @@ mod tests {
         assert!(got.is_none());
         assert_eq!(s.rx_ring_errors, 1);
         // Above the MTU without an offload.
-        let (got, s) = run(received(1515, false, Some(aux(1515, 0))), [0; 10], false, &buf);
+        let (got, s) = run(
+            received(1515, false, Some(aux(1515, 0))),
+            [0; 10],
+            false,
+            &buf,
+        );
         assert!(got.is_none());
         assert_eq!(s.rx_too_big, 1);
         // UFO (gso_type 3) is not passed on.
@@ -382,7 +392,12 @@ mod tests {
         let bytes: Vec<u8> = (0..60u8).collect();
         let big = frame(&bytes, 4096);
         let status = libc::TP_STATUS_VLAN_VALID;
-        let (got, _) = run(received(60, false, Some(aux(60, status))), [0; 10], false, &big);
+        let (got, _) = run(
+            received(60, false, Some(aux(60, status))),
+            [0; 10],
+            false,
+            &big,
+        );
         let rx = got.expect("admitted");
         assert_eq!((rx.len, rx.restore), (64, true));
         let mut want = bytes[..12].to_vec();

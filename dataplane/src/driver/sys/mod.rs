@@ -32,8 +32,9 @@ mod region;
 mod tap;
 
 pub(crate) use fd::{
-    Plain, RecvBatch, Received, SendBatch, bind, einval, getsockopt, if_index, owned_fd, page_size, recv, recv_empty,
-    send_empty, send_to, setsockopt, setsockopt_program, socket, take_socket_error, zeroed,
+    Plain, Received, RecvBatch, SendBatch, bind, einval, getsockopt, if_index, owned_fd, page_size,
+    recv, recv_empty, send_empty, send_to, setsockopt, setsockopt_program, socket,
+    take_socket_error, zeroed,
 };
 pub(crate) use iface::{
     driver_name, ethtool_value, hw_addr, ioctl_socket, ipv4_addrs, mtu, rx_queue_count,

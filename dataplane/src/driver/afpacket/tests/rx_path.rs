@@ -192,7 +192,11 @@ fn recvmsg_with_gso_takes_a_super_packet_whole_and_sends_it_back_the_same() {
         }
     }
     let got = got_sp.expect("the super-packet arrives");
-    assert_eq!(got.data(), &sp[..], "byte for byte, partial checksum seed included");
+    assert_eq!(
+        got.data(),
+        &sp[..],
+        "byte for byte, partial checksum seed included"
+    );
     assert_eq!(got.offload(), offload, "with its offload");
     assert!(got.checksum_verified());
     assert_eq!(got_small, Some(small));
