@@ -577,3 +577,44 @@ pub(crate) fn page_size() -> usize {
     let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(v).ok().filter(|&p| p > 0).unwrap_or(4096)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One control message as the kernel lays it out: `cmsghdr`, then the
+    /// data at the next `size_t` boundary, padded to a whole `size_t`.
+    fn cmsg(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
+        let word = size_of::<usize>();
+        let data_at = size_of::<libc::cmsghdr>().next_multiple_of(word);
+        let len = data_at + data.len();
+        let mut b = vec![0u8; len.next_multiple_of(word)];
+        b[..word].copy_from_slice(&len.to_ne_bytes());
+        b[word..word + 4].copy_from_slice(&level.to_ne_bytes());
+        b[word + 4..word + 8].copy_from_slice(&kind.to_ne_bytes());
+        b[data_at..len].copy_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn auxdata_is_found_behind_another_message_and_a_bad_length_is_refused() {
+        let mut aux = Vec::new();
+        for v in [0x11u32, 1500, 1400] {
+            aux.extend_from_slice(&v.to_ne_bytes());
+        }
+        for v in [0u16, 14, 42, 0x88a8] {
+            aux.extend_from_slice(&v.to_ne_bytes());
+        }
+        let mut control = cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMP, &[7; 16]);
+        control.extend(cmsg(libc::SOL_PACKET, libc::PACKET_AUXDATA, &aux));
+        let a = auxdata(&control).expect("found");
+        assert_eq!((a.tp_status, a.tp_len, a.tp_snaplen), (0x11, 1500, 1400));
+        assert_eq!((a.tp_net, a.tp_vlan_tci, a.tp_vlan_tpid), (14, 42, 0x88a8));
+        // Only some other message; a length past the buffer; nothing.
+        assert!(auxdata(&cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMP, &[7; 16])).is_none());
+        let mut long = cmsg(libc::SOL_PACKET, libc::PACKET_AUXDATA, &aux);
+        long[..size_of::<usize>()].copy_from_slice(&4096usize.to_ne_bytes());
+        assert!(auxdata(&long).is_none());
+        assert!(auxdata(&[]).is_none());
+    }
+}
