@@ -1215,7 +1215,11 @@ fn a_busy_worker_runs_one_expiry_slice_per_millisecond_and_one_per_idle_poll() {
     for _ in 0..20 {
         gw.send(OUTSIDE, &no_service);
     }
-    assert_eq!(expired(&gw) - before, 1, "20 busy polls in one ms: one slice");
+    assert_eq!(
+        expired(&gw) - before,
+        1,
+        "20 busy polls in one ms: one slice"
+    );
     gw.worker.poll();
     gw.worker.poll();
     assert_eq!(expired(&gw) - before, 3, "every idle poll runs a slice");
@@ -1227,5 +1231,9 @@ fn a_busy_worker_runs_one_expiry_slice_per_millisecond_and_one_per_idle_poll() {
     for _ in 0..64 {
         gw.worker.poll();
     }
-    assert_eq!(gw.worker.pipeline().conntrack().len(), 0, "idle polls finish the sweep");
+    assert_eq!(
+        gw.worker.pipeline().conntrack().len(),
+        0,
+        "idle polls finish the sweep"
+    );
 }
