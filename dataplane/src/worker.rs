@@ -8,7 +8,9 @@
 //! frames other workers handed over; then let the neighbour stage send the
 //! held frames whose neighbour answered and the ARP requests the batches
 //! asked for (see [`crate::stage::neighbour`]); then bounded housekeeping
-//! (conntrack and affinity expiry); then, when an [`InspectServer`] is
+//! (conntrack and affinity expiry: [`Pipeline::housekeeping`]) after every
+//! poll that found no packets and, while packets keep coming, after the
+//! first poll of each millisecond (see [`Worker::poll`]); then, when an [`InspectServer`] is
 //! attached, one look at its mailbox (a flow listing advances by a bounded
 //! chunk per poll). Counters are core-local and published to
 //! [`SharedCounters`] at most once per millisecond (per-service and
@@ -128,6 +130,8 @@ pub struct Worker<D: Driver, C: Clock> {
     held: HeldFrames<D::Frame>,
     /// Snapshot generation the worker last applied.
     seen_generation: u64,
+    /// The millisecond of the last housekeeping (`u64::MAX`: none yet).
+    housekept_ms: u64,
     /// Who each service / backend id belonged to when last seen.
     service_identity: Vec<Option<Arc<str>>>,
     backend_identity: Vec<Option<(ServiceId, SocketAddr)>>,
@@ -188,6 +192,7 @@ impl<D: Driver, C: Clock> Worker<D, C> {
             last_publish_ms: u64::MAX,
             held: HeldFrames::new(),
             seen_generation: u64::MAX,
+            housekept_ms: u64::MAX,
             service_identity: Vec::new(),
             backend_identity: Vec::new(),
             inspect: None,
@@ -226,6 +231,13 @@ impl<D: Driver, C: Clock> Worker<D, C> {
 
     /// One poll over every port and the handoff rings; returns the number of
     /// frames processed.
+    ///
+    /// Housekeeping ([`Pipeline::housekeeping`]: one bounded expiry slice)
+    /// runs after every poll that found no frames, and after a busy poll
+    /// only when the millisecond changed since the last slice: a loaded
+    /// worker sweeps `expiry_scan_per_poll` flow slots per millisecond
+    /// instead of per poll (tens of thousands of polls a second, each
+    /// slice cache misses over the slab), and an idle one as before.
     pub fn poll(&mut self) -> usize {
         let now_ms = self.clock.now_ms();
         let snap = self.snapshots.load();
@@ -260,7 +272,10 @@ impl<D: Driver, C: Clock> Worker<D, C> {
         if self.handed_to != 0 {
             self.ring_doorbells();
         }
-        self.pipeline.housekeeping(now_ms);
+        if work == 0 || now_ms != self.housekept_ms {
+            self.housekept_ms = now_ms;
+            self.pipeline.housekeeping(now_ms);
+        }
         if let Some(inspect) = self.inspect.as_mut() {
             let p = &self.pipeline;
             let tables = crate::inspect::Tables {

@@ -1190,3 +1190,50 @@ fn a_new_service_does_not_inherit_a_removed_services_counters() {
         .copied();
     assert_eq!(p.unwrap_or(0), 0, "dns (id {dns_id}) shows web's packets");
 }
+
+/// Expiry slices run after every poll that found no packets, but while
+/// packets keep coming only after the first poll of each millisecond
+/// (`Worker::poll`): a loaded worker does not pay a slab sweep per poll.
+#[test]
+fn a_busy_worker_runs_one_expiry_slice_per_millisecond_and_one_per_idle_poll() {
+    let mut cfg = pipeline_config(0, 1);
+    // Every slot holds a flow, and a slice examines one slot: each slice
+    // removes exactly one expired flow.
+    cfg.conntrack.capacity = 64;
+    cfg.conntrack.expiry_scan_per_poll = 1;
+    let mut gw = Gateway::with_config(vec![dns(&[0])], cfg);
+    for sport in 0..64 {
+        gw.send(OUTSIDE, &client_udp(5000 + sport, b"q"));
+    }
+    assert_eq!(gw.worker.pipeline().conntrack().len(), 64);
+    gw.clock.advance_ms(31_000);
+    // A frame that is work for the poll but creates no flow (no service
+    // listens on VIP:9).
+    let no_service = build::eth_ipv4_udp(ROUTER_MAC, OUT_MAC, CLIENT, 7, VIP, 9, b"x");
+    let expired = |gw: &Gateway| gw.counters().flows_expired;
+    let before = expired(&gw);
+    for _ in 0..20 {
+        gw.send(OUTSIDE, &no_service);
+    }
+    assert_eq!(
+        expired(&gw) - before,
+        1,
+        "20 busy polls in one ms: one slice"
+    );
+    gw.worker.poll();
+    gw.worker.poll();
+    assert_eq!(expired(&gw) - before, 3, "every idle poll runs a slice");
+    gw.clock.advance_ms(1);
+    for _ in 0..20 {
+        gw.send(OUTSIDE, &no_service);
+    }
+    assert_eq!(expired(&gw) - before, 4, "the next millisecond: one more");
+    for _ in 0..64 {
+        gw.worker.poll();
+    }
+    assert_eq!(
+        gw.worker.pipeline().conntrack().len(),
+        0,
+        "idle polls finish the sweep"
+    );
+}

@@ -528,8 +528,11 @@ pub struct ConntrackSection {
     /// (no reply seen) are dropped early to make room. Default 262144.
     #[serde(default = "default_conntrack_capacity")]
     pub capacity: u64,
-    /// Flow slots examined for expiry per poll loop, at least 1 (bounded
-    /// work per loop). Default 64.
+    /// Flow slots examined for expiry in one slice, at least 1 (bounded
+    /// work): a worker runs a slice after every poll that found no
+    /// packets and, while packets keep coming, once per millisecond; so a
+    /// saturated worker sweeps 64,000 slots a second at the default.
+    /// Default 64.
     #[serde(default = "default_scan")]
     pub expiry_scan_per_poll: u64,
     /// Flow slots examined for an early-drop victim when the table is

@@ -128,7 +128,9 @@ pub struct ConntrackConfig {
     /// Maximum number of live flows, `1..=MAX_CAPACITY`.
     pub capacity: u32,
     pub timeouts: Timeouts,
-    /// Slots examined per call of [`Conntrack::poll_expire`]; non-zero.
+    /// Slots examined per call of [`Conntrack::poll_expire`] (the worker's
+    /// housekeeping slice: after every idle poll, once per millisecond
+    /// while busy); non-zero.
     pub expiry_scan_per_poll: u32,
     /// Slots examined for an early-drop victim when full; 0 disables early
     /// drop.

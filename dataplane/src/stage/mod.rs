@@ -495,7 +495,8 @@ impl Pipeline {
         self.neighbour.check_generation(snap);
     }
 
-    /// Bounded housekeeping for one poll loop: examine
+    /// Bounded housekeeping, one slice (the worker runs one after every
+    /// idle poll and once per millisecond while busy): examine
     /// `ConntrackConfig::expiry_scan_per_poll` flow slots for expiry
     /// (releasing their SNAT tuples), a few affinity entries and a few
     /// quarantine entries.
