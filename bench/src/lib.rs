@@ -407,3 +407,29 @@ pub mod compare;
 pub mod ipv6;
 pub mod pktgen;
 pub mod report_scan;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_services_are_idle_services_beside_the_measured_ones() {
+        let cfg = RigConfig {
+            extra_services: 3,
+            ..RigConfig::default()
+        };
+        let snap = SnapshotBuilder::new()
+            .build(&snapshot_spec(&cfg))
+            .expect("valid spec");
+        for s in 0..3 {
+            let svc = snap
+                .service_by_name(&format!("idle/svc-{s}"))
+                .expect("idle service present");
+            let vip = Ipv4Addr::new(198, 18, 0, s as u8);
+            assert!(snap.listener(Proto::Tcp, vip, 80).is_some(), "{vip}");
+            assert_eq!(svc.active_set().map(|s| s.backends.len()), Some(2));
+        }
+        assert!(snap.service_by_name("web").is_some());
+        assert!(snap.service_by_name("idle/svc-3").is_none());
+    }
+}

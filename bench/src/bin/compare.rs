@@ -423,3 +423,29 @@ fn main() -> ExitCode {
     }
     ExitCode::SUCCESS
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel_rows(args: &[&str]) -> Result<Vec<Datapath>, String> {
+        let cli = Cli::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        config(&cli).map(|c| c.kernel)
+    }
+
+    #[test]
+    fn kernel_rows_default_to_both_and_can_be_narrowed_or_dropped() {
+        assert_eq!(
+            kernel_rows(&[]),
+            Ok(vec![Datapath::Iptables, Datapath::Nftables])
+        );
+        assert_eq!(
+            kernel_rows(&["--kernel", "nftables"]),
+            Ok(vec![Datapath::Nftables])
+        );
+        assert_eq!(kernel_rows(&["--kernel", "none"]), Ok(vec![]));
+        let err = kernel_rows(&["--kernel", "iptables,pf"]).unwrap_err();
+        assert!(err.contains("--kernel pf"), "{err}");
+    }
+}
