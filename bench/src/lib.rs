@@ -93,6 +93,11 @@ pub struct RigConfig {
     /// Also serve `web6` on [`ipv6::VIP6`] (IPv6 backends, SNAT from IPv6
     /// addresses): the IPv6 tables are allocated only then.
     pub ipv6: bool,
+    /// Idle TCP services added beside `web` and `dns` (distinct VIPs in
+    /// 198.18.0.0/15, two endpoints each in 10.1.128.0/17, no traffic), to
+    /// measure what a Kubernetes-sized snapshot costs the packets of the
+    /// busy services.
+    pub extra_services: u32,
 }
 
 impl Default for RigConfig {
@@ -104,6 +109,7 @@ impl Default for RigConfig {
             maglev_table_size: 16381,
             syn_proxy: SynProxyMode::Off,
             ipv6: false,
+            extra_services: 0,
         }
     }
 }
@@ -149,13 +155,27 @@ pub fn snapshot_spec(cfg: &RigConfig) -> SnapshotSpec {
                 mac: backend_mac(b).0,
             })
             .collect(),
-        services: vec![web, dns],
+        services: [web, dns]
+            .into_iter()
+            .chain((0..cfg.extra_services).map(idle_service))
+            .collect(),
         maglev_table_size: cfg.maglev_table_size,
     };
     if cfg.ipv6 {
         ipv6::add_to_spec(&mut spec, cfg);
     }
     spec
+}
+
+/// Idle service `s` of [`RigConfig::extra_services`].
+fn idle_service(s: u32) -> ServiceSpec {
+    let vip = Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + s);
+    let mut svc = ServiceSpec::new(&format!("idle/svc-{s}"), Proto::Tcp, vip, 80);
+    for e in 0..2 {
+        let pod = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 1, 128, 0)) + (s * 2 + e) % 32_768);
+        svc = svc.endpoint(SocketAddrV4::new(pod, 8080));
+    }
+    svc
 }
 
 /// A Kubernetes-sized spec: `services` TCP services on distinct VIPs (port
@@ -387,3 +407,29 @@ pub mod compare;
 pub mod ipv6;
 pub mod pktgen;
 pub mod report_scan;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_services_are_idle_services_beside_the_measured_ones() {
+        let cfg = RigConfig {
+            extra_services: 3,
+            ..RigConfig::default()
+        };
+        let snap = SnapshotBuilder::new()
+            .build(&snapshot_spec(&cfg))
+            .expect("valid spec");
+        for s in 0..3 {
+            let svc = snap
+                .service_by_name(&format!("idle/svc-{s}"))
+                .expect("idle service present");
+            let vip = Ipv4Addr::new(198, 18, 0, s as u8);
+            assert!(snap.listener(Proto::Tcp, vip, 80).is_some(), "{vip}");
+            assert_eq!(svc.active_set().map(|s| s.backends.len()), Some(2));
+        }
+        assert!(snap.service_by_name("web").is_some());
+        assert!(snap.service_by_name("idle/svc-3").is_none());
+    }
+}

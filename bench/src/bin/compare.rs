@@ -45,7 +45,7 @@ use portico_bench::compare::flood_report::flood_markdown;
 use portico_bench::compare::plot::plot_all;
 use portico_bench::compare::report::markdown;
 use portico_bench::compare::run::{
-    CompareConfig, Defence, FloodConfig, Load, PorticoDriver, Report, run, run_syn_flood,
+    CompareConfig, Datapath, Defence, FloodConfig, Load, PorticoDriver, Report, run, run_syn_flood,
 };
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -100,6 +100,11 @@ struct Cli {
     /// `--portico-driver afpacket-gso` and the kernel with offloads).
     #[arg(long)]
     offloads_on: bool,
+    /// Kernel rows to run: `iptables`, `nftables`, both (the default) or
+    /// `none` (a Portico row alone, e.g. to profile it at 10,000 services
+    /// without the kernel's minutes of rule loading; no ratios then).
+    #[arg(long, value_delimiter = ',', default_values_t = ["iptables".to_owned(), "nftables".to_owned()])]
+    kernel: Vec<String>,
     /// Smoke run: 1 run, 1 s loads, 1 and 100 services (overrides those).
     #[arg(long)]
     quick: bool,
@@ -201,6 +206,19 @@ fn config(cli: &Cli) -> Result<CompareConfig, String> {
     if !(cli.duration_s > 0.0 && cli.duration_s <= 600.0) {
         return Err("--duration-s must be in (0, 600]".into());
     }
+    let mut kernel = Vec::new();
+    for k in &cli.kernel {
+        match k.as_str() {
+            "iptables" => kernel.push(Datapath::Iptables),
+            "nftables" => kernel.push(Datapath::Nftables),
+            "none" => {}
+            other => {
+                return Err(format!(
+                    "--kernel {other}: expected iptables, nftables or none"
+                ));
+            }
+        }
+    }
     let (runs, duration_s, services) = if cli.quick {
         (1, 1.0, vec![1, 100])
     } else {
@@ -225,6 +243,7 @@ fn config(cli: &Cli) -> Result<CompareConfig, String> {
         portico_extra: cli.portico_extra.clone().unwrap_or_default(),
         portico_dataplane: cli.portico_dataplane.clone().unwrap_or_default(),
         offloads_on: cli.offloads_on,
+        kernel,
     })
 }
 
@@ -403,4 +422,30 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel_rows(args: &[&str]) -> Result<Vec<Datapath>, String> {
+        let cli = Cli::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        config(&cli).map(|c| c.kernel)
+    }
+
+    #[test]
+    fn kernel_rows_default_to_both_and_can_be_narrowed_or_dropped() {
+        assert_eq!(
+            kernel_rows(&[]),
+            Ok(vec![Datapath::Iptables, Datapath::Nftables])
+        );
+        assert_eq!(
+            kernel_rows(&["--kernel", "nftables"]),
+            Ok(vec![Datapath::Nftables])
+        );
+        assert_eq!(kernel_rows(&["--kernel", "none"]), Ok(vec![]));
+        let err = kernel_rows(&["--kernel", "iptables,pf"]).unwrap_err();
+        assert!(err.contains("--kernel pf"), "{err}");
+    }
 }

@@ -6,7 +6,7 @@
 //! repeatable, unlike wall-clock time on a shared machine). Without valgrind
 //! it prints the wall-clock ns/packet of the same loop.
 //!
-//! usage: `pipeline-probe <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood|tcp6_established|tcp6_reply|tcp6_new_flow> <flows> <packets> [offload]`
+//! usage: `pipeline-probe <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood|tcp6_established|tcp6_reply|tcp6_new_flow> <flows> <packets> [offload] [services=N]`
 //!
 //! The `tcp6_*` kinds are their IPv4 counterparts over IPv6 (the rig then
 //! also serves `web6` with IPv6 backends and SNAT addresses; the IPv4
@@ -15,11 +15,17 @@
 //! `syn_flood`: SYNs from distinct spoofed sources to a web service with
 //! `syn_proxy = on`, each answered with a SYN cookie (no flow is created).
 //!
+//! With `services=N`, N idle TCP services (two endpoints each, no
+//! traffic) sit in the snapshot beside the measured ones
+//! ([`RigConfig::extra_services`]): what a Kubernetes-sized service table
+//! costs the busy services' packets.
+//!
 //! With `offload`, the mem driver marks frames checksum-verified, as a NIC
 //! with RX checksum offload would: the parse stage then skips the TCP/UDP
 //! checksum (the IPv4 header checksum is always verified). Default: off,
 //! every checksum verified in software.
 
+use dataplane::counters::DropReason;
 use dataplane::flow::Family;
 use dataplane::snapshot::SynProxyMode;
 use dataplane::wire::tcp::flags as F;
@@ -36,17 +42,21 @@ fn measured_poll(rig: &mut Rig) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let offload = match args.get(4).map(String::as_str) {
-        None => false,
-        Some("offload") => true,
-        Some(_) => {
-            eprintln!("the optional 4th argument is `offload`");
-            std::process::exit(2);
+    let mut offload = false;
+    let mut extra_services = 0u32;
+    for arg in args.iter().skip(4) {
+        match arg.strip_prefix("services=").map(str::parse::<u32>) {
+            Some(Ok(n)) => extra_services = n,
+            _ if arg == "offload" => offload = true,
+            _ => {
+                eprintln!("the optional arguments are `offload` and `services=N`, not {arg:?}");
+                std::process::exit(2);
+            }
         }
-    };
-    if args.len() != 4 && args.len() != 5 {
+    }
+    if !(4..=6).contains(&args.len()) {
         eprintln!(
-            "usage: {} <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood|tcp6_established|tcp6_reply|tcp6_new_flow> <flows> <packets> [offload]",
+            "usage: {} <tcp_established|tcp_reply|udp_established|tcp_new_flow|syn_flood|tcp6_established|tcp6_reply|tcp6_new_flow> <flows> <packets> [offload] [services=N]",
             args[0]
         );
         std::process::exit(2);
@@ -70,6 +80,7 @@ fn main() {
             SynProxyMode::Off
         },
         ipv6: family == Family::V6,
+        extra_services,
         ..RigConfig::default()
     });
     let (port, frames): (u8, Vec<Vec<u8>>) = match kind {
@@ -125,10 +136,17 @@ fn main() {
     } else {
         kind.to_string()
     };
+    let reasons: Vec<String> = DropReason::ALL
+        .iter()
+        .zip(c.drops)
+        .filter(|&(_, n)| n > 0)
+        .map(|(r, n)| format!("{}:{n}", r.name()))
+        .collect();
     println!(
-        "{kind} flows={flows} packets={packets} tx={} drops={} live_flows={} ns/packet={:.1}",
+        "{kind} flows={flows} packets={packets} tx={} drops={} ({}) live_flows={} ns/packet={:.1}",
         c.tx_packets,
         c.total_drops(),
+        reasons.join(","),
         rig.worker.pipeline().conntrack().len()
             + rig.worker.pipeline().ipv6().map_or(0, |t| t.ct.len()),
         busy.as_nanos() as f64 / f64::from(packets.max(1))

@@ -238,6 +238,10 @@ pub struct CompareConfig {
     /// super-packets, as between namespaces by default; for `afpacket-gso`
     /// rows and a kernel with its offloads.
     pub offloads_on: bool,
+    /// The kernel rows to run, in this order (iptables then nftables by
+    /// default; fewer to profile a Portico row without waiting for the
+    /// kernel's rule loads: the ratios to a missing row are left out).
+    pub kernel: Vec<Datapath>,
 }
 
 /// The gateway's configuration of a `driver` row: `workers` workers, the

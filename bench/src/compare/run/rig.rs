@@ -583,7 +583,7 @@ pub fn run(config: &CompareConfig) -> Result<Report, CompareError> {
                 rig.portico_cell(&mut report, run, driver, n)?;
             }
         }
-        for datapath in [Datapath::Iptables, Datapath::Nftables] {
+        for &datapath in &config.kernel {
             for &n in &config.services {
                 rig.kernel_cell(&mut report, run, datapath, n)?;
             }
