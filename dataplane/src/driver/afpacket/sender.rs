@@ -101,7 +101,7 @@ impl MsgSender {
             let vnet_len = if self.gso { vnet::HEADER_LEN } else { 0 };
             for (h, f) in self.headers.iter_mut().zip(&rest[..run]) {
                 if self.gso {
-                    *h = vnet_header(&f.offload, f.data());
+                    *h = vnet_header(&f.offload, f.data(), 0);
                 }
             }
             let messages = self

@@ -308,7 +308,7 @@ fn tx_frames(lens: &[usize]) -> Vec<AfPacketFrame> {
 fn tx_fill_uses_free_slots_in_order_and_stops_at_a_busy_one() {
     // Two blocks of two 2048-byte slots.
     let mut region = Region::anonymous(2 * BLOCK).unwrap();
-    let mut tx = TxRing::new(RxMode::Blocks, 0, BLOCK, 2, 2048, false);
+    let mut tx = TxRing::new(RxMode::Blocks, 0, BLOCK, 2, 2048, None);
     assert_eq!(tx.frame_count(), 4);
     let (mut stats, mut pool) = (PortStats::default(), pool(0));
     let mut frames = tx_frames(&[60, 100, 1516, 200, 300, 400]);
@@ -461,7 +461,7 @@ fn frame_ring_applies_the_same_checks_and_leaves_frames_when_the_pool_is_empty()
 fn tx_slots_of_a_frames_socket_use_the_v2_header() {
     use super::frames::{H_LEN, H_STATUS};
     let mut region = Region::anonymous(BLOCK).unwrap();
-    let mut tx = TxRing::new(RxMode::Frames, 0, BLOCK, 1, 2048, false);
+    let mut tx = TxRing::new(RxMode::Frames, 0, BLOCK, 1, 2048, None);
     let (mut stats, mut pool) = (PortStats::default(), pool(0));
     let mut frames = tx_frames(&[60, 100]);
     let (taken, queued) = tx_fill(
@@ -596,6 +596,74 @@ fn gso_frames_come_with_their_vnet_header() {
     );
 }
 
+const GSO_VNET: TxVnet = TxVnet {
+    gso: true,
+    linear_max_bytes: 0,
+};
+
+/// The `hdr_len` field of a `virtio_net_hdr` (bytes 2..4, little-endian).
+fn vnet_hdr_len(hdr: &[u8; vnet::HEADER_LEN]) -> u16 {
+    u16::from_le_bytes([hdr[2], hdr[3]])
+}
+
+/// Without `gso` but with a vnet header for the linear copy, a frame up to
+/// `linear_max_bytes` is covered whole by `hdr_len` (the kernel copies it
+/// into the skb's linear part), a longer one from its Ethernet header on
+/// (the rest as the ring's pages), and a super-packet is too big as on a
+/// socket without vnet headers.
+#[test]
+fn tx_slots_without_gso_ask_for_a_linear_copy_of_small_frames() {
+    use super::frames::H_LEN;
+    const SLOT: usize = 4096;
+    let mut region = Region::anonymous(4 * SLOT).unwrap();
+    let linear = TxVnet {
+        gso: false,
+        linear_max_bytes: 256,
+    };
+    let mut tx = TxRing::new(RxMode::Frames, 0, SLOT, 4, SLOT, Some(linear));
+    let mut stats = PortStats::default();
+    let mut pool = Pools::new(4, fixup::max_frame_len(MTU, true), 1);
+    let small = udp(100, 1);
+    let large = udp(1000, 2);
+    let (sp, o) = super_packet(3000);
+    let mut frames = Vec::new();
+    for (bytes, offload) in [
+        (small.clone(), Offload::NONE),
+        (large.clone(), Offload::NONE),
+        (sp, o),
+    ] {
+        let mut f = pool.pop_for(bytes.len()).unwrap();
+        f.buf[..bytes.len()].copy_from_slice(&bytes);
+        f.len = bytes.len();
+        f.offload = offload;
+        frames.push(f);
+    }
+    let (taken, queued) = tx_fill(
+        &mut region,
+        &mut tx,
+        MTU,
+        &mut stats,
+        &mut pool,
+        &mut frames,
+    );
+    assert_eq!((taken, queued), (3, 2));
+    assert_eq!((stats.tx_gso_frames, stats.tx_too_big), (0, 1));
+    let data = V2_TX_DATA_OFFSET;
+    let mut hdr = [0u8; vnet::HEADER_LEN];
+    for (slot, bytes, hdr_len) in [(0, &small, small.len()), (SLOT, &large, 14)] {
+        assert!(region.copy_out(slot + data, &mut hdr));
+        assert_eq!(usize::from(vnet_hdr_len(&hdr)), hdr_len);
+        assert_eq!(Offload::decode(&hdr, 0), Ok(Offload::NONE));
+        assert_eq!(
+            region.read_u32(slot + H_LEN),
+            Some((10 + bytes.len()) as u32)
+        );
+        let mut got = vec![0u8; bytes.len()];
+        assert!(region.copy_out(slot + data + 10, &mut got));
+        assert_eq!(&got, bytes);
+    }
+}
+
 /// With `gso`, each TX slot starts with a `virtio_net_hdr`: a super-packet
 /// goes whole (above the MTU) with its offload, an ordinary frame with an
 /// empty header, and a frame above the MTU without GSO is still too big.
@@ -604,7 +672,7 @@ fn gso_tx_slots_carry_the_vnet_header() {
     use super::frames::H_LEN;
     const SLOT: usize = 16384;
     let mut region = Region::anonymous(4 * SLOT).unwrap();
-    let mut tx = TxRing::new(RxMode::Frames, 0, SLOT, 4, SLOT, true);
+    let mut tx = TxRing::new(RxMode::Frames, 0, SLOT, 4, SLOT, Some(GSO_VNET));
     let mut stats = PortStats::default();
     let mut pool = Pools::new(4, fixup::max_frame_len(MTU, true), 2);
     let (sp, o) = super_packet(8000);
