@@ -837,8 +837,9 @@ pub struct AfpacketSection {
     /// a buffer of its own; no syscall while frames wait), `"recvmsg"`
     /// (no RX ring, one `recvmmsg(2)` per burst straight into the
     /// worker's buffers: one copy of each frame instead of two, at one
-    /// syscall per burst, also an empty one), or `"auto"`: `"recvmsg"` on
-    /// veth ports with `gso`, `"ring"` otherwise. Default `"auto"`.
+    /// syscall per burst, also an empty one; its one copy runs on the
+    /// worker's core), or `"auto"`: the driver's measured choice, `"ring"`
+    /// on every port today. Default `"auto"`.
     #[serde(default)]
     pub rx_path: AfpacketRxPath,
 }

@@ -25,15 +25,19 @@
 //!   Linux 4.11): fixed slots of `tx_frame_size` bytes, data after the
 //!   header (32 bytes in V2, 48 in V3). `tx_burst` copies frames into free
 //!   slots, marks them `TP_STATUS_SEND_REQUEST`, then makes exactly one
-//!   `send(fd, NULL, 0, MSG_DONTWAIT)`. `PACKET_QDISC_BYPASS` (on by
+//!   `send(fd, NULL, 0, MSG_DONTWAIT)`. A socket with both rings has
+//!   `PACKET_VNET_HDR` also without `gso`: the header in front of each
+//!   slot asks the kernel to copy a frame whole into the skb (every frame
+//!   on a veth, small ones elsewhere) rather than attach the ring's page,
+//!   which a veth copies again into a new one (`port::TxVnet`). `PACKET_QDISC_BYPASS` (on by
 //!   default) hands frames straight to the device; `PACKET_LOSS` makes the
 //!   kernel skip a malformed slot instead of stalling the ring.
 //! * **TX by `sendmmsg`** ([`TxPath::Sendmsg`], `auto` on a veth with `gso`):
 //!   a second, send-only socket per port and one `sendmmsg(2)` per burst
 //!   instead of the TX ring, whose zero-copy pages a veth must copy again
 //!   (see `sender.rs`).
-//! * **RX by `recvmmsg`** ([`RxPath::Recvmsg`], `auto` on a veth with
-//!   `gso`): no RX ring; one `recvmmsg(2)` per burst into posted pool
+//! * **RX by `recvmmsg`** ([`RxPath::Recvmsg`], a choice; `auto` is the
+//!   ring): no RX ring; one `recvmmsg(2)` per burst into posted pool
 //!   buffers, so a super-packet is copied once instead of twice (see
 //!   `receiver.rs`). `rx_burst` then makes one syscall, also when idle.
 //! * **The port's kernel stack** ([`AfPacketConfig::kernel_stack_rx`] off,
@@ -320,7 +324,7 @@ impl AfPacketPort {
         let gso = config.gso;
         let tx_path = resolve_tx_path(config.tx_path, gso, ifname);
         let tx_ring = tx_path == TxPath::Ring;
-        let rx_ring = resolve_rx_path(config.rx_path, gso, ifname) == RxPath::Ring;
+        let rx_ring = resolve_rx_path(config.rx_path) == RxPath::Ring;
         let veth = is_veth(ifname);
         // Vnet headers on the socket: with gso, and on a socket with both
         // rings for the TX ring's linear copy (`port::TxVnet`); the RX ring
@@ -537,12 +541,13 @@ fn resolve_tx_path(path: TxPath, gso: bool, ifname: &str) -> TxPath {
     }
 }
 
-/// The path frames arrive at `ifname` by: `Auto` is [`RxPath::Recvmsg`]
-/// on a veth with `gso` (one copy of each super-packet instead of two,
-/// see `receiver.rs`), [`RxPath::Ring`] elsewhere (no syscall per burst).
-fn resolve_rx_path(path: RxPath, gso: bool, ifname: &str) -> RxPath {
+/// The path frames arrive by: `Auto` is [`RxPath::Ring`] (no syscall per
+/// burst). `recvmmsg` copies a super-packet once instead of twice, but the
+/// one copy runs on the worker's core instead of the sender's softirq:
+/// measured on an idle veth rig, one GSO flow ran slower with it
+/// (bench/RESULTS.md), so it is a choice, not a default.
+fn resolve_rx_path(path: RxPath) -> RxPath {
     match path {
-        RxPath::Auto if gso && is_veth(ifname) => RxPath::Recvmsg,
         RxPath::Auto => RxPath::Ring,
         chosen => chosen,
     }
