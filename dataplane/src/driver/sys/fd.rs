@@ -297,20 +297,24 @@ impl std::fmt::Debug for SendBatch {
     }
 }
 
+/// `capacity` empty message headers and two empty `iovec`s per message
+/// (a message is two parts), for [`SendBatch`] and [`RecvBatch`].
+fn empty_messages(capacity: usize) -> (Vec<libc::mmsghdr>, Vec<libc::iovec>) {
+    let iov = libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    };
+    // SAFETY: `mmsghdr` is integers and raw pointers; all-zero bytes
+    // (null pointers, zero lengths) are a valid value.
+    let msg: libc::mmsghdr = unsafe { std::mem::zeroed() };
+    (vec![msg; capacity], vec![iov; capacity * 2])
+}
+
 impl SendBatch {
     /// Arrays for up to `capacity` messages per call.
     pub(crate) fn new(capacity: usize) -> Self {
-        let iov = libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
-        // SAFETY: `mmsghdr` is integers and raw pointers; all-zero bytes
-        // (null pointers, zero lengths) are a valid value.
-        let msg: libc::mmsghdr = unsafe { std::mem::zeroed() };
-        SendBatch {
-            msgs: vec![msg; capacity],
-            iovs: vec![iov; capacity * 2],
-        }
+        let (msgs, iovs) = empty_messages(capacity);
+        SendBatch { msgs, iovs }
     }
 
     /// `sendmmsg(fd, ..., MSG_DONTWAIT)` of the first `capacity` (of
@@ -412,16 +416,10 @@ impl std::fmt::Debug for RecvBatch {
 impl RecvBatch {
     /// Arrays for up to `capacity` messages per call.
     pub(crate) fn new(capacity: usize) -> Self {
-        let iov = libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
-        // SAFETY: `mmsghdr` is integers and raw pointers; all-zero bytes
-        // (null pointers, zero lengths) are a valid value.
-        let msg: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        let (msgs, iovs) = empty_messages(capacity);
         RecvBatch {
-            msgs: vec![msg; capacity],
-            iovs: vec![iov; capacity * 2],
+            msgs,
+            iovs,
             control: vec![[0; CONTROL_WORDS]; capacity],
             received: 0,
         }
