@@ -354,13 +354,14 @@ impl AfPacketPort {
         } else {
             ring.tx_frame_size
         };
+        // A slot holds its header, the vnet header when there is one, and
+        // the largest frame.
+        let min_tx_frame_size = tx_data + vnet + frame_capacity;
         if !tx_frame_size.is_multiple_of(libc::TPACKET_ALIGNMENT)
-            || tx_frame_size < tx_data + frame_capacity
+            || tx_frame_size < min_tx_frame_size
         {
             return Err(invalid(format!(
-                "tx_frame_size {} must be a multiple of 16 and at least {}",
-                tx_frame_size,
-                tx_data + frame_capacity
+                "tx_frame_size {tx_frame_size} must be a multiple of 16 and at least {min_tx_frame_size}"
             )));
         }
         if ring.tx_frame_count == 0 {
