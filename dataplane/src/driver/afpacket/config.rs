@@ -116,7 +116,9 @@ pub struct RingConfig {
     /// after this long.
     pub rx_block_timeout_ms: u32,
     /// Bytes per TX slot, header (32 with frames, 48 with blocks)
-    /// included; a multiple of 16.
+    /// included; a multiple of 16, at least the header, the 10-byte
+    /// `virtio_net_hdr` (with `gso`, or with both rings: the linear copy)
+    /// and the largest frame.
     pub tx_frame_size: usize,
     /// TX slots; rounded up to whole blocks (a block is `tx_frame_size`
     /// rounded up to the page size).
