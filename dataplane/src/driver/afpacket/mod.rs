@@ -578,7 +578,7 @@ impl AfPacketDriver {
             let info = prepare::interface_info(&p.ifname)?;
             frame_capacity = frame_capacity.max(fixup::max_frame_len(info.mtu, true));
         }
-        let ports = config
+        let mut ports = config
             .ports
             .iter()
             .map(|p| AfPacketPort::open(p, config, frame_capacity))
@@ -588,7 +588,15 @@ impl AfPacketDriver {
         } else {
             0
         };
-        let pool = Pools::new(config.pool_frames, frame_capacity, big);
+        let mut pool = Pools::new(config.pool_frames, frame_capacity, big);
+        // Receivers without a ring keep buffers posted between bursts; each
+        // keeps at most half its share of its size class, so the other
+        // ports and the pipeline (`frame_from`) always find buffers.
+        let receivers = ports.iter().filter(|p| p.receiver.is_some()).count();
+        for r in ports.iter_mut().filter_map(|p| p.receiver.as_mut()) {
+            let share = pool.total_for(r.buf_len()) / (2 * receivers);
+            r.limit_posted(share, &mut pool);
+        }
         let poll_set = sys::PollSet::new(ports.iter().map(|p| p.fd.as_fd()));
         Ok(AfPacketDriver {
             ports,

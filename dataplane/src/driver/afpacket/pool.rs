@@ -27,6 +27,8 @@ pub(super) struct Pools {
     pub(super) small_capacity: usize,
     /// Big buffers exist (`gso` on).
     has_big: bool,
+    /// Buffers of each size the pool was made with: (small, big).
+    totals: (usize, usize),
 }
 
 fn buffers(count: usize, capacity: usize) -> Vec<AfPacketFrame> {
@@ -47,6 +49,19 @@ impl Pools {
             big: buffers(big, GSO_MAX_FRAME),
             small_capacity,
             has_big: big > 0,
+            totals: (small, big),
+        }
+    }
+
+    /// How many buffers of the size that holds `len` bytes the pool was
+    /// made with (free or not); 0 for a length no buffer holds.
+    pub(super) fn total_for(&self, len: usize) -> usize {
+        if len <= self.small_capacity {
+            self.totals.0
+        } else if len <= GSO_MAX_FRAME {
+            self.totals.1
+        } else {
+            0
         }
     }
 

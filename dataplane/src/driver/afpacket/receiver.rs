@@ -18,7 +18,11 @@
 //! (`port::rx_admit`, `port::rx_finish`): too big, truncated (`MSG_TRUNC`
 //! or a snap length short of the wire length), offload, checksum.
 //!
-//! Buffers: up to [`BATCH`] pool buffers stay posted between bursts. A
+//! Buffers: up to [`BATCH`] pool buffers stay posted between bursts, and
+//! at most half a receiver's share of their size class
+//! ([`MsgReceiver::limit_posted`]: the pool serves every port and the
+//! pipeline's own frames too, so several receivers must not hold all of
+//! it between bursts). A
 //! received frame that fits a small buffer is copied down into one (at
 //! most an MTU's worth of bytes) and its big buffer stays posted; a
 //! larger frame leaves in its buffer, whose slot is refilled from the pool
@@ -88,6 +92,21 @@ impl MsgReceiver {
             headers: vec![[0; vnet::HEADER_LEN]; BATCH],
             buf_len,
             gso,
+        }
+    }
+
+    /// Bytes of each buffer this receiver posts.
+    pub(super) fn buf_len(&self) -> usize {
+        self.buf_len
+    }
+
+    /// Post at most `buffers` buffers (at least one, at most [`BATCH`]);
+    /// any posted beyond that go back to `pool`. Each `recvmmsg` then
+    /// takes at most that many datagrams.
+    pub(super) fn limit_posted(&mut self, buffers: usize, pool: &mut Pools) {
+        let keep = buffers.clamp(1, BATCH);
+        for f in self.posted.drain(keep.min(self.posted.len())..).flatten() {
+            pool.push(f);
         }
     }
 

@@ -222,3 +222,37 @@ fn recvmsg_with_gso_takes_a_super_packet_whole_and_sends_it_back_the_same() {
     assert_eq!(b.total_stats().tx_gso_frames, 1);
     assert_eq!(b.pool_free(), 64 + 8);
 }
+
+/// A receiver without a ring keeps at most half its size class posted
+/// between bursts: with `gso` and 8 big buffers, one port posts 4, and the
+/// pipeline's own super-packets (`frame_from`) find the other 4 while the
+/// port waits for frames.
+#[test]
+fn recvmsg_posts_at_most_half_its_size_class_between_bursts() {
+    let Some(topo) = Topology::new(1500, 1500) else {
+        return;
+    };
+    let mut b = open_on(&topo.ns_b, "pb", true, RxPath::Recvmsg, 64, 8);
+    let mut batch = Vec::with_capacity(64);
+    b.rx_burst(0, &mut batch, 64);
+    for f in batch.drain(..) {
+        b.release(f);
+    }
+    let posted = b.ports[0].receiver.as_ref().map(MsgReceiver::posted);
+    assert_eq!(posted, Some(4), "half of the 8 big buffers posted");
+    let big_frame = vec![0u8; 3000];
+    let taken: Vec<AfPacketFrame> = (0..4)
+        .map(|i| {
+            b.frame_from(&big_frame)
+                .unwrap_or_else(|| panic!("big buffer {i} for the pipeline"))
+        })
+        .collect();
+    assert!(
+        b.frame_from(&big_frame).is_none(),
+        "the pool holds 8 in all"
+    );
+    for f in taken {
+        b.release(f);
+    }
+    assert_eq!(b.pool_free(), 64 + 8);
+}
