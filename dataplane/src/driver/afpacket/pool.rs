@@ -25,10 +25,16 @@ pub(super) struct Pools {
     pub(super) big: Vec<AfPacketFrame>,
     /// Bytes of a small buffer.
     pub(super) small_capacity: usize,
-    /// Big buffers exist (`gso` on).
-    has_big: bool,
-    /// Buffers of each size the pool was made with: (small, big).
+    /// Buffers of each size the pool was made with: (small, big; 0 big
+    /// without `gso`).
     totals: (usize, usize),
+}
+
+/// The two buffer sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SizeClass {
+    Small,
+    Big,
 }
 
 fn buffers(count: usize, capacity: usize) -> Vec<AfPacketFrame> {
@@ -48,32 +54,38 @@ impl Pools {
             small: buffers(small, small_capacity),
             big: buffers(big, GSO_MAX_FRAME),
             small_capacity,
-            has_big: big > 0,
             totals: (small, big),
+        }
+    }
+
+    /// The size of buffer that holds `len` bytes (`None`: no buffer does).
+    #[inline]
+    fn class_for(&self, len: usize) -> Option<SizeClass> {
+        if len <= self.small_capacity {
+            Some(SizeClass::Small)
+        } else if len <= GSO_MAX_FRAME {
+            Some(SizeClass::Big)
+        } else {
+            None
         }
     }
 
     /// How many buffers of the size that holds `len` bytes the pool was
     /// made with (free or not); 0 for a length no buffer holds.
     pub(super) fn total_for(&self, len: usize) -> usize {
-        if len <= self.small_capacity {
-            self.totals.0
-        } else if len <= GSO_MAX_FRAME {
-            self.totals.1
-        } else {
-            0
+        match self.class_for(len) {
+            Some(SizeClass::Small) => self.totals.0,
+            Some(SizeClass::Big) => self.totals.1,
+            None => 0,
         }
     }
 
     /// A buffer that holds `len` bytes, if one is free.
     #[inline]
     pub(super) fn pop_for(&mut self, len: usize) -> Option<AfPacketFrame> {
-        if len <= self.small_capacity {
-            self.small.pop()
-        } else if len <= GSO_MAX_FRAME {
-            self.big.pop()
-        } else {
-            None
+        match self.class_for(len)? {
+            SizeClass::Small => self.small.pop(),
+            SizeClass::Big => self.big.pop(),
         }
     }
 
@@ -81,7 +93,7 @@ impl Pools {
     /// one, and a big one when there are big buffers at all.
     #[inline]
     pub(super) fn ready(&self) -> bool {
-        !self.small.is_empty() && (!self.has_big || !self.big.is_empty())
+        !self.small.is_empty() && (self.totals.1 == 0 || !self.big.is_empty())
     }
 
     #[inline]
